@@ -1,0 +1,8 @@
+//! One module per subcommand.
+
+pub(crate) mod accelerators;
+pub(crate) mod config;
+pub(crate) mod deps;
+pub(crate) mod hash;
+pub(crate) mod pack;
+pub(crate) mod profile;

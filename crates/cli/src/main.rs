@@ -1,0 +1,73 @@
+//! `kinetic`: the command-line tool over Kinetic for Rust.
+//!
+//! Every command that prints data accepts `--json`. Bad input gets a
+//! one-line error naming the input and what is accepted, and exit code 2;
+//! a failure of the work itself exits 1.
+
+mod commands;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::output::{CliError, Output};
+
+/// Run Python functions and commands on remote TPUs, GPUs and CPUs.
+#[derive(Debug, Parser)]
+#[command(name = "kinetic", version, about, propagate_version = true)]
+struct Cli {
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+
+    /// Profile to use instead of the active one (also `KINETIC_PROFILE`).
+    #[arg(long, global = true)]
+    profile: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Content hash (64 hex) of a file or directory, as the data cache keys it.
+    Hash(commands::hash::HashArgs),
+    /// Write the `context.zip` that would be shipped for a package root.
+    Pack(commands::pack::PackArgs),
+    /// Show the dependency file found for a directory and its filtered requirements.
+    Deps(commands::deps::DepsArgs),
+    /// The accelerator registry, or resolve one accelerator spelling.
+    Accelerators(commands::accelerators::AcceleratorsArgs),
+    /// Show the resolved configuration and where each value came from.
+    Config(commands::config::ConfigArgs),
+    /// Manage profiles in `~/.kinetic/profiles.json`.
+    Profile(commands::profile::ProfileArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+            let _ = err.print();
+            return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
+        }
+    };
+    let out = Output::new(cli.json);
+    let result = match &cli.command {
+        Command::Hash(args) => commands::hash::run(args, &out),
+        Command::Pack(args) => commands::pack::run(args, &out),
+        Command::Deps(args) => commands::deps::run(args, &out),
+        Command::Accelerators(args) => commands::accelerators::run(args, &out),
+        Command::Config(args) => commands::config::run(args, cli.profile.as_deref(), &out),
+        Command::Profile(args) => commands::profile::run(args, &out),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}

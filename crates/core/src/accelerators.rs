@@ -1,0 +1,1 @@
+//! accelerators (being written).

@@ -1,0 +1,1 @@
+//! hashing (being written).

@@ -1,0 +1,1 @@
+//! status (being written).
