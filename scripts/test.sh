@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The full test suite, from a fresh checkout: installs what the tests need,
+# then runs formatting, the core purity check, clippy, docs, the Rust tests
+# and the runner's Python tests. CI runs exactly this (`.ci/run`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "tools"
+if ! command -v python3 >/dev/null 2>&1; then
+  # The runner and the local backend need a host Python 3.9+.
+  apt-get update -qq && apt-get install -y -qq python3 >/dev/null
+fi
+python3 - <<'PY'
+import sys
+assert sys.version_info >= (3, 9), f"python3 >= 3.9 needed, found {sys.version}"
+print("python3", sys.version.split()[0])
+PY
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+cargo --version
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "kinetic-core purity"
+scripts/check-core-purity.sh
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo doc (warnings denied)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+
+step "runner tests (python3 unittest)"
+if [[ -d runner/tests ]]; then
+  python3 -m unittest discover -s runner/tests -t . 2>&1 | tail -n 5
+fi
+
+step "rust tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+  cargo test --workspace --locked --doc --quiet
+else
+  cargo test --workspace --locked --no-fail-fast
+fi
