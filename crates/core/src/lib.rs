@@ -16,6 +16,7 @@ pub mod hashing;
 pub mod ids;
 pub mod image;
 pub mod packaging;
+pub mod ports;
 pub mod record;
 pub mod requirements;
 pub mod status;

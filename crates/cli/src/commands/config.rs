@@ -6,6 +6,10 @@ use crate::output::{CliError, Output};
 #[derive(Debug, clap::Args)]
 pub(crate) struct ConfigArgs {}
 
-pub(crate) fn run(_args: &ConfigArgs, _profile: Option<&str>, _out: &Output) -> Result<(), CliError> {
+pub(crate) fn run(
+    _args: &ConfigArgs,
+    _profile: Option<&str>,
+    _out: &Output,
+) -> Result<(), CliError> {
     Err(CliError::failed("kinetic config is being written"))
 }

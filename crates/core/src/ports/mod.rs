@@ -1,0 +1,9 @@
+//! The ports: the traits through which the engine reaches the outside
+//! world. Each carries its contract in its doc comments (MUST/SHOULD per
+//! method, which error for which case), has one `#[non_exhaustive]` error
+//! enum with `is_retryable()`, and one conformance suite in
+//! `kinetic-testkit` that every adapter and every fake passes.
+
+mod store;
+
+pub use store::{GetOptions, ObjectMeta, ObjectPath, ObjectStore, PutMode, PutOptions, StoreError};

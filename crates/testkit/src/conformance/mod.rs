@@ -1,0 +1,4 @@
+//! Conformance suites: one per port. Each checks every sentence of the
+//! port's contract; every adapter and every fake runs it.
+
+pub mod object_store;

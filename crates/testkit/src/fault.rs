@@ -1,0 +1,94 @@
+//! Fault injection shared by the fakes: scripted errors and added latency.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Scripted faults for a fake: errors handed out to the next calls (of any
+/// operation, or of one named operation after some number of calls), and a
+/// latency added to every call.
+#[derive(Debug)]
+pub struct FaultPlan<E> {
+    inner: Mutex<Inner<E>>,
+}
+
+#[derive(Debug)]
+struct Inner<E> {
+    next: VecDeque<E>,
+    targeted: Vec<Targeted<E>>,
+    latency: Duration,
+}
+
+#[derive(Debug)]
+struct Targeted<E> {
+    op: &'static str,
+    /// Calls of `op` to let through before failing.
+    skip: usize,
+    error: Option<E>,
+}
+
+impl<E> Default for FaultPlan<E> {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                next: VecDeque::new(),
+                targeted: Vec::new(),
+                latency: Duration::ZERO,
+            }),
+        }
+    }
+}
+
+impl<E> FaultPlan<E> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<E>> {
+        // A panicking test thread must not wedge every later call.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next call, whatever it is, fails with `error`. Calls queue up.
+    pub fn fail_next(&self, error: E) {
+        self.lock().next.push_back(error);
+    }
+
+    /// The call of `op` after `skip` more successful calls of it fails with `error`.
+    pub fn fail_on(&self, op: &'static str, skip: usize, error: E) {
+        self.lock().targeted.push(Targeted {
+            op,
+            skip,
+            error: Some(error),
+        });
+    }
+
+    /// Add `latency` to every call from now on.
+    pub fn set_latency(&self, latency: Duration) {
+        self.lock().latency = latency;
+    }
+
+    /// Called by the fake at the start of `op`: waits the latency, then
+    /// returns the scripted error if one is due.
+    pub async fn check(&self, op: &'static str) -> Result<(), E> {
+        let (latency, due) = {
+            let mut inner = self.lock();
+            let mut due = inner.next.pop_front();
+            if due.is_none() {
+                for t in inner
+                    .targeted
+                    .iter_mut()
+                    .filter(|t| t.op == op && t.error.is_some())
+                {
+                    if t.skip == 0 {
+                        due = t.error.take();
+                        break;
+                    }
+                    t.skip -= 1;
+                }
+                inner.targeted.retain(|t| t.error.is_some());
+            }
+            (inner.latency, due)
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        due.map_or(Ok(()), Err)
+    }
+}

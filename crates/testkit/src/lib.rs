@@ -1,0 +1,19 @@
+//! # kinetic-testkit
+//!
+//! Real in-memory implementations of the ports of `kinetic-core`, with
+//! state, idempotency and fault injection, and one conformance suite per
+//! port that every adapter (and every fake) runs.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use kinetic_testkit::{MemoryStore, conformance};
+//! conformance::object_store::run(&MemoryStore::new()).await;
+//! # });
+//! ```
+
+pub mod conformance;
+mod fault;
+mod memory_store;
+
+pub use fault::FaultPlan;
+pub use memory_store::MemoryStore;

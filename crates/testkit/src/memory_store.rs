@@ -1,0 +1,174 @@
+//! An in-memory [`ObjectStore`]: real state, real semantics, fault injection.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use kinetic_core::ports::{
+    GetOptions, ObjectMeta, ObjectPath, ObjectStore, PutMode, PutOptions, StoreError,
+};
+
+use crate::FaultPlan;
+
+/// An in-memory object store. Clones share the same objects, so a test can
+/// hand one clone to an engine, drop the engine, and inspect or reuse the
+/// objects through another clone (as a bucket outlives a crashed client).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    objects: Arc<Mutex<BTreeMap<ObjectPath, Bytes>>>,
+    faults: Arc<FaultPlan<StoreError>>,
+    calls: Arc<AtomicU64>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Scripted faults: `fail_next`, `fail_on("put", n, err)`, latency.
+    /// Operation names are the port's method names (`put`, `put_file`,
+    /// `get`, `get_to_file`, `head`, `list`, `delete`).
+    pub fn faults(&self) -> &FaultPlan<StoreError> {
+        &self.faults
+    }
+
+    /// How many port calls this store (and its clones) answered, faults included.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Every object, for tests that search the whole store (e.g. for a leaked secret).
+    pub fn snapshot(&self) -> BTreeMap<ObjectPath, Bytes> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ObjectPath, Bytes>> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn enter(&self, op: &'static str) -> Result<(), StoreError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.faults.check(op).await
+    }
+
+    fn store(&self, path: &ObjectPath, data: Bytes, mode: PutMode) -> Result<(), StoreError> {
+        let mut objects = self.lock();
+        if mode == PutMode::CreateIfAbsent && objects.contains_key(path) {
+            return Err(StoreError::AlreadyExists {
+                path: self.uri(path),
+            });
+        }
+        objects.insert(path.clone(), data);
+        Ok(())
+    }
+
+    fn read(&self, path: &ObjectPath) -> Result<Bytes, StoreError> {
+        self.lock()
+            .get(path)
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound {
+                path: self.uri(path),
+            })
+    }
+}
+
+#[async_trait]
+impl ObjectStore for MemoryStore {
+    fn uri(&self, path: &ObjectPath) -> String {
+        format!("memory:///{path}")
+    }
+
+    async fn put(
+        &self,
+        path: &ObjectPath,
+        data: Bytes,
+        options: PutOptions,
+    ) -> Result<(), StoreError> {
+        self.enter("put").await?;
+        self.store(path, data, options.mode)
+    }
+
+    async fn put_file(
+        &self,
+        path: &ObjectPath,
+        file: &Path,
+        options: PutOptions,
+    ) -> Result<u64, StoreError> {
+        self.enter("put_file").await?;
+        let data = tokio::fs::read(file)
+            .await
+            .map_err(|e| StoreError::InvalidInput {
+                message: format!("cannot read local file '{}': {e}", file.display()),
+            })?;
+        let size = data.len() as u64;
+        self.store(path, Bytes::from(data), options.mode)?;
+        Ok(size)
+    }
+
+    async fn get(&self, path: &ObjectPath, options: GetOptions) -> Result<Bytes, StoreError> {
+        self.enter("get").await?;
+        let data = self.read(path)?;
+        match options.range {
+            None => Ok(data),
+            Some(range) => {
+                let len = data.len() as u64;
+                if range.start > len || range.start > range.end {
+                    return Err(StoreError::InvalidInput {
+                        message: format!(
+                            "range {}..{} is outside {} ({len} bytes)",
+                            range.start,
+                            range.end,
+                            self.uri(path)
+                        ),
+                    });
+                }
+                let end = range.end.min(len);
+                Ok(data.slice(range.start as usize..end as usize))
+            }
+        }
+    }
+
+    async fn get_to_file(&self, path: &ObjectPath, file: &Path) -> Result<u64, StoreError> {
+        self.enter("get_to_file").await?;
+        let data = self.read(path)?;
+        let tmp = file.with_extension("kinetic-part");
+        let local_err = |e: std::io::Error| StoreError::InvalidInput {
+            message: format!("cannot write local file '{}': {e}", file.display()),
+        };
+        tokio::fs::write(&tmp, &data).await.map_err(local_err)?;
+        tokio::fs::rename(&tmp, file).await.map_err(local_err)?;
+        Ok(data.len() as u64)
+    }
+
+    async fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError> {
+        self.enter("head").await?;
+        let data = self.read(path)?;
+        Ok(ObjectMeta {
+            path: path.clone(),
+            size: data.len() as u64,
+        })
+    }
+
+    async fn list(&self, prefix: Option<&ObjectPath>) -> Result<Vec<ObjectMeta>, StoreError> {
+        self.enter("list").await?;
+        Ok(self
+            .lock()
+            .iter()
+            .filter(|(p, _)| prefix.is_none_or(|pre| p.is_under(pre)))
+            .map(|(p, d)| ObjectMeta {
+                path: p.clone(),
+                size: d.len() as u64,
+            })
+            .collect())
+    }
+
+    async fn delete(&self, path: &ObjectPath) -> Result<(), StoreError> {
+        self.enter("delete").await?;
+        self.lock().remove(path);
+        Ok(())
+    }
+}
