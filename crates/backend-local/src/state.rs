@@ -1,0 +1,347 @@
+//! A local job's directory: the files through which any process sees the
+//! job's state, and the process group behind it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kinetic_core::ports::{BackendError, LogStream};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+/// How often a followed log is polled for new output.
+const FOLLOW_POLL: Duration = Duration::from_millis(100);
+
+/// What a job's directory says about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Observed {
+    /// No directory: never submitted here, or cleaned up.
+    Missing,
+    /// Waiting for a slot (or just spawned).
+    Queued,
+    /// The runner is running.
+    Running,
+    /// The runner exited with this code (negative: killed by that signal).
+    Exited(i32),
+    /// Cancelled by a user.
+    Cancelled,
+    /// The processes are gone and no exit code was recorded.
+    Vanished,
+}
+
+/// The directory `{root}/jobs/{job_id}`.
+#[derive(Debug, Clone)]
+pub(crate) struct JobDir {
+    path: PathBuf,
+}
+
+impl JobDir {
+    pub(crate) fn new(path: PathBuf) -> Self {
+        Self { path }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn exists(&self) -> bool {
+        self.path.is_dir()
+    }
+
+    pub(crate) fn log_path(&self) -> PathBuf {
+        self.path.join("output.log")
+    }
+
+    pub(crate) fn work_path(&self) -> PathBuf {
+        self.path.join("work")
+    }
+
+    pub(crate) fn mounts_path(&self) -> PathBuf {
+        self.path.join("mounts")
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Take the job id for `spec_uri`: `Ok(true)` when this call created the
+    /// job, `Ok(false)` when the same spec was already submitted, `Err(uri)`
+    /// when another spec holds the id.
+    pub(crate) fn claim(&self, spec_uri: &str) -> Result<bool, String> {
+        match std::fs::create_dir(&self.path) {
+            Ok(()) => {
+                std::fs::create_dir_all(self.work_path()).map_err(|e| e.to_string())?;
+                std::fs::create_dir_all(self.mounts_path()).map_err(|e| e.to_string())?;
+                write_atomic(&self.file("submitted"), spec_uri).map_err(|e| e.to_string())?;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // The creator writes `submitted` right after the directory.
+                let deadline = Instant::now() + Duration::from_secs(2);
+                loop {
+                    if let Ok(existing) = std::fs::read_to_string(self.file("submitted")) {
+                        return if existing == spec_uri { Ok(false) } else { Err(existing) };
+                    }
+                    if Instant::now() > deadline {
+                        return Err("(an unfinished submission)".into());
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            Err(e) => Err(format!("(cannot create {}: {e})", self.path.display())),
+        }
+    }
+
+    pub(crate) fn open_log(&self) -> std::io::Result<File> {
+        OpenOptions::new().create(true).append(true).open(self.log_path())
+    }
+
+    /// Remember the supervisor's pid (also its process group) and start time.
+    pub(crate) fn record_pid(&self, pid: u32) -> std::io::Result<()> {
+        let start = process_start_time(pid).unwrap_or_default();
+        write_atomic(&self.file("pid"), &format!("{pid} {start}\n"))
+    }
+
+    fn pid(&self) -> Option<(i32, String)> {
+        let text = std::fs::read_to_string(self.file("pid")).ok()?;
+        let mut parts = text.split_whitespace();
+        let pid = parts.next()?.parse().ok()?;
+        Some((pid, parts.next().unwrap_or_default().to_owned()))
+    }
+
+    /// True while the supervisor process lives (and is the one we started,
+    /// not a later process that reused its pid).
+    fn alive(&self) -> Option<bool> {
+        let (pid, start) = self.pid()?;
+        if kill(Pid::from_raw(pid), None).is_err() {
+            return Some(false);
+        }
+        match process_start_time(pid as u32) {
+            Some(now) if !start.is_empty() => Some(now == start && !is_zombie(pid as u32)),
+            _ => Some(!is_zombie(pid as u32)),
+        }
+    }
+
+    pub(crate) fn observe(&self) -> Observed {
+        if !self.exists() {
+            return Observed::Missing;
+        }
+        let cancelled = self.file("cancelled").exists();
+        if let Ok(text) = std::fs::read_to_string(self.file("exit_code")) {
+            if let Ok(code) = text.trim().parse::<i32>() {
+                return if cancelled && code != 0 { Observed::Cancelled } else { Observed::Exited(code) };
+            }
+        }
+        if cancelled {
+            return Observed::Cancelled;
+        }
+        let started = self.file("started").exists();
+        match (self.alive(), started) {
+            (Some(true), true) => Observed::Running,
+            (Some(true), false) | (None, false) => Observed::Queued,
+            (None, true) | (Some(false), _) => {
+                // The exit code may have landed between the reads above.
+                if let Ok(text) = std::fs::read_to_string(self.file("exit_code")) {
+                    if let Ok(code) = text.trim().parse::<i32>() {
+                        return Observed::Exited(code);
+                    }
+                }
+                Observed::Vanished
+            }
+        }
+    }
+
+    pub(crate) fn mark_cancelled(&self) -> std::io::Result<()> {
+        write_atomic(&self.file("cancelled"), "cancelled\n")
+    }
+
+    /// SIGTERM the job's process group, then SIGKILL after `grace`.
+    pub(crate) async fn kill_group(&self, grace: Duration) {
+        let Some((pid, _)) = self.pid() else { return };
+        let group = Pid::from_raw(pid);
+        let _ = killpg(group, Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if killpg(group, None).is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+
+    pub(crate) fn logs_archived(&self) -> bool {
+        self.file("logs_archived").exists()
+    }
+
+    pub(crate) fn mark_logs_archived(&self) {
+        let _ = write_atomic(&self.file("logs_archived"), "");
+    }
+
+    pub(crate) fn read_log(&self) -> String {
+        std::fs::read(self.log_path())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn remove(&self) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Field 22 of `/proc/{pid}/stat` (start time in clock ticks), where /proc exists.
+fn process_start_time(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; fields after it follow ')'.
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(19).map(str::to_owned)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, a)| a.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Lines of text as a terminal would show them: for a line holding `\r`,
+/// only what follows the last `\r` (progress bars redraw in place).
+fn visible(line: &str) -> String {
+    line.rsplit('\r').next().unwrap_or(line).to_owned()
+}
+
+struct Follow {
+    dir: JobDir,
+    offset: u64,
+    partial: Vec<u8>,
+    pending: std::collections::VecDeque<String>,
+    done: bool,
+}
+
+impl Follow {
+    /// Read what was appended since the last call; true if anything was.
+    fn read_more(&mut self) -> Result<bool, BackendError> {
+        let mut file = match File::open(self.dir.log_path()) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(BackendError::Other {
+                    message: format!("cannot read {}: {e}", self.dir.log_path().display()),
+                });
+            }
+        };
+        file.seek(SeekFrom::Start(self.offset)).map_err(|e| BackendError::Other { message: e.to_string() })?;
+        let mut buf = Vec::new();
+        file.read_to_end(&mut buf).map_err(|e| BackendError::Other { message: e.to_string() })?;
+        if buf.is_empty() {
+            return Ok(false);
+        }
+        self.offset += buf.len() as u64;
+        self.partial.extend_from_slice(&buf);
+        while let Some(pos) = self.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=pos).collect();
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+            self.pending.push_back(visible(&text));
+        }
+        Ok(true)
+    }
+}
+
+/// A stream of the job's output lines that ends when the job has ended
+/// and its log was read to the end.
+pub(crate) fn follow(dir: JobDir) -> LogStream {
+    let state = Follow {
+        dir,
+        offset: 0,
+        partial: Vec::new(),
+        pending: std::collections::VecDeque::new(),
+        done: false,
+    };
+    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(line) = st.pending.pop_front() {
+                return Some((Ok(line), st));
+            }
+            if st.done {
+                return None;
+            }
+            let ended = !matches!(st.dir.observe(), Observed::Queued | Observed::Running);
+            match st.read_more() {
+                Ok(true) => continue,
+                Ok(false) if ended => {
+                    st.done = true;
+                    if !st.partial.is_empty() {
+                        let rest = String::from_utf8_lossy(&st.partial).into_owned();
+                        st.partial.clear();
+                        if !rest.trim().is_empty() {
+                            st.pending.push_back(visible(&rest));
+                        }
+                    }
+                }
+                Ok(false) => tokio::time::sleep(FOLLOW_POLL).await,
+                Err(e) => {
+                    st.done = true;
+                    return Some((Err(e), st));
+                }
+            }
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn carriage_returns_keep_the_last_redraw() {
+        assert_eq!(visible("1/10\r2/10\r3/10"), "3/10");
+        assert_eq!(visible("plain"), "plain");
+    }
+
+    #[test]
+    fn claim_is_idempotent_per_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("job-0000abcd"));
+        assert_eq!(job.claim("file:///a/spec.json"), Ok(true));
+        assert_eq!(job.claim("file:///a/spec.json"), Ok(false));
+        assert_eq!(job.claim("file:///b/spec.json"), Err("file:///a/spec.json".into()));
+    }
+
+    #[test]
+    fn observe_follows_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("j"));
+        assert_eq!(job.observe(), Observed::Missing);
+        job.claim("s").unwrap();
+        assert_eq!(job.observe(), Observed::Queued, "just claimed, no pid yet");
+        job.record_pid(std::process::id()).unwrap();
+        assert_eq!(job.observe(), Observed::Queued);
+        write_atomic(&job.file("started"), "{}").unwrap();
+        assert_eq!(job.observe(), Observed::Running);
+        write_atomic(&job.file("exit_code"), "3\n").unwrap();
+        assert_eq!(job.observe(), Observed::Exited(3));
+        job.mark_cancelled().unwrap();
+        assert_eq!(job.observe(), Observed::Cancelled);
+    }
+
+    #[test]
+    fn a_dead_process_without_exit_code_vanished() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("j"));
+        job.claim("s").unwrap();
+        // A pid that cannot be alive (beyond pid_max).
+        write_atomic(&job.file("pid"), "2147483646 1\n").unwrap();
+        write_atomic(&job.file("started"), "{}").unwrap();
+        assert_eq!(job.observe(), Observed::Vanished);
+    }
+}

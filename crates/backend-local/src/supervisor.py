@@ -1,0 +1,111 @@
+"""Per-job supervisor of the Kinetic local backend (standard library only).
+
+Started by the local backend in a process group of its own:
+
+    python3 supervisor.py --job-dir DIR --slots-dir DIR --max-concurrent N -- ARGV...
+
+It waits for one of N slots (an flock on ``slots/slot-{i}.lock``, so the
+limit holds across every process that uses the same local root, and a
+queued job needs no one to stay alive to start it), records that the job
+started, runs ARGV with stdout and stderr appended to ``DIR/output.log``,
+and records its exit code in ``DIR/exit_code`` (written aside, then
+renamed). The job's environment is inherited and never written anywhere.
+
+Files in DIR: ``queued`` (waiting for a slot), ``started`` (slot taken, JSON
+with the slot and time), ``exit_code`` (the runner's exit code; negative =
+killed by that signal), ``cancelled`` (written by the backend before it
+kills the group; the supervisor then exits without starting the job).
+"""
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def write_atomic(path, text):
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def parse_args(argv):
+    opts = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return opts, argv[i + 1:]
+        if arg in ("--job-dir", "--slots-dir", "--max-concurrent") and i + 1 < len(argv):
+            opts[arg] = argv[i + 1]
+            i += 2
+            continue
+        raise SystemExit("supervisor: unexpected argument %r" % arg)
+    raise SystemExit("supervisor: missing '--' before the job's command")
+
+
+def acquire_slot(slots_dir, max_concurrent, cancelled_path):
+    """Block until one of the slots is free; return (fd, slot index) or None if cancelled."""
+    os.makedirs(slots_dir, exist_ok=True)
+    delay = 0.02
+    while True:
+        for i in range(max_concurrent):
+            fd = os.open(os.path.join(slots_dir, "slot-%d.lock" % i), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd, i
+            except OSError:
+                os.close(fd)
+        if os.path.exists(cancelled_path):
+            return None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def main():
+    opts, command = parse_args(sys.argv[1:])
+    job_dir = opts["--job-dir"]
+    slots_dir = opts["--slots-dir"]
+    max_concurrent = max(1, int(opts.get("--max-concurrent", "1")))
+    if not command:
+        raise SystemExit("supervisor: no command to run")
+    cancelled = os.path.join(job_dir, "cancelled")
+
+    write_atomic(os.path.join(job_dir, "queued"), json.dumps({"at": time.time()}))
+    slot = acquire_slot(slots_dir, max_concurrent, cancelled)
+    if slot is None:
+        return 0
+    _fd, index = slot  # held until this process exits
+    write_atomic(os.path.join(job_dir, "started"), json.dumps({"slot": index, "at": time.time()}))
+
+    log = open(os.path.join(job_dir, "output.log"), "ab", buffering=0)
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    except OSError as exc:
+        log.write(("[kinetic] could not start %r: %s\n" % (command[0], exc)).encode())
+        write_atomic(os.path.join(job_dir, "exit_code"), "127\n")
+        return 0
+
+    # A cancel signals the whole group; the child gets it too. Keep the
+    # supervisor alive long enough to record how the child ended.
+    def on_term(signum, _frame):
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    code = child.wait()
+    write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

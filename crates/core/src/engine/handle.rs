@@ -1,0 +1,376 @@
+//! [`JobHandle`]: follow one submitted job, from any process.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use crate::ids::JobId;
+use crate::ports::{Backend, GetOptions, LogOptions, LogStream, ObjectPath};
+use crate::protocol::RunnerResult;
+use crate::record::JobRecord;
+use crate::status::{JobState, JobStatus};
+
+use super::{EngineError, EngineInner};
+
+/// Called with each new state `result()` observes (the first included).
+pub type StatusCallback = Arc<dyn Fn(&JobState) + Send + Sync>;
+
+/// Called with each line of the job's output while `result()` streams logs.
+pub type LogCallback = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Options of [`JobHandle::result`].
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ResultOptions {
+    /// Give up waiting after this long (the job keeps running).
+    pub timeout: Option<Duration>,
+    /// Clean up when done: the backend's resources always; the job's
+    /// artifacts in the store only when the value was returned (so a failed
+    /// job can still be inspected). Default true.
+    pub cleanup: bool,
+    /// Deliver the job's output lines to `on_log` while it runs.
+    pub stream_logs: bool,
+    /// Receives each new state.
+    pub on_status_change: Option<StatusCallback>,
+    /// Receives output lines when `stream_logs` is set.
+    pub on_log: Option<LogCallback>,
+    /// First poll interval; doubles while nothing changes, up to `max_poll_interval`.
+    pub poll_interval: Duration,
+    /// Longest poll interval.
+    pub max_poll_interval: Duration,
+}
+
+impl Default for ResultOptions {
+    fn default() -> Self {
+        Self {
+            timeout: None,
+            cleanup: true,
+            stream_logs: false,
+            on_status_change: None,
+            on_log: None,
+            poll_interval: Duration::from_millis(50),
+            max_poll_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+impl std::fmt::Debug for ResultOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResultOptions")
+            .field("timeout", &self.timeout)
+            .field("cleanup", &self.cleanup)
+            .field("stream_logs", &self.stream_logs)
+            .field("poll_interval", &self.poll_interval)
+            .field("max_poll_interval", &self.max_poll_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResultOptions {
+    /// Wait at most `timeout`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Clean up afterwards, or not.
+    pub fn cleanup(mut self, cleanup: bool) -> Self {
+        self.cleanup = cleanup;
+        self
+    }
+
+    /// Stream output lines to `on_log`.
+    pub fn stream_logs(mut self, on_log: LogCallback) -> Self {
+        self.stream_logs = true;
+        self.on_log = Some(on_log);
+        self
+    }
+
+    /// Call `callback` on each new state.
+    pub fn on_status_change(mut self, callback: StatusCallback) -> Self {
+        self.on_status_change = Some(callback);
+        self
+    }
+}
+
+/// What [`JobHandle::cleanup`] removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupOptions {
+    /// The backend's resources (process, Kubernetes objects).
+    pub backend: bool,
+    /// The job's objects in the store (`{job_id}/…`; never outputs or cached data).
+    pub store: bool,
+}
+
+impl Default for CleanupOptions {
+    fn default() -> Self {
+        Self {
+            backend: true,
+            store: true,
+        }
+    }
+}
+
+/// A submitted job. Cheap to clone; serialisable through its record
+/// ([`JobHandle::to_json`], `Engine::handle_from_json`, `Engine::attach`).
+#[derive(Clone)]
+pub struct JobHandle {
+    inner: Arc<EngineInner>,
+    backend: Arc<dyn Backend>,
+    record: JobRecord,
+}
+
+impl std::fmt::Debug for JobHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobHandle")
+            .field("job_id", &self.record.job_id)
+            .field("backend", &self.record.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Delays between reads of a missing result once the job ended: a store
+/// is read-after-write consistent, so a short grace covers slow writers.
+const RESULT_RETRY_DELAYS_MS: [u64; 5] = [0, 100, 250, 500, 1000];
+
+impl JobHandle {
+    pub(crate) fn new(inner: Arc<EngineInner>, backend: Arc<dyn Backend>, record: JobRecord) -> Self {
+        Self { inner, backend, record }
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> &JobId {
+        &self.record.job_id
+    }
+
+    /// The durable record.
+    pub fn record(&self) -> &JobRecord {
+        &self.record
+    }
+
+    /// The record as JSON (Kinetic's `handle.json`).
+    pub fn to_json(&self) -> String {
+        self.record.to_json()
+    }
+
+    fn prefix(&self) -> Result<ObjectPath, EngineError> {
+        Ok(ObjectPath::parse(self.record.job_id.as_str())?)
+    }
+
+    fn path(&self, name: &str) -> Result<ObjectPath, EngineError> {
+        Ok(self.prefix()?.child(name)?)
+    }
+
+    /// The job's current state.
+    pub async fn status(&self) -> Result<JobState, EngineError> {
+        Ok(self.backend.status(&self.record).await?)
+    }
+
+    /// All of the job's output so far.
+    pub async fn logs(&self) -> Result<String, EngineError> {
+        Ok(self.backend.logs(&self.record, LogOptions::default()).await?)
+    }
+
+    /// The last `n` lines of the job's output.
+    pub async fn tail(&self, n: usize) -> Result<String, EngineError> {
+        Ok(self.backend.logs(&self.record, LogOptions::tail(n)).await?)
+    }
+
+    /// The job's output as a stream of lines that ends with the job.
+    pub async fn follow_logs(&self) -> Result<LogStream, EngineError> {
+        Ok(self.backend.follow_logs(&self.record).await?)
+    }
+
+    /// Stop the job; its artifacts stay in the store.
+    pub async fn cancel(&self) -> Result<(), EngineError> {
+        Ok(self.backend.cancel(&self.record).await?)
+    }
+
+    /// Remove the job's backend resources and/or its store objects.
+    pub async fn cleanup(&self, options: CleanupOptions) -> Result<(), EngineError> {
+        if options.backend {
+            self.backend.cleanup(&self.record).await?;
+        }
+        if options.store {
+            self.inner.store.delete_prefix(&self.prefix()?).await?;
+        }
+        Ok(())
+    }
+
+    /// Wait for the job to end and return its value, or its error.
+    ///
+    /// A timeout returns [`EngineError::Timeout`] and leaves the job running.
+    /// With `cleanup` (the default) the backend's resources are removed
+    /// however the job ended, and its store objects only when the value
+    /// came back; cleanup failures are logged, never raised.
+    pub async fn result(&self, options: ResultOptions) -> Result<Value, EngineError> {
+        let state = self.wait(&options).await?;
+        let outcome = self.collect(&state).await;
+        if options.cleanup {
+            let collected = outcome.is_ok();
+            if let Err(e) = self.backend.cleanup(&self.record).await {
+                tracing::warn!(job_id = %self.record.job_id, "cleanup of backend resources failed: {e}");
+            }
+            if collected {
+                let deleted = match self.prefix() {
+                    Ok(prefix) => self.inner.store.delete_prefix(&prefix).await.map_err(EngineError::from),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = deleted {
+                    tracing::warn!(job_id = %self.record.job_id, "cleanup of job artifacts failed: {e}");
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Poll until a terminal state, streaming logs meanwhile when asked.
+    async fn wait(&self, options: &ResultOptions) -> Result<JobState, EngineError> {
+        let started = Instant::now();
+        let deadline = options.timeout.map(|t| started + t);
+        let mut last: Option<JobState> = None;
+        let mut interval = options.poll_interval;
+        let mut logs: Option<LogStream> = None;
+        let mut transient_errors = 0u32;
+        loop {
+            let state = match self.backend.status(&self.record).await {
+                Ok(state) => {
+                    transient_errors = 0;
+                    state
+                }
+                Err(e) if e.is_retryable() && transient_errors < 5 => {
+                    transient_errors += 1;
+                    tracing::warn!(job_id = %self.record.job_id, "status poll failed, retrying: {e}");
+                    last.clone().unwrap_or_else(|| JobState::new(JobStatus::Pending))
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if last.as_ref() != Some(&state) {
+                if let Some(cb) = &options.on_status_change {
+                    cb(&state);
+                }
+                interval = options.poll_interval;
+                last = Some(state.clone());
+            }
+            if options.stream_logs && logs.is_none() && state.status != JobStatus::Pending {
+                match self.backend.follow_logs(&self.record).await {
+                    Ok(stream) => logs = Some(stream),
+                    Err(e) => tracing::debug!(job_id = %self.record.job_id, "no log stream yet: {e}"),
+                }
+            }
+            if state.status.is_terminal() {
+                if let Some(stream) = logs.take() {
+                    drain_logs(stream, options.on_log.as_ref(), Duration::from_secs(5)).await;
+                }
+                return Ok(state);
+            }
+            let mut pause = interval;
+            if let Some(deadline) = deadline {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(EngineError::Timeout {
+                        job_id: self.record.job_id.to_string(),
+                        after: options.timeout.unwrap_or_default(),
+                    });
+                }
+                pause = pause.min(deadline - now);
+            }
+            match logs.as_mut() {
+                Some(stream) => {
+                    if !pump_logs(stream, options.on_log.as_ref(), pause).await {
+                        logs = None;
+                    }
+                }
+                None => tokio::time::sleep(pause).await,
+            }
+            interval = (interval * 2).min(options.max_poll_interval);
+        }
+    }
+
+    /// Read `result.json` after the job ended and turn it into the value or an error.
+    async fn collect(&self, state: &JobState) -> Result<Value, EngineError> {
+        let path = self.path("result.json")?;
+        let uri = self.inner.store.uri(&path);
+        let mut bytes = None;
+        for delay in RESULT_RETRY_DELAYS_MS {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            match self.inner.store.get(&path, GetOptions::default()).await {
+                Ok(b) => {
+                    bytes = Some(b);
+                    break;
+                }
+                Err(e) if e.is_not_found() => {
+                    if state.status == JobStatus::NotFound {
+                        break;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let job_id = self.record.job_id.to_string();
+        let Some(bytes) = bytes else {
+            let log_tail = self.backend.logs(&self.record, LogOptions::tail(20)).await.ok();
+            return Err(EngineError::NoResult {
+                job_id,
+                state: state.clone(),
+                uri,
+                log_tail,
+            });
+        };
+        let result = RunnerResult::from_json(&bytes).map_err(|e| EngineError::InvalidResult {
+            job_id: job_id.clone(),
+            uri: uri.clone(),
+            message: e.to_string(),
+        })?;
+        if result.success {
+            if state.status == JobStatus::Failed {
+                // Never return a value the backend says did not come from a
+                // successful run (e.g. a host that failed after the leader wrote).
+                let log_tail = self.backend.logs(&self.record, LogOptions::tail(20)).await.ok();
+                return Err(EngineError::NoResult {
+                    job_id,
+                    state: state.clone(),
+                    uri,
+                    log_tail,
+                });
+            }
+            return Ok(result.value);
+        }
+        match result.error {
+            Some(error) => Err(EngineError::Remote { job_id, error }),
+            None => Err(EngineError::InvalidResult {
+                job_id,
+                uri,
+                message: "a failed result carries no error".into(),
+            }),
+        }
+    }
+}
+
+/// Deliver log lines for up to `pause`; false when the stream ended.
+async fn pump_logs(stream: &mut LogStream, on_log: Option<&LogCallback>, pause: Duration) -> bool {
+    let mut sleep = std::pin::pin!(tokio::time::sleep(pause));
+    loop {
+        let next = stream.next();
+        match futures_util::future::select(next, sleep.as_mut()).await {
+            futures_util::future::Either::Left((Some(Ok(line)), _)) => {
+                if let Some(cb) = on_log {
+                    cb(&line);
+                }
+            }
+            futures_util::future::Either::Left((Some(Err(e)), _)) => {
+                tracing::debug!("log stream error: {e}");
+                return false;
+            }
+            futures_util::future::Either::Left((None, _)) => return false,
+            futures_util::future::Either::Right(_) => return true,
+        }
+    }
+}
+
+/// Deliver what is left of a log stream once the job ended, for at most `limit`.
+async fn drain_logs(mut stream: LogStream, on_log: Option<&LogCallback>, limit: Duration) {
+    let _ = pump_logs(&mut stream, on_log, limit).await;
+}

@@ -1,0 +1,504 @@
+//! What a user asks to run: [`JobSpec`], its [`Entrypoint`], its arguments
+//! ([`Arg`]) and the [`Data`] they may carry.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::env::EnvEntry;
+use crate::ports::{Deadlines, ImageMode};
+
+/// Errors in a job's specification, found before anything is uploaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// The entrypoint text is not `module:function` or `path/file.py:function`.
+    #[error(
+        "invalid entrypoint '{input}': {reason} (expected 'module.path:function' or 'path/to/file.py:function')"
+    )]
+    Entrypoint {
+        /// The text given.
+        input: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A command entrypoint with no program.
+    #[error("a command entrypoint needs at least a program name")]
+    EmptyCommand,
+    /// A data path that does not exist or cannot be read.
+    #[error("data path '{input}' does not exist (resolved to {resolved})")]
+    DataNotFound {
+        /// The path as given.
+        input: String,
+        /// The absolute path it resolved to.
+        resolved: String,
+    },
+    /// A data path or URI that is not accepted.
+    #[error("invalid data path '{input}': {reason}")]
+    DataInvalid {
+        /// The text given.
+        input: String,
+        /// Why, and what is accepted.
+        reason: String,
+    },
+    /// A volume mount path that is not accepted.
+    #[error("invalid volume mount path '{mount_path}': {reason}")]
+    Volume {
+        /// The mount path given.
+        mount_path: String,
+        /// Why, and what is accepted.
+        reason: String,
+    },
+    /// A keyword argument name that Python cannot take.
+    #[error("invalid keyword argument name '{name}': expected a Python identifier")]
+    KwargName {
+        /// The name given.
+        name: String,
+    },
+}
+
+/// What the job runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entrypoint {
+    /// A function of an importable module (`pkg.module:function`), imported
+    /// relative to the working directory as Python would.
+    Module {
+        /// Dotted module name.
+        module: String,
+        /// Function name.
+        function: String,
+    },
+    /// A function of a Python file (`path/to/file.py:function`).
+    File {
+        /// The file, as given (relative to the working directory or absolute).
+        path: PathBuf,
+        /// Function name.
+        function: String,
+    },
+    /// A command line run in the job's workspace; exit 0 is success.
+    Command {
+        /// Program and arguments.
+        argv: Vec<String>,
+    },
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
+impl Entrypoint {
+    /// Parse `module.path:function` or `path/to/file.py:function`.
+    ///
+    /// ```
+    /// use kinetic_core::engine::Entrypoint;
+    /// assert!(matches!(Entrypoint::parse("work:square"), Ok(Entrypoint::Module { .. })));
+    /// assert!(matches!(Entrypoint::parse("src/work.py:square"), Ok(Entrypoint::File { .. })));
+    /// assert!(Entrypoint::parse("work").is_err());
+    /// ```
+    pub fn parse(input: &str) -> Result<Self, SpecError> {
+        let bad = |reason: &str| SpecError::Entrypoint {
+            input: input.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (target, function) = input.rsplit_once(':').ok_or_else(|| bad("no ':function' part"))?;
+        if !is_identifier(function) {
+            return Err(bad("the function name is not a Python identifier"));
+        }
+        if target.is_empty() {
+            return Err(bad("nothing before ':'"));
+        }
+        if target.ends_with(".py") || target.contains('/') || target.contains(std::path::MAIN_SEPARATOR) {
+            if !target.ends_with(".py") {
+                return Err(bad("a file path must end in '.py'"));
+            }
+            return Ok(Self::File {
+                path: PathBuf::from(target),
+                function: function.to_owned(),
+            });
+        }
+        if !target.split('.').all(is_identifier) {
+            return Err(bad("the module is not a dotted Python name"));
+        }
+        Ok(Self::Module {
+            module: target.to_owned(),
+            function: function.to_owned(),
+        })
+    }
+
+    /// A command entrypoint.
+    pub fn command<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Result<Self, SpecError> {
+        let argv: Vec<String> = argv.into_iter().map(Into::into).collect();
+        if argv.first().is_none_or(String::is_empty) {
+            return Err(SpecError::EmptyCommand);
+        }
+        Ok(Self::Command { argv })
+    }
+
+    /// The name used for display and in the job record: the function name,
+    /// or the program's file name for a command.
+    pub fn func_name(&self) -> String {
+        match self {
+            Self::Module { function, .. } | Self::File { function, .. } => function.clone(),
+            Self::Command { argv } => Path::new(&argv[0])
+                .file_name()
+                .map_or_else(|| argv[0].clone(), |n| n.to_string_lossy().into_owned()),
+        }
+    }
+}
+
+impl fmt::Display for Entrypoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Module { module, function } => write!(f, "{module}:{function}"),
+            Self::File { path, function } => write!(f, "{}:{function}", path.display()),
+            Self::Command { argv } => write!(f, "{}", argv.join(" ")),
+        }
+    }
+}
+
+/// Data a job reads: a local file or directory (content-hashed and uploaded
+/// once to the data cache) or a `gs://` URI passed through as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Data {
+    source: DataSource,
+}
+
+/// Where a [`Data`] comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataSource {
+    /// A local path: absolute, with symlinks kept (Kinetic's `abspath`).
+    Local(PathBuf),
+    /// A `gs://` URI; a trailing `/` marks a directory.
+    Remote(String),
+}
+
+impl Data {
+    /// Data at `path`: a `gs://` URI, or a local path (`~` expanded, made
+    /// absolute against `cwd`) that must exist.
+    pub fn new(path: &str, cwd: &Path) -> Result<Self, SpecError> {
+        if path.is_empty() {
+            return Err(SpecError::DataInvalid {
+                input: String::new(),
+                reason: "it is empty".into(),
+            });
+        }
+        if let Some(rest) = path.strip_prefix("gs://") {
+            if rest.is_empty() || rest.starts_with('/') {
+                return Err(SpecError::DataInvalid {
+                    input: path.to_owned(),
+                    reason: "expected gs://bucket/path".into(),
+                });
+            }
+            return Ok(Self {
+                source: DataSource::Remote(path.to_owned()),
+            });
+        }
+        if path.contains("://") {
+            return Err(SpecError::DataInvalid {
+                input: path.to_owned(),
+                reason: "only local paths and gs:// URIs are accepted".into(),
+            });
+        }
+        let resolved = absolute(&expand_home(path), cwd);
+        if std::fs::symlink_metadata(&resolved).is_err() || !resolved.exists() {
+            return Err(SpecError::DataNotFound {
+                input: path.to_owned(),
+                resolved: resolved.display().to_string(),
+            });
+        }
+        Ok(Self {
+            source: DataSource::Local(resolved),
+        })
+    }
+
+    /// Where the data comes from.
+    pub fn source(&self) -> &DataSource {
+        &self.source
+    }
+
+    /// The local path, for local data.
+    pub fn local_path(&self) -> Option<&Path> {
+        match &self.source {
+            DataSource::Local(p) => Some(p),
+            DataSource::Remote(_) => None,
+        }
+    }
+}
+
+fn expand_home(path: &str) -> PathBuf {
+    if path == "~" || path.starts_with("~/") {
+        if let Some(home) = std::env::var_os("HOME") {
+            return PathBuf::from(home).join(path.trim_start_matches('~').trim_start_matches('/'));
+        }
+    }
+    PathBuf::from(path)
+}
+
+/// `cwd.join(path)` with `.` and `..` removed lexically (like `os.path.abspath`).
+pub(crate) fn absolute(path: &Path, cwd: &Path) -> PathBuf {
+    let joined = if path.is_absolute() { path.to_path_buf() } else { cwd.join(path) };
+    let mut out = PathBuf::new();
+    for comp in joined.components() {
+        match comp {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A job argument: JSON, data, or a list or object that may hold data at any depth.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arg {
+    /// A plain JSON value.
+    Json(Value),
+    /// Data, replaced by a local path on the runner.
+    Data(Data),
+    /// A list of arguments.
+    List(Vec<Arg>),
+    /// An object of arguments, in order.
+    Object(Vec<(String, Arg)>),
+}
+
+impl From<Value> for Arg {
+    fn from(value: Value) -> Self {
+        Self::Json(value)
+    }
+}
+
+impl From<Data> for Arg {
+    fn from(data: Data) -> Self {
+        Self::Data(data)
+    }
+}
+
+impl Arg {
+    /// Every [`Data`] in this argument, depth first.
+    pub(crate) fn collect_data<'a>(&'a self, out: &mut Vec<&'a Data>) {
+        match self {
+            Self::Json(_) => {}
+            Self::Data(d) => out.push(d),
+            Self::List(items) => items.iter().for_each(|a| a.collect_data(out)),
+            Self::Object(items) => items.iter().for_each(|(_, a)| a.collect_data(out)),
+        }
+    }
+
+    /// This argument as JSON, each data replaced by what `refs` gives for it.
+    pub(crate) fn to_json(&self, refs: &dyn Fn(&Data) -> Value) -> Value {
+        match self {
+            Self::Json(v) => v.clone(),
+            Self::Data(d) => refs(d),
+            Self::List(items) => Value::Array(items.iter().map(|a| a.to_json(refs)).collect()),
+            Self::Object(items) => Value::Object(items.iter().map(|(k, a)| (k.clone(), a.to_json(refs))).collect()),
+        }
+    }
+}
+
+/// Everything needed to submit one job. Built with [`JobSpec::new`] and the
+/// chained setters; unset fields take the engine's defaults.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct JobSpec {
+    /// What to run.
+    pub entrypoint: Entrypoint,
+    /// Positional arguments.
+    pub args: Vec<Arg>,
+    /// Keyword arguments, in order.
+    pub kwargs: Vec<(String, Arg)>,
+    /// Accelerator spelling (`cpu`, `l4`, `v5litepod-4`, …); `None` = the engine's default.
+    pub accelerator: Option<String>,
+    /// Backend name; `None` = chosen from the accelerator.
+    pub backend: Option<String>,
+    /// Environment to send: captures, required names, literal values.
+    pub env: Vec<EnvEntry>,
+    /// Data mounted at absolute paths.
+    pub volumes: Vec<(String, Data)>,
+    /// Where the job writes outputs (`KINETIC_OUTPUT_DIR`); default per job.
+    pub output_dir: Option<String>,
+    /// The client's working directory (default: the process's).
+    pub working_dir: Option<PathBuf>,
+    /// How the image is chosen.
+    pub image: ImageMode,
+    /// Running and pending deadlines.
+    pub deadlines: Deadlines,
+}
+
+impl JobSpec {
+    /// A spec for `entrypoint` with no arguments and every default.
+    pub fn new(entrypoint: Entrypoint) -> Self {
+        Self {
+            entrypoint,
+            args: Vec::new(),
+            kwargs: Vec::new(),
+            accelerator: None,
+            backend: None,
+            env: Vec::new(),
+            volumes: Vec::new(),
+            output_dir: None,
+            working_dir: None,
+            image: ImageMode::default(),
+            deadlines: Deadlines::default(),
+        }
+    }
+
+    /// Add a positional argument.
+    pub fn arg(mut self, arg: impl Into<Arg>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Add a keyword argument.
+    pub fn kwarg(mut self, name: &str, arg: impl Into<Arg>) -> Self {
+        self.kwargs.push((name.to_owned(), arg.into()));
+        self
+    }
+
+    /// Set the accelerator.
+    pub fn accelerator(mut self, accelerator: &str) -> Self {
+        self.accelerator = Some(accelerator.to_owned());
+        self
+    }
+
+    /// Name the backend.
+    pub fn backend(mut self, backend: &str) -> Self {
+        self.backend = Some(backend.to_owned());
+        self
+    }
+
+    /// Add an environment entry.
+    pub fn env(mut self, entry: EnvEntry) -> Self {
+        self.env.push(entry);
+        self
+    }
+
+    /// Mount `data` at the absolute path `mount_path`.
+    pub fn volume(mut self, mount_path: &str, data: Data) -> Self {
+        self.volumes.push((mount_path.to_owned(), data));
+        self
+    }
+
+    /// Set the client's working directory.
+    pub fn working_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.working_dir = Some(dir.into());
+        self
+    }
+
+    /// Set the output directory.
+    pub fn output_dir(mut self, dir: &str) -> Self {
+        self.output_dir = Some(dir.to_owned());
+        self
+    }
+
+    /// Set the deadlines.
+    pub fn deadlines(mut self, deadlines: Deadlines) -> Self {
+        self.deadlines = deadlines;
+        self
+    }
+
+    /// Check what can be checked without IO: keyword names and volume paths.
+    pub(crate) fn validate(&self) -> Result<(), SpecError> {
+        for (name, _) in &self.kwargs {
+            if !is_identifier(name) {
+                return Err(SpecError::KwargName { name: name.clone() });
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (mount, _) in &self.volumes {
+            let bad = |reason: &str| SpecError::Volume {
+                mount_path: mount.clone(),
+                reason: reason.to_owned(),
+            };
+            if !mount.starts_with('/') {
+                return Err(bad("it must be an absolute path starting with '/'"));
+            }
+            if mount.starts_with("/_kinetic/fuse-data/") {
+                return Err(bad("'/_kinetic/fuse-data/' is reserved for generated mounts"));
+            }
+            if mount.split('/').any(|s| s == "..") {
+                return Err(bad("it must not contain '..'"));
+            }
+            if !seen.insert(mount.trim_end_matches('/')) {
+                return Err(bad("two volumes use this path"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn entrypoints_parse() {
+        assert_eq!(
+            Entrypoint::parse("pkg.mod:run").unwrap(),
+            Entrypoint::Module {
+                module: "pkg.mod".into(),
+                function: "run".into()
+            }
+        );
+        assert_eq!(
+            Entrypoint::parse("./a/b.py:main").unwrap(),
+            Entrypoint::File {
+                path: "./a/b.py".into(),
+                function: "main".into()
+            }
+        );
+        for bad in ["", "work", ":f", "work:", "work:1f", "a-b:f", "dir/file:f", "pkg..mod:f"] {
+            let err = Entrypoint::parse(bad).unwrap_err().to_string();
+            assert!(err.contains("expected 'module.path:function'"), "{bad}: {err}");
+        }
+        assert_eq!(Entrypoint::command(["/usr/bin/python3", "-c", "1"]).unwrap().func_name(), "python3");
+        assert_eq!(Entrypoint::command(Vec::<String>::new()), Err(SpecError::EmptyCommand));
+    }
+
+    #[test]
+    fn data_paths_resolve_and_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("x.txt"), "x").unwrap();
+        let d = Data::new("./sub/../x.txt", dir.path()).unwrap();
+        assert_eq!(d.local_path().unwrap(), dir.path().join("x.txt"));
+        let err = Data::new("missing", dir.path()).unwrap_err().to_string();
+        assert!(err.contains("missing") && err.contains("does not exist"), "{err}");
+        assert!(Data::new("gs://b/p/", dir.path()).unwrap().local_path().is_none());
+        assert!(Data::new("s3://b/p", dir.path()).is_err());
+        assert!(Data::new("gs://", dir.path()).is_err());
+    }
+
+    #[test]
+    fn args_collect_and_replace_data_at_any_depth() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Data::new(dir.path().to_str().unwrap(), dir.path()).unwrap();
+        let arg = Arg::Object(vec![
+            ("a".into(), Arg::Json(json!(1))),
+            ("b".into(), Arg::List(vec![Arg::Data(d.clone()), Arg::Json(json!("x"))])),
+        ]);
+        let mut found = Vec::new();
+        arg.collect_data(&mut found);
+        assert_eq!(found, vec![&d]);
+        assert_eq!(arg.to_json(&|_| json!("REF")), json!({"a": 1, "b": ["REF", "x"]}));
+    }
+
+    #[test]
+    fn volumes_and_kwargs_are_validated() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Data::new(dir.path().to_str().unwrap(), dir.path()).unwrap();
+        let spec = |mount: &str| JobSpec::new(Entrypoint::parse("m:f").unwrap()).volume(mount, d.clone());
+        assert!(spec("/data").validate().is_ok());
+        for bad in ["data", "/_kinetic/fuse-data/0", "/a/../b"] {
+            assert!(matches!(spec(bad).validate(), Err(SpecError::Volume { .. })), "{bad}");
+        }
+        let two = spec("/data").volume("/data/", d.clone());
+        assert!(two.validate().is_err());
+        let kw = JobSpec::new(Entrypoint::parse("m:f").unwrap()).kwarg("not-id", json!(1));
+        assert_eq!(kw.validate(), Err(SpecError::KwargName { name: "not-id".into() }));
+    }
+}

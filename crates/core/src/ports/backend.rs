@@ -1,0 +1,347 @@
+//! The `Backend` port: where a prepared job runs (a GKE Job, a Pathways
+//! LeaderWorkerSet, a local process, or a plugin's own), and the registry
+//! the embedding program fills with backends by name.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_core::Stream;
+
+use crate::accelerators::AcceleratorSpec;
+use crate::env::CapturedEnv;
+use crate::ids::JobId;
+use crate::record::JobRecord;
+use crate::status::JobState;
+
+/// What a backend can do; the engine and the conformance suite choose
+/// behaviour from it instead of from the backend's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackendCapabilities {
+    /// Runs jobs that span several hosts.
+    pub multi_host: bool,
+    /// Most hosts one job may use.
+    pub max_hosts: u32,
+    /// `logs` returns the job's output.
+    pub logs: bool,
+    /// `follow_logs` streams it while the job runs.
+    pub follow_logs: bool,
+    /// `cancel` stops a running job.
+    pub cancel: bool,
+    /// Jobs need a container image (the engine resolves one before submit).
+    pub needs_image: bool,
+}
+
+impl BackendCapabilities {
+    /// A single-host backend with logs and cancel, that needs no image.
+    pub fn single_host() -> Self {
+        Self {
+            multi_host: false,
+            max_hosts: 1,
+            logs: true,
+            follow_logs: true,
+            cancel: true,
+            needs_image: false,
+        }
+    }
+
+    /// The same, stating whether jobs need an image.
+    pub fn with_image(mut self, needs_image: bool) -> Self {
+        self.needs_image = needs_image;
+        self
+    }
+
+    /// The same, with multi-host support up to `max_hosts`.
+    pub fn with_multi_host(mut self, max_hosts: u32) -> Self {
+        self.multi_host = max_hosts > 1;
+        self.max_hosts = max_hosts;
+        self
+    }
+}
+
+/// Deadlines the backend enforces (where it can) so that no job hangs silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Deadlines {
+    /// Longest a job may run once started; past it the job fails with
+    /// `DeadlineExceeded`.
+    pub run: Option<Duration>,
+    /// Longest a job may stay pending for a blocking reason (unschedulable,
+    /// image pull error) before it is reported failed with that reason.
+    pub pending: Option<Duration>,
+}
+
+/// Everything a backend needs to start one job. Built by the engine after
+/// the job's artifacts are in the store.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PreparedJob {
+    /// The durable record (ids, names, namespace, image, group).
+    pub record: JobRecord,
+    /// The parsed accelerator.
+    pub accelerator: AcceleratorSpec,
+    /// URI of `spec.json`, the runner's only argument.
+    pub spec_uri: String,
+    /// Captured environment values. A backend MUST deliver them to the
+    /// runner's process environment only (a Kubernetes Secret through
+    /// `envFrom`, a child's environment) and MUST NOT write them into a
+    /// manifest, the store, a log line or an error.
+    pub env: CapturedEnv,
+    /// Deadlines to enforce.
+    pub deadlines: Deadlines,
+}
+
+impl PreparedJob {
+    /// A prepared job.
+    pub fn new(
+        record: JobRecord,
+        accelerator: AcceleratorSpec,
+        spec_uri: String,
+        env: CapturedEnv,
+        deadlines: Deadlines,
+    ) -> Self {
+        Self {
+            record,
+            accelerator,
+            spec_uri,
+            env,
+            deadlines,
+        }
+    }
+}
+
+/// Options of [`Backend::logs`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct LogOptions {
+    /// Only the last `n` lines.
+    pub tail: Option<usize>,
+}
+
+impl LogOptions {
+    /// The last `n` lines.
+    pub fn tail(n: usize) -> Self {
+        Self { tail: Some(n) }
+    }
+}
+
+/// A live log: one item per line (without its newline), ending when the
+/// job's output ends.
+pub type LogStream = Pin<Box<dyn Stream<Item = Result<String, BackendError>> + Send>>;
+
+/// Errors of a [`Backend`], organised by what the caller does next.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The backend knows no such job.
+    #[error("job {job_id} not found on backend '{backend}'")]
+    NotFound {
+        /// The backend.
+        backend: String,
+        /// The job.
+        job_id: String,
+    },
+    /// A job with this id exists with a different spec.
+    #[error("job {job_id} already exists on backend '{backend}' with a different spec: {message}")]
+    AlreadyExists {
+        /// The backend.
+        backend: String,
+        /// The job.
+        job_id: String,
+        /// What differs.
+        message: String,
+    },
+    /// The job cannot run here as asked (e.g. an accelerator this backend
+    /// or host does not have); the message says what would be accepted.
+    #[error("{message}")]
+    Unsupported {
+        /// What is not supported and what is.
+        message: String,
+    },
+    /// The request was malformed.
+    #[error("{message}")]
+    InvalidInput {
+        /// What was wrong and what is accepted.
+        message: String,
+    },
+    /// The credentials lack a permission; retrying will not help.
+    #[error("permission denied: {message}")]
+    PermissionDenied {
+        /// What was refused and which permission is missing, where known.
+        message: String,
+    },
+    /// The backend could not be reached or is overloaded; retrying may help.
+    #[error("backend unavailable: {message}")]
+    Unavailable {
+        /// What happened.
+        message: String,
+    },
+    /// Anything else.
+    #[error("backend error: {message}")]
+    Other {
+        /// What happened.
+        message: String,
+    },
+}
+
+impl BackendError {
+    /// True when the same call may succeed if tried again later.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+}
+
+/// A place where jobs run.
+///
+/// Implementations MUST be safe to share (`Arc<dyn Backend>`), MUST keep
+/// every job's state outside the process (another process attaching to the
+/// same job id sees the same job), and MUST NOT write captured environment
+/// values anywhere but the runner's process environment.
+#[async_trait]
+pub trait Backend: fmt::Debug + Send + Sync + 'static {
+    /// The name the registry knows this backend by (`local`, `gke`, …).
+    fn name(&self) -> &str;
+
+    /// What this backend can do.
+    fn capabilities(&self) -> BackendCapabilities;
+
+    /// Whether this backend can run a job on `accelerator`; called before
+    /// anything is uploaded. MUST return [`BackendError::Unsupported`] with
+    /// a message naming the accelerator and what this backend accepts when
+    /// it cannot. The default accepts everything.
+    async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
+        let _ = accelerator;
+        Ok(())
+    }
+
+    /// Start the job. MUST be idempotent: submitting a job id that already
+    /// exists with the same spec URI succeeds without starting a second
+    /// copy; with a different spec URI it MUST fail with
+    /// [`BackendError::AlreadyExists`].
+    async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError>;
+
+    /// The job's state. A job the backend does not know (never submitted,
+    /// or cleaned up) MUST be `NOT_FOUND`, not an error. A terminal state
+    /// MUST stay terminal.
+    async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError>;
+
+    /// The job's output so far (all of it, or the last `tail` lines). A job
+    /// that has written nothing yet gives an empty string; an unknown job
+    /// MUST be [`BackendError::NotFound`].
+    async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError>;
+
+    /// The job's output as a stream of lines, from the start, that ends once
+    /// the job has ended and every line was delivered. An unknown job MUST be
+    /// [`BackendError::NotFound`].
+    async fn follow_logs(&self, job: &JobRecord) -> Result<LogStream, BackendError>;
+
+    /// Stop the job. MUST be idempotent (cancelling an ended or unknown job
+    /// succeeds); once it returns, `status` MUST eventually report a
+    /// terminal state or `NOT_FOUND`, never `RUNNING` forever.
+    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError>;
+
+    /// Remove what the backend holds for the job (process, Kubernetes
+    /// objects, their Secret), stopping it first if it still runs. MUST be
+    /// idempotent; afterwards `status` MUST be `NOT_FOUND`.
+    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError>;
+
+    /// The ids of the jobs this backend holds.
+    async fn list(&self) -> Result<Vec<JobId>, BackendError>;
+}
+
+/// Errors of the [`BackendRegistry`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// No backend of that name is registered.
+    #[error("unknown backend '{name}' (registered: {})", registered.join(", "))]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names that are registered.
+        registered: Vec<String>,
+    },
+    /// A multi-host accelerator was asked for and no backend can run it.
+    #[error("accelerator '{accelerator}' spans {hosts} hosts; no registered backend runs multi-host jobs (registered: {})", registered.join(", "))]
+    NoMultiHost {
+        /// The accelerator.
+        accelerator: String,
+        /// Its number of hosts.
+        hosts: u32,
+        /// The names that are registered.
+        registered: Vec<String>,
+    },
+}
+
+/// The backends an embedding program offers, by name, and the rule that
+/// picks one when a job names none.
+///
+/// ```
+/// use kinetic_core::ports::BackendRegistry;
+/// let registry = BackendRegistry::new("local");
+/// assert!(registry.names().is_empty());
+/// ```
+#[derive(Debug, Clone)]
+pub struct BackendRegistry {
+    backends: BTreeMap<String, Arc<dyn Backend>>,
+    default: String,
+}
+
+impl BackendRegistry {
+    /// An empty registry whose default backend (for single-host jobs that
+    /// name none) is `default`.
+    pub fn new(default: &str) -> Self {
+        Self {
+            backends: BTreeMap::new(),
+            default: default.to_owned(),
+        }
+    }
+
+    /// Register `backend` under its own name, replacing any of that name.
+    pub fn register(&mut self, backend: Arc<dyn Backend>) -> &mut Self {
+        self.backends.insert(backend.name().to_owned(), backend);
+        self
+    }
+
+    /// The registered names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.backends.keys().cloned().collect()
+    }
+
+    /// The backend registered as `name`.
+    pub fn get(&self, name: &str) -> Result<Arc<dyn Backend>, RegistryError> {
+        self.backends.get(name).cloned().ok_or_else(|| RegistryError::Unknown {
+            name: name.to_owned(),
+            registered: self.names(),
+        })
+    }
+
+    /// Choose the backend for a job: the one it names; else, for a
+    /// multi-host accelerator, `pathways` if registered, else any backend
+    /// that runs multi-host jobs; else the default.
+    pub fn choose(&self, named: Option<&str>, accelerator: &AcceleratorSpec) -> Result<Arc<dyn Backend>, RegistryError> {
+        if let Some(name) = named {
+            return self.get(name);
+        }
+        let hosts = accelerator.num_hosts();
+        if hosts > 1 {
+            if let Some(b) = self.backends.get("pathways") {
+                return Ok(b.clone());
+            }
+            return self
+                .backends
+                .values()
+                .find(|b| b.capabilities().multi_host && b.capabilities().max_hosts >= hosts)
+                .cloned()
+                .ok_or_else(|| RegistryError::NoMultiHost {
+                    accelerator: accelerator.to_string(),
+                    hosts,
+                    registered: self.names(),
+                });
+        }
+        self.get(&self.default)
+    }
+}

@@ -1,0 +1,316 @@
+//! Runner protocol v1: the JSON documents the engine and the in-pod runner
+//! exchange through the store (`docs/runner-protocol.md`).
+//!
+//! The engine writes `{job_id}/spec.json` ([`RunnerSpec`]); the runner
+//! writes `{job_id}/result.json` ([`RunnerResult`]). Both are plain JSON so
+//! any language can read them. The runner itself (Python, standard library
+//! only) ships inside this crate as [`RUNNER_SOURCE`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// The protocol version this crate writes and reads.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The runner program (`runner/kinetic_runner.py`), embedded so every
+/// backend ships exactly the runner this engine speaks to.
+pub const RUNNER_SOURCE: &str = include_str!("../../../runner/kinetic_runner.py");
+
+/// File name the runner is installed under (in images and local state dirs).
+pub const RUNNER_FILE_NAME: &str = "kinetic_runner.py";
+
+/// SHA-256 (hex) of [`RUNNER_SOURCE`]; part of image tags and of the local
+/// backend's runner file name, so a changed runner is never mistaken for an old one.
+pub fn runner_digest() -> String {
+    hex::encode(Sha256::digest(RUNNER_SOURCE.as_bytes()))
+}
+
+/// `spec.json`: everything the runner needs to run one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunnerSpec {
+    /// Always [`PROTOCOL_VERSION`].
+    pub protocol: u32,
+    /// The job id (`job-` + 8 hex).
+    pub job_id: String,
+    /// What to run.
+    pub entrypoint: RunnerEntrypoint,
+    /// Positional arguments (JSON; data references replaced by paths on the runner).
+    pub args: Vec<Value>,
+    /// Keyword arguments, in the order given.
+    pub kwargs: Map<String, Value>,
+    /// Data mounted at absolute paths before the call.
+    pub volumes: Vec<RunnerVolume>,
+    /// Names of the captured environment variables (never their values).
+    pub env_names: Vec<String>,
+    /// Exported to the job as `KINETIC_OUTPUT_DIR`.
+    pub output_dir: String,
+    /// The packaged project.
+    pub context: Artifact,
+    /// Requirements to install at start (prebuilt images), or none.
+    pub requirements: Option<Artifact>,
+    /// Where the client's project sat, to rebuild `sys.path` and the cwd.
+    pub plan: RunnerPlan,
+    /// Where the leader writes `result.json`.
+    pub result_uri: String,
+    /// What the job runs on.
+    pub cluster: ClusterInfo,
+}
+
+/// The entrypoint as the runner sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunnerEntrypoint {
+    /// A Python function: by module (`module`) or by file (`path`, relative
+    /// to the workspace root). Exactly one of the two is set.
+    Function {
+        /// Dotted module name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        module: Option<String>,
+        /// File path relative to the workspace root.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        /// The attribute to call.
+        function: String,
+    },
+    /// A command run in the workspace; exit 0 is success with value `null`.
+    Command {
+        /// Program and arguments.
+        argv: Vec<String>,
+    },
+}
+
+/// A data volume: a data reference placed at an absolute path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerVolume {
+    /// Absolute mount path.
+    pub mount_path: String,
+    /// What goes there.
+    pub data: DataRef,
+}
+
+/// A data reference, as it stands in `args`, `kwargs` and volumes: the same
+/// keys as Kinetic's (`__data_ref__`, `uri`, `is_dir`, `mount_path`, `fuse`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataRef {
+    /// Always `true`: marks the object as a reference.
+    #[serde(rename = "__data_ref__")]
+    pub marker: bool,
+    /// `gs://…` or `file://…` of a directory prefix or of one object.
+    pub uri: String,
+    /// Whether `uri` names a directory.
+    pub is_dir: bool,
+    /// Where to place it, or `None` for a fresh download directory.
+    pub mount_path: Option<String>,
+    /// Mounted by the backend (GCS FUSE) instead of downloaded.
+    pub fuse: bool,
+}
+
+impl DataRef {
+    /// A reference to `uri`.
+    pub fn new(uri: impl Into<String>, is_dir: bool) -> Self {
+        Self {
+            marker: true,
+            uri: uri.into(),
+            is_dir,
+            mount_path: None,
+            fuse: false,
+        }
+    }
+
+    /// This reference as a JSON value for `args`/`kwargs`.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// An object the runner downloads and verifies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// Where it is.
+    pub uri: String,
+    /// Its SHA-256 (64 lower-case hex); a mismatch refuses to run.
+    pub sha256: String,
+}
+
+/// Kinetic's packaging plan (`.kinetic/plan.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerPlan {
+    /// The client's absolute package root.
+    pub package_root: String,
+    /// The entry directory relative to the root (`""` = the root).
+    pub entry_rel: String,
+    /// The client's cwd relative to the root, or `None` when outside it.
+    pub client_cwd_rel: Option<String>,
+    /// `sys.path` entries relative to the root (`""` = the root).
+    pub sys_path_rel: Vec<String>,
+}
+
+/// What the job runs on; the source of the `KINETIC_*` topology variables.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    /// The accelerator as the user spelled it.
+    pub accelerator: String,
+    /// Number of hosts.
+    pub num_nodes: u32,
+    /// GPUs per host (0 for CPU and TPU).
+    pub num_gpus_per_node: u32,
+    /// Host addresses, when the backend knows them at submit time.
+    pub node_ips: Vec<String>,
+}
+
+/// `result.json` (and `result-worker-{N}.json`): how a job ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunnerResult {
+    /// Protocol version of the runner that wrote it.
+    #[serde(default = "default_protocol")]
+    pub protocol: u32,
+    /// Whether the function (or command) succeeded.
+    pub success: bool,
+    /// The returned value on success.
+    #[serde(default)]
+    pub value: Value,
+    /// What went wrong on failure.
+    #[serde(default)]
+    pub error: Option<RemoteError>,
+    /// Which host wrote it.
+    #[serde(default)]
+    pub host_index: u32,
+}
+
+fn default_protocol() -> u32 {
+    PROTOCOL_VERSION
+}
+
+/// An error raised on the remote side, with its traceback and phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{type_name}: {message}{}", phase_note(phase.as_deref()))]
+pub struct RemoteError {
+    /// Qualified exception type (`ValueError`, `pkg.mod.MyError`) or one of
+    /// the runner's own (`CommandFailed`, `SystemExit`, `ResultNotJSON`, `RunnerError`).
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// `str(exception)`.
+    pub message: String,
+    /// The remote traceback, when there is one.
+    #[serde(default)]
+    pub traceback: Option<String>,
+    /// The runner phase that failed (`execute` for the user's own code).
+    #[serde(default)]
+    pub phase: Option<String>,
+}
+
+fn phase_note(phase: Option<&str>) -> String {
+    match phase {
+        Some(p) if p != "execute" => format!(" (failed during the runner's '{p}' phase)"),
+        _ => String::new(),
+    }
+}
+
+impl RunnerResult {
+    /// Parse `result.json`; the error says what was wrong.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
+/// Name of the result object a host writes, next to the leader's:
+/// host 0 → `result.json`, host N → `result-worker-N.json`.
+pub fn result_object_name(host_index: u32) -> String {
+    if host_index == 0 {
+        "result.json".to_owned()
+    } else {
+        format!("result-worker-{host_index}.json")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn spec_matches_the_documented_shape() {
+        let spec = RunnerSpec {
+            protocol: 1,
+            job_id: "job-0a1b2c3d".into(),
+            entrypoint: RunnerEntrypoint::Function {
+                module: Some("work".into()),
+                path: None,
+                function: "square".into(),
+            },
+            args: vec![json!(7)],
+            kwargs: Map::new(),
+            volumes: vec![],
+            env_names: vec!["WANDB_API_KEY".into()],
+            output_dir: "gs://p-kn-c-jobs/outputs/job-0a1b2c3d".into(),
+            context: Artifact {
+                uri: "gs://p-kn-c-jobs/job-0a1b2c3d/context.zip".into(),
+                sha256: "ab".repeat(32),
+            },
+            requirements: None,
+            plan: RunnerPlan {
+                package_root: "/home/u/proj".into(),
+                entry_rel: String::new(),
+                client_cwd_rel: Some(String::new()),
+                sys_path_rel: vec![String::new()],
+            },
+            result_uri: "gs://p-kn-c-jobs/job-0a1b2c3d/result.json".into(),
+            cluster: ClusterInfo {
+                accelerator: "cpu".into(),
+                num_nodes: 1,
+                num_gpus_per_node: 0,
+                node_ips: vec![],
+            },
+        };
+        let value = serde_json::to_value(&spec).unwrap();
+        assert_eq!(
+            value["entrypoint"],
+            json!({"kind": "function", "module": "work", "function": "square"})
+        );
+        assert_eq!(value["requirements"], Value::Null);
+        let back: RunnerSpec = serde_json::from_value(value).unwrap();
+        assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn command_entrypoint_and_data_ref_shapes() {
+        let e = RunnerEntrypoint::Command {
+            argv: vec!["python3".into(), "train.py".into()],
+        };
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            json!({"kind": "command", "argv": ["python3", "train.py"]})
+        );
+        let r = DataRef::new("file:///s/default/data-cache/abc", true);
+        assert_eq!(
+            r.to_value(),
+            json!({"__data_ref__": true, "uri": "file:///s/default/data-cache/abc", "is_dir": true, "mount_path": null, "fuse": false})
+        );
+    }
+
+    #[test]
+    fn results_parse_success_and_failure() {
+        let ok = RunnerResult::from_json(br#"{"protocol":1,"success":true,"value":49,"host_index":0}"#).unwrap();
+        assert!(ok.success);
+        assert_eq!(ok.value, json!(49));
+        let failed = RunnerResult::from_json(
+            br#"{"protocol":1,"success":false,"host_index":0,"error":{"type":"ValueError","message":"bad","traceback":"Traceback...","phase":"execute"}}"#,
+        )
+        .unwrap();
+        let err = failed.error.unwrap();
+        assert_eq!(err.to_string(), "ValueError: bad");
+        let phase = RemoteError {
+            phase: Some("artifact verification".into()),
+            ..err
+        };
+        assert!(phase.to_string().contains("'artifact verification' phase"));
+        assert!(RunnerResult::from_json(b"[1]").is_err());
+    }
+
+    #[test]
+    fn worker_result_names() {
+        assert_eq!(result_object_name(0), "result.json");
+        assert_eq!(result_object_name(3), "result-worker-3.json");
+    }
+}
