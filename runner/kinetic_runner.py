@@ -733,19 +733,18 @@ class DataResolver:
         if ref.get("fuse"):
             return self._fuse_path(mount, ref, bool(ref.get("is_dir")))
         key = (ref["uri"], mount)
-        if key in self._resolved:
-            return self._resolved[key]
-        if mount:
-            target = mount_target(self.mount_root, mount)
+        target = self._resolved.get(key)
+        if target is None:
+            if mount:
+                target = mount_target(self.mount_root, mount)
+            else:
+                target = os.path.join(self.data_root, str(self._next))
+                self._next += 1
             self._fetch(ref["uri"], target)
-            path = target
-        else:
-            target = os.path.join(self.data_root, str(self._next))
-            self._next += 1
-            self._fetch(ref["uri"], target)
-            path = target if ref.get("is_dir") else (_single_file(target) or target)
-        self._resolved[key] = path
-        return path
+            self._resolved[key] = target
+        if mount or ref.get("is_dir"):
+            return target
+        return _single_file(target) or target
 
     def _fuse_path(self, mount, ref: dict, is_dir: bool) -> str:
         if not isinstance(mount, str) or not mount:
