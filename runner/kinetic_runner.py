@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import hashlib
 import http.client
 import importlib
@@ -62,6 +63,7 @@ EXIT_FAILED = 1
 EXIT_BAD_INVOCATION = 2
 
 CHUNK = 1 << 20
+DOWNLOAD_WORKERS = 8
 REPR_LIMIT = 2000
 STDERR_TAIL_LINES = 40
 DEFAULT_GCS_ENDPOINT = "https://storage.googleapis.com"
@@ -212,15 +214,17 @@ class MetadataToken:
         self.clock = clock
         self._token: str | None = None
         self._expires_at = 0.0
+        self._lock = threading.Lock()  # data downloads run in a thread pool
         self._opener = _no_proxy_opener()  # the metadata server is never behind a proxy
 
     def invalidate(self) -> None:
         self._token = None
 
     def authorization(self) -> str:
-        if self._token is None or self.clock() >= self._expires_at - 60:
-            self._fetch()
-        return "Bearer " + str(self._token)
+        with self._lock:
+            if self._token is None or self.clock() >= self._expires_at - 60:
+                self._fetch()
+            return "Bearer " + str(self._token)
 
     def _fetch(self) -> None:
         url = "http://%s%s" % (self.host, TOKEN_PATH)
@@ -782,27 +786,35 @@ class DataResolver:
         base = name.rstrip("/")
         prefix = base + "/" if base else ""
         real_target = os.path.realpath(target)
-        found = 0
+        jobs = []
         for object_name in gcs.list(bucket, prefix):
             if object_name.endswith("/"):
                 continue
             rel = object_name[len(prefix):]
-            if unsafe_entry_reason(rel):
-                raise RunnerError("refusing data object gs://%s/%s: it would land outside %s" % (bucket, object_name, target))
             dest = os.path.join(target, *rel.split("/"))
-            if not _inside(real_target, os.path.realpath(os.path.dirname(dest))):
+            if unsafe_entry_reason(rel) or not _inside(real_target, os.path.realpath(os.path.dirname(dest))):
                 raise RunnerError("refusing data object gs://%s/%s: it would land outside %s" % (bucket, object_name, target))
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            gcs.download(bucket, object_name, dest)
-            found += 1
-        if found == 0 and base:
-            # Not a prefix: maybe the URI names one object.
+            jobs.append((object_name, dest))
+        if not jobs and base:
+            # Nothing under the prefix: the URI may name one object.
             try:
                 gcs.download(bucket, base, os.path.join(target, base.rsplit("/", 1)[-1]))
-                found = 1
             except NotFound:
                 raise RunnerError("data %s: no object with that name and nothing under %s/" % (uri, uri.rstrip("/"))) from None
-        self.objects += found
+            self.objects += 1
+            return
+        for _, dest in jobs:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=DOWNLOAD_WORKERS) as pool:
+            futures = [pool.submit(gcs.download, bucket, object_name, dest) for object_name, dest in jobs]
+            try:
+                for future in concurrent.futures.as_completed(futures):
+                    future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+        self.objects += len(jobs)
 
 
 def _check_ref(ref: dict) -> None:
