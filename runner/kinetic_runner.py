@@ -425,8 +425,6 @@ class Spec:
     """The validated fields of spec.json the runner uses."""
 
     def __init__(self, doc: dict) -> None:
-        self.doc = doc
-        self.result_uri = doc["result_uri"]
         self.job_id = _field(doc, "job_id", str)
         self.entrypoint = _entrypoint(doc.get("entrypoint"))
         self.args = _field(doc, "args", list, [])
@@ -714,12 +712,7 @@ class DataResolver:
         _check_ref(ref)
         if ref.get("fuse"):
             return self._fuse_path(mount_path, ref, True)
-        key = (ref["uri"], mount_path)
-        if key not in self._resolved:
-            target = mount_target(self.mount_root, mount_path)
-            self._fetch(ref["uri"], target)
-            self._resolved[key] = target
-        return self._resolved[key]
+        return self._materialize(ref["uri"], mount_path)
 
     def walk(self, value):
         """``value`` with every data reference, at any depth, replaced by its local path."""
@@ -736,7 +729,14 @@ class DataResolver:
         mount = ref.get("mount_path")
         if ref.get("fuse"):
             return self._fuse_path(mount, ref, bool(ref.get("is_dir")))
-        key = (ref["uri"], mount)
+        target = self._materialize(ref["uri"], mount)
+        if mount or ref.get("is_dir"):
+            return target
+        return _single_file(target) or target
+
+    def _materialize(self, uri: str, mount: str | None) -> str:
+        """Fetches ``uri`` once per (uri, mount): into the mount, else into ``{data}/{n}``."""
+        key = (uri, mount)
         target = self._resolved.get(key)
         if target is None:
             if mount:
@@ -744,11 +744,9 @@ class DataResolver:
             else:
                 target = os.path.join(self.data_root, str(self._next))
                 self._next += 1
-            self._fetch(ref["uri"], target)
+            self._fetch(uri, target)
             self._resolved[key] = target
-        if mount or ref.get("is_dir"):
-            return target
-        return _single_file(target) or target
+        return target
 
     def _fuse_path(self, mount, ref: dict, is_dir: bool) -> str:
         if not isinstance(mount, str) or not mount:
@@ -820,6 +818,9 @@ class DataResolver:
 def _check_ref(ref: dict) -> None:
     if not isinstance(ref.get("uri"), str) or not ref["uri"]:
         raise RunnerError("data reference without a 'uri': %r" % (ref,))
+    mount = ref.get("mount_path")
+    if mount is not None and not (isinstance(mount, str) and mount.startswith("/")):
+        raise RunnerError("data reference %s: mount_path must be an absolute path, not %r" % (ref["uri"], mount))
 
 
 # --------------------------------------------------------------------------
@@ -912,7 +913,6 @@ class Runner:
         self.tmp: str | None = None
         self.spec: Spec | None = None
         self.plan: PlanActions | None = None
-        self.volume_paths: dict = {}
 
     # -- driver
 
@@ -1055,13 +1055,11 @@ class Runner:
             "num_gpus_per_node": spec.num_gpus_per_node,
             "accelerator": spec.accelerator,
         })
+        volumes = {}
         for volume in spec.volumes:
             mount = volume["mount_path"]
-            if volume["data"].get("fuse"):
-                self.volume_paths[mount] = mount
-            else:
-                self.volume_paths[mount] = mount_target(self.mount_root, mount)
-        env["KINETIC_VOLUMES"] = json.dumps(self.volume_paths)
+            volumes[mount] = mount if volume["data"].get("fuse") else mount_target(self.mount_root, mount)
+        env["KINETIC_VOLUMES"] = json.dumps(volumes)
         log(ENVIRONMENT, "%d captured variable%s present; KINETIC_* set" % (
             len(spec.env_names), "" if len(spec.env_names) == 1 else "s"))
 
