@@ -1,0 +1,1305 @@
+#!/usr/bin/env python3
+"""Kinetic runner, protocol v1 (see docs/runner-protocol.md).
+
+Runs one job inside a pod (or as a local child process): downloads and
+verifies the job's artifacts, installs requirements, extracts the context,
+applies the packaging plan, sets the environment, resolves data references,
+calls the user's function (or runs the user's command) and writes a JSON
+result. Python 3.9+, standard library only.
+
+    python3 -u kinetic_runner.py --spec URI [--workdir DIR] [--mount-root DIR]
+
+Runner log lines go to stderr as ``[kinetic] {phase}: ...``; the user's
+stdout and stderr pass through untouched. Environment values are never
+printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import hashlib
+import http.client
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ElementTree
+import zipfile
+
+PROTOCOL = 1
+
+STARTUP = "startup"
+DOWNLOAD = "artifact download"
+VERIFY = "artifact verification"
+INSTALL = "requirements install"
+EXTRACT = "context extract"
+ENVIRONMENT = "environment setup"
+DATA = "data resolve"
+LOAD = "entrypoint load"
+EXECUTE = "execute"
+SERIALIZE = "result serialization"
+UPLOAD = "result upload"  # log only: an upload failure cannot be reported in a result
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INVOCATION = 2
+
+CHUNK = 1 << 20
+DOWNLOAD_WORKERS = 8
+REPR_LIMIT = 2000
+STDERR_TAIL_LINES = 40
+DEFAULT_GCS_ENDPOINT = "https://storage.googleapis.com"
+TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+_HOST_INDEX_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+# --------------------------------------------------------------------------
+# Logging
+
+
+def log(phase: str, message: str) -> None:
+    """One runner line on the real stderr, whatever the user did to sys.stderr."""
+    stream = sys.__stderr__ or sys.stderr
+    try:
+        stream.write("[kinetic] %s: %s\n" % (phase, message))
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def warn(phase: str, message: str) -> None:
+    log(phase, "warning: " + message)
+
+
+def flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+class RunnerError(Exception):
+    """A failure the runner detected itself; reported with type ``RunnerError``."""
+
+
+class StorageError(RunnerError):
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(StorageError):
+    pass
+
+
+# --------------------------------------------------------------------------
+# Storage: gs:// (GCS XML API), file:// and absolute paths
+
+
+def parse_uri(uri: str) -> tuple:
+    """``("gs", bucket, name)`` or ``("file", path)``; RunnerError otherwise."""
+    if not isinstance(uri, str) or not uri:
+        raise RunnerError("not a storage URI: %r" % (uri,))
+    if uri.startswith("gs://"):
+        bucket, _, name = uri[len("gs://"):].partition("/")
+        if not bucket:
+            raise RunnerError("gs:// URI without a bucket: %r" % uri)
+        return ("gs", bucket, name)
+    if uri.startswith("file://"):
+        parts = urllib.parse.urlsplit(uri)
+        if parts.netloc not in ("", "localhost"):
+            raise RunnerError("file:// URI with a remote host: %r" % uri)
+        path = urllib.parse.unquote(parts.path)
+        if not os.path.isabs(path):
+            raise RunnerError("file:// URI without an absolute path: %r" % uri)
+        return ("file", path)
+    if os.path.isabs(uri):
+        return ("file", uri)
+    raise RunnerError("unsupported URI (expected gs://, file:// or an absolute path): %r" % uri)
+
+
+def _no_proxy_opener() -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+_TRANSIENT_ERRORS = (
+    urllib.error.URLError,
+    http.client.HTTPException,
+    ConnectionError,
+    TimeoutError,
+    socket.timeout,
+)
+
+
+class Retrying:
+    """Runs a request function, retrying transient failures with backoff.
+
+    Transient: HTTP 429 and 5xx, connection errors and timeouts. 404 raises
+    NotFound at once; other HTTP errors raise StorageError at once.
+    """
+
+    def __init__(self, attempts: int = 5, base_delay: float = 0.25, max_delay: float = 8.0) -> None:
+        self.attempts = attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+
+    def call(self, what: str, fn, on_unauthorized=None):
+        refreshed = False
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return fn()
+            except urllib.error.HTTPError as err:
+                detail = _http_error_detail(err)
+                if err.code == 404:
+                    raise NotFound("%s: not found (HTTP 404)" % what, 404) from None
+                if err.code == 401 and on_unauthorized is not None and not refreshed:
+                    refreshed = True
+                    on_unauthorized()
+                    attempt -= 1
+                    continue
+                if err.code != 429 and not 500 <= err.code <= 599:
+                    raise StorageError("%s: HTTP %d %s" % (what, err.code, detail), err.code) from None
+                last = "HTTP %d %s" % (err.code, detail)
+                status = err.code
+            except _TRANSIENT_ERRORS as err:
+                last = "%s: %s" % (type(err).__name__, err)
+                status = None
+            if attempt >= self.attempts:
+                raise StorageError("%s: failed after %d attempts: %s" % (what, attempt, last), status)
+            time.sleep(min(self.base_delay * (2 ** (attempt - 1)), self.max_delay))
+
+
+def _http_error_detail(err: urllib.error.HTTPError) -> str:
+    try:
+        body = err.read(2000).decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - the detail is best effort
+        body = ""
+    finally:
+        try:
+            err.close()
+        except Exception:  # noqa: BLE001
+            pass
+    match = re.search(r"<Code>([^<]*)</Code>", body)
+    return match.group(1) if match else (err.reason or "")
+
+
+class MetadataToken:
+    """OAuth token from the GCE metadata server, cached until near expiry."""
+
+    def __init__(self, host: str | None = None, retrying: Retrying | None = None, clock=time.monotonic) -> None:
+        self.host = host or os.environ.get("GCE_METADATA_HOST") or "metadata.google.internal"
+        self.retrying = retrying or Retrying()
+        self.clock = clock
+        self._token: str | None = None
+        self._expires_at = 0.0
+        self._lock = threading.Lock()  # data downloads run in a thread pool
+        self._opener = _no_proxy_opener()  # the metadata server is never behind a proxy
+
+    def invalidate(self) -> None:
+        self._token = None
+
+    def authorization(self) -> str:
+        with self._lock:
+            if self._token is None or self.clock() >= self._expires_at - 60:
+                self._fetch()
+            return "Bearer " + str(self._token)
+
+    def _fetch(self) -> None:
+        url = "http://%s%s" % (self.host, TOKEN_PATH)
+
+        def get():
+            req = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
+            with self._opener.open(req, timeout=10) as resp:
+                return json.loads(resp.read().decode("utf-8"))
+
+        doc = self.retrying.call("metadata server token", get)
+        if not isinstance(doc, dict) or not isinstance(doc.get("access_token"), str):
+            raise StorageError("metadata server token: unexpected answer")
+        self._token = doc["access_token"]
+        self._expires_at = self.clock() + float(doc.get("expires_in") or 0)
+
+
+class Gcs:
+    """The few GCS XML API calls the runner needs."""
+
+    def __init__(self, endpoint: str, token: MetadataToken | None = None, retrying: Retrying | None = None) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.token = token
+        self.retrying = retrying or Retrying()
+        self._opener = urllib.request.build_opener()
+
+    def _object_url(self, bucket: str, name: str) -> str:
+        return "%s/%s/%s" % (self.endpoint, bucket, urllib.parse.quote(name, safe="/"))
+
+    def _open(self, method: str, url: str, data: bytes | None = None, headers: dict | None = None):
+        headers = dict(headers or {})
+        if self.token is not None:
+            headers["Authorization"] = self.token.authorization()
+        req = urllib.request.Request(url, data=data, headers=headers, method=method)
+        return self._opener.open(req, timeout=60)
+
+    def _call(self, what: str, fn):
+        return self.retrying.call(what, fn, self.token.invalidate if self.token else None)
+
+    def download(self, bucket: str, name: str, dest: str) -> int:
+        """Streams one object to ``dest`` (through ``dest.part``); returns its size."""
+        url = self._object_url(bucket, name)
+        partial = dest + ".part"
+
+        def get():
+            with self._open("GET", url) as resp, open(partial, "wb") as out:
+                expected = resp.headers.get("Content-Length")
+                size = 0
+                while True:
+                    chunk = resp.read(CHUNK)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    size += len(chunk)
+                if expected is not None and not resp.headers.get("Content-Encoding") and int(expected) != size:
+                    raise http.client.IncompleteRead(b"", int(expected) - size)
+            os.replace(partial, dest)
+            return size
+
+        try:
+            return self._call("download gs://%s/%s" % (bucket, name), get)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+
+    def read(self, bucket: str, name: str) -> bytes:
+        url = self._object_url(bucket, name)
+
+        def get():
+            with self._open("GET", url) as resp:
+                return resp.read()
+
+        return self._call("read gs://%s/%s" % (bucket, name), get)
+
+    def upload(self, bucket: str, name: str, data: bytes, content_type: str) -> None:
+        url = self._object_url(bucket, name)
+
+        def put():
+            with self._open("PUT", url, data=data, headers={"Content-Type": content_type}) as resp:
+                resp.read()
+
+        self._call("upload gs://%s/%s" % (bucket, name), put)
+
+    def list(self, bucket: str, prefix: str):
+        """Yields the names of every object under ``prefix``, following continuation tokens."""
+        token = None
+        while True:
+            query = [("list-type", "2"), ("prefix", prefix)]
+            if token:
+                query.append(("continuation-token", token))
+            url = "%s/%s?%s" % (self.endpoint, bucket, urllib.parse.urlencode(query, quote_via=urllib.parse.quote))
+
+            def get():
+                with self._open("GET", url) as resp:
+                    return resp.read()
+
+            root = ElementTree.fromstring(self._call("list gs://%s/%s" % (bucket, prefix), get))
+            truncated = False
+            token = None
+            for element in root:
+                tag = _local_tag(element.tag)
+                if tag == "Contents":
+                    for child in element:
+                        if _local_tag(child.tag) == "Key" and child.text:
+                            yield child.text
+                elif tag == "IsTruncated":
+                    truncated = (element.text or "").strip().lower() == "true"
+                elif tag == "NextContinuationToken":
+                    token = element.text
+            if not truncated or not token:
+                return
+
+
+def _local_tag(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+class Storage:
+    """Reads and writes job objects by URI (``gs://``, ``file://``, absolute path)."""
+
+    def __init__(self, environ=None, gcs: Gcs | None = None) -> None:
+        self.environ = os.environ if environ is None else environ
+        self._gcs = gcs
+
+    def gcs(self) -> Gcs:
+        if self._gcs is None:
+            endpoint = self.environ.get("KINETIC_GCS_ENDPOINT")
+            if endpoint:
+                self._gcs = Gcs(endpoint)
+            else:
+                self._gcs = Gcs(DEFAULT_GCS_ENDPOINT, MetadataToken())
+        return self._gcs
+
+    def read_bytes(self, uri: str) -> bytes:
+        parsed = parse_uri(uri)
+        if parsed[0] == "gs":
+            return self.gcs().read(parsed[1], parsed[2])
+        with open(parsed[1], "rb") as f:
+            return f.read()
+
+    def download(self, uri: str, dest: str) -> int:
+        parsed = parse_uri(uri)
+        if parsed[0] == "gs":
+            return self.gcs().download(parsed[1], parsed[2], dest)
+        if not os.path.isfile(parsed[1]):
+            raise NotFound("%s: no such file" % uri)
+        shutil.copyfile(parsed[1], dest)
+        return os.path.getsize(dest)
+
+    def write_bytes(self, uri: str, data: bytes, content_type: str = "application/json") -> None:
+        parsed = parse_uri(uri)
+        if parsed[0] == "gs":
+            self.gcs().upload(parsed[1], parsed[2], data, content_type)
+            return
+        path = parsed[1]
+        os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
+        partial = "%s.%d.part" % (path, os.getpid())
+        with open(partial, "wb") as f:
+            f.write(data)
+        os.replace(partial, path)
+
+
+def worker_result_uri(result_uri: str, host_index: int) -> str:
+    """This host's result URI: the leader's, or the sibling ``result-worker-{N}.json``."""
+    if host_index == 0:
+        return result_uri
+    head, sep, _ = result_uri.rpartition("/")
+    return "%s%sresult-worker-%d.json" % (head, sep, host_index)
+
+
+# --------------------------------------------------------------------------
+# Host index (reference §9.4)
+
+
+def host_index_from_env(environ) -> tuple:
+    """``(index, warnings)``: first valid of TPU_WORKER_ID, LWS_WORKER_INDEX, else 0."""
+    warnings = []
+    for name in ("TPU_WORKER_ID", "LWS_WORKER_INDEX"):
+        raw = environ.get(name)
+        if raw is None or not raw.strip():
+            continue
+        value = raw.strip()
+        if not _HOST_INDEX_RE.match(value):
+            warnings.append("ignoring %s=%r: not an integer" % (name, raw))
+            continue
+        index = int(value)
+        if index < 0:
+            warnings.append("ignoring %s=%r: negative" % (name, raw))
+            continue
+        return index, warnings
+    return 0, warnings
+
+
+# --------------------------------------------------------------------------
+# Spec
+
+
+class Spec:
+    """The validated fields of spec.json the runner uses."""
+
+    def __init__(self, doc: dict) -> None:
+        self.job_id = _field(doc, "job_id", str)
+        self.entrypoint = _entrypoint(doc.get("entrypoint"))
+        self.args = _field(doc, "args", list, [])
+        self.kwargs = _field(doc, "kwargs", dict, {})
+        self.volumes = _volumes(_field(doc, "volumes", list, []))
+        self.env_names = _field(doc, "env_names", list, [])
+        if not all(isinstance(n, str) and n for n in self.env_names):
+            raise RunnerError("spec.env_names must be a list of non-empty strings")
+        output_dir = doc.get("output_dir")
+        if output_dir is not None and not isinstance(output_dir, str):
+            raise RunnerError("spec.output_dir must be a string or null")
+        self.output_dir = output_dir
+        self.context = _artifact(doc.get("context"), "context")
+        requirements = doc.get("requirements")
+        self.requirements = None if requirements is None else _artifact(requirements, "requirements")
+        self.plan = doc.get("plan")
+        cluster = _field(doc, "cluster", dict, {})
+        self.accelerator = _field(cluster, "accelerator", str, "cpu", "spec.cluster.")
+        self.num_nodes = _field(cluster, "num_nodes", int, 1, "spec.cluster.")
+        self.num_gpus_per_node = _field(cluster, "num_gpus_per_node", int, 0, "spec.cluster.")
+        self.node_ips = _field(cluster, "node_ips", list, [], "spec.cluster.")
+        if not all(isinstance(ip, str) for ip in self.node_ips):
+            raise RunnerError("spec.cluster.node_ips must be a list of strings")
+
+
+_MISSING = object()
+
+
+def _field(doc: dict, key: str, kind: type, default=_MISSING, where: str = "spec."):
+    value = doc.get(key)
+    if value is None:
+        if default is _MISSING:
+            raise RunnerError("%s%s is required" % (where, key))
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise RunnerError("%s%s must be a %s" % (where, key, kind.__name__))
+    return value
+
+
+def _entrypoint(entry) -> dict:
+    if not isinstance(entry, dict):
+        raise RunnerError("spec.entrypoint must be an object")
+    kind = entry.get("kind")
+    if kind == "function":
+        function = entry.get("function")
+        if not isinstance(function, str) or not function:
+            raise RunnerError("spec.entrypoint.function must be a non-empty string")
+        module, path = entry.get("module"), entry.get("path")
+        if (module is None) == (path is None):
+            raise RunnerError("spec.entrypoint needs exactly one of 'module' and 'path'")
+        if not isinstance(module or path, str) or not (module or path):
+            raise RunnerError("spec.entrypoint.module/path must be a non-empty string")
+        return entry
+    if kind == "command":
+        argv = entry.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise RunnerError("spec.entrypoint.argv must be a non-empty list of strings")
+        return entry
+    raise RunnerError("spec.entrypoint.kind must be 'function' or 'command', not %r" % (kind,))
+
+
+def _artifact(doc, name: str) -> dict:
+    if not isinstance(doc, dict):
+        raise RunnerError("spec.%s must be an object with 'uri' and 'sha256'" % name)
+    parse_uri(doc.get("uri"))
+    sha = doc.get("sha256")
+    if not isinstance(sha, str) or not re.match(r"^[0-9a-fA-F]{64}$", sha):
+        raise RunnerError("spec.%s.sha256 must be 64 hex digits" % name)
+    return {"uri": doc["uri"], "sha256": sha.lower()}
+
+
+def _volumes(volumes: list) -> list:
+    for volume in volumes:
+        if not isinstance(volume, dict):
+            raise RunnerError("spec.volumes entries must be objects")
+        mount = volume.get("mount_path")
+        if not isinstance(mount, str) or not mount.startswith("/"):
+            raise RunnerError("spec.volumes mount_path must be an absolute path, not %r" % (mount,))
+        if not is_data_ref(volume.get("data")):
+            raise RunnerError("spec.volumes[%r].data must be a data reference" % mount)
+    return volumes
+
+
+def load_spec(storage: Storage, uri: str) -> dict:
+    """Reads spec.json; RunnerError when unreadable, not protocol 1, or without a result URI."""
+    try:
+        raw = storage.read_bytes(uri)
+    except (OSError, RunnerError) as err:
+        raise RunnerError("cannot read spec %s: %s" % (uri, err)) from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except ValueError as err:
+        raise RunnerError("spec %s is not JSON: %s" % (uri, err)) from None
+    if not isinstance(doc, dict):
+        raise RunnerError("spec %s is not a JSON object" % uri)
+    protocol = doc.get("protocol")
+    if type(protocol) is not int or protocol != PROTOCOL:
+        raise RunnerError("spec %s has protocol %r; this runner speaks protocol %d" % (uri, protocol, PROTOCOL))
+    try:
+        parse_uri(doc.get("result_uri"))
+    except RunnerError as err:
+        raise RunnerError("spec %s has no usable result_uri: %s" % (uri, err)) from None
+    return doc
+
+
+# --------------------------------------------------------------------------
+# Context extraction and plan (reference §10.4 step 4, §11.4)
+
+
+def _inside(root: str, path: str) -> bool:
+    """Whether ``path`` is ``root`` or below it (both already normalised)."""
+    try:
+        return os.path.commonpath([root, path]) == root
+    except ValueError:
+        return False
+
+
+def unsafe_entry_reason(name: str) -> str | None:
+    """Why a zip entry name would land outside the workspace, or None when it is safe."""
+    if not name or "\x00" in name:
+        return "empty or NUL in the name"
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        return "absolute path"
+    if ".." in re.split(r"[/\\]", name):
+        return "'..' in the path"
+    return None
+
+
+def extract_context(zip_path: str, workspace: str) -> int:
+    """Extracts every entry under ``workspace``; refuses entries that would escape it."""
+    os.makedirs(workspace)
+    root = os.path.realpath(workspace)
+    dir_modes = []
+    count = 0
+    with zipfile.ZipFile(zip_path) as archive:
+        entries = archive.infolist()
+        for info in entries:
+            reason = unsafe_entry_reason(info.filename)
+            if reason:
+                raise RunnerError("refusing context entry %r: %s" % (info.filename, reason))
+        for info in entries:
+            parts = [p for p in info.filename.split("/") if p not in ("", ".")]
+            if not parts:
+                continue
+            target = os.path.join(workspace, *parts)
+            parent = os.path.dirname(target)
+            if not _inside(root, os.path.realpath(parent)):
+                raise RunnerError("refusing context entry %r: it goes through a symlink out of the workspace" % info.filename)
+            os.makedirs(parent, exist_ok=True)
+            mode = (info.external_attr >> 16) if info.create_system == 3 else 0
+            perms = mode & 0o777
+            if info.is_dir():
+                if os.path.islink(target):
+                    os.unlink(target)
+                os.makedirs(target, exist_ok=True)
+                if perms:
+                    dir_modes.append((target, perms))
+            elif stat.S_ISLNK(mode):
+                link = archive.read(info).decode("utf-8", "surrogateescape")
+                resolved = os.path.realpath(os.path.join(os.path.realpath(parent), link))
+                if os.path.isabs(link) or not _inside(root, resolved):
+                    raise RunnerError("refusing context entry %r: symlink to %r points out of the workspace" % (info.filename, link))
+                if os.path.lexists(target):
+                    os.unlink(target)
+                os.symlink(link, target)
+            else:
+                if os.path.islink(target):
+                    os.unlink(target)  # never write through a link
+                with archive.open(info) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst, CHUNK)
+                if perms:
+                    os.chmod(target, perms)
+            count += 1
+    for path, perms in reversed(dir_modes):
+        os.chmod(path, perms)
+    return count
+
+
+class PlanActions:
+    """What applying a plan does: sys.path entries to put first, and where to chdir."""
+
+    def __init__(self, sys_path: list, cwd: str | None, legacy: bool, warnings: list) -> None:
+        self.sys_path = sys_path
+        self.cwd = cwd
+        self.legacy = legacy
+        self.warnings = warnings
+
+
+def read_plan(spec_plan, workspace: str):
+    """The spec's plan when it has one, else ``.kinetic/plan.json`` from the context (or None)."""
+    if spec_plan is not None:
+        return spec_plan
+    try:
+        with open(os.path.join(workspace, ".kinetic", "plan.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def plan_actions(plan, workspace: str) -> PlanActions:
+    """Reference §11.4, as a pure function of the plan and the extracted workspace."""
+    root = os.path.normpath(os.path.abspath(workspace))
+    if not isinstance(plan, dict) or not plan:
+        return PlanActions([root], None, True, [])
+    warnings = []
+    real_root = os.path.realpath(root)
+
+    def under_root(rel: str):
+        path = root if rel in ("", ".") else os.path.normpath(os.path.join(root, rel))
+        return path, _inside(real_root, os.path.realpath(path))
+
+    rels = plan.get("sys_path_rel")
+    if not isinstance(rels, list):
+        warnings.append("plan sys_path_rel is not a list (%s); using only the workspace root" % type(rels).__name__)
+        rels = []
+    kept = []
+    for rel in rels:
+        if isinstance(rel, str):
+            kept.append(rel)
+        else:
+            warnings.append("dropping non-string plan sys_path_rel entry %r" % (rel,))
+    if "" not in kept:
+        kept.insert(0, "")
+    entries = []
+    for rel in kept:
+        path, inside = under_root(rel)
+        if not inside:
+            warnings.append("rejecting plan sys_path_rel entry %r: it escapes the workspace" % rel)
+        elif os.path.isdir(path) and path not in entries:
+            entries.append(path)
+
+    cwd_rel = plan.get("client_cwd_rel")
+    cwd = root
+    if isinstance(cwd_rel, str) and cwd_rel:
+        path, inside = under_root(cwd_rel)
+        if not inside:
+            warnings.append("plan client_cwd_rel %r escapes the workspace; staying at the workspace root" % cwd_rel)
+        elif not os.path.isdir(path):
+            warnings.append("plan client_cwd_rel %r is not a directory in the context; staying at the workspace root" % cwd_rel)
+        else:
+            cwd = path
+    elif cwd_rel not in ("", None):
+        warnings.append("plan client_cwd_rel is a %s, not a string; staying at the workspace root" % type(cwd_rel).__name__)
+    return PlanActions(entries, cwd, False, warnings)
+
+
+# --------------------------------------------------------------------------
+# Data references
+
+
+def is_data_ref(value) -> bool:
+    return isinstance(value, dict) and value.get("__data_ref__") is True
+
+
+def mount_target(mount_root: str, mount_path: str) -> str:
+    """Where a volume mounted at ``mount_path`` is placed under ``mount_root``."""
+    root = os.path.normpath(os.path.abspath(mount_root))
+    target = os.path.normpath(os.path.join(root, mount_path.lstrip("/")))
+    if not _inside(root, target):
+        raise RunnerError("mount path %r escapes the mount root" % mount_path)
+    return target
+
+
+def _single_file(directory: str) -> str | None:
+    found = []
+    for base, _, files in os.walk(directory):
+        found.extend(os.path.join(base, f) for f in files)
+        if len(found) > 1:
+            return None
+    return found[0] if len(found) == 1 else None
+
+
+class DataResolver:
+    """Materialises data references (volumes and refs in args/kwargs) as local paths."""
+
+    def __init__(self, storage: Storage, data_root: str, mount_root: str) -> None:
+        self.storage = storage
+        self.data_root = data_root
+        self.mount_root = mount_root
+        self._resolved = {}
+        self._next = 0
+        self.objects = 0
+
+    def resolve_volume(self, mount_path: str, ref: dict) -> str:
+        _check_ref(ref)
+        if ref.get("fuse"):
+            return self._fuse_path(mount_path, ref, True)
+        return self._materialize(ref["uri"], mount_path)
+
+    def walk(self, value):
+        """``value`` with every data reference, at any depth, replaced by its local path."""
+        if is_data_ref(value):
+            return self.resolve_ref(value)
+        if isinstance(value, list):
+            return [self.walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.walk(v) for k, v in value.items()}
+        return value
+
+    def resolve_ref(self, ref: dict) -> str:
+        _check_ref(ref)
+        mount = ref.get("mount_path")
+        if ref.get("fuse"):
+            return self._fuse_path(mount, ref, bool(ref.get("is_dir")))
+        target = self._materialize(ref["uri"], mount)
+        if mount or ref.get("is_dir"):
+            return target
+        return _single_file(target) or target
+
+    def _materialize(self, uri: str, mount: str | None) -> str:
+        """Fetches ``uri`` once per (uri, mount): into the mount, else into ``{data}/{n}``."""
+        key = (uri, mount)
+        target = self._resolved.get(key)
+        if target is None:
+            if mount:
+                target = mount_target(self.mount_root, mount)
+            else:
+                target = os.path.join(self.data_root, str(self._next))
+                self._next += 1
+            self._fetch(uri, target)
+            self._resolved[key] = target
+        return target
+
+    def _fuse_path(self, mount, ref: dict, is_dir: bool) -> str:
+        if not isinstance(mount, str) or not mount:
+            raise RunnerError("FUSE data reference %s has no mount_path" % ref["uri"])
+        if not os.path.exists(mount):
+            raise RunnerError("FUSE mount %s for %s is missing (the backend mounts it)" % (mount, ref["uri"]))
+        if not is_dir and os.path.isdir(mount):
+            entries = sorted(os.listdir(mount))
+            if entries:
+                return os.path.join(mount, entries[0])
+        return mount
+
+    def _fetch(self, uri: str, target: str) -> None:
+        if uri.startswith("hf://"):
+            raise RunnerError("hf:// data references are not supported by this runner: %s" % uri)
+        parsed = parse_uri(uri)
+        os.makedirs(target, exist_ok=True)
+        if parsed[0] == "file":
+            self._copy_local(uri, parsed[1], target)
+        else:
+            self._download_gcs(uri, parsed[1], parsed[2], target)
+
+    def _copy_local(self, uri: str, source: str, target: str) -> None:
+        if os.path.isdir(source):
+            shutil.copytree(source, target, dirs_exist_ok=True)
+            self.objects += sum(len(files) for _, _, files in os.walk(source))
+        elif os.path.isfile(source):
+            shutil.copy2(source, os.path.join(target, os.path.basename(source)))
+            self.objects += 1
+        else:
+            raise RunnerError("data %s does not exist" % uri)
+
+    def _download_gcs(self, uri: str, bucket: str, name: str, target: str) -> None:
+        gcs = self.storage.gcs()
+        base = name.rstrip("/")
+        prefix = base + "/" if base else ""
+        real_target = os.path.realpath(target)
+        jobs = []
+        for object_name in gcs.list(bucket, prefix):
+            if object_name.endswith("/"):
+                continue
+            rel = object_name[len(prefix):]
+            dest = os.path.join(target, *rel.split("/"))
+            if unsafe_entry_reason(rel) or not _inside(real_target, os.path.realpath(os.path.dirname(dest))):
+                raise RunnerError("refusing data object gs://%s/%s: it would land outside %s" % (bucket, object_name, target))
+            jobs.append((object_name, dest))
+        if not jobs and base:
+            # Nothing under the prefix: the URI may name one object.
+            try:
+                gcs.download(bucket, base, os.path.join(target, base.rsplit("/", 1)[-1]))
+            except NotFound:
+                raise RunnerError("data %s: no object with that name and nothing under %s/" % (uri, uri.rstrip("/"))) from None
+            self.objects += 1
+            return
+        for _, dest in jobs:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=DOWNLOAD_WORKERS) as pool:
+            futures = [pool.submit(gcs.download, bucket, object_name, dest) for object_name, dest in jobs]
+            try:
+                for future in concurrent.futures.as_completed(futures):
+                    future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+        self.objects += len(jobs)
+
+
+def _check_ref(ref: dict) -> None:
+    if not isinstance(ref.get("uri"), str) or not ref["uri"]:
+        raise RunnerError("data reference without a 'uri': %r" % (ref,))
+    mount = ref.get("mount_path")
+    if mount is not None and not (isinstance(mount, str) and mount.startswith("/")):
+        raise RunnerError("data reference %s: mount_path must be an absolute path, not %r" % (ref["uri"], mount))
+
+
+# --------------------------------------------------------------------------
+# Failures and results
+
+
+def qualified_name(cls: type) -> str:
+    module = getattr(cls, "__module__", None)
+    name = getattr(cls, "__qualname__", None) or cls.__name__
+    return name if module in (None, "builtins") else "%s.%s" % (module, name)
+
+
+def describe_exit(code) -> str:
+    return "function called sys.exit(%r)" % (code,)
+
+
+def _user_traceback(tb):
+    """Skips the runner's and importlib's leading frames, when user frames follow."""
+    here = os.path.abspath(__file__)
+    importlib_dir = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep
+    current = tb
+    while current is not None:
+        filename = current.tb_frame.f_code.co_filename
+        if filename != here and not filename.startswith(("<frozen importlib", importlib_dir)):
+            return current
+        current = current.tb_next
+    return tb
+
+
+class PhaseFailure(Exception):
+    """A phase failed; carries the ``error`` object of the failure result."""
+
+    def __init__(self, phase: str, error_type: str, message: str, tb: str) -> None:
+        super().__init__("%s: %s" % (error_type, message))
+        self.error = {"type": error_type, "message": message, "traceback": tb, "phase": phase}
+
+    @classmethod
+    def from_exception(cls, phase: str, exc: BaseException, user_code: bool) -> PhaseFailure:
+        if isinstance(exc, RunnerError):
+            error_type, message = "RunnerError", str(exc)
+        elif isinstance(exc, SystemExit):
+            error_type, message = "SystemExit", describe_exit(exc.code)
+        elif user_code or not isinstance(exc, Exception):
+            error_type, message = qualified_name(type(exc)), _safe_str(exc)
+        else:
+            error_type, message = "RunnerError", "%s: %s" % (qualified_name(type(exc)), _safe_str(exc))
+        tb = exc.__traceback__
+        if user_code:
+            tb = _user_traceback(tb)
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+        return cls(phase, error_type, message, text)
+
+
+def _safe_str(value) -> str:
+    try:
+        return str(value)
+    except Exception as err:  # noqa: BLE001
+        return "<unprintable %s: %s>" % (type(value).__name__, type(err).__name__)
+
+
+def _safe_repr(value) -> str:
+    try:
+        text = repr(value)
+    except Exception as err:  # noqa: BLE001
+        text = "<unreprable %s: %s>" % (type(value).__name__, _safe_str(err))
+    return text if len(text) <= REPR_LIMIT else text[:REPR_LIMIT] + "..."
+
+
+def success_document(value, host_index: int) -> str:
+    return json.dumps({"protocol": PROTOCOL, "success": True, "value": value, "host_index": host_index}, allow_nan=False)
+
+
+def failure_document(error: dict, host_index: int) -> str:
+    return json.dumps({"protocol": PROTOCOL, "success": False, "host_index": host_index, "error": error})
+
+
+# --------------------------------------------------------------------------
+# The run
+
+
+class Runner:
+    def __init__(self, spec_doc: dict, storage: Storage, workdir: str | None, mount_root: str, environ=None) -> None:
+        self.spec_doc = spec_doc
+        self.storage = storage
+        self.workdir = workdir
+        self.mount_root = mount_root
+        self.environ = os.environ if environ is None else environ
+        self.result_uri = spec_doc["result_uri"]
+        self.host_index = 0
+        self.tmp: str | None = None
+        self.spec: Spec | None = None
+        self.plan: PlanActions | None = None
+
+    # -- driver
+
+    def run(self) -> int:
+        success = False
+        try:
+            self._phase(STARTUP, self.startup)
+            self._phase(DOWNLOAD, self.download)
+            self._phase(VERIFY, self.verify)
+            if self.spec.requirements is not None:
+                self._phase(INSTALL, self.install)
+            self._phase(EXTRACT, self.extract)
+            self._phase(ENVIRONMENT, self.setup_environment)
+            args, kwargs = self._phase(DATA, self.resolve_data)
+            if self.spec.entrypoint["kind"] == "command":
+                value = self._phase(EXECUTE, self.run_command)
+            else:
+                fn = self._phase(LOAD, self.load_entrypoint, user_code=True)
+                value = self.call(fn, args, kwargs)
+            if self.host_index != 0:
+                log(EXECUTE, "host %d succeeded (only the leader writes a success result)" % self.host_index)
+                return EXIT_OK
+            document = self._phase(SERIALIZE, lambda: self.serialize(value))
+            success = True
+        except PhaseFailure as failure:
+            error = failure.error
+            log(error["phase"], "failed: %s: %s" % (error["type"], error["message"]))
+            if error["traceback"]:
+                (sys.__stderr__ or sys.stderr).write(error["traceback"])
+            document = failure_document(error, self.host_index)
+        target = worker_result_uri(self.result_uri, self.host_index)
+        try:
+            self.storage.write_bytes(target, document.encode("utf-8"))
+        except Exception as err:  # noqa: BLE001 - nothing is left to report to
+            log(UPLOAD, "cannot write the result to %s: %s: %s" % (target, type(err).__name__, err))
+            return EXIT_FAILED
+        log(UPLOAD, "wrote %s (%s)" % (target, "success" if success else "failure"))
+        return EXIT_OK if success else EXIT_FAILED
+
+    def _phase(self, phase: str, fn, user_code: bool = False):
+        flush_streams()
+        try:
+            return fn()
+        except PhaseFailure:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
+            raise PhaseFailure.from_exception(phase, exc, user_code) from None
+        finally:
+            flush_streams()
+
+    def cleanup(self) -> None:
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+    # -- phases
+
+    def startup(self) -> None:
+        self.host_index, warnings = host_index_from_env(self.environ)
+        for message in warnings:
+            warn(STARTUP, message)
+        self.spec = Spec(self.spec_doc)
+        base = self.workdir or tempfile.gettempdir()
+        self.tmp = tempfile.mkdtemp(prefix="kinetic-run-", dir=base)
+        log(STARTUP, "job %s, host %d, runner protocol %d, Python %s" % (
+            self.spec.job_id, self.host_index, PROTOCOL, sys.version.split()[0]))
+
+    def download(self) -> None:
+        for name, artifact, dest in self._artifacts():
+            size = self.storage.download(artifact["uri"], dest)
+            log(DOWNLOAD, "%s: %s (%d bytes)" % (name, artifact["uri"], size))
+
+    def _artifacts(self):
+        yield "context", self.spec.context, os.path.join(self.tmp, "context.zip")
+        if self.spec.requirements is not None:
+            yield "requirements", self.spec.requirements, os.path.join(self.tmp, "requirements.txt")
+
+    def verify(self) -> None:
+        for name, artifact, path in self._artifacts():
+            got = sha256_file(path)
+            if got != artifact["sha256"]:
+                raise RunnerError(
+                    "%s SHA-256 mismatch: expected %s, got %s; refusing to run (the file may have been tampered with)"
+                    % (name, artifact["sha256"], got))
+        log(VERIFY, "SHA-256 verified")
+
+    def install(self) -> None:
+        path = os.path.join(self.tmp, "requirements.txt")
+        with open(path, "rb") as f:
+            if not f.read().strip():
+                log(INSTALL, "requirements file is empty; nothing to install")
+                return
+        argv = install_command(self.environ, path)
+        log(INSTALL, "running %s" % shlex.join(argv))
+        code, tail = run_capturing_stderr(argv)
+        if code != 0:
+            raise RunnerError("%s exited with code %d%s" % (
+                shlex.join(argv), code, ("; stderr tail:\n" + tail) if tail else ""))
+
+    def extract(self) -> None:
+        workspace = os.path.join(self.tmp, "workspace")
+        count = extract_context(os.path.join(self.tmp, "context.zip"), workspace)
+        log(EXTRACT, "%d entries extracted" % count)
+        plan = read_plan(self.spec.plan, workspace)
+        self.plan = plan_actions(plan, workspace)
+        for message in self.plan.warnings:
+            warn(EXTRACT, message)
+        sys.path[0:0] = self.plan.sys_path
+        importlib.invalidate_caches()
+        if self.plan.legacy:
+            log(EXTRACT, "no usable plan; workspace root first on sys.path, cwd unchanged")
+        else:
+            os.chdir(self.plan.cwd)
+            log(EXTRACT, "plan applied: %d sys.path entr%s, cwd %s" % (
+                len(self.plan.sys_path), "y" if len(self.plan.sys_path) == 1 else "ies",
+                os.path.relpath(self.plan.cwd, workspace)))
+
+    def setup_environment(self) -> None:
+        spec = self.spec
+        missing = [name for name in spec.env_names if name not in self.environ]
+        if missing:
+            raise RunnerError("missing environment variables listed in spec.env_names: %s" % ", ".join(missing))
+        env = self.environ
+        env["KINETIC_JOB_ID"] = spec.job_id
+        if spec.output_dir is not None:
+            env["KINETIC_OUTPUT_DIR"] = spec.output_dir
+        env["KINETIC_NODE_RANK"] = str(self.host_index)
+        env["KINETIC_NUM_NODES"] = str(spec.num_nodes)
+        if env.get("KINETIC_NODE_IPS"):
+            node_ips = [line.strip() for line in env["KINETIC_NODE_IPS"].splitlines() if line.strip()]
+        else:
+            node_ips = list(spec.node_ips)
+            env["KINETIC_NODE_IPS"] = "\n".join(node_ips)
+        env["KINETIC_NUM_GPUS_PER_NODE"] = str(spec.num_gpus_per_node)
+        env["KINETIC_CLUSTER_INFO"] = json.dumps({
+            "job_id": spec.job_id,
+            "node_rank": self.host_index,
+            "num_nodes": spec.num_nodes,
+            "node_ips": node_ips,
+            "num_gpus_per_node": spec.num_gpus_per_node,
+            "accelerator": spec.accelerator,
+        })
+        volumes = {}
+        for volume in spec.volumes:
+            mount = volume["mount_path"]
+            volumes[mount] = mount if volume["data"].get("fuse") else mount_target(self.mount_root, mount)
+        env["KINETIC_VOLUMES"] = json.dumps(volumes)
+        log(ENVIRONMENT, "%d captured variable%s present; KINETIC_* set" % (
+            len(spec.env_names), "" if len(spec.env_names) == 1 else "s"))
+
+    def resolve_data(self) -> tuple:
+        resolver = DataResolver(self.storage, os.path.join(self.tmp, "data"), self.mount_root)
+        for volume in self.spec.volumes:
+            resolver.resolve_volume(volume["mount_path"], volume["data"])
+        args = resolver.walk(self.spec.args)
+        kwargs = resolver.walk(self.spec.kwargs)
+        if self.spec.volumes or resolver.objects:
+            log(DATA, "%d volume%s, %d object%s fetched" % (
+                len(self.spec.volumes), "" if len(self.spec.volumes) == 1 else "s",
+                resolver.objects, "" if resolver.objects == 1 else "s"))
+        return args, kwargs
+
+    def load_entrypoint(self):
+        entry = self.spec.entrypoint
+        function = entry["function"]
+        if entry.get("module") is not None:
+            owner = entry["module"]
+            module = importlib.import_module(owner)
+        else:
+            module = self._load_path(entry["path"])
+            owner = module.__name__
+        target = module
+        for part in function.split("."):
+            try:
+                target = getattr(target, part)
+            except AttributeError:
+                raise RunnerError("module %r has no attribute %r" % (owner, function)) from None
+        if not callable(target):
+            raise RunnerError("%s.%s is not callable (it is a %s)" % (owner, function, type(target).__name__))
+        log(LOAD, "%s.%s" % (owner, function))
+        return target
+
+    def _load_path(self, rel: str):
+        workspace = os.path.join(self.tmp, "workspace")
+        path = os.path.normpath(os.path.join(workspace, rel))
+        if not _inside(os.path.realpath(workspace), os.path.realpath(path)):
+            raise RunnerError("entrypoint path %r is outside the workspace" % rel)
+        if not os.path.isfile(path):
+            raise RunnerError("entrypoint path %r is not a file in the context" % rel)
+        name = module_name_for_path(os.path.relpath(path, workspace))
+        existing = sys.modules.get(name)
+        if existing is not None and getattr(existing, "__file__", None) != path:
+            name = "_kinetic_entry_" + name.replace(".", "_")
+        loader = importlib.machinery.SourceFileLoader(name, path)
+        module_spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        try:
+            loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return module
+
+    def call(self, fn, args: list, kwargs: dict):
+        """The user's call; its exceptions are reported with their own names."""
+        flush_streams()
+        try:
+            value = fn(*args, **kwargs)
+        except SystemExit as exc:
+            if exc.code is None or exc.code == 0:
+                return None
+            raise PhaseFailure.from_exception(EXECUTE, exc, True) from None
+        except BaseException as exc:  # noqa: BLE001
+            raise PhaseFailure.from_exception(EXECUTE, exc, True) from None
+        finally:
+            flush_streams()
+        return value
+
+    def run_command(self):
+        argv = self.spec.entrypoint["argv"]
+        cwd = os.path.join(self.tmp, "workspace") if self.plan.legacy else self.plan.cwd
+        env = dict(self.environ)
+        env["PYTHONPATH"] = os.pathsep.join(self.plan.sys_path + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        log(EXECUTE, "running %s" % shlex.join(argv))
+        flush_streams()
+        try:
+            child = subprocess.Popen(argv, cwd=cwd, env=env)
+        except OSError as err:
+            raise PhaseFailure(EXECUTE, "CommandFailed", "cannot start %s: %s" % (shlex.join(argv), err), "")
+        code = wait_forwarding_signals(child)
+        if code == 0:
+            return None
+        if code < 0:
+            try:
+                signame = signal.Signals(-code).name
+            except ValueError:
+                signame = "signal %d" % -code
+            message = "%s was killed by %s" % (shlex.join(argv), signame)
+        else:
+            message = "%s exited with code %d" % (shlex.join(argv), code)
+        raise PhaseFailure(EXECUTE, "CommandFailed", message, "")
+
+    def serialize(self, value) -> str:
+        try:
+            return success_document(value, self.host_index)
+        except (TypeError, ValueError, RecursionError) as err:
+            raise PhaseFailure(
+                SERIALIZE, "ResultNotJSON",
+                "the return value cannot be encoded as JSON (%s): %s" % (err, _safe_repr(value)),
+                "".join(traceback.format_exception(type(err), err, err.__traceback__))) from None
+
+
+def module_name_for_path(rel: str) -> str:
+    """``pkg/file.py`` → ``pkg.file``; ``pkg/__init__.py`` → ``pkg``; other characters become ``_``."""
+    parts = rel.replace(os.sep, "/").split("/")
+    parts[-1] = os.path.splitext(parts[-1])[0]
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts.pop()
+    cleaned = []
+    for part in parts:
+        part = re.sub(r"\W", "_", part)
+        if not part or part[0].isdigit():
+            part = "_" + part
+        cleaned.append(part)
+    return ".".join(cleaned)
+
+
+def sha256_file(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                return digest.hexdigest()
+            digest.update(chunk)
+
+
+def install_command(environ, requirements_path: str) -> list:
+    override = environ.get("KINETIC_INSTALL_COMMAND")
+    if override:
+        try:
+            argv = json.loads(override)
+        except ValueError:
+            argv = None
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise RunnerError("KINETIC_INSTALL_COMMAND must be a JSON list of strings")
+        return argv + [requirements_path]
+    uv = shutil.which("uv")
+    if uv:
+        return [uv, "pip", "install", "--system", "-r", requirements_path]
+    return [sys.executable, "-m", "pip", "install", "-r", requirements_path]
+
+
+def run_capturing_stderr(argv: list) -> tuple:
+    """Runs ``argv`` with its stdout on our stderr and its stderr echoed; returns (code, stderr tail)."""
+    try:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.__stderr__.fileno(), stderr=subprocess.PIPE)
+    except OSError as err:
+        raise RunnerError("cannot start %s: %s" % (shlex.join(argv), err)) from None
+    tail = collections.deque(maxlen=STDERR_TAIL_LINES)
+    out = sys.__stderr__.buffer
+    for line in child.stderr:
+        out.write(line)
+        out.flush()
+        tail.append(line.decode("utf-8", "replace").rstrip("\n"))
+    child.stderr.close()
+    return child.wait(), "\n".join(tail)
+
+
+def wait_forwarding_signals(child: subprocess.Popen) -> int:
+    """Waits for ``child``, passing SIGTERM and SIGINT on to it meanwhile."""
+    previous = {}
+
+    def forward(signum, _frame):
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, forward)
+    try:
+        return child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+# --------------------------------------------------------------------------
+# Entry point
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message):
+        log(STARTUP, "bad invocation: %s" % message)
+        sys.exit(EXIT_BAD_INVOCATION)
+
+
+def parse_args(argv: list):
+    parser = _ArgumentParser(prog="kinetic_runner.py", allow_abbrev=False,
+                             description="Runs one Kinetic job (runner protocol v1).")
+    parser.add_argument("--spec", help="spec.json URI: gs://, file:// or an absolute path")
+    parser.add_argument("--workdir", help="where to make the temporary directory (default: system temp)")
+    parser.add_argument("--mount-root", default="/", help="directory volume mount paths are placed under (default /)")
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        log(STARTUP, "ignoring unknown arguments: %s" % " ".join(unknown))
+    return args
+
+
+def live_non_daemon_threads() -> list:
+    main = threading.main_thread()
+    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
+
+
+def main(argv: list | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if not args.spec:
+        log(STARTUP, "bad invocation: --spec URI is required")
+        return EXIT_BAD_INVOCATION
+    storage = Storage()
+    try:
+        spec_doc = load_spec(storage, args.spec)
+    except RunnerError as err:
+        log(STARTUP, "bad invocation: %s" % err)
+        return EXIT_BAD_INVOCATION
+    start_cwd = os.getcwd()
+    runner = Runner(spec_doc, storage, args.workdir, args.mount_root)
+    try:
+        code = runner.run()
+    finally:
+        flush_streams()
+        try:
+            os.chdir(start_cwd)
+        except OSError:
+            pass
+        runner.cleanup()
+    threads = live_non_daemon_threads()
+    if threads:
+        warn(EXECUTE, "non-daemon threads still running: %s; exiting without waiting for them"
+             % ", ".join(repr(t.name) for t in threads))
+        flush_streams()
+        os._exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Data references from file:// sources: directories, single files, nesting,
+one resolution per URI, volumes under --mount-root, FUSE mount paths."""
+
+import os
+import unittest
+
+from runner.tests.support import RunnerTestCase, data_ref, file_uri, function_entry
+
+WORK = """\
+import os
+
+def listing(path):
+    out = []
+    for base, _, files in os.walk(path):
+        for f in files:
+            full = os.path.join(base, f)
+            with open(full) as fh:
+                out.append([os.path.relpath(full, path), fh.read()])
+    return sorted(out)
+
+def read(path):
+    with open(path) as f:
+        return [os.path.basename(path), f.read()]
+
+def shape(*args, **kwargs):
+    def walk(v):
+        if isinstance(v, str) and os.path.exists(v):
+            return "file:" + os.path.basename(v) if os.path.isfile(v) else "dir"
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        return v
+    return {"args": walk(list(args)), "kwargs": walk(kwargs)}
+
+def same(a, b):
+    return [a == b, os.path.isdir(a)]
+
+def paths(*args):
+    return list(args)
+
+def volume(name):
+    import json
+    mounts = json.loads(os.environ["KINETIC_VOLUMES"])
+    with open(os.path.join(mounts["/data"], name)) as f:
+        return [mounts["/data"], f.read()]
+"""
+
+
+class FileDataTests(RunnerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.dataset = self.path("dataset")
+        os.makedirs(os.path.join(self.dataset, "sub", "deep"))
+        for rel, text in (("train.csv", "a,b\n"), ("sub/deep/x.txt", "deep")):
+            with open(os.path.join(self.dataset, rel), "w") as f:
+                f.write(text)
+        # An uploaded local file: a cache directory holding the one file.
+        self.cached = self.path("data-cache", "hash1")
+        os.makedirs(self.cached)
+        with open(os.path.join(self.cached, "weights.bin"), "w") as f:
+            f.write("w")
+
+    def test_directory_ref_is_copied_preserving_relative_paths(self):
+        run = self.run_job({"work.py": WORK}, function_entry("listing"), args=[data_ref(file_uri(self.dataset))])
+        self.assertSucceeded(run, [["sub/deep/x.txt", "deep"], ["train.csv", "a,b\n"]])
+
+    def test_file_ref_to_a_cache_directory_gives_the_single_file(self):
+        run = self.run_job({"work.py": WORK}, function_entry("read"),
+                           args=[data_ref(file_uri(self.cached), is_dir=False)])
+        self.assertSucceeded(run, ["weights.bin", "w"])
+
+    def test_file_ref_to_a_file_gives_that_file(self):
+        ref = data_ref(file_uri(os.path.join(self.dataset, "train.csv")), is_dir=False)
+        run = self.run_job({"work.py": WORK}, function_entry("read"), args=[ref])
+        self.assertSucceeded(run, ["train.csv", "a,b\n"])
+
+    def test_refs_nested_at_any_depth_in_args_and_kwargs(self):
+        d = data_ref(file_uri(self.dataset))
+        f = data_ref(file_uri(self.cached), is_dir=False)
+        run = self.run_job({"work.py": WORK}, function_entry("shape"),
+                           args=[[1, {"inputs": [d, {"w": f}]}]],
+                           kwargs={"cfg": {"data": d, "n": 3, "plain": {"__data_ref__": False}}})
+        self.assertSucceeded(run, {
+            "args": [[1, {"inputs": ["dir", {"w": "file:weights.bin"}]}]],
+            "kwargs": {"cfg": {"data": "dir", "n": 3, "plain": {"__data_ref__": False}}},
+        })
+
+    def test_same_uri_is_resolved_once(self):
+        d = data_ref(file_uri(self.dataset))
+        run = self.run_job({"work.py": WORK}, function_entry("same"), args=[d, dict(d)])
+        self.assertSucceeded(run, [True, True])
+
+    def test_distinct_uris_get_numbered_directories(self):
+        run = self.run_job({"work.py": WORK}, function_entry("paths"),
+                           args=[data_ref(file_uri(self.dataset)), data_ref(file_uri(self.cached))])
+        first, second = run.result["value"]
+        self.assertEqual((os.path.basename(first), os.path.basename(second)), ("0", "1"))
+        self.assertEqual(os.path.basename(os.path.dirname(first)), "data")
+
+    def test_volume_is_placed_under_the_mount_root(self):
+        volume = {"mount_path": "/data", "data": data_ref(file_uri(self.dataset), mount_path="/data")}
+        run = self.run_job({"work.py": WORK}, function_entry("volume"), args=["train.csv"], volumes=[volume])
+        self.assertSucceeded(run, [self.path("mnt", "data"), "a,b\n"])
+        # The volume outlives the runner's temp dir, like a mount would.
+        self.assertTrue(os.path.isfile(self.path("mnt", "data", "sub", "deep", "x.txt")))
+
+    def test_fuse_refs_use_the_mount_path_as_is(self):
+        mount = self.path("fuse", "0")
+        os.makedirs(mount)
+        with open(os.path.join(mount, "only.txt"), "w") as f:
+            f.write("mounted")
+        run = self.run_job({"work.py": WORK}, function_entry("paths"),
+                           args=[data_ref("gs://b/default/data-cache/h", is_dir=True, mount_path=mount, fuse=True),
+                                 data_ref("gs://b/default/data-cache/h2", is_dir=False, mount_path=mount, fuse=True)])
+        self.assertSucceeded(run, [mount, os.path.join(mount, "only.txt")])
+
+    def test_missing_fuse_mount_fails_data_resolve(self):
+        ref = data_ref("gs://b/x", mount_path=self.path("not-mounted"), fuse=True)
+        run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[ref])
+        self.assertFailed(run, "data resolve", "RunnerError", ["not-mounted"])
+
+    def test_missing_source_fails_data_resolve(self):
+        run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[data_ref(file_uri(self.path("nope")))])
+        self.assertFailed(run, "data resolve", "RunnerError", ["nope", "does not exist"])
+
+    def test_hf_uris_are_refused(self):
+        run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[data_ref("hf://org/ds?split=train")])
+        self.assertFailed(run, "data resolve", "RunnerError", ["hf://"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,143 @@
+"""Captured variables, KINETIC_* variables, host index rules and worker
+result naming."""
+
+import json
+import os
+import unittest
+
+from runner import kinetic_runner as kr
+from runner.tests.support import RunnerTestCase, data_ref, file_uri, function_entry
+
+SENTINEL = "s3cr3t-SENTINEL-value-7f1e"
+
+WORK = """\
+import os
+
+def kinetic_env():
+    return {k: v for k, v in os.environ.items() if k.startswith("KINETIC_")}
+
+def secret_length(name):
+    return len(os.environ[name])
+
+def fail():
+    raise RuntimeError("host failed")
+
+def value():
+    return float("nan")  # a non-leader never serialises its value
+"""
+
+
+class CapturedEnvTests(RunnerTestCase):
+    def assertNoSentinel(self, run):
+        for text in (run.stdout, run.stderr, json.dumps(run.result)):
+            self.assertNotIn(SENTINEL, text)
+
+    def test_missing_names_fail_environment_setup_naming_them_all(self):
+        run = self.run_job({"work.py": WORK}, function_entry("secret_length"), args=["API_TOKEN"],
+                           env_names=["API_TOKEN", "WANDB_API_KEY", "HF_TOKEN"],
+                           env={"API_TOKEN": SENTINEL})
+        error = self.assertFailed(run, "environment setup", "RunnerError", ["WANDB_API_KEY, HF_TOKEN"])
+        self.assertNotIn("API_TOKEN", error["message"])
+        self.assertNoSentinel(run)
+
+    def test_present_names_reach_the_function_and_are_never_printed(self):
+        run = self.run_job({"work.py": WORK}, function_entry("secret_length"), args=["API_TOKEN"],
+                           env_names=["API_TOKEN"], env={"API_TOKEN": SENTINEL})
+        self.assertSucceeded(run, len(SENTINEL))
+        self.assertNoSentinel(run)
+
+    def test_kinetic_variables(self):
+        volume = self.path("volume-src")
+        os.makedirs(volume)
+        cluster = {"accelerator": "v5litepod-16", "num_nodes": 4, "num_gpus_per_node": 0,
+                   "node_ips": ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]}
+        run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster,
+                           volumes=[{"mount_path": "/data", "data": data_ref(file_uri(volume), mount_path="/data")}],
+                           env={"TPU_WORKER_ID": "0"})
+        env = run.result["value"]
+        info = json.loads(env.pop("KINETIC_CLUSTER_INFO"))
+        volumes = json.loads(env.pop("KINETIC_VOLUMES"))
+        self.assertEqual(env, {
+            "KINETIC_JOB_ID": "job-0a1b2c3d",
+            "KINETIC_OUTPUT_DIR": "gs://p-kn-c-jobs/outputs/job-0a1b2c3d",
+            "KINETIC_NODE_RANK": "0",
+            "KINETIC_NUM_NODES": "4",
+            "KINETIC_NODE_IPS": "10.0.0.1\n10.0.0.2\n10.0.0.3\n10.0.0.4",
+            "KINETIC_NUM_GPUS_PER_NODE": "0",
+        })
+        self.assertEqual(info, {"job_id": "job-0a1b2c3d", "node_rank": 0, "num_nodes": 4,
+                                "node_ips": cluster["node_ips"], "num_gpus_per_node": 0,
+                                "accelerator": "v5litepod-16"})
+        self.assertEqual(volumes, {"/data": self.path("mnt", "data")})
+
+    def test_node_ips_set_by_the_backend_win(self):
+        cluster = {"accelerator": "l4", "num_nodes": 2, "num_gpus_per_node": 1, "node_ips": []}
+        run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster,
+                           env={"KINETIC_NODE_IPS": "10.1.0.5\n10.1.0.6\n"})
+        env = run.result["value"]
+        self.assertEqual(env["KINETIC_NODE_IPS"], "10.1.0.5\n10.1.0.6\n")
+        self.assertEqual(json.loads(env["KINETIC_CLUSTER_INFO"])["node_ips"], ["10.1.0.5", "10.1.0.6"])
+        self.assertEqual(env["KINETIC_NUM_GPUS_PER_NODE"], "1")
+
+
+class HostIndexTests(unittest.TestCase):
+    def test_pinned_cases(self):
+        cases = [
+            ({}, 0, 0),
+            ({"TPU_WORKER_ID": " 2 "}, 2, 0),
+            ({"TPU_WORKER_ID": "", "LWS_WORKER_INDEX": "5"}, 5, 0),
+            ({"TPU_WORKER_ID": "   ", "LWS_WORKER_INDEX": "5"}, 5, 0),
+            ({"TPU_WORKER_ID": "1", "LWS_WORKER_INDEX": "3"}, 1, 0),
+            ({"TPU_WORKER_ID": "$(LWS_WORKER_INDEX)", "LWS_WORKER_INDEX": "4"}, 4, 1),
+            ({"TPU_WORKER_ID": "worker-2"}, 0, 1),
+            ({"TPU_WORKER_ID": "-1"}, 0, 1),
+            ({"LWS_WORKER_INDEX": "-1"}, 0, 1),
+            ({"TPU_WORKER_ID": "1_0"}, 0, 1),
+        ]
+        for env, index, warnings in cases:
+            with self.subTest(env=env):
+                got, messages = kr.host_index_from_env(env)
+                self.assertEqual((got, len(messages)), (index, warnings), messages)
+
+    def test_warning_names_the_variable(self):
+        _, messages = kr.host_index_from_env({"TPU_WORKER_ID": "worker-2"})
+        self.assertIn("TPU_WORKER_ID", messages[0])
+        self.assertIn("worker-2", messages[0])
+
+    def test_worker_result_uri(self):
+        self.assertEqual(kr.worker_result_uri("gs://bucket/a/b/c/result.json", 0), "gs://bucket/a/b/c/result.json")
+        self.assertEqual(kr.worker_result_uri("gs://bucket/a/b/c/result.json", 1),
+                         "gs://bucket/a/b/c/result-worker-1.json")
+        self.assertEqual(kr.worker_result_uri("result.json", 2), "result-worker-2.json")
+        self.assertEqual(kr.worker_result_uri("file:///jobs/j/result.json", 10), "file:///jobs/j/result-worker-10.json")
+
+
+class WorkerResultTests(RunnerTestCase):
+    def test_failing_worker_writes_its_own_result(self):
+        run = self.run_job({"work.py": WORK}, function_entry("fail"), env={"TPU_WORKER_ID": "2"})
+        error = self.assertFailed(run, "execute", "RuntimeError", ["host failed"], name="result-worker-2.json")
+        self.assertEqual(run.read("result-worker-2.json")["host_index"], 2)
+        self.assertEqual(run.written(), ["result-worker-2.json"])
+        self.assertTrue(error["traceback"])
+
+    def test_worker_setup_failure_also_writes_its_own_result(self):
+        run = self.run_job({"work.py": WORK}, function_entry("fail"), env={"LWS_WORKER_INDEX": "3"},
+                           env_names=["NOT_THERE"])
+        self.assertFailed(run, "environment setup", "RunnerError", ["NOT_THERE"], name="result-worker-3.json")
+        self.assertEqual(run.written(), ["result-worker-3.json"])
+
+    def test_succeeding_worker_writes_nothing(self):
+        run = self.run_job({"work.py": WORK}, function_entry("value"),
+                           env={"TPU_WORKER_ID": "$(LWS_WORKER_INDEX)", "LWS_WORKER_INDEX": "1"})
+        self.assertEqual(run.returncode, 0, run)
+        self.assertEqual(run.written(), [])
+
+    def test_leader_with_bad_index_value_warns_and_writes_result_json(self):
+        run = self.run_job({"work.py": WORK}, function_entry("secret_length"), args=["HOME"],
+                           env={"TPU_WORKER_ID": "worker-2", "HOME": "/root"})
+        self.assertSucceeded(run, 5)
+        self.assertIn("[kinetic] startup: warning: ignoring TPU_WORKER_ID='worker-2'", run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
