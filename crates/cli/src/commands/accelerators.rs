@@ -1,11 +1,198 @@
-//! `kinetic accelerators` (being written).
+//! `kinetic accelerators`: the GPU and TPU registry in preference order, and
+//! `kinetic accelerators resolve SPEC` to see what one spelling schedules on.
+
+use kinetic_core::accelerators::{AcceleratorSpec, gpus_by_preference, tpus_by_preference};
+use serde_json::json;
+use std::io::Write;
 
 use crate::output::{CliError, Output};
 
 /// Arguments of `kinetic accelerators`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct AcceleratorsArgs {}
+pub(crate) struct AcceleratorsArgs {
+    #[command(subcommand)]
+    command: Option<AcceleratorsCommand>,
+}
 
-pub(crate) fn run(_args: &AcceleratorsArgs, _out: &Output) -> Result<(), CliError> {
-    Err(CliError::failed("kinetic accelerators is being written"))
+#[derive(Debug, clap::Subcommand)]
+enum AcceleratorsCommand {
+    /// List supported GPUs and TPUs, best first (the default).
+    List,
+    /// Resolve one accelerator spelling (`l4`, `gpu:a100x4`, `tpu-v5e-8`,
+    /// `v6e-8:spot`, `cpu`) to what the job schedules on.
+    Resolve {
+        /// The accelerator spelling.
+        spec: String,
+        /// Ask for Spot VMs (same as a `:spot` suffix).
+        #[arg(long)]
+        spot: bool,
+    },
+}
+
+pub(crate) fn run(args: &AcceleratorsArgs, out: &Output) -> Result<(), CliError> {
+    match &args.command {
+        None | Some(AcceleratorsCommand::List) => list(out),
+        Some(AcceleratorsCommand::Resolve { spec, spot }) => resolve(spec, *spot, out),
+    }
+}
+
+fn list(out: &Output) -> Result<(), CliError> {
+    if out.is_json() {
+        let gpus: Vec<_> = gpus_by_preference().collect();
+        let tpus: Vec<_> = tpus_by_preference().collect();
+        return out.json(&json!({ "gpus": gpus, "tpus": tpus }));
+    }
+    let join = |items: Vec<String>| items.join(", ");
+    let gpu_rows: Vec<Vec<String>> = gpus_by_preference()
+        .map(|g| {
+            vec![
+                g.name.to_owned(),
+                join(g.counts.iter().map(|s| s.count.to_string()).collect()),
+                join(g.counts.iter().map(|s| s.machine_type.to_owned()).collect()),
+            ]
+        })
+        .collect();
+    let tpu_rows: Vec<Vec<String>> = tpus_by_preference()
+        .map(|t| {
+            let name = match t.alias {
+                Some(alias) => format!("{} ({alias})", t.name),
+                None => t.name.to_owned(),
+            };
+            vec![
+                name,
+                join(t.slices.iter().map(|s| s.chips.to_string()).collect()),
+                join(t.slices.iter().map(|s| s.topology.to_owned()).collect()),
+                join(t.slices.iter().map(|s| s.num_hosts.to_string()).collect()),
+            ]
+        })
+        .collect();
+    let mut text = String::from("GPUs\n");
+    text.push_str(&table(&["NAME", "COUNTS", "MACHINE TYPES"], &gpu_rows));
+    text.push_str("\nTPUs\n");
+    text.push_str(&table(&["NAME", "CHIPS", "TOPOLOGIES", "HOSTS"], &tpu_rows));
+    text.push_str(
+        "\nSpell one as 'gpu:NAME', 'gpu:NAMExN', 'tpu:NAME', 'tpu:NAME-CHIPS' or \
+         'tpu:NAME-TOPOLOGY', add ':spot' for Spot VMs, or use 'cpu'.\n\
+         See what a spelling means with 'kinetic accelerators resolve SPEC'.\n",
+    );
+    emit(&text)
+}
+
+fn resolve(spec: &str, spot: bool, out: &Output) -> Result<(), CliError> {
+    let parsed =
+        AcceleratorSpec::parse_with_spot(spec, spot).map_err(|e| CliError::usage(e.to_string()))?;
+    let d = parsed.details();
+    if out.is_json() {
+        return out.json(&d);
+    }
+    let pairs = |m: &std::collections::BTreeMap<String, String>| {
+        if m.is_empty() {
+            "(none)".to_owned()
+        } else {
+            m.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let tolerations = if d.tolerations.is_empty() {
+        "(none)".to_owned()
+    } else {
+        d.tolerations
+            .iter()
+            .map(|t| match &t.value {
+                Some(v) => format!("{}={v}:{} ({})", t.key, t.effect, t.operator),
+                None => format!("{}:{} ({})", t.key, t.effect, t.operator),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut rows: Vec<(&str, String)> = vec![
+        ("spec", d.spec.clone()),
+        ("category", d.category.to_string()),
+        ("name", d.name.to_owned()),
+    ];
+    if let Some(count) = d.count {
+        rows.push(("count", count.to_string()));
+    }
+    if let Some(chips) = d.chips {
+        rows.push(("chips", chips.to_string()));
+    }
+    if let Some(topology) = d.topology {
+        rows.push(("topology", topology.to_owned()));
+    }
+    if let Some(machine_type) = d.machine_type {
+        rows.push(("machine_type", machine_type.to_owned()));
+    }
+    if let Some(gke) = d.gke_accelerator {
+        rows.push(("gke_accelerator", gke.to_owned()));
+    }
+    rows.extend([
+        ("node_selector", pairs(&d.node_selector)),
+        ("tolerations", tolerations),
+        ("resources", pairs(&d.resources)),
+        ("num_hosts", d.num_hosts.to_string()),
+        ("multi_host", d.multi_host.to_string()),
+        ("spot", d.spot.to_string()),
+        ("jax_platform", d.jax_platform.to_owned()),
+    ]);
+    emit(&key_values(&rows))
+}
+
+/// Print `text` on stdout as is. A closed pipe (`kinetic accelerators | head`)
+/// is not an error: the reader has what it wanted.
+pub(crate) fn emit(text: &str) -> Result<(), CliError> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::failed(format!("could not write to stdout: {e}"))),
+    }
+}
+
+/// Left-aligned columns separated by two spaces, with a header row; no
+/// trailing spaces.
+pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            s.push_str(cell);
+            let pad = widths
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(cell.chars().count());
+            s.push_str(&" ".repeat(pad));
+        }
+        let mut s = s.trim_end().to_owned();
+        s.push('\n');
+        s
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// `key  value` lines with the values aligned.
+pub(crate) fn key_values(rows: &[(&str, String)]) -> String {
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("{k:width$}  {v}").trim_end().to_owned() + "\n")
+        .collect()
 }

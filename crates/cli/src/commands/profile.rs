@@ -1,11 +1,322 @@
-//! `kinetic profile` (being written).
+//! `kinetic profile list|show|create|use|unset|delete`: manage the named
+//! targets in the profiles file Kinetic also reads (`ls` and `rm` work too).
+//!
+//! Nothing prompts: a value `create` needs and cannot find in its flags or
+//! `KINETIC_*` variables is a usage error naming the flag.
 
+use std::path::Path;
+
+use kinetic_core::config::{
+    self as core_config, EnvLookup, ProcessEnv, Profile, ProfileError, ProfileStore, vars,
+};
+use serde_json::json;
+
+use super::accelerators::{emit, key_values, table};
 use crate::output::{CliError, Output};
 
 /// Arguments of `kinetic profile`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct ProfileArgs {}
+pub(crate) struct ProfileArgs {
+    #[command(subcommand)]
+    command: ProfileCommand,
+}
 
-pub(crate) fn run(_args: &ProfileArgs, _out: &Output) -> Result<(), CliError> {
-    Err(CliError::failed("kinetic profile is being written"))
+#[derive(Debug, clap::Subcommand)]
+enum ProfileCommand {
+    /// List saved profiles; `*` marks the one in effect.
+    #[command(visible_alias = "ls")]
+    List,
+    /// Show a profile's settings (default: the one in effect).
+    Show {
+        /// Profile name.
+        name: Option<String>,
+    },
+    /// Save a profile; the first one saved becomes active.
+    Create(CreateArgs),
+    /// Make a profile the active one.
+    Use {
+        /// Profile name.
+        name: String,
+    },
+    /// Clear the active-profile pointer; saved profiles are kept.
+    Unset,
+    /// Delete a profile (no other profile becomes active).
+    #[command(visible_alias = "rm")]
+    Delete {
+        /// Profile name.
+        name: String,
+        /// Accepted for compatibility with Kinetic; nothing prompts.
+        #[arg(short, long)]
+        yes: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct CreateArgs {
+    /// Profile name: a letter or digit, then up to 63 letters, digits, '-' or '_'.
+    name: String,
+    /// GCP project id [env: KINETIC_PROJECT] (required).
+    #[arg(long)]
+    project: Option<String>,
+    /// GCP zone [env: KINETIC_ZONE] [default: us-central1-a].
+    #[arg(long)]
+    zone: Option<String>,
+    /// GKE cluster name [env: KINETIC_CLUSTER] [default: kinetic-cluster].
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Kubernetes namespace [env: KINETIC_NAMESPACE] [default: default].
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Overwrite an existing profile with the same name.
+    #[arg(long)]
+    force: bool,
+}
+
+pub(crate) fn run(args: &ProfileArgs, out: &Output) -> Result<(), CliError> {
+    let path = core_config::profiles_path(&ProcessEnv).map_err(profile_error)?;
+    let store = ProfileStore::load(&path).map_err(profile_error)?;
+    match &args.command {
+        ProfileCommand::List => list(&store, out),
+        ProfileCommand::Show { name } => show(&store, name.as_deref(), out),
+        ProfileCommand::Create(c) => create(store, &path, c, out),
+        ProfileCommand::Use { name } => use_profile(store, &path, name, out),
+        ProfileCommand::Unset => unset(store, &path, out),
+        ProfileCommand::Delete { name, yes: _ } => delete(store, &path, name, out),
+    }
+}
+
+/// Bad or unknown names are the user's input (exit 2); file trouble is a failure (exit 1).
+fn profile_error(e: ProfileError) -> CliError {
+    if e.is_invalid_input() {
+        CliError::usage(e.to_string())
+    } else {
+        CliError::failed(e.to_string())
+    }
+}
+
+fn warn(msg: &str) {
+    eprintln!("warning: {msg}");
+}
+
+/// The profile in effect for this invocation: `KINETIC_PROFILE` if set,
+/// else the stored pointer. A `KINETIC_PROFILE` naming no profile is an
+/// error for the caller to report or tolerate.
+fn effective(store: &ProfileStore) -> Result<Option<&Profile>, ProfileError> {
+    store
+        .active(None, &ProcessEnv)
+        .map(|a| a.map(|a| a.profile))
+}
+
+fn profile_json(p: &Profile, active: bool) -> serde_json::Value {
+    json!({
+        "name": p.name,
+        "project": p.project,
+        "zone": p.zone,
+        "cluster": p.cluster,
+        "namespace": p.namespace,
+        "active": active,
+    })
+}
+
+fn profile_text(p: &Profile) -> String {
+    format!(
+        "Profile: {}\n{}",
+        p.name,
+        key_values(&[
+            ("project", p.project.clone()),
+            ("zone", p.zone.clone()),
+            ("cluster", p.cluster.clone()),
+            ("namespace", p.namespace.clone()),
+        ])
+    )
+}
+
+fn list(store: &ProfileStore, out: &Output) -> Result<(), CliError> {
+    let effective_name = match effective(store) {
+        Ok(p) => p.map(|p| p.name.clone()),
+        Err(e) => {
+            warn(&format!("{e} (KINETIC_PROFILE is ignored in this listing)"));
+            store.current_name().map(str::to_owned)
+        }
+    };
+    let is_active = |p: &Profile| effective_name.as_deref() == Some(p.name.as_str());
+    if out.is_json() {
+        let profiles: Vec<_> = store
+            .profiles()
+            .map(|p| profile_json(p, is_active(p)))
+            .collect();
+        return out.json(&json!({
+            "current": store.current_name(),
+            "active": effective_name,
+            "profiles": profiles,
+        }));
+    }
+    if store.is_empty() {
+        return emit(
+            "No profiles saved. Create one with 'kinetic profile create NAME --project PROJECT'.\n",
+        );
+    }
+    let rows: Vec<Vec<String>> = store
+        .profiles()
+        .map(|p| {
+            vec![
+                if is_active(p) { "*" } else { "" }.to_owned(),
+                p.name.clone(),
+                p.project.clone(),
+                p.zone.clone(),
+                p.cluster.clone(),
+                p.namespace.clone(),
+            ]
+        })
+        .collect();
+    let mut text = table(
+        &["", "NAME", "PROJECT", "ZONE", "CLUSTER", "NAMESPACE"],
+        &rows,
+    );
+    text.push_str(&match (&effective_name, store.current_name()) {
+        (Some(e), stored) if stored != Some(e.as_str()) => format!(
+            "Active profile: {e} (override by KINETIC_PROFILE; stored: {})\n",
+            stored.unwrap_or("none")
+        ),
+        (Some(e), _) => format!("Active profile: {e}\n"),
+        (None, _) => "No active profile. Run 'kinetic profile use NAME'.\n".to_owned(),
+    });
+    emit(&text)
+}
+
+fn show(store: &ProfileStore, name: Option<&str>, out: &Output) -> Result<(), CliError> {
+    let active_name = effective(store).ok().flatten().map(|p| p.name.clone());
+    let profile = match name {
+        Some(n) => store.require(n).map_err(profile_error)?,
+        None => effective(store).map_err(profile_error)?.ok_or_else(|| {
+            CliError::failed("No active profile. Pass a NAME or run 'kinetic profile use NAME'.")
+        })?,
+    };
+    let active = active_name.as_deref() == Some(profile.name.as_str());
+    if out.is_json() {
+        return out.json(&profile_json(profile, active));
+    }
+    emit(&profile_text(profile))
+}
+
+/// A flag's value, else the non-empty `KINETIC_*` variable.
+fn flag_or_env(flag: &Option<String>, var: &str) -> Option<String> {
+    flag.clone().or_else(|| ProcessEnv.non_empty(var))
+}
+
+fn create(
+    mut store: ProfileStore,
+    path: &Path,
+    args: &CreateArgs,
+    out: &Output,
+) -> Result<(), CliError> {
+    core_config::validate_profile_name(&args.name).map_err(profile_error)?;
+    let project = flag_or_env(&args.project, vars::PROJECT).ok_or_else(|| {
+        CliError::usage(
+            "missing --project: pass --project PROJECT or set KINETIC_PROJECT \
+             (kinetic profile create does not prompt)",
+        )
+    })?;
+    if project.is_empty() {
+        return Err(CliError::usage(
+            "invalid --project '': the GCP project id must not be empty",
+        ));
+    }
+    let mut profile = Profile::new(args.name.clone(), project);
+    if let Some(zone) = flag_or_env(&args.zone, vars::ZONE) {
+        profile = profile.zone(zone);
+    }
+    if let Some(cluster) = flag_or_env(&args.cluster, vars::CLUSTER) {
+        profile = profile.cluster(cluster);
+    }
+    if let Some(namespace) = flag_or_env(&args.namespace, vars::NAMESPACE) {
+        profile = profile.namespace(namespace);
+    }
+    let became_current = store
+        .create(profile.clone(), args.force)
+        .map_err(profile_error)?;
+    store.save(path).map_err(profile_error)?;
+
+    if out.is_json() {
+        return out.json(&json!({
+            "saved": profile_json(&profile, became_current),
+            "active": became_current,
+        }));
+    }
+    let name = &args.name;
+    let next = if became_current {
+        format!("Profile '{name}' is now active.")
+    } else {
+        format!("Run 'kinetic profile use {name}' to activate it.")
+    };
+    emit(&format!(
+        "Saved profile '{name}'.\n{next}\n{}",
+        profile_text(&profile)
+    ))
+}
+
+fn use_profile(
+    mut store: ProfileStore,
+    path: &Path,
+    name: &str,
+    out: &Output,
+) -> Result<(), CliError> {
+    store.set_current(name).map_err(profile_error)?;
+    store.save(path).map_err(profile_error)?;
+    if let Some(env_name) = ProcessEnv.non_empty(vars::PROFILE)
+        && env_name != name
+    {
+        warn(&format!(
+            "KINETIC_PROFILE='{env_name}' is set and takes precedence over the active profile; \
+             unset it to use '{name}'."
+        ));
+    }
+    let profile = store.require(name).map_err(profile_error)?;
+    if out.is_json() {
+        return out.json(&json!({ "active": profile_json(profile, true) }));
+    }
+    emit(&format!(
+        "Active profile: {name}\n{}",
+        profile_text(profile)
+    ))
+}
+
+fn unset(mut store: ProfileStore, path: &Path, out: &Output) -> Result<(), CliError> {
+    let previous = store.clear_current();
+    if previous.is_some() {
+        store.save(path).map_err(profile_error)?;
+    }
+    if let Some(env_name) = ProcessEnv.non_empty(vars::PROFILE) {
+        warn(&format!(
+            "KINETIC_PROFILE='{env_name}' is set; unset it in your shell to fully clear the \
+             active profile."
+        ));
+    }
+    if out.is_json() {
+        return out.json(&json!({ "previous": previous }));
+    }
+    emit(&match previous {
+        Some(p) => format!("Cleared active profile (was '{p}').\n"),
+        None => "No active profile to unset.\n".to_owned(),
+    })
+}
+
+fn delete(mut store: ProfileStore, path: &Path, name: &str, out: &Output) -> Result<(), CliError> {
+    let was_active = store.current_name() == Some(name);
+    let removed = store.remove(name).map_err(profile_error)?;
+    store.save(path).map_err(profile_error)?;
+    if out.is_json() {
+        return out.json(&json!({
+            "removed": profile_json(&removed, false),
+            "was_active": was_active,
+        }));
+    }
+    let mut text = format!(
+        "Removed profile '{name}' ({}/{}/{}).\n",
+        removed.project, removed.zone, removed.cluster
+    );
+    if was_active {
+        text.push_str("No profile is active now; run 'kinetic profile use NAME' to pick one.\n");
+    }
+    emit(&text)
 }

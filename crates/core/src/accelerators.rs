@@ -1,1 +1,0 @@
-//! accelerators (being written).
