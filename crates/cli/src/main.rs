@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::output::{CliError, Output};
+use crate::output::Output;
 
 /// Run Python functions and commands on remote TPUs, GPUs and CPUs.
 #[derive(Debug, Parser)]

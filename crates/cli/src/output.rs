@@ -1,6 +1,7 @@
 //! How commands print: text for people, JSON with `--json`, and errors.
 
 use std::fmt;
+use std::io::Write;
 
 use serde::Serialize;
 
@@ -24,8 +25,21 @@ impl Output {
     pub(crate) fn json<T: Serialize>(&self, value: &T) -> Result<(), CliError> {
         let text = serde_json::to_string_pretty(value)
             .map_err(|e| CliError::failed(format!("could not encode the output as JSON: {e}")))?;
-        println!("{text}");
-        Ok(())
+        emit(&format!("{text}\n"))
+    }
+}
+
+/// Print `text` on stdout as is. A closed pipe (`kinetic accelerators | head`)
+/// is not an error: the reader has what it wanted.
+pub(crate) fn emit(text: &str) -> Result<(), CliError> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::failed(format!("could not write to stdout: {e}"))),
     }
 }
 

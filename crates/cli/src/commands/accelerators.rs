@@ -3,9 +3,8 @@
 
 use kinetic_core::accelerators::{AcceleratorSpec, gpus_by_preference, tpus_by_preference};
 use serde_json::json;
-use std::io::Write;
 
-use crate::output::{CliError, Output};
+use crate::output::{CliError, Output, emit};
 
 /// Arguments of `kinetic accelerators`.
 #[derive(Debug, clap::Args)]
@@ -137,20 +136,6 @@ fn resolve(spec: &str, spot: bool, out: &Output) -> Result<(), CliError> {
         ("jax_platform", d.jax_platform.to_owned()),
     ]);
     emit(&key_values(&rows))
-}
-
-/// Print `text` on stdout as is. A closed pipe (`kinetic accelerators | head`)
-/// is not an error: the reader has what it wanted.
-pub(crate) fn emit(text: &str) -> Result<(), CliError> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError::failed(format!("could not write to stdout: {e}"))),
-    }
 }
 
 /// Left-aligned columns separated by two spaces, with a header row; no

@@ -7,8 +7,8 @@ use kinetic_core::config::{
 };
 use serde_json::Value;
 
-use super::accelerators::{emit, table};
-use crate::output::{CliError, Output};
+use super::accelerators::table;
+use crate::output::{CliError, Output, emit};
 
 /// Arguments of `kinetic config`.
 #[derive(Debug, clap::Args)]

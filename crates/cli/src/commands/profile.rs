@@ -11,8 +11,8 @@ use kinetic_core::config::{
 };
 use serde_json::json;
 
-use super::accelerators::{emit, key_values, table};
-use crate::output::{CliError, Output};
+use super::accelerators::{key_values, table};
+use crate::output::{CliError, Output, emit};
 
 /// Arguments of `kinetic profile`.
 #[derive(Debug, clap::Args)]

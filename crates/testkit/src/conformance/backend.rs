@@ -1,0 +1,345 @@
+//! Conformance suite of the `Backend` port.
+//!
+//! A [`BackendHarness`] gives the suite a backend, the store its runner
+//! reads and writes, and a way to prepare jobs ([`ConformanceJob`]s): real
+//! Python for backends that run the real runner, scripted outcomes for the
+//! fake. [`run`] then checks every sentence of the port's contract.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::env::{CapturedEnv, EnvEntry, EnvSnapshot, SecretValue, capture};
+use kinetic_core::ports::{
+    Backend, BackendError, GetOptions, LogOptions, ObjectPath, ObjectStore, PreparedJob,
+};
+use kinetic_core::protocol::RunnerResult;
+use kinetic_core::record::JobRecord;
+use kinetic_core::status::{JobState, JobStatus};
+use sha2::Digest;
+
+use crate::python_job::ConformanceJob;
+
+/// What the suite needs from the backend under test.
+#[async_trait]
+pub trait BackendHarness: Send + Sync {
+    /// The backend under test.
+    fn backend(&self) -> Arc<dyn Backend>;
+    /// The store its jobs read and write.
+    fn store(&self) -> Arc<dyn ObjectStore>;
+    /// Write `job` to the store (and script it, for a fake) and return it ready to submit.
+    async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob;
+    /// The longest a job may take to end.
+    fn patience(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+}
+
+/// Run every check.
+pub async fn run(h: &dyn BackendHarness) {
+    checks_accept_cpu(h).await;
+    runs_a_job_to_its_value(h).await;
+    reports_a_failed_job(h).await;
+    submit_is_idempotent(h).await;
+    unknown_jobs_are_not_found(h).await;
+    logs_tail_and_follow(h).await;
+    cancel_stops_a_running_job(h).await;
+    cleanup_forgets_the_job(h).await;
+    env_reaches_the_job_and_nowhere_else(h).await;
+}
+
+fn no_env() -> CapturedEnv {
+    capture(&[], &EnvSnapshot::new()).expect("an empty capture")
+}
+
+/// Poll until the job is terminal; panics after the harness's patience.
+pub async fn wait_terminal(h: &dyn BackendHarness, record: &JobRecord) -> JobState {
+    let deadline = Instant::now() + h.patience();
+    loop {
+        let state = h.backend().status(record).await.expect("status");
+        if state.status.is_terminal() {
+            return state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {} not terminal after {:?}: {state:?}",
+            record.job_id,
+            h.patience()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn result_of(h: &dyn BackendHarness, record: &JobRecord) -> RunnerResult {
+    let path = ObjectPath::parse(format!("{}/result.json", record.job_id)).expect("path");
+    let bytes = h
+        .store()
+        .get(&path, GetOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("the job's result.json MUST be in the store: {e}"));
+    RunnerResult::from_json(&bytes).expect("a valid result.json")
+}
+
+async fn submitted(h: &dyn BackendHarness, job: ConformanceJob) -> PreparedJob {
+    let prepared = h.prepare(job, no_env()).await;
+    h.backend().submit(&prepared).await.expect("submit");
+    prepared
+}
+
+/// `check` accepts a CPU job.
+pub async fn checks_accept_cpu(h: &dyn BackendHarness) {
+    let cpu = AcceleratorSpec::parse("cpu").expect("cpu");
+    h.backend()
+        .check(&cpu)
+        .await
+        .expect("every backend MUST accept cpu");
+}
+
+/// A submitted job runs to `SUCCEEDED` and its value lands in `result.json`;
+/// a terminal state stays terminal.
+pub async fn runs_a_job_to_its_value(h: &dyn BackendHarness) {
+    let job = submitted(h, ConformanceJob::Returns42).await;
+    let state = wait_terminal(h, &job.record).await;
+    assert_eq!(state.status, JobStatus::Succeeded, "{state:?}");
+    let result = result_of(h, &job.record).await;
+    assert!(result.success);
+    assert_eq!(result.value, serde_json::json!(42));
+    let again = h.backend().status(&job.record).await.expect("status");
+    assert_eq!(
+        again.status,
+        JobStatus::Succeeded,
+        "a terminal state MUST stay terminal"
+    );
+    let listed = h.backend().list().await.expect("list");
+    assert!(
+        listed.contains(&job.record.job_id),
+        "list MUST name a job the backend holds"
+    );
+}
+
+/// A job whose function raises ends `FAILED` with the error in `result.json`.
+pub async fn reports_a_failed_job(h: &dyn BackendHarness) {
+    let job = submitted(h, ConformanceJob::Raises).await;
+    let state = wait_terminal(h, &job.record).await;
+    assert_eq!(state.status, JobStatus::Failed, "{state:?}");
+    let result = result_of(h, &job.record).await;
+    assert!(!result.success);
+    let error = result.error.expect("a failed result carries an error");
+    assert_eq!(error.type_name, "ValueError");
+    assert_eq!(error.message, "conformance failure");
+    assert_eq!(error.phase.as_deref(), Some("execute"));
+    assert!(error.traceback.is_some_and(|t| t.contains("ValueError")));
+}
+
+/// Submitting the same job twice succeeds without a second run; the same
+/// id with another spec is `AlreadyExists`.
+pub async fn submit_is_idempotent(h: &dyn BackendHarness) {
+    let job = submitted(h, ConformanceJob::Returns42).await;
+    h.backend()
+        .submit(&job)
+        .await
+        .expect("re-submitting the same job MUST succeed");
+    let mut other = job.clone();
+    other.spec_uri.push_str(".other");
+    let err = h
+        .backend()
+        .submit(&other)
+        .await
+        .expect_err("another spec under the same id");
+    assert!(
+        matches!(err, BackendError::AlreadyExists { .. }),
+        "MUST be AlreadyExists, got {err:?}"
+    );
+    let state = wait_terminal(h, &job.record).await;
+    assert_eq!(state.status, JobStatus::Succeeded);
+}
+
+/// A job never submitted: status `NOT_FOUND` (not an error), logs
+/// `NotFound`, cancel and cleanup succeed.
+pub async fn unknown_jobs_are_not_found(h: &dyn BackendHarness) {
+    let job = h.prepare(ConformanceJob::Returns42, no_env()).await;
+    let state = h
+        .backend()
+        .status(&job.record)
+        .await
+        .expect("status of an unknown job is not an error");
+    assert_eq!(state.status, JobStatus::NotFound);
+    let err = h
+        .backend()
+        .logs(&job.record, LogOptions::default())
+        .await
+        .expect_err("logs of an unknown job");
+    assert!(
+        matches!(err, BackendError::NotFound { .. }),
+        "MUST be NotFound, got {err:?}"
+    );
+    h.backend()
+        .cancel(&job.record)
+        .await
+        .expect("cancel of an unknown job MUST succeed");
+    h.backend()
+        .cleanup(&job.record)
+        .await
+        .expect("cleanup of an unknown job MUST succeed");
+}
+
+/// Logs hold the job's output; `tail` the last lines; `follow_logs` streams
+/// every line and ends once the job ended.
+pub async fn logs_tail_and_follow(h: &dyn BackendHarness) {
+    let job = submitted(h, ConformanceJob::Prints(3)).await;
+    let mut stream = h
+        .backend()
+        .follow_logs(&job.record)
+        .await
+        .expect("follow_logs");
+    let mut lines = Vec::new();
+    let collected = tokio::time::timeout(h.patience(), async {
+        while let Some(line) = stream.next().await {
+            lines.push(line.expect("log line"));
+        }
+    })
+    .await;
+    assert!(
+        collected.is_ok(),
+        "follow_logs MUST end once the job ended; got {lines:?}"
+    );
+    for want in ["line 0", "line 1", "line 2"] {
+        assert!(
+            lines.iter().any(|l| l == want),
+            "follow_logs MUST deliver {want:?}; got {lines:?}"
+        );
+    }
+    wait_terminal(h, &job.record).await;
+    let all = h
+        .backend()
+        .logs(&job.record, LogOptions::default())
+        .await
+        .expect("logs");
+    assert!(all.contains("line 0") && all.contains("line 2"), "{all}");
+    let tail = h
+        .backend()
+        .logs(&job.record, LogOptions::tail(1))
+        .await
+        .expect("tail");
+    assert_eq!(
+        tail.lines().collect::<Vec<_>>(),
+        vec!["line 2"],
+        "tail(1) MUST be the last line; logs were {all:?}"
+    );
+}
+
+/// Cancelling a running job makes it terminal; cancelling again succeeds.
+pub async fn cancel_stops_a_running_job(h: &dyn BackendHarness) {
+    let job = submitted(h, ConformanceJob::Sleeps).await;
+    let deadline = Instant::now() + h.patience();
+    loop {
+        let state = h.backend().status(&job.record).await.expect("status");
+        assert!(
+            !state.status.is_terminal(),
+            "a sleeping job ended by itself: {state:?}"
+        );
+        if state.status == JobStatus::Running {
+            break;
+        }
+        assert!(Instant::now() < deadline, "job never started: {state:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.backend().cancel(&job.record).await.expect("cancel");
+    let state = wait_terminal(h, &job.record).await;
+    assert!(
+        matches!(state.status, JobStatus::Failed | JobStatus::NotFound),
+        "a cancelled job MUST end FAILED or NOT_FOUND, got {state:?}"
+    );
+    h.backend()
+        .cancel(&job.record)
+        .await
+        .expect("cancel MUST be idempotent");
+}
+
+/// After cleanup the job is `NOT_FOUND` and not listed; cleanup again succeeds.
+pub async fn cleanup_forgets_the_job(h: &dyn BackendHarness) {
+    let job = submitted(h, ConformanceJob::Returns42).await;
+    wait_terminal(h, &job.record).await;
+    h.backend().cleanup(&job.record).await.expect("cleanup");
+    let state = h.backend().status(&job.record).await.expect("status");
+    assert_eq!(
+        state.status,
+        JobStatus::NotFound,
+        "after cleanup status MUST be NOT_FOUND"
+    );
+    assert!(
+        !h.backend()
+            .list()
+            .await
+            .expect("list")
+            .contains(&job.record.job_id)
+    );
+    h.backend()
+        .cleanup(&job.record)
+        .await
+        .expect("cleanup MUST be idempotent");
+}
+
+/// A captured value reaches the job's environment, and nothing the job
+/// left in the store nor its logs hold it.
+pub async fn env_reaches_the_job_and_nowhere_else(h: &dyn BackendHarness) {
+    let sentinel = format!("kinetic-sentinel-{}", uuid_like());
+    let name = "KINETIC_CONFORMANCE_SECRET";
+    let entry = EnvEntry::Literal(
+        name.parse().expect("name"),
+        SecretValue::new(sentinel.clone()),
+    );
+    let env = capture(&[entry], &EnvSnapshot::new()).expect("capture");
+    let job = h.prepare(ConformanceJob::EnvDigest(name.into()), env).await;
+    h.backend().submit(&job).await.expect("submit");
+    let state = wait_terminal(h, &job.record).await;
+    assert_eq!(state.status, JobStatus::Succeeded, "{state:?}");
+    let result = result_of(h, &job.record).await;
+    let want = hex::encode(sha2::Sha256::digest(sentinel.as_bytes()));
+    assert_eq!(
+        result.value,
+        serde_json::json!(want),
+        "the captured value MUST reach the job's environment"
+    );
+    let store = h.store();
+    for meta in store.list(None).await.expect("list store") {
+        let bytes = store
+            .get(&meta.path, GetOptions::default())
+            .await
+            .expect("get");
+        assert!(
+            !contains(&bytes, sentinel.as_bytes()),
+            "a captured value MUST NOT be stored: found in {}",
+            meta.path
+        );
+    }
+    let logs = h
+        .backend()
+        .logs(&job.record, LogOptions::default())
+        .await
+        .expect("logs");
+    assert!(
+        !logs.contains(&sentinel),
+        "a captured value MUST NOT be logged"
+    );
+    assert!(
+        !format!("{job:?}").contains(&sentinel),
+        "a prepared job's Debug MUST NOT show values"
+    );
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    )
+}

@@ -1,0 +1,450 @@
+//! An in-memory [`Backend`] with scripted outcomes.
+//!
+//! It keeps real state (jobs by id, their timelines, logs, idempotent
+//! submits) and "runs" each job by following a scripted [`Outcome`]: after
+//! an optional pending and running time it ends, writing the `result.json`
+//! a runner would have written (or none, for outcomes that kill the job).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::env::SecretValue;
+use kinetic_core::ids::JobId;
+use kinetic_core::ports::{
+    Backend, BackendCapabilities, BackendError, LogOptions, LogStream, ObjectPath, ObjectStore,
+    PreparedJob, PutOptions,
+};
+use kinetic_core::protocol::{RemoteError, RunnerResult};
+use kinetic_core::record::JobRecord;
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
+use serde_json::Value;
+
+use crate::FaultPlan;
+
+/// How a fake job ends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Succeeds with this value.
+    Succeed(Value),
+    /// The function raises `type_name: message`.
+    Fail {
+        /// Exception type.
+        type_name: String,
+        /// Its message.
+        message: String,
+    },
+    /// Runs forever (until cancelled).
+    Hang,
+    /// Stays pending forever for this blocking reason.
+    Blocked(StatusReason),
+    /// The node is preempted: the job fails without a result.
+    Preempt,
+    /// The process exits with this code without a result.
+    Exit(i32),
+}
+
+#[derive(Debug)]
+struct FakeJob {
+    spec_uri: String,
+    record: JobRecord,
+    outcome: Outcome,
+    submitted: Instant,
+    logs: Vec<String>,
+    env: BTreeMap<String, SecretValue>,
+    cancelled: bool,
+    finished: bool,
+}
+
+#[derive(Debug, Default)]
+struct Script {
+    by_job: BTreeMap<String, Outcome>,
+    next: VecDeque<Outcome>,
+    logs: VecDeque<Vec<String>>,
+    logs_by_job: BTreeMap<String, Vec<String>>,
+}
+
+/// An in-memory backend. Clones share state.
+#[derive(Debug, Clone)]
+pub struct FakeBackend {
+    name: String,
+    store: Arc<dyn ObjectStore>,
+    jobs: Arc<Mutex<BTreeMap<String, FakeJob>>>,
+    script: Arc<Mutex<Script>>,
+    faults: Arc<FaultPlan<BackendError>>,
+    calls: Arc<Mutex<BTreeMap<&'static str, u64>>>,
+    pending_for: Duration,
+    run_for: Duration,
+    submits: Arc<AtomicU64>,
+}
+
+impl FakeBackend {
+    /// A fake named `local`-like `name` that writes results into `store`.
+    /// Jobs succeed with `null` unless an outcome is scripted, and end as
+    /// soon as they are observed.
+    pub fn new(name: &str, store: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            name: name.to_owned(),
+            store,
+            jobs: Arc::default(),
+            script: Arc::default(),
+            faults: Arc::default(),
+            calls: Arc::default(),
+            pending_for: Duration::ZERO,
+            run_for: Duration::ZERO,
+            submits: Arc::default(),
+        }
+    }
+
+    /// Jobs stay pending for `pending` and then run for `running`.
+    pub fn with_timing(mut self, pending: Duration, running: Duration) -> Self {
+        self.pending_for = pending;
+        self.run_for = running;
+        self
+    }
+
+    /// The next submitted job (without a per-job script) ends with `outcome`.
+    pub fn push_outcome(&self, outcome: Outcome) {
+        lock(&self.script).next.push_back(outcome);
+    }
+
+    /// The job `job_id` ends with `outcome` whenever it is submitted.
+    pub fn script_job(&self, job_id: &str, outcome: Outcome) {
+        lock(&self.script).by_job.insert(job_id.to_owned(), outcome);
+    }
+
+    /// The job `job_id` prints these lines whenever it is submitted.
+    pub fn script_logs(&self, job_id: &str, lines: Vec<String>) {
+        lock(&self.script)
+            .logs_by_job
+            .insert(job_id.to_owned(), lines);
+    }
+
+    /// The next submitted job (without per-job lines) prints these lines.
+    pub fn push_logs(&self, lines: Vec<String>) {
+        lock(&self.script).logs.push_back(lines);
+    }
+
+    /// Scripted faults: `fail_next`, `fail_on("status", n, err)`, latency.
+    pub fn faults(&self) -> &FaultPlan<BackendError> {
+        &self.faults
+    }
+
+    /// Calls answered per method name.
+    pub fn calls(&self, method: &str) -> u64 {
+        lock(&self.calls).get(method).copied().unwrap_or(0)
+    }
+
+    /// Jobs started (idempotent re-submits not counted).
+    pub fn submits(&self) -> u64 {
+        self.submits.load(Ordering::Relaxed)
+    }
+
+    /// The environment values a job received (what a pod's environment
+    /// would hold), for tests that follow a secret.
+    pub fn received_env(&self, job_id: &str) -> BTreeMap<String, SecretValue> {
+        lock(&self.jobs)
+            .get(job_id)
+            .map(|j| j.env.clone())
+            .unwrap_or_default()
+    }
+
+    async fn enter(&self, op: &'static str) -> Result<(), BackendError> {
+        *lock(&self.calls).entry(op).or_default() += 1;
+        self.faults.check(op).await
+    }
+
+    fn not_found(&self, job_id: &JobId) -> BackendError {
+        BackendError::NotFound {
+            backend: self.name.clone(),
+            job_id: job_id.to_string(),
+        }
+    }
+
+    /// Where the job is on its timeline, writing its result when it ends.
+    async fn advance(&self, job_id: &str) -> JobState {
+        let (state, write) = {
+            let mut jobs = lock(&self.jobs);
+            let Some(job) = jobs.get_mut(job_id) else {
+                return JobState::new(JobStatus::NotFound);
+            };
+            if job.cancelled {
+                return JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
+            }
+            let elapsed = job.submitted.elapsed();
+            if let Outcome::Blocked(reason) = &job.outcome {
+                return JobState::new(JobStatus::Pending).with_reason(reason.clone());
+            }
+            if elapsed < self.pending_for {
+                return JobState::new(JobStatus::Pending)
+                    .with_reason(StatusReason::WaitingForResources);
+            }
+            if elapsed < self.pending_for + self.run_for || job.outcome == Outcome::Hang {
+                return JobState::new(JobStatus::Running);
+            }
+            let state = match &job.outcome {
+                Outcome::Succeed(_) => JobState::new(JobStatus::Succeeded),
+                Outcome::Fail { .. } => {
+                    JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code: 1 })
+                }
+                Outcome::Preempt => {
+                    JobState::new(JobStatus::Failed).with_reason(StatusReason::Preempted)
+                }
+                Outcome::Exit(code) => JobState::new(JobStatus::Failed)
+                    .with_reason(StatusReason::ExitCode { code: *code }),
+                Outcome::Hang | Outcome::Blocked(_) => JobState::new(JobStatus::Running),
+            };
+            let write = if job.finished {
+                None
+            } else {
+                job.finished = true;
+                result_for(&job.outcome).map(|r| (job.record.job_id.clone(), r))
+            };
+            (state, write)
+        };
+        if let Some((job_id, result)) = write {
+            let path = ObjectPath::parse(format!("{job_id}/result.json"));
+            if let (Ok(path), Ok(json)) = (path, serde_json::to_vec(&result)) {
+                if let Err(e) = self
+                    .store
+                    .put(&path, Bytes::from(json), PutOptions::default())
+                    .await
+                {
+                    // Like a pod whose upload failed: the job ends without a result.
+                    tracing_warn(&format!(
+                        "fake backend could not write the result of {job_id}: {e}"
+                    ));
+                }
+            }
+        }
+        state
+    }
+}
+
+fn tracing_warn(message: &str) {
+    eprintln!("kinetic-testkit: {message}");
+}
+
+fn result_for(outcome: &Outcome) -> Option<RunnerResult> {
+    match outcome {
+        Outcome::Succeed(value) => Some(RunnerResult {
+            protocol: 1,
+            success: true,
+            value: value.clone(),
+            error: None,
+            host_index: 0,
+        }),
+        Outcome::Fail { type_name, message } => Some(RunnerResult {
+            protocol: 1,
+            success: false,
+            value: Value::Null,
+            error: Some(RemoteError {
+                type_name: type_name.clone(),
+                message: message.clone(),
+                traceback: Some(format!(
+                    "Traceback (most recent call last):\n  File \"fake.py\", line 1, in <module>\n{type_name}: {message}\n"
+                )),
+                phase: Some("execute".into()),
+            }),
+            host_index: 0,
+        }),
+        _ => None,
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[async_trait]
+impl Backend for FakeBackend {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities::single_host()
+    }
+
+    async fn check(&self, _accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
+        self.enter("check").await
+    }
+
+    async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
+        self.enter("submit").await?;
+        let id = job.record.job_id.to_string();
+        let mut jobs = lock(&self.jobs);
+        if let Some(existing) = jobs.get(&id) {
+            if existing.spec_uri == job.spec_uri {
+                return Ok(());
+            }
+            return Err(BackendError::AlreadyExists {
+                backend: self.name.clone(),
+                job_id: id,
+                message: format!("it runs spec {}, not {}", existing.spec_uri, job.spec_uri),
+            });
+        }
+        let (outcome, logs) = {
+            let mut script = lock(&self.script);
+            let outcome = script
+                .by_job
+                .remove(&id)
+                .or_else(|| script.next.pop_front())
+                .unwrap_or(Outcome::Succeed(Value::Null));
+            let logs = script
+                .logs_by_job
+                .remove(&id)
+                .or_else(|| script.logs.pop_front())
+                .unwrap_or_else(|| vec![format!("[fake] running {id}")]);
+            (outcome, logs)
+        };
+        jobs.insert(
+            id,
+            FakeJob {
+                spec_uri: job.spec_uri.clone(),
+                record: job.record.clone(),
+                outcome,
+                submitted: Instant::now(),
+                logs,
+                env: job
+                    .env
+                    .iter()
+                    .map(|(n, v)| (n.as_str().to_owned(), v.clone()))
+                    .collect(),
+                cancelled: false,
+                finished: false,
+            },
+        );
+        self.submits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError> {
+        self.enter("status").await?;
+        Ok(self.advance(job.job_id.as_str()).await)
+    }
+
+    async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
+        self.enter("logs").await?;
+        let jobs = lock(&self.jobs);
+        let j = jobs
+            .get(job.job_id.as_str())
+            .ok_or_else(|| self.not_found(&job.job_id))?;
+        let skip = options.tail.map_or(0, |n| j.logs.len().saturating_sub(n));
+        Ok(j.logs[skip..].iter().map(|l| format!("{l}\n")).collect())
+    }
+
+    async fn follow_logs(&self, job: &JobRecord) -> Result<LogStream, BackendError> {
+        self.enter("follow_logs").await?;
+        let jobs = lock(&self.jobs);
+        let j = jobs
+            .get(job.job_id.as_str())
+            .ok_or_else(|| self.not_found(&job.job_id))?;
+        let lines: Vec<Result<String, BackendError>> = j.logs.iter().cloned().map(Ok).collect();
+        Ok(Box::pin(futures_util::stream::iter(lines)))
+    }
+
+    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
+        self.enter("cancel").await?;
+        if let Some(j) = lock(&self.jobs).get_mut(job.job_id.as_str()) {
+            if !j.finished {
+                j.cancelled = true;
+            }
+        }
+        Ok(())
+    }
+
+    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError> {
+        self.enter("cleanup").await?;
+        lock(&self.jobs).remove(job.job_id.as_str());
+        Ok(())
+    }
+
+    async fn list(&self) -> Result<Vec<JobId>, BackendError> {
+        self.enter("list").await?;
+        Ok(lock(&self.jobs)
+            .values()
+            .map(|j| j.record.job_id.clone())
+            .collect())
+    }
+}
+
+/// A [`crate::conformance::backend::BackendHarness`] over a [`FakeBackend`]
+/// and a [`crate::MemoryStore`]: each conformance job is scripted with the
+/// outcome the real Python would have.
+#[derive(Debug, Clone)]
+pub struct FakeBackendHarness {
+    /// The fake under test.
+    pub backend: FakeBackend,
+    /// Its store.
+    pub store: crate::MemoryStore,
+}
+
+impl Default for FakeBackendHarness {
+    fn default() -> Self {
+        let store = crate::MemoryStore::new();
+        let backend = FakeBackend::new("fake", Arc::new(store.clone()));
+        Self { backend, store }
+    }
+}
+
+#[async_trait]
+impl crate::conformance::backend::BackendHarness for FakeBackendHarness {
+    fn backend(&self) -> Arc<dyn Backend> {
+        Arc::new(self.backend.clone())
+    }
+
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        Arc::new(self.store.clone())
+    }
+
+    async fn prepare(
+        &self,
+        job: crate::ConformanceJob,
+        env: kinetic_core::env::CapturedEnv,
+    ) -> PreparedJob {
+        use crate::ConformanceJob as J;
+        use sha2::Digest;
+        let (outcome, logs) = match &job {
+            J::Returns42 => (Outcome::Succeed(serde_json::json!(42)), vec![]),
+            J::Raises => (
+                Outcome::Fail {
+                    type_name: "ValueError".into(),
+                    message: "conformance failure".into(),
+                },
+                vec![],
+            ),
+            J::Sleeps => (Outcome::Hang, vec!["sleeping".to_owned()]),
+            J::Prints(n) => (
+                Outcome::Succeed(serde_json::json!(n)),
+                (0..*n).map(|i| format!("line {i}")).collect(),
+            ),
+            J::EnvDigest(name) => {
+                let value = env
+                    .get(name)
+                    .map(|v| v.expose().to_owned())
+                    .unwrap_or_default();
+                (
+                    Outcome::Succeed(serde_json::json!(hex::encode(sha2::Sha256::digest(
+                        value.as_bytes()
+                    )))),
+                    vec![],
+                )
+            }
+        };
+        let store: Arc<dyn ObjectStore> = Arc::new(self.store.clone());
+        let prepared =
+            crate::python_job::prepare_python_job(&store, self.backend.name(), &job, env).await;
+        self.backend
+            .script_job(prepared.record.job_id.as_str(), outcome);
+        if !logs.is_empty() {
+            self.backend
+                .script_logs(prepared.record.job_id.as_str(), logs);
+        }
+        prepared
+    }
+}
