@@ -13,11 +13,13 @@
 
 pub mod conformance;
 mod fake_backend;
+mod fake_images;
 mod fault;
 mod memory_store;
 mod python_job;
 
 pub use fake_backend::{FakeBackend, FakeBackendHarness, Outcome};
+pub use fake_images::FakeImageBuilder;
 pub use fault::FaultPlan;
 pub use memory_store::MemoryStore;
 pub use python_job::{CONFORMANCE_MODULE, ConformanceJob, prepare_python_job};

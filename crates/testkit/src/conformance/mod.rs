@@ -2,4 +2,5 @@
 //! port's contract; every adapter and every fake runs it.
 
 pub mod backend;
+pub mod image_builder;
 pub mod object_store;

@@ -1,0 +1,142 @@
+//! The user's project as the engine ships it: the package root and plan
+//! for an entrypoint, the packed context, and data hashes. Blocking
+//! filesystem work; the engine runs it off the executor.
+
+use std::path::{Path, PathBuf};
+
+use crate::hashing::{ContentHash, HashKind, HashOptions, content_hash_with};
+use crate::packaging::{self, PackageRootInputs, PackagingPlan};
+use crate::protocol::{RunnerEntrypoint, RunnerPlan};
+
+use super::EngineError;
+use super::spec::{Entrypoint, SpecError, absolute};
+
+/// Where the project is and how the runner finds the entrypoint in it.
+#[derive(Debug, Clone)]
+pub(crate) struct Project {
+    /// The package root (what `context.zip` holds).
+    pub(crate) root: PathBuf,
+    /// The plan, as packaging writes it.
+    pub(crate) packaging_plan: PackagingPlan,
+    /// The plan, as `spec.json` carries it.
+    pub(crate) plan: RunnerPlan,
+    /// The entrypoint relative to the workspace.
+    pub(crate) runner_entrypoint: RunnerEntrypoint,
+}
+
+/// Find the package root and plan for `entrypoint` run from `cwd`.
+pub(crate) fn resolve(
+    entrypoint: &Entrypoint,
+    cwd: &Path,
+    home: Option<&Path>,
+    package_root_override: Option<&str>,
+) -> Result<Project, EngineError> {
+    let file = match entrypoint {
+        Entrypoint::File { path, .. } => {
+            let abs = absolute(path, cwd);
+            if !abs.is_file() {
+                return Err(SpecError::Entrypoint {
+                    input: entrypoint.to_string(),
+                    reason: format!("the file {} does not exist", abs.display()),
+                }
+                .into());
+            }
+            Some(abs)
+        }
+        _ => None,
+    };
+    let entry_dir = file
+        .as_deref()
+        .and_then(Path::parent)
+        .map_or_else(|| cwd.to_path_buf(), Path::to_path_buf);
+    let inputs = PackageRootInputs::new(&entry_dir, home.unwrap_or(Path::new("/")), cwd)
+        .sys_path([entry_dir.to_string_lossy().into_owned()])
+        .package_root_override(package_root_override);
+    let plan = packaging::detect_package_root(&inputs).map_err(|e| EngineError::Project { message: e.to_string() })?;
+    let root = PathBuf::from(&plan.package_root);
+    let runner_entrypoint = match entrypoint {
+        Entrypoint::Module { module, function } => RunnerEntrypoint::Function {
+            module: Some(module.clone()),
+            path: None,
+            function: function.clone(),
+        },
+        Entrypoint::File { function, .. } => {
+            let abs = file.unwrap_or_default();
+            let rel = relative_to(&abs, &root).ok_or_else(|| EngineError::Project {
+                message: format!(
+                    "the entrypoint file {} is outside the package root {} (set KINETIC_PACKAGE_ROOT to a directory that holds it)",
+                    abs.display(),
+                    root.display()
+                ),
+            })?;
+            RunnerEntrypoint::Function {
+                module: None,
+                path: Some(rel),
+                function: function.clone(),
+            }
+        }
+        Entrypoint::Command { argv } => RunnerEntrypoint::Command { argv: argv.clone() },
+    };
+    Ok(Project {
+        root,
+        plan: RunnerPlan {
+            package_root: plan.package_root.clone(),
+            entry_rel: plan.entry_rel.clone(),
+            client_cwd_rel: plan.client_cwd_rel.clone(),
+            sys_path_rel: plan.sys_path_rel.clone(),
+        },
+        packaging_plan: plan,
+        runner_entrypoint,
+    })
+}
+
+/// `path` relative to `root` with `/` separators, retrying on canonical paths.
+fn relative_to(path: &Path, root: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok().map(Path::to_path_buf).or_else(|| {
+        let p = path.canonicalize().ok()?;
+        let r = root.canonicalize().ok()?;
+        p.strip_prefix(r).ok().map(Path::to_path_buf)
+    })?;
+    Some(
+        rel.components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/"),
+    )
+}
+
+/// The packed context.
+#[derive(Debug, Clone)]
+pub(crate) struct PackedContext {
+    /// SHA-256 of the archive (64 hex).
+    pub(crate) sha256: String,
+    /// Entries in the archive.
+    pub(crate) entries: usize,
+    /// Archive size.
+    pub(crate) bytes: u64,
+    /// Warnings for the user, as text.
+    pub(crate) warnings: Vec<String>,
+}
+
+/// Write `context.zip` for the project at `out`, leaving out `excludes`.
+pub(crate) fn pack(project: &Project, out: &Path, excludes: &[PathBuf], default_excludes: bool) -> Result<PackedContext, EngineError> {
+    let options = packaging::PackOptions::new()
+        .exclude_paths(excludes.iter().cloned())
+        .plan(project.packaging_plan.clone())
+        .default_excludes(default_excludes);
+    let report = packaging::pack(&project.root, out, &options).map_err(|e| EngineError::Project { message: e.to_string() })?;
+    Ok(PackedContext {
+        sha256: report.sha256.clone(),
+        entries: report.entries,
+        bytes: report.bytes_out,
+        warnings: report.warnings.iter().map(ToString::to_string).collect(),
+    })
+}
+
+/// The content hash of a data path and whether it is a directory.
+pub(crate) fn hash_data(path: &Path) -> Result<(ContentHash, bool), EngineError> {
+    let report = content_hash_with(path, &HashOptions::default()).map_err(|e| EngineError::Project {
+        message: format!("cannot hash data: {e}"),
+    })?;
+    Ok((report.hash, report.kind == HashKind::Dir))
+}
