@@ -155,7 +155,8 @@ fn bundled_keeps_physical_lines_and_endings() {
 
 #[test]
 fn bundled_refuses_local_paths_too() {
-    let err = prepare("numpy\n-e .\n", RequirementsMode::Bundled, &req_file()).unwrap_err();
+    let err =
+        prepare("numpy\n-e .\n", RequirementsMode::Bundled, &req_file()).expect_err("must fail");
     assert!(matches!(
         err,
         RequirementsError::Unusable {
@@ -318,7 +319,7 @@ fn remote_nested_files_and_trailing_comments_are_accepted() {
 #[test]
 fn rejection_error_names_file_line_and_reason() {
     let text = "numpy\n\n--requirement=base.txt\n";
-    let err = check_usable(text, &req_file()).unwrap_err();
+    let err = check_usable(text, &req_file()).expect_err("must fail");
     let msg = err.to_string();
     assert!(msg.contains("/proj/requirements.txt"), "{msg}");
     assert!(msg.contains("line 3"), "{msg}");
@@ -334,7 +335,7 @@ fn rejection_of_a_continued_line_names_its_first_line() {
         RequirementsMode::Prebuilt,
         &req_file(),
     )
-    .unwrap_err();
+    .expect_err("must fail");
     match err {
         RequirementsError::Unusable {
             position,
@@ -439,7 +440,7 @@ fn invalid_pyproject_is_an_error_naming_the_file() {
         "[project]\ndependencies = [1]\n",
         "project = 1\n",
     ] {
-        let err = dependency_text(&pyproject_file(), text).unwrap_err();
+        let err = dependency_text(&pyproject_file(), text).expect_err("must fail");
         assert!(
             matches!(err, RequirementsError::InvalidPyproject { .. }),
             "{text:?}: {err:?}"
@@ -455,7 +456,7 @@ fn pyproject_rejection_names_the_dependency_entry() {
         "[project]\ndependencies = [\"numpy\", \"mylib @ file:///src/mylib\"]\n",
     )
     .expect("valid");
-    let err = prepare(&read.text, RequirementsMode::Prebuilt, &read.file).unwrap_err();
+    let err = prepare(&read.text, RequirementsMode::Prebuilt, &read.file).expect_err("must fail");
     assert!(
         err.to_string().contains("[project].dependencies entry 2"),
         "{err}"
@@ -473,7 +474,9 @@ fn requirements_file_text_is_taken_as_is() {
 fn mode_parses_and_prints() {
     assert_eq!("bundled".parse(), Ok(RequirementsMode::Bundled));
     assert_eq!("prebuilt".parse(), Ok(RequirementsMode::Prebuilt));
-    let err = "Bundled".parse::<RequirementsMode>().unwrap_err();
+    let err = "Bundled"
+        .parse::<RequirementsMode>()
+        .expect_err("must fail");
     assert!(err.to_string().contains("'Bundled'"));
     assert!(err.to_string().contains("bundled or prebuilt"));
     assert_eq!(RequirementsMode::Prebuilt.to_string(), "prebuilt");

@@ -190,7 +190,7 @@ fn unparseable_pyproject_does_not_fail_discovery() {
         Some(&t.home),
         RequirementsMode::Bundled,
     )
-    .unwrap_err();
+    .expect_err("must fail");
     assert!(matches!(err, RequirementsError::InvalidPyproject { .. }));
 }
 
@@ -198,7 +198,7 @@ fn unparseable_pyproject_does_not_fail_discovery() {
 fn missing_entry_dir_is_an_error_naming_it() {
     let t = Tree::new();
     let missing = t.home.join("nope");
-    let err = discover(&missing, Some(&t.home)).unwrap_err();
+    let err = discover(&missing, Some(&t.home)).expect_err("must fail");
     assert!(matches!(err, RequirementsError::NotADirectory { .. }));
     assert!(err.to_string().contains("nope"));
     let file = t.file("afile", "");
