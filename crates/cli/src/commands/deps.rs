@@ -1,11 +1,132 @@
-//! `kinetic deps` (being written).
+//! `kinetic deps [DIR] [--mode bundled|prebuilt]`: the dependency file found
+//! for a directory, the requirements that would be installed, and why
+//! lines were dropped.
+
+use std::path::{Path, PathBuf};
+
+use kinetic_core::requirements::{
+    RequirementsError, RequirementsMode, RequirementsWarning, ResolvedRequirements, resolve,
+};
+use serde_json::{Value, json};
 
 use crate::output::{CliError, Output};
 
+/// How dependencies reach the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ModeArg {
+    /// Baked into an image built for them.
+    Bundled,
+    /// Installed at pod start into a prebuilt base image.
+    Prebuilt,
+}
+
+impl From<ModeArg> for RequirementsMode {
+    fn from(mode: ModeArg) -> Self {
+        match mode {
+            ModeArg::Bundled => RequirementsMode::Bundled,
+            ModeArg::Prebuilt => RequirementsMode::Prebuilt,
+        }
+    }
+}
+
 /// Arguments of `kinetic deps`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct DepsArgs {}
+pub(crate) struct DepsArgs {
+    /// Entry directory of the code; the search walks up from here
+    /// (default: the current directory).
+    dir: Option<PathBuf>,
 
-pub(crate) fn run(_args: &DepsArgs, _out: &Output) -> Result<(), CliError> {
-    Err(CliError::failed("kinetic deps is being written"))
+    /// How dependencies reach the job: `bundled` (built into the image) or
+    /// `prebuilt` (installed at pod start).
+    #[arg(long, value_enum, default_value_t = ModeArg::Bundled)]
+    mode: ModeArg,
+}
+
+pub(crate) fn run(args: &DepsArgs, out: &Output) -> Result<(), CliError> {
+    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    check_dir(&dir)?;
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let resolved = resolve(&dir, home.as_deref(), args.mode.into()).map_err(to_cli_error)?;
+    if out.is_json() {
+        out.json(&to_json(&resolved))
+    } else {
+        print_text(&resolved);
+        Ok(())
+    }
+}
+
+fn check_dir(dir: &Path) -> Result<(), CliError> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(CliError::usage(format!(
+            "DIR {} is not a directory: give the directory that holds your code",
+            dir.display()
+        ))),
+        Err(_) => Err(CliError::usage(format!(
+            "DIR {} does not exist: give the directory that holds your code",
+            dir.display()
+        ))),
+    }
+}
+
+fn to_cli_error(err: RequirementsError) -> CliError {
+    match err {
+        RequirementsError::NotADirectory { .. } => CliError::usage(err.to_string()),
+        other => CliError::failed(other.to_string()),
+    }
+}
+
+fn warning_json(warning: &RequirementsWarning) -> Value {
+    let mut value = serde_json::to_value(warning).unwrap_or_else(|_| json!({}));
+    if let Value::Object(map) = &mut value {
+        map.insert("message".into(), Value::String(warning.to_string()));
+    }
+    value
+}
+
+fn to_json(r: &ResolvedRequirements) -> Value {
+    let path_text = |p: &Path| p.to_string_lossy().into_owned();
+    json!({
+        "dir": path_text(&r.entry_dir),
+        "dependency_file": r.file.as_ref().map(|f| path_text(&f.path)),
+        "kind": r.file.as_ref().map(|f| f.kind.file_name()),
+        "mode": r.mode.as_str(),
+        "requirements": r.requirements,
+        "warnings": r.warnings.iter().map(warning_json).collect::<Vec<_>>(),
+    })
+}
+
+fn print_text(r: &ResolvedRequirements) {
+    for warning in &r.warnings {
+        let level = if warning.is_informational() {
+            "note"
+        } else {
+            "warning"
+        };
+        eprintln!("{level}: {warning}");
+    }
+    match &r.file {
+        Some(file) => println!(
+            "Dependency file: {} ({})",
+            file.path.display(),
+            file.kind.file_name()
+        ),
+        None => println!(
+            "Dependency file: none found from {} up to the repository root, home or /",
+            r.entry_dir.display()
+        ),
+    }
+    println!("Mode: {}", r.mode);
+    match &r.requirements {
+        Some(text) => {
+            println!("Requirements:");
+            print!("{text}");
+            if !text.ends_with('\n') {
+                println!();
+            }
+        }
+        None => println!("Requirements: none (nothing to install)"),
+    }
 }

@@ -1,1 +1,0 @@
-//! requirements (being written).
