@@ -25,6 +25,7 @@
 
 mod state;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -69,7 +70,8 @@ impl LocalOptions {
         Self {
             root: root.into(),
             python: PathBuf::from("python3"),
-            max_concurrent: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            max_concurrent: std::thread::available_parallelism()
+                .map_or(1, std::num::NonZeroUsize::get),
             gpus: None,
         }
     }
@@ -110,9 +112,13 @@ impl LocalBackend {
     pub fn new(options: LocalOptions, store: Arc<dyn ObjectStore>) -> Result<Self, BackendError> {
         let bin = options.root.join("bin");
         std::fs::create_dir_all(&bin).map_err(|e| io_err(&bin, &e))?;
-        std::fs::create_dir_all(options.root.join("jobs")).map_err(|e| io_err(&options.root, &e))?;
+        std::fs::create_dir_all(options.root.join("jobs"))
+            .map_err(|e| io_err(&options.root, &e))?;
         let digest = &runner_digest()[..12];
-        let runner = bin.join(format!("{}-{digest}.py", RUNNER_FILE_NAME.trim_end_matches(".py")));
+        let runner = bin.join(format!(
+            "{}-{digest}.py",
+            RUNNER_FILE_NAME.trim_end_matches(".py")
+        ));
         install(&runner, RUNNER_SOURCE)?;
         let supervisor = bin.join(format!(
             "supervisor-{}.py",
@@ -148,13 +154,20 @@ impl LocalBackend {
         };
         let log = dir.log_path();
         let result = if log.exists() {
-            self.store.put_file(&path, &log, PutOptions::default()).await.map(|_| ())
+            self.store
+                .put_file(&path, &log, PutOptions::default())
+                .await
+                .map(|_| ())
         } else {
-            self.store.put(&path, bytes::Bytes::new(), PutOptions::default()).await
+            self.store
+                .put(&path, bytes::Bytes::new(), PutOptions::default())
+                .await
         };
         match result {
             Ok(()) => dir.mark_logs_archived(),
-            Err(e) => tracing::warn!(job_id = %record.job_id, "could not copy the job's log to the store: {e}"),
+            Err(e) => {
+                tracing::warn!(job_id = %record.job_id, "could not copy the job's log to the store: {e}")
+            }
         }
     }
 
@@ -165,16 +178,21 @@ impl LocalBackend {
         if dir.exists() {
             return Ok(dir.read_log());
         }
-        let path = ObjectPath::parse(format!("{}/logs/output.log", record.job_id)).map_err(|e| BackendError::InvalidInput {
-            message: e.to_string(),
-        })?;
+        let path =
+            ObjectPath::parse(format!("{}/logs/output.log", record.job_id)).map_err(|e| {
+                BackendError::InvalidInput {
+                    message: e.to_string(),
+                }
+            })?;
         match self.store.get(&path, Default::default()).await {
             Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
             Err(e) if e.is_not_found() => Err(BackendError::NotFound {
                 backend: self.name().to_owned(),
                 job_id: record.job_id.to_string(),
             }),
-            Err(e) => Err(BackendError::Other { message: e.to_string() }),
+            Err(e) => Err(BackendError::Other {
+                message: e.to_string(),
+            }),
         }
     }
 }
@@ -286,7 +304,9 @@ impl Backend for LocalBackend {
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::from(dir.open_log().map_err(|e| io_err(&dir.log_path(), &e))?))
+            .stderr(Stdio::from(
+                dir.open_log().map_err(|e| io_err(&dir.log_path(), &e))?,
+            ))
             .process_group(0);
         for (name, value) in job.env.iter() {
             cmd.env(name.as_str(), value.expose());
@@ -297,7 +317,8 @@ impl Backend for LocalBackend {
                 self.options.python.display()
             ),
         })?;
-        dir.record_pid(child.id()).map_err(|e| io_err(dir.path(), &e))?;
+        dir.record_pid(child.id())
+            .map_err(|e| io_err(dir.path(), &e))?;
         // Reap the supervisor when it exits, so no zombie is left while this
         // process lives; if this process exits first, init adopts it.
         std::thread::Builder::new()
@@ -343,7 +364,8 @@ impl Backend for LocalBackend {
         if !dir.exists() {
             // Ended and cleaned up: replay the archived copy.
             let text = self.log_text(job).await?;
-            let lines: Vec<Result<String, BackendError>> = text.lines().map(|l| Ok(l.to_owned())).collect();
+            let lines: Vec<Result<String, BackendError>> =
+                text.lines().map(|l| Ok(l.to_owned())).collect();
             return Ok(Box::pin(futures_util::stream::iter(lines)));
         }
         Ok(state::follow(dir))

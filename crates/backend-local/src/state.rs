@@ -81,7 +81,11 @@ impl JobDir {
                 let deadline = Instant::now() + Duration::from_secs(2);
                 loop {
                     if let Ok(existing) = std::fs::read_to_string(self.file("submitted")) {
-                        return if existing == spec_uri { Ok(false) } else { Err(existing) };
+                        return if existing == spec_uri {
+                            Ok(false)
+                        } else {
+                            Err(existing)
+                        };
                     }
                     if Instant::now() > deadline {
                         return Err("(an unfinished submission)".into());
@@ -94,7 +98,10 @@ impl JobDir {
     }
 
     pub(crate) fn open_log(&self) -> std::io::Result<File> {
-        OpenOptions::new().create(true).append(true).open(self.log_path())
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
     }
 
     /// Remember the supervisor's pid (also its process group) and start time.
@@ -130,7 +137,11 @@ impl JobDir {
         let cancelled = self.file("cancelled").exists();
         if let Ok(text) = std::fs::read_to_string(self.file("exit_code")) {
             if let Ok(code) = text.trim().parse::<i32>() {
-                return if cancelled && code != 0 { Observed::Cancelled } else { Observed::Exited(code) };
+                return if cancelled && code != 0 {
+                    Observed::Cancelled
+                } else {
+                    Observed::Exited(code)
+                };
             }
         }
         if cancelled {
@@ -210,7 +221,10 @@ fn process_start_time(pid: u32) -> Option<String> {
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, a)| a.trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, a)| a.trim_start().starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 
@@ -240,9 +254,15 @@ impl Follow {
                 });
             }
         };
-        file.seek(SeekFrom::Start(self.offset)).map_err(|e| BackendError::Other { message: e.to_string() })?;
+        file.seek(SeekFrom::Start(self.offset))
+            .map_err(|e| BackendError::Other {
+                message: e.to_string(),
+            })?;
         let mut buf = Vec::new();
-        file.read_to_end(&mut buf).map_err(|e| BackendError::Other { message: e.to_string() })?;
+        file.read_to_end(&mut buf)
+            .map_err(|e| BackendError::Other {
+                message: e.to_string(),
+            })?;
         if buf.is_empty() {
             return Ok(false);
         }
@@ -314,7 +334,10 @@ mod tests {
         let job = JobDir::new(dir.path().join("job-0000abcd"));
         assert_eq!(job.claim("file:///a/spec.json"), Ok(true));
         assert_eq!(job.claim("file:///a/spec.json"), Ok(false));
-        assert_eq!(job.claim("file:///b/spec.json"), Err("file:///a/spec.json".into()));
+        assert_eq!(
+            job.claim("file:///b/spec.json"),
+            Err("file:///a/spec.json".into())
+        );
     }
 
     #[test]

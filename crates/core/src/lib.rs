@@ -17,6 +17,7 @@ pub mod ids;
 pub mod image;
 pub mod packaging;
 pub mod ports;
+pub mod protocol;
 pub mod record;
 pub mod requirements;
 pub mod status;

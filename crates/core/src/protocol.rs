@@ -291,7 +291,9 @@ mod tests {
 
     #[test]
     fn results_parse_success_and_failure() {
-        let ok = RunnerResult::from_json(br#"{"protocol":1,"success":true,"value":49,"host_index":0}"#).unwrap();
+        let ok =
+            RunnerResult::from_json(br#"{"protocol":1,"success":true,"value":49,"host_index":0}"#)
+                .unwrap();
         assert!(ok.success);
         assert_eq!(ok.value, json!(49));
         let failed = RunnerResult::from_json(

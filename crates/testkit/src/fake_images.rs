@@ -73,7 +73,10 @@ impl ImageBuilder for FakeImageBuilder {
         let uri = match &request.mode {
             ImageMode::Custom { uri } => return Ok(ResolvedImage::new(uri.clone(), true)),
             ImageMode::Prebuilt { repo } => {
-                return Ok(ResolvedImage::new(prebuilt_image_uri(repo, &request.category, VERSION), true));
+                return Ok(ResolvedImage::new(
+                    prebuilt_image_uri(repo, &request.category, VERSION),
+                    true,
+                ));
             }
             _ => {
                 let inputs = ImageTagInputs {
@@ -84,13 +87,18 @@ impl ImageBuilder for FakeImageBuilder {
                     runner_source: request.runner_source.clone(),
                     dockerfile_template: request.dockerfile_template.clone(),
                 };
-                let tag = inputs.tag().map_err(|e| BuildError::InvalidInput { message: e.to_string() })?;
+                let tag = inputs.tag().map_err(|e| BuildError::InvalidInput {
+                    message: e.to_string(),
+                })?;
                 format!("{}/base:{tag}", self.registry_prefix)
             }
         };
         // One build per image: equal requests queue on the same lock and
         // find the image in the registry once the first build is done.
-        let gate = lock(&self.in_flight).entry(uri.clone()).or_default().clone();
+        let gate = lock(&self.in_flight)
+            .entry(uri.clone())
+            .or_default()
+            .clone();
         let _guard = gate.lock().await;
         if self.has_image(&uri) {
             return Ok(ResolvedImage::new(uri, true));

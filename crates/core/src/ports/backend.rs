@@ -313,16 +313,23 @@ impl BackendRegistry {
 
     /// The backend registered as `name`.
     pub fn get(&self, name: &str) -> Result<Arc<dyn Backend>, RegistryError> {
-        self.backends.get(name).cloned().ok_or_else(|| RegistryError::Unknown {
-            name: name.to_owned(),
-            registered: self.names(),
-        })
+        self.backends
+            .get(name)
+            .cloned()
+            .ok_or_else(|| RegistryError::Unknown {
+                name: name.to_owned(),
+                registered: self.names(),
+            })
     }
 
     /// Choose the backend for a job: the one it names; else, for a
     /// multi-host accelerator, `pathways` if registered, else any backend
     /// that runs multi-host jobs; else the default.
-    pub fn choose(&self, named: Option<&str>, accelerator: &AcceleratorSpec) -> Result<Arc<dyn Backend>, RegistryError> {
+    pub fn choose(
+        &self,
+        named: Option<&str>,
+        accelerator: &AcceleratorSpec,
+    ) -> Result<Arc<dyn Backend>, RegistryError> {
         if let Some(name) = named {
             return self.get(name);
         }

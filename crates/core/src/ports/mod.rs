@@ -4,6 +4,13 @@
 //! enum with `is_retryable()`, and one conformance suite in
 //! `kinetic-testkit` that every adapter and every fake passes.
 
+mod backend;
+mod image;
 mod store;
 
+pub use backend::{
+    Backend, BackendCapabilities, BackendError, BackendRegistry, Deadlines, LogOptions, LogStream,
+    PreparedJob, RegistryError,
+};
+pub use image::{BuildError, ImageBuilder, ImageMode, ImageRequest, ResolvedImage};
 pub use store::{GetOptions, ObjectMeta, ObjectPath, ObjectStore, PutMode, PutOptions, StoreError};

@@ -220,13 +220,21 @@ pub async fn logs_tail_and_follow(h: &dyn BackendHarness) {
     assert!(all.contains("line 0") && all.contains("line 2"), "{all}");
     let tail = h
         .backend()
-        .logs(&job.record, LogOptions::tail(1))
+        .logs(&job.record, LogOptions::tail(2))
         .await
         .expect("tail");
+    let last_two: Vec<&str> = all
+        .lines()
+        .rev()
+        .take(2)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     assert_eq!(
         tail.lines().collect::<Vec<_>>(),
-        vec!["line 2"],
-        "tail(1) MUST be the last line; logs were {all:?}"
+        last_two,
+        "tail(2) MUST be the last two lines of logs()"
     );
 }
 

@@ -47,7 +47,10 @@ pub async fn custom_images_need_no_build(h: &dyn ImageBuilderHarness) {
     let uri = "example.com/team/image:1".to_owned();
     let image = h
         .builder()
-        .resolve(&request(ImageMode::Custom { uri: uri.clone() }, Some("numpy\n")))
+        .resolve(&request(
+            ImageMode::Custom { uri: uri.clone() },
+            Some("numpy\n"),
+        ))
         .await
         .expect("custom");
     assert_eq!(image.uri, uri, "a custom request MUST resolve to its URI");
@@ -63,15 +66,26 @@ pub async fn equal_requests_share_one_image(h: &dyn ImageBuilderHarness) {
     assert!(!first.cached, "a new image is built");
     assert_eq!(h.builds(), before + 1);
     let second = h.builder().resolve(&req).await.expect("second resolve");
-    assert_eq!(second.uri, first.uri, "equal requests MUST give the same URI");
+    assert_eq!(
+        second.uri, first.uri,
+        "equal requests MUST give the same URI"
+    );
     assert!(second.cached, "an existing image MUST NOT be rebuilt");
     assert_eq!(h.builds(), before + 1);
 }
 
 /// Different requirements give a different image.
 pub async fn inputs_change_the_image(h: &dyn ImageBuilderHarness) {
-    let a = h.builder().resolve(&request(ImageMode::Bundled, Some(&unique()))).await.expect("a");
-    let b = h.builder().resolve(&request(ImageMode::Bundled, Some(&unique()))).await.expect("b");
+    let a = h
+        .builder()
+        .resolve(&request(ImageMode::Bundled, Some(&unique())))
+        .await
+        .expect("a");
+    let b = h
+        .builder()
+        .resolve(&request(ImageMode::Bundled, Some(&unique())))
+        .await
+        .expect("b");
     assert_ne!(a.uri, b.uri);
 }
 
@@ -83,5 +97,9 @@ pub async fn concurrent_equal_requests_build_once(h: &dyn ImageBuilderHarness) {
     let all = futures_util::future::join_all((0..4).map(|_| builder.resolve(&req))).await;
     let uris: Vec<String> = all.into_iter().map(|r| r.expect("resolve").uri).collect();
     assert!(uris.windows(2).all(|w| w[0] == w[1]));
-    assert_eq!(h.builds(), before + 1, "equal concurrent requests SHOULD start one build");
+    assert_eq!(
+        h.builds(),
+        before + 1,
+        "equal concurrent requests SHOULD start one build"
+    );
 }
