@@ -76,10 +76,16 @@ _HOST_INDEX_RE = re.compile(r"^[+-]?[0-9]+$")
 
 
 def log(phase: str, message: str) -> None:
-    """One runner line on the real stderr, whatever the user did to sys.stderr."""
+    """Runner lines on the real stderr, whatever the user did to sys.stderr.
+
+    Every line of a multi-line message (a traceback) carries the prefix, so
+    a reader can tell the runner's lines from the job's own output.
+    """
     stream = sys.__stderr__ or sys.stderr
+    first, *rest = message.rstrip("\n").split("\n")
+    text = "[kinetic] %s: %s\n" % (phase, first) + "".join("[kinetic]   %s\n" % line for line in rest)
     try:
-        stream.write("[kinetic] %s: %s\n" % (phase, message))
+        stream.write(text)
         stream.flush()
     except (OSError, ValueError):
         pass

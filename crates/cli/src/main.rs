@@ -5,7 +5,9 @@
 //! a failure of the work itself exits 1.
 
 mod commands;
+mod engine;
 mod output;
+mod progress;
 
 use std::process::ExitCode;
 
@@ -43,6 +45,10 @@ enum Command {
     Config(commands::config::ConfigArgs),
     /// Manage profiles in `~/.kinetic/profiles.json`.
     Profile(commands::profile::ProfileArgs),
+    /// Run a Python function or a command as a job and print its value.
+    Run(commands::run::RunArgs),
+    /// Follow jobs submitted earlier: list, status, logs, result, cancel, cleanup.
+    Jobs(commands::jobs::JobsArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +68,8 @@ fn main() -> ExitCode {
         Command::Accelerators(args) => commands::accelerators::run(args, &out),
         Command::Config(args) => commands::config::run(args, cli.profile.as_deref(), &out),
         Command::Profile(args) => commands::profile::run(args, &out),
+        Command::Run(args) => commands::run::run(args, cli.profile.as_deref(), &out),
+        Command::Jobs(args) => commands::jobs::run(args, cli.profile.as_deref(), &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

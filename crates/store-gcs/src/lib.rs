@@ -48,6 +48,9 @@ pub struct GcsStore {
     inner: Arc<dyn object_store::ObjectStore>,
     /// URI prefix of every object (`file:///abs/dir`, `memory://`), no trailing `/`.
     base_uri: String,
+    /// Whether the backend keeps attributes such as the content type (a
+    /// local directory does not: they are dropped there).
+    attributes: bool,
 }
 
 impl GcsStore {
@@ -73,6 +76,7 @@ impl GcsStore {
             "memory" => Ok(Self {
                 inner: Arc::new(InMemory::new()),
                 base_uri: "memory://".to_owned(),
+                attributes: true,
             }),
             other => Err(StoreError::InvalidInput {
                 message: format!(
@@ -100,6 +104,7 @@ impl GcsStore {
             base_uri: format!("file://{}", dir.display())
                 .trim_end_matches('/')
                 .to_owned(),
+            attributes: false,
         })
     }
 
@@ -109,6 +114,7 @@ impl GcsStore {
         Self {
             inner,
             base_uri: base_uri.trim_end_matches('/').to_owned(),
+            attributes: true,
         }
     }
 
@@ -120,9 +126,9 @@ impl GcsStore {
         ObjectPath::parse(path.as_ref())
     }
 
-    fn attributes(options: &PutOptions) -> Attributes {
+    fn attributes(&self, options: &PutOptions) -> Attributes {
         let mut attributes = Attributes::new();
-        if let Some(ct) = &options.content_type {
+        if let (true, Some(ct)) = (self.attributes, &options.content_type) {
             attributes.insert(Attribute::ContentType, ct.clone().into());
         }
         attributes
@@ -174,7 +180,7 @@ impl ObjectStore for GcsStore {
         };
         let opts = object_store::PutOptions {
             mode,
-            attributes: Self::attributes(&options),
+            attributes: self.attributes(&options),
             ..Default::default()
         };
         self.inner
@@ -218,7 +224,7 @@ impl ObjectStore for GcsStore {
         // few chunks in memory, whatever the file size.
         let mut writer =
             BufWriter::with_capacity(self.inner.clone(), Self::os_path(path), UPLOAD_CHUNK)
-                .with_attributes(Self::attributes(&options));
+                .with_attributes(self.attributes(&options));
         let mut buf = vec![0u8; UPLOAD_CHUNK];
         let mut total = 0u64;
         loop {

@@ -4,5 +4,7 @@ pub(crate) mod accelerators;
 pub(crate) mod config;
 pub(crate) mod deps;
 pub(crate) mod hash;
+pub(crate) mod jobs;
 pub(crate) mod pack;
 pub(crate) mod profile;
+pub(crate) mod run;

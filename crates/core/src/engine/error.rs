@@ -60,7 +60,7 @@ pub enum EngineError {
     },
     /// The job ended without a result the engine could use (killed,
     /// cancelled, evicted, out of memory…); the state says why.
-    #[error("job {job_id} ended {state_text} and left no result at {uri}{logs}", state_text = describe(state), logs = log_tail(.log_tail))]
+    #[error("job {job_id} ended {state_text} and left no result at {uri}{logs}", state_text = describe(state), logs = tail_note(.log_tail))]
     NoResult {
         /// The job.
         job_id: String,
@@ -105,7 +105,7 @@ fn describe(state: &JobState) -> String {
     }
 }
 
-fn log_tail(tail: &Option<String>) -> String {
+fn tail_note(tail: &Option<String>) -> String {
     match tail {
         Some(t) if !t.trim().is_empty() => format!("\n--- last lines of its output ---\n{}", t.trim_end()),
         _ => String::new(),

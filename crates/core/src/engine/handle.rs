@@ -233,6 +233,8 @@ impl JobHandle {
         let mut last: Option<JobState> = None;
         let mut interval = options.poll_interval;
         let mut logs: Option<LogStream> = None;
+        // A stream is opened once: it replays the output from the start.
+        let mut logs_opened = false;
         let mut transient_errors = 0u32;
         loop {
             let state = match self.backend.status(&self.record).await {
@@ -254,9 +256,12 @@ impl JobHandle {
                 interval = options.poll_interval;
                 last = Some(state.clone());
             }
-            if options.stream_logs && logs.is_none() && state.status != JobStatus::Pending {
+            if options.stream_logs && !logs_opened && state.status != JobStatus::Pending {
                 match self.backend.follow_logs(&self.record).await {
-                    Ok(stream) => logs = Some(stream),
+                    Ok(stream) => {
+                        logs = Some(stream);
+                        logs_opened = true;
+                    }
                     Err(e) => tracing::debug!(job_id = %self.record.job_id, "no log stream yet: {e}"),
                 }
             }

@@ -233,19 +233,10 @@ impl Engine {
 
     /// The handle of a job submitted earlier, from any process, by its id.
     pub async fn attach(&self, job_id: &str) -> Result<JobHandle, EngineError> {
-        let id: JobId = job_id.parse().map_err(|e: crate::ids::IdError| SpecError::Entrypoint {
+        let id: JobId = job_id.parse().map_err(|e: crate::ids::IdError| SpecError::JobId {
             input: job_id.to_owned(),
             reason: e.to_string(),
-        });
-        let id = match id {
-            Ok(id) => id,
-            Err(_) => {
-                return Err(EngineError::JobNotFound {
-                    job_id: job_id.to_owned(),
-                    uri: "(not a job id: expected 'job-' followed by 8 lower-case hex digits)".into(),
-                });
-            }
-        };
+        })?;
         let key = ObjectPath::parse(record_key(&id))?;
         let bytes = match self.inner.store.get(&key, Default::default()).await {
             Ok(bytes) => bytes,

@@ -120,13 +120,20 @@ pub(crate) struct PackedContext {
 
 /// Write `context.zip` for the project at `out`, leaving out `excludes`.
 pub(crate) fn pack(project: &Project, out: &Path, excludes: &[PathBuf], default_excludes: bool) -> Result<PackedContext, EngineError> {
-    let options = packaging::PackOptions::new()
-        .exclude_paths(excludes.iter().cloned())
+    // The archive is a temporary file the engine uploads at once: no fsync.
+    let mut options = packaging::PackOptions::default()
         .plan(project.packaging_plan.clone())
-        .default_excludes(default_excludes);
+        .default_excludes(default_excludes)
+        .durable(false);
+    for path in excludes {
+        options = options.exclude(path.clone());
+    }
     let report = packaging::pack(&project.root, out, &options).map_err(|e| EngineError::Project { message: e.to_string() })?;
+    let sha256 = crate::hashing::file_sha256(out).map_err(|e| EngineError::Project {
+        message: format!("cannot hash the packed context: {e}"),
+    })?;
     Ok(PackedContext {
-        sha256: report.sha256.clone(),
+        sha256: hex::encode(sha256),
         entries: report.entries,
         bytes: report.bytes_out,
         warnings: report.warnings.iter().map(ToString::to_string).collect(),

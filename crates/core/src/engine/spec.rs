@@ -50,6 +50,14 @@ pub enum SpecError {
         /// Why, and what is accepted.
         reason: String,
     },
+    /// A job id that is not one.
+    #[error("invalid job id '{input}': {reason}")]
+    JobId {
+        /// The text given.
+        input: String,
+        /// Why, and what is accepted.
+        reason: String,
+    },
     /// A keyword argument name that Python cannot take.
     #[error("invalid keyword argument name '{name}': expected a Python identifier")]
     KwargName {

@@ -1,0 +1,198 @@
+//! `kinetic jobs list|status|logs|tail|result|cancel|cleanup`: follow jobs
+//! submitted earlier, from any process.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kinetic_core::engine::{CleanupOptions, Engine, JobHandle, ResultOptions};
+use serde_json::json;
+
+use super::accelerators::table;
+use super::run::{engine_error, print_value};
+use crate::engine;
+use crate::output::{CliError, Output, emit};
+
+/// Arguments of `kinetic jobs`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct JobsArgs {
+    #[command(subcommand)]
+    command: JobsCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum JobsCommand {
+    /// Jobs the backends still hold, newest first.
+    List,
+    /// A job's status (and why, when known).
+    Status {
+        /// The job id (`job-` + 8 hex).
+        job_id: String,
+    },
+    /// A job's output.
+    Logs {
+        /// The job id.
+        job_id: String,
+        /// Keep printing new output until the job ends.
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the last N lines.
+        #[arg(short = 'n', long, value_name = "N", conflicts_with = "follow")]
+        tail: Option<usize>,
+    },
+    /// The last lines of a job's output.
+    Tail {
+        /// The job id.
+        job_id: String,
+        /// How many lines.
+        #[arg(short = 'n', long, default_value_t = 100)]
+        lines: usize,
+    },
+    /// Wait for a job and print its value.
+    Result {
+        /// The job id.
+        job_id: String,
+        /// Stop waiting after this many seconds (the job keeps running).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<f64>,
+        /// Keep the job's artifacts and backend resources.
+        #[arg(long)]
+        no_cleanup: bool,
+    },
+    /// Stop a job; its artifacts stay.
+    Cancel {
+        /// The job id.
+        job_id: String,
+    },
+    /// Remove a job's backend resources and its artifacts.
+    Cleanup {
+        /// The job id.
+        job_id: String,
+        /// Keep the backend's resources.
+        #[arg(long)]
+        keep_backend: bool,
+        /// Keep the job's objects in the store.
+        #[arg(long)]
+        keep_store: bool,
+    },
+}
+
+async fn attach(engine: &Engine, job_id: &str) -> Result<JobHandle, CliError> {
+    if job_id.parse::<kinetic_core::ids::JobId>().is_err() {
+        return Err(CliError::usage(format!(
+            "{job_id:?} is not a job id: expected 'job-' followed by 8 lower-case hex digits"
+        )));
+    }
+    engine.attach(job_id).await.map_err(engine_error)
+}
+
+pub(crate) fn run(args: &JobsArgs, profile: Option<&str>, out: &Output) -> Result<(), CliError> {
+    let engine = engine::build(profile)?;
+    let rt = engine::runtime()?;
+    rt.block_on(async {
+        match &args.command {
+            JobsCommand::List => list(&engine, out).await,
+            JobsCommand::Status { job_id } => {
+                let handle = attach(&engine, job_id).await?;
+                let state = handle.status().await.map_err(engine_error)?;
+                if out.is_json() {
+                    return out.json(&json!({"job_id": job_id, "status": state.status, "reason": state.reason}));
+                }
+                match &state.reason {
+                    Some(r) => emit(&format!("{job_id}: {} ({r})\n", state.status.as_str())),
+                    None => emit(&format!("{job_id}: {}\n", state.status.as_str())),
+                }
+            }
+            JobsCommand::Logs { job_id, follow, tail } => {
+                let handle = attach(&engine, job_id).await?;
+                if *follow {
+                    let mut stream = handle.follow_logs().await.map_err(engine_error)?;
+                    while let Some(line) = stream.next().await {
+                        let line = line.map_err(|e| CliError::failed(e.to_string()))?;
+                        emit(&format!("{line}\n"))?;
+                    }
+                    return Ok(());
+                }
+                let text = match tail {
+                    Some(n) => handle.tail(*n).await,
+                    None => handle.logs().await,
+                }
+                .map_err(engine_error)?;
+                logs_out(job_id, &text, out)
+            }
+            JobsCommand::Tail { job_id, lines } => {
+                let handle = attach(&engine, job_id).await?;
+                let text = handle.tail(*lines).await.map_err(engine_error)?;
+                logs_out(job_id, &text, out)
+            }
+            JobsCommand::Result { job_id, timeout, no_cleanup } => {
+                let handle = attach(&engine, job_id).await?;
+                let mut options = ResultOptions::default().cleanup(!no_cleanup);
+                if let Some(t) = timeout {
+                    let d = Duration::try_from_secs_f64(*t).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
+                        CliError::usage(format!("--timeout {t} is not accepted: expected a positive number of seconds"))
+                    })?;
+                    options = options.timeout(d);
+                }
+                let value = handle.result(options).await.map_err(engine_error)?;
+                print_value(&value, out)
+            }
+            JobsCommand::Cancel { job_id } => {
+                let handle = attach(&engine, job_id).await?;
+                handle.cancel().await.map_err(engine_error)?;
+                done(job_id, "cancelled", out)
+            }
+            JobsCommand::Cleanup { job_id, keep_backend, keep_store } => {
+                let handle = attach(&engine, job_id).await?;
+                handle
+                    .cleanup(CleanupOptions {
+                        backend: !keep_backend,
+                        store: !keep_store,
+                    })
+                    .await
+                    .map_err(engine_error)?;
+                done(job_id, "cleaned up", out)
+            }
+        }
+    })
+}
+
+fn logs_out(job_id: &str, text: &str, out: &Output) -> Result<(), CliError> {
+    if out.is_json() {
+        return out.json(&json!({"job_id": job_id, "logs": text}));
+    }
+    emit(text)
+}
+
+fn done(job_id: &str, what: &str, out: &Output) -> Result<(), CliError> {
+    if out.is_json() {
+        return out.json(&json!({"job_id": job_id, "done": what}));
+    }
+    emit(&format!("{job_id}: {what}\n"))
+}
+
+async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
+    let records = engine.list_jobs().await.map_err(engine_error)?;
+    if out.is_json() {
+        let values: Vec<serde_json::Value> = records
+            .iter()
+            .map(|r| serde_json::from_str(&r.to_json()).unwrap_or(serde_json::Value::Null))
+            .collect();
+        return out.json(&values);
+    }
+    if records.is_empty() {
+        return emit("no jobs\n");
+    }
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            vec![
+                r.job_id.to_string(),
+                r.func_name.clone(),
+                r.accelerator.clone(),
+                r.backend.clone(),
+                r.created_at.to_string(),
+            ]
+        })
+        .collect();
+    emit(&table(&["JOB ID", "FUNCTION", "ACCELERATOR", "BACKEND", "CREATED"], &rows))
+}

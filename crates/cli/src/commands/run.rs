@@ -1,0 +1,231 @@
+//! `kinetic run`: submit a job, stream its logs, print its value.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kinetic_core::engine::{
+    Arg, Data, EngineError, Entrypoint, JobSpec, ProgressEvent, ResultOptions, SubmitOptions,
+};
+use kinetic_core::env::EnvEntry;
+use kinetic_core::ports::Deadlines;
+use serde_json::Value;
+
+use crate::engine;
+use crate::output::{CliError, Output, emit};
+use crate::progress::Progress;
+
+/// Arguments of `kinetic run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// `module.path:function` or `path/to/file.py:function`. For a command,
+    /// leave it out and give the command after `--`.
+    entry: Option<String>,
+    /// The command to run instead of a function (after `--`).
+    #[arg(last = true)]
+    command: Vec<String>,
+    /// A positional argument as JSON (`7`, `'"text"'`, `'[1,2]'`), or
+    /// `data:PATH` for a local file or directory (or `gs://` URI) shipped as Data.
+    #[arg(long = "arg", value_name = "JSON")]
+    args: Vec<String>,
+    /// Keyword arguments as one JSON object.
+    #[arg(long, value_name = "JSON")]
+    kwargs: Option<String>,
+    /// Accelerator (`cpu`, `l4`, `a100x4`, `v5litepod-4`, …).
+    #[arg(long)]
+    accelerator: Option<String>,
+    /// Backend (`local`, or one a plugin registered); default from the accelerator.
+    #[arg(long)]
+    backend: Option<String>,
+    /// Send an environment variable: `NAME` (must be set here), `NAME=VALUE`, or `PREFIX*`.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Send a secret variable that must be set here: `NAME`.
+    #[arg(long = "secret", value_name = "NAME")]
+    secrets: Vec<String>,
+    /// Mount data at an absolute path in the job: `MOUNT=PATH`.
+    #[arg(long = "volume", value_name = "MOUNT=PATH")]
+    volumes: Vec<String>,
+    /// Where the job writes outputs (`KINETIC_OUTPUT_DIR`).
+    #[arg(long)]
+    output_dir: Option<String>,
+    /// Print the job id and return once it is submitted.
+    #[arg(long)]
+    detach: bool,
+    /// Stop waiting after this many seconds (the job keeps running).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Fail the job if it runs longer than this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    run_deadline: Option<f64>,
+    /// Keep the job's artifacts and backend resources after it ends.
+    #[arg(long)]
+    no_cleanup: bool,
+    /// Do not stream the job's output.
+    #[arg(long)]
+    no_logs: bool,
+    /// Also show the runner's own lines (`[kinetic] …`) while streaming.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+/// Lines the runner writes about itself (every line of them carries it).
+const RUNNER_LINE_PREFIX: &str = "[kinetic] ";
+
+fn seconds(flag: &str, value: f64) -> Result<Duration, CliError> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| CliError::usage(format!("--{flag} {value} is not accepted: expected a positive number of seconds")))
+}
+
+/// Parse one `--arg`.
+pub(crate) fn parse_arg(text: &str, cwd: &std::path::Path) -> Result<Arg, CliError> {
+    if let Some(path) = text.strip_prefix("data:") {
+        let data = Data::new(path, cwd).map_err(|e| CliError::usage(format!("--arg {text}: {e}")))?;
+        return Ok(Arg::Data(data));
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        CliError::usage(format!(
+            "--arg {text:?} is not JSON ({e}); pass numbers as 7, strings as '\"text\"', lists as '[1,2]', or data:PATH"
+        ))
+    })?;
+    Ok(Arg::Json(value))
+}
+
+fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
+    let cwd: PathBuf = std::env::current_dir().map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?;
+    let entrypoint = match (&args.entry, args.command.is_empty()) {
+        (Some(entry), true) => Entrypoint::parse(entry).map_err(|e| CliError::usage(e.to_string()))?,
+        (None, false) => Entrypoint::command(args.command.clone()).map_err(|e| CliError::usage(e.to_string()))?,
+        (Some(_), false) => {
+            return Err(CliError::usage(
+                "give either ENTRY (module:function or file.py:function) or a command after `--`, not both",
+            ));
+        }
+        (None, true) => {
+            return Err(CliError::usage(
+                "nothing to run: give ENTRY (module:function or file.py:function) or a command after `--`",
+            ));
+        }
+    };
+    let mut spec = JobSpec::new(entrypoint).working_dir(cwd.clone());
+    for a in &args.args {
+        spec = spec.arg(parse_arg(a, &cwd)?);
+    }
+    if let Some(kwargs) = &args.kwargs {
+        let value: Value = serde_json::from_str(kwargs)
+            .map_err(|e| CliError::usage(format!("--kwargs is not JSON ({e}); expected an object like '{{\"lr\": 0.1}}'")))?;
+        let Value::Object(map) = value else {
+            return Err(CliError::usage("--kwargs must be a JSON object like '{\"lr\": 0.1}'"));
+        };
+        for (k, v) in map {
+            spec = spec.kwarg(&k, v);
+        }
+    }
+    if let Some(a) = &args.accelerator {
+        spec = spec.accelerator(a);
+    }
+    if let Some(b) = &args.backend {
+        spec = spec.backend(b);
+    }
+    for e in &args.env {
+        spec = spec.env(EnvEntry::parse_cli(e).map_err(|err| CliError::usage(format!("--env: {err}")))?);
+    }
+    for s in &args.secrets {
+        spec = spec.env(EnvEntry::parse_secret(s).map_err(|err| CliError::usage(format!("--secret: {err}")))?);
+    }
+    for v in &args.volumes {
+        let (mount, path) = v
+            .split_once('=')
+            .ok_or_else(|| CliError::usage(format!("--volume {v:?} is not accepted: expected MOUNT=PATH, e.g. /data=./data")))?;
+        let data = Data::new(path, &cwd).map_err(|e| CliError::usage(format!("--volume {v}: {e}")))?;
+        spec = spec.volume(mount, data);
+    }
+    if let Some(dir) = &args.output_dir {
+        spec = spec.output_dir(dir);
+    }
+    if let Some(s) = args.run_deadline {
+        spec = spec.deadlines(Deadlines {
+            run: Some(seconds("run-deadline", s)?),
+            pending: None,
+        });
+    }
+    Ok(spec)
+}
+
+/// Map an engine error to the CLI's exit codes; a remote failure prints
+/// the remote traceback first.
+pub(crate) fn engine_error(err: EngineError) -> CliError {
+    if let Some(remote) = err.remote() {
+        if let Some(tb) = &remote.traceback {
+            eprintln!("--- remote traceback ---\n{}", tb.trim_end());
+        }
+    }
+    if err.is_usage() {
+        CliError::usage(err.to_string())
+    } else {
+        CliError::failed(err.to_string())
+    }
+}
+
+/// Print a job's value: JSON with `--json`, a string as itself otherwise.
+pub(crate) fn print_value(value: &Value, out: &Output) -> Result<(), CliError> {
+    match value {
+        Value::String(s) if !out.is_json() => emit(&format!("{s}\n")),
+        other => emit(&format!("{}\n", serde_json::to_string(other).unwrap_or_default())),
+    }
+}
+
+pub(crate) fn run(args: &RunArgs, profile: Option<&str>, out: &Output) -> Result<(), CliError> {
+    let spec = build_spec(args)?;
+    let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
+    let engine = engine::build(profile)?;
+    let progress = Progress::new(std::io::stderr().is_terminal());
+    let rt = engine::runtime()?;
+    rt.block_on(async {
+        let p = progress.clone();
+        let submit_options = SubmitOptions::with_progress(Arc::new(move |event: &ProgressEvent| p.event(event)));
+        let handle = engine.submit_with(spec, submit_options).await.map_err(engine_error)?;
+        if args.detach {
+            progress.finish();
+            return if out.is_json() {
+                out.json(&serde_json::json!({"job_id": handle.id().as_str(), "backend": handle.record().backend}))
+            } else {
+                emit(&format!("{}\n", handle.id()))
+            };
+        }
+        progress.waiting(handle.id().as_str());
+        let mut options = ResultOptions::default().cleanup(!args.no_cleanup);
+        if let Some(t) = timeout {
+            options = options.timeout(t);
+        }
+        let p = progress.clone();
+        let job_id = handle.id().to_string();
+        options = options.on_status_change(Arc::new(move |state| p.status(&job_id, state)));
+        if !args.no_logs {
+            let p = progress.clone();
+            let verbose = args.verbose;
+            options = options.stream_logs(Arc::new(move |line: &str| {
+                if verbose || !line.starts_with(RUNNER_LINE_PREFIX) {
+                    p.log_line(line);
+                }
+            }));
+        }
+        let result = handle.result(options).await;
+        progress.finish();
+        match result {
+            Ok(value) => print_value(&value, out),
+            Err(EngineError::Timeout { job_id, after }) => Err(CliError::failed(format!(
+                "timed out after {} waiting for job {job_id}; it keeps running: `kinetic jobs result {job_id}` collects it later",
+                humantime_secs(after)
+            ))),
+            Err(e) => Err(engine_error(e)),
+        }
+    })
+}
+
+fn humantime_secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}

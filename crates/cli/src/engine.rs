@@ -1,0 +1,111 @@
+//! Building the engine the CLI runs jobs with, from the resolved
+//! configuration and the environment.
+//!
+//! - Store: `KINETIC_STORE_URL` (`file:///dir`, `memory://`), else the local
+//!   default `file://{local root}/store`.
+//! - Local root: `KINETIC_LOCAL_ROOT`, else `~/.kinetic/local`.
+//! - Backends: `local` (always); the default for single-host jobs is
+//!   `KINETIC_BACKEND`, else `local`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kinetic_backend_local::{LocalBackend, LocalOptions};
+use kinetic_core::config::{self as core_config, ProcessEnv, ProfileStore};
+use kinetic_core::engine::{Engine, EngineSettings};
+use kinetic_core::ports::ObjectStore;
+use kinetic_store_gcs::GcsStore;
+
+use crate::commands::config::config_error;
+use crate::output::CliError;
+
+/// Environment variables the CLI's engine reads.
+pub(crate) mod vars {
+    /// Where the local backend keeps its state.
+    pub(crate) const LOCAL_ROOT: &str = "KINETIC_LOCAL_ROOT";
+    /// The jobs store URL.
+    pub(crate) const STORE_URL: &str = "KINETIC_STORE_URL";
+    /// The backend for jobs that name none.
+    pub(crate) const BACKEND: &str = "KINETIC_BACKEND";
+    /// Jobs the local backend runs at once.
+    pub(crate) const LOCAL_MAX_CONCURRENT: &str = "KINETIC_LOCAL_MAX_CONCURRENT";
+}
+
+fn non_empty(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.is_empty())
+}
+
+fn local_root() -> Result<PathBuf, CliError> {
+    if let Some(root) = non_empty(vars::LOCAL_ROOT) {
+        return Ok(PathBuf::from(root));
+    }
+    let home = non_empty("HOME").ok_or_else(|| {
+        CliError::failed(format!(
+            "cannot find the home directory for ~/.kinetic/local: set HOME or {}",
+            vars::LOCAL_ROOT
+        ))
+    })?;
+    Ok(PathBuf::from(home).join(".kinetic").join("local"))
+}
+
+/// The engine for this invocation.
+pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
+    let path = core_config::profiles_path(&ProcessEnv).map_err(|e| CliError::failed(e.to_string()))?;
+    let profiles = ProfileStore::load(&path).map_err(|e| CliError::failed(e.to_string()))?;
+    let args = match profile {
+        Some(name) => core_config::ConfigArgs::new().profile(name),
+        None => core_config::ConfigArgs::new(),
+    };
+    let cfg = core_config::resolve_partial(&args, &ProcessEnv, &profiles).map_err(config_error)?;
+
+    let root = local_root()?;
+    let store_url = non_empty(vars::STORE_URL).unwrap_or_else(|| format!("file://{}", root.join("store").display()));
+    let store: Arc<dyn ObjectStore> = Arc::new(
+        GcsStore::from_url(&store_url).map_err(|e| CliError::usage(format!("{}: {e}", vars::STORE_URL)))?,
+    );
+
+    let mut settings = match cfg.names() {
+        Some(names) => {
+            let mut s = EngineSettings::for_cluster(
+                &cfg.project.as_ref().map(|p| p.value.clone()).unwrap_or_default(),
+                &cfg.zone.value,
+                &cfg.cluster.value,
+                &cfg.namespace.value,
+            );
+            s.bucket_name = names.jobs_bucket;
+            s
+        }
+        None => EngineSettings::default(),
+    };
+    if settings.bucket_name.is_empty() {
+        settings.bucket_name = store_url.clone();
+    }
+
+    let mut local = LocalOptions::new(root);
+    if let Some(n) = non_empty(vars::LOCAL_MAX_CONCURRENT) {
+        let n: usize = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+            CliError::usage(format!(
+                "{}={n:?} is not accepted: expected a positive integer",
+                vars::LOCAL_MAX_CONCURRENT
+            ))
+        })?;
+        local = local.max_concurrent(n);
+    }
+    let backend = LocalBackend::new(local, store.clone()).map_err(|e| CliError::failed(e.to_string()))?;
+    let default_backend = non_empty(vars::BACKEND).unwrap_or_else(|| "local".to_owned());
+    Engine::builder()
+        .settings(settings)
+        .store(store)
+        .backend(Arc::new(backend))
+        .default_backend(&default_backend)
+        .build()
+        .map_err(|e| CliError::failed(e.to_string()))
+}
+
+/// A runtime for one command.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format!("cannot start the async runtime: {e}")))
+}
