@@ -23,7 +23,12 @@ fn hash(path: &Path) -> String {
 fn hash_all_ways(path: &Path) -> String {
     let one = content_hash_with(path, &HashOptions::default().threads(1)).expect("hash");
     let many = content_hash_with(path, &HashOptions::default().threads(4)).expect("hash");
-    assert_eq!(one, many, "thread count changed the result for {}", path.display());
+    assert_eq!(
+        one,
+        many,
+        "thread count changed the result for {}",
+        path.display()
+    );
     one.hash.to_string()
 }
 
@@ -67,7 +72,10 @@ fn vector_single_files() {
         report.hash.to_string(),
         "118dace6905a06fae684bf65284efcb9ce2f46a0c26f5c6d09ed9e7f6b2caf8a"
     );
-    assert_eq!((report.kind, report.files, report.bytes), (HashKind::File, 1, 0));
+    assert_eq!(
+        (report.kind, report.files, report.bytes),
+        (HashKind::File, 1, 0)
+    );
 }
 
 #[test]
@@ -91,7 +99,10 @@ fn vector_small_tree_empty_subdir_and_symlinked_root() {
     write(&root.join("sub/b.txt"), b"b");
     let report = content_hash_with(&root, &HashOptions::default()).expect("hash");
     assert_eq!(report.hash.to_string(), A_SUB_B);
-    assert_eq!((report.kind, report.files, report.bytes), (HashKind::Dir, 2, 2));
+    assert_eq!(
+        (report.kind, report.files, report.bytes),
+        (HashKind::Dir, 2, 2)
+    );
 
     fs::create_dir(root.join("emptysub")).expect("mkdir");
     assert_eq!(hash_all_ways(&root), A_SUB_B);
@@ -149,7 +160,10 @@ fn vector_unicode_name_and_content() {
 fn vector_forty_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     for i in 0..40 {
-        write(&dir.path().join(format!("f{i:03}.txt")), i.to_string().as_bytes());
+        write(
+            &dir.path().join(format!("f{i:03}.txt")),
+            i.to_string().as_bytes(),
+        );
     }
     assert_eq!(
         hash_all_ways(dir.path()),
@@ -163,13 +177,18 @@ fn large_file_goes_through_the_pipelined_reader_and_matches_a_one_shot_hash() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("big.bin");
     // Above the pipelining threshold, not a multiple of the buffer size.
-    let data: Vec<u8> = (0..(9 << 20) + 12_345u32).map(|i| (i % 253) as u8).collect();
+    let data: Vec<u8> = (0..(9 << 20) + 12_345u32)
+        .map(|i| (i % 253) as u8)
+        .collect();
     write(&path, &data);
     let inner = Sha256::new()
         .chain_update(b"big.bin\0")
         .chain_update(&data)
         .finalize();
-    let outer = Sha256::new().chain_update(b"file:").chain_update(inner).finalize();
+    let outer = Sha256::new()
+        .chain_update(b"file:")
+        .chain_update(inner)
+        .finalize();
     let report = content_hash_with(&path, &HashOptions::default()).expect("hash");
     assert_eq!(report.hash.as_bytes()[..], outer[..]);
     assert_eq!(report.bytes, data.len() as u64);

@@ -62,24 +62,33 @@ impl Tree {
 fn name() -> impl Strategy<Value = String> + Clone {
     // Characters chosen to exercise the ordering: upper before lower,
     // '.' and '_' around letters, and a non-ASCII letter.
-    proptest::collection::vec(prop::sample::select(vec!['a', 'b', 'B', '.', '_', '-', 'é', '1']), 1..5)
-        .prop_map(|chars| chars.into_iter().collect::<String>())
-        .prop_filter("not . or ..", |n| n != "." && n != "..")
+    proptest::collection::vec(
+        prop::sample::select(vec!['a', 'b', 'B', '.', '_', '-', 'é', '1']),
+        1..5,
+    )
+    .prop_map(|chars| chars.into_iter().collect::<String>())
+    .prop_filter("not . or ..", |n| n != "." && n != "..")
 }
 
 fn tree() -> impl Strategy<Value = Tree> {
-    let files = proptest::collection::btree_map(name(), proptest::collection::vec(any::<u8>(), 0..40), 0..6);
+    let files = proptest::collection::btree_map(
+        name(),
+        proptest::collection::vec(any::<u8>(), 0..40),
+        0..6,
+    );
     let leaf = files.clone().prop_map(|files| Tree {
         files,
         dirs: BTreeMap::new(),
     });
     leaf.prop_recursive(3, 40, 4, move |inner| {
-        (files.clone(), proptest::collection::btree_map(name(), inner, 0..4)).prop_map(
-            |(mut files, dirs)| {
+        (
+            files.clone(),
+            proptest::collection::btree_map(name(), inner, 0..4),
+        )
+            .prop_map(|(mut files, dirs)| {
                 files.retain(|n, _| !dirs.contains_key(n));
                 Tree { files, dirs }
-            },
-        )
+            })
     })
 }
 
@@ -147,8 +156,10 @@ fn tree_of(files: &[(&str, &str)]) -> Tree {
         for dir in &parts[..parts.len() - 1] {
             node = node.dirs.entry((*dir).to_owned()).or_default();
         }
-        node.files
-            .insert(parts[parts.len() - 1].to_owned(), content.as_bytes().to_vec());
+        node.files.insert(
+            parts[parts.len() - 1].to_owned(),
+            content.as_bytes().to_vec(),
+        );
     }
     t
 }
@@ -163,7 +174,10 @@ fn disk_hash(t: &Tree) -> String {
 
 #[test]
 fn name_content_boundary_matters() {
-    assert_ne!(disk_hash(&tree_of(&[("a", "bc")])), disk_hash(&tree_of(&[("ab", "c")])));
+    assert_ne!(
+        disk_hash(&tree_of(&[("a", "bc")])),
+        disk_hash(&tree_of(&[("ab", "c")]))
+    );
 }
 
 #[test]
@@ -180,21 +194,33 @@ fn file_and_directory_holding_it_differ() {
     let d = dir.path().join("d");
     fs::create_dir(&d).expect("mkdir");
     fs::write(d.join("f.txt"), b"same").expect("write");
-    assert_ne!(content_hash(&d).expect("hash"), content_hash(d.join("f.txt")).expect("hash"));
+    assert_ne!(
+        content_hash(&d).expect("hash"),
+        content_hash(d.join("f.txt")).expect("hash")
+    );
 }
 
 #[test]
 fn deterministic_at_the_parallel_threshold_sizes() {
     for n in [16usize, 17, 46] {
-        let files: Vec<(String, String)> = (0..n).map(|i| (format!("f{i:02}"), format!("content {i}"))).collect();
-        let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let files: Vec<(String, String)> = (0..n)
+            .map(|i| (format!("f{i:02}"), format!("content {i}")))
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
         let t = tree_of(&refs);
         let dir = tempfile::tempdir().expect("tempdir");
         t.write(dir.path());
         let want = t.model_hash();
         for threads in [1, 2, 3, 8] {
             for _ in 0..3 {
-                assert_eq!(hash_threads(dir.path(), threads), want, "n={n} threads={threads}");
+                assert_eq!(
+                    hash_threads(dir.path(), threads),
+                    want,
+                    "n={n} threads={threads}"
+                );
             }
         }
     }

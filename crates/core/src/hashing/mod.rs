@@ -44,7 +44,7 @@ mod ordered;
 mod read;
 mod walk;
 
-pub(crate) use ordered::ordered_map;
+pub(crate) use ordered::{batched, ordered_map};
 
 use std::fmt;
 use std::fs::File;
@@ -59,9 +59,12 @@ use self::walk::{DataWalk, FileJob};
 
 /// Size of the read buffer each hashing thread reuses for its files.
 const WORKER_BUFFER: usize = 256 << 10;
-/// How many files may be in flight (queued, hashing, or waiting to be
+/// Files handed to a hashing thread at once: per-message costs (channel
+/// operations, wake-ups of the folding thread) are paid once per batch.
+const BATCH: usize = 32;
+/// How many batches may be in flight (queued, hashing, or waiting to be
 /// folded) per thread.
-const WINDOW_PER_THREAD: usize = 64;
+const WINDOW_PER_THREAD: usize = 4;
 
 /// A SHA-256 content hash, shown and parsed as 64 lower-case hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -351,14 +354,27 @@ fn hash_dir(root: PathBuf, threads: usize) -> Result<HashReport, HashError> {
     ordered_map(
         threads,
         threads * WINDOW_PER_THREAD,
-        walk.by_ref(),
+        batched(walk.by_ref(), BATCH),
         || vec![0u8; WORKER_BUFFER],
-        hash_one,
-        |result| {
-            let (digest, n) = result?;
-            outer.update(digest);
-            files += 1;
-            bytes += n;
+        |buf, jobs: Vec<FileJob>| {
+            let mut digests = Vec::with_capacity(jobs.len());
+            for job in jobs {
+                let result = hash_one(buf, job);
+                let failed = result.is_err();
+                digests.push(result);
+                if failed {
+                    break; // the whole hash fails; do not read further
+                }
+            }
+            digests
+        },
+        |digests| {
+            for result in digests {
+                let (digest, n) = result?;
+                outer.update(digest);
+                files += 1;
+                bytes += n;
+            }
             Ok(())
         },
     )?;
@@ -372,7 +388,7 @@ fn hash_dir(root: PathBuf, threads: usize) -> Result<HashReport, HashError> {
 }
 
 /// `H(relpath ‖ 0x00 ‖ bytes)` of one file of a directory.
-fn hash_one(buf: &mut Vec<u8>, job: FileJob) -> Result<([u8; 32], u64), HashError> {
+fn hash_one(buf: &mut [u8], job: FileJob) -> Result<([u8; 32], u64), HashError> {
     let mut hasher = Sha256::new();
     hasher.update(job.rel.as_bytes());
     hasher.update([0u8]);
@@ -503,7 +519,11 @@ mod tests {
             ("a/..", "."),
         ];
         for (input, want) in cases {
-            assert_eq!(normalize_lexically(Path::new(input)), PathBuf::from(want), "{input}");
+            assert_eq!(
+                normalize_lexically(Path::new(input)),
+                PathBuf::from(want),
+                "{input}"
+            );
         }
     }
 }

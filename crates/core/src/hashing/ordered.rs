@@ -84,8 +84,7 @@ where
                     if cancelled.load(Ordering::Relaxed) {
                         continue; // drain and drop: the run already failed
                     }
-                    let result =
-                        panic::catch_unwind(AssertUnwindSafe(|| work(&mut state, item)));
+                    let result = panic::catch_unwind(AssertUnwindSafe(|| work(&mut state, item)));
                     if res_tx.send((seq, result)).is_err() {
                         break;
                     }
@@ -126,6 +125,40 @@ where
         }
         drop(job_tx);
         outcome
+    })
+}
+
+/// Groups the `Ok` items of `items` into batches of up to `size`, so that a
+/// parallel run pays its per-item costs (channel messages, wake-ups) once per
+/// batch. An error ends the current batch and is yielded after it, keeping
+/// its place in the order.
+pub(crate) fn batched<T, E>(
+    items: impl Iterator<Item = Result<T, E>>,
+    size: usize,
+) -> impl Iterator<Item = Result<Vec<T>, E>> {
+    let mut items = items.fuse();
+    let mut held_error: Option<E> = None;
+    std::iter::from_fn(move || {
+        if let Some(e) = held_error.take() {
+            return Some(Err(e));
+        }
+        let mut batch = Vec::with_capacity(size);
+        for item in items.by_ref() {
+            match item {
+                Ok(item) => {
+                    batch.push(item);
+                    if batch.len() >= size {
+                        break;
+                    }
+                }
+                Err(e) if batch.is_empty() => return Some(Err(e)),
+                Err(e) => {
+                    held_error = Some(e);
+                    break;
+                }
+            }
+        }
+        (!batch.is_empty()).then_some(Ok(batch))
     })
 }
 
@@ -222,6 +255,18 @@ mod tests {
     }
 
     #[test]
+    fn batches_keep_order_and_errors_keep_their_place() {
+        let items = vec![Ok(1), Ok(2), Ok(3), Err("e"), Ok(5)];
+        let got: Vec<Result<Vec<i32>, &str>> = batched(items.into_iter(), 2).collect();
+        assert_eq!(
+            got,
+            vec![Ok(vec![1, 2]), Ok(vec![3]), Err("e"), Ok(vec![5])]
+        );
+        let none: Vec<Result<Vec<i32>, &str>> = batched(std::iter::empty(), 4).collect();
+        assert!(none.is_empty());
+    }
+
+    #[test]
     fn producer_error_stops_the_run() {
         let items = (0..100).map(|x| if x == 50 { Err(x) } else { Ok(x) });
         let mut seen = 0;
@@ -243,7 +288,14 @@ mod tests {
     #[test]
     fn consumer_error_stops_the_run() {
         let items = (0..1000).map(Ok::<usize, usize>);
-        let result = ordered_map(2, 4, items, || (), |_, x| x, |x| if x == 10 { Err(x) } else { Ok(()) });
+        let result = ordered_map(
+            2,
+            4,
+            items,
+            || (),
+            |_, x| x,
+            |x| if x == 10 { Err(x) } else { Ok(()) },
+        );
         assert_eq!(result, Err(10));
     }
 

@@ -121,10 +121,19 @@ mod tests {
     #[test]
     fn pipelined_and_inline_see_the_same_bytes() {
         let dir = tempfile::tempdir().expect("tempdir");
-        for len in [0, 1, PIPE_BUFFER - 1, PIPE_BUFFER, PIPE_BUFFER + 1, 3 * PIPE_BUFFER + 17] {
+        for len in [
+            0,
+            1,
+            PIPE_BUFFER - 1,
+            PIPE_BUFFER,
+            PIPE_BUFFER + 1,
+            3 * PIPE_BUFFER + 17,
+        ] {
             let path = dir.path().join(format!("f{len}"));
             let data = pattern(len);
-            File::create(&path).and_then(|mut f| f.write_all(&data)).expect("write");
+            File::create(&path)
+                .and_then(|mut f| f.write_all(&data))
+                .expect("write");
 
             let mut got = Vec::new();
             let mut f = File::open(&path).expect("open");
