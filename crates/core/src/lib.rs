@@ -11,6 +11,7 @@
 
 pub mod accelerators;
 pub mod config;
+pub mod engine;
 pub mod env;
 pub mod hashing;
 pub mod ids;

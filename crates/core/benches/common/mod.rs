@@ -1,0 +1,277 @@
+//! Shared helpers of the bench binaries: data-set generation in a temp dir,
+//! the openssl reference figure, timing, and the result table.
+
+#![allow(dead_code, missing_docs)] // each bench uses a subset
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+/// Size scale from `KINETIC_BENCH_SCALE` (default 1.0): `0.05` makes a quick
+/// run with data sets twenty times smaller.
+pub(crate) fn scale() -> f64 {
+    std::env::var("KINETIC_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| *s > 0.0)
+        .unwrap_or(1.0)
+}
+
+/// Repetitions per measurement from `KINETIC_BENCH_RUNS` (default 3); the
+/// best run is reported, since other load on the machine only slows runs.
+pub(crate) fn runs() -> usize {
+    std::env::var("KINETIC_BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(3)
+}
+
+/// A small fast PRNG (xorshift64*), so data sets are reproducible.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    pub(crate) fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+/// Writes `len` pseudo-random bytes to `path` and flushes them to disk, so
+/// write-back does not compete with the measurement.
+pub(crate) fn write_random_file(path: &Path, len: u64, seed: u64) {
+    let mut rng = Rng::new(seed);
+    let mut file = fs::File::create(path).expect("create");
+    let mut buf = vec![0u8; 4 << 20];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        rng.fill(&mut buf[..n]);
+        file.write_all(&buf[..n]).expect("write");
+        left -= n as u64;
+    }
+    file.sync_all().expect("sync");
+}
+
+/// `count` files of 4–100 KiB of random bytes, 200 per subdirectory.
+/// Returns the total size.
+pub(crate) fn write_many_files(root: &Path, count: usize, seed: u64) -> u64 {
+    let mut rng = Rng::new(seed);
+    let mut buf = vec![0u8; 100 << 10];
+    let mut total = 0u64;
+    for i in 0..count {
+        let dir = root.join(format!("d{:03}", i / 200));
+        if i % 200 == 0 {
+            fs::create_dir_all(&dir).expect("mkdir");
+        }
+        let len = (4 << 10) + rng.below((96 << 10) + 1) as usize;
+        rng.fill(&mut buf[..len]);
+        fs::write(dir.join(format!("f{i:05}.bin")), &buf[..len]).expect("write");
+        total += len as u64;
+    }
+    total
+}
+
+const WORDS: &[&str] = &[
+    "def",
+    "return",
+    "self",
+    "import",
+    "from",
+    "class",
+    "if",
+    "else",
+    "for",
+    "in",
+    "None",
+    "True",
+    "False",
+    "np",
+    "jax",
+    "keras",
+    "model",
+    "batch",
+    "loss",
+    "grad",
+    "params",
+    "config",
+    "data",
+    "train",
+    "step",
+    "logits",
+    "labels",
+    "optimizer",
+    "update",
+    "state",
+    "x",
+    "y",
+    "i",
+    "len",
+    "range",
+    "dict",
+    "list",
+    "print",
+    "assert",
+    "lambda",
+    "yield",
+    "with",
+    "as",
+    "try",
+    "except",
+    "raise",
+    "value",
+    "key",
+    "shape",
+    "dtype",
+    "float32",
+    "mean",
+    "sum",
+    "axis",
+];
+
+/// One Python-looking source file of about `target` bytes.
+pub(crate) fn python_like_source(rng: &mut Rng, target: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(target + 128);
+    while out.len() < target {
+        let indent = rng.below(4) as usize * 4;
+        out.extend(std::iter::repeat_n(b' ', indent));
+        match rng.below(6) {
+            0 => {
+                let name = WORDS[rng.below(WORDS.len() as u64) as usize];
+                out.extend_from_slice(
+                    format!("def {name}_{}(self, x, y=None):\n", rng.below(500)).as_bytes(),
+                );
+            }
+            1 => {
+                out.extend_from_slice(b"# ");
+                for _ in 0..(3 + rng.below(8)) {
+                    out.extend_from_slice(WORDS[rng.below(WORDS.len() as u64) as usize].as_bytes());
+                    out.push(b' ');
+                }
+                out.push(b'\n');
+            }
+            _ => {
+                let n = 2 + rng.below(9);
+                for j in 0..n {
+                    out.extend_from_slice(WORDS[rng.below(WORDS.len() as u64) as usize].as_bytes());
+                    if rng.below(5) == 0 {
+                        out.extend_from_slice(format!("_{}", rng.below(100)).as_bytes());
+                    }
+                    out.extend_from_slice(match (j + 1 == n, rng.below(4)) {
+                        (true, _) => b"\n",
+                        (false, 0) => b" = ",
+                        (false, 1) => b".",
+                        (false, 2) => b"(",
+                        _ => b" ",
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `count` source-like files averaging 40 KB in a package layout. Returns
+/// the total size.
+pub(crate) fn write_source_tree(root: &Path, count: usize, seed: u64) -> u64 {
+    let mut rng = Rng::new(seed);
+    let mut total = 0u64;
+    for i in 0..count {
+        let dir = root.join(format!("pkg{:02}/mod{:02}", i / 500, (i / 50) % 10));
+        if i % 50 == 0 {
+            fs::create_dir_all(&dir).expect("mkdir");
+        }
+        let len = (8 << 10) + rng.below(64 << 10) as usize;
+        let src = python_like_source(&mut rng, len);
+        fs::write(dir.join(format!("file_{i:05}.py")), &src).expect("write");
+        total += src.len() as u64;
+    }
+    total
+}
+
+/// openssl's single-core SHA-256 speed on 16 KiB blocks, in bytes/s.
+pub(crate) fn openssl_sha256_bytes_per_sec(seconds: u32) -> Option<f64> {
+    let output = Command::new("openssl")
+        .args(["speed", "-evp", "sha256", "-bytes", "16384", "-seconds"])
+        .arg(seconds.to_string())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // The result line: "sha256    1920442.01k" (thousands of bytes per second).
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with("sha256"))?;
+    let figure = line.split_whitespace().last()?;
+    let kilo = figure.strip_suffix('k')?.parse::<f64>().ok()?;
+    Some(kilo * 1000.0)
+}
+
+/// Runs `f` `runs()` times; returns the best wall time in seconds and the
+/// last result.
+pub(crate) fn best_of<T>(mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut best = f64::INFINITY;
+    let mut last = None;
+    for _ in 0..runs() {
+        let t = Instant::now();
+        let r = f();
+        best = best.min(t.elapsed().as_secs_f64());
+        last = Some(r);
+    }
+    (best, last.expect("at least one run"))
+}
+
+/// One row of the result table.
+pub(crate) struct Row {
+    pub(crate) case: String,
+    pub(crate) bytes: u64,
+    pub(crate) files: u64,
+    pub(crate) seconds: f64,
+    /// The figure compared with the target (a ratio or MB/s).
+    pub(crate) figure: f64,
+    pub(crate) unit: &'static str,
+    pub(crate) target: f64,
+}
+
+pub(crate) fn print_table(title: &str, rows: &[Row]) {
+    println!("\n{title}");
+    println!(
+        "{:<34} {:>10} {:>7} {:>8} {:>9} {:>14} {:>10}  met",
+        "case", "MB", "files", "seconds", "MB/s", "figure", "target"
+    );
+    for r in rows {
+        println!(
+            "{:<34} {:>10.1} {:>7} {:>8.3} {:>9.1} {:>9.3} {:<4} {:>10} {}",
+            r.case,
+            r.bytes as f64 / 1e6,
+            r.files,
+            r.seconds,
+            r.bytes as f64 / r.seconds / 1e6,
+            r.figure,
+            r.unit,
+            format!(">= {}", r.target),
+            if r.figure >= r.target { "yes" } else { "NO" }
+        );
+    }
+}

@@ -1,1 +1,0 @@
-//! hashing (being written).

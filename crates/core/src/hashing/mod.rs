@@ -1,0 +1,529 @@
+//! Content hashes of local data, bit-compatible with Kinetic.
+//!
+//! The data cache is keyed by these hashes and shared with the Python tool,
+//! so the algorithm is Kinetic's to the bit (reference §4.1). With `H` =
+//! SHA-256:
+//!
+//! - a file: `H("file:" ‖ H(basename ‖ 0x00 ‖ bytes))`, where `basename` is
+//!   the last component of the absolute, lexically normalised path the user
+//!   gave (a symlink's own name; its target's bytes);
+//! - a directory: `H("dir:" ‖ D1 ‖ … ‖ Dn)` with `Di = H(relpath ‖ 0x00 ‖
+//!   bytes)` over the files of a pre-order walk (each directory's files
+//!   sorted by name, then its subdirectories sorted by name), `relpath`
+//!   joined with `/`. Symlinked subdirectories contribute nothing; symlinks
+//!   to files are read through; a broken symlink is an error; empty
+//!   directories contribute nothing, so an empty root hashes to `H("dir:")`.
+//!
+//! Files of a directory are hashed in parallel (one reusable buffer per
+//! thread, each file streamed) and the per-file digests folded in walk
+//! order, so the result does not depend on the thread count. A single large
+//! file is read on a helper thread while the calling thread hashes, which
+//! keeps SHA-256 busy all the time.
+//!
+//! Where Kinetic's behaviour is an accident we still match it, and say so:
+//! a subdirectory that cannot be listed is skipped silently (`os.walk`
+//! ignores the error); [`HashReport::skipped_dirs`] names such directories so
+//! a caller can warn. We differ in three places where Kinetic has no useful
+//! answer: a root directory that cannot be listed is an error (Kinetic
+//! would hash it as empty), special files (FIFOs, sockets, devices) are an
+//! error (Kinetic would block on a FIFO or read a device), and a name that
+//! is not UTF-8 is an error naming the path (Kinetic fails with an encoding
+//! error).
+//!
+//! ```no_run
+//! use kinetic_core::hashing::{content_hash, content_hash_with, HashOptions};
+//!
+//! let hash = content_hash("data/train")?;
+//! println!("{hash}"); // 64 lower-case hex digits
+//! let report = content_hash_with("data/train", &HashOptions::default().threads(1))?;
+//! assert_eq!(report.hash, hash);
+//! # Ok::<(), kinetic_core::hashing::HashError>(())
+//! ```
+
+mod ordered;
+mod read;
+mod walk;
+
+pub(crate) use ordered::{batched, ordered_map};
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::num::NonZeroUsize;
+use std::path::{Component, Path, PathBuf};
+use std::str::FromStr;
+
+use sha2::{Digest, Sha256};
+
+use self::walk::{DataWalk, FileJob};
+
+/// Size of the read buffer each hashing thread reuses for its files.
+const WORKER_BUFFER: usize = 256 << 10;
+/// Files handed to a hashing thread at once: per-message costs (channel
+/// operations, wake-ups of the folding thread) are paid once per batch.
+const BATCH: usize = 32;
+/// How many batches may be in flight (queued, hashing, or waiting to be
+/// folded) per thread.
+const WINDOW_PER_THREAD: usize = 4;
+
+/// A SHA-256 content hash, shown and parsed as 64 lower-case hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContentHash([u8; 32]);
+
+impl ContentHash {
+    /// Wraps a raw 32-byte digest.
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The raw 32-byte digest.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The 64 lower-case hex digits (same as `to_string()`).
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ContentHash({})", self.to_hex())
+    }
+}
+
+/// Why a string is not a [`ContentHash`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{input:?} is not a content hash: expected 64 lower-case hex digits")]
+pub struct ParseContentHashError {
+    /// The rejected input.
+    pub input: String,
+}
+
+impl FromStr for ContentHash {
+    type Err = ParseContentHashError;
+
+    /// Accepts exactly 64 lower-case hex digits, the only spelling Kinetic
+    /// writes (cache prefixes are case-sensitive).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParseContentHashError {
+            input: s.to_owned(),
+        };
+        if s.len() != 64 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(err());
+        }
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(s, &mut bytes).map_err(|_| err())?;
+        Ok(Self(bytes))
+    }
+}
+
+impl serde::Serialize for ContentHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ContentHash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Whether a hashed path was a single file or a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HashKind {
+    /// A single file (or a symlink to one).
+    File,
+    /// A directory (or a symlink to one).
+    Dir,
+}
+
+impl fmt::Display for HashKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::File => "file",
+            Self::Dir => "dir",
+        })
+    }
+}
+
+/// Knobs of [`content_hash_with`]. The result never depends on them.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct HashOptions {
+    /// Worker threads for the files of a directory; `None` = all cores.
+    pub threads: Option<NonZeroUsize>,
+}
+
+impl HashOptions {
+    /// Uses `n` worker threads (`0` means all cores).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = NonZeroUsize::new(n);
+        self
+    }
+
+    fn thread_count(&self) -> usize {
+        self.threads
+            .or_else(|| std::thread::available_parallelism().ok())
+            .map_or(1, NonZeroUsize::get)
+    }
+}
+
+/// A content hash and what went into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HashReport {
+    /// The content hash.
+    pub hash: ContentHash,
+    /// File or directory.
+    pub kind: HashKind,
+    /// Number of files hashed.
+    pub files: u64,
+    /// Number of content bytes hashed.
+    pub bytes: u64,
+    /// Subdirectories that could not be listed and were skipped, as Kinetic
+    /// skips them (they do not change the hash).
+    pub skipped_dirs: Vec<PathBuf>,
+}
+
+/// Why a content hash could not be computed. Every variant names the path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HashError {
+    /// The path does not exist.
+    #[error("{}: no such file or directory", path.display())]
+    NotFound {
+        /// The missing path.
+        path: PathBuf,
+    },
+    /// A symlink whose target does not exist.
+    #[error("{}: broken symlink (its target does not exist)", path.display())]
+    BrokenSymlink {
+        /// The symlink.
+        path: PathBuf,
+    },
+    /// A FIFO, socket or device, which cannot be hashed as data.
+    #[error(
+        "{}: not a regular file (FIFO, socket or device); remove it or hash a narrower path",
+        path.display()
+    )]
+    NotAFile {
+        /// The special file.
+        path: PathBuf,
+    },
+    /// A name that is not UTF-8; the hash encodes relative paths as UTF-8.
+    #[error(
+        "{}: the name is not valid UTF-8, so it cannot enter the content hash",
+        path.display()
+    )]
+    NonUtf8Name {
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// Reading failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path being read or listed.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl HashError {
+    /// The path the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::NotFound { path }
+            | Self::BrokenSymlink { path }
+            | Self::NotAFile { path }
+            | Self::NonUtf8Name { path }
+            | Self::Io { path, .. } => path,
+        }
+    }
+}
+
+/// The content hash of a file or directory, as Kinetic computes it for the
+/// data cache. Uses every core for a directory.
+pub fn content_hash(path: impl AsRef<Path>) -> Result<ContentHash, HashError> {
+    content_hash_with(path, &HashOptions::default()).map(|r| r.hash)
+}
+
+/// The content hash of a file or directory, with statistics.
+pub fn content_hash_with(
+    path: impl AsRef<Path>,
+    options: &HashOptions,
+) -> Result<HashReport, HashError> {
+    let path = absolute_normalized(path.as_ref())?;
+    match std::fs::symlink_metadata(&path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(HashError::NotFound { path }),
+        Err(source) => return Err(HashError::Io { path, source }),
+    }
+    let meta = match std::fs::metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(HashError::BrokenSymlink { path });
+        }
+        Err(source) => return Err(HashError::Io { path, source }),
+    };
+    if meta.is_dir() {
+        hash_dir(path, options.thread_count())
+    } else {
+        hash_single_file(path, &meta)
+    }
+}
+
+/// The plain SHA-256 of a file's bytes (lower-case hex is
+/// `hex::encode(digest)`), streamed with the pipelined reader. The engine
+/// uploads `context.zip` with this digest so the runner can verify it.
+pub fn file_sha256(path: impl AsRef<Path>) -> Result<[u8; 32], HashError> {
+    let path = path.as_ref();
+    let mut file = open(path, false)?;
+    let mut hasher = Sha256::new();
+    let big = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX) >= read::PIPELINE_THRESHOLD;
+    let result = if big {
+        read::read_pipelined(&mut file, |chunk| hasher.update(chunk))
+    } else {
+        let mut buf = vec![0u8; WORKER_BUFFER];
+        read::read_inline(&mut file, &mut buf, |chunk| hasher.update(chunk))
+    };
+    result.map_err(|source| HashError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(hasher.finalize().into())
+}
+
+fn hash_single_file(path: PathBuf, meta: &std::fs::Metadata) -> Result<HashReport, HashError> {
+    if is_special(meta) {
+        return Err(HashError::NotAFile { path });
+    }
+    let Some(name) = path.file_name() else {
+        // A normalised absolute path without a last component is `/`,
+        // which is a directory and never gets here.
+        return Err(HashError::NotAFile { path });
+    };
+    let Some(name) = name.to_str() else {
+        return Err(HashError::NonUtf8Name { path });
+    };
+    let mut inner = Sha256::new();
+    inner.update(name.as_bytes());
+    inner.update([0u8]);
+    let symlink = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+    let mut file = open(&path, symlink)?;
+    let result = if meta.len() >= read::PIPELINE_THRESHOLD {
+        read::read_pipelined(&mut file, |chunk| inner.update(chunk))
+    } else {
+        let mut buf = vec![0u8; WORKER_BUFFER];
+        read::read_inline(&mut file, &mut buf, |chunk| inner.update(chunk))
+    };
+    let bytes = result.map_err(|source| HashError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let mut outer = Sha256::new();
+    outer.update(b"file:");
+    outer.update(inner.finalize());
+    Ok(HashReport {
+        hash: ContentHash(outer.finalize().into()),
+        kind: HashKind::File,
+        files: 1,
+        bytes,
+        skipped_dirs: Vec::new(),
+    })
+}
+
+fn hash_dir(root: PathBuf, threads: usize) -> Result<HashReport, HashError> {
+    let mut walk = DataWalk::new(root);
+    let mut outer = Sha256::new();
+    outer.update(b"dir:");
+    let mut files = 0u64;
+    let mut bytes = 0u64;
+    ordered_map(
+        threads,
+        threads * WINDOW_PER_THREAD,
+        batched(walk.by_ref(), BATCH),
+        || vec![0u8; WORKER_BUFFER],
+        |buf, jobs: Vec<FileJob>| {
+            let mut digests = Vec::with_capacity(jobs.len());
+            for job in jobs {
+                let result = hash_one(buf, job);
+                let failed = result.is_err();
+                digests.push(result);
+                if failed {
+                    break; // the whole hash fails; do not read further
+                }
+            }
+            digests
+        },
+        |digests| {
+            for result in digests {
+                let (digest, n) = result?;
+                outer.update(digest);
+                files += 1;
+                bytes += n;
+            }
+            Ok(())
+        },
+    )?;
+    Ok(HashReport {
+        hash: ContentHash(outer.finalize().into()),
+        kind: HashKind::Dir,
+        files,
+        bytes,
+        skipped_dirs: walk.into_skipped_dirs(),
+    })
+}
+
+/// `H(relpath ‖ 0x00 ‖ bytes)` of one file of a directory.
+fn hash_one(buf: &mut [u8], job: FileJob) -> Result<([u8; 32], u64), HashError> {
+    let mut hasher = Sha256::new();
+    hasher.update(job.rel.as_bytes());
+    hasher.update([0u8]);
+    let mut file = open(&job.path, job.symlink)?;
+    let n = read::read_inline(&mut file, buf, |chunk| hasher.update(chunk)).map_err(|source| {
+        HashError::Io {
+            path: job.path,
+            source,
+        }
+    })?;
+    Ok((hasher.finalize().into(), n))
+}
+
+fn open(path: &Path, symlink: bool) -> Result<File, HashError> {
+    File::open(path).map_err(|source| {
+        if symlink && source.kind() == io::ErrorKind::NotFound {
+            HashError::BrokenSymlink {
+                path: path.to_path_buf(),
+            }
+        } else {
+            HashError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })
+}
+
+fn is_special(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let ft = meta.file_type();
+    ft.is_fifo() || ft.is_socket() || ft.is_block_device() || ft.is_char_device()
+}
+
+/// Python's `os.path.normpath(os.path.abspath(p))`: absolute against the
+/// current directory, `.` and `..` resolved lexically (symlinks are *not*
+/// resolved, so a symlink keeps its own name).
+pub(crate) fn absolute_normalized(path: &Path) -> Result<PathBuf, HashError> {
+    let joined;
+    let path = if path.is_absolute() {
+        path
+    } else {
+        let cwd = std::env::current_dir().map_err(|source| HashError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        joined = cwd.join(path);
+        &joined
+    };
+    Ok(normalize_lexically(path))
+}
+
+/// Lexical normalisation (`normpath`): drops `.`, resolves `..` against the
+/// previous component, collapses repeated separators.
+pub(crate) fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    let mut normals = 0usize;
+    for component in path.components() {
+        match component {
+            Component::Prefix(p) => out.push(p.as_os_str()),
+            Component::RootDir => out.push(Component::RootDir.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if normals > 0 {
+                    out.pop();
+                    normals -= 1;
+                } else if !out.has_root() {
+                    // A relative path keeps leading `..`; at the root, `..`
+                    // is the root.
+                    out.push("..");
+                }
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                normals += 1;
+            }
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_accepts_only_64_lower_hex() {
+        let h: ContentHash = "9d1ae5a6cdbe837d499a16cb32234ea2d953c60e8e8fdc88f84a3bbe2d629143"
+            .parse()
+            .expect("valid");
+        assert_eq!(
+            h.to_string(),
+            "9d1ae5a6cdbe837d499a16cb32234ea2d953c60e8e8fdc88f84a3bbe2d629143"
+        );
+        for bad in [
+            "",
+            "9D1AE5A6CDBE837D499A16CB32234EA2D953C60E8E8FDC88F84A3BBE2D629143",
+            "9d1ae5a6cdbe837d499a16cb32234ea2d953c60e8e8fdc88f84a3bbe2d62914",
+            "9d1ae5a6cdbe837d499a16cb32234ea2d953c60e8e8fdc88f84a3bbe2d629143a",
+            "zd1ae5a6cdbe837d499a16cb32234ea2d953c60e8e8fdc88f84a3bbe2d629143",
+        ] {
+            assert!(bad.parse::<ContentHash>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn serde_round_trip_is_a_hex_string() {
+        let h = ContentHash::from_bytes([0xab; 32]);
+        let json = serde_json::to_string(&h).expect("encode");
+        assert_eq!(json, format!("\"{}\"", "ab".repeat(32)));
+        let back: ContentHash = serde_json::from_str(&json).expect("decode");
+        assert_eq!(back, h);
+    }
+
+    #[test]
+    fn normalize_is_lexical_like_normpath() {
+        let cases = [
+            ("/a/b/../c", "/a/c"),
+            ("/a/./b/", "/a/b"),
+            ("/..", "/"),
+            ("/../a", "/a"),
+            ("//a//b", "/a/b"),
+            ("/", "/"),
+            ("a/../..", ".."),
+            ("a/..", "."),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                normalize_lexically(Path::new(input)),
+                PathBuf::from(want),
+                "{input}"
+            );
+        }
+    }
+}
