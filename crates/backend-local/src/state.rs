@@ -130,19 +130,26 @@ impl JobDir {
         }
     }
 
+    /// The exit code the supervisor recorded, if any.
+    fn exit_code(&self) -> Option<i32> {
+        std::fs::read_to_string(self.file("exit_code"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     pub(crate) fn observe(&self) -> Observed {
         if !self.exists() {
             return Observed::Missing;
         }
         let cancelled = self.file("cancelled").exists();
-        if let Ok(text) = std::fs::read_to_string(self.file("exit_code")) {
-            if let Ok(code) = text.trim().parse::<i32>() {
-                return if cancelled && code != 0 {
-                    Observed::Cancelled
-                } else {
-                    Observed::Exited(code)
-                };
-            }
+        if let Some(code) = self.exit_code() {
+            return if cancelled && code != 0 {
+                Observed::Cancelled
+            } else {
+                Observed::Exited(code)
+            };
         }
         if cancelled {
             return Observed::Cancelled;
@@ -153,10 +160,8 @@ impl JobDir {
             (Some(true), false) | (None, false) => Observed::Queued,
             (None, true) | (Some(false), _) => {
                 // The exit code may have landed between the reads above.
-                if let Ok(text) = std::fs::read_to_string(self.file("exit_code")) {
-                    if let Ok(code) = text.trim().parse::<i32>() {
-                        return Observed::Exited(code);
-                    }
+                if let Some(code) = self.exit_code() {
+                    return Observed::Exited(code);
                 }
                 Observed::Vanished
             }

@@ -89,11 +89,16 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("home/proj");
         std::fs::create_dir_all(project.join("data/sub")).unwrap();
-        std::fs::write(project.join("pyproject.toml"), "[project]\nname = \"proj\"\ndependencies = []\n").unwrap();
+        std::fs::write(
+            project.join("pyproject.toml"),
+            "[project]\nname = \"proj\"\ndependencies = []\n",
+        )
+        .unwrap();
         std::fs::write(project.join("work.py"), WORK_PY).unwrap();
         std::fs::write(project.join("data/a.txt"), "alpha").unwrap();
         std::fs::write(project.join("data/sub/b.txt"), "beta").unwrap();
-        let store: Arc<dyn ObjectStore> = Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
         let mut env = EnvSnapshot::new();
         env.insert("HOME", dir.path().join("home").to_string_lossy());
         Self { dir, store, env }
@@ -141,7 +146,10 @@ fn walk(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
         if ft.is_dir() {
             walk(&path, out);
         } else if ft.is_file() {
-            out.push((path.display().to_string(), std::fs::read(&path).unwrap_or_default()));
+            out.push((
+                path.display().to_string(),
+                std::fs::read(&path).unwrap_or_default(),
+            ));
         }
     }
 }
@@ -155,20 +163,47 @@ async fn returns_the_value_and_streams_logs() {
     let w = World::new();
     let lines = Arc::new(Mutex::new(Vec::new()));
     let sink = lines.clone();
-    let options = ResultOptions::default().stream_logs(Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_owned())));
-    let value = w.engine().run(w.spec("work:square").arg(json!(7)), options).await.unwrap();
+    let options = ResultOptions::default().stream_logs(Arc::new(move |l: &str| {
+        sink.lock().unwrap().push(l.to_owned())
+    }));
+    let value = w
+        .engine()
+        .run(w.spec("work:square").arg(json!(7)), options)
+        .await
+        .unwrap();
     assert_eq!(value, json!(49));
-    assert!(lines.lock().unwrap().iter().any(|l| l == "squaring 7"), "{:?}", lines.lock().unwrap());
+    assert!(
+        lines.lock().unwrap().iter().any(|l| l == "squaring 7"),
+        "{:?}",
+        lines.lock().unwrap()
+    );
     // A collected job leaves nothing under its prefix.
-    let left: Vec<_> = w.store.list(None).await.unwrap().into_iter().filter(|m| m.path.as_str().starts_with("job-")).collect();
+    let left: Vec<_> = w
+        .store
+        .list(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.path.as_str().starts_with("job-"))
+        .collect();
     assert!(left.is_empty(), "{left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_entrypoints_kwargs_and_the_default_cleanup() {
     let w = World::new();
-    let spec = w.spec("./work.py:add").arg(json!(2)).kwarg("b", json!(3)).kwarg("scale", json!(10));
-    assert_eq!(w.engine().run(spec, ResultOptions::default()).await.unwrap(), json!(50));
+    let spec = w
+        .spec("./work.py:add")
+        .arg(json!(2))
+        .kwarg("b", json!(3))
+        .kwarg("scale", json!(10));
+    assert_eq!(
+        w.engine()
+            .run(spec, ResultOptions::default())
+            .await
+            .unwrap(),
+        json!(50)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,7 +211,10 @@ async fn a_user_exception_comes_back_with_its_traceback() {
     let w = World::new();
     let err = w
         .engine()
-        .run(w.spec("work:boom").arg(json!("it broke")), ResultOptions::default())
+        .run(
+            w.spec("work:boom").arg(json!("it broke")),
+            ResultOptions::default(),
+        )
         .await
         .unwrap_err();
     let remote = err.remote().expect("a remote error");
@@ -184,7 +222,10 @@ async fn a_user_exception_comes_back_with_its_traceback() {
     assert_eq!(remote.message, "it broke");
     assert_eq!(remote.phase.as_deref(), Some("execute"));
     let tb = remote.traceback.as_deref().unwrap();
-    assert!(tb.contains("in boom") && tb.contains("ValueError: it broke"), "{tb}");
+    assert!(
+        tb.contains("in boom") && tb.contains("ValueError: it broke"),
+        "{tb}"
+    );
     assert!(err.to_string().contains("ValueError: it broke"));
 }
 
@@ -192,12 +233,30 @@ async fn a_user_exception_comes_back_with_its_traceback() {
 async fn sys_exit_zero_is_success_and_other_codes_fail() {
     let w = World::new();
     let engine = w.engine();
-    assert_eq!(engine.run(w.spec("work:exit_with").arg(json!(0)), ResultOptions::default()).await.unwrap(), json!(null));
-    let err = engine.run(w.spec("work:exit_with").arg(json!(3)), ResultOptions::default()).await.unwrap_err();
+    assert_eq!(
+        engine
+            .run(
+                w.spec("work:exit_with").arg(json!(0)),
+                ResultOptions::default()
+            )
+            .await
+            .unwrap(),
+        json!(null)
+    );
+    let err = engine
+        .run(
+            w.spec("work:exit_with").arg(json!(3)),
+            ResultOptions::default(),
+        )
+        .await
+        .unwrap_err();
     let remote = err.remote().unwrap();
     assert_eq!(remote.type_name, "SystemExit");
     assert!(remote.message.contains("sys.exit(3)"), "{}", remote.message);
-    let err = engine.run(w.spec("work:not_json"), ResultOptions::default()).await.unwrap_err();
+    let err = engine
+        .run(w.spec("work:not_json"), ResultOptions::default())
+        .await
+        .unwrap_err();
     let remote = err.remote().unwrap();
     assert_eq!(remote.type_name, "ResultNotJSON");
     assert!(remote.message.contains("{1, 2}"), "{}", remote.message);
@@ -210,12 +269,20 @@ async fn a_directory_as_data_argument_and_as_volume() {
     let data = Data::new("data", &w.project()).unwrap();
     let want = json!([["a.txt", "alpha"], ["sub/b.txt", "beta"]]);
     let value = engine
-        .run(w.spec("work:list_dir").arg(Arg::Data(data.clone())), ResultOptions::default())
+        .run(
+            w.spec("work:list_dir").arg(Arg::Data(data.clone())),
+            ResultOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(value, want);
     let value = engine
-        .run(w.spec("work:read_volume").arg(json!("/data")).volume("/data", data.clone()), ResultOptions::default())
+        .run(
+            w.spec("work:read_volume")
+                .arg(json!("/data"))
+                .volume("/data", data.clone()),
+            ResultOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(value, want);
@@ -223,7 +290,11 @@ async fn a_directory_as_data_argument_and_as_volume() {
     let hash = kinetic_core::hashing::content_hash(w.project().join("data")).unwrap();
     let marker = kinetic_core::engine::marker_path(&hash);
     w.store.head(&marker).await.expect("the marker is written");
-    let cached = w.store.list(Some(&kinetic_core::engine::cache_prefix(&hash))).await.unwrap();
+    let cached = w
+        .store
+        .list(Some(&kinetic_core::engine::cache_prefix(&hash)))
+        .await
+        .unwrap();
     assert_eq!(cached.len(), 2);
 }
 
@@ -248,8 +319,15 @@ async fn env_capture_required_env_and_secrets_never_stored() {
         .unwrap_err();
     assert!(matches!(err, EngineError::Env(_)), "{err:?}");
     let text = err.to_string();
-    assert!(text.contains("MISSING_ONE") && text.contains("MISSING_TWO"), "{text}");
-    assert_eq!(w.store.list(None).await.unwrap().len(), before, "nothing uploaded");
+    assert!(
+        text.contains("MISSING_ONE") && text.contains("MISSING_TWO"),
+        "{text}"
+    );
+    assert_eq!(
+        w.store.list(None).await.unwrap().len(),
+        before,
+        "nothing uploaded"
+    );
 
     // A secret reaches the job's environment and nowhere else.
     let spec = w
@@ -257,13 +335,22 @@ async fn env_capture_required_env_and_secrets_never_stored() {
         .arg(json!("MY_SECRET_TOKEN"))
         .env(EnvEntry::parse_secret("MY_SECRET_TOKEN").unwrap());
     let handle = engine.submit(spec).await.unwrap();
-    let value = handle.result(ResultOptions::default().cleanup(false)).await.unwrap();
+    let value = handle
+        .result(ResultOptions::default().cleanup(false))
+        .await
+        .unwrap();
     use sha2::Digest;
-    assert_eq!(value, json!(hex::encode(sha2::Sha256::digest(sentinel.as_bytes()))));
+    assert_eq!(
+        value,
+        json!(hex::encode(sha2::Sha256::digest(sentinel.as_bytes())))
+    );
     let logs = handle.logs().await.unwrap();
     assert!(!logs.contains(sentinel));
     for (path, bytes) in w.everything() {
-        assert!(!contains(&bytes, sentinel.as_bytes()), "the secret leaked into {path}");
+        assert!(
+            !contains(&bytes, sentinel.as_bytes()),
+            "the secret leaked into {path}"
+        );
     }
     assert!(!format!("{handle:?}").contains(sentinel));
 }
@@ -272,19 +359,39 @@ async fn env_capture_required_env_and_secrets_never_stored() {
 async fn output_dir_job_id_and_topology_variables() {
     let w = World::new();
     let engine = w.engine();
-    let handle = engine.submit(w.spec("work:write_output").arg(json!("out.txt")).arg(json!("hello"))).await.unwrap();
+    let handle = engine
+        .submit(
+            w.spec("work:write_output")
+                .arg(json!("out.txt"))
+                .arg(json!("hello")),
+        )
+        .await
+        .unwrap();
     let value = handle.result(ResultOptions::default()).await.unwrap();
     assert_eq!(value[0], json!(handle.id().as_str()));
     let out_dir = PathBuf::from(value[1].as_str().unwrap());
-    assert_eq!(std::fs::read_to_string(out_dir.join("out.txt")).unwrap(), "hello");
-    let topo = engine.run(w.spec("work:topology"), ResultOptions::default()).await.unwrap();
-    assert_eq!(topo, json!({"KINETIC_NODE_RANK": "0", "KINETIC_NUM_NODES": "1", "KINETIC_NUM_GPUS_PER_NODE": "0"}));
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("out.txt")).unwrap(),
+        "hello"
+    );
+    let topo = engine
+        .run(w.spec("work:topology"), ResultOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        topo,
+        json!({"KINETIC_NODE_RANK": "0", "KINETIC_NUM_NODES": "1", "KINETIC_NUM_GPUS_PER_NODE": "0"})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_a_sleeping_job_and_attach_from_a_new_engine() {
     let w = World::new();
-    let handle = w.engine().submit(w.spec("work:sleep_forever")).await.unwrap();
+    let handle = w
+        .engine()
+        .submit(w.spec("work:sleep_forever"))
+        .await
+        .unwrap();
     let json = handle.to_json();
     // A new engine (as another process would build) attaches by id.
     let other = w.engine();
@@ -313,7 +420,11 @@ async fn cancel_a_sleeping_job_and_attach_from_a_new_engine() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_leaves_the_job_running() {
     let w = World::new();
-    let handle = w.engine().submit(w.spec("work:sleep_forever")).await.unwrap();
+    let handle = w
+        .engine()
+        .submit(w.spec("work:sleep_forever"))
+        .await
+        .unwrap();
     let err = handle
         .result(ResultOptions::default().timeout(Duration::from_millis(300)))
         .await
@@ -329,11 +440,18 @@ async fn several_jobs_at_once() {
     let engine = w.engine();
     let mut handles = Vec::new();
     for i in 0..6 {
-        handles.push(engine.submit(w.spec("work:square").arg(json!(i))).await.unwrap());
+        handles.push(
+            engine
+                .submit(w.spec("work:square").arg(json!(i)))
+                .await
+                .unwrap(),
+        );
     }
     let listed = engine.list_jobs().await.unwrap();
     assert_eq!(listed.len(), 6);
-    let values = futures_util::future::join_all(handles.iter().map(|h| h.result(ResultOptions::default()))).await;
+    let values =
+        futures_util::future::join_all(handles.iter().map(|h| h.result(ResultOptions::default())))
+            .await;
     let values: Vec<_> = values.into_iter().map(Result::unwrap).collect();
     assert_eq!(values, (0..6).map(|i| json!(i * i)).collect::<Vec<_>>());
 }
@@ -342,13 +460,25 @@ async fn several_jobs_at_once() {
 async fn bad_input_is_refused_before_upload() {
     let w = World::new();
     let engine = w.engine();
-    let err = engine.submit(w.spec("work:square").accelerator("l4x2")).await.unwrap_err();
+    let err = engine
+        .submit(w.spec("work:square").accelerator("l4x2"))
+        .await
+        .unwrap_err();
     assert!(err.is_usage() && err.to_string().contains("GPU"), "{err}");
-    let err = engine.submit(w.spec("work:square").accelerator("v5litepod-4")).await.unwrap_err();
+    let err = engine
+        .submit(w.spec("work:square").accelerator("v5litepod-4"))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("TPU"), "{err}");
-    let err = engine.submit(w.spec("work:square").accelerator("bogus")).await.unwrap_err();
+    let err = engine
+        .submit(w.spec("work:square").accelerator("bogus"))
+        .await
+        .unwrap_err();
     assert!(err.is_usage(), "{err}");
-    let err = engine.submit(w.spec("work:square").backend("nope")).await.unwrap_err();
+    let err = engine
+        .submit(w.spec("work:square").backend("nope"))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("unknown backend 'nope'"), "{err}");
     let err = engine.submit(w.spec("missing.py:f")).await.unwrap_err();
     assert!(err.to_string().contains("does not exist"), "{err}");

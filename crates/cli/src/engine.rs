@@ -50,7 +50,8 @@ fn local_root() -> Result<PathBuf, CliError> {
 
 /// The engine for this invocation.
 pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
-    let path = core_config::profiles_path(&ProcessEnv).map_err(|e| CliError::failed(e.to_string()))?;
+    let path =
+        core_config::profiles_path(&ProcessEnv).map_err(|e| CliError::failed(e.to_string()))?;
     let profiles = ProfileStore::load(&path).map_err(|e| CliError::failed(e.to_string()))?;
     let args = match profile {
         Some(name) => core_config::ConfigArgs::new().profile(name),
@@ -59,15 +60,20 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
     let cfg = core_config::resolve_partial(&args, &ProcessEnv, &profiles).map_err(config_error)?;
 
     let root = local_root()?;
-    let store_url = non_empty(vars::STORE_URL).unwrap_or_else(|| format!("file://{}", root.join("store").display()));
+    let store_url = non_empty(vars::STORE_URL)
+        .unwrap_or_else(|| format!("file://{}", root.join("store").display()));
     let store: Arc<dyn ObjectStore> = Arc::new(
-        GcsStore::from_url(&store_url).map_err(|e| CliError::usage(format!("{}: {e}", vars::STORE_URL)))?,
+        GcsStore::from_url(&store_url)
+            .map_err(|e| CliError::usage(format!("{}: {e}", vars::STORE_URL)))?,
     );
 
     let mut settings = match cfg.names() {
         Some(names) => {
             let mut s = EngineSettings::for_cluster(
-                &cfg.project.as_ref().map(|p| p.value.clone()).unwrap_or_default(),
+                &cfg.project
+                    .as_ref()
+                    .map(|p| p.value.clone())
+                    .unwrap_or_default(),
                 &cfg.zone.value,
                 &cfg.cluster.value,
                 &cfg.namespace.value,
@@ -91,7 +97,8 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
         })?;
         local = local.max_concurrent(n);
     }
-    let backend = LocalBackend::new(local, store.clone()).map_err(|e| CliError::failed(e.to_string()))?;
+    let backend =
+        LocalBackend::new(local, store.clone()).map_err(|e| CliError::failed(e.to_string()))?;
     let default_backend = non_empty(vars::BACKEND).unwrap_or_else(|| "local".to_owned());
     Engine::builder()
         .settings(settings)

@@ -18,7 +18,9 @@ pub(crate) struct Progress {
 
 impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Progress").field("terminal", &self.bar.is_some()).finish()
+        f.debug_struct("Progress")
+            .field("terminal", &self.bar.is_some())
+            .finish()
     }
 }
 
@@ -32,7 +34,8 @@ impl Progress {
         let bar = terminal.then(|| {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
             bar.enable_steady_tick(Duration::from_millis(100));
             Arc::new(bar)
@@ -58,20 +61,32 @@ impl Progress {
     pub(crate) fn event(&self, event: &ProgressEvent) {
         match event {
             ProgressEvent::HashingData { path } => self.step(format!("hashing {}", path.display())),
-            ProgressEvent::DataReady { path, cache_hit, bytes } => self.step(if *cache_hit {
+            ProgressEvent::DataReady {
+                path,
+                cache_hit,
+                bytes,
+            } => self.step(if *cache_hit {
                 format!("{} already in the data cache", path.display())
             } else {
                 format!("uploaded {} ({})", path.display(), mb(*bytes))
             }),
             ProgressEvent::Packaging { root } => self.step(format!("packaging {}", root.display())),
             ProgressEvent::ContextUploaded { entries, bytes } => {
-                self.step(format!("uploaded the project ({entries} entries, {})", mb(*bytes)));
+                self.step(format!(
+                    "uploaded the project ({entries} entries, {})",
+                    mb(*bytes)
+                ));
             }
             ProgressEvent::ResolvingImage => self.step("resolving the container image".into()),
             ProgressEvent::ImageReady { uri, cached } => {
-                self.step(format!("image {uri}{}", if *cached { " (cached)" } else { " (built)" }));
+                self.step(format!(
+                    "image {uri}{}",
+                    if *cached { " (cached)" } else { " (built)" }
+                ));
             }
-            ProgressEvent::Submitting { job_id, backend } => self.step(format!("submitting {job_id} to {backend}")),
+            ProgressEvent::Submitting { job_id, backend } => {
+                self.step(format!("submitting {job_id} to {backend}"))
+            }
             ProgressEvent::Warning(w) => self.line(&format!("warning: {w}")),
             _ => {}
         }

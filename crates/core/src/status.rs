@@ -214,7 +214,9 @@ impl fmt::Display for StatusReason {
                 }
             }
             Self::ContainerCreating => f.write_str("container is being created"),
-            Self::WaitingForResources => f.write_str("waiting for resources (a free slot, or nodes scaling up)"),
+            Self::WaitingForResources => {
+                f.write_str("waiting for resources (a free slot, or nodes scaling up)")
+            }
             Self::ExitCode { code } => write!(f, "exited with code {code}"),
             Self::Cancelled => f.write_str("cancelled"),
             Self::BackendError { message } => write!(f, "backend error: {message}"),

@@ -208,17 +208,16 @@ impl FakeBackend {
         };
         if let Some((job_id, result)) = write {
             let path = ObjectPath::parse(format!("{job_id}/result.json"));
-            if let (Ok(path), Ok(json)) = (path, serde_json::to_vec(&result)) {
-                if let Err(e) = self
+            if let (Ok(path), Ok(json)) = (path, serde_json::to_vec(&result))
+                && let Err(e) = self
                     .store
                     .put(&path, Bytes::from(json), PutOptions::default())
                     .await
-                {
-                    // Like a pod whose upload failed: the job ends without a result.
-                    tracing_warn(&format!(
-                        "fake backend could not write the result of {job_id}: {e}"
-                    ));
-                }
+            {
+                // Like a pod whose upload failed: the job ends without a result.
+                tracing_warn(&format!(
+                    "fake backend could not write the result of {job_id}: {e}"
+                ));
             }
         }
         state
@@ -350,10 +349,10 @@ impl Backend for FakeBackend {
 
     async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
         self.enter("cancel").await?;
-        if let Some(j) = lock(&self.jobs).get_mut(job.job_id.as_str()) {
-            if !j.finished {
-                j.cancelled = true;
-            }
+        if let Some(j) = lock(&self.jobs).get_mut(job.job_id.as_str())
+            && !j.finished
+        {
+            j.cancelled = true;
         }
         Ok(())
     }

@@ -194,5 +194,8 @@ async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
             ]
         })
         .collect();
-    emit(&table(&["JOB ID", "FUNCTION", "ACCELERATOR", "BACKEND", "CREATED"], &rows))
+    emit(&table(
+        &["JOB ID", "FUNCTION", "ACCELERATOR", "BACKEND", "CREATED"],
+        &rows,
+    ))
 }

@@ -77,13 +77,18 @@ fn seconds(flag: &str, value: f64) -> Result<Duration, CliError> {
     Duration::try_from_secs_f64(value)
         .ok()
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| CliError::usage(format!("--{flag} {value} is not accepted: expected a positive number of seconds")))
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "--{flag} {value} is not accepted: expected a positive number of seconds"
+            ))
+        })
 }
 
 /// Parse one `--arg`.
 pub(crate) fn parse_arg(text: &str, cwd: &std::path::Path) -> Result<Arg, CliError> {
     if let Some(path) = text.strip_prefix("data:") {
-        let data = Data::new(path, cwd).map_err(|e| CliError::usage(format!("--arg {text}: {e}")))?;
+        let data =
+            Data::new(path, cwd).map_err(|e| CliError::usage(format!("--arg {text}: {e}")))?;
         return Ok(Arg::Data(data));
     }
     let value: Value = serde_json::from_str(text).map_err(|e| {
@@ -95,10 +100,15 @@ pub(crate) fn parse_arg(text: &str, cwd: &std::path::Path) -> Result<Arg, CliErr
 }
 
 fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
-    let cwd: PathBuf = std::env::current_dir().map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?;
+    let cwd: PathBuf = std::env::current_dir()
+        .map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?;
     let entrypoint = match (&args.entry, args.command.is_empty()) {
-        (Some(entry), true) => Entrypoint::parse(entry).map_err(|e| CliError::usage(e.to_string()))?,
-        (None, false) => Entrypoint::command(args.command.clone()).map_err(|e| CliError::usage(e.to_string()))?,
+        (Some(entry), true) => {
+            Entrypoint::parse(entry).map_err(|e| CliError::usage(e.to_string()))?
+        }
+        (None, false) => {
+            Entrypoint::command(args.command.clone()).map_err(|e| CliError::usage(e.to_string()))?
+        }
         (Some(_), false) => {
             return Err(CliError::usage(
                 "give either ENTRY (module:function or file.py:function) or a command after `--`, not both",
@@ -115,10 +125,15 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
         spec = spec.arg(parse_arg(a, &cwd)?);
     }
     if let Some(kwargs) = &args.kwargs {
-        let value: Value = serde_json::from_str(kwargs)
-            .map_err(|e| CliError::usage(format!("--kwargs is not JSON ({e}); expected an object like '{{\"lr\": 0.1}}'")))?;
+        let value: Value = serde_json::from_str(kwargs).map_err(|e| {
+            CliError::usage(format!(
+                "--kwargs is not JSON ({e}); expected an object like '{{\"lr\": 0.1}}'"
+            ))
+        })?;
         let Value::Object(map) = value else {
-            return Err(CliError::usage("--kwargs must be a JSON object like '{\"lr\": 0.1}'"));
+            return Err(CliError::usage(
+                "--kwargs must be a JSON object like '{\"lr\": 0.1}'",
+            ));
         };
         for (k, v) in map {
             spec = spec.kwarg(&k, v);
@@ -131,16 +146,22 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
         spec = spec.backend(b);
     }
     for e in &args.env {
-        spec = spec.env(EnvEntry::parse_cli(e).map_err(|err| CliError::usage(format!("--env: {err}")))?);
+        spec = spec
+            .env(EnvEntry::parse_cli(e).map_err(|err| CliError::usage(format!("--env: {err}")))?);
     }
     for s in &args.secrets {
-        spec = spec.env(EnvEntry::parse_secret(s).map_err(|err| CliError::usage(format!("--secret: {err}")))?);
+        spec = spec.env(
+            EnvEntry::parse_secret(s).map_err(|err| CliError::usage(format!("--secret: {err}")))?,
+        );
     }
     for v in &args.volumes {
-        let (mount, path) = v
-            .split_once('=')
-            .ok_or_else(|| CliError::usage(format!("--volume {v:?} is not accepted: expected MOUNT=PATH, e.g. /data=./data")))?;
-        let data = Data::new(path, &cwd).map_err(|e| CliError::usage(format!("--volume {v}: {e}")))?;
+        let (mount, path) = v.split_once('=').ok_or_else(|| {
+            CliError::usage(format!(
+                "--volume {v:?} is not accepted: expected MOUNT=PATH, e.g. /data=./data"
+            ))
+        })?;
+        let data =
+            Data::new(path, &cwd).map_err(|e| CliError::usage(format!("--volume {v}: {e}")))?;
         spec = spec.volume(mount, data);
     }
     if let Some(dir) = &args.output_dir {
@@ -158,10 +179,8 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
 /// Map an engine error to the CLI's exit codes; a remote failure prints
 /// the remote traceback first.
 pub(crate) fn engine_error(err: EngineError) -> CliError {
-    if let Some(remote) = err.remote() {
-        if let Some(tb) = &remote.traceback {
-            eprintln!("--- remote traceback ---\n{}", tb.trim_end());
-        }
+    if let Some(tb) = err.remote().and_then(|r| r.traceback.as_ref()) {
+        eprintln!("--- remote traceback ---\n{}", tb.trim_end());
     }
     if err.is_usage() {
         CliError::usage(err.to_string())
@@ -174,7 +193,10 @@ pub(crate) fn engine_error(err: EngineError) -> CliError {
 pub(crate) fn print_value(value: &Value, out: &Output) -> Result<(), CliError> {
     match value {
         Value::String(s) if !out.is_json() => emit(&format!("{s}\n")),
-        other => emit(&format!("{}\n", serde_json::to_string(other).unwrap_or_default())),
+        other => emit(&format!(
+            "{}\n",
+            serde_json::to_string(other).unwrap_or_default()
+        )),
     }
 }
 

@@ -85,7 +85,9 @@ pub(crate) async fn ensure_cached(
     .try_fold(0u64, |acc, n| async move { Ok::<_, StoreError>(acc + n) })
     .await?;
     // The marker goes last: only now is the entry complete.
-    store.put(&marker, Bytes::new(), PutOptions::default()).await?;
+    store
+        .put(&marker, Bytes::new(), PutOptions::default())
+        .await?;
     Ok(CachedData {
         uri,
         hit: false,
@@ -125,7 +127,11 @@ pub(crate) fn list_upload_files(root: &Path) -> Result<Vec<(String, PathBuf)>, E
                 message: format!("cannot list data directory '{}': {e}", dir.display()),
             })?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let child_rel = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            let child_rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
             let path = entry.path();
             let file_type = entry.file_type().map_err(|e| EngineError::Project {
                 message: format!("cannot read '{}': {e}", path.display()),
@@ -158,7 +164,11 @@ mod tests {
         std::fs::write(dir.path().join("target.txt"), "t").unwrap();
         std::os::unix::fs::symlink(dir.path().join("target.txt"), root.join("link.txt")).unwrap();
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("linkdir")).unwrap();
-        let names: Vec<String> = list_upload_files(&root).unwrap().into_iter().map(|(r, _)| r).collect();
+        let names: Vec<String> = list_upload_files(&root)
+            .unwrap()
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
         assert_eq!(names, vec!["a.txt", "link.txt", "sub/deep/b.txt"]);
         let single = list_upload_files(&root.join("a.txt")).unwrap();
         assert_eq!(single[0].0, "a.txt");

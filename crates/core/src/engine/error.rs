@@ -56,7 +56,7 @@ pub enum EngineError {
         /// The job.
         job_id: String,
         /// What the runner reported.
-        error: RemoteError,
+        error: Box<RemoteError>,
     },
     /// The job ended without a result the engine could use (killed,
     /// cancelled, evicted, out of memory…); the state says why.
@@ -65,7 +65,7 @@ pub enum EngineError {
         /// The job.
         job_id: String,
         /// Its last observed state.
-        state: JobState,
+        state: Box<JobState>,
         /// Where the result was expected.
         uri: String,
         /// The last lines of its output, when the backend had them.
@@ -107,7 +107,9 @@ fn describe(state: &JobState) -> String {
 
 fn tail_note(tail: &Option<String>) -> String {
     match tail {
-        Some(t) if !t.trim().is_empty() => format!("\n--- last lines of its output ---\n{}", t.trim_end()),
+        Some(t) if !t.trim().is_empty() => {
+            format!("\n--- last lines of its output ---\n{}", t.trim_end())
+        }
         _ => String::new(),
     }
 }
@@ -132,7 +134,9 @@ impl EngineError {
                 | Self::Accelerator(_)
                 | Self::Env(_)
                 | Self::Registry(_)
-                | Self::Backend(BackendError::Unsupported { .. } | BackendError::InvalidInput { .. })
+                | Self::Backend(
+                    BackendError::Unsupported { .. } | BackendError::InvalidInput { .. }
+                )
         )
     }
 

@@ -136,8 +136,16 @@ impl std::fmt::Debug for JobHandle {
 const RESULT_RETRY_DELAYS_MS: [u64; 5] = [0, 100, 250, 500, 1000];
 
 impl JobHandle {
-    pub(crate) fn new(inner: Arc<EngineInner>, backend: Arc<dyn Backend>, record: JobRecord) -> Self {
-        Self { inner, backend, record }
+    pub(crate) fn new(
+        inner: Arc<EngineInner>,
+        backend: Arc<dyn Backend>,
+        record: JobRecord,
+    ) -> Self {
+        Self {
+            inner,
+            backend,
+            record,
+        }
     }
 
     /// The job's id.
@@ -170,7 +178,10 @@ impl JobHandle {
 
     /// All of the job's output so far.
     pub async fn logs(&self) -> Result<String, EngineError> {
-        Ok(self.backend.logs(&self.record, LogOptions::default()).await?)
+        Ok(self
+            .backend
+            .logs(&self.record, LogOptions::default())
+            .await?)
     }
 
     /// The last `n` lines of the job's output.
@@ -215,7 +226,12 @@ impl JobHandle {
             }
             if collected {
                 let deleted = match self.prefix() {
-                    Ok(prefix) => self.inner.store.delete_prefix(&prefix).await.map_err(EngineError::from),
+                    Ok(prefix) => self
+                        .inner
+                        .store
+                        .delete_prefix(&prefix)
+                        .await
+                        .map_err(EngineError::from),
                     Err(e) => Err(e),
                 };
                 if let Err(e) = deleted {
@@ -245,7 +261,8 @@ impl JobHandle {
                 Err(e) if e.is_retryable() && transient_errors < 5 => {
                     transient_errors += 1;
                     tracing::warn!(job_id = %self.record.job_id, "status poll failed, retrying: {e}");
-                    last.clone().unwrap_or_else(|| JobState::new(JobStatus::Pending))
+                    last.clone()
+                        .unwrap_or_else(|| JobState::new(JobStatus::Pending))
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -262,7 +279,9 @@ impl JobHandle {
                         logs = Some(stream);
                         logs_opened = true;
                     }
-                    Err(e) => tracing::debug!(job_id = %self.record.job_id, "no log stream yet: {e}"),
+                    Err(e) => {
+                        tracing::debug!(job_id = %self.record.job_id, "no log stream yet: {e}")
+                    }
                 }
             }
             if state.status.is_terminal() {
@@ -316,10 +335,14 @@ impl JobHandle {
         }
         let job_id = self.record.job_id.to_string();
         let Some(bytes) = bytes else {
-            let log_tail = self.backend.logs(&self.record, LogOptions::tail(20)).await.ok();
+            let log_tail = self
+                .backend
+                .logs(&self.record, LogOptions::tail(20))
+                .await
+                .ok();
             return Err(EngineError::NoResult {
                 job_id,
-                state: state.clone(),
+                state: Box::new(state.clone()),
                 uri,
                 log_tail,
             });
@@ -333,10 +356,14 @@ impl JobHandle {
             if state.status == JobStatus::Failed {
                 // Never return a value the backend says did not come from a
                 // successful run (e.g. a host that failed after the leader wrote).
-                let log_tail = self.backend.logs(&self.record, LogOptions::tail(20)).await.ok();
+                let log_tail = self
+                    .backend
+                    .logs(&self.record, LogOptions::tail(20))
+                    .await
+                    .ok();
                 return Err(EngineError::NoResult {
                     job_id,
-                    state: state.clone(),
+                    state: Box::new(state.clone()),
                     uri,
                     log_tail,
                 });
@@ -344,7 +371,10 @@ impl JobHandle {
             return Ok(result.value);
         }
         match result.error {
-            Some(error) => Err(EngineError::Remote { job_id, error }),
+            Some(error) => Err(EngineError::Remote {
+                job_id,
+                error: Box::new(error),
+            }),
             None => Err(EngineError::InvalidResult {
                 job_id,
                 uri,

@@ -221,22 +221,32 @@ impl Engine {
     }
 
     /// Submit with progress reporting.
-    pub async fn submit_with(&self, spec: JobSpec, options: SubmitOptions) -> Result<JobHandle, EngineError> {
+    pub async fn submit_with(
+        &self,
+        spec: JobSpec,
+        options: SubmitOptions,
+    ) -> Result<JobHandle, EngineError> {
         submit::submit(&self.inner, spec, options).await
     }
 
     /// Submit, wait and return the value (streaming logs when asked in `options`).
-    pub async fn run(&self, spec: JobSpec, options: ResultOptions) -> Result<serde_json::Value, EngineError> {
+    pub async fn run(
+        &self,
+        spec: JobSpec,
+        options: ResultOptions,
+    ) -> Result<serde_json::Value, EngineError> {
         let handle = self.submit(spec).await?;
         handle.result(options).await
     }
 
     /// The handle of a job submitted earlier, from any process, by its id.
     pub async fn attach(&self, job_id: &str) -> Result<JobHandle, EngineError> {
-        let id: JobId = job_id.parse().map_err(|e: crate::ids::IdError| SpecError::JobId {
-            input: job_id.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let id: JobId = job_id
+            .parse()
+            .map_err(|e: crate::ids::IdError| SpecError::JobId {
+                input: job_id.to_owned(),
+                reason: e.to_string(),
+            })?;
         let key = ObjectPath::parse(record_key(&id))?;
         let bytes = match self.inner.store.get(&key, Default::default()).await {
             Ok(bytes) => bytes,
@@ -273,22 +283,36 @@ impl Engine {
         for name in self.inner.backends.names() {
             let backend = self.inner.backends.get(&name)?;
             for id in backend.list().await? {
-                let Ok(key) = ObjectPath::parse(record_key(&id)) else { continue };
+                let Ok(key) = ObjectPath::parse(record_key(&id)) else {
+                    continue;
+                };
                 match self.inner.store.get(&key, Default::default()).await {
                     Ok(bytes) => match JobRecord::from_json_bytes(&bytes) {
                         Ok(record) => records.push(record),
-                        Err(e) => tracing::warn!(job_id = %id, "skipping a job whose record is invalid: {e}"),
+                        Err(e) => {
+                            tracing::warn!(job_id = %id, "skipping a job whose record is invalid: {e}")
+                        }
                     },
-                    Err(e) => tracing::warn!(job_id = %id, "skipping a job whose record cannot be read: {e}"),
+                    Err(e) => {
+                        tracing::warn!(job_id = %id, "skipping a job whose record cannot be read: {e}")
+                    }
                 }
             }
         }
-        records.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.job_id.cmp(&b.job_id)));
+        records.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| a.job_id.cmp(&b.job_id))
+        });
         Ok(records)
     }
 
     /// Write a JSON document to the store (used for records and specs).
-    pub(crate) async fn put_json(store: &Arc<dyn ObjectStore>, path: &ObjectPath, json: String) -> Result<(), EngineError> {
+    pub(crate) async fn put_json(
+        store: &Arc<dyn ObjectStore>,
+        path: &ObjectPath,
+        json: String,
+    ) -> Result<(), EngineError> {
         store
             .put(
                 path,

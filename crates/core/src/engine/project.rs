@@ -52,7 +52,9 @@ pub(crate) fn resolve(
     let inputs = PackageRootInputs::new(&entry_dir, home.unwrap_or(Path::new("/")), cwd)
         .sys_path([entry_dir.to_string_lossy().into_owned()])
         .package_root_override(package_root_override);
-    let plan = packaging::detect_package_root(&inputs).map_err(|e| EngineError::Project { message: e.to_string() })?;
+    let plan = packaging::detect_package_root(&inputs).map_err(|e| EngineError::Project {
+        message: e.to_string(),
+    })?;
     let root = PathBuf::from(&plan.package_root);
     let runner_entrypoint = match entrypoint {
         Entrypoint::Module { module, function } => RunnerEntrypoint::Function {
@@ -92,11 +94,15 @@ pub(crate) fn resolve(
 
 /// `path` relative to `root` with `/` separators, retrying on canonical paths.
 fn relative_to(path: &Path, root: &Path) -> Option<String> {
-    let rel = path.strip_prefix(root).ok().map(Path::to_path_buf).or_else(|| {
-        let p = path.canonicalize().ok()?;
-        let r = root.canonicalize().ok()?;
-        p.strip_prefix(r).ok().map(Path::to_path_buf)
-    })?;
+    let rel = path
+        .strip_prefix(root)
+        .ok()
+        .map(Path::to_path_buf)
+        .or_else(|| {
+            let p = path.canonicalize().ok()?;
+            let r = root.canonicalize().ok()?;
+            p.strip_prefix(r).ok().map(Path::to_path_buf)
+        })?;
     Some(
         rel.components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -119,7 +125,12 @@ pub(crate) struct PackedContext {
 }
 
 /// Write `context.zip` for the project at `out`, leaving out `excludes`.
-pub(crate) fn pack(project: &Project, out: &Path, excludes: &[PathBuf], default_excludes: bool) -> Result<PackedContext, EngineError> {
+pub(crate) fn pack(
+    project: &Project,
+    out: &Path,
+    excludes: &[PathBuf],
+    default_excludes: bool,
+) -> Result<PackedContext, EngineError> {
     // The archive is a temporary file the engine uploads at once: no fsync.
     let mut options = packaging::PackOptions::default()
         .plan(project.packaging_plan.clone())
@@ -128,7 +139,10 @@ pub(crate) fn pack(project: &Project, out: &Path, excludes: &[PathBuf], default_
     for path in excludes {
         options = options.exclude(path.clone());
     }
-    let report = packaging::pack(&project.root, out, &options).map_err(|e| EngineError::Project { message: e.to_string() })?;
+    let report =
+        packaging::pack(&project.root, out, &options).map_err(|e| EngineError::Project {
+            message: e.to_string(),
+        })?;
     let sha256 = crate::hashing::file_sha256(out).map_err(|e| EngineError::Project {
         message: format!("cannot hash the packed context: {e}"),
     })?;
@@ -142,8 +156,9 @@ pub(crate) fn pack(project: &Project, out: &Path, excludes: &[PathBuf], default_
 
 /// The content hash of a data path and whether it is a directory.
 pub(crate) fn hash_data(path: &Path) -> Result<(ContentHash, bool), EngineError> {
-    let report = content_hash_with(path, &HashOptions::default()).map_err(|e| EngineError::Project {
-        message: format!("cannot hash data: {e}"),
-    })?;
+    let report =
+        content_hash_with(path, &HashOptions::default()).map_err(|e| EngineError::Project {
+            message: format!("cannot hash data: {e}"),
+        })?;
     Ok((report.hash, report.kind == HashKind::Dir))
 }

@@ -111,14 +111,19 @@ impl Entrypoint {
             input: input.to_owned(),
             reason: reason.to_owned(),
         };
-        let (target, function) = input.rsplit_once(':').ok_or_else(|| bad("no ':function' part"))?;
+        let (target, function) = input
+            .rsplit_once(':')
+            .ok_or_else(|| bad("no ':function' part"))?;
         if !is_identifier(function) {
             return Err(bad("the function name is not a Python identifier"));
         }
         if target.is_empty() {
             return Err(bad("nothing before ':'"));
         }
-        if target.ends_with(".py") || target.contains('/') || target.contains(std::path::MAIN_SEPARATOR) {
+        if target.ends_with(".py")
+            || target.contains('/')
+            || target.contains(std::path::MAIN_SEPARATOR)
+        {
             if !target.ends_with(".py") {
                 return Err(bad("a file path must end in '.py'"));
             }
@@ -237,17 +242,21 @@ impl Data {
 }
 
 fn expand_home(path: &str) -> PathBuf {
-    if path == "~" || path.starts_with("~/") {
-        if let Some(home) = std::env::var_os("HOME") {
-            return PathBuf::from(home).join(path.trim_start_matches('~').trim_start_matches('/'));
-        }
+    if (path == "~" || path.starts_with("~/"))
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(path.trim_start_matches('~').trim_start_matches('/'));
     }
     PathBuf::from(path)
 }
 
 /// `cwd.join(path)` with `.` and `..` removed lexically (like `os.path.abspath`).
 pub(crate) fn absolute(path: &Path, cwd: &Path) -> PathBuf {
-    let joined = if path.is_absolute() { path.to_path_buf() } else { cwd.join(path) };
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    };
     let mut out = PathBuf::new();
     for comp in joined.components() {
         match comp {
@@ -303,7 +312,12 @@ impl Arg {
             Self::Json(v) => v.clone(),
             Self::Data(d) => refs(d),
             Self::List(items) => Value::Array(items.iter().map(|a| a.to_json(refs)).collect()),
-            Self::Object(items) => Value::Object(items.iter().map(|(k, a)| (k.clone(), a.to_json(refs))).collect()),
+            Self::Object(items) => Value::Object(
+                items
+                    .iter()
+                    .map(|(k, a)| (k.clone(), a.to_json(refs)))
+                    .collect(),
+            ),
         }
     }
 }
@@ -426,7 +440,9 @@ impl JobSpec {
                 return Err(bad("it must be an absolute path starting with '/'"));
             }
             if mount.starts_with("/_kinetic/fuse-data/") {
-                return Err(bad("'/_kinetic/fuse-data/' is reserved for generated mounts"));
+                return Err(bad(
+                    "'/_kinetic/fuse-data/' is reserved for generated mounts",
+                ));
             }
             if mount.split('/').any(|s| s == "..") {
                 return Err(bad("it must not contain '..'"));
@@ -460,12 +476,32 @@ mod tests {
                 function: "main".into()
             }
         );
-        for bad in ["", "work", ":f", "work:", "work:1f", "a-b:f", "dir/file:f", "pkg..mod:f"] {
+        for bad in [
+            "",
+            "work",
+            ":f",
+            "work:",
+            "work:1f",
+            "a-b:f",
+            "dir/file:f",
+            "pkg..mod:f",
+        ] {
             let err = Entrypoint::parse(bad).unwrap_err().to_string();
-            assert!(err.contains("expected 'module.path:function'"), "{bad}: {err}");
+            assert!(
+                err.contains("expected 'module.path:function'"),
+                "{bad}: {err}"
+            );
         }
-        assert_eq!(Entrypoint::command(["/usr/bin/python3", "-c", "1"]).unwrap().func_name(), "python3");
-        assert_eq!(Entrypoint::command(Vec::<String>::new()), Err(SpecError::EmptyCommand));
+        assert_eq!(
+            Entrypoint::command(["/usr/bin/python3", "-c", "1"])
+                .unwrap()
+                .func_name(),
+            "python3"
+        );
+        assert_eq!(
+            Entrypoint::command(Vec::<String>::new()),
+            Err(SpecError::EmptyCommand)
+        );
     }
 
     #[test]
@@ -475,8 +511,16 @@ mod tests {
         let d = Data::new("./sub/../x.txt", dir.path()).unwrap();
         assert_eq!(d.local_path().unwrap(), dir.path().join("x.txt"));
         let err = Data::new("missing", dir.path()).unwrap_err().to_string();
-        assert!(err.contains("missing") && err.contains("does not exist"), "{err}");
-        assert!(Data::new("gs://b/p/", dir.path()).unwrap().local_path().is_none());
+        assert!(
+            err.contains("missing") && err.contains("does not exist"),
+            "{err}"
+        );
+        assert!(
+            Data::new("gs://b/p/", dir.path())
+                .unwrap()
+                .local_path()
+                .is_none()
+        );
         assert!(Data::new("s3://b/p", dir.path()).is_err());
         assert!(Data::new("gs://", dir.path()).is_err());
     }
@@ -487,26 +531,41 @@ mod tests {
         let d = Data::new(dir.path().to_str().unwrap(), dir.path()).unwrap();
         let arg = Arg::Object(vec![
             ("a".into(), Arg::Json(json!(1))),
-            ("b".into(), Arg::List(vec![Arg::Data(d.clone()), Arg::Json(json!("x"))])),
+            (
+                "b".into(),
+                Arg::List(vec![Arg::Data(d.clone()), Arg::Json(json!("x"))]),
+            ),
         ]);
         let mut found = Vec::new();
         arg.collect_data(&mut found);
         assert_eq!(found, vec![&d]);
-        assert_eq!(arg.to_json(&|_| json!("REF")), json!({"a": 1, "b": ["REF", "x"]}));
+        assert_eq!(
+            arg.to_json(&|_| json!("REF")),
+            json!({"a": 1, "b": ["REF", "x"]})
+        );
     }
 
     #[test]
     fn volumes_and_kwargs_are_validated() {
         let dir = tempfile::tempdir().unwrap();
         let d = Data::new(dir.path().to_str().unwrap(), dir.path()).unwrap();
-        let spec = |mount: &str| JobSpec::new(Entrypoint::parse("m:f").unwrap()).volume(mount, d.clone());
+        let spec =
+            |mount: &str| JobSpec::new(Entrypoint::parse("m:f").unwrap()).volume(mount, d.clone());
         assert!(spec("/data").validate().is_ok());
         for bad in ["data", "/_kinetic/fuse-data/0", "/a/../b"] {
-            assert!(matches!(spec(bad).validate(), Err(SpecError::Volume { .. })), "{bad}");
+            assert!(
+                matches!(spec(bad).validate(), Err(SpecError::Volume { .. })),
+                "{bad}"
+            );
         }
         let two = spec("/data").volume("/data/", d.clone());
         assert!(two.validate().is_err());
         let kw = JobSpec::new(Entrypoint::parse("m:f").unwrap()).kwarg("not-id", json!(1));
-        assert_eq!(kw.validate(), Err(SpecError::KwargName { name: "not-id".into() }));
+        assert_eq!(
+            kw.validate(),
+            Err(SpecError::KwargName {
+                name: "not-id".into()
+            })
+        );
     }
 }

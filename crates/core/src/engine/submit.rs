@@ -106,7 +106,11 @@ impl SubmitOptions {
     }
 }
 
-pub(crate) async fn submit(inner: &Arc<EngineInner>, spec: JobSpec, options: SubmitOptions) -> Result<JobHandle, EngineError> {
+pub(crate) async fn submit(
+    inner: &Arc<EngineInner>,
+    spec: JobSpec,
+    options: SubmitOptions,
+) -> Result<JobHandle, EngineError> {
     // Everything that can be checked without IO is checked first: nothing is
     // uploaded for a job that cannot run.
     spec.validate()?;
@@ -115,7 +119,9 @@ pub(crate) async fn submit(inner: &Arc<EngineInner>, spec: JobSpec, options: Sub
         .clone()
         .unwrap_or_else(|| inner.settings.default_accelerator.clone());
     let accelerator = AcceleratorSpec::parse(&accelerator_text)?;
-    let backend = inner.backends.choose(spec.backend.as_deref(), &accelerator)?;
+    let backend = inner
+        .backends
+        .choose(spec.backend.as_deref(), &accelerator)?;
     backend.check(&accelerator).await?;
     let snapshot = inner.env.clone().unwrap_or_else(EnvSnapshot::from_process);
     let env = capture(&spec.env, &snapshot)?;
@@ -139,14 +145,37 @@ pub(crate) async fn submit(inner: &Arc<EngineInner>, spec: JobSpec, options: Sub
     let entrypoint = spec.entrypoint.clone();
     let project = {
         let cwd = cwd.clone();
-        blocking(move || project::resolve(&entrypoint, &cwd, home.as_deref(), package_root_env.as_deref())).await??
+        blocking(move || {
+            project::resolve(
+                &entrypoint,
+                &cwd,
+                home.as_deref(),
+                package_root_env.as_deref(),
+            )
+        })
+        .await??
     };
 
     let job_id = JobId::new_random();
     let span = tracing::info_span!("submit", job_id = %job_id, backend = backend.name());
     let prefix = ObjectPath::parse(job_id.as_str())?;
     let result = async {
-        prepare_and_submit(inner, &spec, &options, &project, &job_id, &prefix, &accelerator, &accelerator_text, backend.clone(), env, &snapshot, default_excludes, &cwd).await
+        prepare_and_submit(
+            inner,
+            &spec,
+            &options,
+            &project,
+            &job_id,
+            &prefix,
+            &accelerator,
+            &accelerator_text,
+            backend.clone(),
+            env,
+            &snapshot,
+            default_excludes,
+            &cwd,
+        )
+        .await
     }
     .instrument(span)
     .await;
@@ -184,19 +213,35 @@ async fn prepare_and_submit(
     // Data and context uploads run alongside the image resolution.
     let uploads = async {
         let refs = upload_data(inner, spec, options).await?;
-        let context = upload_context(inner, project, spec, prefix, options, default_excludes, cwd).await?;
+        let context =
+            upload_context(inner, project, spec, prefix, options, default_excludes, cwd).await?;
         Ok::<_, EngineError>((refs, context))
     };
-    let image = resolve_image(inner, spec, accelerator, backend.capabilities().needs_image, options);
+    let image = resolve_image(
+        inner,
+        spec,
+        accelerator,
+        backend.capabilities().needs_image,
+        options,
+    );
     let ((refs, context), image_uri) = futures_util::future::try_join(uploads, image).await?;
 
     let output_dir = spec
         .output_dir
         .clone()
-        .or_else(|| snapshot.get("KINETIC_OUTPUT_DIR").map(|v| v.expose().to_owned()).filter(|v| !v.is_empty()))
+        .or_else(|| {
+            snapshot
+                .get("KINETIC_OUTPUT_DIR")
+                .map(|v| v.expose().to_owned())
+                .filter(|v| !v.is_empty())
+        })
         .unwrap_or_else(|| {
-            let uri = store.uri(&ObjectPath::parse(format!("outputs/{job_id}")).unwrap_or_else(|_| prefix.clone()));
-            uri.strip_prefix("file://").map(str::to_owned).unwrap_or(uri)
+            let uri = store.uri(
+                &ObjectPath::parse(format!("outputs/{job_id}")).unwrap_or_else(|_| prefix.clone()),
+            );
+            uri.strip_prefix("file://")
+                .map(str::to_owned)
+                .unwrap_or(uri)
         });
 
     let ref_for = |d: &Data| -> Value {
@@ -243,9 +288,10 @@ async fn prepare_and_submit(
         },
     };
     let spec_path = prefix.child("spec.json")?;
-    let spec_json = serde_json::to_string_pretty(&runner_spec).map_err(|e| EngineError::Internal {
-        message: format!("cannot encode spec.json: {e}"),
-    })?;
+    let spec_json =
+        serde_json::to_string_pretty(&runner_spec).map_err(|e| EngineError::Internal {
+            message: format!("cannot encode spec.json: {e}"),
+        })?;
     Engine::put_json(store, &spec_path, spec_json).await?;
 
     let settings = &inner.settings;
@@ -254,7 +300,11 @@ async fn prepare_and_submit(
         accelerator: accelerator_text.to_owned(),
         backend: backend.name().to_owned(),
         bucket_name: if settings.bucket_name.is_empty() {
-            store.uri(prefix).trim_end_matches(prefix.as_str()).trim_end_matches('/').to_owned()
+            store
+                .uri(prefix)
+                .trim_end_matches(prefix.as_str())
+                .trim_end_matches('/')
+                .to_owned()
         } else {
             settings.bucket_name.clone()
         },
@@ -312,7 +362,11 @@ fn data_key(data: &Data) -> String {
 
 /// Hash and upload every distinct local data entry of the spec; return the
 /// reference of each entry (local and remote), keyed by [`data_key`].
-async fn upload_data(inner: &Arc<EngineInner>, spec: &JobSpec, options: &SubmitOptions) -> Result<BTreeMap<String, DataRef>, EngineError> {
+async fn upload_data(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    options: &SubmitOptions,
+) -> Result<BTreeMap<String, DataRef>, EngineError> {
     let mut all: Vec<&Data> = spec.volumes.iter().map(|(_, d)| d).collect();
     for a in &spec.args {
         a.collect_data(&mut all);
@@ -360,12 +414,20 @@ async fn upload_context(
     options.emit(ProgressEvent::Packaging {
         root: project.root.clone(),
     });
-    let mut excludes: Vec<PathBuf> = spec.volumes.iter().filter_map(|(_, d)| d.local_path().map(Path::to_path_buf)).collect();
+    let mut excludes: Vec<PathBuf> = spec
+        .volumes
+        .iter()
+        .filter_map(|(_, d)| d.local_path().map(Path::to_path_buf))
+        .collect();
     let mut in_args = Vec::new();
     for a in spec.args.iter().chain(spec.kwargs.iter().map(|(_, a)| a)) {
         a.collect_data(&mut in_args);
     }
-    excludes.extend(in_args.iter().filter_map(|d| d.local_path().map(Path::to_path_buf)));
+    excludes.extend(
+        in_args
+            .iter()
+            .filter_map(|d| d.local_path().map(Path::to_path_buf)),
+    );
     let tmp = tempfile::tempdir().map_err(|e| EngineError::Project {
         message: format!("cannot create a temporary directory for the context: {e}"),
     })?;
@@ -379,7 +441,10 @@ async fn upload_context(
         options.emit(ProgressEvent::Warning(warning.clone()));
     }
     let object = prefix.child("context.zip")?;
-    inner.store.put_file(&object, &zip_path, PutOptions::default()).await?;
+    inner
+        .store
+        .put_file(&object, &zip_path, PutOptions::default())
+        .await?;
     options.emit(ProgressEvent::ContextUploaded {
         entries: packed.entries,
         bytes: packed.bytes,

@@ -78,7 +78,11 @@ pub async fn put_then_get_round_trips(store: &dyn ObjectStore) {
     );
     let typed = fresh_prefix().child("typed.json").expect("path");
     store
-        .put(&typed, Bytes::from_static(b"{}"), PutOptions::default().with_content_type("application/json"))
+        .put(
+            &typed,
+            Bytes::from_static(b"{}"),
+            PutOptions::default().with_content_type("application/json"),
+        )
         .await
         .expect("a put with a content type MUST succeed (stores without attributes drop it)");
     assert_eq!(&get(store, &typed).await[..], b"{}");
