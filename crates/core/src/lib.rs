@@ -10,6 +10,7 @@
 //! values. The only IO is reading the user's files for hashing and packaging.
 
 pub mod accelerators;
+pub mod batch;
 pub mod config;
 pub mod engine;
 pub mod env;

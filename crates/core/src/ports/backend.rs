@@ -13,7 +13,7 @@ use futures_core::Stream;
 
 use crate::accelerators::AcceleratorSpec;
 use crate::env::CapturedEnv;
-use crate::ids::JobId;
+use crate::ids::{GroupId, JobId};
 use crate::record::JobRecord;
 use crate::status::JobState;
 
@@ -132,6 +132,32 @@ impl LogOptions {
 /// job's output ends.
 pub type LogStream = Pin<Box<dyn Stream<Item = Result<String, BackendError>> + Send>>;
 
+/// Which group [`Backend::group_status`] reports on: the batch's id and the
+/// namespace its jobs were submitted to (from their records).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupQuery {
+    /// The batch (`grp-` + 8 hex), as the children's records carry it.
+    pub group_id: GroupId,
+    /// The Kubernetes namespace of the children (backends without
+    /// namespaces ignore it).
+    pub namespace: String,
+}
+
+impl GroupQuery {
+    /// The children of `group_id` in `namespace`.
+    pub fn new(group_id: GroupId, namespace: impl Into<String>) -> Self {
+        Self {
+            group_id,
+            namespace: namespace.into(),
+        }
+    }
+}
+
+/// The state of every job of a group the backend holds, by job id. A job
+/// of the group that is absent is `NOT_FOUND` as far as the backend knows.
+pub type GroupStatus = BTreeMap<JobId, JobState>;
+
 /// Errors of a [`Backend`], organised by what the caller does next.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -227,6 +253,34 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// or cleaned up) MUST be `NOT_FOUND`, not an error. A terminal state
     /// MUST stay terminal.
     async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError>;
+
+    /// The state of every job the backend holds whose record names
+    /// `query.group_id` (a batch's children), in **one** call to the
+    /// underlying system whatever the group's size: one labelled list on
+    /// Kubernetes, one directory listing locally. This is what makes a batch
+    /// poll cost one backend call.
+    ///
+    /// - It MUST include every job of the group that [`Backend::status`]
+    ///   would not report as `NOT_FOUND`, with the state `status` would give
+    ///   (same status and reason), and MUST NOT include jobs of other groups
+    ///   or jobs without a group.
+    /// - A job whose `submit` returned before this call started MUST be
+    ///   included unless it was cleaned up since.
+    /// - An unknown group, or one whose jobs were all cleaned up, MUST give
+    ///   an empty map, not an error.
+    ///
+    /// The default answers [`BackendError::Unsupported`]; the engine then
+    /// falls back to one `status` call per job. Every backend shipped with
+    /// Kinetic for Rust implements it, and the conformance suite checks it.
+    async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
+        Err(BackendError::Unsupported {
+            message: format!(
+                "backend '{}' cannot report the status of group {} in one call",
+                self.name(),
+                query.group_id
+            ),
+        })
+    }
 
     /// The job's output so far (all of it, or the last `tail` lines). A job
     /// that has written nothing yet gives an empty string; an unknown job

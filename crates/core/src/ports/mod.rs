@@ -9,8 +9,8 @@ mod image;
 mod store;
 
 pub use backend::{
-    Backend, BackendCapabilities, BackendError, BackendRegistry, Deadlines, LogOptions, LogStream,
-    PreparedJob, RegistryError,
+    Backend, BackendCapabilities, BackendError, BackendRegistry, Deadlines, GroupQuery,
+    GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError,
 };
 pub use image::{BuildError, ImageBuilder, ImageMode, ImageRequest, ResolvedImage};
 pub use store::{GetOptions, ObjectMeta, ObjectPath, ObjectStore, PutMode, PutOptions, StoreError};

@@ -1,0 +1,1022 @@
+//! The batch state machine: `(state, event) → (state, commands)`, no IO.
+//!
+//! [`BatchMachine`] holds one [`Slot`] per input. The engine feeds it
+//! [`Event`]s (a submission came back, a poll observed a job, the user
+//! cancelled…) and carries out the [`Command`]s it returns (submit this
+//! input, cancel that job…). Everything a batch decides — how many jobs are
+//! in flight, when an input is retried, what fail-fast stops, what counts as
+//! done — is decided here, so it can be tested exhaustively without a
+//! backend or a store.
+//!
+//! Rules (Kinetic's `collections.map`, reference §1.6, unless noted):
+//!
+//! - At most `max_concurrent` inputs are in flight (being submitted, or
+//!   submitted and not ended); inputs are submitted in index order and a
+//!   retried input goes to the back of the queue.
+//! - A job that ends `FAILED` or `NOT_FOUND` is retried while it has had
+//!   fewer than `1 + retries` attempts (the old attempt's backend resources
+//!   are cleaned first), unless the batch was cancelled or stopped.
+//! - A submission error is retried the same way only when it is retryable
+//!   (an unavailable store or backend); Kinetic never retries them, but a
+//!   transient error should not cost an input. Other submission errors end
+//!   the input.
+//! - With `fail_fast`, the first input that ends failed (no retry left)
+//!   stops the batch: queued inputs are skipped, and with
+//!   `cancel_running_on_fail` every running job is cancelled, including
+//!   ones whose submission comes back later.
+//! - `cancel` skips queued inputs, cancels every submitted job (and any
+//!   whose submission comes back later) and retries nothing.
+//! - A terminal slot (ended, submission failed, skipped) never changes.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::ids::JobId;
+use crate::status::JobStatus;
+
+/// Kinetic's default `max_concurrent`.
+pub const DEFAULT_MAX_CONCURRENT: usize = 64;
+
+/// How a batch submits and retries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BatchConfig {
+    /// Number of inputs.
+    pub total: usize,
+    /// Inputs in flight at once; `None` = no limit.
+    pub max_concurrent: Option<usize>,
+    /// Extra attempts per input after the first.
+    pub retries: u32,
+    /// Stop submitting after the first input that ends failed.
+    pub fail_fast: bool,
+    /// With `fail_fast`: also cancel the jobs still running.
+    pub cancel_running_on_fail: bool,
+}
+
+impl BatchConfig {
+    /// `total` inputs, 64 at once, no retries, no fail-fast.
+    pub fn new(total: usize) -> Self {
+        Self {
+            total,
+            max_concurrent: Some(DEFAULT_MAX_CONCURRENT),
+            retries: 0,
+            fail_fast: false,
+            cancel_running_on_fail: false,
+        }
+    }
+
+    /// Set the concurrency limit (`None` = none).
+    pub fn max_concurrent(mut self, limit: Option<usize>) -> Self {
+        self.max_concurrent = limit;
+        self
+    }
+
+    /// Set the retries per input.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// Set fail-fast, and whether it cancels running jobs.
+    pub fn fail_fast(mut self, fail_fast: bool, cancel_running_on_fail: bool) -> Self {
+        self.fail_fast = fail_fast;
+        self.cancel_running_on_fail = cancel_running_on_fail;
+        self
+    }
+
+    fn max_attempts(&self) -> u32 {
+        self.retries.saturating_add(1)
+    }
+}
+
+/// Why an input was never submitted (or is not followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// Dropped from the queue when fail-fast stopped the batch.
+    FailFast,
+    /// Dropped from the queue when the batch was cancelled.
+    Cancelled,
+    /// An attached batch whose manifest never named this input before the
+    /// attach gave up polling.
+    NotInManifest,
+    /// The manifest names a job for this input but its record cannot be read.
+    Unavailable,
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::FailFast => "not submitted: the batch stopped after a failure (fail-fast)",
+            Self::Cancelled => "not submitted: the batch was cancelled",
+            Self::NotInManifest => "never named in the batch manifest",
+            Self::Unavailable => "its job record cannot be read",
+        })
+    }
+}
+
+/// Where one input is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// Not known here: an attached batch whose manifest does not name it
+    /// (yet), or a submission that was interrupted.
+    Unknown,
+    /// Waiting to be submitted, after `attempts` earlier attempts.
+    Queued {
+        /// Attempts made so far.
+        attempts: u32,
+    },
+    /// A submission is in flight.
+    Submitting {
+        /// Which attempt (1-based).
+        attempt: u32,
+    },
+    /// Submitted and not ended.
+    Active {
+        /// The job.
+        job_id: JobId,
+        /// Which attempt (1-based).
+        attempt: u32,
+        /// Last observed status (`PENDING` or `RUNNING`).
+        status: JobStatus,
+    },
+    /// The job ended and will not be retried (terminal).
+    Ended {
+        /// The job.
+        job_id: JobId,
+        /// Which attempt (1-based).
+        attempt: u32,
+        /// `SUCCEEDED`, `FAILED` or `NOT_FOUND`.
+        status: JobStatus,
+    },
+    /// The input could not be submitted (terminal).
+    SubmitFailed {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// Never submitted, or not followed (terminal).
+    Skipped {
+        /// Why.
+        reason: SkipReason,
+    },
+}
+
+impl Slot {
+    /// True for a slot that never changes again.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Self::Ended { .. } | Self::SubmitFailed { .. } | Self::Skipped { .. }
+        )
+    }
+
+    /// The job of this slot, once submitted.
+    pub fn job_id(&self) -> Option<&JobId> {
+        match self {
+            Self::Active { job_id, .. } | Self::Ended { job_id, .. } => Some(job_id),
+            _ => None,
+        }
+    }
+
+    /// The job's status, once submitted.
+    pub fn status(&self) -> Option<JobStatus> {
+        match self {
+            Self::Active { status, .. } | Self::Ended { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    fn in_flight(&self) -> bool {
+        matches!(self, Self::Submitting { .. } | Self::Active { .. })
+    }
+}
+
+/// What happened, as the engine tells the machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// Submit whatever the limit allows (at the start, or after a change of
+    /// capacity the machine did not see).
+    Pump,
+    /// The submission of `index` returned a job.
+    Submitted {
+        /// The input.
+        index: usize,
+        /// Its job.
+        job_id: JobId,
+    },
+    /// The submission of `index` failed.
+    SubmitFailed {
+        /// The input.
+        index: usize,
+        /// Whether the error was transient (retrying may help).
+        retryable: bool,
+    },
+    /// A poll saw the job `job_id` of `index` in `status`. Stale
+    /// observations (of an earlier attempt, or of an ended slot) are ignored.
+    Observed {
+        /// The input.
+        index: usize,
+        /// The job observed.
+        job_id: JobId,
+        /// Its status.
+        status: JobStatus,
+    },
+    /// The user cancelled the batch.
+    Cancel,
+    /// A job submitted by another process (or before a crash) was found for
+    /// an [`Slot::Unknown`] input: follow it.
+    Adopt {
+        /// The input.
+        index: usize,
+        /// The job.
+        job_id: JobId,
+        /// Its attempt number (1-based).
+        attempts: u32,
+    },
+    /// An [`Slot::Unknown`] input must be submitted again after `attempts`
+    /// earlier attempts (its last one never reached the backend).
+    Requeue {
+        /// The input.
+        index: usize,
+        /// Attempts made so far.
+        attempts: u32,
+    },
+    /// Resume a batch: every [`Slot::Unknown`] input is queued (after the
+    /// ones already queued), then submission continues.
+    Resume,
+    /// The manifest will name no more children: every [`Slot::Unknown`]
+    /// input is skipped.
+    CloseManifest,
+    /// The manifest names a job for `index` whose record cannot be read.
+    Unavailable {
+        /// The input.
+        index: usize,
+    },
+    /// The submission loop stopped before the end (its process is going
+    /// away): queued inputs and submissions in flight become
+    /// [`Slot::Unknown`], to be found or resubmitted by a resume.
+    Abandon,
+}
+
+/// What the engine must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Command {
+    /// Submit input `index` as attempt `attempt`, then report
+    /// [`Event::Submitted`] or [`Event::SubmitFailed`].
+    Submit {
+        /// The input.
+        index: usize,
+        /// The attempt (1-based).
+        attempt: u32,
+    },
+    /// Cancel the job.
+    Cancel {
+        /// The input.
+        index: usize,
+        /// The job.
+        job_id: JobId,
+    },
+    /// Remove the backend resources of a failed attempt that is retried
+    /// (its stored artifacts stay, for inspection).
+    Cleanup {
+        /// The input.
+        index: usize,
+        /// The failed job.
+        job_id: JobId,
+    },
+    /// The manifest's children changed: input `index` now has job `job_id`
+    /// after `attempts` attempts.
+    RecordChild {
+        /// The input.
+        index: usize,
+        /// Its current job.
+        job_id: JobId,
+        /// Attempts made.
+        attempts: u32,
+    },
+}
+
+/// Inputs by where they are. The fields always sum to the batch's total.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct BatchCounts {
+    /// Not known here (attached batch still being submitted elsewhere, or
+    /// an interrupted submission).
+    pub unknown: usize,
+    /// Waiting to be submitted.
+    pub queued: usize,
+    /// Being submitted.
+    pub submitting: usize,
+    /// Submitted, `PENDING`.
+    pub pending: usize,
+    /// `RUNNING`.
+    pub running: usize,
+    /// Ended `SUCCEEDED`.
+    pub succeeded: usize,
+    /// Ended `FAILED`.
+    pub failed: usize,
+    /// Ended `NOT_FOUND`.
+    pub not_found: usize,
+    /// Could not be submitted.
+    pub submit_failed: usize,
+    /// Skipped (fail-fast, cancel, not in the manifest, unreadable record).
+    pub skipped: usize,
+}
+
+impl BatchCounts {
+    /// The sum of every field: the batch's number of inputs.
+    pub fn total(&self) -> usize {
+        self.unknown
+            + self.queued
+            + self.submitting
+            + self.pending
+            + self.running
+            + self.succeeded
+            + self.failed
+            + self.not_found
+            + self.submit_failed
+            + self.skipped
+    }
+
+    /// Inputs in a terminal state.
+    pub fn finished(&self) -> usize {
+        self.succeeded + self.failed + self.not_found + self.submit_failed + self.skipped
+    }
+
+    /// Inputs that ended without a value.
+    pub fn failures(&self) -> usize {
+        self.failed + self.not_found + self.submit_failed + self.skipped
+    }
+
+    fn field(&mut self, slot: &Slot) -> &mut usize {
+        match slot {
+            Slot::Unknown => &mut self.unknown,
+            Slot::Queued { .. } => &mut self.queued,
+            Slot::Submitting { .. } => &mut self.submitting,
+            Slot::Active { status, .. } => match status {
+                JobStatus::Running => &mut self.running,
+                _ => &mut self.pending,
+            },
+            Slot::Ended { status, .. } => match status {
+                JobStatus::Succeeded => &mut self.succeeded,
+                JobStatus::NotFound => &mut self.not_found,
+                _ => &mut self.failed,
+            },
+            Slot::SubmitFailed { .. } => &mut self.submit_failed,
+            Slot::Skipped { .. } => &mut self.skipped,
+        }
+    }
+}
+
+impl fmt::Display for BatchCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts = [
+            ("succeeded", self.succeeded),
+            ("failed", self.failed),
+            ("not found", self.not_found),
+            ("submit failed", self.submit_failed),
+            ("skipped", self.skipped),
+            ("running", self.running),
+            ("pending", self.pending),
+            ("submitting", self.submitting),
+            ("queued", self.queued),
+            ("unknown", self.unknown),
+        ];
+        let shown: Vec<String> = parts
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| format!("{n} {name}"))
+            .collect();
+        write!(f, "{}/{} done", self.finished(), self.total())?;
+        if !shown.is_empty() {
+            write!(f, ": {}", shown.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// The state of one batch. See the [module documentation](self).
+#[derive(Debug, Clone)]
+pub struct BatchMachine {
+    config: BatchConfig,
+    slots: Vec<Slot>,
+    queue: VecDeque<usize>,
+    counts: BatchCounts,
+    in_flight: usize,
+    stopped: bool,
+    cancelled: bool,
+    /// Indices of ended jobs, in the order they ended.
+    completed: Vec<usize>,
+    /// Indices in the order they were first submitted (the manifest's order).
+    submission_order: Vec<usize>,
+    /// The last job of each input and its attempt (kept across retries).
+    last_job: Vec<Option<(JobId, u32)>>,
+}
+
+impl BatchMachine {
+    /// A batch about to submit every input, in index order.
+    pub fn new(config: BatchConfig) -> Self {
+        let total = config.total;
+        let mut counts = BatchCounts::default();
+        counts.queued = total;
+        Self {
+            slots: vec![Slot::Queued { attempts: 0 }; total],
+            queue: (0..total).collect(),
+            counts,
+            in_flight: 0,
+            stopped: false,
+            cancelled: false,
+            completed: Vec::new(),
+            submission_order: Vec::new(),
+            last_job: vec![None; total],
+            config,
+        }
+    }
+
+    /// A batch this process did not submit: every input [`Slot::Unknown`]
+    /// until [`Event::Adopt`] names its job. An observer never retries nor
+    /// stops on failures (the submitting process decides that).
+    pub fn observer(total: usize) -> Self {
+        let mut counts = BatchCounts::default();
+        counts.unknown = total;
+        Self {
+            slots: vec![Slot::Unknown; total],
+            queue: VecDeque::new(),
+            counts,
+            in_flight: 0,
+            stopped: false,
+            cancelled: false,
+            completed: Vec::new(),
+            submission_order: Vec::new(),
+            last_job: vec![None; total],
+            config: BatchConfig::new(total).max_concurrent(None),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BatchConfig {
+        &self.config
+    }
+
+    /// Replace the submission settings (limit, retries, fail-fast), e.g.
+    /// when a process resumes a batch it attached to. The total is kept.
+    pub fn reconfigure(&mut self, config: BatchConfig) {
+        let total = self.config.total;
+        self.config = BatchConfig { total, ..config };
+    }
+
+    /// Number of inputs.
+    pub fn total(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Every slot, by input index.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// One slot.
+    pub fn slot(&self, index: usize) -> Option<&Slot> {
+        self.slots.get(index)
+    }
+
+    /// Inputs by where they are (always summing to [`BatchMachine::total`]).
+    pub fn counts(&self) -> BatchCounts {
+        self.counts
+    }
+
+    /// Indices of the ended jobs in the order they ended.
+    pub fn completed(&self) -> &[usize] {
+        &self.completed
+    }
+
+    /// The last job of each input (kept when it is retried) with its attempt.
+    pub fn last_job(&self, index: usize) -> Option<&(JobId, u32)> {
+        self.last_job.get(index).and_then(Option::as_ref)
+    }
+
+    /// The manifest's children: `(index, job, attempts)` in the order the
+    /// inputs were first submitted.
+    pub fn children(&self) -> impl Iterator<Item = (usize, &JobId, u32)> + '_ {
+        self.submission_order.iter().filter_map(|&i| {
+            self.last_job[i]
+                .as_ref()
+                .map(|(job_id, attempts)| (i, job_id, *attempts))
+        })
+    }
+
+    /// The jobs submitted and not ended, with their input.
+    pub fn active_jobs(&self) -> impl Iterator<Item = (usize, &JobId)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, s)| match s {
+            Slot::Active { job_id, .. } => Some((i, job_id)),
+            _ => None,
+        })
+    }
+
+    /// Inputs being submitted or submitted and not ended.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// True once the user cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    /// True once fail-fast or a cancel stopped submissions.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// True when no input waits to be submitted, is being submitted, or is
+    /// unknown.
+    pub fn is_submission_complete(&self) -> bool {
+        self.counts.queued == 0 && self.counts.submitting == 0 && self.counts.unknown == 0
+    }
+
+    /// True when every slot is terminal.
+    pub fn is_done(&self) -> bool {
+        self.counts.finished() == self.total()
+    }
+
+    /// True while a submission loop must run: inputs wait or are being
+    /// submitted, or running jobs may still need a retry or a fail-fast
+    /// cancel (which only polling finds).
+    pub fn needs_driver(&self) -> bool {
+        if !self.queue.is_empty() || self.counts.submitting > 0 {
+            return true;
+        }
+        let active = self.counts.pending + self.counts.running;
+        let watch_failures = !self.stopped
+            && (self.config.retries > 0
+                || (self.config.fail_fast && self.config.cancel_running_on_fail));
+        active > 0 && watch_failures
+    }
+
+    /// Apply `event`, consuming the state: `(state, event) → (state, commands)`.
+    pub fn step(mut self, event: Event) -> (Self, Vec<Command>) {
+        let commands = self.apply(event);
+        (self, commands)
+    }
+
+    /// Apply `event` in place and return the commands to carry out.
+    pub fn apply(&mut self, event: Event) -> Vec<Command> {
+        let mut out = Vec::new();
+        match event {
+            Event::Pump => {}
+            Event::Submitted { index, job_id } => self.on_submitted(index, job_id, &mut out),
+            Event::SubmitFailed { index, retryable } => {
+                self.on_submit_failed(index, retryable, &mut out)
+            }
+            Event::Observed {
+                index,
+                job_id,
+                status,
+            } => self.on_observed(index, &job_id, status, &mut out),
+            Event::Cancel => self.on_cancel(&mut out),
+            Event::Adopt {
+                index,
+                job_id,
+                attempts,
+            } => self.on_adopt(index, job_id, attempts, &mut out),
+            Event::Requeue { index, attempts } => {
+                if matches!(self.slots.get(index), Some(Slot::Unknown)) {
+                    self.set(index, Slot::Queued { attempts });
+                    self.queue.push_back(index);
+                }
+            }
+            Event::Resume => {
+                for index in 0..self.slots.len() {
+                    if self.slots[index] == Slot::Unknown {
+                        self.set(index, Slot::Queued { attempts: 0 });
+                        self.queue.push_back(index);
+                    }
+                }
+            }
+            Event::CloseManifest => {
+                for index in 0..self.slots.len() {
+                    if self.slots[index] == Slot::Unknown {
+                        self.set(
+                            index,
+                            Slot::Skipped {
+                                reason: SkipReason::NotInManifest,
+                            },
+                        );
+                    }
+                }
+            }
+            Event::Unavailable { index } => {
+                if matches!(self.slots.get(index), Some(Slot::Unknown)) {
+                    self.set(
+                        index,
+                        Slot::Skipped {
+                            reason: SkipReason::Unavailable,
+                        },
+                    );
+                }
+            }
+            Event::Abandon => {
+                for index in std::mem::take(&mut self.queue) {
+                    self.set(index, Slot::Unknown);
+                }
+                for index in 0..self.slots.len() {
+                    if matches!(self.slots[index], Slot::Submitting { .. }) {
+                        self.set(index, Slot::Unknown);
+                    }
+                }
+            }
+        }
+        self.pump(&mut out);
+        out
+    }
+
+    fn set(&mut self, index: usize, slot: Slot) {
+        let old = std::mem::replace(&mut self.slots[index], slot);
+        *self.counts.field(&old) -= 1;
+        *self.counts.field(&self.slots[index]) += 1;
+        match (old.in_flight(), self.slots[index].in_flight()) {
+            (false, true) => self.in_flight += 1,
+            (true, false) => self.in_flight -= 1,
+            _ => {}
+        }
+    }
+
+    fn cancels_new_jobs(&self) -> bool {
+        self.cancelled || (self.stopped && self.config.cancel_running_on_fail)
+    }
+
+    fn pump(&mut self, out: &mut Vec<Command>) {
+        if self.stopped {
+            return;
+        }
+        let limit = self.config.max_concurrent.unwrap_or(usize::MAX);
+        while self.in_flight < limit {
+            let Some(index) = self.queue.pop_front() else {
+                break;
+            };
+            let Slot::Queued { attempts } = self.slots[index] else {
+                continue;
+            };
+            let attempt = attempts + 1;
+            self.set(index, Slot::Submitting { attempt });
+            out.push(Command::Submit { index, attempt });
+        }
+    }
+
+    fn record(&mut self, index: usize, job_id: &JobId, attempt: u32, out: &mut Vec<Command>) {
+        if self.last_job[index].is_none() {
+            self.submission_order.push(index);
+        }
+        self.last_job[index] = Some((job_id.clone(), attempt));
+        out.push(Command::RecordChild {
+            index,
+            job_id: job_id.clone(),
+            attempts: attempt,
+        });
+        if self.cancels_new_jobs() {
+            out.push(Command::Cancel {
+                index,
+                job_id: job_id.clone(),
+            });
+        }
+    }
+
+    fn on_submitted(&mut self, index: usize, job_id: JobId, out: &mut Vec<Command>) {
+        let Some(Slot::Submitting { attempt }) = self.slots.get(index) else {
+            return;
+        };
+        let attempt = *attempt;
+        self.set(
+            index,
+            Slot::Active {
+                job_id: job_id.clone(),
+                attempt,
+                status: JobStatus::Pending,
+            },
+        );
+        self.record(index, &job_id, attempt, out);
+    }
+
+    fn on_submit_failed(&mut self, index: usize, retryable: bool, out: &mut Vec<Command>) {
+        let Some(Slot::Submitting { attempt }) = self.slots.get(index) else {
+            return;
+        };
+        let attempt = *attempt;
+        if retryable && attempt < self.config.max_attempts() && !self.stopped {
+            self.set(index, Slot::Queued { attempts: attempt });
+            self.queue.push_back(index);
+        } else {
+            self.set(index, Slot::SubmitFailed { attempts: attempt });
+            if self.config.fail_fast {
+                self.stop(out);
+            }
+        }
+    }
+
+    fn on_observed(
+        &mut self,
+        index: usize,
+        observed: &JobId,
+        status: JobStatus,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(Slot::Active {
+            job_id, attempt, ..
+        }) = self.slots.get(index)
+        else {
+            return;
+        };
+        if job_id != observed {
+            return;
+        }
+        let (job_id, attempt) = (job_id.clone(), *attempt);
+        match status {
+            JobStatus::Pending | JobStatus::Running => self.set(
+                index,
+                Slot::Active {
+                    job_id,
+                    attempt,
+                    status,
+                },
+            ),
+            JobStatus::Succeeded => {
+                self.set(
+                    index,
+                    Slot::Ended {
+                        job_id,
+                        attempt,
+                        status,
+                    },
+                );
+                self.completed.push(index);
+            }
+            JobStatus::Failed | JobStatus::NotFound => {
+                if attempt < self.config.max_attempts() && !self.stopped {
+                    self.set(index, Slot::Queued { attempts: attempt });
+                    self.queue.push_back(index);
+                    out.push(Command::Cleanup { index, job_id });
+                } else {
+                    self.set(
+                        index,
+                        Slot::Ended {
+                            job_id,
+                            attempt,
+                            status,
+                        },
+                    );
+                    self.completed.push(index);
+                    if self.config.fail_fast && !self.cancelled {
+                        self.stop(out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fail-fast: skip the queue and, when configured, cancel running jobs.
+    fn stop(&mut self, out: &mut Vec<Command>) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        self.skip_queue(SkipReason::FailFast);
+        if self.config.cancel_running_on_fail {
+            self.cancel_active(out);
+        }
+    }
+
+    fn skip_queue(&mut self, reason: SkipReason) {
+        for index in std::mem::take(&mut self.queue) {
+            if matches!(self.slots[index], Slot::Queued { .. }) {
+                self.set(index, Slot::Skipped { reason });
+            }
+        }
+    }
+
+    fn cancel_active(&self, out: &mut Vec<Command>) {
+        for (index, job_id) in self.active_jobs() {
+            out.push(Command::Cancel {
+                index,
+                job_id: job_id.clone(),
+            });
+        }
+    }
+
+    fn on_cancel(&mut self, out: &mut Vec<Command>) {
+        if self.cancelled {
+            return;
+        }
+        self.cancelled = true;
+        self.stopped = true;
+        self.skip_queue(SkipReason::Cancelled);
+        self.cancel_active(out);
+    }
+
+    fn on_adopt(&mut self, index: usize, job_id: JobId, attempts: u32, out: &mut Vec<Command>) {
+        if !matches!(self.slots.get(index), Some(Slot::Unknown)) {
+            return;
+        }
+        let attempt = attempts.max(1);
+        self.set(
+            index,
+            Slot::Active {
+                job_id: job_id.clone(),
+                attempt,
+                status: JobStatus::Pending,
+            },
+        );
+        self.record(index, &job_id, attempt, out);
+    }
+}
+
+/// The order in which `results()` returns inputs: every index in input
+/// order when `ordered`; otherwise the ended jobs in the order they ended,
+/// then every other input (submission failures, skipped) in input order.
+pub fn result_order(machine: &BatchMachine, ordered: bool) -> Vec<usize> {
+    if ordered {
+        return (0..machine.total()).collect();
+    }
+    let mut seen = vec![false; machine.total()];
+    let mut order = Vec::with_capacity(machine.total());
+    for &i in machine.completed() {
+        if !seen[i] {
+            seen[i] = true;
+            order.push(i);
+        }
+    }
+    order.extend((0..machine.total()).filter(|&i| !seen[i]));
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u32) -> JobId {
+        format!("job-{n:08x}").parse().unwrap()
+    }
+
+    fn submits(cmds: &[Command]) -> Vec<(usize, u32)> {
+        cmds.iter()
+            .filter_map(|c| match c {
+                Command::Submit { index, attempt } => Some((*index, *attempt)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn submits_up_to_the_limit_and_refills() {
+        let mut m = BatchMachine::new(BatchConfig::new(5).max_concurrent(Some(2)));
+        assert_eq!(submits(&m.apply(Event::Pump)), vec![(0, 1), (1, 1)]);
+        assert_eq!(m.in_flight(), 2);
+        let cmds = m.apply(Event::Submitted {
+            index: 0,
+            job_id: id(0),
+        });
+        assert!(submits(&cmds).is_empty(), "still two in flight");
+        let cmds = m.apply(Event::Observed {
+            index: 0,
+            job_id: id(0),
+            status: JobStatus::Succeeded,
+        });
+        assert_eq!(submits(&cmds), vec![(2, 1)]);
+        assert_eq!(m.completed(), &[0]);
+        assert_eq!(m.counts().total(), 5);
+    }
+
+    #[test]
+    fn failed_jobs_are_retried_then_end() {
+        let mut m = BatchMachine::new(BatchConfig::new(1).retries(1));
+        m.apply(Event::Pump);
+        m.apply(Event::Submitted {
+            index: 0,
+            job_id: id(1),
+        });
+        let cmds = m.apply(Event::Observed {
+            index: 0,
+            job_id: id(1),
+            status: JobStatus::Failed,
+        });
+        assert_eq!(submits(&cmds), vec![(0, 2)]);
+        assert!(cmds.contains(&Command::Cleanup {
+            index: 0,
+            job_id: id(1)
+        }));
+        m.apply(Event::Submitted {
+            index: 0,
+            job_id: id(2),
+        });
+        // A late observation of the first attempt is ignored.
+        m.apply(Event::Observed {
+            index: 0,
+            job_id: id(1),
+            status: JobStatus::Succeeded,
+        });
+        assert!(matches!(m.slot(0), Some(Slot::Active { attempt: 2, .. })));
+        let cmds = m.apply(Event::Observed {
+            index: 0,
+            job_id: id(2),
+            status: JobStatus::NotFound,
+        });
+        assert!(submits(&cmds).is_empty());
+        assert!(m.is_done());
+        assert_eq!(m.counts().not_found, 1);
+        assert_eq!(m.children().collect::<Vec<_>>(), vec![(0, &id(2), 2)]);
+    }
+
+    #[test]
+    fn fail_fast_skips_the_queue_and_cancels_running_jobs() {
+        let mut m = BatchMachine::new(
+            BatchConfig::new(4)
+                .max_concurrent(Some(2))
+                .fail_fast(true, true),
+        );
+        m.apply(Event::Pump);
+        m.apply(Event::Submitted {
+            index: 0,
+            job_id: id(0),
+        });
+        let cmds = m.apply(Event::Observed {
+            index: 0,
+            job_id: id(0),
+            status: JobStatus::Failed,
+        });
+        assert!(submits(&cmds).is_empty());
+        assert_eq!(m.counts().skipped, 2);
+        // Input 1's submission comes back after the stop: it is cancelled.
+        let cmds = m.apply(Event::Submitted {
+            index: 1,
+            job_id: id(1),
+        });
+        assert!(cmds.contains(&Command::Cancel {
+            index: 1,
+            job_id: id(1)
+        }));
+        assert!(!m.needs_driver(), "stopped: nothing left to retry");
+    }
+
+    #[test]
+    fn transient_submit_errors_are_retried_within_the_budget() {
+        let mut m = BatchMachine::new(BatchConfig::new(1).retries(1));
+        m.apply(Event::Pump);
+        let cmds = m.apply(Event::SubmitFailed {
+            index: 0,
+            retryable: true,
+        });
+        assert_eq!(submits(&cmds), vec![(0, 2)]);
+        m.apply(Event::SubmitFailed {
+            index: 0,
+            retryable: true,
+        });
+        assert_eq!(m.slot(0), Some(&Slot::SubmitFailed { attempts: 2 }));
+        let mut m = BatchMachine::new(BatchConfig::new(1).retries(3));
+        m.apply(Event::Pump);
+        m.apply(Event::SubmitFailed {
+            index: 0,
+            retryable: false,
+        });
+        assert_eq!(m.slot(0), Some(&Slot::SubmitFailed { attempts: 1 }));
+    }
+
+    #[test]
+    fn observers_adopt_resume_and_close() {
+        let mut m = BatchMachine::observer(3);
+        assert!(!m.is_submission_complete());
+        assert!(submits(&m.apply(Event::Pump)).is_empty());
+        m.apply(Event::Adopt {
+            index: 1,
+            job_id: id(1),
+            attempts: 1,
+        });
+        m.apply(Event::Unavailable { index: 2 });
+        let mut resumed = m.clone();
+        m.apply(Event::CloseManifest);
+        assert!(m.is_submission_complete());
+        assert_eq!(m.counts().skipped, 2);
+        resumed.reconfigure(BatchConfig::new(99));
+        assert_eq!(resumed.total(), 3);
+        assert_eq!(submits(&resumed.apply(Event::Resume)), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn abandon_leaves_unknown_slots_for_a_resume() {
+        let mut m = BatchMachine::new(BatchConfig::new(3).max_concurrent(Some(1)));
+        m.apply(Event::Pump);
+        m.apply(Event::Abandon);
+        assert_eq!(m.counts().unknown, 3);
+        assert_eq!(submits(&m.apply(Event::Resume)), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn counts_display() {
+        let mut m = BatchMachine::new(BatchConfig::new(3));
+        m.apply(Event::Pump);
+        assert_eq!(m.counts().to_string(), "0/3 done: 3 submitting");
+    }
+}

@@ -1,0 +1,424 @@
+//! The group manifest (`_groups/{group_id}/manifest.json`), the stored
+//! inputs (`_groups/{group_id}/inputs.jsonl`) and the children's job ids.
+//!
+//! The manifest has Kinetic's keys (reference §1.6), written with sorted
+//! keys: `group_id, group_kind ("map"), group_name (or null), tags,
+//! created_at, total_expected, submit_fn_name, children: [{attempts,
+//! group_index, job_id}]`, children in the order they were first submitted.
+//! Our own keys are optional and ignored by Kinetic: `backend`, `namespace`,
+//! `entrypoint`, `input_mode` and `inputs` (the inputs object's name, which
+//! makes a batch resumable).
+//!
+//! Reading is tolerant like Kinetic's `attach_batch`: unknown keys are
+//! ignored, `total_expected` defaults to the number of children, and a
+//! child whose index or job id is unusable is skipped with a warning.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::ids::{GroupId, JobId};
+use crate::record::UtcTimestamp;
+
+use super::input::InputMode;
+
+/// Kinetic's `group_kind` for a map.
+pub const GROUP_KIND_MAP: &str = "map";
+/// Name of the manifest inside the group's folder.
+pub const MANIFEST_FILE_NAME: &str = "manifest.json";
+/// Name of the stored inputs inside the group's folder.
+pub const INPUTS_FILE_NAME: &str = "inputs.jsonl";
+
+/// The group's folder: `_groups/{group_id}`.
+pub fn group_prefix(group_id: &GroupId) -> String {
+    format!("_groups/{group_id}")
+}
+
+/// The manifest's object key: `_groups/{group_id}/manifest.json`.
+pub fn manifest_key(group_id: &GroupId) -> String {
+    format!("_groups/{group_id}/{MANIFEST_FILE_NAME}")
+}
+
+/// The stored inputs' object key: `_groups/{group_id}/inputs.jsonl`.
+pub fn inputs_key(group_id: &GroupId) -> String {
+    format!("_groups/{group_id}/{INPUTS_FILE_NAME}")
+}
+
+/// Largest input index (exclusive) with a deterministic job id.
+pub const MAX_DETERMINISTIC_INDEX: usize = 1 << 24;
+/// Largest attempt number with a deterministic job id.
+pub const MAX_DETERMINISTIC_ATTEMPT: u32 = 255;
+
+/// The job id of attempt `attempt` (1-based) of input `index`.
+///
+/// `(attempt, index)` packed into 32 bits goes through a 4-round Feistel
+/// permutation keyed by the group id: the ids look random (like Kinetic's
+/// `job-` + 8 hex), are the same in every process, and are **distinct for
+/// every input and attempt of the batch** (a permutation has no
+/// collisions). A resumed submission therefore reuses the id of an attempt
+/// that may already have reached the backend, which starts it at most once.
+/// Beyond 2²⁴ inputs or 255 attempts the id is random.
+///
+/// ```
+/// use kinetic_core::batch::child_job_id;
+/// let g = "grp-0a1b2c3d".parse().unwrap();
+/// assert_eq!(child_job_id(&g, 7, 1), child_job_id(&g, 7, 1));
+/// assert_ne!(child_job_id(&g, 7, 1), child_job_id(&g, 7, 2));
+/// assert!(child_job_id(&g, 7, 1).as_str().starts_with("job-"));
+/// ```
+pub fn child_job_id(group_id: &GroupId, index: usize, attempt: u32) -> JobId {
+    if index >= MAX_DETERMINISTIC_INDEX || attempt == 0 || attempt > MAX_DETERMINISTIC_ATTEMPT {
+        return JobId::new_random();
+    }
+    let plain = (attempt << 24) | index as u32;
+    let mut left = (plain >> 16) as u16;
+    let mut right = plain as u16;
+    for round in 0u8..4 {
+        let mut h = Sha256::new();
+        h.update(b"kinetic-batch-child\0");
+        h.update(group_id.as_str().as_bytes());
+        h.update([0, round]);
+        h.update(right.to_be_bytes());
+        let d = h.finalize();
+        let f = u16::from_be_bytes([d[0], d[1]]);
+        (left, right) = (right, left ^ f);
+    }
+    let mixed = (u32::from(left) << 16) | u32::from(right);
+    // `job-` and 8 lower-case hex digits is always a valid job id.
+    format!("job-{mixed:08x}")
+        .parse()
+        .unwrap_or_else(|_| JobId::new_random())
+}
+
+/// One child of the manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestChild {
+    /// The input's index.
+    pub group_index: usize,
+    /// Its current job (the latest attempt's).
+    pub job_id: JobId,
+    /// Attempts made.
+    pub attempts: u32,
+}
+
+/// A batch's manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupManifest {
+    /// The group.
+    pub group_id: GroupId,
+    /// `map`.
+    pub group_kind: String,
+    /// The batch's name, if given.
+    pub group_name: Option<String>,
+    /// The batch's tags.
+    pub tags: BTreeMap<String, String>,
+    /// When the batch was created.
+    pub created_at: UtcTimestamp,
+    /// Number of inputs.
+    pub total_expected: usize,
+    /// The function's name (Kinetic's `submit_fn.__name__`).
+    pub submit_fn_name: String,
+    /// The children submitted so far, in first-submission order.
+    pub children: Vec<ManifestChild>,
+    /// Ours: the backend the children run on.
+    pub backend: Option<String>,
+    /// Ours: the children's namespace.
+    pub namespace: Option<String>,
+    /// Ours: the entrypoint (`module:function`, file or command line).
+    pub entrypoint: Option<String>,
+    /// Ours: how each input was applied to the function.
+    pub input_mode: Option<InputMode>,
+    /// Ours: the stored inputs' object name inside the group folder.
+    pub inputs: Option<String>,
+}
+
+impl GroupManifest {
+    /// A manifest for a new map batch, with no children yet.
+    pub fn new(group_id: GroupId, total_expected: usize, submit_fn_name: &str) -> Self {
+        Self {
+            group_id,
+            group_kind: GROUP_KIND_MAP.to_owned(),
+            group_name: None,
+            tags: BTreeMap::new(),
+            created_at: UtcTimestamp::now(),
+            total_expected,
+            submit_fn_name: submit_fn_name.to_owned(),
+            children: Vec::new(),
+            backend: None,
+            namespace: None,
+            entrypoint: None,
+            input_mode: None,
+            inputs: None,
+        }
+    }
+
+    /// The manifest as compact JSON with sorted keys (Kinetic's
+    /// `json.dumps(…, sort_keys=True)`); our optional keys only when set.
+    pub fn to_json(&self) -> String {
+        let mut map = Map::new();
+        let mut put = |k: &str, v: Value| {
+            map.insert(k.to_owned(), v);
+        };
+        if let Some(b) = &self.backend {
+            put("backend", json!(b));
+        }
+        put(
+            "children",
+            Value::Array(
+                self.children
+                    .iter()
+                    .map(|c| {
+                        json!({"attempts": c.attempts, "group_index": c.group_index, "job_id": c.job_id.as_str()})
+                    })
+                    .collect(),
+            ),
+        );
+        put("created_at", json!(self.created_at.to_string()));
+        if let Some(e) = &self.entrypoint {
+            put("entrypoint", json!(e));
+        }
+        put("group_id", json!(self.group_id.as_str()));
+        put("group_kind", json!(self.group_kind));
+        put("group_name", json!(self.group_name));
+        if let Some(m) = self.input_mode {
+            put("input_mode", json!(m.as_str()));
+        }
+        if let Some(i) = &self.inputs {
+            put("inputs", json!(i));
+        }
+        if let Some(n) = &self.namespace {
+            put("namespace", json!(n));
+        }
+        put("submit_fn_name", json!(self.submit_fn_name));
+        put("tags", json!(self.tags));
+        put("total_expected", json!(self.total_expected));
+        // Keys were inserted in sorted order; `sort_keys` makes it explicit.
+        map.sort_keys();
+        Value::Object(map).to_string()
+    }
+
+    /// Read a manifest; `expected` is the group it was fetched for (used
+    /// when the document has no usable `group_id`). Returns the manifest and
+    /// warnings about entries that were skipped.
+    pub fn from_json_bytes(
+        bytes: &[u8],
+        expected: &GroupId,
+    ) -> Result<(Self, Vec<String>), ManifestError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| ManifestError {
+            message: format!("not valid JSON: {e}"),
+        })?;
+        let Value::Object(mut map) = value else {
+            return Err(ManifestError {
+                message: "expected a JSON object".into(),
+            });
+        };
+        let mut warnings = Vec::new();
+        let text = |map: &mut Map<String, Value>, key: &str| -> Option<String> {
+            match map.remove(key) {
+                Some(Value::String(s)) => Some(s),
+                _ => None,
+            }
+        };
+        let group_id = text(&mut map, "group_id")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| expected.clone());
+        if &group_id != expected {
+            return Err(ManifestError {
+                message: format!("it describes group {group_id}, not {expected}"),
+            });
+        }
+        let mut children = Vec::new();
+        if let Some(Value::Array(items)) = map.remove("children") {
+            for (pos, item) in items.into_iter().enumerate() {
+                let index = item
+                    .get("group_index")
+                    .and_then(Value::as_u64)
+                    .and_then(|i| usize::try_from(i).ok());
+                let job_id = item
+                    .get("job_id")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse::<JobId>().ok());
+                let attempts = item
+                    .get("attempts")
+                    .and_then(Value::as_u64)
+                    .and_then(|a| u32::try_from(a).ok())
+                    .unwrap_or(1);
+                match (index, job_id) {
+                    (Some(group_index), Some(job_id)) => children.push(ManifestChild {
+                        group_index,
+                        job_id,
+                        attempts,
+                    }),
+                    _ => warnings.push(format!(
+                        "manifest child #{pos} has no valid group_index and job_id ({item}); skipped"
+                    )),
+                }
+            }
+        }
+        let total_expected = map
+            .remove("total_expected")
+            .and_then(|v| v.as_u64())
+            .and_then(|t| usize::try_from(t).ok())
+            .unwrap_or(children.len());
+        let created_at = text(&mut map, "created_at")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| UtcTimestamp::from_unix_seconds(0));
+        let tags = match map.remove("tags") {
+            Some(Value::Object(t)) => t
+                .into_iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => (k, s),
+                    other => (k, other.to_string()),
+                })
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        let input_mode = text(&mut map, "input_mode").and_then(|m| m.parse().ok());
+        Ok((
+            Self {
+                group_id,
+                group_kind: text(&mut map, "group_kind").unwrap_or_else(|| GROUP_KIND_MAP.into()),
+                group_name: text(&mut map, "group_name"),
+                tags,
+                created_at,
+                total_expected,
+                submit_fn_name: text(&mut map, "submit_fn_name").unwrap_or_default(),
+                children,
+                backend: text(&mut map, "backend"),
+                namespace: text(&mut map, "namespace"),
+                entrypoint: text(&mut map, "entrypoint"),
+                input_mode,
+                inputs: text(&mut map, "inputs"),
+            },
+            warnings,
+        ))
+    }
+}
+
+/// A manifest or inputs file that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct ManifestError {
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The inputs as JSON Lines: one compact JSON value per line, in order.
+pub fn encode_inputs(inputs: &[Value]) -> String {
+    let mut out = String::new();
+    for v in inputs {
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// Read JSON Lines: one value per non-blank line. The error names the
+/// 1-based line.
+pub fn decode_inputs(bytes: &[u8]) -> Result<Vec<Value>, ManifestError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| ManifestError {
+        message: format!("inputs are not UTF-8: {e}"),
+    })?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, l)| {
+            serde_json::from_str(l).map_err(|e| ManifestError {
+                message: format!("line {} is not JSON: {e}", n + 1),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gid() -> GroupId {
+        "grp-0a1b2c3d".parse().unwrap()
+    }
+
+    #[test]
+    fn manifest_json_is_kinetics_with_sorted_keys() {
+        let mut m = GroupManifest::new(gid(), 3, "square");
+        m.created_at = "2026-03-25T10:00:00Z".parse().unwrap();
+        m.children.push(ManifestChild {
+            group_index: 1,
+            job_id: "job-00000001".parse().unwrap(),
+            attempts: 2,
+        });
+        let golden = r#"{"children":[{"attempts":2,"group_index":1,"job_id":"job-00000001"}],"created_at":"2026-03-25T10:00:00Z","group_id":"grp-0a1b2c3d","group_kind":"map","group_name":null,"submit_fn_name":"square","tags":{},"total_expected":3}"#;
+        assert_eq!(m.to_json(), golden);
+        let (back, warnings) = GroupManifest::from_json_bytes(golden.as_bytes(), &gid()).unwrap();
+        assert_eq!(back, m);
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn our_keys_round_trip() {
+        let mut m = GroupManifest::new(gid(), 2, "f");
+        m.backend = Some("gke".into());
+        m.namespace = Some("ns".into());
+        m.entrypoint = Some("work:f".into());
+        m.input_mode = Some(InputMode::Kwargs);
+        m.inputs = Some(INPUTS_FILE_NAME.into());
+        m.group_name = Some("sweep".into());
+        m.tags.insert("team".into(), "x".into());
+        let json = m.to_json();
+        let keys: Vec<String> = serde_json::from_str::<Map<String, Value>>(&json)
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+        let (back, _) = GroupManifest::from_json_bytes(json.as_bytes(), &gid()).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn reading_is_tolerant_like_kinetic() {
+        let doc = br#"{"group_id":"grp-0a1b2c3d","children":[
+            {"group_index":0,"job_id":"job-0000000a","attempts":1},
+            {"group_index":"x","job_id":"job-0000000b"},
+            {"group_index":2,"job_id":"nope"}],
+            "tags":{"n":1},"future_key":true}"#;
+        let (m, warnings) = GroupManifest::from_json_bytes(doc, &gid()).unwrap();
+        assert_eq!(m.children.len(), 1);
+        assert_eq!(m.total_expected, 1, "defaults to the number of children");
+        assert_eq!(warnings.len(), 2);
+        assert_eq!(m.tags["n"], "1");
+        assert!(GroupManifest::from_json_bytes(b"[]", &gid()).is_err());
+        let other = br#"{"group_id":"grp-ffffffff"}"#;
+        assert!(GroupManifest::from_json_bytes(other, &gid()).is_err());
+    }
+
+    #[test]
+    fn inputs_round_trip_and_errors_name_the_line() {
+        let inputs = vec![json!(1), json!({"a": [1, "x\ny"]}), json!(null)];
+        let text = encode_inputs(&inputs);
+        assert_eq!(text.lines().count(), 3);
+        assert_eq!(decode_inputs(text.as_bytes()).unwrap(), inputs);
+        let err = decode_inputs(b"1\n\n{bad\n").unwrap_err().to_string();
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn child_ids_are_stable_and_distinct() {
+        let g = gid();
+        let ids: std::collections::BTreeSet<JobId> = (0..20_000)
+            .flat_map(|i| [child_job_id(&g, i, 1), child_job_id(&g, i, 2)])
+            .collect();
+        assert_eq!(ids.len(), 40_000, "a permutation never collides");
+        let other: GroupId = "grp-0a1b2c3e".parse().unwrap();
+        assert_ne!(child_job_id(&g, 0, 1), child_job_id(&other, 0, 1));
+        assert_eq!(
+            child_job_id(&g, 5, 1).as_str(),
+            child_job_id(&g, 5, 1).as_str()
+        );
+    }
+}
