@@ -246,7 +246,8 @@ pub enum Event {
         attempts: u32,
     },
     /// Resume a batch: every [`Slot::Unknown`] input is queued (after the
-    /// ones already queued), then submission continues.
+    /// ones already queued) after the attempts known for it, then
+    /// submission continues.
     Resume,
     /// The manifest will name no more children: every [`Slot::Unknown`]
     /// input is skipped.
@@ -416,6 +417,8 @@ pub struct BatchMachine {
     submission_order: Vec<usize>,
     /// The last job of each input and its attempt (kept across retries).
     last_job: Vec<Option<(JobId, u32)>>,
+    /// Attempts completed before an [`Event::Abandon`] made a slot unknown.
+    abandoned_attempts: Vec<u32>,
 }
 
 impl BatchMachine {
@@ -434,6 +437,7 @@ impl BatchMachine {
             completed: Vec::new(),
             submission_order: Vec::new(),
             last_job: vec![None; total],
+            abandoned_attempts: vec![0; total],
             config,
         }
     }
@@ -454,6 +458,7 @@ impl BatchMachine {
             completed: Vec::new(),
             submission_order: Vec::new(),
             last_job: vec![None; total],
+            abandoned_attempts: vec![0; total],
             config: BatchConfig::new(total).max_concurrent(None),
         }
     }
@@ -593,7 +598,13 @@ impl BatchMachine {
             Event::Resume => {
                 for index in 0..self.slots.len() {
                     if self.slots[index] == Slot::Unknown {
-                        self.set(index, Slot::Queued { attempts: 0 });
+                        // Attempts known here continue; an interrupted
+                        // attempt is made again (with the same job id).
+                        let attempts = self.last_job[index]
+                            .as_ref()
+                            .map_or(0, |(_, a)| *a)
+                            .max(self.abandoned_attempts[index]);
+                        self.set(index, Slot::Queued { attempts });
                         self.queue.push_back(index);
                     }
                 }
@@ -622,10 +633,14 @@ impl BatchMachine {
             }
             Event::Abandon => {
                 for index in std::mem::take(&mut self.queue) {
-                    self.set(index, Slot::Unknown);
+                    if let Slot::Queued { attempts } = self.slots[index] {
+                        self.abandoned_attempts[index] = attempts;
+                        self.set(index, Slot::Unknown);
+                    }
                 }
                 for index in 0..self.slots.len() {
-                    if matches!(self.slots[index], Slot::Submitting { .. }) {
+                    if let Slot::Submitting { attempt } = self.slots[index] {
+                        self.abandoned_attempts[index] = attempt - 1;
                         self.set(index, Slot::Unknown);
                     }
                 }
