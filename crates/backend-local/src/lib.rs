@@ -18,6 +18,9 @@
 //!   that reason, never `RUNNING` forever.
 //! - Logs are copied to the store (`{job_id}/logs/output.log`) when the job
 //!   ends, so they outlive the job's directory.
+//! - A batch child is also named by an empty file
+//!   `{root}/groups/{group_id}/{job_id}`, so a batch's status is one
+//!   directory listing ([`Backend::group_status`]).
 //! - Captured environment values go into the child's environment only.
 //! - No image is built: jobs run on the host. A job that asks for a GPU or
 //!   TPU the host does not have is refused before anything is uploaded, with
@@ -33,10 +36,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kinetic_core::accelerators::{AcceleratorSpec, Category};
-use kinetic_core::ids::JobId;
+use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, LogOptions, LogStream, ObjectPath, ObjectStore,
-    PreparedJob, PutOptions,
+    Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
+    ObjectPath, ObjectStore, PreparedJob, PutOptions,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
@@ -144,12 +147,47 @@ impl LocalBackend {
         JobDir::new(self.options.root.join("jobs").join(job_id.as_str()))
     }
 
+    fn group_dir(&self, group_id: &GroupId) -> PathBuf {
+        self.options.root.join("groups").join(group_id.as_str())
+    }
+
+    /// Name a batch child in its group's directory (idempotent).
+    fn join_group(&self, record: &JobRecord) -> Result<(), BackendError> {
+        let Some(group) = &record.group_id else {
+            return Ok(());
+        };
+        let dir = self.group_dir(group);
+        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, &e))?;
+        let entry = dir.join(record.job_id.as_str());
+        std::fs::write(&entry, b"").map_err(|e| io_err(&entry, &e))
+    }
+
+    /// The state of a job from its directory, copying its log to the store
+    /// once it ended.
+    async fn observe_state(&self, job_id: &JobId, dir: &JobDir) -> JobState {
+        let state = match dir.observe() {
+            Observed::Missing => JobState::new(JobStatus::NotFound),
+            Observed::Queued => JobState::new(JobStatus::Pending).with_reason(StatusReason::WaitingForResources),
+            Observed::Running => JobState::new(JobStatus::Running),
+            Observed::Exited(0) => JobState::new(JobStatus::Succeeded),
+            Observed::Exited(code) => JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code }),
+            Observed::Cancelled => JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled),
+            Observed::Vanished => JobState::new(JobStatus::Failed).with_reason(StatusReason::BackendError {
+                message: "the job's local processes ended without recording an exit code (killed, or the machine restarted)".into(),
+            }),
+        };
+        if state.status.is_terminal() && state.status != JobStatus::NotFound {
+            self.archive_logs(job_id, dir).await;
+        }
+        state
+    }
+
     /// Copy the job's log to the store once it ended (idempotent).
-    async fn archive_logs(&self, record: &JobRecord, dir: &JobDir) {
+    async fn archive_logs(&self, job_id: &JobId, dir: &JobDir) {
         if dir.logs_archived() {
             return;
         }
-        let Ok(path) = ObjectPath::parse(format!("{}/logs/output.log", record.job_id)) else {
+        let Ok(path) = ObjectPath::parse(format!("{job_id}/logs/output.log")) else {
             return;
         };
         let log = dir.log_path();
@@ -166,7 +204,7 @@ impl LocalBackend {
         match result {
             Ok(()) => dir.mark_logs_archived(),
             Err(e) => {
-                tracing::warn!(job_id = %record.job_id, "could not copy the job's log to the store: {e}")
+                tracing::warn!(job_id = %job_id, "could not copy the job's log to the store: {e}")
             }
         }
     }
@@ -272,8 +310,8 @@ impl Backend for LocalBackend {
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
         let dir = self.job_dir(&job.record.job_id);
         match dir.claim(&job.spec_uri) {
-            Ok(true) => {}
-            Ok(false) => return Ok(()), // the same job, already submitted
+            Ok(true) => self.join_group(&job.record)?,
+            Ok(false) => return self.join_group(&job.record), // the same job, already submitted
             Err(existing) => {
                 return Err(BackendError::AlreadyExists {
                     backend: self.name().to_owned(),
@@ -334,21 +372,35 @@ impl Backend for LocalBackend {
 
     async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError> {
         let dir = self.job_dir(&job.job_id);
-        let state = match dir.observe() {
-            Observed::Missing => JobState::new(JobStatus::NotFound),
-            Observed::Queued => JobState::new(JobStatus::Pending).with_reason(StatusReason::WaitingForResources),
-            Observed::Running => JobState::new(JobStatus::Running),
-            Observed::Exited(0) => JobState::new(JobStatus::Succeeded),
-            Observed::Exited(code) => JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code }),
-            Observed::Cancelled => JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled),
-            Observed::Vanished => JobState::new(JobStatus::Failed).with_reason(StatusReason::BackendError {
-                message: "the job's local processes ended without recording an exit code (killed, or the machine restarted)".into(),
-            }),
+        Ok(self.observe_state(&job.job_id, &dir).await)
+    }
+
+    async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
+        let dir = self.group_dir(&query.group_id);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(GroupStatus::new()),
+            Err(e) => return Err(io_err(&dir, &e)),
         };
-        if state.status.is_terminal() && state.status != JobStatus::NotFound {
-            self.archive_logs(job, &dir).await;
+        let mut out = GroupStatus::new();
+        for entry in entries.filter_map(Result::ok) {
+            let Some(job_id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<JobId>().ok())
+            else {
+                continue;
+            };
+            let job_dir = self.job_dir(&job_id);
+            if !job_dir.exists() {
+                continue;
+            }
+            let state = self.observe_state(&job_id, &job_dir).await;
+            if state.status != JobStatus::NotFound {
+                out.insert(job_id, state);
+            }
         }
-        Ok(state)
+        Ok(out)
     }
 
     async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
@@ -389,7 +441,15 @@ impl Backend for LocalBackend {
             return Ok(());
         }
         self.cancel(job).await?;
-        self.archive_logs(job, &dir).await;
+        self.archive_logs(&job.job_id, &dir).await;
+        if let Some(group) = &job.group_id {
+            let entry = self.group_dir(group).join(job.job_id.as_str());
+            if let Err(e) = std::fs::remove_file(&entry)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                return Err(io_err(&entry, &e));
+            }
+        }
         dir.remove().map_err(|e| io_err(dir.path(), &e))
     }
 

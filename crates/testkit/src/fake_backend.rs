@@ -16,8 +16,8 @@ use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::env::SecretValue;
 use kinetic_core::ids::JobId;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, LogOptions, LogStream, ObjectPath, ObjectStore,
-    PreparedJob, PutOptions,
+    Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
+    ObjectPath, ObjectStore, PreparedJob, PutOptions,
 };
 use kinetic_core::protocol::{RemoteError, RunnerResult};
 use kinetic_core::record::JobRecord;
@@ -137,6 +137,11 @@ impl FakeBackend {
     /// Calls answered per method name.
     pub fn calls(&self, method: &str) -> u64 {
         lock(&self.calls).get(method).copied().unwrap_or(0)
+    }
+
+    /// Calls answered, all methods together.
+    pub fn total_calls(&self) -> u64 {
+        lock(&self.calls).values().sum()
     }
 
     /// Jobs started (idempotent re-submits not counted).
@@ -325,6 +330,26 @@ impl Backend for FakeBackend {
     async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError> {
         self.enter("status").await?;
         Ok(self.advance(job.job_id.as_str()).await)
+    }
+
+    async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
+        self.enter("group_status").await?;
+        let members: Vec<(String, JobId)> = lock(&self.jobs)
+            .iter()
+            .filter(|(_, j)| {
+                j.record.group_id.as_ref() == Some(&query.group_id)
+                    && j.record.namespace == query.namespace
+            })
+            .map(|(id, j)| (id.clone(), j.record.job_id.clone()))
+            .collect();
+        let mut out = GroupStatus::new();
+        for (id, job_id) in members {
+            let state = self.advance(&id).await;
+            if state.status != JobStatus::NotFound {
+                out.insert(job_id, state);
+            }
+        }
+        Ok(out)
     }
 
     async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError> {

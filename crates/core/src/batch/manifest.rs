@@ -75,20 +75,47 @@ pub fn child_job_id(group_id: &GroupId, index: usize, attempt: u32) -> JobId {
     let mut left = (plain >> 16) as u16;
     let mut right = plain as u16;
     for round in 0u8..4 {
-        let mut h = Sha256::new();
-        h.update(b"kinetic-batch-child\0");
-        h.update(group_id.as_str().as_bytes());
-        h.update([0, round]);
-        h.update(right.to_be_bytes());
-        let d = h.finalize();
-        let f = u16::from_be_bytes([d[0], d[1]]);
-        (left, right) = (right, left ^ f);
+        (left, right) = (right, left ^ feistel_round(group_id, round, right));
     }
     let mixed = (u32::from(left) << 16) | u32::from(right);
     // `job-` and 8 lower-case hex digits is always a valid job id.
     format!("job-{mixed:08x}")
         .parse()
         .unwrap_or_else(|_| JobId::new_random())
+}
+
+/// The input index and attempt whose [`child_job_id`] in `group_id` is
+/// `job_id` (the permutation inverted), when that is a deterministic id
+/// (attempt 1 to 255). A job id of another group decodes to some position
+/// too: callers check the job belongs to the group (its record, or the
+/// backend's group listing) and that the index is below the total.
+///
+/// ```
+/// use kinetic_core::batch::{child_job_id, child_position};
+/// let g = "grp-0a1b2c3d".parse().unwrap();
+/// assert_eq!(child_position(&g, &child_job_id(&g, 41, 3)), Some((41, 3)));
+/// ```
+pub fn child_position(group_id: &GroupId, job_id: &JobId) -> Option<(usize, u32)> {
+    let mixed = u32::from_str_radix(job_id.hex(), 16).ok()?;
+    let mut left = (mixed >> 16) as u16;
+    let mut right = mixed as u16;
+    for round in (0u8..4).rev() {
+        (left, right) = (right ^ feistel_round(group_id, round, left), left);
+    }
+    let plain = (u32::from(left) << 16) | u32::from(right);
+    let attempt = plain >> 24;
+    let index = (plain & 0x00ff_ffff) as usize;
+    (attempt >= 1).then_some((index, attempt))
+}
+
+fn feistel_round(group_id: &GroupId, round: u8, half: u16) -> u16 {
+    let mut h = Sha256::new();
+    h.update(b"kinetic-batch-child\0");
+    h.update(group_id.as_str().as_bytes());
+    h.update([0, round]);
+    h.update(half.to_be_bytes());
+    let d = h.finalize();
+    u16::from_be_bytes([d[0], d[1]])
 }
 
 /// One child of the manifest.

@@ -218,8 +218,18 @@ impl JobHandle {
     /// came back; cleanup failures are logged, never raised.
     pub async fn result(&self, options: ResultOptions) -> Result<Value, EngineError> {
         let state = self.wait(&options).await?;
-        let outcome = self.collect(&state).await;
-        if options.cleanup {
+        self.collect_ended(&state, options.cleanup).await
+    }
+
+    /// The value of a job already seen in the terminal `state` (a batch
+    /// poll saw it), without polling it again; cleans up like `result`.
+    pub(crate) async fn collect_ended(
+        &self,
+        state: &JobState,
+        cleanup: bool,
+    ) -> Result<Value, EngineError> {
+        let outcome = self.collect(state).await;
+        if cleanup {
             let collected = outcome.is_ok();
             if let Err(e) = self.backend.cleanup(&self.record).await {
                 tracing::warn!(job_id = %self.record.job_id, "cleanup of backend resources failed: {e}");

@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 mod blocking;
 mod data;
 mod error;
@@ -36,6 +37,10 @@ use crate::ids::JobId;
 use crate::ports::{BackendRegistry, ImageBuilder, ObjectPath, ObjectStore};
 use crate::record::{JobRecord, record_key};
 
+pub use batch::{
+    AttachOptions, BatchDriver, BatchError, BatchFailure, BatchHandle, BatchItem,
+    BatchResultsOptions, ChildError, FailedChild, MapOptions, Spawner,
+};
 pub use data::{cache_prefix, marker_path};
 pub use error::EngineError;
 pub use handle::{CleanupOptions, JobHandle, LogCallback, ResultOptions, StatusCallback};
@@ -99,6 +104,8 @@ pub(crate) struct EngineInner {
     pub(crate) images: Option<Arc<dyn ImageBuilder>>,
     /// A fixed environment for tests; `None` reads the process's at each submit.
     pub(crate) env: Option<EnvSnapshot>,
+    /// Runs batch submission loops in the background ([`Engine::map`]).
+    pub(crate) spawner: Option<Spawner>,
 }
 
 impl std::fmt::Debug for EngineInner {
@@ -107,6 +114,7 @@ impl std::fmt::Debug for EngineInner {
             .field("settings", &self.settings)
             .field("store", &self.store)
             .field("backends", &self.backends.names())
+            .field("spawner", &self.spawner.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -118,13 +126,24 @@ pub struct Engine {
 }
 
 /// Builds an [`Engine`] from its store, backends and settings.
-#[derive(Debug)]
 pub struct EngineBuilder {
     settings: EngineSettings,
     store: Option<Arc<dyn ObjectStore>>,
     backends: BackendRegistry,
     images: Option<Arc<dyn ImageBuilder>>,
     env: Option<EnvSnapshot>,
+    spawner: Option<Spawner>,
+}
+
+impl std::fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("settings", &self.settings)
+            .field("store", &self.store)
+            .field("backends", &self.backends.names())
+            .field("spawner", &self.spawner.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl EngineBuilder {
@@ -171,6 +190,16 @@ impl EngineBuilder {
         self
     }
 
+    /// How to run a batch's submission loop in the background, for
+    /// [`Engine::map`] and [`BatchHandle::resume`]: the embedding program's
+    /// executor, typically `|driver| { tokio::spawn(driver); }`. The core
+    /// has no runtime of its own; without a spawner use
+    /// [`Engine::map_with_driver`] and drive the returned future yourself.
+    pub fn spawner(mut self, spawner: impl Fn(BatchDriver) + Send + Sync + 'static) -> Self {
+        self.spawner = Some(Arc::new(spawner));
+        self
+    }
+
     /// The engine; fails when no store was given.
     pub fn build(self) -> Result<Engine, EngineError> {
         let store = self.store.ok_or_else(|| EngineError::Internal {
@@ -183,6 +212,7 @@ impl EngineBuilder {
                 backends: self.backends,
                 images: self.images,
                 env: self.env,
+                spawner: self.spawner,
             }),
         })
     }
@@ -197,6 +227,7 @@ impl Engine {
             backends: BackendRegistry::new("local"),
             images: None,
             env: None,
+            spawner: None,
         }
     }
 

@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 use tracing::Instrument;
 
 use crate::accelerators::AcceleratorSpec;
-use crate::env::{EnvSnapshot, capture};
-use crate::ids::{JobId, display_name, k8s_name_for_backend};
-use crate::ports::{ImageMode, ImageRequest, ObjectPath, PreparedJob, PutOptions};
+use crate::env::{CapturedEnv, EnvSnapshot, capture};
+use crate::ids::{GroupId, JobId, display_name, k8s_name_for_backend};
+use crate::ports::{Backend, ImageMode, ImageRequest, ObjectPath, PreparedJob, PutOptions};
 use crate::protocol::{
     Artifact, ClusterInfo, DataRef, PROTOCOL_VERSION, RUNNER_SOURCE, RunnerSpec, RunnerVolume,
 };
@@ -99,11 +99,56 @@ impl SubmitOptions {
         }
     }
 
-    fn emit(&self, event: ProgressEvent) {
+    pub(crate) fn emit(&self, event: ProgressEvent) {
         if let Some(cb) = &self.progress {
             cb(&event);
         }
     }
+}
+
+/// What a job needs that does not depend on its own arguments, resolved
+/// without uploading anything: once per submit, or once per batch.
+pub(crate) struct Resolved {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) accelerator: AcceleratorSpec,
+    pub(crate) accelerator_text: String,
+    pub(crate) env: CapturedEnv,
+    pub(crate) snapshot: EnvSnapshot,
+    pub(crate) project: Project,
+    pub(crate) default_excludes: bool,
+}
+
+/// What is uploaded once and shared by the jobs of one submit or batch.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    /// Data references by [`data_key`].
+    pub(crate) refs: BTreeMap<String, DataRef>,
+    /// The packed project.
+    pub(crate) context: Artifact,
+    /// The image (`""` when the backend needs none).
+    pub(crate) image_uri: String,
+}
+
+/// Where the packed project goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ContextTarget<'a> {
+    /// `{job_id}/context.zip` (a single job).
+    Job(&'a ObjectPath),
+    /// `_groups/{group_id}/context-{sha256[..16]}.zip`, shared by the
+    /// children of a batch; content-addressed so a resume with the same
+    /// project writes the same object.
+    Group(&'a ObjectPath),
+}
+
+/// A batch child's own part of the call and its place in the batch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChildCall {
+    /// Positional arguments after the spec's own.
+    pub(crate) args: Vec<Value>,
+    /// Keyword arguments after (and over) the spec's own.
+    pub(crate) kwargs: Vec<(String, Value)>,
+    /// `(group, kind, index)` recorded in the child's `handle.json`.
+    pub(crate) group: Option<(GroupId, String, u64)>,
 }
 
 pub(crate) async fn submit(
@@ -111,6 +156,91 @@ pub(crate) async fn submit(
     spec: JobSpec,
     options: SubmitOptions,
 ) -> Result<JobHandle, EngineError> {
+    let resolved = resolve(inner, &spec, &options).await?;
+    let job_id = JobId::new_random();
+    let span = tracing::info_span!("submit", job_id = %job_id, backend = resolved.backend.name());
+    let prefix = ObjectPath::parse(job_id.as_str())?;
+    let result = async {
+        let shared = upload_shared(
+            inner,
+            &spec,
+            &resolved,
+            &options,
+            ContextTarget::Job(&prefix),
+        )
+        .await?;
+        submit_prepared(
+            inner,
+            &spec,
+            &resolved,
+            &shared,
+            &job_id,
+            &ChildCall::default(),
+            &options,
+        )
+        .await
+    }
+    .instrument(span)
+    .await;
+    finish_submit(inner, &resolved, &job_id, &prefix, result).await
+}
+
+/// Submit one child of a batch whose shared parts are uploaded.
+pub(crate) async fn submit_child(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    resolved: &Resolved,
+    shared: &Shared,
+    job_id: &JobId,
+    call: &ChildCall,
+) -> Result<JobHandle, EngineError> {
+    let span = tracing::info_span!("submit", job_id = %job_id, backend = resolved.backend.name());
+    let prefix = ObjectPath::parse(job_id.as_str())?;
+    let result = submit_prepared(
+        inner,
+        spec,
+        resolved,
+        shared,
+        job_id,
+        call,
+        &SubmitOptions::default(),
+    )
+    .instrument(span)
+    .await;
+    finish_submit(inner, resolved, job_id, &prefix, result).await
+}
+
+async fn finish_submit(
+    inner: &Arc<EngineInner>,
+    resolved: &Resolved,
+    job_id: &JobId,
+    prefix: &ObjectPath,
+    result: Result<JobRecord, EngineError>,
+) -> Result<JobHandle, EngineError> {
+    match result {
+        Ok(record) => Ok(JobHandle::new(
+            inner.clone(),
+            resolved.backend.clone(),
+            record,
+        )),
+        Err(err) => {
+            // Nothing of a job that was not submitted stays behind as if it
+            // were: its prefix goes (cached data, complete or marked, stays).
+            if let Err(e) = inner.store.delete_prefix(prefix).await {
+                tracing::warn!(job_id = %job_id, "could not remove the artifacts of a failed submit: {e}");
+            }
+            Err(err)
+        }
+    }
+}
+
+/// Check everything that can be checked before uploading, and resolve the
+/// backend, environment and project.
+pub(crate) async fn resolve(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    options: &SubmitOptions,
+) -> Result<Resolved, EngineError> {
     // Everything that can be checked without IO is checked first: nothing is
     // uploaded for a job that cannot run.
     spec.validate()?;
@@ -143,94 +273,83 @@ pub(crate) async fn submit(
         .get("KINETIC_NO_DEFAULT_EXCLUDES")
         .is_none_or(|v| v.expose() != "1");
     let entrypoint = spec.entrypoint.clone();
-    let project = {
-        let cwd = cwd.clone();
-        blocking(move || {
-            project::resolve(
-                &entrypoint,
-                &cwd,
-                home.as_deref(),
-                package_root_env.as_deref(),
-            )
-        })
-        .await??
-    };
-
-    let job_id = JobId::new_random();
-    let span = tracing::info_span!("submit", job_id = %job_id, backend = backend.name());
-    let prefix = ObjectPath::parse(job_id.as_str())?;
-    let result = async {
-        prepare_and_submit(
-            inner,
-            &spec,
-            &options,
-            &project,
-            &job_id,
-            &prefix,
-            &accelerator,
-            &accelerator_text,
-            backend.clone(),
-            env,
-            &snapshot,
-            default_excludes,
+    let project = blocking(move || {
+        project::resolve(
+            &entrypoint,
             &cwd,
+            home.as_deref(),
+            package_root_env.as_deref(),
         )
-        .await
-    }
-    .instrument(span)
-    .await;
-    match result {
-        Ok(record) => Ok(JobHandle::new(inner.clone(), backend, record)),
-        Err(err) => {
-            // Nothing of a job that was not submitted stays behind as if it
-            // were: its prefix goes (cached data, complete or marked, stays).
-            if let Err(e) = inner.store.delete_prefix(&prefix).await {
-                tracing::warn!(job_id = %job_id, "could not remove the artifacts of a failed submit: {e}");
-            }
-            Err(err)
-        }
-    }
+    })
+    .await??;
+    Ok(Resolved {
+        backend,
+        accelerator,
+        accelerator_text,
+        env,
+        snapshot,
+        project,
+        default_excludes,
+    })
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn prepare_and_submit(
+/// Hash and upload the data, package and upload the project, and resolve
+/// the image (alongside the uploads).
+pub(crate) async fn upload_shared(
     inner: &Arc<EngineInner>,
     spec: &JobSpec,
+    resolved: &Resolved,
     options: &SubmitOptions,
-    project: &Project,
-    job_id: &JobId,
-    prefix: &ObjectPath,
-    accelerator: &AcceleratorSpec,
-    accelerator_text: &str,
-    backend: Arc<dyn crate::ports::Backend>,
-    env: crate::env::CapturedEnv,
-    snapshot: &EnvSnapshot,
-    default_excludes: bool,
-    cwd: &Path,
-) -> Result<JobRecord, EngineError> {
-    let store = &inner.store;
-
-    // Data and context uploads run alongside the image resolution.
+    target: ContextTarget<'_>,
+) -> Result<Shared, EngineError> {
     let uploads = async {
         let refs = upload_data(inner, spec, options).await?;
-        let context =
-            upload_context(inner, project, spec, prefix, options, default_excludes, cwd).await?;
+        let context = upload_context(
+            inner,
+            &resolved.project,
+            spec,
+            target,
+            options,
+            resolved.default_excludes,
+        )
+        .await?;
         Ok::<_, EngineError>((refs, context))
     };
     let image = resolve_image(
         inner,
         spec,
-        accelerator,
-        backend.capabilities().needs_image,
+        &resolved.accelerator,
+        resolved.backend.capabilities().needs_image,
         options,
     );
     let ((refs, context), image_uri) = futures_util::future::try_join(uploads, image).await?;
+    Ok(Shared {
+        refs,
+        context,
+        image_uri,
+    })
+}
 
+/// Write `spec.json` and `handle.json` and hand the job to the backend.
+async fn submit_prepared(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    resolved: &Resolved,
+    shared: &Shared,
+    job_id: &JobId,
+    call: &ChildCall,
+    options: &SubmitOptions,
+) -> Result<JobRecord, EngineError> {
+    let store = &inner.store;
+    let prefix = ObjectPath::parse(job_id.as_str())?;
+    let backend = &resolved.backend;
+    let accelerator = &resolved.accelerator;
     let output_dir = spec
         .output_dir
         .clone()
         .or_else(|| {
-            snapshot
+            resolved
+                .snapshot
                 .get("KINETIC_OUTPUT_DIR")
                 .map(|v| v.expose().to_owned())
                 .filter(|v| !v.is_empty())
@@ -245,26 +364,32 @@ async fn prepare_and_submit(
         });
 
     let ref_for = |d: &Data| -> Value {
-        match refs.get(&data_key(d)) {
+        match shared.refs.get(&data_key(d)) {
             Some(r) => r.to_value(),
             None => Value::Null,
         }
     };
+    let mut args: Vec<Value> = spec.args.iter().map(|a| a.to_json(&ref_for)).collect();
+    args.extend(call.args.iter().cloned());
+    let mut kwargs: Map<String, Value> = spec
+        .kwargs
+        .iter()
+        .map(|(k, a)| (k.clone(), a.to_json(&ref_for)))
+        .collect();
+    for (k, v) in &call.kwargs {
+        kwargs.insert(k.clone(), v.clone());
+    }
     let runner_spec = RunnerSpec {
         protocol: PROTOCOL_VERSION,
         job_id: job_id.to_string(),
-        entrypoint: project.runner_entrypoint.clone(),
-        args: spec.args.iter().map(|a| a.to_json(&ref_for)).collect(),
-        kwargs: spec
-            .kwargs
-            .iter()
-            .map(|(k, a)| (k.clone(), a.to_json(&ref_for)))
-            .collect::<Map<String, Value>>(),
+        entrypoint: resolved.project.runner_entrypoint.clone(),
+        args,
+        kwargs,
         volumes: spec
             .volumes
             .iter()
             .filter_map(|(mount, d)| {
-                refs.get(&data_key(d)).map(|r| {
+                shared.refs.get(&data_key(d)).map(|r| {
                     let mut data = r.clone();
                     data.mount_path = Some(mount.clone());
                     RunnerVolume {
@@ -274,14 +399,18 @@ async fn prepare_and_submit(
                 })
             })
             .collect(),
-        env_names: env.names().map(|n| n.as_str().to_owned()).collect(),
+        env_names: resolved
+            .env
+            .names()
+            .map(|n| n.as_str().to_owned())
+            .collect(),
         output_dir,
-        context,
+        context: shared.context.clone(),
         requirements: None,
-        plan: project.plan.clone(),
+        plan: resolved.project.plan.clone(),
         result_uri: store.uri(&prefix.child("result.json")?),
         cluster: ClusterInfo {
-            accelerator: accelerator_text.to_owned(),
+            accelerator: resolved.accelerator_text.clone(),
             num_nodes: accelerator.num_hosts(),
             num_gpus_per_node: accelerator.count().unwrap_or(0),
             node_ips: Vec::new(),
@@ -296,12 +425,16 @@ async fn prepare_and_submit(
 
     let settings = &inner.settings;
     let func_name = spec.entrypoint.func_name();
+    let (group_id, group_kind, group_index) = match &call.group {
+        Some((id, kind, index)) => (Some(id.clone()), Some(kind.clone()), Some(*index)),
+        None => (None, None, None),
+    };
     let record = JobRecord {
-        accelerator: accelerator_text.to_owned(),
+        accelerator: resolved.accelerator_text.clone(),
         backend: backend.name().to_owned(),
         bucket_name: if settings.bucket_name.is_empty() {
             store
-                .uri(prefix)
+                .uri(&prefix)
                 .trim_end_matches(prefix.as_str())
                 .trim_end_matches('/')
                 .to_owned()
@@ -314,10 +447,10 @@ async fn prepare_and_submit(
         display_name: display_name(&func_name, job_id),
         entrypoint: Some(spec.entrypoint.to_string()),
         func_name,
-        group_id: None,
-        group_index: None,
-        group_kind: None,
-        image_uri,
+        group_id,
+        group_index,
+        group_kind,
+        image_uri: shared.image_uri.clone(),
         job_id: job_id.clone(),
         k8s_name: k8s_name_for_backend(backend.name(), job_id),
         namespace: settings.namespace.clone(),
@@ -336,7 +469,7 @@ async fn prepare_and_submit(
         record.clone(),
         accelerator.clone(),
         store.uri(&spec_path),
-        env,
+        resolved.env.clone(),
         spec.deadlines,
     );
     if let Err(err) = backend.submit(&prepared).await {
@@ -400,16 +533,15 @@ async fn upload_data(
     Ok(refs)
 }
 
-/// Package the project (without local data paths inside it) and upload
-/// `{job_id}/context.zip`; return it as an artifact with its SHA-256.
+/// Package the project (without local data paths inside it), upload it
+/// where `target` says, and return it as an artifact with its SHA-256.
 async fn upload_context(
     inner: &Arc<EngineInner>,
     project: &Project,
     spec: &JobSpec,
-    prefix: &ObjectPath,
+    target: ContextTarget<'_>,
     options: &SubmitOptions,
     default_excludes: bool,
-    _cwd: &Path,
 ) -> Result<Artifact, EngineError> {
     options.emit(ProgressEvent::Packaging {
         root: project.root.clone(),
@@ -440,7 +572,12 @@ async fn upload_context(
     for warning in &packed.warnings {
         options.emit(ProgressEvent::Warning(warning.clone()));
     }
-    let object = prefix.child("context.zip")?;
+    let object = match target {
+        ContextTarget::Job(prefix) => prefix.child("context.zip")?,
+        ContextTarget::Group(prefix) => {
+            prefix.child(&format!("context-{}.zip", &packed.sha256[..16]))?
+        }
+    };
     inner
         .store
         .put_file(&object, &zip_path, PutOptions::default())

@@ -12,8 +12,9 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::env::{CapturedEnv, EnvEntry, EnvSnapshot, SecretValue, capture};
+use kinetic_core::ids::GroupId;
 use kinetic_core::ports::{
-    Backend, BackendError, GetOptions, LogOptions, ObjectPath, ObjectStore, PreparedJob,
+    Backend, BackendError, GetOptions, GroupQuery, LogOptions, ObjectPath, ObjectStore, PreparedJob,
 };
 use kinetic_core::protocol::RunnerResult;
 use kinetic_core::record::JobRecord;
@@ -48,6 +49,7 @@ pub async fn run(h: &dyn BackendHarness) {
     cancel_stops_a_running_job(h).await;
     cleanup_forgets_the_job(h).await;
     env_reaches_the_job_and_nowhere_else(h).await;
+    group_status_reports_the_group_in_one_call(h).await;
 }
 
 fn no_env() -> CapturedEnv {
@@ -336,6 +338,91 @@ pub async fn env_reaches_the_job_and_nowhere_else(h: &dyn BackendHarness) {
         !format!("{job:?}").contains(&sentinel),
         "a prepared job's Debug MUST NOT show values"
     );
+}
+
+/// Prepare `job` as child `index` of `group` (or of no group).
+async fn prepared_in_group(
+    h: &dyn BackendHarness,
+    job: ConformanceJob,
+    group: Option<&GroupId>,
+    index: u64,
+) -> PreparedJob {
+    let mut prepared = h.prepare(job, no_env()).await;
+    if let Some(group) = group {
+        prepared.record.group_id = Some(group.clone());
+        prepared.record.group_kind = Some("map".into());
+        prepared.record.group_index = Some(index);
+    }
+    prepared
+}
+
+/// `group_status` names exactly the group's jobs the backend holds, with
+/// the state `status` gives; other groups, ungrouped jobs and cleaned-up
+/// jobs are left out; an unknown group is an empty map.
+pub async fn group_status_reports_the_group_in_one_call(h: &dyn BackendHarness) {
+    let group = GroupId::new_random();
+    let other = GroupId::new_random();
+    let a = prepared_in_group(h, ConformanceJob::Returns42, Some(&group), 0).await;
+    let b = prepared_in_group(h, ConformanceJob::Raises, Some(&group), 1).await;
+    let c = prepared_in_group(h, ConformanceJob::Returns42, Some(&other), 0).await;
+    let d = prepared_in_group(h, ConformanceJob::Returns42, None, 0).await;
+    for job in [&a, &b, &c, &d] {
+        h.backend().submit(job).await.expect("submit");
+    }
+    let query = GroupQuery::new(group.clone(), a.record.namespace.clone());
+    let listed = h
+        .backend()
+        .group_status(&query)
+        .await
+        .expect("group_status MUST be supported");
+    let ids: Vec<_> = listed.keys().cloned().collect();
+    let mut want = vec![a.record.job_id.clone(), b.record.job_id.clone()];
+    want.sort();
+    assert_eq!(
+        ids, want,
+        "group_status MUST list every job of the group submitted before the call, and only those"
+    );
+    for job in [&a, &b] {
+        wait_terminal(h, &job.record).await;
+    }
+    let listed = h
+        .backend()
+        .group_status(&query)
+        .await
+        .expect("group_status");
+    for job in [&a, &b] {
+        let single = h.backend().status(&job.record).await.expect("status");
+        assert_eq!(
+            listed.get(&job.record.job_id),
+            Some(&single),
+            "group_status MUST give the state status gives"
+        );
+    }
+    assert_eq!(listed[&a.record.job_id].status, JobStatus::Succeeded);
+    assert_eq!(listed[&b.record.job_id].status, JobStatus::Failed);
+    h.backend().cleanup(&a.record).await.expect("cleanup");
+    let listed = h
+        .backend()
+        .group_status(&query)
+        .await
+        .expect("group_status");
+    assert_eq!(
+        listed.keys().cloned().collect::<Vec<_>>(),
+        vec![b.record.job_id.clone()],
+        "a cleaned-up job MUST NOT be listed"
+    );
+    let unknown = GroupQuery::new(GroupId::new_random(), a.record.namespace.clone());
+    assert!(
+        h.backend()
+            .group_status(&unknown)
+            .await
+            .expect("an unknown group is not an error")
+            .is_empty()
+    );
+    for job in [&b, &c, &d] {
+        wait_terminal(h, &job.record).await;
+        h.backend().cleanup(&job.record).await.expect("cleanup");
+    }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
