@@ -58,14 +58,32 @@ struct FakeJob {
     env: BTreeMap<String, SecretValue>,
     cancelled: bool,
     finished: bool,
+    /// The result write was attempted to its end (an observer whose future
+    /// is dropped mid-write leaves it to the next observer).
+    result_written: bool,
 }
 
-#[derive(Debug, Default)]
+/// Chooses a submitted job's outcome from its record (e.g. from its
+/// `group_index`); `None` falls through to the queued outcomes.
+pub type OutcomeFn = Arc<dyn Fn(&JobRecord) -> Option<Outcome> + Send + Sync>;
+
+#[derive(Default)]
 struct Script {
     by_job: BTreeMap<String, Outcome>,
+    by_record: Option<OutcomeFn>,
     next: VecDeque<Outcome>,
     logs: VecDeque<Vec<String>>,
     logs_by_job: BTreeMap<String, Vec<String>>,
+}
+
+impl std::fmt::Debug for Script {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Script")
+            .field("by_job", &self.by_job)
+            .field("by_record", &self.by_record.is_some())
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
 }
 
 /// An in-memory backend. Clones share state.
@@ -115,6 +133,15 @@ impl FakeBackend {
     /// The job `job_id` ends with `outcome` whenever it is submitted.
     pub fn script_job(&self, job_id: &str, outcome: Outcome) {
         lock(&self.script).by_job.insert(job_id.to_owned(), outcome);
+    }
+
+    /// Every submitted job without a per-job script asks `script` for its
+    /// outcome first (batch tests answer from `group_index`).
+    pub fn script_with(
+        &self,
+        script: impl Fn(&JobRecord) -> Option<Outcome> + Send + Sync + 'static,
+    ) {
+        lock(&self.script).by_record = Some(Arc::new(script));
     }
 
     /// The job `job_id` prints these lines whenever it is submitted.
@@ -203,11 +230,13 @@ impl FakeBackend {
                     .with_reason(StatusReason::ExitCode { code: *code }),
                 Outcome::Hang | Outcome::Blocked(_) => JobState::new(JobStatus::Running),
             };
-            let write = if job.finished {
+            job.finished = true;
+            let write = if job.result_written {
                 None
             } else {
-                job.finished = true;
-                result_for(&job.outcome).map(|r| (job.record.job_id.clone(), r))
+                let write = result_for(&job.outcome).map(|r| (job.record.job_id.clone(), r));
+                job.result_written = write.is_none();
+                write
             };
             (state, write)
         };
@@ -223,6 +252,9 @@ impl FakeBackend {
                 tracing_warn(&format!(
                     "fake backend could not write the result of {job_id}: {e}"
                 ));
+            }
+            if let Some(j) = lock(&self.jobs).get_mut(job_id.as_str()) {
+                j.result_written = true;
             }
         }
         state
@@ -294,9 +326,11 @@ impl Backend for FakeBackend {
         }
         let (outcome, logs) = {
             let mut script = lock(&self.script);
+            let by_record = script.by_record.clone();
             let outcome = script
                 .by_job
                 .remove(&id)
+                .or_else(|| by_record.and_then(|f| f(&job.record)))
                 .or_else(|| script.next.pop_front())
                 .unwrap_or(Outcome::Succeed(Value::Null));
             let logs = script
@@ -321,6 +355,7 @@ impl Backend for FakeBackend {
                     .collect(),
                 cancelled: false,
                 finished: false,
+                result_written: false,
             },
         );
         self.submits.fetch_add(1, Ordering::Relaxed);

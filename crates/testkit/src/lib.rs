@@ -18,7 +18,7 @@ mod fault;
 mod memory_store;
 mod python_job;
 
-pub use fake_backend::{FakeBackend, FakeBackendHarness, Outcome};
+pub use fake_backend::{FakeBackend, FakeBackendHarness, Outcome, OutcomeFn};
 pub use fake_images::FakeImageBuilder;
 pub use fault::FaultPlan;
 pub use memory_store::MemoryStore;

@@ -425,8 +425,10 @@ impl BatchMachine {
     /// A batch about to submit every input, in index order.
     pub fn new(config: BatchConfig) -> Self {
         let total = config.total;
-        let mut counts = BatchCounts::default();
-        counts.queued = total;
+        let counts = BatchCounts {
+            queued: total,
+            ..BatchCounts::default()
+        };
         Self {
             slots: vec![Slot::Queued { attempts: 0 }; total],
             queue: (0..total).collect(),
@@ -446,8 +448,10 @@ impl BatchMachine {
     /// until [`Event::Adopt`] names its job. An observer never retries nor
     /// stops on failures (the submitting process decides that).
     pub fn observer(total: usize) -> Self {
-        let mut counts = BatchCounts::default();
-        counts.unknown = total;
+        let counts = BatchCounts {
+            unknown: total,
+            ..BatchCounts::default()
+        };
         Self {
             slots: vec![Slot::Unknown; total],
             queue: VecDeque::new(),
@@ -553,14 +557,24 @@ impl BatchMachine {
     /// submitted, or running jobs may still need a retry or a fail-fast
     /// cancel (which only polling finds).
     pub fn needs_driver(&self) -> bool {
-        if !self.queue.is_empty() || self.counts.submitting > 0 {
-            return true;
-        }
+        !self.queue.is_empty() || self.counts.submitting > 0 || self.needs_polling()
+    }
+
+    /// True when the submission loop must poll the running jobs: only an
+    /// ended job frees capacity for a queued input, and only a poll finds
+    /// a failure to retry, or one that fail-fast acts on.
+    pub fn needs_polling(&self) -> bool {
         let active = self.counts.pending + self.counts.running;
-        let watch_failures = !self.stopped
-            && (self.config.retries > 0
-                || (self.config.fail_fast && self.config.cancel_running_on_fail));
-        active > 0 && watch_failures
+        if active == 0 {
+            return false;
+        }
+        let limit = self.config.max_concurrent.unwrap_or(usize::MAX);
+        let capacity_bound = !self.queue.is_empty() && self.in_flight >= limit;
+        let retry_watch = !self.stopped && self.config.retries > 0;
+        let fail_watch = !self.stopped
+            && self.config.fail_fast
+            && (!self.queue.is_empty() || self.config.cancel_running_on_fail);
+        capacity_bound || retry_watch || fail_watch
     }
 
     /// Apply `event`, consuming the state: `(state, event) → (state, commands)`.

@@ -102,7 +102,7 @@ type Submission = (usize, u32, JobId, Result<JobHandle, EngineError>);
 
 enum Wake {
     Command(Option<(usize, u32)>),
-    Submitted(Submission),
+    Submitted(Box<Submission>),
     ChoreDone,
     ManifestWritten,
     PollDone,
@@ -217,14 +217,12 @@ async fn run(
         }
 
         let idle = submissions.is_empty() && backlog.is_empty();
-        let (dirty, complete, needs_driver, active) = {
+        let (dirty, complete, wants_poll) = {
             let core = shared.lock();
-            let counts = core.machine.counts();
             (
                 core.manifest_dirty,
                 core.machine.is_submission_complete(),
-                core.machine.needs_driver(),
-                counts.pending + counts.running,
+                core.machine.needs_polling(),
             )
         };
 
@@ -261,7 +259,6 @@ async fn run(
 
         // Polling frees capacity and finds failures to retry; it is only
         // the loop's business while the machine needs it.
-        let wants_poll = needs_driver && active > 0;
         if wants_poll && poll.is_none() && Instant::now() >= next_poll {
             let s = shared.clone();
             let half = settings.poll_interval / 2;
@@ -284,7 +281,7 @@ async fn run(
 
         let wake = std::future::poll_fn(|cx| {
             if let Poll::Ready(Some(done)) = submissions.poll_next_unpin(cx) {
-                return Poll::Ready(Wake::Submitted(done));
+                return Poll::Ready(Wake::Submitted(Box::new(done)));
             }
             if rx_open && let Poll::Ready(message) = rx.poll_recv(cx) {
                 return Poll::Ready(Wake::Command(message));
@@ -313,7 +310,7 @@ async fn run(
             Wake::Command(Some(submit)) => backlog.push_back(submit),
             Wake::Command(None) => rx_open = false,
             Wake::Submitted(done) => {
-                if let Some(f) = run_chores(settle(&shared, done)) {
+                if let Some(f) = run_chores(settle(&shared, *done)) {
                     chores.push(f);
                 }
             }

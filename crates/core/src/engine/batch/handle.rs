@@ -868,7 +868,9 @@ impl BatchHandle {
         let shared = &self.shared;
         let unknown = shared.unknown_slots();
         let max_attempts = crate::batch::MAX_DETERMINISTIC_ATTEMPT.max(retries.saturating_add(1));
-        let probed: Vec<Result<(usize, Option<(u32, bool)>), BatchError>> =
+        // (input, its latest attempt with a record and whether it has a result)
+        type Probe = Result<(usize, Option<(u32, bool)>), BatchError>;
+        let probed: Vec<Probe> =
             futures_util::stream::iter(unknown.into_iter().map(|index| async move {
                 let mut last = None;
                 for attempt in 1..=max_attempts {
