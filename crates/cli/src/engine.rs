@@ -105,6 +105,9 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
         .store(store)
         .backend(Arc::new(backend))
         .default_backend(&default_backend)
+        .spawner(|driver| {
+            tokio::spawn(driver);
+        })
         .build()
         .map_err(|e| CliError::failed(e.to_string()))
 }

@@ -49,6 +49,10 @@ enum Command {
     Run(commands::run::RunArgs),
     /// Follow jobs submitted earlier: list, status, logs, result, cancel, cleanup.
     Jobs(commands::jobs::JobsArgs),
+    /// Run a function once per line of a JSON Lines file, as one batch.
+    Map(commands::map::MapArgs),
+    /// Follow a batch submitted earlier: status, results, wait, cancel, cleanup.
+    Batch(commands::batch::BatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +74,8 @@ fn main() -> ExitCode {
         Command::Profile(args) => commands::profile::run(args, &out),
         Command::Run(args) => commands::run::run(args, cli.profile.as_deref(), &out),
         Command::Jobs(args) => commands::jobs::run(args, cli.profile.as_deref(), &out),
+        Command::Map(args) => commands::map::run(args, cli.profile.as_deref(), &out),
+        Command::Batch(args) => commands::batch::run(args, cli.profile.as_deref(), &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,10 +1,12 @@
 //! One module per subcommand.
 
 pub(crate) mod accelerators;
+pub(crate) mod batch;
 pub(crate) mod config;
 pub(crate) mod deps;
 pub(crate) mod hash;
 pub(crate) mod jobs;
+pub(crate) mod map;
 pub(crate) mod pack;
 pub(crate) mod profile;
 pub(crate) mod run;

@@ -1,0 +1,172 @@
+//! `kinetic map` and `kinetic batch …` through the real binary, on the local
+//! backend with the host's python3 and a directory store.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const WORK_PY: &str = r#"
+def square(x):
+    return x * x
+
+
+def scaled(x, scale=1):
+    if x == 3:
+        raise ValueError("three is not allowed")
+    return x * scale
+"#;
+
+struct World {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+}
+
+impl World {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().canonicalize().expect("canonical");
+        let proj = home.join("proj");
+        fs::create_dir_all(&proj).expect("mkdir");
+        fs::write(proj.join("pyproject.toml"), "[project]\nname = \"proj\"\n").expect("write");
+        fs::write(proj.join("work.py"), WORK_PY).expect("write");
+        Self { _tmp: tmp, home }
+    }
+
+    fn inputs(&self, name: &str, lines: &[Value]) -> String {
+        let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
+        let path = self.home.join("proj").join(name);
+        fs::write(&path, text).expect("write");
+        path.to_string_lossy().into_owned()
+    }
+
+    fn kinetic(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_kinetic"))
+            .args(args)
+            .env("HOME", &self.home)
+            .env("KINETIC_LOCAL_ROOT", self.home.join("local"))
+            .env(
+                "KINETIC_STORE_URL",
+                format!("file://{}", self.home.join("store").display()),
+            )
+            .env("KINETIC_LOCAL_MAX_CONCURRENT", "4")
+            .env_remove("KINETIC_PROFILE")
+            .env_remove("KINETIC_BACKEND")
+            .current_dir(self.home.join("proj"))
+            .output()
+            .expect("run kinetic")
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn group_id(o: &Output) -> String {
+    let err = stderr(o);
+    err.split_whitespace()
+        .find(|w| w.starts_with("grp-"))
+        .map(|w| w.trim_end_matches(':').to_owned())
+        .unwrap_or_else(|| panic!("no group id in: {err}"))
+}
+
+#[test]
+fn map_prints_values_in_input_order_and_batch_commands_follow_it() {
+    let w = World::new();
+    let inputs = w.inputs("in.jsonl", &(0..8).map(|i| json!(i)).collect::<Vec<_>>());
+    let o = w.kinetic(&[
+        "map",
+        "work:square",
+        "--inputs",
+        &inputs,
+        "--max-concurrent",
+        "3",
+        "--poll-interval",
+        "0.05",
+        "--no-cleanup",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let values: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
+    assert_eq!(values, vec!["0", "1", "4", "9", "16", "25", "36", "49"]);
+    let group = group_id(&o);
+
+    let o = w.kinetic(&["batch", "status", &group, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let status: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(status["total"], 8);
+    assert_eq!(status["counts"]["succeeded"], 8);
+    assert_eq!(status["jobs"].as_array().map(Vec::len), Some(8));
+    assert_eq!(status["submission_complete"], true);
+
+    let o = w.kinetic(&["batch", "results", &group, "--json", "--no-cleanup"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let results: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(results["results"][7]["value"], 49);
+
+    let o = w.kinetic(&["batch", "wait", &group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("8/8 done"), "{}", stdout(&o));
+
+    let o = w.kinetic(&["batch", "cleanup", &group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = w.kinetic(&["batch", "status", &group]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no batch"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_failed_input_fails_the_command_and_keeps_the_other_values() {
+    let w = World::new();
+    let inputs = w.inputs(
+        "kw.jsonl",
+        &(0..5)
+            .map(|i| json!({"x": i, "scale": 10}))
+            .collect::<Vec<_>>(),
+    );
+    let o = w.kinetic(&[
+        "map",
+        "work:scaled",
+        "--inputs",
+        &inputs,
+        "--poll-interval",
+        "0.05",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "0\n10\n20\nnull\n40\n");
+    let err = stderr(&o);
+    assert!(err.contains("1 of 5 inputs failed"), "{err}");
+    assert!(err.contains("three is not allowed"), "{err}");
+}
+
+#[test]
+fn bad_input_files_and_flags_are_usage_errors() {
+    let w = World::new();
+    let bad = w.home.join("proj/bad.jsonl");
+    fs::write(&bad, "1\n{nope\n").expect("write");
+    let o = w.kinetic(&[
+        "map",
+        "work:square",
+        "--inputs",
+        bad.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("line 2"), "{}", stderr(&o));
+    let good = w.inputs("one.jsonl", &[json!(1)]);
+    let o = w.kinetic(&[
+        "map",
+        "work:square",
+        "--inputs",
+        &good,
+        "--input-mode",
+        "bogus",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("input mode"), "{}", stderr(&o));
+    let o = w.kinetic(&["batch", "status", "grp-nothex!"]);
+    assert_eq!(o.status.code(), Some(2));
+}
