@@ -8,25 +8,7 @@
 //! done — is decided here, so it can be tested exhaustively without a
 //! backend or a store.
 //!
-//! Rules (Kinetic's `collections.map`, reference §1.6, unless noted):
-//!
-//! - At most `max_concurrent` inputs are in flight (being submitted, or
-//!   submitted and not ended); inputs are submitted in index order and a
-//!   retried input goes to the back of the queue.
-//! - A job that ends `FAILED` or `NOT_FOUND` is retried while it has had
-//!   fewer than `1 + retries` attempts (the old attempt's backend resources
-//!   are cleaned first), unless the batch was cancelled or stopped.
-//! - A submission error is retried the same way only when it is retryable
-//!   (an unavailable store or backend); Kinetic never retries them, but a
-//!   transient error should not cost an input. Other submission errors end
-//!   the input.
-//! - With `fail_fast`, the first input that ends failed (no retry left)
-//!   stops the batch: queued inputs are skipped, and with
-//!   `cancel_running_on_fail` every running job is cancelled, including
-//!   ones whose submission comes back later.
-//! - `cancel` skips queued inputs, cancels every submitted job (and any
-//!   whose submission comes back later) and retries nothing.
-//! - A terminal slot (ended, submission failed, skipped) never changes.
+//! The rules are on [`BatchMachine`].
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -401,7 +383,27 @@ impl fmt::Display for BatchCounts {
     }
 }
 
-/// The state of one batch. See the [module documentation](self).
+/// The state of one batch: one [`Slot`] per input.
+///
+/// Rules (Kinetic's `collections.map`, reference §1.6, unless noted):
+///
+/// - At most `max_concurrent` inputs are in flight (being submitted, or
+///   submitted and not ended); inputs are submitted in index order and a
+///   retried input goes to the back of the queue.
+/// - A job that ends `FAILED` or `NOT_FOUND` is retried while it has had
+///   fewer than `1 + retries` attempts (the old attempt's backend resources
+///   are cleaned first), unless the batch was cancelled or stopped.
+/// - A submission error is retried the same way only when it is retryable
+///   (an unavailable store or backend); Kinetic never retries them, but a
+///   transient error should not cost an input. Other submission errors end
+///   the input.
+/// - With `fail_fast`, the first input that ends failed (no retry left)
+///   stops the batch: queued inputs are skipped, and with
+///   `cancel_running_on_fail` every running job is cancelled, including
+///   ones whose submission comes back later.
+/// - `cancel` skips queued inputs, cancels every submitted job (and any
+///   whose submission comes back later) and retries nothing.
+/// - A terminal slot (ended, submission failed, skipped) never changes.
 #[derive(Debug, Clone)]
 pub struct BatchMachine {
     config: BatchConfig,
