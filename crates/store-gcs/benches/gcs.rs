@@ -1,0 +1,2 @@
+//! Benchmarks of the GCS store (placeholder).
+fn main() {}
