@@ -319,9 +319,18 @@ impl FakeGcs {
         self.lock().count(op)
     }
 
-    /// Forget the request log.
+    /// Forget the request log (and reset [`FakeGcs::max_in_flight`]).
     pub fn clear_requests(&self) {
-        self.lock().clear_requests();
+        let mut state = self.lock();
+        state.clear_requests();
+        state.max_in_flight = state.in_flight;
+    }
+
+    /// The most requests the server was answering at the same time (a
+    /// request counts from its arrival until its answer starts), to check
+    /// that a client works in parallel and within its bound.
+    pub fn max_in_flight(&self) -> usize {
+        self.lock().max_in_flight
     }
 }
 

@@ -66,8 +66,11 @@ async fn handle(
             bucket: parsed.bucket.clone(),
             name: parsed.name.clone(),
         });
+        s.in_flight += 1;
+        s.max_in_flight = s.max_in_flight.max(s.in_flight);
         (fault, s.latency)
     };
+    let _in_flight = InFlight(state.clone());
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
@@ -79,6 +82,16 @@ async fn handle(
     match serve(&state, &parsed, &method, &headers, body).await {
         Ok(r) => r,
         Err(f) => error(&f),
+    }
+}
+
+/// Counts a request as in flight until its answer is built.
+struct InFlight(Shared);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut s = lock(&self.0);
+        s.in_flight = s.in_flight.saturating_sub(1);
     }
 }
 

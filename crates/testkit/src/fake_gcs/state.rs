@@ -137,6 +137,9 @@ pub(crate) struct State {
     pub(crate) latency: std::time::Duration,
     /// Smallest part accepted in a multipart upload, but for the last one.
     pub(crate) min_part_size: u64,
+    /// Requests being answered now, and the most there ever were at once.
+    pub(crate) in_flight: usize,
+    pub(crate) max_in_flight: usize,
 }
 
 /// A page of a listing.
