@@ -75,7 +75,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::error::map_error;
 
 /// An [`ObjectStore`] over any `object_store` backend, addressed by URL.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` output names the store's URI only: the client inside holds
+/// credentials, which are never printed.
+#[derive(Clone)]
 pub struct GcsStore {
     inner: Arc<dyn object_store::ObjectStore>,
     /// URI prefix of every object (`gs://bucket/prefix`, `file:///abs/dir`,
@@ -88,6 +91,16 @@ pub struct GcsStore {
     part_size: usize,
     /// Parts of one upload in flight at once.
     part_concurrency: usize,
+}
+
+impl std::fmt::Debug for GcsStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GcsStore")
+            .field("uri", &self.base_uri)
+            .field("part_size", &self.part_size)
+            .field("part_concurrency", &self.part_concurrency)
+            .finish_non_exhaustive()
+    }
 }
 
 impl GcsStore {
@@ -595,6 +608,19 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn debug_output_names_the_uri_and_no_credentials() {
+        let key = r#"{"private_key": "-----BEGIN PRIVATE KEY-----SECRETKEY", "client_email": "a@b.c", "private_key_id": "id", "disable_oauth": true, "gcs_base_url": "http://127.0.0.1:9"}"#;
+        let store = GcsStore::open(
+            "gs://my-bucket/p",
+            &GcsOptions::default().with_credentials(GcsCredentials::ServiceAccountKey(key.into())),
+        )
+        .unwrap();
+        let shown = format!("{store:?}");
+        assert!(shown.contains("gs://my-bucket/p"), "{shown}");
+        assert!(!shown.contains("SECRETKEY"), "{shown}");
     }
 
     #[test]
