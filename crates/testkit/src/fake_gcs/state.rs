@@ -501,10 +501,10 @@ impl State {
                 },
                 None => Item::Key,
             };
-            if let Item::Prefix(p) = &item {
-                if page.prefixes.last() == Some(p) {
-                    continue;
-                }
+            if let Item::Prefix(p) = &item
+                && page.prefixes.last() == Some(p)
+            {
+                continue;
             }
             if count == limit {
                 page.next_token = last.as_deref().map(encode_token);
