@@ -316,7 +316,11 @@ impl JobHandle {
     /// The error for a job that ended without a usable result, with the
     /// last lines of its output when the backend still has them.
     async fn no_result(&self, state: &JobState, uri: String) -> EngineError {
-        let log_tail = self.backend.logs(&self.record, LogOptions::tail(20)).await.ok();
+        let log_tail = self
+            .backend
+            .logs(&self.record, LogOptions::tail(20))
+            .await
+            .ok();
         EngineError::NoResult {
             job_id: self.record.job_id.to_string(),
             state: Box::new(state.clone()),
