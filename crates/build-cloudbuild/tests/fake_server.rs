@@ -155,7 +155,7 @@ async fn a_cache_hit_makes_no_build() {
     let w = world().await;
     let req = request(Some("pandas\n"));
     let image = w.builder.bundled_image(&req).unwrap();
-    assert!(w.builder.is_cached(&image).await.unwrap() == false);
+    assert!(!w.builder.is_cached(&image).await.unwrap());
     assert!(w.fake.add_image(&image.uri));
     assert!(w.builder.is_cached(&image).await.unwrap());
     let resolved = w.builder.resolve(&req).await.unwrap();

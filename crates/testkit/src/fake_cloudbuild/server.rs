@@ -118,10 +118,10 @@ fn build_json(build: &FakeBuild, schedule: &BuildSchedule) -> Value {
         value["results"] = json!({
             "images": build.images().iter().map(|i| json!({"name": i, "digest": digest(i, &build.id)})).collect::<Vec<_>>(),
         });
-    } else if is_done(&build.status) {
-        if let BuildOutcome::Failure { detail, .. } = &schedule.outcome {
-            value["statusDetail"] = json!(detail);
-        }
+    } else if let (true, BuildOutcome::Failure { detail, .. }) =
+        (is_done(&build.status), &schedule.outcome)
+    {
+        value["statusDetail"] = json!(detail);
     }
     value
 }
