@@ -13,12 +13,16 @@
 
 pub mod conformance;
 mod fake_backend;
+pub mod fake_cloudbuild;
+pub mod fake_gcs;
 mod fake_images;
 mod fault;
 mod memory_store;
 mod python_job;
 
 pub use fake_backend::{FakeBackend, FakeBackendHarness, Outcome, OutcomeFn};
+pub use fake_cloudbuild::FakeCloudBuild;
+pub use fake_gcs::{FakeGcs, GcsFault, GcsOp, GcsRequest};
 pub use fake_images::FakeImageBuilder;
 pub use fault::FaultPlan;
 pub use memory_store::MemoryStore;

@@ -2,9 +2,11 @@
 
 pub(crate) mod accelerators;
 pub(crate) mod batch;
+pub(crate) mod build_image;
 pub(crate) mod config;
 pub(crate) mod deps;
 pub(crate) mod hash;
+pub(crate) mod image;
 pub(crate) mod jobs;
 pub(crate) mod map;
 pub(crate) mod pack;

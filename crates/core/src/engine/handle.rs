@@ -36,7 +36,7 @@ pub struct ResultOptions {
     pub on_status_change: Option<StatusCallback>,
     /// Receives output lines when `stream_logs` is set.
     pub on_log: Option<LogCallback>,
-    /// First poll interval; doubles while nothing changes, up to `max_poll_interval`.
+    /// First poll interval; grows by half while nothing changes, up to `max_poll_interval`.
     pub poll_interval: Duration,
     /// Longest poll interval.
     pub max_poll_interval: Duration,
@@ -50,7 +50,7 @@ impl Default for ResultOptions {
             stream_logs: false,
             on_status_change: None,
             on_log: None,
-            poll_interval: Duration::from_millis(50),
+            poll_interval: Duration::from_millis(20),
             max_poll_interval: Duration::from_secs(2),
         }
     }
@@ -319,7 +319,23 @@ impl JobHandle {
                 }
                 None => tokio::time::sleep(pause).await,
             }
-            interval = (interval * 2).min(options.max_poll_interval);
+            interval = interval.mul_f64(1.5).min(options.max_poll_interval);
+        }
+    }
+
+    /// The error for a job that ended without a usable result, with the
+    /// last lines of its output when the backend still has them.
+    async fn no_result(&self, state: &JobState, uri: String) -> EngineError {
+        let log_tail = self
+            .backend
+            .logs(&self.record, LogOptions::tail(20))
+            .await
+            .ok();
+        EngineError::NoResult {
+            job_id: self.record.job_id.to_string(),
+            state: Box::new(state.clone()),
+            uri,
+            log_tail,
         }
     }
 
@@ -345,17 +361,7 @@ impl JobHandle {
         }
         let job_id = self.record.job_id.to_string();
         let Some(bytes) = bytes else {
-            let log_tail = self
-                .backend
-                .logs(&self.record, LogOptions::tail(20))
-                .await
-                .ok();
-            return Err(EngineError::NoResult {
-                job_id,
-                state: Box::new(state.clone()),
-                uri,
-                log_tail,
-            });
+            return Err(self.no_result(state, uri).await);
         };
         let result = RunnerResult::from_json(&bytes).map_err(|e| EngineError::InvalidResult {
             job_id: job_id.clone(),
@@ -366,17 +372,7 @@ impl JobHandle {
             if state.status == JobStatus::Failed {
                 // Never return a value the backend says did not come from a
                 // successful run (e.g. a host that failed after the leader wrote).
-                let log_tail = self
-                    .backend
-                    .logs(&self.record, LogOptions::tail(20))
-                    .await
-                    .ok();
-                return Err(EngineError::NoResult {
-                    job_id,
-                    state: Box::new(state.clone()),
-                    uri,
-                    log_tail,
-                });
+                return Err(self.no_result(state, uri).await);
             }
             return Ok(result.value);
         }
