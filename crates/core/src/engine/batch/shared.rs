@@ -533,7 +533,7 @@ impl BatchShared {
         Ok(())
     }
 
-    /// The inputs with a job, and those without one yet.
+    /// The inputs not known yet (no job followed, none queued).
     pub(super) fn unknown_slots(&self) -> Vec<usize> {
         let core = self.lock();
         core.machine
