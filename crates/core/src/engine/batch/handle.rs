@@ -9,8 +9,9 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use crate::batch::{
-    BatchConfig, BatchCounts, BatchMachine, Event, INPUTS_FILE_NAME, InputMode, ManifestChild,
-    Slot, child_job_id, decode_inputs, dispatch_input, encode_inputs, group_prefix, inputs_key,
+    BatchConfig, BatchCounts, BatchMachine, Event, INPUTS_FILE_NAME, InputMode,
+    MAX_DETERMINISTIC_INDEX, ManifestChild, Slot, child_job_id, decode_inputs, dispatch_input,
+    encode_inputs, group_prefix, inputs_key,
 };
 use crate::engine::submit::{self, ContextTarget, SubmitOptions};
 use crate::engine::{CleanupOptions, EngineError, EngineInner, JobHandle, JobSpec};
@@ -56,6 +57,12 @@ fn invalid(message: impl Into<String>) -> BatchError {
 fn check_inputs(inputs: &[Value], mode: InputMode) -> Result<(), BatchError> {
     if inputs.is_empty() {
         return Err(invalid("inputs must be non-empty"));
+    }
+    if inputs.len() > MAX_DETERMINISTIC_INDEX {
+        return Err(invalid(format!(
+            "a batch takes at most {MAX_DETERMINISTIC_INDEX} inputs, got {}",
+            inputs.len()
+        )));
     }
     for (i, input) in inputs.iter().enumerate() {
         dispatch_input(mode, i, input).map_err(|e| invalid(e.to_string()))?;
@@ -178,6 +185,19 @@ pub(super) async fn attach(
         return Err(invalid("poll_interval must be longer than zero"));
     }
     let manifest = read_manifest(inner, &group_id).await?;
+    if manifest.total_expected > MAX_DETERMINISTIC_INDEX {
+        return Err(BatchError::InvalidManifest {
+            uri: inner.store.uri(
+                &ObjectPath::parse(crate::batch::manifest_key(&group_id))
+                    .map_err(EngineError::from)?,
+            ),
+            group_id,
+            message: format!(
+                "total_expected is {}, more than the {MAX_DETERMINISTIC_INDEX} inputs a batch takes",
+                manifest.total_expected
+            ),
+        });
+    }
     let base = ManifestBase {
         created_at: manifest.created_at,
         submit_fn_name: manifest.submit_fn_name.clone(),
@@ -490,11 +510,9 @@ impl BatchHandle {
                 }),
             }),
             (Some(Slot::Skipped { reason }), _) => Err(ChildError::NotSubmitted { index, reason }),
-            (other, _) => Err(ChildError::Job {
+            (other, _) => Err(ChildError::Submission {
                 index,
-                job_id: job_id
-                    .clone()
-                    .unwrap_or_else(|| child_job_id(&self.shared.group_id, index, 1)),
+                attempts: 0,
                 error: Arc::new(EngineError::Internal {
                     message: format!("input {index} has not ended ({other:?})"),
                 }),
