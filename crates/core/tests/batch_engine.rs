@@ -693,3 +693,100 @@ async fn a_crashed_map_is_attached_resumed_and_collected_without_double_submits(
     );
     assert_eq!(w.fake.submits(), total, "no input was submitted twice");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_times_out_and_the_batch_goes_on() {
+    let w = World::new();
+    w.fake.script_with(|_| Some(Outcome::Hang));
+    let batch = w.engine().map(w.spec(), numbers(3), fast()).await.unwrap();
+    let err = batch
+        .wait(Some(Duration::from_millis(100)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BatchError::Timeout { .. }), "{err}");
+    assert!(err.is_retryable());
+    let mut stream = batch.as_completed(Some(Duration::from_millis(50)));
+    assert!(matches!(
+        stream.next().await,
+        Some(Err(BatchError::Timeout { .. }))
+    ));
+    assert!(stream.next().await.is_none());
+    batch.cancel().await.unwrap();
+    batch.wait(Some(Duration::from_secs(30))).await.unwrap();
+}
+
+/// A plugin backend without `group_status`: the engine polls each job.
+#[derive(Debug)]
+struct NoGroups(FakeBackend);
+
+#[async_trait::async_trait]
+impl kinetic_core::ports::Backend for NoGroups {
+    fn name(&self) -> &str {
+        "nogroups"
+    }
+    fn capabilities(&self) -> kinetic_core::ports::BackendCapabilities {
+        self.0.capabilities()
+    }
+    async fn submit(
+        &self,
+        job: &kinetic_core::ports::PreparedJob,
+    ) -> Result<(), kinetic_core::ports::BackendError> {
+        self.0.submit(job).await
+    }
+    async fn status(
+        &self,
+        job: &JobRecord,
+    ) -> Result<kinetic_core::status::JobState, kinetic_core::ports::BackendError> {
+        self.0.status(job).await
+    }
+    async fn logs(
+        &self,
+        job: &JobRecord,
+        options: kinetic_core::ports::LogOptions,
+    ) -> Result<String, kinetic_core::ports::BackendError> {
+        self.0.logs(job, options).await
+    }
+    async fn follow_logs(
+        &self,
+        job: &JobRecord,
+    ) -> Result<kinetic_core::ports::LogStream, kinetic_core::ports::BackendError> {
+        self.0.follow_logs(job).await
+    }
+    async fn cancel(&self, job: &JobRecord) -> Result<(), kinetic_core::ports::BackendError> {
+        self.0.cancel(job).await
+    }
+    async fn cleanup(&self, job: &JobRecord) -> Result<(), kinetic_core::ports::BackendError> {
+        self.0.cleanup(job).await
+    }
+    async fn list(&self) -> Result<Vec<JobId>, kinetic_core::ports::BackendError> {
+        self.0.list().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_without_group_status_is_polled_job_by_job() {
+    let w = World::new();
+    let mut env = EnvSnapshot::new();
+    env.insert("HOME", w.dir.path().join("home").to_string_lossy());
+    let engine = Engine::builder()
+        .store(Arc::new(w.store.clone()))
+        .backend(Arc::new(NoGroups(w.fake.clone())))
+        .default_backend("nogroups")
+        .env_snapshot(env)
+        .spawner(|driver| {
+            tokio::spawn(driver);
+        })
+        .build()
+        .unwrap();
+    let batch = engine
+        .map(w.spec(), numbers(6), fast().max_concurrent(Some(2)))
+        .await
+        .unwrap();
+    let items = batch.results(BatchResultsOptions::default()).await.unwrap();
+    assert_eq!(
+        values(&items),
+        (0..6u64).map(|i| json!(i * i)).collect::<Vec<_>>()
+    );
+    assert_eq!(w.fake.calls("group_status"), 0);
+    assert!(w.fake.calls("status") >= 6);
+}
