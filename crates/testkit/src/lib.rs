@@ -13,6 +13,8 @@
 
 pub mod conformance;
 mod fake_backend;
+#[cfg(feature = "fake-k8s")]
+pub mod fake_k8s;
 mod fake_images;
 mod fault;
 mod memory_store;
