@@ -189,10 +189,13 @@ pub(crate) fn engine_error(err: EngineError) -> CliError {
     }
 }
 
-/// Print a job's value: JSON with `--json`, a string as itself otherwise.
+/// Print a job's value: JSON with `--json`; otherwise a string as itself,
+/// nothing for `null` (a command, or a function returning `None`), JSON for
+/// the rest.
 pub(crate) fn print_value(value: &Value, out: &Output) -> Result<(), CliError> {
     match value {
         Value::String(s) if !out.is_json() => emit(&format!("{s}\n")),
+        Value::Null if !out.is_json() => Ok(()),
         other => emit(&format!(
             "{}\n",
             serde_json::to_string(other).unwrap_or_default()

@@ -36,7 +36,7 @@ pub struct ResultOptions {
     pub on_status_change: Option<StatusCallback>,
     /// Receives output lines when `stream_logs` is set.
     pub on_log: Option<LogCallback>,
-    /// First poll interval; doubles while nothing changes, up to `max_poll_interval`.
+    /// First poll interval; grows by half while nothing changes, up to `max_poll_interval`.
     pub poll_interval: Duration,
     /// Longest poll interval.
     pub max_poll_interval: Duration,
@@ -50,7 +50,7 @@ impl Default for ResultOptions {
             stream_logs: false,
             on_status_change: None,
             on_log: None,
-            poll_interval: Duration::from_millis(50),
+            poll_interval: Duration::from_millis(20),
             max_poll_interval: Duration::from_secs(2),
         }
     }
@@ -309,7 +309,7 @@ impl JobHandle {
                 }
                 None => tokio::time::sleep(pause).await,
             }
-            interval = (interval * 2).min(options.max_poll_interval);
+            interval = interval.mul_f64(1.5).min(options.max_poll_interval);
         }
     }
 

@@ -128,11 +128,13 @@ pub(crate) async fn submit(
     for warning in env.warnings() {
         options.emit(ProgressEvent::Warning(warning.to_string()));
     }
+    let process_cwd = std::env::current_dir().map_err(|e| EngineError::Project {
+        message: format!("cannot read the current directory: {e}"),
+    })?;
+    // A relative working directory is taken from the process's own.
     let cwd = match &spec.working_dir {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().map_err(|e| EngineError::Project {
-            message: format!("cannot read the current directory: {e}"),
-        })?,
+        Some(dir) => super::spec::absolute(dir, &process_cwd),
+        None => process_cwd,
     };
     let home = snapshot.get("HOME").map(|v| PathBuf::from(v.expose()));
     let package_root_env = snapshot
