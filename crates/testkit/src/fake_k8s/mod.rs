@@ -57,6 +57,11 @@ use crate::FaultPlan;
 /// this path to the real runner.
 pub const IMAGE_RUNNER_PATH: &str = "/app/kinetic_runner.py";
 
+/// The image the `kinetic` CLI is pointed at by [`FakeCluster::cli_env`]:
+/// the fake kubelet ignores images (except names holding the missing-image
+/// marker).
+pub const FAKE_IMAGE: &str = "fake.registry.invalid/kinetic/runner:latest";
+
 /// The default marker of images that do not exist.
 pub const MISSING_IMAGE_MARKER: &str = "does-not-exist";
 
@@ -308,6 +313,22 @@ impl FakeCluster {
     /// Write [`FakeCluster::kubeconfig`] to `path`.
     pub fn write_kubeconfig(&self, path: &Path, namespace: &str) -> std::io::Result<()> {
         std::fs::write(path, self.kubeconfig(namespace))
+    }
+
+    /// The environment that points the `kinetic` CLI at this cluster
+    /// (`KUBECONFIG`, `KINETIC_IMAGE`, `KINETIC_NAMESPACE`) and at the jobs
+    /// store `store_url`, given the kubeconfig written at `kubeconfig`.
+    pub fn cli_env(&self, kubeconfig: &Path, store_url: &str, namespace: &str) -> Vec<(String, String)> {
+        [
+            ("KUBECONFIG", kubeconfig.display().to_string()),
+            ("KINETIC_STORE_URL", store_url.to_owned()),
+            ("KINETIC_IMAGE", FAKE_IMAGE.to_owned()),
+            ("KINETIC_NAMESPACE", namespace.to_owned()),
+            ("KINETIC_FAKE_K8S_URL", self.url.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
     }
 
     /// Pods of the job `job_id` (label `job-id`) follow `script`.
