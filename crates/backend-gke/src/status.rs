@@ -304,7 +304,16 @@ pub fn explain_unschedulable(
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",");
-    let hint = if message.contains("didn't match Pod's node affinity/selector")
+    // "Insufficient X" means some node matched the selector but lacked
+    // capacity; only when every node mismatched is the pool missing.
+    let hint = if let Some(resource) = ["nvidia.com/gpu", "google.com/tpu", "cpu", "memory"]
+        .into_iter()
+        .find(|r| message.contains(&format!("Insufficient {r}")))
+    {
+        format!(
+            "not enough free {resource} in the cluster: the node pool is at its capacity or quota (it may scale up)"
+        )
+    } else if message.contains("didn't match Pod's node affinity/selector")
         || message.contains("node(s) didn't match node selector")
     {
         if selector.is_empty() {
@@ -314,13 +323,6 @@ pub fn explain_unschedulable(
                 "no node pool exists for this accelerator (node selector {selector}); add one with `kinetic pool add`"
             )
         }
-    } else if let Some(resource) = ["nvidia.com/gpu", "google.com/tpu", "cpu", "memory"]
-        .into_iter()
-        .find(|r| message.contains(&format!("Insufficient {r}")))
-    {
-        format!(
-            "not enough free {resource} in the cluster: the node pool is at its capacity or quota (it may scale up)"
-        )
     } else {
         String::new()
     };
