@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use futures_util::{AsyncBufReadExt, Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
@@ -17,6 +16,7 @@ use kinetic_core::ports::{
 };
 use kinetic_core::record::JobRecord;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
@@ -289,7 +289,11 @@ impl GkeBackend {
                 "spec": {"suspend": true},
             });
             match api
-                .patch(&record.k8s_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(
+                    &record.k8s_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
                 .await
             {
                 Ok(_) => return Ok(()),
@@ -383,9 +387,8 @@ fn is_finished(job: &Job) -> bool {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True"
-                })
+                cs.iter()
+                    .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
             })
 }
 
@@ -466,7 +469,10 @@ impl Backend for GkeBackend {
         let created = match api.create(&PostParams::default(), &manifest).await {
             Ok(created) => created,
             Err(e) if error::code(&e) == Some(409) => {
-                let existing = api.get(&r.k8s_name).await.map_err(|e| error::map(e, cx("get")))?;
+                let existing = api
+                    .get(&r.k8s_name)
+                    .await
+                    .map_err(|e| error::map(e, cx("get")))?;
                 let spec = existing
                     .metadata
                     .annotations
@@ -622,7 +628,10 @@ impl Backend for GkeBackend {
 
     async fn cleanup(&self, record: &JobRecord) -> Result<(), BackendError> {
         let api = self.jobs(&record.namespace).await?;
-        match api.delete(&record.k8s_name, &DeleteParams::foreground()).await {
+        match api
+            .delete(&record.k8s_name, &DeleteParams::foreground())
+            .await
+        {
             Ok(_) => {}
             Err(e) if error::code(&e) == Some(404) => {}
             Err(e) => {
@@ -640,12 +649,17 @@ impl Backend for GkeBackend {
         // so that none outlives a Job that was never fully created.
         let secrets = self.secrets(&record.namespace).await?;
         match secrets
-            .delete(&manifest::secret_name(&record.k8s_name), &DeleteParams::background())
+            .delete(
+                &manifest::secret_name(&record.k8s_name),
+                &DeleteParams::background(),
+            )
             .await
         {
             Ok(_) => {}
             Err(e) if error::code(&e) == Some(404) => {}
-            Err(e) => tracing::warn!(job_id = %record.job_id, "could not delete the job's Secret: {e}"),
+            Err(e) => {
+                tracing::warn!(job_id = %record.job_id, "could not delete the job's Secret: {e}")
+            }
         }
         let deadline = Instant::now() + self.options.cleanup_timeout;
         let mut pause = Duration::from_millis(20);
@@ -728,7 +742,11 @@ impl Follower {
                 continue;
             }
             let cx = &self.backend;
-            let mut pods = match cx.pods.list(&ListParams::default().labels(&cx.selector)).await {
+            let mut pods = match cx
+                .pods
+                .list(&ListParams::default().labels(&cx.selector))
+                .await
+            {
                 Ok(l) => l.items,
                 Err(e) => {
                     self.done = true;
@@ -756,9 +774,10 @@ impl Follower {
                 match cx.pods.log_stream(&name, &params).await {
                     Ok(reader) => {
                         let lines = reader.lines().map(|l| {
-                            l.map(|t| visible(&t)).map_err(|e| BackendError::Unavailable {
-                                message: format!("log stream broke: {e}"),
-                            })
+                            l.map(|t| visible(&t))
+                                .map_err(|e| BackendError::Unavailable {
+                                    message: format!("log stream broke: {e}"),
+                                })
                         });
                         self.current = Some(Box::pin(lines));
                     }

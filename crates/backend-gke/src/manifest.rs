@@ -339,12 +339,21 @@ mod tests {
                 mount_path: "/m".into(),
                 is_dir,
             }]);
-            let attrs = v[0].csi.as_ref().unwrap().volume_attributes.clone().unwrap();
+            let attrs = v[0]
+                .csi
+                .as_ref()
+                .unwrap()
+                .volume_attributes
+                .clone()
+                .unwrap();
             (attrs["bucketName"].clone(), attrs["mountOptions"].clone())
         };
         assert_eq!(
             m("gs://my-bucket/datasets/imagenet/", true),
-            ("my-bucket".into(), "implicit-dirs,only-dir=datasets/imagenet".into())
+            (
+                "my-bucket".into(),
+                "implicit-dirs,only-dir=datasets/imagenet".into()
+            )
         );
         assert_eq!(m("gs://my-bucket/", true).1, "implicit-dirs");
         assert_eq!(

@@ -62,7 +62,11 @@ fn job_condition<'a>(
 
 /// The final state written on the Job by the backend, if any.
 pub fn final_state(job: &Job) -> Option<JobState> {
-    let text = job.metadata.annotations.as_ref()?.get(ANNOTATION_FINAL_STATE)?;
+    let text = job
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_FINAL_STATE)?;
     serde_json::from_str(text).ok()
 }
 
@@ -87,11 +91,7 @@ fn succeeded(job: &Job) -> bool {
 }
 
 fn failed(job: &Job) -> bool {
-    let limit = job
-        .spec
-        .as_ref()
-        .and_then(|s| s.backoff_limit)
-        .unwrap_or(6);
+    let limit = job.spec.as_ref().and_then(|s| s.backoff_limit).unwrap_or(6);
     job_condition(job, "Failed").is_some()
         || job
             .status
@@ -108,15 +108,10 @@ pub fn needs_pods(job: &Job) -> bool {
         return false;
     }
     if failed(job) {
-        return job_condition(job, "Failed")
-            .and_then(|c| c.reason.as_deref())
+        return job_condition(job, "Failed").and_then(|c| c.reason.as_deref())
             != Some("DeadlineExceeded");
     }
-    let ready = job
-        .status
-        .as_ref()
-        .and_then(|s| s.ready)
-        .unwrap_or(0);
+    let ready = job.status.as_ref().and_then(|s| s.ready).unwrap_or(0);
     ready < 1
 }
 
@@ -160,8 +155,7 @@ pub fn job_state(job: &Job, pods: &[Pod], now: SystemTime) -> JobState {
     let mut live: Vec<&Pod> = pods
         .iter()
         .filter(|p| {
-            p.metadata.deletion_timestamp.is_none()
-                && !matches!(phase(p), "Succeeded" | "Failed")
+            p.metadata.deletion_timestamp.is_none() && !matches!(phase(p), "Succeeded" | "Failed")
         })
         .collect();
     live.sort_by_key(|p| created(p.metadata.creation_timestamp.as_ref()));

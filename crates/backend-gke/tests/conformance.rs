@@ -25,10 +25,13 @@ impl GkeHarness {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn ObjectStore> =
             Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
-        let cluster = FakeCluster::start(FakeClusterConfig::default().kill_grace(std::time::Duration::from_millis(500)))
-            .await
-            .unwrap();
-        let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+        let cluster = FakeCluster::start(
+            FakeClusterConfig::default().kill_grace(std::time::Duration::from_millis(500)),
+        )
+        .await
+        .unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
         let backend = GkeBackend::new(
             client,
             GkeOptions::new("default").poll_interval(std::time::Duration::from_millis(50)),
@@ -66,5 +69,8 @@ async fn gke_backend_conforms_over_the_fake_cluster() {
     // Everything the suite cleaned up is gone from the cluster, Secrets included.
     let secrets = h.cluster.objects("secrets", "default");
     let jobs = h.cluster.objects("jobs.batch", "default");
-    assert!(secrets.len() <= jobs.len(), "a Secret outlived its Job: {secrets:?}");
+    assert!(
+        secrets.len() <= jobs.len(),
+        "a Secret outlived its Job: {secrets:?}"
+    );
 }

@@ -60,11 +60,10 @@ impl World {
         std::fs::write(project.join("work.py"), WORK_PY).unwrap();
         let store: Arc<dyn ObjectStore> =
             Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
-        let cluster = FakeCluster::start(
-            FakeClusterConfig::default().kill_grace(Duration::from_millis(500)),
-        )
-        .await
-        .unwrap();
+        let cluster =
+            FakeCluster::start(FakeClusterConfig::default().kill_grace(Duration::from_millis(500)))
+                .await
+                .unwrap();
         let mut env = EnvSnapshot::new();
         env.insert("HOME", dir.path().join("home").to_string_lossy());
         Self {
@@ -157,13 +156,20 @@ async fn a_user_exception_comes_back_with_its_traceback() {
     assert_eq!(remote.type_name, "ValueError");
     assert_eq!(remote.message, "it broke");
     let tb = remote.traceback.as_deref().unwrap();
-    assert!(tb.contains("in boom") && tb.contains("ValueError: it broke"), "{tb}");
+    assert!(
+        tb.contains("in boom") && tb.contains("ValueError: it broke"),
+        "{tb}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_job_fails_as_cancelled() {
     let w = World::new().await;
-    let handle = w.engine().submit(w.spec("work:sleep_forever")).await.unwrap();
+    let handle = w
+        .engine()
+        .submit(w.spec("work:sleep_forever"))
+        .await
+        .unwrap();
     let mut state = handle.status().await.unwrap();
     for _ in 0..400 {
         if state.status == JobStatus::Running {
@@ -184,7 +190,10 @@ async fn a_cancelled_job_fails_as_cancelled() {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert!(w.cluster.objects("pods", "default").is_empty(), "the cancelled pod still runs");
+    assert!(
+        w.cluster.objects("pods", "default").is_empty(),
+        "the cancelled pod still runs"
+    );
     let err = handle.result(options()).await.unwrap_err();
     assert!(matches!(err, EngineError::NoResult { .. }), "{err:?}");
     assert!(err.to_string().contains("cancelled"), "{err}");
@@ -196,7 +205,12 @@ async fn an_unschedulable_job_fails_with_its_reason_after_the_pending_deadline()
     // The fake cluster has one CPU node: no node pool offers an L4.
     let handle = w
         .engine()
-        .submit(w.spec("work:square").arg(json!(3)).accelerator("l4").deadlines(short_pending()))
+        .submit(
+            w.spec("work:square")
+                .arg(json!(3))
+                .accelerator("l4")
+                .deadlines(short_pending()),
+        )
         .await
         .unwrap();
     let mut state = handle.status().await.unwrap();
@@ -214,7 +228,10 @@ async fn an_unschedulable_job_fails_with_its_reason_after_the_pending_deadline()
     );
     let started = std::time::Instant::now();
     let err = handle.result(options()).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(20), "result() waited too long");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "result() waited too long"
+    );
     let EngineError::NoResult { state, .. } = &err else {
         panic!("{err:?}")
     };
@@ -234,7 +251,11 @@ async fn an_image_pull_error_is_reported_as_such() {
         w.env.clone(),
     );
     let handle = engine
-        .submit(w.spec("work:square").arg(json!(2)).deadlines(short_pending()))
+        .submit(
+            w.spec("work:square")
+                .arg(json!(2))
+                .deadlines(short_pending()),
+        )
         .await
         .unwrap();
     let mut state = handle.status().await.unwrap();
@@ -251,7 +272,10 @@ async fn an_image_pull_error_is_reported_as_such() {
     );
     let err = handle.result(options()).await.unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("cannot pull image registry.invalid/kinetic/does-not-exist:1"), "{text}");
+    assert!(
+        text.contains("cannot pull image registry.invalid/kinetic/does-not-exist:1"),
+        "{text}"
+    );
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -264,7 +288,10 @@ async fn a_secret_reaches_the_pod_and_nothing_else() {
     let sentinel = "s3ntinel-gke-6b1d9e2a";
     let mut env = w.env.clone();
     env.insert("MY_SECRET_TOKEN", sentinel);
-    let engine = w.engine_with(Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c")), env);
+    let engine = w.engine_with(
+        Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c")),
+        env,
+    );
     let handle = engine
         .submit(
             w.spec("work:env_value_digest")
@@ -275,9 +302,15 @@ async fn a_secret_reaches_the_pod_and_nothing_else() {
         .unwrap();
     let value = handle.result(options().cleanup(false)).await.unwrap();
     use sha2::Digest;
-    assert_eq!(value, json!(hex::encode(sha2::Sha256::digest(sentinel.as_bytes()))));
+    assert_eq!(
+        value,
+        json!(hex::encode(sha2::Sha256::digest(sentinel.as_bytes())))
+    );
     // The Secret carries it, owned by the Job…
-    let job = w.cluster.object("jobs.batch", "default", &handle.record().k8s_name).unwrap();
+    let job = w
+        .cluster
+        .object("jobs.batch", "default", &handle.record().k8s_name)
+        .unwrap();
     let secrets = w.cluster.objects("secrets", "default");
     assert_eq!(secrets.len(), 1);
     assert_eq!(
@@ -285,10 +318,16 @@ async fn a_secret_reaches_the_pod_and_nothing_else() {
         job["metadata"]["uid"]
     );
     // …and nothing else does: not the Job, its pod, the events, the logs or the store.
-    assert!(!job.to_string().contains(sentinel), "the Job spec holds the secret");
+    assert!(
+        !job.to_string().contains(sentinel),
+        "the Job spec holds the secret"
+    );
     for resource in ["pods", "events"] {
         for o in w.cluster.objects(resource, "default") {
-            assert!(!o.to_string().contains(sentinel), "a {resource} holds the secret");
+            assert!(
+                !o.to_string().contains(sentinel),
+                "a {resource} holds the secret"
+            );
         }
     }
     let logs = handle.logs().await.unwrap();
@@ -296,7 +335,11 @@ async fn a_secret_reaches_the_pod_and_nothing_else() {
     assert!(!logs.contains(sentinel));
     for meta in w.store.list(None).await.unwrap() {
         let bytes = w.store.get(&meta.path, Default::default()).await.unwrap();
-        assert!(!contains(&bytes, sentinel.as_bytes()), "the secret is stored in {}", meta.path);
+        assert!(
+            !contains(&bytes, sentinel.as_bytes()),
+            "the secret is stored in {}",
+            meta.path
+        );
     }
     // Cleanup takes the Secret with the Job.
     handle.cleanup(Default::default()).await.unwrap();

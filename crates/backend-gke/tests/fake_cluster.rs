@@ -18,7 +18,9 @@ use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_store_gcs::GcsStore;
 use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig, FakeNode, PodScript};
 use kinetic_testkit::{ConformanceJob, prepare_python_job};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
@@ -37,7 +39,8 @@ impl World {
         let cluster = FakeCluster::start(config.kill_grace(Duration::from_millis(300)))
             .await
             .unwrap();
-        let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
         Self {
             _dir: dir,
             cluster,
@@ -63,14 +66,21 @@ impl World {
     }
 }
 
-async fn until(backend: &GkeBackend, job: &PreparedJob, done: impl Fn(&JobState) -> bool) -> JobState {
+async fn until(
+    backend: &GkeBackend,
+    job: &PreparedJob,
+    done: impl Fn(&JobState) -> bool,
+) -> JobState {
     let start = Instant::now();
     loop {
         let s = backend.status(&job.record).await.unwrap();
         if done(&s) {
             return s;
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "gave up waiting: {s:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "gave up waiting: {s:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -85,39 +95,85 @@ async fn the_api_server_answers_as_kubernetes_does() {
         "stringData": {"K": "v"},
     }))
     .unwrap();
-    let created = secrets.create(&PostParams::default(), &secret).await.unwrap();
+    let created = secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
     assert!(created.metadata.uid.is_some() && created.metadata.resource_version.is_some());
-    let Err(kube::Error::Api(status)) = secrets.create(&PostParams::default(), &secret).await else {
+    let Err(kube::Error::Api(status)) = secrets.create(&PostParams::default(), &secret).await
+    else {
         panic!("a duplicate create must fail")
     };
-    assert_eq!((status.code, status.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists")
+    );
     let Err(kube::Error::Api(status)) = secrets.get("nope").await else {
         panic!("a missing object must be 404")
     };
     assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
-    assert!(status.message.contains("\"nope\" not found"), "{}", status.message);
+    assert!(
+        status.message.contains("\"nope\" not found"),
+        "{}",
+        status.message
+    );
     let got = secrets.get("s1").await.unwrap();
-    assert_eq!(got.data.unwrap()["K"].0, b"v".to_vec(), "stringData folds into data");
+    assert_eq!(
+        got.data.unwrap()["K"].0,
+        b"v".to_vec(),
+        "stringData folds into data"
+    );
 
     // Label selectors.
     let mut other = secret.clone();
     other.metadata.name = Some("s2".into());
     other.metadata.labels = Some(BTreeMap::from([("app".into(), "other".into())]));
-    secrets.create(&PostParams::default(), &other).await.unwrap();
+    secrets
+        .create(&PostParams::default(), &other)
+        .await
+        .unwrap();
     let names = |l: kube::core::ObjectList<Secret>| -> Vec<String> {
-        l.items.into_iter().filter_map(|s| s.metadata.name).collect()
+        l.items
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .collect()
     };
-    assert_eq!(names(secrets.list(&ListParams::default().labels("app=kinetic")).await.unwrap()), ["s1"]);
-    assert_eq!(names(secrets.list(&ListParams::default().labels("tier notin (a)")).await.unwrap()), ["s2"]);
+    assert_eq!(
+        names(
+            secrets
+                .list(&ListParams::default().labels("app=kinetic"))
+                .await
+                .unwrap()
+        ),
+        ["s1"]
+    );
+    assert_eq!(
+        names(
+            secrets
+                .list(&ListParams::default().labels("tier notin (a)"))
+                .await
+                .unwrap()
+        ),
+        ["s2"]
+    );
     let all = secrets.list(&ListParams::default()).await.unwrap();
     let rv = all.metadata.resource_version.clone().unwrap();
 
     // Watch from a version: later changes arrive in order.
-    let watch = secrets.watch(&WatchParams::default().timeout(5), &rv).await.unwrap();
-    secrets.delete("s2", &DeleteParams::default()).await.unwrap();
+    let watch = secrets
+        .watch(&WatchParams::default().timeout(5), &rv)
+        .await
+        .unwrap();
+    secrets
+        .delete("s2", &DeleteParams::default())
+        .await
+        .unwrap();
     let mut watch = Box::pin(watch);
     let first = watch.try_next().await.unwrap().unwrap();
-    assert!(matches!(first, WatchEvent::Deleted(ref s) if s.metadata.name.as_deref() == Some("s2")), "{first:?}");
+    assert!(
+        matches!(first, WatchEvent::Deleted(ref s) if s.metadata.name.as_deref() == Some("s2")),
+        "{first:?}"
+    );
 
     // A custom resource: LeaderWorkerSet.
     let gvk = GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
@@ -132,10 +188,23 @@ async fn the_api_server_answers_as_kubernetes_does() {
     lws.create(&PostParams::default(), &obj).await.unwrap();
     let back = lws.get("keras-pathways-job-1").await.unwrap();
     assert_eq!(back.data["spec"]["leaderWorkerTemplate"]["size"], 2);
-    assert_eq!(lws.list(&ListParams::default().labels("app=kinetic-pathways")).await.unwrap().items.len(), 1);
+    assert_eq!(
+        lws.list(&ListParams::default().labels("app=kinetic-pathways"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 
     // Scripted API failures surface as Status errors.
-    w.cluster.faults().fail_next(kinetic_testkit::fake_k8s::ApiError::new(403, "Forbidden", "secrets is forbidden"));
+    w.cluster
+        .faults()
+        .fail_next(kinetic_testkit::fake_k8s::ApiError::new(
+            403,
+            "Forbidden",
+            "secrets is forbidden",
+        ));
     let Err(kube::Error::Api(status)) = secrets.get("s1").await else {
         panic!("the scripted fault")
     };
@@ -148,27 +217,59 @@ async fn scripted_pod_outcomes_become_typed_reasons() {
     let backend = w.backend(ManifestOptions::default());
     let short = Duration::from_millis(150);
     let cases = [
-        (PodScript::OomKilled { after: short }, StatusReason::OomKilled),
-        (PodScript::Preempted { after: short }, StatusReason::Preempted),
         (
-            PodScript::Evicted { after: short, message: "The node was low on resource: memory.".into() },
-            StatusReason::Evicted { message: "The node was low on resource: memory.".into() },
+            PodScript::OomKilled { after: short },
+            StatusReason::OomKilled,
         ),
-        (PodScript::Exit { code: 7, after: short }, StatusReason::ExitCode { code: 7 }),
+        (
+            PodScript::Preempted { after: short },
+            StatusReason::Preempted,
+        ),
+        (
+            PodScript::Evicted {
+                after: short,
+                message: "The node was low on resource: memory.".into(),
+            },
+            StatusReason::Evicted {
+                message: "The node was low on resource: memory.".into(),
+            },
+        ),
+        (
+            PodScript::Exit {
+                code: 7,
+                after: short,
+            },
+            StatusReason::ExitCode { code: 7 },
+        ),
     ];
     for (script, want) in cases {
         let job = w.job(ConformanceJob::Returns42).await;
-        w.cluster.script_job(job.record.job_id.as_str(), script.clone());
+        w.cluster
+            .script_job(job.record.job_id.as_str(), script.clone());
         backend.submit(&job).await.unwrap();
         let state = until(&backend, &job, |s| s.status.is_terminal()).await;
-        assert_eq!(state, JobState::new(JobStatus::Failed).with_reason(want), "{script:?}");
+        assert_eq!(
+            state,
+            JobState::new(JobStatus::Failed).with_reason(want),
+            "{script:?}"
+        );
     }
     // A slow start is pending with ContainerCreating, then runs to its value.
     let job = w.job(ConformanceJob::Returns42).await;
-    w.cluster.script_job(job.record.job_id.as_str(), PodScript::SlowStart(Duration::from_millis(600)));
+    w.cluster.script_job(
+        job.record.job_id.as_str(),
+        PodScript::SlowStart(Duration::from_millis(600)),
+    );
     backend.submit(&job).await.unwrap();
-    let state = until(&backend, &job, |s| s.reason.is_some() || s.status.is_terminal()).await;
-    assert_eq!(state.reason, Some(StatusReason::ContainerCreating), "{state:?}");
+    let state = until(&backend, &job, |s| {
+        s.reason.is_some() || s.status.is_terminal()
+    })
+    .await;
+    assert_eq!(
+        state.reason,
+        Some(StatusReason::ContainerCreating),
+        "{state:?}"
+    );
     let state = until(&backend, &job, |s| s.status.is_terminal()).await;
     assert_eq!(state.status, JobStatus::Succeeded);
 }
@@ -191,14 +292,24 @@ async fn quota_and_the_run_deadline() {
     let Some(StatusReason::Unschedulable { message }) = &state.reason else {
         panic!("{state:?}")
     };
-    assert!(message.contains("not enough free nvidia.com/gpu") && message.contains("1 Insufficient nvidia.com/gpu"), "{message}");
+    assert!(
+        message.contains("not enough free nvidia.com/gpu")
+            && message.contains("1 Insufficient nvidia.com/gpu"),
+        "{message}"
+    );
 
     // The run deadline becomes activeDeadlineSeconds: DeadlineExceeded.
     let mut job = w.job(ConformanceJob::Sleeps).await;
-    job.deadlines = Deadlines { run: Some(Duration::from_secs(1)), pending: None };
+    job.deadlines = Deadlines {
+        run: Some(Duration::from_secs(1)),
+        pending: None,
+    };
     backend.submit(&job).await.unwrap();
     let state = until(&backend, &job, |s| s.status.is_terminal()).await;
-    assert_eq!(state, JobState::new(JobStatus::Failed).with_reason(StatusReason::DeadlineExceeded));
+    assert_eq!(
+        state,
+        JobState::new(JobStatus::Failed).with_reason(StatusReason::DeadlineExceeded)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -209,7 +320,10 @@ async fn logs_follow_a_retried_pod() {
     let backend = w.backend(manifest);
     let job = w.job(ConformanceJob::Prints(2)).await;
     // The first pod fails; the Job's controller starts a second one.
-    w.cluster.script_next(PodScript::Exit { code: 1, after: Duration::from_millis(100) });
+    w.cluster.script_next(PodScript::Exit {
+        code: 1,
+        after: Duration::from_millis(100),
+    });
     backend.submit(&job).await.unwrap();
     let lines: Vec<String> = backend
         .follow_logs(&job.record)
@@ -223,9 +337,20 @@ async fn logs_follow_a_retried_pod() {
     assert_eq!(state.status, JobStatus::Succeeded);
     let pods = w.cluster.objects("pods", "default");
     assert_eq!(pods.len(), 2, "one failed pod and its retry");
-    let logs = backend.logs(&job.record, LogOptions::default()).await.unwrap();
+    let logs = backend
+        .logs(&job.record, LogOptions::default())
+        .await
+        .unwrap();
     assert!(logs.contains("line 0\nline 1\n"), "{logs}");
-    assert_eq!(backend.logs(&job.record, LogOptions::tail(1)).await.unwrap().lines().count(), 1);
+    assert_eq!(
+        backend
+            .logs(&job.record, LogOptions::tail(1))
+            .await
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,14 +377,28 @@ async fn a_batch_status_is_one_labelled_list() {
         assert!(start.elapsed() < Duration::from_secs(30), "{states:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert!(states.values().all(|s| s.status == JobStatus::Succeeded), "{states:?}");
-    assert!(!states.contains_key(&other.record.job_id), "only the group's jobs");
+    assert!(
+        states.values().all(|s| s.status == JobStatus::Succeeded),
+        "{states:?}"
+    );
+    assert!(
+        !states.contains_key(&other.record.job_id),
+        "only the group's jobs"
+    );
     w.cluster.calls().reset();
     backend.group_status("default", &group).await.unwrap();
-    assert_eq!(w.cluster.calls().total(), 1, "{:?}", w.cluster.calls().snapshot());
+    assert_eq!(
+        w.cluster.calls().total(),
+        1,
+        "{:?}",
+        w.cluster.calls().snapshot()
+    );
     assert_eq!(w.cluster.calls().count("list", "jobs.batch"), 1);
     // A Job object of the cluster carries the group label.
     let jobs_api: Api<Job> = Api::namespaced(w.client.clone(), "default");
-    let listed = jobs_api.list(&ListParams::default().labels(&format!("group-id={group}"))).await.unwrap();
+    let listed = jobs_api
+        .list(&ListParams::default().labels(&format!("group-id={group}")))
+        .await
+        .unwrap();
     assert_eq!(listed.items.len(), 3);
 }

@@ -62,14 +62,26 @@ fn golden(name: &str, value: &Value) {
         std::fs::write(&path, &text).unwrap();
         return;
     }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (set KINETIC_UPDATE_GOLDEN=1 to write it)", path.display()));
-    assert_eq!(text, want, "{name}: manifest differs from {}", path.display());
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (set KINETIC_UPDATE_GOLDEN=1 to write it)",
+            path.display()
+        )
+    });
+    assert_eq!(
+        text,
+        want,
+        "{name}: manifest differs from {}",
+        path.display()
+    );
 }
 
 #[test]
 fn cpu_job() {
-    let m = manifest::job_manifest(&job("cpu", &[], Deadlines::default()), &ManifestOptions::default());
+    let m = manifest::job_manifest(
+        &job("cpu", &[], Deadlines::default()),
+        &ManifestOptions::default(),
+    );
     golden("job_cpu", &serde_json::to_value(&m).unwrap());
 }
 

@@ -38,7 +38,9 @@ fn pod(status: Value) -> Pod {
 }
 
 fn failed_job() -> Job {
-    job(json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}))
+    job(
+        json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}),
+    )
 }
 
 fn waiting(reason: &str, message: &str) -> Value {
@@ -56,16 +58,25 @@ fn terminated(reason: &str, code: i32) -> Value {
 #[test]
 fn succeeded_and_running() {
     let done = job(json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}));
-    assert_eq!(job_state(&done, &[], at(5)), JobState::new(JobStatus::Succeeded));
+    assert_eq!(
+        job_state(&done, &[], at(5)),
+        JobState::new(JobStatus::Succeeded)
+    );
     assert!(!needs_pods(&done));
     let active = job(json!({"active": 1, "ready": 0}));
     let running = pod(json!({"phase": "Running"}));
-    assert_eq!(job_state(&active, &[running], at(5)).status, JobStatus::Running);
+    assert_eq!(
+        job_state(&active, &[running], at(5)).status,
+        JobStatus::Running
+    );
     assert!(needs_pods(&active));
     let ready = job(json!({"active": 1, "ready": 1}));
     assert!(!needs_pods(&ready), "a ready job needs no pod LIST");
     assert_eq!(job_state(&ready, &[], at(5)).status, JobStatus::Running);
-    assert_eq!(job_state(&active, &[], at(5)), JobState::new(JobStatus::Pending));
+    assert_eq!(
+        job_state(&active, &[], at(5)),
+        JobState::new(JobStatus::Pending)
+    );
 }
 
 #[test]
@@ -83,18 +94,24 @@ fn failures_carry_their_reason() {
         (
             json!({"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory.",
                    "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]}),
-            StatusReason::Evicted { message: "The node was low on resource: memory.".into() },
+            StatusReason::Evicted {
+                message: "The node was low on resource: memory.".into(),
+            },
         ),
         (
             json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}]}),
-            StatusReason::Evicted { message: "Eviction API: evicting".into() },
+            StatusReason::Evicted {
+                message: "Eviction API: evicting".into(),
+            },
         ),
     ];
     for (p, want) in cases {
         let state = job_state(&j, &[pod(p)], at(5));
         assert_eq!(state, JobState::new(JobStatus::Failed).with_reason(want));
     }
-    let deadline = job(json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}));
+    let deadline = job(
+        json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}),
+    );
     assert!(!needs_pods(&deadline));
     assert_eq!(
         job_state(&deadline, &[], at(5)),
@@ -105,23 +122,37 @@ fn failures_carry_their_reason() {
 #[test]
 fn pending_reasons() {
     let j = job(json!({"active": 1}));
-    let unschedulable = pod(json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-        "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}]}));
+    let unschedulable = pod(
+        json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}]}),
+    );
     let state = job_state(&j, &[unschedulable], at(5));
     let Some(StatusReason::Unschedulable { message }) = &state.reason else {
         panic!("{state:?}")
     };
-    assert!(message.contains("no node pool exists for this accelerator"), "{message}");
-    assert!(message.contains("cloud.google.com/gke-accelerator=nvidia-l4"), "{message}");
+    assert!(
+        message.contains("no node pool exists for this accelerator"),
+        "{message}"
+    );
+    assert!(
+        message.contains("cloud.google.com/gke-accelerator=nvidia-l4"),
+        "{message}"
+    );
     assert!(message.contains("0/3 nodes are available"), "{message}");
     assert!(state.is_blocked());
 
-    let quota = pod(json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-        "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]}));
-    let Some(StatusReason::Unschedulable { message }) = job_state(&j, &[quota], at(5)).reason else {
+    let quota = pod(
+        json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]}),
+    );
+    let Some(StatusReason::Unschedulable { message }) = job_state(&j, &[quota], at(5)).reason
+    else {
         panic!()
     };
-    assert!(message.starts_with("not enough free nvidia.com/gpu"), "{message}");
+    assert!(
+        message.starts_with("not enough free nvidia.com/gpu"),
+        "{message}"
+    );
 
     for reason in ["ErrImagePull", "ImagePullBackOff", "InvalidImageName"] {
         let state = job_state(&j, &[pod(waiting(reason, "not found"))], at(5));
@@ -134,8 +165,21 @@ fn pending_reasons() {
             })
         );
     }
-    let state = job_state(&j, &[pod(waiting("CreateContainerConfigError", "secret \"x\" not found"))], at(5));
-    assert!(matches!(state.reason, Some(StatusReason::ContainerConfigError { .. })), "{state:?}");
+    let state = job_state(
+        &j,
+        &[pod(waiting(
+            "CreateContainerConfigError",
+            "secret \"x\" not found",
+        ))],
+        at(5),
+    );
+    assert!(
+        matches!(
+            state.reason,
+            Some(StatusReason::ContainerConfigError { .. })
+        ),
+        "{state:?}"
+    );
     let state = job_state(&j, &[pod(waiting("ContainerCreating", ""))], at(5));
     assert_eq!(state.reason, Some(StatusReason::ContainerCreating));
     assert!(!state.is_blocked());
@@ -145,14 +189,20 @@ fn pending_reasons() {
 fn a_blocked_job_fails_after_its_pending_deadline() {
     let j = job(json!({"active": 1}));
     let p = pod(waiting("ImagePullBackOff", "Back-off pulling image"));
-    assert_eq!(job_state(&j, &[p.clone()], at(60)).status, JobStatus::Pending);
+    assert_eq!(
+        job_state(&j, &[p.clone()], at(60)).status,
+        JobStatus::Pending
+    );
     let state = job_state(&j, &[p], at(61));
     assert_eq!(state.status, JobStatus::Failed);
     let Some(StatusReason::PendingDeadlineExceeded { waited, cause }) = &state.reason else {
         panic!("{state:?}")
     };
     assert_eq!(*waited, Duration::from_secs(61));
-    assert!(matches!(cause.as_deref(), Some(StatusReason::ImagePullError { .. })));
+    assert!(matches!(
+        cause.as_deref(),
+        Some(StatusReason::ImagePullError { .. })
+    ));
     // A slow but not blocked start is left alone.
     let slow = pod(waiting("ContainerCreating", ""));
     assert_eq!(job_state(&j, &[slow], at(600)).status, JobStatus::Pending);
@@ -166,6 +216,9 @@ fn a_final_state_written_by_the_backend_wins() {
         "kinetic.dev/final-state".into(),
         serde_json::to_string(&cancelled).unwrap(),
     );
-    assert_eq!(job_state(&j, &[pod(json!({"phase": "Running"}))], at(1)), cancelled);
+    assert_eq!(
+        job_state(&j, &[pod(json!({"phase": "Running"}))], at(1)),
+        cancelled
+    );
     assert!(!needs_pods(&j));
 }

@@ -48,17 +48,31 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
     )
     .unwrap();
     std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-    let cluster = FakeCluster::start(FakeClusterConfig::default()).await.unwrap();
+    let cluster = FakeCluster::start(FakeClusterConfig::default())
+        .await
+        .unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
     let store = dir.path().join("store");
     std::fs::create_dir_all(&store).unwrap();
-    let env = cluster.cli_env(&kubeconfig, &format!("file://{}", store.display()), "default");
+    let env = cluster.cli_env(
+        &kubeconfig,
+        &format!("file://{}", store.display()),
+        "default",
+    );
 
     let o = kinetic(
         dir.path(),
         env.clone(),
-        &["run", "work.py:square", "--arg", "7", "--backend", "gke", "--json"],
+        &[
+            "run",
+            "work.py:square",
+            "--arg",
+            "7",
+            "--backend",
+            "gke",
+            "--json",
+        ],
     )
     .await;
     let (out, err) = (
@@ -72,9 +86,17 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
         "{:?}",
         cluster.calls().snapshot()
     );
-    assert!(cluster.objects("jobs.batch", "default").is_empty(), "cleaned up");
+    assert!(
+        cluster.objects("jobs.batch", "default").is_empty(),
+        "cleaned up"
+    );
 
-    let o = kinetic(dir.path(), env, &["run", "work.py:fail", "--backend", "gke"]).await;
+    let o = kinetic(
+        dir.path(),
+        env,
+        &["run", "work.py:fail", "--backend", "gke"],
+    )
+    .await;
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("RuntimeError: deliberate failure"), "{err}");

@@ -13,9 +13,9 @@
 
 pub mod conformance;
 mod fake_backend;
+mod fake_images;
 #[cfg(feature = "fake-k8s")]
 pub mod fake_k8s;
-mod fake_images;
 mod fault;
 mod memory_store;
 mod python_job;

@@ -32,7 +32,10 @@ fn writes_env_serves_and_stops() {
     }
     let env = std::fs::read_to_string(&env_file).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    assert!(env.contains(&format!("export KUBECONFIG='{}'", kubeconfig.display())), "{env}");
+    assert!(
+        env.contains(&format!("export KUBECONFIG='{}'", kubeconfig.display())),
+        "{env}"
+    );
     assert!(env.contains("export KINETIC_STORE_URL='file://"), "{env}");
     assert!(env.contains("export KINETIC_IMAGE="), "{env}");
     assert!(env.contains("export KINETIC_NAMESPACE='team-a'"), "{env}");
@@ -46,10 +49,16 @@ fn writes_env_serves_and_stops() {
     let addr = url.strip_prefix("http://").unwrap();
     assert!(addr.starts_with("127.0.0.1:"), "loopback only: {addr}");
     let answer = http_get(addr, "/apis/batch/v1/namespaces/team-a/jobs");
-    assert!(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"),
+        "{answer}"
+    );
     assert!(answer.contains("\"kind\":\"JobList\""), "{answer}");
     let missing = http_get(addr, "/apis/batch/v1/namespaces/team-a/jobs/nope");
-    assert!(missing.contains(" 404 ") && missing.contains("\"reason\":\"NotFound\""), "{missing}");
+    assert!(
+        missing.contains(" 404 ") && missing.contains("\"reason\":\"NotFound\""),
+        "{missing}"
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -61,7 +70,9 @@ fn writes_env_serves_and_stops() {
 
 #[test]
 fn refuses_a_missing_state_dir() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kinetic-fake-gcp")).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kinetic-fake-gcp"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--state-dir is required"));
 }

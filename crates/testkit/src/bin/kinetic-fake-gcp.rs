@@ -97,7 +97,11 @@ async fn serve(args: Args) -> Result<(), String> {
         .collect();
     let env_file = dir.join("env");
     write_atomic(&env_file, &env_text).map_err(|e| format!("{}: {e}", env_file.display()))?;
-    println!("ready: Kubernetes API at {}; source {}", cluster.url(), env_file.display());
+    println!(
+        "ready: Kubernetes API at {}; source {}",
+        cluster.url(),
+        env_file.display()
+    );
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;

@@ -193,7 +193,9 @@ async fn api_groups() -> Response {
 }
 
 fn resource_list(group_version: &str) -> Value {
-    let verbs = json!(["create", "delete", "get", "list", "patch", "update", "watch"]);
+    let verbs = json!([
+        "create", "delete", "get", "list", "patch", "update", "watch"
+    ]);
     let resources: Vec<Value> = RESOURCES
         .iter()
         .filter(|(_, _, av)| *av == group_version)
@@ -214,7 +216,10 @@ async fn core_resources() -> Response {
 }
 
 async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
-    json_response(StatusCode::OK, &resource_list(&format!("{group}/{version}")))
+    json_response(
+        StatusCode::OK,
+        &resource_list(&format!("{group}/{version}")),
+    )
 }
 
 async fn core_list_all(
@@ -299,7 +304,15 @@ async fn group_patch(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    patch(s, resource_id(Some(&group), &plural), ns, name, headers, body).await
+    patch(
+        s,
+        resource_id(Some(&group), &plural),
+        ns,
+        name,
+        headers,
+        body,
+    )
+    .await
 }
 async fn core_delete(
     State(s): State<Shared>,
@@ -345,24 +358,53 @@ async fn core_sub_patch(
 }
 async fn group_get_sub(
     State(s): State<Shared>,
-    Path((group, _v, ns, plural, name, _sub)): Path<(String, String, String, String, String, String)>,
+    Path((group, _v, ns, plural, name, _sub)): Path<(
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    )>,
 ) -> Response {
     get_one(s, resource_id(Some(&group), &plural), ns, name).await
 }
 async fn group_put_sub(
     State(s): State<Shared>,
-    Path((group, _v, ns, plural, name, _sub)): Path<(String, String, String, String, String, String)>,
+    Path((group, _v, ns, plural, name, _sub)): Path<(
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    )>,
     body: Bytes,
 ) -> Response {
     put(s, resource_id(Some(&group), &plural), ns, name, body).await
 }
 async fn group_patch_sub(
     State(s): State<Shared>,
-    Path((group, _v, ns, plural, name, _sub)): Path<(String, String, String, String, String, String)>,
+    Path((group, _v, ns, plural, name, _sub)): Path<(
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    )>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    patch(s, resource_id(Some(&group), &plural), ns, name, headers, body).await
+    patch(
+        s,
+        resource_id(Some(&group), &plural),
+        ns,
+        name,
+        headers,
+        body,
+    )
+    .await
 }
 
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
@@ -487,7 +529,8 @@ fn watch(
                     }
                     Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
                         let e = ApiError::new(410, "Expired", "watch fell behind; re-list");
-                        let line = format!("{}\n", json!({"type": "ERROR", "object": e.to_status()}));
+                        let line =
+                            format!("{}\n", json!({"type": "ERROR", "object": e.to_status()}));
                         return Some((Ok(Bytes::from(line)), None));
                     }
                     Ok(Err(_)) => return None,
@@ -599,9 +642,11 @@ async fn delete(
     if let Err(e) = guard(&s, "delete", &resource).await {
         return error_response(&e);
     }
-    let from_body = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|b| b.get("propagationPolicy").and_then(Value::as_str).map(str::to_owned));
+    let from_body = serde_json::from_slice::<Value>(&body).ok().and_then(|b| {
+        b.get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
     let policy = from_body
         .or_else(|| q.get("propagationPolicy").cloned())
         .unwrap_or_else(|| "Background".to_owned());

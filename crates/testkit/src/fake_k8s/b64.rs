@@ -48,7 +48,16 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        for s in ["", "f", "fo", "foo", "foob", "fooba", "foobar", "s3cr3t=\u{e9}"] {
+        for s in [
+            "",
+            "f",
+            "fo",
+            "foo",
+            "foob",
+            "fooba",
+            "foobar",
+            "s3cr3t=\u{e9}",
+        ] {
             let e = encode(s.as_bytes());
             assert_eq!(decode(&e).unwrap(), s.as_bytes(), "{s} -> {e}");
         }

@@ -152,7 +152,13 @@ fn collect_garbage(store: &Store) {
     for (resource, object) in &all {
         let owners = owner_uids(object);
         if !owners.is_empty() && !owners.iter().any(|u| uids.contains(u)) {
-            let _ = delete(store, resource, ns_of(object), name_of(object), "Background");
+            let _ = delete(
+                store,
+                resource,
+                ns_of(object),
+                name_of(object),
+                "Background",
+            );
         }
     }
     for (resource, object) in &all {
@@ -287,7 +293,11 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         store.modify("jobs.batch", &ns, &name, |j| {
             push_condition(
                 j,
-                condition("Complete", "CompletionsReached", "Reached expected number of succeeded pods"),
+                condition(
+                    "Complete",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                ),
             );
             j["status"]["completionTime"] = Value::String(now_rfc3339());
             j["status"]["succeeded"] = json!(succeeded);
@@ -318,7 +328,8 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         create_pod(store, job);
     }
     store.modify("jobs.batch", &ns, &name, |j| {
-        j["status"]["active"] = json!(active_count.max(usize::from(active.is_empty() && !terminating)));
+        j["status"]["active"] =
+            json!(active_count.max(usize::from(active.is_empty() && !terminating)));
         j["status"]["ready"] = json!(ready);
         if failed > 0 {
             j["status"]["failed"] = json!(failed);
@@ -378,6 +389,9 @@ fn create_pod(store: &Store, job: &Value) {
         "status": {"phase": "Pending", "conditions": []},
     });
     if let Err(e) = store.create("pods", ns_of(job), pod) {
-        tracing::warn!("fake job controller could not create a pod for {name}: {}", e.message);
+        tracing::warn!(
+            "fake job controller could not create a pod for {name}: {}",
+            e.message
+        );
     }
 }

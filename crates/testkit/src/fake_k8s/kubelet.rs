@@ -85,7 +85,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn container(pod: &Value) -> Value {
-    pod.pointer("/spec/containers/0").cloned().unwrap_or(json!({}))
+    pod.pointer("/spec/containers/0")
+        .cloned()
+        .unwrap_or(json!({}))
 }
 
 fn container_name(pod: &Value) -> String {
@@ -180,10 +182,7 @@ impl Kubelet {
         let mut mismatch = 0;
         let mut insufficient: BTreeMap<String, usize> = BTreeMap::new();
         for node in &self.config.nodes {
-            if !selector
-                .iter()
-                .all(|(k, v)| node.labels.get(k) == Some(v))
-            {
+            if !selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)) {
                 mismatch += 1;
                 continue;
             }
@@ -222,7 +221,10 @@ impl Kubelet {
             .to_owned();
         let scripted = {
             let mut s = lock(&self.scripts);
-            s.by_job.get(&job_id).cloned().or_else(|| s.next.pop_front())
+            s.by_job
+                .get(&job_id)
+                .cloned()
+                .or_else(|| s.next.pop_front())
         };
         if let Some(PodScript::Unschedulable { message }) = &scripted {
             return Decision::Unschedulable(message.clone());
@@ -310,7 +312,9 @@ impl Kubelet {
         let image = image_of(pod);
         match rt.decision.clone() {
             Decision::Unschedulable(message) => {
-                let marked = pod.pointer("/status/conditions/0/reason").and_then(Value::as_str)
+                let marked = pod
+                    .pointer("/status/conditions/0/reason")
+                    .and_then(Value::as_str)
                     == Some("Unschedulable");
                 if marked {
                     return;
@@ -332,8 +336,7 @@ impl Kubelet {
                     store.modify("pods", &ns, &name, |p| {
                         p["spec"]["nodeName"] = json!(node);
                         p["status"]["hostIP"] = json!("127.0.0.1");
-                        p["status"]["conditions"] =
-                            json!([cond("PodScheduled", true, None, None)]);
+                        p["status"]["conditions"] = json!([cond("PodScheduled", true, None, None)]);
                     });
                     let msg = format!("Successfully assigned {ns}/{name} to {}", rt.node);
                     once_event(store, rt, pod, "Scheduled", "Normal", &msg);
@@ -367,7 +370,10 @@ impl Kubelet {
                 let (reason, message) = if elapsed < Duration::from_millis(500) {
                     ("ErrImagePull", message)
                 } else {
-                    ("ImagePullBackOff", format!("Back-off pulling image \"{image}\""))
+                    (
+                        "ImagePullBackOff",
+                        format!("Back-off pulling image \"{image}\""),
+                    )
                 };
                 let statuses = waiting(reason, &message);
                 store.modify("pods", &ns, &name, |p| {
@@ -474,7 +480,9 @@ impl Kubelet {
             None => set_running(store, &ns, &name, cname, image),
             Some(code) => {
                 let reason = if code == 0 { "Completed" } else { "Error" };
-                store.modify("pods", &ns, &name, |p| terminated(p, cname, image, code, reason));
+                store.modify("pods", &ns, &name, |p| {
+                    terminated(p, cname, image, code, reason)
+                });
             }
         }
     }
@@ -484,18 +492,31 @@ impl Kubelet {
         let ns = rt.namespace.clone();
         // Environment: envFrom first, then env (env wins), as the kubelet does.
         let mut env: BTreeMap<String, String> = self.config.extra_env.clone();
-        for from in c.get("envFrom").and_then(Value::as_array).into_iter().flatten() {
+        for from in c
+            .get("envFrom")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(secret) = from.pointer("/secretRef/name").and_then(Value::as_str) {
-                let optional = from.pointer("/secretRef/optional").and_then(Value::as_bool) == Some(true);
+                let optional =
+                    from.pointer("/secretRef/optional").and_then(Value::as_bool) == Some(true);
                 match store.get("secrets", &ns, secret) {
                     Ok(s) => {
-                        for (k, v) in s.get("data").and_then(Value::as_object).into_iter().flatten() {
+                        for (k, v) in s
+                            .get("data")
+                            .and_then(Value::as_object)
+                            .into_iter()
+                            .flatten()
+                        {
                             let bytes = v.as_str().and_then(b64::decode).unwrap_or_default();
                             env.insert(k.clone(), String::from_utf8_lossy(&bytes).into_owned());
                         }
                     }
                     Err(_) if optional => {}
-                    Err(_) => return Err(SpawnError::Config(format!("secret \"{secret}\" not found"))),
+                    Err(_) => {
+                        return Err(SpawnError::Config(format!("secret \"{secret}\" not found")));
+                    }
                 }
             }
         }
@@ -505,7 +526,10 @@ impl Kubelet {
             };
             if let Some(v) = e.get("value").and_then(Value::as_str) {
                 env.insert(key.to_owned(), v.to_owned());
-            } else if let Some(field) = e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
+            } else if let Some(field) = e
+                .pointer("/valueFrom/fieldRef/fieldPath")
+                .and_then(Value::as_str)
+            {
                 let v = match field {
                     "metadata.name" => rt.name.clone(),
                     "metadata.namespace" => ns.clone(),
@@ -516,10 +540,11 @@ impl Kubelet {
             } else if let Some(sel) = e.pointer("/valueFrom/secretKeyRef") {
                 let secret = sel.get("name").and_then(Value::as_str).unwrap_or_default();
                 let k = sel.get("key").and_then(Value::as_str).unwrap_or_default();
-                let value = store
-                    .get("secrets", &ns, secret)
-                    .ok()
-                    .and_then(|s| s.pointer(&format!("/data/{k}")).and_then(Value::as_str).and_then(b64::decode));
+                let value = store.get("secrets", &ns, secret).ok().and_then(|s| {
+                    s.pointer(&format!("/data/{k}"))
+                        .and_then(Value::as_str)
+                        .and_then(b64::decode)
+                });
                 match value {
                     Some(b) => {
                         env.insert(key.to_owned(), String::from_utf8_lossy(&b).into_owned());
@@ -540,7 +565,8 @@ impl Kubelet {
         }
         if argv.is_empty() {
             return Err(SpawnError::Start(
-                "the fake kubelet needs a container command (images have no entrypoint here)".into(),
+                "the fake kubelet needs a container command (images have no entrypoint here)"
+                    .into(),
             ));
         }
         let mut mapped_runner = false;
@@ -579,7 +605,10 @@ impl Kubelet {
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.args(&argv[1..])
             .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+            .env(
+                "PATH",
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+            )
             .env("HOME", dir.join("home"))
             .env("HOSTNAME", &rt.name)
             .env("LANG", "C.UTF-8")
@@ -652,17 +681,25 @@ impl Kubelet {
         req: LogRequest,
     ) -> Result<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static, ApiError> {
         let pod = store.get("pods", &req.namespace, &req.pod)?;
-        let cname = req.container.clone().unwrap_or_else(|| container_name(&pod));
+        let cname = req
+            .container
+            .clone()
+            .unwrap_or_else(|| container_name(&pod));
         let rts = lock(&self.pods);
         let rt = rts.get(uid_of(&pod));
         let files = rt.map(|r| r.logs.clone()).unwrap_or_default();
         let path = if req.previous {
-            files.len().checked_sub(2).and_then(|i| files.get(i)).cloned().ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "previous terminated container \"{cname}\" in pod \"{}\" not found",
-                    req.pod
-                ))
-            })?
+            files
+                .len()
+                .checked_sub(2)
+                .and_then(|i| files.get(i))
+                .cloned()
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "previous terminated container \"{cname}\" in pod \"{}\" not found",
+                        req.pod
+                    ))
+                })?
         } else {
             files.last().cloned().ok_or_else(|| {
                 let reason = pod
@@ -695,7 +732,14 @@ enum SpawnError {
     Start(String),
 }
 
-fn once_event(store: &Store, rt: &mut Runtime, pod: &Value, reason: &'static str, kind: &str, message: &str) {
+fn once_event(
+    store: &Store,
+    rt: &mut Runtime,
+    pod: &Value,
+    reason: &'static str,
+    kind: &str,
+    message: &str,
+) {
     if rt.events.contains(&reason) {
         return;
     }

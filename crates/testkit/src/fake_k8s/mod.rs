@@ -196,7 +196,8 @@ impl FakeClusterConfig {
     /// Map a path inside images to a host path in container commands
     /// ([`IMAGE_RUNNER_PATH`] is always mapped to the real runner).
     pub fn map_path(mut self, image_path: &str, host_path: impl Into<PathBuf>) -> Self {
-        self.path_map.insert(image_path.to_owned(), host_path.into());
+        self.path_map
+            .insert(image_path.to_owned(), host_path.into());
         self
     }
 
@@ -244,12 +245,16 @@ impl FakeCluster {
     /// Start the API server on 127.0.0.1 and, unless disabled, the
     /// controller and kubelet. Needs a tokio runtime.
     pub async fn start(config: FakeClusterConfig) -> std::io::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("kinetic-fake-k8s-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("kinetic-fake-k8s-")
+            .tempdir()?;
         let runner = dir.path().join("runner").join("kinetic_runner.py");
         std::fs::create_dir_all(dir.path().join("runner"))?;
         std::fs::write(&runner, RUNNER_SOURCE)?;
         let mut path_map = config.path_map.clone();
-        path_map.entry(IMAGE_RUNNER_PATH.to_owned()).or_insert(runner);
+        path_map
+            .entry(IMAGE_RUNNER_PATH.to_owned())
+            .or_insert(runner);
         let pods_root = dir.path().join("pods");
         std::fs::create_dir_all(&pods_root)?;
         let store = Arc::new(store::Store::new());
@@ -277,13 +282,9 @@ impl FakeCluster {
                 tracing::warn!("fake Kubernetes API server stopped: {e}");
             }
         });
-        let controller = config.controller.then(|| {
-            tokio::spawn(controller::run(
-                store.clone(),
-                kubelet.clone(),
-                config.tick,
-            ))
-        });
+        let controller = config
+            .controller
+            .then(|| tokio::spawn(controller::run(store.clone(), kubelet.clone(), config.tick)));
         Ok(Self {
             url,
             store,
@@ -318,7 +319,12 @@ impl FakeCluster {
     /// The environment that points the `kinetic` CLI at this cluster
     /// (`KUBECONFIG`, `KINETIC_IMAGE`, `KINETIC_NAMESPACE`) and at the jobs
     /// store `store_url`, given the kubeconfig written at `kubeconfig`.
-    pub fn cli_env(&self, kubeconfig: &Path, store_url: &str, namespace: &str) -> Vec<(String, String)> {
+    pub fn cli_env(
+        &self,
+        kubeconfig: &Path,
+        store_url: &str,
+        namespace: &str,
+    ) -> Vec<(String, String)> {
         [
             ("KUBECONFIG", kubeconfig.display().to_string()),
             ("KINETIC_STORE_URL", store_url.to_owned()),
@@ -369,7 +375,12 @@ impl FakeCluster {
 
     /// Store an object directly, as the API server would on create
     /// (for setting up large states quickly, e.g. in benchmarks).
-    pub fn insert(&self, resource: &str, namespace: &str, object: Value) -> Result<Value, ApiError> {
+    pub fn insert(
+        &self,
+        resource: &str,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError> {
         self.store.create(resource, namespace, object)
     }
 

@@ -147,7 +147,8 @@ mod tests {
 
     #[test]
     fn label_selectors_match_as_the_api_server_does() {
-        let pod = json!({"metadata": {"labels": {"app": "kinetic", "job-id": "job-1", "tier": "a"}}});
+        let pod =
+            json!({"metadata": {"labels": {"app": "kinetic", "job-id": "job-1", "tier": "a"}}});
         for (sel, want) in [
             ("app=kinetic", true),
             ("app==kinetic,job-id=job-1", true),
@@ -171,7 +172,8 @@ mod tests {
 
     #[test]
     fn field_selectors_follow_paths() {
-        let ev = json!({"metadata": {"name": "e1"}, "involvedObject": {"name": "pod-1", "kind": "Pod"}});
+        let ev =
+            json!({"metadata": {"name": "e1"}, "involvedObject": {"name": "pod-1", "kind": "Pod"}});
         assert!(
             FieldSelector::parse("involvedObject.name=pod-1,involvedObject.kind=Pod")
                 .unwrap()

@@ -218,7 +218,9 @@ impl Store {
                     return Err(ApiError::new(
                         422,
                         "Invalid",
-                        format!("{resource}: metadata.name: Required value: name or generateName is required"),
+                        format!(
+                            "{resource}: metadata.name: Required value: name or generateName is required"
+                        ),
                     ));
                 }
             },
@@ -255,7 +257,12 @@ impl Store {
     }
 
     /// One object.
-    pub(crate) fn get(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, ApiError> {
+    pub(crate) fn get(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
         self.lock()
             .objects
             .get(&(resource.to_owned(), namespace.to_owned(), name.to_owned()))
@@ -311,7 +318,14 @@ impl Store {
             check_rv(resource, name, current, given.as_deref())?;
             let keep = current.get("metadata").cloned().unwrap_or(json!({}));
             let mut next = object.clone();
-            for field in ["uid", "creationTimestamp", "namespace", "name", "deletionTimestamp", "generation"] {
+            for field in [
+                "uid",
+                "creationTimestamp",
+                "namespace",
+                "name",
+                "deletionTimestamp",
+                "generation",
+            ] {
                 if let Some(v) = keep.get(field) {
                     next["metadata"][field] = v.clone();
                 }
@@ -436,7 +450,12 @@ impl Store {
                 format!("too old resource version: {rv} ({})", inner.floor),
             ));
         }
-        let past = inner.history.iter().filter(|c| c.rv > rv).cloned().collect();
+        let past = inner
+            .history
+            .iter()
+            .filter(|c| c.rv > rv)
+            .cloned()
+            .collect();
         Ok((past, self.tx.subscribe()))
     }
 }
@@ -474,7 +493,11 @@ mod tests {
     fn create_get_conflict_and_merge_patch() {
         let s = Store::new();
         let obj = s
-            .create("jobs.batch", "ns", json!({"metadata": {"name": "a", "labels": {"x": "1"}}}))
+            .create(
+                "jobs.batch",
+                "ns",
+                json!({"metadata": {"name": "a", "labels": {"x": "1"}}}),
+            )
             .unwrap();
         assert_eq!(obj["metadata"]["resourceVersion"], "1");
         let dup = s
