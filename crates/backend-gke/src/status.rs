@@ -242,23 +242,23 @@ pub fn failure_reason(pod: &Pod) -> Option<StatusReason> {
 
 /// Why a pending pod is pending, where it says.
 pub fn pending_reason(pod: &Pod) -> Option<StatusReason> {
-    if let Some(cs) = first_container(pod) {
-        if let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref()) {
-            let reason = w.reason.clone().unwrap_or_default();
-            let message = w.message.clone().unwrap_or_default();
-            if IMAGE_PULL_REASONS.contains(&reason.as_str()) {
-                return Some(StatusReason::ImagePullError {
-                    image: cs.image.clone(),
-                    reason,
-                    message,
-                });
-            }
-            if CONFIG_REASONS.contains(&reason.as_str()) {
-                return Some(StatusReason::ContainerConfigError { reason, message });
-            }
-            if matches!(reason.as_str(), "ContainerCreating" | "PodInitializing") {
-                return Some(StatusReason::ContainerCreating);
-            }
+    if let Some(cs) = first_container(pod)
+        && let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref())
+    {
+        let reason = w.reason.clone().unwrap_or_default();
+        let message = w.message.clone().unwrap_or_default();
+        if IMAGE_PULL_REASONS.contains(&reason.as_str()) {
+            return Some(StatusReason::ImagePullError {
+                image: cs.image.clone(),
+                reason,
+                message,
+            });
+        }
+        if CONFIG_REASONS.contains(&reason.as_str()) {
+            return Some(StatusReason::ContainerConfigError { reason, message });
+        }
+        if matches!(reason.as_str(), "ContainerCreating" | "PodInitializing") {
+            return Some(StatusReason::ContainerCreating);
         }
     }
     let status = pod.status.as_ref()?;

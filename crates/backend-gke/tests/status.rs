@@ -190,7 +190,7 @@ fn a_blocked_job_fails_after_its_pending_deadline() {
     let j = job(json!({"active": 1}));
     let p = pod(waiting("ImagePullBackOff", "Back-off pulling image"));
     assert_eq!(
-        job_state(&j, &[p.clone()], at(60)).status,
+        job_state(&j, std::slice::from_ref(&p), at(60)).status,
         JobStatus::Pending
     );
     let state = job_state(&j, &[p], at(61));

@@ -79,10 +79,10 @@ pub(crate) fn delete(
             let finalizers = o["metadata"]
                 .as_object_mut()
                 .map(|m| m.entry("finalizers").or_insert_with(|| json!([])));
-            if let Some(Value::Array(f)) = finalizers {
-                if !f.iter().any(|x| x == "foregroundDeletion") {
-                    f.push(json!("foregroundDeletion"));
-                }
+            if let Some(Value::Array(f)) = finalizers
+                && !f.iter().any(|x| x == "foregroundDeletion")
+            {
+                f.push(json!("foregroundDeletion"));
             }
         })),
         "Orphan" => {
@@ -261,27 +261,27 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         });
     }
     let started = started.unwrap_or(now);
-    if let Some(deadline) = seconds_at(job, "/spec/activeDeadlineSeconds") {
-        if now >= started + Duration::from_secs(deadline) {
-            for p in &active {
-                let _ = delete(store, "pods", ns_of(p), name_of(p), "Background");
-            }
-            let failed = pods.iter().filter(|p| phase(p) == "Failed").count() + active.len();
-            store.modify("jobs.batch", &ns, &name, |j| {
-                push_condition(
-                    j,
-                    condition(
-                        "Failed",
-                        "DeadlineExceeded",
-                        "Job was active longer than specified deadline",
-                    ),
-                );
-                j["status"]["active"] = json!(0);
-                j["status"]["ready"] = json!(0);
-                j["status"]["failed"] = json!(failed);
-            });
-            return;
+    if let Some(deadline) = seconds_at(job, "/spec/activeDeadlineSeconds")
+        && now >= started + Duration::from_secs(deadline)
+    {
+        for p in &active {
+            let _ = delete(store, "pods", ns_of(p), name_of(p), "Background");
         }
+        let failed = pods.iter().filter(|p| phase(p) == "Failed").count() + active.len();
+        store.modify("jobs.batch", &ns, &name, |j| {
+            push_condition(
+                j,
+                condition(
+                    "Failed",
+                    "DeadlineExceeded",
+                    "Job was active longer than specified deadline",
+                ),
+            );
+            j["status"]["active"] = json!(0);
+            j["status"]["ready"] = json!(0);
+            j["status"]["failed"] = json!(failed);
+        });
+        return;
     }
     let succeeded = pods.iter().filter(|p| phase(p) == "Succeeded").count();
     let failed = pods.iter().filter(|p| phase(p) == "Failed").count();
@@ -323,7 +323,7 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         });
         return;
     }
-    let terminating = pods.iter().any(|p| deleting(p));
+    let terminating = pods.iter().any(deleting);
     if active.is_empty() && !terminating {
         create_pod(store, job);
     }

@@ -436,10 +436,10 @@ impl Kubelet {
                     if let Some(m) = pod_message {
                         p["status"]["message"] = json!(m);
                     }
-                    if let Some(d) = disruption {
-                        if let Some(Value::Array(cs)) = p.pointer_mut("/status/conditions") {
-                            cs.push(cond("DisruptionTarget", true, Some(d), pod_message));
-                        }
+                    if let Some(d) = disruption
+                        && let Some(Value::Array(cs)) = p.pointer_mut("/status/conditions")
+                    {
+                        cs.push(cond("DisruptionTarget", true, Some(d), pod_message));
                     }
                 });
             }
