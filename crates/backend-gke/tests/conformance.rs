@@ -8,13 +8,14 @@ use async_trait::async_trait;
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ports::{Backend, ObjectStore, PreparedJob};
-use kinetic_store_gcs::GcsStore;
+use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::conformance::backend::{self, BackendHarness};
 use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
-use kinetic_testkit::{ConformanceJob, prepare_python_job};
+use kinetic_testkit::{ConformanceJob, FakeGcs, prepare_python_job};
 
 struct GkeHarness {
     _dir: tempfile::TempDir,
+    _gcs: FakeGcs,
     cluster: FakeCluster,
     store: Arc<dyn ObjectStore>,
     backend: Arc<dyn Backend>,
@@ -23,10 +24,14 @@ struct GkeHarness {
 impl GkeHarness {
     async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn ObjectStore> =
-            Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
+        let gcs = FakeGcs::with_buckets(&["kn-jobs"]).unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            GcsStore::open("gs://kn-jobs", &GcsOptions::emulator(&gcs.endpoint())).unwrap(),
+        );
         let cluster = FakeCluster::start(
-            FakeClusterConfig::default().kill_grace(std::time::Duration::from_millis(500)),
+            FakeClusterConfig::default()
+                .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
+                .kill_grace(std::time::Duration::from_millis(500)),
         )
         .await
         .unwrap();
@@ -38,6 +43,7 @@ impl GkeHarness {
         );
         Self {
             _dir: dir,
+            _gcs: gcs,
             cluster,
             store,
             backend: Arc::new(backend),

@@ -10,9 +10,9 @@ use kinetic_core::engine::{Engine, EngineError, Entrypoint, JobSpec, ResultOptio
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::{Deadlines, ImageBuilder, ObjectStore};
 use kinetic_core::status::{JobStatus, StatusReason};
-use kinetic_store_gcs::GcsStore;
-use kinetic_testkit::FakeImageBuilder;
+use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_testkit::{FakeGcs, FakeImageBuilder, GcsOp};
 use serde_json::json;
 
 const WORK_PY: &str = r#"
@@ -42,6 +42,7 @@ def env_value_digest(name):
 
 struct World {
     dir: tempfile::TempDir,
+    gcs: FakeGcs,
     store: Arc<dyn ObjectStore>,
     cluster: FakeCluster,
     env: EnvSnapshot,
@@ -58,16 +59,22 @@ impl World {
         )
         .unwrap();
         std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-        let store: Arc<dyn ObjectStore> =
-            Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
-        let cluster =
-            FakeCluster::start(FakeClusterConfig::default().kill_grace(Duration::from_millis(500)))
-                .await
-                .unwrap();
+        let gcs = FakeGcs::with_buckets(&["kn-jobs"]).unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            GcsStore::open("gs://kn-jobs", &GcsOptions::emulator(&gcs.endpoint())).unwrap(),
+        );
+        let cluster = FakeCluster::start(
+            FakeClusterConfig::default()
+                .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
+                .kill_grace(Duration::from_millis(500)),
+        )
+        .await
+        .unwrap();
         let mut env = EnvSnapshot::new();
         env.insert("HOME", dir.path().join("home").to_string_lossy());
         Self {
             dir,
+            gcs,
             store,
             cluster,
             env,
@@ -142,6 +149,21 @@ async fn returns_the_value_and_streams_the_pod_log() {
     // result() cleaned up: the Job, its pod and any Secret are gone.
     assert!(w.cluster.objects("jobs.batch", "default").is_empty());
     assert!(w.cluster.objects("secrets", "default").is_empty());
+    // The runner in the pod read its spec and context from the fake GCS
+    // server and wrote its result there.
+    let requests = w.gcs.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.op == GcsOp::Get && r.name.ends_with("/context.zip")),
+        "{requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.op == GcsOp::Put && r.name.ends_with("/result.json")),
+        "{requests:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

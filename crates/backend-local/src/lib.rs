@@ -62,6 +62,10 @@ pub struct LocalOptions {
     pub max_concurrent: usize,
     /// GPUs the host has (default: counted with `nvidia-smi -L` when present).
     pub gpus: Option<u32>,
+    /// Extra environment for every runner, on top of this process's (which
+    /// children inherit): non-secret settings such as `KINETIC_GCS_ENDPOINT`
+    /// for a store on a fake GCS server. A job's captured variables win.
+    pub runner_env: Vec<(String, String)>,
 }
 
 impl LocalOptions {
@@ -73,6 +77,7 @@ impl LocalOptions {
             max_concurrent: std::thread::available_parallelism()
                 .map_or(1, std::num::NonZeroUsize::get),
             gpus: None,
+            runner_env: Vec::new(),
         }
     }
 
@@ -85,6 +90,13 @@ impl LocalOptions {
     /// Run at most `n` jobs at once (at least 1).
     pub fn max_concurrent(mut self, n: usize) -> Self {
         self.max_concurrent = n.max(1);
+        self
+    }
+
+    /// Give every runner `name=value` in its environment (not for secrets:
+    /// those travel as captured env of the job).
+    pub fn runner_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.runner_env.push((name.into(), value.into()));
         self
     }
 
@@ -308,6 +320,9 @@ impl Backend for LocalBackend {
                 dir.open_log().map_err(|e| io_err(&dir.log_path(), &e))?,
             ))
             .process_group(0);
+        for (name, value) in &self.options.runner_env {
+            cmd.env(name, value);
+        }
         for (name, value) in job.env.iter() {
             cmd.env(name.as_str(), value.expose());
         }

@@ -1,8 +1,12 @@
 //! Building the engine the CLI runs jobs with, from the resolved
 //! configuration and the environment.
 //!
-//! - Store: `KINETIC_STORE_URL` (`file:///dir`, `memory://`), else the local
-//!   default `file://{local root}/store`.
+//! - Store: `KINETIC_STORE_URL` (`file:///dir`, `memory://`,
+//!   `gs://bucket[/prefix]`, or a bare `gs://` for the configured cluster's
+//!   jobs bucket `{project}-kn-{cluster}-jobs`), else the local default
+//!   `file://{local root}/store`. `gs://` uses Application Default
+//!   Credentials, or `KINETIC_GCS_ENDPOINT` without auth (tests, emulators;
+//!   the runner reads the same variable).
 //! - Local root: `KINETIC_LOCAL_ROOT`, else `~/.kinetic/local`.
 //! - Backends: `local` (always); the default for single-host jobs is
 //!   `KINETIC_BACKEND`, else `local`.
@@ -22,7 +26,7 @@ use kinetic_backend_local::{LocalBackend, LocalOptions};
 use kinetic_core::config::{self as core_config, ProcessEnv, ProfileStore};
 use kinetic_core::engine::{Engine, EngineSettings};
 use kinetic_core::ports::ObjectStore;
-use kinetic_store_gcs::GcsStore;
+use kinetic_store_gcs::{GcsOptions, GcsStore};
 
 use crate::commands::config::config_error;
 use crate::output::CliError;
@@ -104,12 +108,23 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
     let cfg = core_config::resolve_partial(&args, &ProcessEnv, &profiles).map_err(config_error)?;
 
     let root = local_root()?;
-    let store_url = non_empty(vars::STORE_URL)
+    let mut store_url = non_empty(vars::STORE_URL)
         .unwrap_or_else(|| format!("file://{}", root.join("store").display()));
-    let store: Arc<dyn ObjectStore> = Arc::new(
-        GcsStore::from_url(&store_url)
-            .map_err(|e| CliError::usage(format!("{}: {e}", vars::STORE_URL)))?,
-    );
+    if store_url == "gs://" {
+        let names = cfg.names().ok_or_else(|| {
+            CliError::usage(format!(
+                "{}=gs:// names the configured cluster's jobs bucket, but no project is configured: set KINETIC_PROJECT or a profile, or give gs://bucket",
+                vars::STORE_URL
+            ))
+        })?;
+        store_url = format!("gs://{}", names.jobs_bucket);
+    }
+    let gcs = GcsStore::open(&store_url, &GcsOptions::from_env())
+        .map_err(|e| CliError::usage(format!("{}: {e}", vars::STORE_URL)))?;
+    let store_bucket = store_url
+        .strip_prefix("gs://")
+        .map(|rest| rest.split('/').next().unwrap_or(rest).to_owned());
+    let store: Arc<dyn ObjectStore> = Arc::new(gcs);
 
     let mut settings = match cfg.names() {
         Some(names) => {
@@ -127,7 +142,9 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
         }
         None => EngineSettings::default(),
     };
-    if settings.bucket_name.is_empty() {
+    if let Some(bucket) = store_bucket {
+        settings.bucket_name = bucket;
+    } else if settings.bucket_name.is_empty() {
         settings.bucket_name = store_url.clone();
     }
     settings.namespace = cfg.namespace.value.clone();

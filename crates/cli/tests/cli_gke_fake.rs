@@ -1,12 +1,14 @@
 //! The real `kinetic` binary with `--backend gke` against the fake
-//! Kubernetes cluster (in this test process, on loopback), pointed at it
-//! by the same environment `kinetic-fake-gcp` writes: the runner runs as
-//! a pod process and its context and result go through the jobs store.
+//! Kubernetes cluster and the fake GCS server (in this test process, on
+//! loopback), pointed at them by the environment `kinetic-fake-gcp`
+//! writes: the runner runs as a pod process and its context and result go
+//! through the fake GCS server.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_testkit::{FakeGcs, GcsOp};
 
 const WORK_PY: &str = r#"
 def square(x):
@@ -48,18 +50,16 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
     )
     .unwrap();
     std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-    let cluster = FakeCluster::start(FakeClusterConfig::default())
-        .await
-        .unwrap();
+    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
+    )
+    .await
+    .unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-    let store = dir.path().join("store");
-    std::fs::create_dir_all(&store).unwrap();
-    let env = cluster.cli_env(
-        &kubeconfig,
-        &format!("file://{}", store.display()),
-        "default",
-    );
+    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
+    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
 
     let o = kinetic(
         dir.path(),
@@ -89,6 +89,21 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
     assert!(
         cluster.objects("jobs.batch", "default").is_empty(),
         "cleaned up"
+    );
+    let requests = gcs.requests();
+    for object in ["/context.zip", "/spec.json", "/result.json"] {
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.op == GcsOp::Put && r.name.ends_with(object)),
+            "{object} went through the fake GCS server: {requests:?}"
+        );
+    }
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.op == GcsOp::Get && r.name.ends_with("/context.zip")),
+        "the pod's runner read its context from GCS: {requests:?}"
     );
 
     let o = kinetic(

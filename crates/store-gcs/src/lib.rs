@@ -1,14 +1,26 @@
 //! # kinetic-store-gcs
 //!
 //! The [`ObjectStore`] port of `kinetic-core` over the `object_store` crate.
-//! One adapter, [`GcsStore`], serves every store URL the engine uses, so the
-//! local default, the tests and production share one code path:
+//! One adapter, [`GcsStore`], serves every store URL the engine uses, so
+//! production, the local default and the tests share one code path:
 //!
+//! - `gs://bucket[/prefix]`: Google Cloud Storage over its XML API, with
+//!   Application Default Credentials by default, or an explicit endpoint
+//!   and credentials ([`GcsOptions`]) for emulators and the testkit's fake
+//!   server. [`GcsStore::for_jobs_bucket`] names the bucket as Kinetic does
+//!   (`{project}-kn-{cluster}-jobs`);
 //! - `file:///abs/dir`: a local directory (the local backend's default store);
-//! - `memory://`: an in-process store (tests);
+//! - `memory://`: an in-process store (tests).
 //!
 //! `object_store` already streams, retries and does multipart uploads; this
-//! crate only maps paths, options and errors onto the port's contract.
+//! crate maps paths, options and errors onto the port's contract and sets
+//! those mechanisms explicitly ([`RetrySettings`], part sizes): retries
+//! happen once, inside `object_store`, never again on top.
+//!
+//! Streaming: `put_file` sends files larger than [`GcsOptions::part_size`]
+//! as multipart uploads with a bounded number of parts in flight, and
+//! `get_to_file` writes the response as it arrives, so moving a file of any
+//! size holds a few parts in memory (measured in `benches/gcs.rs`).
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -21,6 +33,23 @@
 //! assert_eq!(&store.get(&path, GetOptions::default()).await.unwrap()[..], b"{}");
 //! # });
 //! ```
+//!
+//! Against GCS, or a fake of it (`kinetic_testkit::FakeGcs`):
+//!
+//! ```no_run
+//! use kinetic_store_gcs::{GcsOptions, GcsStore};
+//!
+//! // Production: ADC, Google's endpoint.
+//! let jobs = GcsStore::open("gs://my-proj-kn-kinetic-cluster-jobs", &GcsOptions::default())?;
+//! // A fake server: no auth, plain HTTP on loopback, no retries.
+//! let fake = GcsStore::open("gs://bucket/prefix", &GcsOptions::emulator("http://127.0.0.1:4443"))?;
+//! # Ok::<(), kinetic_core::ports::StoreError>(())
+//! ```
+
+mod error;
+mod options;
+
+pub use options::{GCS_ENDPOINT_VAR, GcsCredentials, GcsOptions, MIN_PART_SIZE, RetrySettings};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,36 +62,81 @@ use kinetic_core::ports::{
     GetOptions, ObjectMeta, ObjectPath, ObjectStore, PutMode, PutOptions, StoreError,
 };
 use object_store::buffered::BufWriter;
+use object_store::gcp::{GcpCredential, GcpSigningCredential, GoogleCloudStorageBuilder};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path as OsPath;
-use object_store::{Attribute, Attributes, ObjectStoreExt, PutPayload};
+use object_store::prefix::PrefixStore;
+use object_store::{
+    Attribute, Attributes, ClientOptions, ObjectStoreExt, PutPayload, StaticCredentialProvider,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Size of the chunks read from a local file on upload.
-const UPLOAD_CHUNK: usize = 4 * 1024 * 1024;
+use crate::error::map_error;
 
 /// An [`ObjectStore`] over any `object_store` backend, addressed by URL.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` output names the store's URI only: the client inside holds
+/// credentials, which are never printed.
+#[derive(Clone)]
 pub struct GcsStore {
     inner: Arc<dyn object_store::ObjectStore>,
-    /// URI prefix of every object (`file:///abs/dir`, `memory://`), no trailing `/`.
+    /// URI prefix of every object (`gs://bucket/prefix`, `file:///abs/dir`,
+    /// `memory://`), no trailing `/`.
     base_uri: String,
     /// Whether the backend keeps attributes such as the content type (a
     /// local directory does not: they are dropped there).
     attributes: bool,
+    /// Files larger than this go as multipart uploads of parts this size.
+    part_size: usize,
+    /// Parts of one upload in flight at once.
+    part_concurrency: usize,
+}
+
+impl std::fmt::Debug for GcsStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GcsStore")
+            .field("uri", &self.base_uri)
+            .field("part_size", &self.part_size)
+            .field("part_concurrency", &self.part_concurrency)
+            .finish_non_exhaustive()
+    }
 }
 
 impl GcsStore {
-    /// Open the store a URL names: `file:///abs/dir` (created if missing) or
-    /// `memory://` (a new, empty in-process store).
+    /// Open the store a URL names, with default [`GcsOptions`] for `gs://`
+    /// (Google's endpoint, Application Default Credentials): see
+    /// [`GcsStore::open`].
     pub fn from_url(url: &str) -> Result<Self, StoreError> {
+        Self::open(url, &GcsOptions::default())
+    }
+
+    /// Open the store a URL names:
+    ///
+    /// - `gs://bucket[/prefix]`: that bucket (objects under `prefix/` when
+    ///   given), reached as `options` say;
+    /// - `file:///abs/dir`: a local directory, created if missing;
+    /// - `memory://`: a new, empty in-process store.
+    ///
+    /// Nothing is contacted here: credentials are fetched on the first request.
+    pub fn open(url: &str, options: &GcsOptions) -> Result<Self, StoreError> {
+        const ACCEPTED: &str = "gs://bucket[/prefix], file:///absolute/dir or memory://";
         let parsed = url::Url::parse(url).map_err(|e| StoreError::InvalidInput {
-            message: format!(
-                "invalid store URL '{url}': {e} (expected file:///absolute/dir or memory://)"
-            ),
+            message: format!("invalid store URL '{url}': {e} (expected {ACCEPTED})"),
         })?;
         match parsed.scheme() {
+            "gs" => {
+                let bucket = parsed.host_str().unwrap_or("");
+                let prefix = parsed.path().trim_matches('/');
+                Self::gcs(bucket, (!prefix.is_empty()).then_some(prefix), options).map_err(|e| {
+                    match e {
+                        StoreError::InvalidInput { message } => StoreError::InvalidInput {
+                            message: format!("invalid store URL '{url}': {message}"),
+                        },
+                        other => other,
+                    }
+                })
+            }
             "file" => {
                 let dir = parsed
                     .to_file_path()
@@ -73,17 +147,115 @@ impl GcsStore {
                     })?;
                 Self::local_dir(&dir)
             }
-            "memory" => Ok(Self {
-                inner: Arc::new(InMemory::new()),
-                base_uri: "memory://".to_owned(),
-                attributes: true,
-            }),
+            "memory" => Ok(Self::from_object_store(
+                Arc::new(InMemory::new()),
+                "memory://",
+            )),
             other => Err(StoreError::InvalidInput {
                 message: format!(
-                    "unsupported store URL scheme '{other}' in '{url}' (accepted: file:///absolute/dir, memory://)"
+                    "unsupported store URL scheme '{other}' in '{url}' (accepted: {ACCEPTED})"
                 ),
             }),
         }
+    }
+
+    /// The jobs bucket of a Kinetic cluster, named as Kinetic names it:
+    /// `gs://{project}-kn-{cluster}-jobs`.
+    pub fn for_jobs_bucket(
+        project: &str,
+        cluster: &str,
+        options: &GcsOptions,
+    ) -> Result<Self, StoreError> {
+        Self::gcs(
+            &kinetic_core::config::jobs_bucket(project, cluster),
+            None,
+            options,
+        )
+    }
+
+    /// The GCS bucket `bucket`, objects under `prefix/` when given.
+    pub fn gcs(
+        bucket: &str,
+        prefix: Option<&str>,
+        options: &GcsOptions,
+    ) -> Result<Self, StoreError> {
+        check_bucket_name(bucket)?;
+        let prefix = match prefix
+            .map(|p| p.trim_matches('/'))
+            .filter(|p| !p.is_empty())
+        {
+            Some(p) => Some(ObjectPath::parse(p).map_err(|e| StoreError::InvalidInput {
+                message: format!("invalid prefix '{p}' in bucket '{bucket}': {e}"),
+            })?),
+            None => None,
+        };
+        let mut client = ClientOptions::new()
+            .with_timeout(options.request_timeout)
+            .with_connect_timeout(options.connect_timeout);
+        let mut builder = GoogleCloudStorageBuilder::new()
+            .with_bucket_name(bucket)
+            .with_retry(options.retry.to_object_store());
+        let mut credentials = options.credentials.clone();
+        if let Some(endpoint) = &options.endpoint {
+            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                return Err(StoreError::InvalidInput {
+                    message: format!(
+                        "invalid GCS endpoint '{endpoint}': expected an http:// or https:// URL"
+                    ),
+                });
+            }
+            client = client.with_allow_http(endpoint.starts_with("http://"));
+            builder = builder.with_base_url(endpoint);
+            // An emulator never gets a real token unless one is asked for.
+            if matches!(credentials, GcsCredentials::ApplicationDefault) {
+                credentials = GcsCredentials::Anonymous;
+            }
+        }
+        builder = match credentials {
+            GcsCredentials::ApplicationDefault => {
+                // ADC's first source is the variable; the builder itself
+                // only looks at gcloud's file and the metadata server.
+                match std::env::var("GOOGLE_APPLICATION_CREDENTIALS") {
+                    Ok(path) if !path.is_empty() => builder.with_application_credentials(path),
+                    _ => builder,
+                }
+            }
+            GcsCredentials::ServiceAccountKeyFile(path) => {
+                builder.with_service_account_path(path.to_string_lossy())
+            }
+            GcsCredentials::ServiceAccountKey(key) => builder.with_service_account_key(key),
+            GcsCredentials::Anonymous => builder
+                .with_credentials(Arc::new(StaticCredentialProvider::new(GcpCredential {
+                    bearer: String::new(),
+                })))
+                .with_signing_credentials(Arc::new(StaticCredentialProvider::new(
+                    GcpSigningCredential {
+                        email: String::new(),
+                        private_key: None,
+                    },
+                ))),
+        };
+        let gcs =
+            builder
+                .with_client_options(client)
+                .build()
+                .map_err(|e| StoreError::InvalidInput {
+                    message: format!("cannot set up the GCS client for bucket '{bucket}': {e}"),
+                })?;
+        let (inner, base_uri): (Arc<dyn object_store::ObjectStore>, String) = match &prefix {
+            Some(p) => (
+                Arc::new(PrefixStore::new(gcs, os_path(p))),
+                format!("gs://{bucket}/{p}"),
+            ),
+            None => (Arc::new(gcs), format!("gs://{bucket}")),
+        };
+        Ok(Self {
+            inner,
+            base_uri,
+            attributes: true,
+            part_size: options.part_size.max(MIN_PART_SIZE),
+            part_concurrency: options.part_concurrency.max(1),
+        })
     }
 
     /// A store in the local directory `dir` (created if missing).
@@ -99,27 +271,34 @@ impl GcsStore {
         let fs = LocalFileSystem::new_with_prefix(dir)
             .map_err(|e| map_error(e, dir.display().to_string()))?
             .with_automatic_cleanup(true);
-        Ok(Self {
-            inner: Arc::new(fs),
-            base_uri: format!("file://{}", dir.display())
-                .trim_end_matches('/')
-                .to_owned(),
-            attributes: false,
-        })
+        let mut store = Self::from_object_store(
+            Arc::new(fs),
+            format!("file://{}", dir.display()).trim_end_matches('/'),
+        );
+        store.attributes = false;
+        Ok(store)
     }
 
     /// Wrap an already-configured `object_store` backend whose objects the
     /// runner reaches at `base_uri` + `/` + path.
     pub fn from_object_store(inner: Arc<dyn object_store::ObjectStore>, base_uri: &str) -> Self {
+        let defaults = GcsOptions::default();
         Self {
             inner,
-            base_uri: base_uri.trim_end_matches('/').to_owned(),
+            base_uri: if base_uri.ends_with("//") {
+                base_uri.to_owned()
+            } else {
+                base_uri.trim_end_matches('/').to_owned()
+            },
             attributes: true,
+            part_size: defaults.part_size,
+            part_concurrency: defaults.part_concurrency,
         }
     }
 
-    fn os_path(path: &ObjectPath) -> OsPath {
-        OsPath::from_iter(path.as_str().split('/'))
+    /// The URI of the store's root (`gs://bucket/prefix`, `file:///dir`, `memory://`).
+    pub fn base_uri(&self) -> &str {
+        &self.base_uri
     }
 
     fn port_path(&self, path: &OsPath) -> Result<ObjectPath, StoreError> {
@@ -133,28 +312,90 @@ impl GcsStore {
         }
         attributes
     }
-}
 
-/// Map an `object_store` error into the port's kinds.
-fn map_error(err: object_store::Error, what: String) -> StoreError {
-    use object_store::Error as E;
-    match err {
-        E::NotFound { .. } => StoreError::NotFound { path: what },
-        E::AlreadyExists { .. } => StoreError::AlreadyExists { path: what },
-        E::InvalidPath { source } => StoreError::InvalidInput {
-            message: format!("invalid object path {what}: {source}"),
-        },
-        E::PermissionDenied { source, .. } | E::Unauthenticated { source, .. } => {
-            StoreError::PermissionDenied {
-                message: format!("{what}: {source}"),
+    /// Stream a local file as a multipart upload; nothing is visible at
+    /// `path` unless every part landed and the upload completed.
+    async fn upload_in_parts(
+        &self,
+        path: &ObjectPath,
+        file: &Path,
+        mut reader: tokio::fs::File,
+        options: &PutOptions,
+    ) -> Result<u64, StoreError> {
+        let unreadable = |e: std::io::Error| StoreError::InvalidInput {
+            message: format!("cannot read local file '{}': {e}", file.display()),
+        };
+        let mut writer =
+            BufWriter::with_capacity(self.inner.clone(), os_path(path), self.part_size)
+                .with_max_concurrency(self.part_concurrency)
+                .with_attributes(self.attributes(options));
+        let mut buf = vec![0u8; READ_BUFFER];
+        let mut total = 0u64;
+        loop {
+            let n = match reader.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = writer.abort().await;
+                    return Err(unreadable(e));
+                }
+            };
+            total += n as u64;
+            if let Err(e) = writer.put(Bytes::copy_from_slice(&buf[..n])).await {
+                let _ = writer.abort().await;
+                return Err(map_error(e, self.uri(path)));
             }
         }
-        E::Precondition { source, .. } => StoreError::Other {
-            message: format!("precondition failed for {what}: {source}"),
-        },
-        other => StoreError::Other {
-            message: format!("{what}: {other}"),
-        },
+        if let Err(e) = writer.shutdown().await {
+            let _ = writer.abort().await;
+            return Err(map_io_error(
+                e,
+                &format!("upload of '{}' to {}", file.display(), self.uri(path)),
+            ));
+        }
+        Ok(total)
+    }
+}
+
+/// Size of the reads from a local file during a multipart upload.
+const READ_BUFFER: usize = 1024 * 1024;
+
+/// The `object_store` path of a port path: the same text, not re-encoded,
+/// so the runner finds the object under the name the engine wrote.
+fn os_path(path: &ObjectPath) -> OsPath {
+    OsPath::parse(path.as_str()).unwrap_or_else(|_| OsPath::from_iter(path.as_str().split('/')))
+}
+
+/// Bucket names as GCS accepts them: 3–222 characters of lower-case
+/// letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit.
+fn check_bucket_name(bucket: &str) -> Result<(), StoreError> {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c);
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if (3..=222).contains(&bucket.len())
+        && bucket.chars().all(ok_char)
+        && edge(bucket.chars().next())
+        && edge(bucket.chars().last())
+    {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidInput {
+            message: format!(
+                "invalid bucket name '{bucket}' (expected 3 to 222 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+            ),
+        })
+    }
+}
+
+/// `BufWriter` reports failures as `std::io::Error` wrapping the
+/// `object_store` error; recover its kind where it is there.
+fn map_io_error(err: std::io::Error, what: &str) -> StoreError {
+    let text = err.to_string();
+    match err
+        .into_inner()
+        .map(|e| e.downcast::<object_store::Error>())
+    {
+        Some(Ok(inner)) => map_error(*inner, what.to_owned()),
+        _ => error::classify_text(&text, what),
     }
 }
 
@@ -184,7 +425,7 @@ impl ObjectStore for GcsStore {
             ..Default::default()
         };
         self.inner
-            .put_opts(&Self::os_path(path), PutPayload::from_bytes(data), opts)
+            .put_opts(&os_path(path), PutPayload::from_bytes(data), opts)
             .await
             .map(|_| ())
             .map_err(|e| map_error(e, self.uri(path)))
@@ -201,59 +442,33 @@ impl ObjectStore for GcsStore {
         };
         let mut reader = tokio::fs::File::open(file).await.map_err(unreadable)?;
         let len = reader.metadata().await.map_err(unreadable)?.len();
-        if options.mode == PutMode::CreateIfAbsent || len <= UPLOAD_CHUNK as u64 {
-            // Small files (and create-if-absent, which multipart uploads cannot
-            // express) go as one conditional put.
-            if options.mode == PutMode::CreateIfAbsent && len > UPLOAD_CHUNK as u64 {
-                if self.head(path).await.is_ok() {
-                    return Err(StoreError::AlreadyExists {
-                        path: self.uri(path),
-                    });
+        if len > self.part_size as u64 {
+            if options.mode == PutMode::CreateIfAbsent {
+                // A multipart upload cannot be conditional: check first. Two
+                // writers racing here may both write; the data cache only
+                // uses overwrites, so nothing in the engine depends on it.
+                match self.head(path).await {
+                    Ok(_) => {
+                        return Err(StoreError::AlreadyExists {
+                            path: self.uri(path),
+                        });
+                    }
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e),
                 }
-                let mut plain = options.clone();
-                plain.mode = PutMode::Overwrite;
-                return self.put_file(path, file, plain).await;
             }
-            let mut buf = Vec::with_capacity(len as usize);
-            reader.read_to_end(&mut buf).await.map_err(unreadable)?;
-            let size = buf.len() as u64;
-            self.put(path, Bytes::from(buf), options).await?;
-            return Ok(size);
+            return self.upload_in_parts(path, file, reader, &options).await;
         }
-        // Large files stream through a buffered multipart upload: at most a
-        // few chunks in memory, whatever the file size.
-        let mut writer =
-            BufWriter::with_capacity(self.inner.clone(), Self::os_path(path), UPLOAD_CHUNK)
-                .with_attributes(self.attributes(&options));
-        let mut buf = vec![0u8; UPLOAD_CHUNK];
-        let mut total = 0u64;
-        loop {
-            let n = match reader.read(&mut buf).await {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = writer.abort().await;
-                    return Err(unreadable(e));
-                }
-            };
-            total += n as u64;
-            if let Err(e) = writer.put(Bytes::copy_from_slice(&buf[..n])).await {
-                let _ = writer.abort().await;
-                return Err(map_error(e, self.uri(path)));
-            }
-        }
-        writer.shutdown().await.map_err(|e| StoreError::Other {
-            message: format!(
-                "upload of '{}' to {} failed: {e}",
-                file.display(),
-                self.uri(path)
-            ),
-        })?;
-        Ok(total)
+        // Up to one part: one request, conditional when asked.
+        let mut buf = Vec::with_capacity(len as usize);
+        reader.read_to_end(&mut buf).await.map_err(unreadable)?;
+        let size = buf.len() as u64;
+        self.put(path, Bytes::from(buf), options).await?;
+        Ok(size)
     }
 
     async fn get(&self, path: &ObjectPath, options: GetOptions) -> Result<Bytes, StoreError> {
-        let location = Self::os_path(path);
+        let location = os_path(path);
         match options.range {
             None => {
                 let result = self
@@ -294,7 +509,7 @@ impl ObjectStore for GcsStore {
     async fn get_to_file(&self, path: &ObjectPath, file: &Path) -> Result<u64, StoreError> {
         let result = self
             .inner
-            .get(&Self::os_path(path))
+            .get(&os_path(path))
             .await
             .map_err(|e| map_error(e, self.uri(path)))?;
         let tmp = temp_sibling(file);
@@ -329,7 +544,7 @@ impl ObjectStore for GcsStore {
     async fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError> {
         let meta = self
             .inner
-            .head(&Self::os_path(path))
+            .head(&os_path(path))
             .await
             .map_err(|e| map_error(e, self.uri(path)))?;
         Ok(ObjectMeta {
@@ -339,7 +554,7 @@ impl ObjectStore for GcsStore {
     }
 
     async fn list(&self, prefix: Option<&ObjectPath>) -> Result<Vec<ObjectMeta>, StoreError> {
-        let os_prefix = prefix.map(Self::os_path);
+        let os_prefix = prefix.map(os_path);
         let what = prefix.map_or_else(|| self.base_uri.clone(), |p| self.uri(p));
         let metas: Vec<object_store::ObjectMeta> = self
             .inner
@@ -359,7 +574,7 @@ impl ObjectStore for GcsStore {
     }
 
     async fn delete(&self, path: &ObjectPath) -> Result<(), StoreError> {
-        match self.inner.delete(&Self::os_path(path)).await {
+        match self.inner.delete(&os_path(path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(map_error(e, self.uri(path))),
         }
@@ -375,4 +590,42 @@ fn temp_sibling(file: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     file.with_file_name(format!(".{name}.{}-{n}.part", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names_are_checked() {
+        for ok in ["abc", "my-proj-kn-kinetic-cluster-jobs", "a.b_c-1"] {
+            assert!(check_bucket_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "ab", "Upper", "-lead", "trail-", "sp ace", "a/b"] {
+            let err = check_bucket_name(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("invalid bucket name") && err.contains("lower-case"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn debug_output_names_the_uri_and_no_credentials() {
+        let key = r#"{"private_key": "-----BEGIN PRIVATE KEY-----SECRETKEY", "client_email": "a@b.c", "private_key_id": "id", "disable_oauth": true, "gcs_base_url": "http://127.0.0.1:9"}"#;
+        let store = GcsStore::open(
+            "gs://my-bucket/p",
+            &GcsOptions::default().with_credentials(GcsCredentials::ServiceAccountKey(key.into())),
+        )
+        .unwrap();
+        let shown = format!("{store:?}");
+        assert!(shown.contains("gs://my-bucket/p"), "{shown}");
+        assert!(!shown.contains("SECRETKEY"), "{shown}");
+    }
+
+    #[test]
+    fn paths_keep_their_text() {
+        let p = ObjectPath::parse("default/data-cache/h/a b#c%d.txt").unwrap();
+        assert_eq!(os_path(&p).as_ref(), "default/data-cache/h/a b#c%d.txt");
+    }
 }

@@ -1,9 +1,53 @@
 //! `GcsStore` passes the ObjectStore conformance suite over every URL kind
-//! it serves without a network: a local directory and memory.
+//! it serves: a bucket on the testkit's fake GCS server (at its root and
+//! under a prefix), a local directory and memory. (The testkit's own
+//! in-memory fake runs it in `crates/testkit/tests/memory_store.rs`.)
 
 use kinetic_core::ports::ObjectStore;
-use kinetic_store_gcs::GcsStore;
-use kinetic_testkit::conformance;
+use kinetic_store_gcs::{GcsOptions, GcsStore};
+use kinetic_testkit::{FakeGcs, conformance};
+
+#[tokio::test]
+async fn gs_bucket_on_the_fake_server_conforms() {
+    let gcs = FakeGcs::with_buckets(&["conformance-bucket"]).unwrap();
+    // Small pages, so every listing follows continuation tokens.
+    gcs.set_page_size(7);
+    let store = GcsStore::open(
+        "gs://conformance-bucket",
+        &GcsOptions::emulator(&gcs.endpoint()),
+    )
+    .unwrap();
+    conformance::object_store::run(&store).await;
+    assert_eq!(gcs.pending_multipart_uploads(), 0, "no upload is left open");
+}
+
+#[tokio::test]
+async fn gs_bucket_under_a_prefix_conforms_and_stays_inside_it() {
+    let gcs = FakeGcs::with_buckets(&["conformance-bucket"]).unwrap();
+    gcs.put_object("conformance-bucket", "outside", b"x");
+    let store = GcsStore::open(
+        "gs://conformance-bucket/some/prefix",
+        &GcsOptions::emulator(&gcs.endpoint()),
+    )
+    .unwrap();
+    conformance::object_store::run(&store).await;
+    let names = gcs.list_objects("conformance-bucket");
+    assert!(
+        names
+            .iter()
+            .all(|(n, _)| n == "outside" || n.starts_with("some/prefix/")),
+        "{names:?}"
+    );
+    assert!(
+        store
+            .list(None)
+            .await
+            .unwrap()
+            .iter()
+            .all(|m| m.path.as_str() != "outside"),
+        "a prefixed store lists only its own objects"
+    );
+}
 
 #[tokio::test]
 async fn file_url_store_conforms() {
@@ -30,9 +74,41 @@ fn file_uris_point_into_the_directory() {
 }
 
 #[test]
+fn gs_uris_name_bucket_prefix_and_path() {
+    let p = kinetic_core::ports::ObjectPath::parse("job-1/spec.json").unwrap();
+    let opts = GcsOptions::emulator("http://127.0.0.1:9");
+    let root = GcsStore::open("gs://my-bucket", &opts).unwrap();
+    assert_eq!(root.uri(&p), "gs://my-bucket/job-1/spec.json");
+    let nested = GcsStore::open("gs://my-bucket/a/b/", &opts).unwrap();
+    assert_eq!(nested.uri(&p), "gs://my-bucket/a/b/job-1/spec.json");
+    let jobs = GcsStore::for_jobs_bucket("proj", "kinetic-cluster", &opts).unwrap();
+    assert_eq!(jobs.base_uri(), "gs://proj-kn-kinetic-cluster-jobs");
+}
+
+#[test]
 fn bad_urls_are_named() {
     let err = GcsStore::from_url("ftp://x/y").unwrap_err().to_string();
-    assert!(err.contains("ftp") && err.contains("file:///"), "{err}");
+    assert!(
+        err.contains("ftp") && err.contains("file:///") && err.contains("gs://"),
+        "{err}"
+    );
     let err = GcsStore::from_url("not a url").unwrap_err().to_string();
     assert!(err.contains("not a url"), "{err}");
+    let err = GcsStore::from_url("gs://Bad_Bucket/x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("gs://Bad_Bucket/x") && err.contains("bucket"),
+        "{err}"
+    );
+    let err = GcsStore::open(
+        "gs://ok-bucket",
+        &GcsOptions::default().with_endpoint("localhost:1"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("localhost:1") && err.contains("http://"),
+        "{err}"
+    );
 }

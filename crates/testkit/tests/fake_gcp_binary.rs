@@ -36,7 +36,14 @@ fn writes_env_serves_and_stops() {
         env.contains(&format!("export KUBECONFIG='{}'", kubeconfig.display())),
         "{env}"
     );
-    assert!(env.contains("export KINETIC_STORE_URL='file://"), "{env}");
+    assert!(
+        env.contains("export KINETIC_STORE_URL='gs://fake-kn-fake-jobs'"),
+        "{env}"
+    );
+    assert!(
+        env.contains("export KINETIC_GCS_ENDPOINT='http://127.0.0.1:"),
+        "{env}"
+    );
     assert!(env.contains("export KINETIC_IMAGE="), "{env}");
     assert!(env.contains("export KINETIC_NAMESPACE='team-a'"), "{env}");
     let kc = std::fs::read_to_string(&kubeconfig).unwrap();

@@ -313,6 +313,22 @@ impl JobHandle {
         }
     }
 
+    /// The error for a job that ended without a usable result, with the
+    /// last lines of its output when the backend still has them.
+    async fn no_result(&self, state: &JobState, uri: String) -> EngineError {
+        let log_tail = self
+            .backend
+            .logs(&self.record, LogOptions::tail(20))
+            .await
+            .ok();
+        EngineError::NoResult {
+            job_id: self.record.job_id.to_string(),
+            state: Box::new(state.clone()),
+            uri,
+            log_tail,
+        }
+    }
+
     /// Read `result.json` after the job ended and turn it into the value or an error.
     async fn collect(&self, state: &JobState) -> Result<Value, EngineError> {
         let path = self.path("result.json")?;
@@ -335,17 +351,7 @@ impl JobHandle {
         }
         let job_id = self.record.job_id.to_string();
         let Some(bytes) = bytes else {
-            let log_tail = self
-                .backend
-                .logs(&self.record, LogOptions::tail(20))
-                .await
-                .ok();
-            return Err(EngineError::NoResult {
-                job_id,
-                state: Box::new(state.clone()),
-                uri,
-                log_tail,
-            });
+            return Err(self.no_result(state, uri).await);
         };
         let result = RunnerResult::from_json(&bytes).map_err(|e| EngineError::InvalidResult {
             job_id: job_id.clone(),
@@ -356,17 +362,7 @@ impl JobHandle {
             if state.status == JobStatus::Failed {
                 // Never return a value the backend says did not come from a
                 // successful run (e.g. a host that failed after the leader wrote).
-                let log_tail = self
-                    .backend
-                    .logs(&self.record, LogOptions::tail(20))
-                    .await
-                    .ok();
-                return Err(EngineError::NoResult {
-                    job_id,
-                    state: Box::new(state.clone()),
-                    uri,
-                    log_tail,
-                });
+                return Err(self.no_result(state, uri).await);
             }
             return Ok(result.value);
         }

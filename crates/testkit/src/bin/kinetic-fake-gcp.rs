@@ -1,6 +1,7 @@
 //! `kinetic-fake-gcp`: a fake Google Cloud for the `kinetic` CLI, on
 //! loopback only — a fake Kubernetes cluster (API server, controller and a
-//! kubelet that runs pods as local processes) and the jobs store.
+//! kubelet that runs pods as local processes) and a fake GCS server (XML
+//! API) holding the jobs bucket, which the CLI and the pods' runner share.
 //!
 //! ```text
 //! kinetic-fake-gcp --state-dir DIR [--namespace NS] [--python PYTHON]
@@ -19,7 +20,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use kinetic_testkit::FakeGcs;
 use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
+
+/// The jobs bucket the fake GCS server holds.
+const BUCKET: &str = "fake-kn-fake-jobs";
 
 const USAGE: &str = "usage: kinetic-fake-gcp --state-dir DIR [--namespace NS] [--python PYTHON]";
 
@@ -70,14 +75,13 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 async fn serve(args: Args) -> Result<(), String> {
     let dir = std::path::absolute(&args.state_dir)
         .map_err(|e| format!("{}: {e}", args.state_dir.display()))?;
-    let store_dir = dir.join("store");
-    std::fs::create_dir_all(&store_dir).map_err(|e| format!("{}: {e}", store_dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
 
-    // Variables every pod process gets. The fake GCS server, when it is
-    // started here, adds KINETIC_GCS_ENDPOINT so that the runner reads
-    // gs:// objects from it; until then the store is a directory the pod
-    // processes read directly (file://).
-    let pod_env: BTreeMap<String, String> = BTreeMap::new();
+    let gcs = FakeGcs::with_buckets(&[BUCKET])
+        .map_err(|e| format!("cannot start the fake GCS server: {e}"))?;
+    let endpoint = gcs.endpoint();
+    // Every pod process reads and writes gs:// objects on the fake server.
+    let pod_env = BTreeMap::from([("KINETIC_GCS_ENDPOINT".to_owned(), endpoint.clone())]);
     let mut config = FakeClusterConfig::default().python(&args.python);
     for (k, v) in &pod_env {
         config = config.env(k, v);
@@ -89,8 +93,9 @@ async fn serve(args: Args) -> Result<(), String> {
     let kubeconfig = dir.join("kubeconfig");
     write_atomic(&kubeconfig, &cluster.kubeconfig(&args.namespace))
         .map_err(|e| format!("{}: {e}", kubeconfig.display()))?;
-    let store_url = format!("file://{}", store_dir.display());
-    let exports = cluster.cli_env(&kubeconfig, &store_url, &args.namespace);
+    let store_url = format!("gs://{BUCKET}");
+    let mut exports = cluster.cli_env(&kubeconfig, &store_url, &args.namespace);
+    exports.push(("KINETIC_GCS_ENDPOINT".to_owned(), endpoint.clone()));
     let env_text: String = exports
         .iter()
         .map(|(k, v)| format!("export {k}={}\n", shell_quote(v)))
@@ -110,6 +115,7 @@ async fn serve(args: Args) -> Result<(), String> {
         _ = term.recv() => {}
     }
     drop(cluster);
+    drop(gcs);
     Ok(())
 }
 
