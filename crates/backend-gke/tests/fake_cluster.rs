@@ -402,3 +402,53 @@ async fn a_batch_status_is_one_labelled_list() {
         .unwrap();
     assert_eq!(listed.items.len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_runtime_watcher_sees_a_jobs_pod_come_and_go() {
+    use kube::runtime::watcher;
+    let w = World::new(FakeClusterConfig::default()).await;
+    let backend = w.backend(ManifestOptions::default());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(w.client.clone(), "default");
+    let mut events = Box::pin(watcher(
+        pods,
+        watcher::Config::default().labels("app=kinetic"),
+    ));
+    // The initial list (empty) completes first.
+    loop {
+        match events.try_next().await.unwrap().unwrap() {
+            watcher::Event::InitDone => break,
+            _ => continue,
+        }
+    }
+    let job = w.job(ConformanceJob::Returns42).await;
+    backend.submit(&job).await.unwrap();
+    let mut phases = Vec::new();
+    let collect = async {
+        while let Some(ev) = events.try_next().await.unwrap() {
+            match ev {
+                watcher::Event::Apply(p) => {
+                    let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
+                    phases.push(phase.clone());
+                    if phase == "Succeeded" {
+                        break;
+                    }
+                }
+                watcher::Event::Delete(_) => break,
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), collect)
+        .await
+        .expect("the pod ran to its end");
+    assert_eq!(
+        phases.first().map(String::as_str),
+        Some("Pending"),
+        "{phases:?}"
+    );
+    assert_eq!(
+        phases.last().map(String::as_str),
+        Some("Succeeded"),
+        "{phases:?}"
+    );
+}
