@@ -49,6 +49,10 @@ enum Command {
     Run(commands::run::RunArgs),
     /// Follow jobs submitted earlier: list, status, logs, result, cancel, cleanup.
     Jobs(commands::jobs::JobsArgs),
+    /// Container images of jobs: `resolve` shows a job's image, its cache state and tag inputs.
+    Image(commands::image::ImageArgs),
+    /// Build and push the prebuilt base images (`{repo}/base-{category}:{tag}`) on Cloud Build.
+    BuildImage(commands::build_image::BuildImageArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +74,8 @@ fn main() -> ExitCode {
         Command::Profile(args) => commands::profile::run(args, &out),
         Command::Run(args) => commands::run::run(args, cli.profile.as_deref(), &out),
         Command::Jobs(args) => commands::jobs::run(args, cli.profile.as_deref(), &out),
+        Command::Image(args) => commands::image::run(args, cli.profile.as_deref(), &out),
+        Command::BuildImage(args) => commands::build_image::run(args, cli.profile.as_deref(), &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -58,6 +58,17 @@ pub const BUNDLED_IMAGE_NAME: &str = "base";
 /// Prebuilt repository used when none is configured (Kinetic's default).
 pub const DEFAULT_PREBUILT_REPO: &str = "kinetic";
 
+/// The Dockerfile template of job images (`runner/Dockerfile.template`),
+/// shipped with the runner it installs. Image builders fill in
+/// `$base_image`, `$requirements_copy` and `$install_command`; the bundled
+/// image tag hashes this text ([`ImageTagInputs::dockerfile_template`]).
+pub const DOCKERFILE_TEMPLATE: &str = include_str!("../../../runner/Dockerfile.template");
+
+/// Where job images hold the runner
+/// ([`RUNNER_FILE_NAME`](crate::protocol::RUNNER_FILE_NAME) under `/app`):
+/// backends run `python3 -u /app/kinetic_runner.py --spec URI`.
+pub const RUNNER_IMAGE_PATH: &str = "/app/kinetic_runner.py";
+
 /// Why an image name could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

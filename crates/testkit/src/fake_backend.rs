@@ -80,6 +80,7 @@ pub struct FakeBackend {
     pending_for: Duration,
     run_for: Duration,
     submits: Arc<AtomicU64>,
+    needs_image: bool,
 }
 
 impl FakeBackend {
@@ -97,7 +98,15 @@ impl FakeBackend {
             pending_for: Duration::ZERO,
             run_for: Duration::ZERO,
             submits: Arc::default(),
+            needs_image: false,
         }
+    }
+
+    /// Declare that jobs need a container image (as a cluster backend
+    /// does), so that the engine resolves one through its image builder.
+    pub fn with_image(mut self, needs_image: bool) -> Self {
+        self.needs_image = needs_image;
+        self
     }
 
     /// Jobs stay pending for `pending` and then run for `running`.
@@ -266,7 +275,7 @@ impl Backend for FakeBackend {
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::single_host()
+        BackendCapabilities::single_host().with_image(self.needs_image)
     }
 
     async fn check(&self, _accelerator: &AcceleratorSpec) -> Result<(), BackendError> {

@@ -13,6 +13,7 @@
 
 pub mod conformance;
 mod fake_backend;
+pub mod fake_cloudbuild;
 pub mod fake_gcs;
 mod fake_images;
 #[cfg(feature = "fake-k8s")]
@@ -22,6 +23,7 @@ mod memory_store;
 mod python_job;
 
 pub use fake_backend::{FakeBackend, FakeBackendHarness, Outcome};
+pub use fake_cloudbuild::FakeCloudBuild;
 pub use fake_gcs::{FakeGcs, GcsFault, GcsOp, GcsRequest};
 pub use fake_images::FakeImageBuilder;
 pub use fault::FaultPlan;

@@ -10,11 +10,14 @@ use tracing::Instrument;
 use crate::accelerators::AcceleratorSpec;
 use crate::env::{EnvSnapshot, capture};
 use crate::ids::{JobId, display_name, k8s_name_for_backend};
+use crate::image::DOCKERFILE_TEMPLATE;
 use crate::ports::{ImageMode, ImageRequest, ObjectPath, PreparedJob, PutOptions};
 use crate::protocol::{
     Artifact, ClusterInfo, DataRef, PROTOCOL_VERSION, RUNNER_SOURCE, RunnerSpec, RunnerVolume,
 };
 use crate::record::{JobRecord, UtcTimestamp, record_key};
+use crate::requirements::{self, RequirementsMode};
+use sha2::Digest as _;
 
 use super::blocking::blocking;
 use super::data::ensure_cached;
@@ -225,8 +228,12 @@ async fn prepare_and_submit(
         accelerator,
         backend.capabilities().needs_image,
         options,
+        project,
+        prefix,
+        snapshot,
     );
-    let ((refs, context), image_uri) = futures_util::future::try_join(uploads, image).await?;
+    let ((refs, context), (image_uri, requirements)) =
+        futures_util::future::try_join(uploads, image).await?;
 
     let output_dir = spec
         .output_dir
@@ -279,7 +286,7 @@ async fn prepare_and_submit(
         env_names: env.names().map(|n| n.as_str().to_owned()).collect(),
         output_dir,
         context,
-        requirements: None,
+        requirements,
         plan: project.plan.clone(),
         result_uri: store.uri(&prefix.child("result.json")?),
         cluster: ClusterInfo {
@@ -457,36 +464,89 @@ async fn upload_context(
     })
 }
 
-/// The image the job runs in, or `""` when the backend needs none.
+/// The image the job runs in (`""` when the backend needs none) and, in
+/// prebuilt mode, the uploaded `{job_id}/requirements.txt` the runner
+/// installs at start.
+///
+/// The user's dependency file is found from the project's entry directory
+/// and filtered for the mode (`kinetic_core::requirements`): bundled images
+/// bake it in, prebuilt images install it at start, custom images ignore
+/// it (with a warning).
+#[allow(clippy::too_many_arguments)]
 async fn resolve_image(
     inner: &Arc<EngineInner>,
     spec: &JobSpec,
     accelerator: &AcceleratorSpec,
     needs_image: bool,
     options: &SubmitOptions,
-) -> Result<String, EngineError> {
+    project: &Project,
+    prefix: &ObjectPath,
+    snapshot: &EnvSnapshot,
+) -> Result<(String, Option<Artifact>), EngineError> {
     if !needs_image {
-        return Ok(String::new());
+        return Ok((String::new(), None));
     }
+    let mode = match &spec.image {
+        ImageMode::Prebuilt { .. } => RequirementsMode::Prebuilt,
+        _ => RequirementsMode::Bundled,
+    };
+    let entry_dir =
+        Path::new(&project.packaging_plan.package_root).join(&project.packaging_plan.entry_rel);
+    let home = snapshot.get("HOME").map(|v| PathBuf::from(v.expose()));
+    let deps = blocking(move || requirements::resolve(&entry_dir, home.as_deref(), mode)).await?;
     if let ImageMode::Custom { uri } = &spec.image {
-        return Ok(uri.clone());
+        // Not installed, so not checked: only say that they are ignored.
+        if let Some(file) = deps.ok().and_then(|d| d.requirements.and(d.file)) {
+            options.emit(ProgressEvent::Warning(format!(
+                "the requirements in {} are ignored: the custom image {uri} must already hold them",
+                file.path.display()
+            )));
+        }
+        return Ok((uri.clone(), None));
+    }
+    let deps = deps.map_err(|e| EngineError::Project {
+        message: e.to_string(),
+    })?;
+    for warning in &deps.warnings {
+        options.emit(ProgressEvent::Warning(warning.to_string()));
     }
     let builder = inner.images.clone().ok_or_else(|| EngineError::Internal {
         message: "this backend needs a container image but the engine has no image builder".into(),
     })?;
+    // Prebuilt images install the requirements at start: the runner
+    // downloads and verifies them like the context.
+    let mut installed = None;
+    if let (ImageMode::Prebuilt { .. }, Some(text)) = (&spec.image, &deps.requirements) {
+        let object = prefix.child("requirements.txt")?;
+        inner
+            .store
+            .put(
+                &object,
+                bytes::Bytes::from(text.clone()),
+                PutOptions::default().with_content_type("text/plain"),
+            )
+            .await?;
+        installed = Some(Artifact {
+            uri: inner.store.uri(&object),
+            sha256: hex::encode(sha2::Sha256::digest(text.as_bytes())),
+        });
+    }
     options.emit(ProgressEvent::ResolvingImage);
     let request = ImageRequest::new(
         spec.image.clone(),
         format!("python:{}-slim", inner.settings.python_version),
         accelerator.category().as_str().to_owned(),
-        None,
+        match mode {
+            RequirementsMode::Bundled => deps.requirements,
+            RequirementsMode::Prebuilt => None,
+        },
         RUNNER_SOURCE.to_owned(),
-        String::new(),
+        DOCKERFILE_TEMPLATE.to_owned(),
     );
     let image = builder.resolve(&request).await?;
     options.emit(ProgressEvent::ImageReady {
         uri: image.uri.clone(),
         cached: image.cached,
     });
-    Ok(image.uri)
+    Ok((image.uri, installed))
 }
