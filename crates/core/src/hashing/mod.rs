@@ -44,7 +44,7 @@ mod ordered;
 mod read;
 mod walk;
 
-pub(crate) use ordered::{batched, ordered_map};
+pub(crate) use ordered::{batched, batched_by_weight, ordered_map};
 
 use std::fmt;
 use std::fs::File;
