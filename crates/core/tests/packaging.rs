@@ -120,8 +120,18 @@ fn dangling_symlink_is_skipped_with_a_warning() {
     let c = Case::new();
     c.file("a.py", b"a");
     symlink(c.root.join("gone.py"), c.root.join("link.py")).expect("symlink");
+    symlink(c.root.join("self.py"), c.root.join("self.py")).expect("symlink");
     let report = c.pack(&PackOptions::default());
     assert_eq!(names(&c.out()), vec!["a.py"]);
+    assert_eq!(
+        report
+            .warnings
+            .iter()
+            .filter(|w| w.kind() == "broken_symlink")
+            .count(),
+        2,
+        "a dangling link and a self-loop are both broken"
+    );
     assert!(
         report
             .warnings
