@@ -79,6 +79,13 @@ fn main() {
             target: 0.0,
         },
     ];
+    // Other load on the machine shows up as a gap between the two figures.
+    if let Some(after) = openssl_sha256_bytes_per_sec(3) {
+        println!(
+            "openssl again after the measurements: {:.1} MB/s (ratios use the first figure)",
+            after / 1e6
+        );
+    }
     print_table(
         &format!(
             "content hash (scale {scale}, best of {} runs, {} cores)",

@@ -19,14 +19,14 @@ pub(crate) fn scale() -> f64 {
         .unwrap_or(1.0)
 }
 
-/// Repetitions per measurement from `KINETIC_BENCH_RUNS` (default 3); the
+/// Repetitions per measurement from `KINETIC_BENCH_RUNS` (default 5); the
 /// best run is reported, since other load on the machine only slows runs.
 pub(crate) fn runs() -> usize {
     std::env::var("KINETIC_BENCH_RUNS")
         .ok()
         .and_then(|s| s.parse::<usize>().ok())
         .filter(|n| *n > 0)
-        .unwrap_or(3)
+        .unwrap_or(5)
 }
 
 /// A small fast PRNG (xorshift64*), so data sets are reproducible.
