@@ -35,7 +35,7 @@ fn main() {
             let options = PackOptions::default()
                 .compression_level(level)
                 .threads(threads);
-            let (secs, report) = best_of(|| pack(&root, &out, &options).expect("pack"));
+            let (secs, cpu, report) = best_of(|| pack(&root, &out, &options).expect("pack"));
             assert_eq!(report.bytes_in, bytes);
             let mb_s = bytes as f64 / secs / 1e6;
             rows.push(Row {
@@ -50,6 +50,7 @@ fn main() {
                 bytes,
                 files: report.files as u64,
                 seconds: secs,
+                cpu,
                 figure: mb_s,
                 unit: "MB/s",
                 target: if threads == 0 && level == DEFAULT_COMPRESSION_LEVEL {
