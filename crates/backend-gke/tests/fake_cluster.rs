@@ -441,11 +441,16 @@ async fn kube_runtime_watcher_sees_a_jobs_pod_come_and_go() {
     tokio::time::timeout(Duration::from_secs(30), collect)
         .await
         .expect("the pod ran to its end");
-    assert_eq!(
-        phases.first().map(String::as_str),
-        Some("Pending"),
-        "{phases:?}"
-    );
+    // Phases only move forward; on a loaded machine the watcher may first
+    // see the pod already running, so Pending is not required.
+    let rank = |p: &str| match p {
+        "" | "Pending" => 0,
+        "Running" => 1,
+        "Succeeded" | "Failed" => 2,
+        other => panic!("unexpected phase {other}"),
+    };
+    assert!(phases.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])), "{phases:?}");
+    assert!(phases.len() >= 2, "the watcher saw the pod change: {phases:?}");
     assert_eq!(
         phases.last().map(String::as_str),
         Some("Succeeded"),
