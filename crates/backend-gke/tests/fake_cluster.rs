@@ -449,8 +449,14 @@ async fn kube_runtime_watcher_sees_a_jobs_pod_come_and_go() {
         "Succeeded" | "Failed" => 2,
         other => panic!("unexpected phase {other}"),
     };
-    assert!(phases.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])), "{phases:?}");
-    assert!(phases.len() >= 2, "the watcher saw the pod change: {phases:?}");
+    assert!(
+        phases.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])),
+        "{phases:?}"
+    );
+    assert!(
+        phases.len() >= 2,
+        "the watcher saw the pod change: {phases:?}"
+    );
     assert_eq!(
         phases.last().map(String::as_str),
         Some("Succeeded"),
