@@ -10,14 +10,26 @@
 //! - Local root: `KINETIC_LOCAL_ROOT`, else `~/.kinetic/local`.
 //! - Backends: `local` (always); the default for single-host jobs is
 //!   `KINETIC_BACKEND`, else `local`.
+//! - `gke`, registered when a kubeconfig is there (`KUBECONFIG`, else
+//!   `~/.kube/config`); it connects on first use, in the configured
+//!   namespace. Its default pending deadline is
+//!   `KINETIC_PENDING_DEADLINE` seconds (else 15 minutes).
+//! - Image: `KINETIC_IMAGE` names one prebuilt image every job runs in
+//!   (it must hold the runner at `/app/kinetic_runner.py`); otherwise, when a
+//!   project is configured, images are resolved (and built on a miss) by
+//!   Cloud Build in the cluster's Artifact Registry repository. The builder
+//!   is set up on the first job that needs an image, so local runs never
+//!   touch Google credentials.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
+use kinetic_backend_gke::{FixedImage, GkeBackend, GkeOptions};
 use kinetic_backend_local::{LocalBackend, LocalOptions};
 use kinetic_core::config::{self as core_config, ProcessEnv, ProfileStore};
 use kinetic_core::engine::{Engine, EngineSettings};
-use kinetic_core::ports::ObjectStore;
+use kinetic_core::ports::{BuildError, ImageBuilder, ImageRequest, ObjectStore, ResolvedImage};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 
 use crate::commands::config::config_error;
@@ -33,6 +45,42 @@ pub(crate) mod vars {
     pub(crate) const BACKEND: &str = "KINETIC_BACKEND";
     /// Jobs the local backend runs at once.
     pub(crate) const LOCAL_MAX_CONCURRENT: &str = "KINETIC_LOCAL_MAX_CONCURRENT";
+    /// The kubeconfig of the cluster the `gke` backend uses.
+    pub(crate) const KUBECONFIG: &str = "KUBECONFIG";
+    /// One image for every job (instead of a build).
+    pub(crate) const IMAGE: &str = "KINETIC_IMAGE";
+    /// The `gke` backend's default pending deadline, in seconds.
+    pub(crate) const PENDING_DEADLINE: &str = "KINETIC_PENDING_DEADLINE";
+}
+
+/// The `gke` backend when a kubeconfig is there: `KUBECONFIG`, else `~/.kube/config`.
+fn gke_backend(namespace: &str) -> Result<Option<GkeBackend>, CliError> {
+    let path = match non_empty(vars::KUBECONFIG) {
+        Some(p) => Some(PathBuf::from(p)),
+        None => non_empty("HOME")
+            .map(|h| PathBuf::from(h).join(".kube").join("config"))
+            .filter(|p| p.is_file()),
+    };
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let mut options = GkeOptions::new(namespace);
+    if let Some(s) = non_empty(vars::PENDING_DEADLINE) {
+        let secs: f64 = s.parse().ok().filter(|v: &f64| *v > 0.0).ok_or_else(|| {
+            CliError::usage(format!(
+                "{}={s:?} is not accepted: expected a positive number of seconds",
+                vars::PENDING_DEADLINE
+            ))
+        })?;
+        options = options.pending_deadline(Duration::from_secs_f64(secs));
+    }
+    // KUBECONFIG may list several files; kube merges them itself.
+    let single = non_empty(vars::KUBECONFIG).is_none_or(|v| !v.contains(':'));
+    Ok(Some(GkeBackend::from_kubeconfig(
+        single.then_some(path),
+        None,
+        options,
+    )))
 }
 
 fn non_empty(var: &str) -> Option<String> {
@@ -103,6 +151,7 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
     } else if settings.bucket_name.is_empty() {
         settings.bucket_name = store_url.clone();
     }
+    settings.namespace = cfg.namespace.value.clone();
 
     let mut local = LocalOptions::new(root);
     if let Some(n) = non_empty(vars::LOCAL_MAX_CONCURRENT) {
@@ -117,16 +166,63 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
     let backend =
         LocalBackend::new(local, store.clone()).map_err(|e| CliError::failed(e.to_string()))?;
     let default_backend = non_empty(vars::BACKEND).unwrap_or_else(|| "local".to_owned());
-    Engine::builder()
+    let gke = gke_backend(&settings.namespace)?;
+    let mut builder = Engine::builder()
         .settings(settings)
         .store(store)
-        .backend(Arc::new(backend))
+        .backend(Arc::new(backend));
+    if let Some(gke) = gke {
+        builder = builder.backend(Arc::new(gke));
+    }
+    if let Some(image) = non_empty(vars::IMAGE) {
+        let fixed = FixedImage::new(&image)
+            .map_err(|e| CliError::usage(format!("{}: {e}", vars::IMAGE)))?;
+        builder = builder.image_builder(Arc::new(fixed));
+    } else if let Some(project) = &cfg.project {
+        builder = builder.image_builder(Arc::new(LazyCloudBuild {
+            project: project.value.clone(),
+            zone: cfg.zone.value.clone(),
+            cluster: cfg.cluster.value.clone(),
+            builder: tokio::sync::OnceCell::new(),
+        }));
+    }
+    builder
         .default_backend(&default_backend)
         .spawner(|driver| {
             tokio::spawn(driver);
         })
         .build()
         .map_err(|e| CliError::failed(e.to_string()))
+}
+
+/// The Cloud Build image builder, set up when the first image is needed.
+#[derive(Debug)]
+struct LazyCloudBuild {
+    project: String,
+    zone: String,
+    cluster: String,
+    builder: tokio::sync::OnceCell<kinetic_build_cloudbuild::CloudBuildImageBuilder>,
+}
+
+#[async_trait::async_trait]
+impl ImageBuilder for LazyCloudBuild {
+    async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
+        let builder = self
+            .builder
+            .get_or_try_init(|| async {
+                crate::commands::image::cloud_builder(
+                    &self.project,
+                    &self.zone,
+                    &self.cluster,
+                    true,
+                )
+                .map_err(|e| BuildError::InvalidInput {
+                    message: format!("cannot set up Cloud Build: {e}"),
+                })
+            })
+            .await?;
+        builder.resolve(request).await
+    }
 }
 
 /// A runtime for one command.

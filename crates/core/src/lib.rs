@@ -20,6 +20,7 @@ pub mod image;
 pub mod packaging;
 pub mod ports;
 pub mod protocol;
+mod pyjson;
 pub mod record;
 pub mod requirements;
 pub mod status;

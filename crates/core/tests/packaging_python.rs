@@ -112,6 +112,7 @@ fn build_tree(base: &Path) -> (PathBuf, Vec<PathBuf>) {
     symlink(outside.join("shared"), root.join("shared")).expect("symlink");
     symlink(&root, root.join("pkg/loop")).expect("symlink");
     symlink(root.join("nowhere"), root.join("dangling.py")).expect("symlink");
+    symlink(root.join("self.py"), root.join("self.py")).expect("symlink");
     symlink(root.join("train.py"), root.join("train_link.py")).expect("symlink");
 
     // A stale plan that the supplied plan replaces.

@@ -16,6 +16,8 @@ mod fake_backend;
 pub mod fake_cloudbuild;
 pub mod fake_gcs;
 mod fake_images;
+#[cfg(feature = "fake-k8s")]
+pub mod fake_k8s;
 mod fault;
 mod memory_store;
 mod python_job;

@@ -1,11 +1,117 @@
-//! `kinetic pack` (being written).
+//! `kinetic pack SRC OUT`: write the `context.zip` that would be shipped for
+//! a package root.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use kinetic_core::packaging::{
+    DEFAULT_COMPRESSION_LEVEL, DEFAULT_SIZE_WARN_BYTES, PackError, PackOptions, PackagingPlan, pack,
+};
 
 use crate::output::{CliError, Output};
 
 /// Arguments of `kinetic pack`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct PackArgs {}
+pub(crate) struct PackArgs {
+    /// The package root to archive.
+    src: PathBuf,
+    /// Where to write the archive (written to a temporary file and renamed).
+    out: PathBuf,
+    /// A path to leave out with everything below it, e.g. a local Data
+    /// directory (repeatable).
+    #[arg(long = "exclude", value_name = "PATH")]
+    exclude: Vec<PathBuf>,
+    /// Packaging plan to store at .kinetic/plan.json:
+    /// {"package_root","entry_rel","client_cwd_rel","sys_path_rel"}.
+    #[arg(long = "plan-json", value_name = "JSON")]
+    plan_json: Option<String>,
+    /// Deflate level, 1 (fastest) to 9 (smallest).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_COMPRESSION_LEVEL,
+          value_parser = clap::value_parser!(u32).range(1..=9))]
+    level: u32,
+    /// Compression threads (default: all cores).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+}
 
-pub(crate) fn run(_args: &PackArgs, _out: &Output) -> Result<(), CliError> {
-    Err(CliError::failed("kinetic pack is being written"))
+/// `KINETIC_CONTEXT_SIZE_WARN_MB` (megabytes of 2^20 bytes, as Kinetic reads
+/// it; `0` or less disables the warning; an invalid value is reported and
+/// the default used).
+fn size_warn_bytes() -> u64 {
+    match std::env::var("KINETIC_CONTEXT_SIZE_WARN_MB") {
+        Ok(raw) if !raw.is_empty() => match raw.trim().parse::<f64>() {
+            Ok(mb) if mb.is_finite() && mb > 0.0 => (mb * 1024.0 * 1024.0) as u64,
+            Ok(_) => 0,
+            Err(_) => {
+                eprintln!(
+                    "warning: ignoring invalid KINETIC_CONTEXT_SIZE_WARN_MB={raw:?} (expected a number of megabytes)"
+                );
+                DEFAULT_SIZE_WARN_BYTES
+            }
+        },
+        _ => DEFAULT_SIZE_WARN_BYTES,
+    }
+}
+
+pub(crate) fn run(args: &PackArgs, out: &Output) -> Result<(), CliError> {
+    let mut options = PackOptions::default()
+        .default_excludes(std::env::var("KINETIC_NO_DEFAULT_EXCLUDES").as_deref() != Ok("1"))
+        .size_warn_bytes(size_warn_bytes())
+        .compression_level(args.level)
+        .threads(args.threads.unwrap_or(0));
+    for path in &args.exclude {
+        options = options.exclude(path);
+    }
+    if let Some(json) = &args.plan_json {
+        let plan = PackagingPlan::from_json(json)
+            .map_err(|e| CliError::usage(format!("--plan-json: {e}")))?;
+        options = options.plan(plan);
+    }
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        return Err(CliError::usage(format!(
+            "{}: the directory for OUT does not exist",
+            parent.display()
+        )));
+    }
+
+    let started = Instant::now();
+    let report = pack(&args.src, &args.out, &options).map_err(|e| match e {
+        PackError::RootNotFound { .. } | PackError::RootNotADirectory { .. } => {
+            CliError::usage(format!("{e} (SRC must be an existing directory)"))
+        }
+        other => CliError::failed(other.to_string()),
+    })?;
+    let seconds = started.elapsed().as_secs_f64();
+
+    if out.is_json() {
+        let warnings: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
+        return out.json(&serde_json::json!({
+            "path": report.path.display().to_string(),
+            "entries": report.entries,
+            "files": report.files,
+            "dirs": report.dirs,
+            "bytes_in": report.bytes_in,
+            "bytes_out": report.bytes_out,
+            "sha256": report.sha256,
+            "seconds": seconds,
+            "warnings": warnings,
+        }));
+    }
+    for warning in &report.warnings {
+        eprintln!("warning: {warning}");
+    }
+    println!(
+        "wrote {}: {} entries ({} files, {} empty dirs), {:.1} MB -> {:.1} MB in {:.2} s, sha256 {}",
+        report.path.display(),
+        report.entries,
+        report.files,
+        report.dirs,
+        report.bytes_in as f64 / 1e6,
+        report.bytes_out as f64 / 1e6,
+        seconds,
+        report.sha256
+    );
+    Ok(())
 }

@@ -19,14 +19,14 @@ pub(crate) fn scale() -> f64 {
         .unwrap_or(1.0)
 }
 
-/// Repetitions per measurement from `KINETIC_BENCH_RUNS` (default 3); the
+/// Repetitions per measurement from `KINETIC_BENCH_RUNS` (default 5); the
 /// best run is reported, since other load on the machine only slows runs.
 pub(crate) fn runs() -> usize {
     std::env::var("KINETIC_BENCH_RUNS")
         .ok()
         .and_then(|s| s.parse::<usize>().ok())
         .filter(|n| *n > 0)
-        .unwrap_or(3)
+        .unwrap_or(5)
 }
 
 /// A small fast PRNG (xorshift64*), so data sets are reproducible.
@@ -228,18 +228,48 @@ pub(crate) fn openssl_sha256_bytes_per_sec(seconds: u32) -> Option<f64> {
     Some(kilo * 1000.0)
 }
 
-/// Runs `f` `runs()` times; returns the best wall time in seconds and the
-/// last result.
-pub(crate) fn best_of<T>(mut f: impl FnMut() -> T) -> (f64, T) {
-    let mut best = f64::INFINITY;
+/// CPU time (user + system, all threads) this process has used, in
+/// seconds, from `/proc/self/stat`; `None` where that is not available.
+pub(crate) fn process_cpu_seconds() -> Option<f64> {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let ticks = *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or(100.0)
+    });
+    let stat = fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / ticks)
+}
+
+/// Runs `f` `runs()` times; returns the best wall time in seconds, the CPU
+/// seconds that run used (all threads), and the last result.
+pub(crate) fn best_of<T>(mut f: impl FnMut() -> T) -> (f64, f64, T) {
+    let mut best = (f64::INFINITY, 0.0);
     let mut last = None;
     for _ in 0..runs() {
+        let cpu0 = process_cpu_seconds().unwrap_or(0.0);
         let t = Instant::now();
         let r = f();
-        best = best.min(t.elapsed().as_secs_f64());
+        let wall = t.elapsed().as_secs_f64();
+        let cpu = process_cpu_seconds().unwrap_or(0.0) - cpu0;
+        if wall < best.0 {
+            best = (wall, cpu);
+        }
         last = Some(r);
     }
-    (best, last.expect("at least one run"))
+    (best.0, best.1, last.expect("at least one run"))
 }
 
 /// One row of the result table.
@@ -248,6 +278,9 @@ pub(crate) struct Row {
     pub(crate) bytes: u64,
     pub(crate) files: u64,
     pub(crate) seconds: f64,
+    /// CPU seconds of the run (all threads): `cpu / seconds` is how many
+    /// cores it actually got; well below the thread count means other load.
+    pub(crate) cpu: f64,
     /// The figure compared with the target (a ratio or MB/s).
     pub(crate) figure: f64,
     pub(crate) unit: &'static str,
@@ -257,16 +290,17 @@ pub(crate) struct Row {
 pub(crate) fn print_table(title: &str, rows: &[Row]) {
     println!("\n{title}");
     println!(
-        "{:<34} {:>10} {:>7} {:>8} {:>9} {:>14} {:>10}  met",
-        "case", "MB", "files", "seconds", "MB/s", "figure", "target"
+        "{:<34} {:>9} {:>6} {:>8} {:>6} {:>8} {:>14} {:>10}  met",
+        "case", "MB", "files", "seconds", "cores", "MB/s", "figure", "target"
     );
     for r in rows {
         println!(
-            "{:<34} {:>10.1} {:>7} {:>8.3} {:>9.1} {:>9.3} {:<4} {:>10} {}",
+            "{:<34} {:>9.1} {:>6} {:>8.3} {:>6.2} {:>8.1} {:>9.3} {:<4} {:>10} {}",
             r.case,
             r.bytes as f64 / 1e6,
             r.files,
             r.seconds,
+            r.cpu / r.seconds,
             r.bytes as f64 / r.seconds / 1e6,
             r.figure,
             r.unit,
@@ -274,4 +308,5 @@ pub(crate) fn print_table(title: &str, rows: &[Row]) {
             if r.figure >= r.target { "yes" } else { "NO" }
         );
     }
+    println!("(cores = CPU time / wall time of the run: how many cores it actually got)");
 }

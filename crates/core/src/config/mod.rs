@@ -28,7 +28,6 @@
 
 mod names;
 mod profiles;
-mod pyjson;
 mod resolve;
 
 use std::collections::{BTreeMap, HashMap};

@@ -367,7 +367,7 @@ impl ProfileStore {
             .map(|(name, p)| (name.clone(), p.to_json()))
             .collect();
         top.insert("profiles".into(), Value::Object(profiles));
-        let mut text = super::pyjson::to_string(&Value::Object(top));
+        let mut text = crate::pyjson::to_string(&Value::Object(top));
         text.push('\n');
         text
     }

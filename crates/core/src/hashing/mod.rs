@@ -44,7 +44,7 @@ mod ordered;
 mod read;
 mod walk;
 
-pub(crate) use ordered::{batched, ordered_map};
+pub(crate) use ordered::{batched, batched_by_weight, ordered_map};
 
 use std::fmt;
 use std::fs::File;
@@ -265,6 +265,11 @@ pub fn content_hash_with(
     path: impl AsRef<Path>,
     options: &HashOptions,
 ) -> Result<HashReport, HashError> {
+    if path.as_ref().as_os_str().is_empty() {
+        return Err(HashError::NotFound {
+            path: PathBuf::new(),
+        });
+    }
     let path = absolute_normalized(path.as_ref())?;
     match std::fs::symlink_metadata(&path) {
         Ok(_) => {}

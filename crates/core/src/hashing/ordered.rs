@@ -128,13 +128,25 @@ where
     })
 }
 
-/// Groups the `Ok` items of `items` into batches of up to `size`, so that a
-/// parallel run pays its per-item costs (channel messages, wake-ups) once per
-/// batch. An error ends the current batch and is yielded after it, keeping
-/// its place in the order.
+/// Groups the `Ok` items of `items` into batches of up to `size` items, so
+/// that a parallel run pays its per-item costs (channel messages, wake-ups)
+/// once per batch. An error ends the current batch and is yielded after it,
+/// keeping its place in the order.
 pub(crate) fn batched<T, E>(
     items: impl Iterator<Item = Result<T, E>>,
     size: usize,
+) -> impl Iterator<Item = Result<Vec<T>, E>> {
+    batched_by_weight(items, size, u64::MAX, |_| 0)
+}
+
+/// Like [`batched`], but a batch also ends once the `weight` of its items
+/// (bytes, say) reaches `max_weight`, which bounds the memory a batch's
+/// results can take.
+pub(crate) fn batched_by_weight<T, E>(
+    items: impl Iterator<Item = Result<T, E>>,
+    size: usize,
+    max_weight: u64,
+    weight: impl Fn(&T) -> u64,
 ) -> impl Iterator<Item = Result<Vec<T>, E>> {
     let mut items = items.fuse();
     let mut held_error: Option<E> = None;
@@ -142,12 +154,14 @@ pub(crate) fn batched<T, E>(
         if let Some(e) = held_error.take() {
             return Some(Err(e));
         }
-        let mut batch = Vec::with_capacity(size);
+        let mut batch = Vec::with_capacity(size.min(64));
+        let mut total = 0u64;
         for item in items.by_ref() {
             match item {
                 Ok(item) => {
+                    total = total.saturating_add(weight(&item));
                     batch.push(item);
-                    if batch.len() >= size {
+                    if batch.len() >= size || total >= max_weight {
                         break;
                     }
                 }
@@ -264,6 +278,11 @@ mod tests {
         );
         let none: Vec<Result<Vec<i32>, &str>> = batched(std::iter::empty(), 4).collect();
         assert!(none.is_empty());
+        let items = vec![Ok::<u64, ()>(5), Ok(5), Ok(1), Ok(20), Ok(1)];
+        let got: Vec<Vec<u64>> = batched_by_weight(items.into_iter(), 10, 10, |w| *w)
+            .map(|b| b.expect("ok"))
+            .collect();
+        assert_eq!(got, vec![vec![5, 5], vec![1, 20], vec![1]]);
     }
 
     #[test]

@@ -29,14 +29,17 @@ use zip::{CompressionMethod, DateTime, PreparedZipFile, System, ZipWriter};
 
 use super::PackWarning;
 use super::walk::{FileEntry, Step};
-use crate::hashing::{batched, ordered_map};
+use crate::hashing::{batched_by_weight, ordered_map};
 
 /// Files up to this size are compressed in parallel in memory.
 pub(crate) const SMALL_FILE_MAX: u64 = 4 << 20;
 /// Streamed files at least this large get ZIP64 headers up front.
 const ZIP64_STREAM_THRESHOLD: u64 = 0xF000_0000;
-/// Files handed to a compression thread at once.
+/// Files handed to a compression thread at once…
 const BATCH: usize = 8;
+/// …unless they add up to this many bytes first. With the window below,
+/// this bounds the compressed data held in memory to a few tens of MiB.
+const BATCH_BYTES: u64 = 1 << 20;
 /// Batches in flight per thread.
 const WINDOW_PER_THREAD: usize = 4;
 /// Buffer for streaming large files.
@@ -88,7 +91,16 @@ pub(crate) fn write_archive<W: Write + Seek>(
     ordered_map(
         threads,
         threads * WINDOW_PER_THREAD,
-        batched(steps.into_iter().map(Ok::<Step, io::Error>), BATCH),
+        batched_by_weight(
+            steps.into_iter().map(Ok::<Step, io::Error>),
+            BATCH,
+            BATCH_BYTES,
+            |step| match step {
+                // Streamed files are read by the writing thread, not held.
+                Step::File(entry) if entry.size <= SMALL_FILE_MAX => entry.size,
+                _ => 0,
+            },
+        ),
         Vec::new,
         |buf: &mut Vec<u8>, batch: Vec<Step>| {
             batch

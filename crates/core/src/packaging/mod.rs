@@ -64,9 +64,9 @@ pub const DEFAULT_COMPRESSION_LEVEL: u32 = 1;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PackOptions {
-    /// Absolute paths to leave out with everything below them (local `Data`
-    /// paths). Matched under the root lexically, through canonical paths,
-    /// and by file identity.
+    /// Paths to leave out with everything below them (local `Data` paths;
+    /// relative ones are taken from the current directory). Matched under
+    /// the root lexically, through canonical paths, and by file identity.
     pub exclude_paths: Vec<PathBuf>,
     /// The plan to write at `.kinetic/plan.json` (a real file there is then
     /// skipped).
@@ -80,7 +80,10 @@ pub struct PackOptions {
     pub compression_level: u32,
     /// Compression threads; `None` = all cores.
     pub threads: Option<NonZeroUsize>,
-    /// `fsync` the archive before renaming it into place.
+    /// `fsync` the archive before renaming it into place (off by default:
+    /// the rename already guarantees that no partial archive is ever seen
+    /// as complete; `fsync` only adds safety against a power loss, for an
+    /// artifact that is uploaded right away).
     pub durable: bool,
 }
 
@@ -93,7 +96,7 @@ impl Default for PackOptions {
             size_warn_bytes: DEFAULT_SIZE_WARN_BYTES,
             compression_level: DEFAULT_COMPRESSION_LEVEL,
             threads: None,
-            durable: true,
+            durable: false,
         }
     }
 }
@@ -242,7 +245,11 @@ pub fn pack(
     };
     // The output itself is never archived (an old `context.zip` inside the
     // root, say).
-    let mut exclude_paths = options.exclude_paths.clone();
+    let mut exclude_paths = options
+        .exclude_paths
+        .iter()
+        .map(|p| as_abs(p))
+        .collect::<Result<Vec<_>, _>>()?;
     exclude_paths.push(out.clone());
     let exclusions = walk::Exclusions::new(
         &root,

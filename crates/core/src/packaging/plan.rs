@@ -2,8 +2,6 @@
 //! the client's layout (reference §11.1, §11.4). Shipped inside
 //! `context.zip` at [`PLAN_ARCHIVE_NAME`].
 
-use std::fmt::Write as _;
-
 use serde::{Deserialize, Serialize};
 
 /// Archive path of the plan (a real file at this path is replaced).
@@ -89,59 +87,10 @@ impl PackagingPlan {
     /// The plan as Python's `json.dumps(plan, indent=2)` writes it (keys in
     /// the order above, non-ASCII escaped as `\uXXXX`), byte for byte.
     pub fn to_python_json(&self) -> String {
-        let mut out = String::from("{\n");
-        out.push_str("  \"package_root\": ");
-        push_python_str(&mut out, &self.package_root);
-        out.push_str(",\n  \"entry_rel\": ");
-        push_python_str(&mut out, &self.entry_rel);
-        out.push_str(",\n  \"client_cwd_rel\": ");
-        match &self.client_cwd_rel {
-            Some(s) => push_python_str(&mut out, s),
-            None => out.push_str("null"),
-        }
-        out.push_str(",\n  \"sys_path_rel\": ");
-        if self.sys_path_rel.is_empty() {
-            out.push_str("[]");
-        } else {
-            out.push_str("[\n");
-            for (i, item) in self.sys_path_rel.iter().enumerate() {
-                out.push_str("    ");
-                push_python_str(&mut out, item);
-                out.push_str(if i + 1 == self.sys_path_rel.len() {
-                    "\n"
-                } else {
-                    ",\n"
-                });
-            }
-            out.push_str("  ]");
-        }
-        out.push_str("\n}");
-        out
+        // Field order is key order: serde_json keeps insertion order here.
+        let value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        crate::pyjson::to_string_unsorted(&value)
     }
-}
-
-/// A JSON string literal as Python's `json` writes it with `ensure_ascii`.
-fn push_python_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

@@ -193,7 +193,9 @@ pub(crate) fn walk(
             }
             let meta = match fs::metadata(&path) {
                 Ok(meta) => meta,
-                Err(e) if entry.is_symlink && e.kind() == io::ErrorKind::NotFound => {
+                // Like Python's `os.path.exists`, any failure to follow a
+                // symlink (missing target, a loop) makes it broken.
+                Err(_) if entry.is_symlink => {
                     let target = fs::read_link(&path).unwrap_or_default();
                     warnings.push(PackWarning::BrokenSymlink { path, target });
                     continue;

@@ -255,10 +255,11 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError>;
 
     /// The state of every job the backend holds whose record names
-    /// `query.group_id` (a batch's children), in **one** call to the
-    /// underlying system whatever the group's size: one labelled list on
-    /// Kubernetes, one directory listing locally. This is what makes a batch
-    /// poll cost one backend call.
+    /// `query.group_id` (a batch's children), in one call of this port
+    /// whose cost does not grow with the group's size in calls to the
+    /// underlying system: a labelled list on Kubernetes (plus one list of
+    /// pods when pending reasons live on them), one directory listing
+    /// locally. This is what makes a batch poll cost one backend call.
     ///
     /// - It MUST include every job of the group that [`Backend::status`]
     ///   would not report as `NOT_FOUND`, with the state `status` would give

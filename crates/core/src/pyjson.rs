@@ -1,6 +1,6 @@
-//! JSON text exactly as Python's `json.dump(obj, f, indent=2, sort_keys=True)`
-//! writes it, so a profiles file written here is byte-identical to one
-//! written by Kinetic.
+//! JSON text exactly as Python's `json.dump(obj, f, indent=2[, sort_keys=True])`
+//! writes it, so the files Kinetic reads and writes (`profiles.json`,
+//! `.kinetic/plan.json`) come out byte-identical.
 //!
 //! The differences from `serde_json::to_string_pretty` that matter:
 //! keys sorted by code point, non-ASCII and DEL escaped as lowercase
@@ -12,11 +12,18 @@ use serde_json::Value;
 /// Python's `json.dumps(value, indent=2, sort_keys=True)`.
 pub(crate) fn to_string(value: &Value) -> String {
     let mut out = String::new();
-    write_value(&mut out, value, 0);
+    write_value(&mut out, value, 0, true);
     out
 }
 
-fn write_value(out: &mut String, value: &Value, depth: usize) {
+/// Python's `json.dumps(value, indent=2)`: keys in the value's own order.
+pub(crate) fn to_string_unsorted(value: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, value, 0, false);
+    out
+}
+
+fn write_value(out: &mut String, value: &Value, depth: usize, sort_keys: bool) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
@@ -40,7 +47,7 @@ fn write_value(out: &mut String, value: &Value, depth: usize) {
                     out.push(',');
                 }
                 newline(out, depth + 1);
-                write_value(out, item, depth + 1);
+                write_value(out, item, depth + 1, sort_keys);
             }
             newline(out, depth);
             out.push(']');
@@ -51,9 +58,11 @@ fn write_value(out: &mut String, value: &Value, depth: usize) {
                 return;
             }
             let mut entries: Vec<_> = map.iter().collect();
-            // Rust's `str` order is byte order, which for UTF-8 is code point
-            // order: the order of Python's `sorted()` on `str` keys.
-            entries.sort_by(|a, b| a.0.cmp(b.0));
+            if sort_keys {
+                // Rust's `str` order is byte order, which for UTF-8 is code
+                // point order: the order of Python's `sorted()` on `str` keys.
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+            }
             out.push('{');
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
@@ -62,7 +71,7 @@ fn write_value(out: &mut String, value: &Value, depth: usize) {
                 newline(out, depth + 1);
                 write_string(out, key);
                 out.push_str(": ");
-                write_value(out, item, depth + 1);
+                write_value(out, item, depth + 1, sort_keys);
             }
             newline(out, depth);
             out.push('}');

@@ -1,0 +1,823 @@
+//! [`GkeBackend`]: the `Backend` port over a `kube::Client`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use futures_util::{AsyncBufReadExt, Stream, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::ids::{GroupId, JobId};
+use kinetic_core::ports::{
+    Backend, BackendCapabilities, BackendError, LogOptions, LogStream, PreparedJob,
+};
+use kinetic_core::record::JobRecord;
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::OnceCell;
+
+use crate::error::{self, Context};
+use crate::manifest::{
+    self, ANNOTATION_FINAL_STATE, ANNOTATION_SPEC_URI, APP_KINETIC, CONTAINER_NAME, LABEL_APP,
+    LABEL_GROUP_ID, LABEL_JOB_ID, LABEL_JOB_NAME, ManifestOptions,
+};
+use crate::status;
+
+/// Where the backend gets its Kubernetes client.
+#[derive(Clone)]
+enum ClientSource {
+    Given(kube::Client),
+    Kubeconfig {
+        path: Option<PathBuf>,
+        context: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for ClientSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Given(_) => f.write_str("Given(kube::Client)"),
+            Self::Kubeconfig { path, context } => f
+                .debug_struct("Kubeconfig")
+                .field("path", path)
+                .field("context", context)
+                .finish(),
+        }
+    }
+}
+
+/// Settings of a [`GkeBackend`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GkeOptions {
+    /// Namespace `list` looks in (jobs themselves use their record's).
+    pub namespace: String,
+    /// Manifest settings (service account, TTL, default pending deadline…).
+    pub manifest: ManifestOptions,
+    /// How long `cleanup` waits for the Job to be gone (default 180 s).
+    pub cleanup_timeout: Duration,
+    /// Poll interval of `cleanup` and `follow_logs` (default 250 ms).
+    pub poll_interval: Duration,
+}
+
+impl Default for GkeOptions {
+    fn default() -> Self {
+        Self {
+            namespace: "default".into(),
+            manifest: ManifestOptions::default(),
+            cleanup_timeout: Duration::from_secs(180),
+            poll_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+impl GkeOptions {
+    /// Options for `namespace` with every other default.
+    pub fn new(namespace: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// The same options with another default pending deadline (jobs that
+    /// set `Deadlines::pending` keep theirs).
+    pub fn pending_deadline(mut self, deadline: Duration) -> Self {
+        self.manifest.pending_deadline = deadline;
+        self
+    }
+
+    /// The same options with these manifest settings.
+    pub fn manifest(mut self, manifest: ManifestOptions) -> Self {
+        self.manifest = manifest;
+        self
+    }
+
+    /// The same options with another poll interval.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+}
+
+/// The GKE backend: one batch/v1 Job (and, when env was captured, one
+/// Secret it owns) per single-host job.
+pub struct GkeBackend {
+    source: ClientSource,
+    client: OnceCell<kube::Client>,
+    options: GkeOptions,
+}
+
+impl std::fmt::Debug for GkeBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GkeBackend")
+            .field("source", &self.source)
+            .field("connected", &self.client.initialized())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+const NAME: &str = "gke";
+
+fn transient(e: &BackendError) -> bool {
+    e.is_retryable()
+}
+
+impl GkeBackend {
+    /// A backend over `client`.
+    pub fn new(client: kube::Client, options: GkeOptions) -> Self {
+        Self {
+            source: ClientSource::Given(client.clone()),
+            client: OnceCell::new_with(Some(client)),
+            options,
+        }
+    }
+
+    /// A backend that reads its cluster from a kubeconfig when first used:
+    /// `path` (else `KUBECONFIG`, else `~/.kube/config`) and `context`
+    /// (else the current one). Building it does no IO.
+    pub fn from_kubeconfig(
+        path: Option<PathBuf>,
+        context: Option<String>,
+        options: GkeOptions,
+    ) -> Self {
+        Self {
+            source: ClientSource::Kubeconfig { path, context },
+            client: OnceCell::new(),
+            options,
+        }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &GkeOptions {
+        &self.options
+    }
+
+    async fn client(&self) -> Result<kube::Client, BackendError> {
+        self.client
+            .get_or_try_init(|| async {
+                match &self.source {
+                    ClientSource::Given(c) => Ok(c.clone()),
+                    ClientSource::Kubeconfig { path, context } => {
+                        let opts = kube::config::KubeConfigOptions {
+                            context: context.clone(),
+                            ..Default::default()
+                        };
+                        let config = match path {
+                            Some(p) => {
+                                let kc = kube::config::Kubeconfig::read_from(p).map_err(|e| {
+                                    BackendError::InvalidInput {
+                                        message: format!(
+                                            "cannot read the kubeconfig {}: {e}",
+                                            p.display()
+                                        ),
+                                    }
+                                })?;
+                                kube::Config::from_custom_kubeconfig(kc, &opts).await
+                            }
+                            None => kube::Config::from_kubeconfig(&opts).await,
+                        }
+                        .map_err(|e| BackendError::InvalidInput {
+                            message: format!(
+                                "cannot load the Kubernetes configuration (kubeconfig{}): {e}; for GKE run `gcloud container clusters get-credentials CLUSTER`",
+                                path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default()
+                            ),
+                        })?;
+                        kube::Client::try_from(config).map_err(|e| BackendError::Other {
+                            message: format!("cannot build a Kubernetes client: {e}"),
+                        })
+                    }
+                }
+            })
+            .await
+            .cloned()
+    }
+
+    async fn jobs(&self, namespace: &str) -> Result<Api<Job>, BackendError> {
+        Ok(Api::namespaced(self.client().await?, namespace))
+    }
+
+    async fn pods(&self, namespace: &str) -> Result<Api<Pod>, BackendError> {
+        Ok(Api::namespaced(self.client().await?, namespace))
+    }
+
+    async fn secrets(&self, namespace: &str) -> Result<Api<Secret>, BackendError> {
+        Ok(Api::namespaced(self.client().await?, namespace))
+    }
+
+    /// The Job of a job, `None` when it does not exist.
+    async fn get_job(&self, record: &JobRecord) -> Result<Option<Job>, BackendError> {
+        let api = self.jobs(&record.namespace).await?;
+        match api.get(&record.k8s_name).await {
+            Ok(job) => Ok(Some(job)),
+            Err(e) if error::code(&e) == Some(404) => Ok(None),
+            Err(e) => Err(error::map(
+                e,
+                Context {
+                    verb: "get",
+                    what: &format!("jobs {}", record.k8s_name),
+                    namespace: &record.namespace,
+                },
+            )),
+        }
+    }
+
+    async fn list_pods(&self, namespace: &str, selector: &str) -> Result<Vec<Pod>, BackendError> {
+        let api = self.pods(namespace).await?;
+        api.list(&ListParams::default().labels(selector))
+            .await
+            .map(|l| l.items)
+            .map_err(|e| {
+                error::map(
+                    e,
+                    Context {
+                        verb: "list",
+                        what: "pods",
+                        namespace,
+                    },
+                )
+            })
+    }
+
+    async fn job_pods(&self, record: &JobRecord) -> Result<Vec<Pod>, BackendError> {
+        let mut pods = self
+            .list_pods(
+                &record.namespace,
+                &format!("{LABEL_JOB_NAME}={}", record.k8s_name),
+            )
+            .await?;
+        pods.sort_by(|a, b| {
+            a.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .cmp(&b.metadata.creation_timestamp.as_ref().map(|t| t.0))
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        });
+        Ok(pods)
+    }
+
+    /// Write a final state on the Job (and suspend it, which stops its
+    /// pods) unless it already ended. Retries on a concurrent change.
+    async fn finalise(
+        &self,
+        record: &JobRecord,
+        state: &JobState,
+        only_if: impl Fn(&Job) -> bool,
+    ) -> Result<(), BackendError> {
+        let api = self.jobs(&record.namespace).await?;
+        let text = serde_json::to_string(state).map_err(|e| BackendError::Other {
+            message: format!("cannot encode a job state: {e}"),
+        })?;
+        for _ in 0..5 {
+            let Some(job) = self.get_job(record).await? else {
+                return Ok(());
+            };
+            if !only_if(&job) {
+                return Ok(());
+            }
+            let patch = json!({
+                "metadata": {
+                    "resourceVersion": job.metadata.resource_version,
+                    "annotations": {ANNOTATION_FINAL_STATE: text},
+                },
+                "spec": {"suspend": true},
+            });
+            match api
+                .patch(
+                    &record.k8s_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if error::code(&e) == Some(409) => continue,
+                Err(e) if error::code(&e) == Some(404) => return Ok(()),
+                Err(e) => {
+                    return Err(error::map(
+                        e,
+                        Context {
+                            verb: "patch",
+                            what: &format!("jobs {}", record.k8s_name),
+                            namespace: &record.namespace,
+                        },
+                    ));
+                }
+            }
+        }
+        Err(BackendError::Unavailable {
+            message: format!(
+                "job {} kept changing while its final state was being written",
+                record.job_id
+            ),
+        })
+    }
+
+    /// The state of every job of a batch, with one labelled LIST of Jobs
+    /// (and one of pods, only when some job is pending or failed and its
+    /// reason lives on its pod). Jobs of the group that the cluster no
+    /// longer holds are absent from the map: their status is `NOT_FOUND`.
+    pub async fn group_status(
+        &self,
+        namespace: &str,
+        group_id: &GroupId,
+    ) -> Result<BTreeMap<JobId, JobState>, BackendError> {
+        let selector = format!("{LABEL_GROUP_ID}={group_id}");
+        let api = self.jobs(namespace).await?;
+        let jobs = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| {
+                error::map(
+                    e,
+                    Context {
+                        verb: "list",
+                        what: "jobs",
+                        namespace,
+                    },
+                )
+            })?
+            .items;
+        let pods = if jobs.iter().any(status::needs_pods) {
+            self.list_pods(namespace, &selector).await?
+        } else {
+            Vec::new()
+        };
+        let mut by_job: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
+        for p in pods {
+            let job_name = p
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_JOB_NAME))
+                .cloned()
+                .unwrap_or_default();
+            by_job.entry(job_name).or_default().push(p);
+        }
+        let now = SystemTime::now();
+        let mut out = BTreeMap::new();
+        for job in &jobs {
+            let Some(id) = job
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_JOB_ID))
+                .and_then(|v| v.parse::<JobId>().ok())
+            else {
+                continue;
+            };
+            let name = job.metadata.name.clone().unwrap_or_default();
+            let pods = by_job.remove(&name).unwrap_or_default();
+            out.insert(id, status::job_state(job, &pods, now));
+        }
+        Ok(out)
+    }
+}
+
+fn is_finished(job: &Job) -> bool {
+    status::final_state(job).is_some()
+        || job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+            })
+}
+
+fn not_found(record: &JobRecord) -> BackendError {
+    BackendError::NotFound {
+        backend: NAME.to_owned(),
+        job_id: record.job_id.to_string(),
+    }
+}
+
+/// The last `n` lines of `text`.
+fn tail_lines(text: &str, n: usize) -> String {
+    if n == 0 {
+        return String::new();
+    }
+    let trimmed = text.strip_suffix('\n').unwrap_or(text);
+    let start = trimmed
+        .rmatch_indices('\n')
+        .nth(n - 1)
+        .map_or(0, |(i, _)| i + 1);
+    text[start..].to_owned()
+}
+
+/// What a terminal shows of a line with carriage returns: the text after the last one.
+fn visible(line: &str) -> String {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    line.rsplit('\r').next().unwrap_or(line).to_owned()
+}
+
+fn pod_started(pod: &Pod) -> bool {
+    let Some(s) = pod.status.as_ref() else {
+        return false;
+    };
+    if matches!(s.phase.as_deref(), Some("Running" | "Succeeded" | "Failed")) {
+        return s
+            .container_statuses
+            .as_ref()
+            .and_then(|c| c.first())
+            .and_then(|c| c.state.as_ref())
+            .is_none_or(|st| st.waiting.is_none());
+    }
+    false
+}
+
+type LineStream = Pin<Box<dyn Stream<Item = Result<String, BackendError>> + Send>>;
+
+#[async_trait]
+impl Backend for GkeBackend {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities::single_host().with_image(true)
+    }
+
+    async fn group_status(
+        &self,
+        query: &kinetic_core::ports::GroupQuery,
+    ) -> Result<kinetic_core::ports::GroupStatus, BackendError> {
+        GkeBackend::group_status(self, &query.namespace, &query.group_id).await
+    }
+
+    async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
+        if accelerator.is_multi_host() {
+            return Err(BackendError::Unsupported {
+                message: format!(
+                    "accelerator '{accelerator}' spans {} hosts; the gke backend runs single-host jobs (CPU, GPU, single-host TPU slices); use the pathways backend for multi-host TPU slices",
+                    accelerator.num_hosts()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
+        let r = &job.record;
+        let api = self.jobs(&r.namespace).await?;
+        let manifest = manifest::job_manifest(job, &self.options.manifest);
+        let cx = |verb| Context {
+            verb,
+            what: "jobs",
+            namespace: &r.namespace,
+        };
+        let created = match api.create(&PostParams::default(), &manifest).await {
+            Ok(created) => created,
+            Err(e) if error::code(&e) == Some(409) => {
+                let existing = api
+                    .get(&r.k8s_name)
+                    .await
+                    .map_err(|e| error::map(e, cx("get")))?;
+                let spec = existing
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(ANNOTATION_SPEC_URI))
+                    .cloned()
+                    .unwrap_or_default();
+                if spec != job.spec_uri {
+                    return Err(BackendError::AlreadyExists {
+                        backend: NAME.to_owned(),
+                        job_id: r.job_id.to_string(),
+                        message: format!(
+                            "Job {} in namespace {} runs spec {spec}, not {}",
+                            r.k8s_name, r.namespace, job.spec_uri
+                        ),
+                    });
+                }
+                existing
+            }
+            Err(e) => return Err(error::map(e, cx("create"))),
+        };
+        let uid = created.metadata.uid.clone().unwrap_or_default();
+        if let Some(secret) = manifest::env_secret(job, &uid) {
+            let secrets = self.secrets(&r.namespace).await?;
+            match secrets.create(&PostParams::default(), &secret).await {
+                Ok(_) => {}
+                Err(e) if error::code(&e) == Some(409) => {}
+                Err(e) => {
+                    // Without its Secret the pod cannot start: take the Job back.
+                    let _ = api.delete(&r.k8s_name, &DeleteParams::background()).await;
+                    return Err(error::map(
+                        e,
+                        Context {
+                            verb: "create",
+                            what: "secrets",
+                            namespace: &r.namespace,
+                        },
+                    ));
+                }
+            }
+        }
+        tracing::debug!(job_id = %r.job_id, job = %r.k8s_name, namespace = %r.namespace, "submitted");
+        Ok(())
+    }
+
+    async fn status(&self, record: &JobRecord) -> Result<JobState, BackendError> {
+        let Some(job) = self.get_job(record).await? else {
+            return Ok(JobState::new(JobStatus::NotFound));
+        };
+        let pods = if status::needs_pods(&job) {
+            self.job_pods(record).await?
+        } else {
+            Vec::new()
+        };
+        let state = status::job_state(&job, &pods, SystemTime::now());
+        if status::final_state(&job).is_none()
+            && matches!(
+                state.reason,
+                Some(StatusReason::PendingDeadlineExceeded { .. })
+            )
+        {
+            // Keep the verdict: the pod must not start later and turn a
+            // reported failure into a run.
+            if let Err(e) = self.finalise(record, &state, |j| !is_finished(j)).await {
+                tracing::warn!(job_id = %record.job_id, "could not record the pending deadline on the Job: {e}");
+            }
+        }
+        Ok(state)
+    }
+
+    async fn logs(&self, record: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
+        let pods = self.job_pods(record).await?;
+        if pods.is_empty() && self.get_job(record).await?.is_none() {
+            return Err(not_found(record));
+        }
+        let api = self.pods(&record.namespace).await?;
+        let single = pods.len() == 1;
+        let mut text = String::new();
+        for pod in &pods {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let restarts = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .map_or(0, |c| c.restart_count);
+            let mut params = LogParams {
+                container: Some(CONTAINER_NAME.to_owned()),
+                ..LogParams::default()
+            };
+            if restarts > 0 {
+                params.previous = true;
+                if let Ok(prev) = api.logs(&name, &params).await {
+                    text.push_str(&prev);
+                }
+                params.previous = false;
+            }
+            if single && restarts == 0 {
+                params.tail_lines = options.tail.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            match api.logs(&name, &params).await {
+                Ok(t) => text.push_str(&t),
+                // 400: the container has not started (pending): no output yet.
+                Err(e) if matches!(error::code(&e), Some(400 | 404)) => {}
+                Err(e) => {
+                    return Err(error::map(
+                        e,
+                        Context {
+                            verb: "get",
+                            what: "pods/log",
+                            namespace: &record.namespace,
+                        },
+                    ));
+                }
+            }
+        }
+        Ok(match options.tail {
+            Some(n) => tail_lines(&text, n),
+            None => text,
+        })
+    }
+
+    async fn follow_logs(&self, record: &JobRecord) -> Result<LogStream, BackendError> {
+        if self.get_job(record).await?.is_none() {
+            return Err(not_found(record));
+        }
+        let pods_api = self.pods(&record.namespace).await?;
+        let follower = Follower {
+            backend: FollowCtx {
+                jobs: self.jobs(&record.namespace).await?,
+                pods: pods_api,
+                selector: format!("{LABEL_JOB_NAME}={}", record.k8s_name),
+                job_name: record.k8s_name.clone(),
+                poll: self.options.poll_interval,
+            },
+            seen: BTreeSet::new(),
+            current: None,
+            done: false,
+        };
+        Ok(Box::pin(futures_util::stream::unfold(
+            follower,
+            |mut f| async move {
+                let item = f.next_line().await?;
+                Some((item, f))
+            },
+        )))
+    }
+
+    async fn cancel(&self, record: &JobRecord) -> Result<(), BackendError> {
+        let state = JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
+        self.finalise(record, &state, |j| !is_finished(j)).await
+    }
+
+    async fn cleanup(&self, record: &JobRecord) -> Result<(), BackendError> {
+        let api = self.jobs(&record.namespace).await?;
+        match api
+            .delete(&record.k8s_name, &DeleteParams::foreground())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if error::code(&e) == Some(404) => {}
+            Err(e) => {
+                return Err(error::map(
+                    e,
+                    Context {
+                        verb: "delete",
+                        what: &format!("jobs {}", record.k8s_name),
+                        namespace: &record.namespace,
+                    },
+                ));
+            }
+        }
+        // Owned by the Job, the Secret goes with it; delete it by name too
+        // so that none outlives a Job that was never fully created.
+        let secrets = self.secrets(&record.namespace).await?;
+        match secrets
+            .delete(
+                &manifest::secret_name(&record.k8s_name),
+                &DeleteParams::background(),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if error::code(&e) == Some(404) => {}
+            Err(e) => {
+                tracing::warn!(job_id = %record.job_id, "could not delete the job's Secret: {e}")
+            }
+        }
+        let deadline = Instant::now() + self.options.cleanup_timeout;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match self.get_job(record).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(_)) => {}
+                Err(e) if transient(&e) => {}
+                Err(e) => return Err(e),
+            }
+            if Instant::now() >= deadline {
+                return Err(BackendError::Unavailable {
+                    message: format!(
+                        "Job {} in namespace {} is still being deleted after {:?}",
+                        record.k8s_name, record.namespace, self.options.cleanup_timeout
+                    ),
+                });
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(self.options.poll_interval);
+        }
+    }
+
+    async fn list(&self) -> Result<Vec<JobId>, BackendError> {
+        let ns = &self.options.namespace;
+        let api = self.jobs(ns).await?;
+        let jobs = api
+            .list(&ListParams::default().labels(&format!("{LABEL_APP}={APP_KINETIC}")))
+            .await
+            .map_err(|e| {
+                error::map(
+                    e,
+                    Context {
+                        verb: "list",
+                        what: "jobs",
+                        namespace: ns,
+                    },
+                )
+            })?;
+        let mut ids: Vec<JobId> = jobs
+            .items
+            .iter()
+            .filter(|j| j.metadata.deletion_timestamp.is_none())
+            .filter_map(|j| j.metadata.labels.as_ref()?.get(LABEL_JOB_ID)?.parse().ok())
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+struct FollowCtx {
+    jobs: Api<Job>,
+    pods: Api<Pod>,
+    selector: String,
+    job_name: String,
+    poll: Duration,
+}
+
+/// Follows a job's pods one after the other (a retried pod's log follows
+/// the first's), ending once the job ended and every started pod's log was
+/// read to its end.
+struct Follower {
+    backend: FollowCtx,
+    seen: BTreeSet<String>,
+    current: Option<LineStream>,
+    done: bool,
+}
+
+impl Follower {
+    async fn next_line(&mut self) -> Option<Result<String, BackendError>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(stream) = self.current.as_mut() {
+                match stream.next().await {
+                    Some(item) => return Some(item),
+                    None => self.current = None,
+                }
+                continue;
+            }
+            let cx = &self.backend;
+            let mut pods = match cx
+                .pods
+                .list(&ListParams::default().labels(&cx.selector))
+                .await
+            {
+                Ok(l) => l.items,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(error::map(
+                        e,
+                        Context {
+                            verb: "list",
+                            what: "pods",
+                            namespace: "",
+                        },
+                    )));
+                }
+            };
+            pods.sort_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
+            if let Some(pod) = pods.iter().find(|p| {
+                pod_started(p) && !self.seen.contains(p.metadata.name.as_deref().unwrap_or(""))
+            }) {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                self.seen.insert(name.clone());
+                let params = LogParams {
+                    container: Some(CONTAINER_NAME.to_owned()),
+                    follow: true,
+                    ..LogParams::default()
+                };
+                match cx.pods.log_stream(&name, &params).await {
+                    Ok(reader) => {
+                        let lines = reader.lines().map(|l| {
+                            l.map(|t| visible(&t))
+                                .map_err(|e| BackendError::Unavailable {
+                                    message: format!("log stream broke: {e}"),
+                                })
+                        });
+                        self.current = Some(Box::pin(lines));
+                    }
+                    Err(e) => tracing::debug!("cannot follow the log of pod {name}: {e}"),
+                }
+                continue;
+            }
+            let job = match cx.jobs.get(&cx.job_name).await {
+                Ok(job) => job,
+                Err(_) => {
+                    self.done = true;
+                    return None;
+                }
+            };
+            let state = status::job_state(&job, &pods, SystemTime::now());
+            if state.status.is_terminal() {
+                self.done = true;
+                return None;
+            }
+            tokio::time::sleep(cx.poll).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{tail_lines, visible};
+
+    #[test]
+    fn tail_and_carriage_returns() {
+        assert_eq!(tail_lines("a\nb\nc\n", 2), "b\nc\n");
+        assert_eq!(tail_lines("a\nb", 9), "a\nb");
+        assert_eq!(visible("1/10\r2/10\r3/10"), "3/10");
+        assert_eq!(visible("plain"), "plain");
+    }
+}

@@ -1,0 +1,45 @@
+//! # kinetic-backend-gke
+//!
+//! The GKE [`Backend`](kinetic_core::ports::Backend) of Kinetic for Rust:
+//! each single-host job (CPU, GPU, single-host TPU slice) is one batch/v1
+//! Job running the runner from the job's image, over a real `kube::Client`.
+//!
+//! - [`manifest`]: prepared job → Job and Secret, pure (golden JSON tests).
+//!   Kinetic's manifest (reference §8.1) plus a job id and group id label,
+//!   `activeDeadlineSeconds` from the run deadline, and the pending deadline
+//!   and spec URI as annotations, so every process sees the same job.
+//! - Captured environment values travel in a Secret owned by the Job
+//!   (`ownerReferences`: it goes when the Job goes) and reach the container
+//!   through `envFrom`; they are in no manifest, bucket object or log.
+//! - [`status`]: Job + pods → `JobState`, pure, with typed reasons
+//!   (unschedulable with the scheduler's message, image pull error, OOM
+//!   killed, preempted, evicted, deadline exceeded). A job pending for a
+//!   blocking reason past its pending deadline (default 15 minutes) is
+//!   `FAILED` with `PendingDeadlineExceeded`, and the backend writes that
+//!   verdict on the Job and suspends it, so it stays failed.
+//! - [`GkeBackend`]: idempotent submit (a 409 for the same spec is
+//!   success), status, [`GkeBackend::group_status`] (one labelled LIST per
+//!   poll), logs across the pod's restarts (snapshot, tail, follow),
+//!   cancel (final state + suspend: the Job stays, failed, until cleanup),
+//!   cleanup (foreground deletion: pods and Secret go first), list.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use kinetic_backend_gke::{GkeBackend, GkeOptions};
+//!
+//! let client = kube::Client::try_default().await?;
+//! let backend = Arc::new(GkeBackend::new(client, GkeOptions::new("default")));
+//! # let _ = backend;
+//! # Ok(()) }
+//! ```
+
+mod backend;
+mod error;
+mod image;
+pub mod manifest;
+pub mod status;
+
+pub use backend::{GkeBackend, GkeOptions};
+pub use image::FixedImage;
+pub use manifest::{FuseMount, ManifestOptions};

@@ -1,0 +1,370 @@
+//! End to end: the engine, the GKE backend, the fake Kubernetes cluster
+//! (whose kubelet runs the real runner as a process) and a directory store.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kinetic_backend_gke::{FixedImage, GkeBackend, GkeOptions};
+use kinetic_core::engine::{Engine, EngineError, Entrypoint, JobSpec, ResultOptions};
+use kinetic_core::env::{EnvEntry, EnvSnapshot};
+use kinetic_core::ports::{Deadlines, ImageBuilder, ObjectStore};
+use kinetic_core::status::{JobStatus, StatusReason};
+use kinetic_store_gcs::{GcsOptions, GcsStore};
+use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_testkit::{FakeGcs, FakeImageBuilder, GcsOp};
+use serde_json::json;
+
+const WORK_PY: &str = r#"
+import hashlib
+import os
+import time
+
+
+def square(x):
+    print("squaring %d" % x, flush=True)
+    return x * x
+
+
+def boom(message):
+    raise ValueError(message)
+
+
+def sleep_forever():
+    print("going to sleep", flush=True)
+    time.sleep(600)
+
+
+def env_value_digest(name):
+    print("digesting", name, flush=True)
+    return hashlib.sha256(os.environ[name].encode()).hexdigest()
+"#;
+
+struct World {
+    dir: tempfile::TempDir,
+    gcs: FakeGcs,
+    store: Arc<dyn ObjectStore>,
+    cluster: FakeCluster,
+    env: EnvSnapshot,
+}
+
+impl World {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("home/proj");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(
+            project.join("pyproject.toml"),
+            "[project]\nname = \"proj\"\ndependencies = []\n",
+        )
+        .unwrap();
+        std::fs::write(project.join("work.py"), WORK_PY).unwrap();
+        let gcs = FakeGcs::with_buckets(&["kn-jobs"]).unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            GcsStore::open("gs://kn-jobs", &GcsOptions::emulator(&gcs.endpoint())).unwrap(),
+        );
+        let cluster = FakeCluster::start(
+            FakeClusterConfig::default()
+                .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
+                .kill_grace(Duration::from_millis(500)),
+        )
+        .await
+        .unwrap();
+        let mut env = EnvSnapshot::new();
+        env.insert("HOME", dir.path().join("home").to_string_lossy());
+        Self {
+            dir,
+            gcs,
+            store,
+            cluster,
+            env,
+        }
+    }
+
+    fn project(&self) -> PathBuf {
+        self.dir.path().join("home/proj")
+    }
+
+    fn engine_with(&self, images: Arc<dyn ImageBuilder>, env: EnvSnapshot) -> Engine {
+        let client =
+            kube::Client::try_from(kube::Config::new(self.cluster.url().parse().unwrap())).unwrap();
+        let backend = GkeBackend::new(
+            client,
+            GkeOptions::new("default").poll_interval(Duration::from_millis(50)),
+        );
+        Engine::builder()
+            .store(self.store.clone())
+            .backend(Arc::new(backend))
+            .default_backend("gke")
+            .image_builder(images)
+            .env_snapshot(env)
+            .build()
+            .unwrap()
+    }
+
+    fn engine(&self) -> Engine {
+        self.engine_with(
+            Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c")),
+            self.env.clone(),
+        )
+    }
+
+    fn spec(&self, entry: &str) -> JobSpec {
+        JobSpec::new(Entrypoint::parse(entry).unwrap()).working_dir(self.project())
+    }
+}
+
+fn options() -> ResultOptions {
+    let mut o = ResultOptions::default().timeout(Duration::from_secs(60));
+    o.max_poll_interval = Duration::from_millis(200);
+    o
+}
+
+fn short_pending() -> Deadlines {
+    Deadlines {
+        run: None,
+        pending: Some(Duration::from_secs(1)),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn returns_the_value_and_streams_the_pod_log() {
+    let w = World::new().await;
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    let opts = options().stream_logs(Arc::new(move |l: &str| {
+        sink.lock().unwrap().push(l.to_owned())
+    }));
+    let value = w
+        .engine()
+        .run(w.spec("work:square").arg(json!(7)), opts)
+        .await
+        .unwrap();
+    assert_eq!(value, json!(49));
+    assert!(
+        lines.lock().unwrap().iter().any(|l| l == "squaring 7"),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+    // result() cleaned up: the Job, its pod and any Secret are gone.
+    assert!(w.cluster.objects("jobs.batch", "default").is_empty());
+    assert!(w.cluster.objects("secrets", "default").is_empty());
+    // The runner in the pod read its spec and context from the fake GCS
+    // server and wrote its result there.
+    let requests = w.gcs.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.op == GcsOp::Get && r.name.ends_with("/context.zip")),
+        "{requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.op == GcsOp::Put && r.name.ends_with("/result.json")),
+        "{requests:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_exception_comes_back_with_its_traceback() {
+    let w = World::new().await;
+    let err = w
+        .engine()
+        .run(w.spec("work:boom").arg(json!("it broke")), options())
+        .await
+        .unwrap_err();
+    let remote = err.remote().expect("a remote error");
+    assert_eq!(remote.type_name, "ValueError");
+    assert_eq!(remote.message, "it broke");
+    let tb = remote.traceback.as_deref().unwrap();
+    assert!(
+        tb.contains("in boom") && tb.contains("ValueError: it broke"),
+        "{tb}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_job_fails_as_cancelled() {
+    let w = World::new().await;
+    let handle = w
+        .engine()
+        .submit(w.spec("work:sleep_forever"))
+        .await
+        .unwrap();
+    let mut state = handle.status().await.unwrap();
+    for _ in 0..400 {
+        if state.status == JobStatus::Running {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        state = handle.status().await.unwrap();
+    }
+    assert_eq!(state.status, JobStatus::Running, "{state:?}");
+    handle.cancel().await.unwrap();
+    let state = handle.status().await.unwrap();
+    assert_eq!(state.status, JobStatus::Failed);
+    assert_eq!(state.reason, Some(StatusReason::Cancelled));
+    // The pod's process is stopped: the pod goes away.
+    for _ in 0..200 {
+        if w.cluster.objects("pods", "default").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        w.cluster.objects("pods", "default").is_empty(),
+        "the cancelled pod still runs"
+    );
+    let err = handle.result(options()).await.unwrap_err();
+    assert!(matches!(err, EngineError::NoResult { .. }), "{err:?}");
+    assert!(err.to_string().contains("cancelled"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unschedulable_job_fails_with_its_reason_after_the_pending_deadline() {
+    let w = World::new().await;
+    // The fake cluster has one CPU node: no node pool offers an L4.
+    let handle = w
+        .engine()
+        .submit(
+            w.spec("work:square")
+                .arg(json!(3))
+                .accelerator("l4")
+                .deadlines(short_pending()),
+        )
+        .await
+        .unwrap();
+    let mut state = handle.status().await.unwrap();
+    for _ in 0..100 {
+        if state.reason.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        state = handle.status().await.unwrap();
+    }
+    assert_eq!(state.status, JobStatus::Pending, "{state:?}");
+    assert!(
+        matches!(&state.reason, Some(StatusReason::Unschedulable { message }) if message.contains("no node pool exists for this accelerator")),
+        "{state:?}"
+    );
+    let started = std::time::Instant::now();
+    let err = handle.result(options()).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "result() waited too long"
+    );
+    let EngineError::NoResult { state, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(state.status, JobStatus::Failed);
+    assert!(
+        matches!(&state.reason, Some(StatusReason::PendingDeadlineExceeded { cause: Some(c), .. }) if matches!(**c, StatusReason::Unschedulable { .. })),
+        "{state:?}"
+    );
+    assert!(err.to_string().contains("cannot be scheduled"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_pull_error_is_reported_as_such() {
+    let w = World::new().await;
+    let engine = w.engine_with(
+        Arc::new(FixedImage::new("registry.invalid/kinetic/does-not-exist:1").unwrap()),
+        w.env.clone(),
+    );
+    let handle = engine
+        .submit(
+            w.spec("work:square")
+                .arg(json!(2))
+                .deadlines(short_pending()),
+        )
+        .await
+        .unwrap();
+    let mut state = handle.status().await.unwrap();
+    for _ in 0..100 {
+        if state.reason.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        state = handle.status().await.unwrap();
+    }
+    assert!(
+        matches!(&state.reason, Some(StatusReason::ImagePullError { image, .. }) if image.contains("does-not-exist")),
+        "{state:?}"
+    );
+    let err = handle.result(options()).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("cannot pull image registry.invalid/kinetic/does-not-exist:1"),
+        "{text}"
+    );
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_reaches_the_pod_and_nothing_else() {
+    let w = World::new().await;
+    let sentinel = "s3ntinel-gke-6b1d9e2a";
+    let mut env = w.env.clone();
+    env.insert("MY_SECRET_TOKEN", sentinel);
+    let engine = w.engine_with(
+        Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c")),
+        env,
+    );
+    let handle = engine
+        .submit(
+            w.spec("work:env_value_digest")
+                .arg(json!("MY_SECRET_TOKEN"))
+                .env(EnvEntry::parse_secret("MY_SECRET_TOKEN").unwrap()),
+        )
+        .await
+        .unwrap();
+    let value = handle.result(options().cleanup(false)).await.unwrap();
+    use sha2::Digest;
+    assert_eq!(
+        value,
+        json!(hex::encode(sha2::Sha256::digest(sentinel.as_bytes())))
+    );
+    // The Secret carries it, owned by the Job…
+    let job = w
+        .cluster
+        .object("jobs.batch", "default", &handle.record().k8s_name)
+        .unwrap();
+    let secrets = w.cluster.objects("secrets", "default");
+    assert_eq!(secrets.len(), 1);
+    assert_eq!(
+        secrets[0]["metadata"]["ownerReferences"][0]["uid"],
+        job["metadata"]["uid"]
+    );
+    // …and nothing else does: not the Job, its pod, the events, the logs or the store.
+    assert!(
+        !job.to_string().contains(sentinel),
+        "the Job spec holds the secret"
+    );
+    for resource in ["pods", "events"] {
+        for o in w.cluster.objects(resource, "default") {
+            assert!(
+                !o.to_string().contains(sentinel),
+                "a {resource} holds the secret"
+            );
+        }
+    }
+    let logs = handle.logs().await.unwrap();
+    assert!(logs.contains("digesting MY_SECRET_TOKEN"), "{logs}");
+    assert!(!logs.contains(sentinel));
+    for meta in w.store.list(None).await.unwrap() {
+        let bytes = w.store.get(&meta.path, Default::default()).await.unwrap();
+        assert!(
+            !contains(&bytes, sentinel.as_bytes()),
+            "the secret is stored in {}",
+            meta.path
+        );
+    }
+    // Cleanup takes the Secret with the Job.
+    handle.cleanup(Default::default()).await.unwrap();
+    assert!(w.cluster.objects("jobs.batch", "default").is_empty());
+    assert!(w.cluster.objects("secrets", "default").is_empty());
+}

@@ -1,0 +1,465 @@
+//! The fake cluster as a real `kube::Client` sees it (Status bodies,
+//! selectors, watch, custom resources), and the GKE backend over its
+//! scripted outcomes: OOM, preemption, eviction, exit codes, slow starts,
+//! the run deadline, retried pods' logs and the batch status in one LIST.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use kinetic_backend_gke::{GkeBackend, GkeOptions, ManifestOptions};
+use kinetic_core::env::{EnvSnapshot, capture};
+use kinetic_core::ids::GroupId;
+use kinetic_core::ports::{Backend, Deadlines, LogOptions, ObjectStore, PreparedJob};
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
+use kinetic_store_gcs::GcsStore;
+use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig, FakeNode, PodScript};
+use kinetic_testkit::{ConformanceJob, prepare_python_job};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+
+struct World {
+    _dir: tempfile::TempDir,
+    cluster: FakeCluster,
+    client: kube::Client,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl World {
+    async fn new(config: FakeClusterConfig) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
+        let cluster = FakeCluster::start(config.kill_grace(Duration::from_millis(300)))
+            .await
+            .unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+        Self {
+            _dir: dir,
+            cluster,
+            client,
+            store,
+        }
+    }
+
+    fn backend(&self, manifest: ManifestOptions) -> GkeBackend {
+        GkeBackend::new(
+            self.client.clone(),
+            GkeOptions::new("default")
+                .manifest(manifest)
+                .poll_interval(Duration::from_millis(50)),
+        )
+    }
+
+    async fn job(&self, job: ConformanceJob) -> PreparedJob {
+        let env = capture(&[], &EnvSnapshot::new()).unwrap();
+        let mut p = prepare_python_job(&self.store, "gke", &job, env).await;
+        p.record.image_uri = "registry.invalid/kinetic:1".into();
+        p
+    }
+}
+
+async fn until(
+    backend: &GkeBackend,
+    job: &PreparedJob,
+    done: impl Fn(&JobState) -> bool,
+) -> JobState {
+    let start = Instant::now();
+    loop {
+        let s = backend.status(&job.record).await.unwrap();
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "gave up waiting: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_answers_as_kubernetes_does() {
+    let w = World::new(FakeClusterConfig::default().controller(false)).await;
+    let secrets: Api<Secret> = Api::namespaced(w.client.clone(), "ns");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s1", "labels": {"app": "kinetic", "tier": "a"}},
+        "stringData": {"K": "v"},
+    }))
+    .unwrap();
+    let created = secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    assert!(created.metadata.uid.is_some() && created.metadata.resource_version.is_some());
+    let Err(kube::Error::Api(status)) = secrets.create(&PostParams::default(), &secret).await
+    else {
+        panic!("a duplicate create must fail")
+    };
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists")
+    );
+    let Err(kube::Error::Api(status)) = secrets.get("nope").await else {
+        panic!("a missing object must be 404")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+    assert!(
+        status.message.contains("\"nope\" not found"),
+        "{}",
+        status.message
+    );
+    let got = secrets.get("s1").await.unwrap();
+    assert_eq!(
+        got.data.unwrap()["K"].0,
+        b"v".to_vec(),
+        "stringData folds into data"
+    );
+
+    // Label selectors.
+    let mut other = secret.clone();
+    other.metadata.name = Some("s2".into());
+    other.metadata.labels = Some(BTreeMap::from([("app".into(), "other".into())]));
+    secrets
+        .create(&PostParams::default(), &other)
+        .await
+        .unwrap();
+    let names = |l: kube::core::ObjectList<Secret>| -> Vec<String> {
+        l.items
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .collect()
+    };
+    assert_eq!(
+        names(
+            secrets
+                .list(&ListParams::default().labels("app=kinetic"))
+                .await
+                .unwrap()
+        ),
+        ["s1"]
+    );
+    assert_eq!(
+        names(
+            secrets
+                .list(&ListParams::default().labels("tier notin (a)"))
+                .await
+                .unwrap()
+        ),
+        ["s2"]
+    );
+    let all = secrets.list(&ListParams::default()).await.unwrap();
+    let rv = all.metadata.resource_version.clone().unwrap();
+
+    // Watch from a version: later changes arrive in order.
+    let watch = secrets
+        .watch(&WatchParams::default().timeout(5), &rv)
+        .await
+        .unwrap();
+    secrets
+        .delete("s2", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut watch = Box::pin(watch);
+    let first = watch.try_next().await.unwrap().unwrap();
+    assert!(
+        matches!(first, WatchEvent::Deleted(ref s) if s.metadata.name.as_deref() == Some("s2")),
+        "{first:?}"
+    );
+
+    // A custom resource: LeaderWorkerSet.
+    let gvk = GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "leaderworkersets");
+    let lws: Api<DynamicObject> = Api::namespaced_with(w.client.clone(), "ns", &ar);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "keras-pathways-job-1", "labels": {"app": "kinetic-pathways"}},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2}},
+    }))
+    .unwrap();
+    lws.create(&PostParams::default(), &obj).await.unwrap();
+    let back = lws.get("keras-pathways-job-1").await.unwrap();
+    assert_eq!(back.data["spec"]["leaderWorkerTemplate"]["size"], 2);
+    assert_eq!(
+        lws.list(&ListParams::default().labels("app=kinetic-pathways"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+
+    // Scripted API failures surface as Status errors.
+    w.cluster
+        .faults()
+        .fail_next(kinetic_testkit::fake_k8s::ApiError::new(
+            403,
+            "Forbidden",
+            "secrets is forbidden",
+        ));
+    let Err(kube::Error::Api(status)) = secrets.get("s1").await else {
+        panic!("the scripted fault")
+    };
+    assert_eq!(status.code, 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripted_pod_outcomes_become_typed_reasons() {
+    let w = World::new(FakeClusterConfig::default()).await;
+    let backend = w.backend(ManifestOptions::default());
+    let short = Duration::from_millis(150);
+    let cases = [
+        (
+            PodScript::OomKilled { after: short },
+            StatusReason::OomKilled,
+        ),
+        (
+            PodScript::Preempted { after: short },
+            StatusReason::Preempted,
+        ),
+        (
+            PodScript::Evicted {
+                after: short,
+                message: "The node was low on resource: memory.".into(),
+            },
+            StatusReason::Evicted {
+                message: "The node was low on resource: memory.".into(),
+            },
+        ),
+        (
+            PodScript::Exit {
+                code: 7,
+                after: short,
+            },
+            StatusReason::ExitCode { code: 7 },
+        ),
+    ];
+    for (script, want) in cases {
+        let job = w.job(ConformanceJob::Returns42).await;
+        w.cluster
+            .script_job(job.record.job_id.as_str(), script.clone());
+        backend.submit(&job).await.unwrap();
+        let state = until(&backend, &job, |s| s.status.is_terminal()).await;
+        assert_eq!(
+            state,
+            JobState::new(JobStatus::Failed).with_reason(want),
+            "{script:?}"
+        );
+    }
+    // A slow start is pending with ContainerCreating, then runs to its value.
+    let job = w.job(ConformanceJob::Returns42).await;
+    w.cluster.script_job(
+        job.record.job_id.as_str(),
+        PodScript::SlowStart(Duration::from_millis(600)),
+    );
+    backend.submit(&job).await.unwrap();
+    let state = until(&backend, &job, |s| {
+        s.reason.is_some() || s.status.is_terminal()
+    })
+    .await;
+    assert_eq!(
+        state.reason,
+        Some(StatusReason::ContainerCreating),
+        "{state:?}"
+    );
+    let state = until(&backend, &job, |s| s.status.is_terminal()).await;
+    assert_eq!(state.status, JobStatus::Succeeded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_and_the_run_deadline() {
+    // A GPU node with one L4: a job asking for two is short of capacity.
+    let w = World::new(FakeClusterConfig::default().nodes(vec![
+        FakeNode::cpu("cpu-0"),
+        FakeNode::cpu("gpu-0")
+            .label("cloud.google.com/gke-accelerator", "nvidia-l4")
+            .capacity("nvidia.com/gpu", 1),
+    ]))
+    .await;
+    let backend = w.backend(ManifestOptions::default());
+    let mut job = w.job(ConformanceJob::Returns42).await;
+    job.accelerator = kinetic_core::accelerators::AcceleratorSpec::parse("l4x2").unwrap();
+    backend.submit(&job).await.unwrap();
+    let state = until(&backend, &job, |s| s.reason.is_some()).await;
+    let Some(StatusReason::Unschedulable { message }) = &state.reason else {
+        panic!("{state:?}")
+    };
+    assert!(
+        message.contains("not enough free nvidia.com/gpu")
+            && message.contains("1 Insufficient nvidia.com/gpu"),
+        "{message}"
+    );
+
+    // The run deadline becomes activeDeadlineSeconds: DeadlineExceeded.
+    let mut job = w.job(ConformanceJob::Sleeps).await;
+    job.deadlines = Deadlines {
+        run: Some(Duration::from_secs(1)),
+        pending: None,
+    };
+    backend.submit(&job).await.unwrap();
+    let state = until(&backend, &job, |s| s.status.is_terminal()).await;
+    assert_eq!(
+        state,
+        JobState::new(JobStatus::Failed).with_reason(StatusReason::DeadlineExceeded)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_follow_a_retried_pod() {
+    let w = World::new(FakeClusterConfig::default()).await;
+    let mut manifest = ManifestOptions::default();
+    manifest.backoff_limit = 1;
+    let backend = w.backend(manifest);
+    let job = w.job(ConformanceJob::Prints(2)).await;
+    // The first pod fails; the Job's controller starts a second one.
+    w.cluster.script_next(PodScript::Exit {
+        code: 1,
+        after: Duration::from_millis(100),
+    });
+    backend.submit(&job).await.unwrap();
+    let lines: Vec<String> = backend
+        .follow_logs(&job.record)
+        .await
+        .unwrap()
+        .map(|l| l.unwrap())
+        .collect()
+        .await;
+    assert!(lines.iter().any(|l| l == "line 1"), "{lines:?}");
+    let state = until(&backend, &job, |s| s.status.is_terminal()).await;
+    assert_eq!(state.status, JobStatus::Succeeded);
+    let pods = w.cluster.objects("pods", "default");
+    assert_eq!(pods.len(), 2, "one failed pod and its retry");
+    let logs = backend
+        .logs(&job.record, LogOptions::default())
+        .await
+        .unwrap();
+    assert!(logs.contains("line 0\nline 1\n"), "{logs}");
+    assert_eq!(
+        backend
+            .logs(&job.record, LogOptions::tail(1))
+            .await
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_status_is_one_labelled_list() {
+    let w = World::new(FakeClusterConfig::default()).await;
+    let backend = w.backend(ManifestOptions::default());
+    let group: GroupId = "grp-0badc0de".parse().unwrap();
+    let mut jobs = Vec::new();
+    for i in 0..3 {
+        let mut job = w.job(ConformanceJob::Returns42).await;
+        job.record.group_id = Some(group.clone());
+        job.record.group_index = Some(i);
+        backend.submit(&job).await.unwrap();
+        jobs.push(job);
+    }
+    let other = w.job(ConformanceJob::Returns42).await;
+    backend.submit(&other).await.unwrap();
+    let start = Instant::now();
+    let states = loop {
+        let states = backend.group_status("default", &group).await.unwrap();
+        if states.values().all(|s| s.status.is_terminal()) && states.len() == 3 {
+            break states;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{states:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        states.values().all(|s| s.status == JobStatus::Succeeded),
+        "{states:?}"
+    );
+    assert!(
+        !states.contains_key(&other.record.job_id),
+        "only the group's jobs"
+    );
+    w.cluster.calls().reset();
+    backend.group_status("default", &group).await.unwrap();
+    assert_eq!(
+        w.cluster.calls().total(),
+        1,
+        "{:?}",
+        w.cluster.calls().snapshot()
+    );
+    assert_eq!(w.cluster.calls().count("list", "jobs.batch"), 1);
+    // A Job object of the cluster carries the group label.
+    let jobs_api: Api<Job> = Api::namespaced(w.client.clone(), "default");
+    let listed = jobs_api
+        .list(&ListParams::default().labels(&format!("group-id={group}")))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_runtime_watcher_sees_a_jobs_pod_come_and_go() {
+    use kube::runtime::watcher;
+    let w = World::new(FakeClusterConfig::default()).await;
+    let backend = w.backend(ManifestOptions::default());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(w.client.clone(), "default");
+    let mut events = Box::pin(watcher(
+        pods,
+        watcher::Config::default().labels("app=kinetic"),
+    ));
+    // The initial list (empty) completes first.
+    loop {
+        match events.try_next().await.unwrap().unwrap() {
+            watcher::Event::InitDone => break,
+            _ => continue,
+        }
+    }
+    let job = w.job(ConformanceJob::Returns42).await;
+    backend.submit(&job).await.unwrap();
+    let mut phases = Vec::new();
+    let collect = async {
+        while let Some(ev) = events.try_next().await.unwrap() {
+            match ev {
+                watcher::Event::Apply(p) => {
+                    let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
+                    phases.push(phase.clone());
+                    if phase == "Succeeded" {
+                        break;
+                    }
+                }
+                watcher::Event::Delete(_) => break,
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), collect)
+        .await
+        .expect("the pod ran to its end");
+    // Phases only move forward; on a loaded machine the watcher may first
+    // see the pod already running, so Pending is not required.
+    let rank = |p: &str| match p {
+        "" | "Pending" => 0,
+        "Running" => 1,
+        "Succeeded" | "Failed" => 2,
+        other => panic!("unexpected phase {other}"),
+    };
+    assert!(
+        phases.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])),
+        "{phases:?}"
+    );
+    assert!(
+        phases.len() >= 2,
+        "the watcher saw the pod change: {phases:?}"
+    );
+    assert_eq!(
+        phases.last().map(String::as_str),
+        Some("Succeeded"),
+        "{phases:?}"
+    );
+}

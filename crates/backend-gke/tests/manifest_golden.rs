@@ -1,0 +1,145 @@
+//! Golden JSON of the Job and Secret manifests. Regenerate with
+//! `KINETIC_UPDATE_GOLDEN=1 cargo test -p kinetic-backend-gke --test manifest_golden`
+//! and review the diff.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kinetic_backend_gke::manifest::{self, FuseMount, ManifestOptions};
+use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::env::{EnvEntry, EnvSnapshot, SecretValue, capture};
+use kinetic_core::ids::{GroupId, JobId};
+use kinetic_core::ports::{Deadlines, PreparedJob};
+use kinetic_core::record::{JobRecord, UtcTimestamp};
+use serde_json::Value;
+
+fn record(accelerator: &str) -> JobRecord {
+    let job_id: JobId = "job-0a1b2c3d".parse().unwrap();
+    JobRecord {
+        accelerator: accelerator.into(),
+        backend: "gke".into(),
+        bucket_name: "proj-kn-cluster-jobs".into(),
+        cluster_name: "cluster".into(),
+        created_at: UtcTimestamp::from_unix_seconds(1_774_432_800),
+        debug: false,
+        display_name: format!("kinetic-train-{job_id}"),
+        entrypoint: Some("train:main".into()),
+        func_name: "train".into(),
+        group_id: None,
+        group_index: None,
+        group_kind: None,
+        image_uri: "us-docker.pkg.dev/proj/kn-cluster/base-cpu:abc123".into(),
+        job_id: job_id.clone(),
+        k8s_name: format!("kinetic-{job_id}"),
+        namespace: "team-a".into(),
+        project: "proj".into(),
+        store_url: None,
+        zone: "us-central1-a".into(),
+    }
+}
+
+fn job(accelerator: &str, env: &[(&str, &str)], deadlines: Deadlines) -> PreparedJob {
+    let entries: Vec<EnvEntry> = env
+        .iter()
+        .map(|(k, v)| EnvEntry::Literal(k.parse().unwrap(), SecretValue::new(*v)))
+        .collect();
+    let env = capture(&entries, &EnvSnapshot::new()).unwrap();
+    PreparedJob::new(
+        record(accelerator),
+        AcceleratorSpec::parse(accelerator).unwrap(),
+        "gs://proj-kn-cluster-jobs/job-0a1b2c3d/spec.json".into(),
+        env,
+        deadlines,
+    )
+}
+
+fn golden(name: &str, value: &Value) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{name}.json"));
+    let text = serde_json::to_string_pretty(value).unwrap() + "\n";
+    if std::env::var_os("KINETIC_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (set KINETIC_UPDATE_GOLDEN=1 to write it)",
+            path.display()
+        )
+    });
+    assert_eq!(
+        text,
+        want,
+        "{name}: manifest differs from {}",
+        path.display()
+    );
+}
+
+#[test]
+fn cpu_job() {
+    let m = manifest::job_manifest(
+        &job("cpu", &[], Deadlines::default()),
+        &ManifestOptions::default(),
+    );
+    golden("job_cpu", &serde_json::to_value(&m).unwrap());
+}
+
+#[test]
+fn gpu_spot_job_keeps_the_spot_toleration_value() {
+    let m = manifest::job_manifest(
+        &job("l4x2:spot", &[], Deadlines::default()),
+        &ManifestOptions::default(),
+    );
+    let v = serde_json::to_value(&m).unwrap();
+    let tolerations = &v["spec"]["template"]["spec"]["tolerations"];
+    assert_eq!(tolerations[1]["value"], "true", "{tolerations}");
+    golden("job_gpu_l4x2_spot", &v);
+}
+
+#[test]
+fn tpu_job_with_deadlines_env_group_and_fuse() {
+    let mut j = job(
+        "v5litepod-4",
+        &[("WANDB_API_KEY", "s3cr3t-sentinel"), ("MY_FLAG", "1")],
+        Deadlines {
+            run: Some(Duration::from_secs(3600)),
+            pending: Some(Duration::from_secs(120)),
+        },
+    );
+    j.record.group_id = Some("grp-00ff00ff".parse::<GroupId>().unwrap());
+    j.record.group_index = Some(3);
+    let options = ManifestOptions::default().with_fuse_mounts(vec![
+        FuseMount {
+            gcs_uri: "gs://my-bucket/datasets/imagenet/".into(),
+            mount_path: "/data".into(),
+            is_dir: true,
+        },
+        FuseMount {
+            gcs_uri: "gs://b/ns/data-cache/abc123/config.json".into(),
+            mount_path: "/_kinetic/fuse-data/0".into(),
+            is_dir: false,
+        },
+    ]);
+    let m = manifest::job_manifest(&j, &options);
+    let v = serde_json::to_value(&m).unwrap();
+    assert!(
+        !v.to_string().contains("s3cr3t-sentinel"),
+        "a captured value MUST NOT be in the Job"
+    );
+    golden("job_tpu_v5litepod4_full", &v);
+    let secret = manifest::env_secret(&j, "6f1c0a9e-0000-4000-8000-000000000001").unwrap();
+    golden("secret_env", &serde_json::to_value(&secret).unwrap());
+    assert!(manifest::env_secret(&job("cpu", &[], Deadlines::default()), "uid").is_none());
+}
+
+#[test]
+fn backend_default_pending_deadline_applies_when_the_job_sets_none() {
+    let m = manifest::job_manifest(
+        &job("cpu", &[], Deadlines::default()),
+        &ManifestOptions::default().with_pending_deadline(Duration::from_secs(90)),
+    );
+    let annotations = m.metadata.annotations.unwrap();
+    assert_eq!(annotations[manifest::ANNOTATION_PENDING_DEADLINE], "90");
+    assert!(m.spec.unwrap().active_deadline_seconds.is_none());
+}

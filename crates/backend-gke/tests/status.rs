@@ -1,0 +1,224 @@
+//! Job + pods → state: every status and typed reason, from JSON objects as
+//! the API server returns them.
+
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kinetic_backend_gke::status::{job_state, needs_pods};
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
+use serde_json::{Value, json};
+
+const CREATED: &str = "2026-03-25T10:00:00Z";
+
+fn at(secs_after_created: u64) -> SystemTime {
+    humantime::parse_rfc3339(CREATED).unwrap() + Duration::from_secs(secs_after_created)
+}
+
+fn job(status: Value) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "kinetic-job-0a1b2c3d", "namespace": "default", "creationTimestamp": CREATED,
+                     "annotations": {"kinetic.dev/pending-deadline-seconds": "60"}},
+        "spec": {"backoffLimit": 0, "template": {"spec": {"containers": []}}},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+fn pod(status: Value) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "kinetic-job-0a1b2c3d-abcde", "namespace": "default", "creationTimestamp": CREATED},
+        "spec": {"containers": [{"name": "kinetic-worker", "image": "img"}],
+                 "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-l4"}},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+fn failed_job() -> Job {
+    job(
+        json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}),
+    )
+}
+
+fn waiting(reason: &str, message: &str) -> Value {
+    json!({"phase": "Pending", "containerStatuses": [{"name": "kinetic-worker", "image": "us-docker.pkg.dev/p/r/img:tag",
+           "imageID": "", "ready": false, "restartCount": 0,
+           "state": {"waiting": {"reason": reason, "message": message}}}]})
+}
+
+fn terminated(reason: &str, code: i32) -> Value {
+    json!({"phase": "Failed", "containerStatuses": [{"name": "kinetic-worker", "image": "img", "imageID": "",
+           "ready": false, "restartCount": 0,
+           "state": {"terminated": {"exitCode": code, "reason": reason}}}]})
+}
+
+#[test]
+fn succeeded_and_running() {
+    let done = job(json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}));
+    assert_eq!(
+        job_state(&done, &[], at(5)),
+        JobState::new(JobStatus::Succeeded)
+    );
+    assert!(!needs_pods(&done));
+    let active = job(json!({"active": 1, "ready": 0}));
+    let running = pod(json!({"phase": "Running"}));
+    assert_eq!(
+        job_state(&active, &[running], at(5)).status,
+        JobStatus::Running
+    );
+    assert!(needs_pods(&active));
+    let ready = job(json!({"active": 1, "ready": 1}));
+    assert!(!needs_pods(&ready), "a ready job needs no pod LIST");
+    assert_eq!(job_state(&ready, &[], at(5)).status, JobStatus::Running);
+    assert_eq!(
+        job_state(&active, &[], at(5)),
+        JobState::new(JobStatus::Pending)
+    );
+}
+
+#[test]
+fn failures_carry_their_reason() {
+    let j = failed_job();
+    assert!(needs_pods(&j), "the reason of a failure lives on its pod");
+    let cases = [
+        (terminated("OOMKilled", 137), StatusReason::OomKilled),
+        (terminated("Error", 3), StatusReason::ExitCode { code: 3 }),
+        (
+            json!({"phase": "Failed", "reason": "Terminated", "message": "Pod was terminated in response to imminent node shutdown.",
+                   "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]}),
+            StatusReason::Preempted,
+        ),
+        (
+            json!({"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory.",
+                   "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]}),
+            StatusReason::Evicted {
+                message: "The node was low on resource: memory.".into(),
+            },
+        ),
+        (
+            json!({"phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"}]}),
+            StatusReason::Evicted {
+                message: "Eviction API: evicting".into(),
+            },
+        ),
+    ];
+    for (p, want) in cases {
+        let state = job_state(&j, &[pod(p)], at(5));
+        assert_eq!(state, JobState::new(JobStatus::Failed).with_reason(want));
+    }
+    let deadline = job(
+        json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}),
+    );
+    assert!(!needs_pods(&deadline));
+    assert_eq!(
+        job_state(&deadline, &[], at(5)),
+        JobState::new(JobStatus::Failed).with_reason(StatusReason::DeadlineExceeded)
+    );
+}
+
+#[test]
+fn pending_reasons() {
+    let j = job(json!({"active": 1}));
+    let unschedulable = pod(
+        json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}]}),
+    );
+    let state = job_state(&j, &[unschedulable], at(5));
+    let Some(StatusReason::Unschedulable { message }) = &state.reason else {
+        panic!("{state:?}")
+    };
+    assert!(
+        message.contains("no node pool exists for this accelerator"),
+        "{message}"
+    );
+    assert!(
+        message.contains("cloud.google.com/gke-accelerator=nvidia-l4"),
+        "{message}"
+    );
+    assert!(message.contains("0/3 nodes are available"), "{message}");
+    assert!(state.is_blocked());
+
+    let quota = pod(
+        json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]}),
+    );
+    let Some(StatusReason::Unschedulable { message }) = job_state(&j, &[quota], at(5)).reason
+    else {
+        panic!()
+    };
+    assert!(
+        message.starts_with("not enough free nvidia.com/gpu"),
+        "{message}"
+    );
+
+    for reason in ["ErrImagePull", "ImagePullBackOff", "InvalidImageName"] {
+        let state = job_state(&j, &[pod(waiting(reason, "not found"))], at(5));
+        assert_eq!(
+            state,
+            JobState::new(JobStatus::Pending).with_reason(StatusReason::ImagePullError {
+                image: "us-docker.pkg.dev/p/r/img:tag".into(),
+                reason: reason.into(),
+                message: "not found".into(),
+            })
+        );
+    }
+    let state = job_state(
+        &j,
+        &[pod(waiting(
+            "CreateContainerConfigError",
+            "secret \"x\" not found",
+        ))],
+        at(5),
+    );
+    assert!(
+        matches!(
+            state.reason,
+            Some(StatusReason::ContainerConfigError { .. })
+        ),
+        "{state:?}"
+    );
+    let state = job_state(&j, &[pod(waiting("ContainerCreating", ""))], at(5));
+    assert_eq!(state.reason, Some(StatusReason::ContainerCreating));
+    assert!(!state.is_blocked());
+}
+
+#[test]
+fn a_blocked_job_fails_after_its_pending_deadline() {
+    let j = job(json!({"active": 1}));
+    let p = pod(waiting("ImagePullBackOff", "Back-off pulling image"));
+    assert_eq!(
+        job_state(&j, std::slice::from_ref(&p), at(60)).status,
+        JobStatus::Pending
+    );
+    let state = job_state(&j, &[p], at(61));
+    assert_eq!(state.status, JobStatus::Failed);
+    let Some(StatusReason::PendingDeadlineExceeded { waited, cause }) = &state.reason else {
+        panic!("{state:?}")
+    };
+    assert_eq!(*waited, Duration::from_secs(61));
+    assert!(matches!(
+        cause.as_deref(),
+        Some(StatusReason::ImagePullError { .. })
+    ));
+    // A slow but not blocked start is left alone.
+    let slow = pod(waiting("ContainerCreating", ""));
+    assert_eq!(job_state(&j, &[slow], at(600)).status, JobStatus::Pending);
+}
+
+#[test]
+fn a_final_state_written_by_the_backend_wins() {
+    let mut j = job(json!({"active": 1, "ready": 1}));
+    let cancelled = JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
+    j.metadata.annotations.as_mut().unwrap().insert(
+        "kinetic.dev/final-state".into(),
+        serde_json::to_string(&cancelled).unwrap(),
+    );
+    assert_eq!(
+        job_state(&j, &[pod(json!({"phase": "Running"}))], at(1)),
+        cancelled
+    );
+    assert!(!needs_pods(&j));
+}

@@ -1,0 +1,118 @@
+//! The real `kinetic` binary with `--backend gke` against the fake
+//! Kubernetes cluster and the fake GCS server (in this test process, on
+//! loopback), pointed at them by the environment `kinetic-fake-gcp`
+//! writes: the runner runs as a pod process and its context and result go
+//! through the fake GCS server.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_testkit::{FakeGcs, GcsOp};
+
+const WORK_PY: &str = r#"
+def square(x):
+    print("squaring", x, flush=True)
+    return x * x
+
+
+def fail():
+    raise RuntimeError("deliberate failure")
+"#;
+
+async fn kinetic(dir: &Path, env: Vec<(String, String)>, args: &[&str]) -> Output {
+    let dir = dir.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
+        cmd.args(&args)
+            .current_dir(dir.join("home/project"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", dir.join("home"))
+            .env("KINETIC_LOCAL_ROOT", dir.join("local"))
+            .env("KINETIC_PROFILES_FILE", dir.join("profiles.json"))
+            .envs(env);
+        cmd.output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_the_gke_backend_against_the_fake_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("home/project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("pyproject.toml"),
+        "[project]\nname = \"p\"\ndependencies = []\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("work.py"), WORK_PY).unwrap();
+    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
+    )
+    .await
+    .unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
+    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
+    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
+
+    let o = kinetic(
+        dir.path(),
+        env.clone(),
+        &[
+            "run",
+            "work.py:square",
+            "--arg",
+            "7",
+            "--backend",
+            "gke",
+            "--json",
+        ],
+    )
+    .await;
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "stdout: {out}\nstderr: {err}");
+    assert_eq!(out.trim(), "49", "stderr: {err}");
+    assert!(
+        cluster.calls().count("create", "jobs.batch") == 1,
+        "{:?}",
+        cluster.calls().snapshot()
+    );
+    assert!(
+        cluster.objects("jobs.batch", "default").is_empty(),
+        "cleaned up"
+    );
+    let requests = gcs.requests();
+    for object in ["/context.zip", "/spec.json", "/result.json"] {
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.op == GcsOp::Put && r.name.ends_with(object)),
+            "{object} went through the fake GCS server: {requests:?}"
+        );
+    }
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.op == GcsOp::Get && r.name.ends_with("/context.zip")),
+        "the pod's runner read its context from GCS: {requests:?}"
+    );
+
+    let o = kinetic(
+        dir.path(),
+        env,
+        &["run", "work.py:fail", "--backend", "gke"],
+    )
+    .await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("RuntimeError: deliberate failure"), "{err}");
+}

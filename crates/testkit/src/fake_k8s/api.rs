@@ -1,0 +1,685 @@
+//! The HTTP face of the fake cluster: the Kubernetes REST routes a
+//! `kube::Client` (or `kubectl`) uses, over the [`Store`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use super::kubelet::{Kubelet, LogRequest};
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::{ApiError, Change, Store};
+use crate::FaultPlan;
+
+/// Known resources: plural (with group) → (kind, apiVersion).
+const RESOURCES: &[(&str, &str, &str)] = &[
+    ("pods", "Pod", "v1"),
+    ("secrets", "Secret", "v1"),
+    ("events", "Event", "v1"),
+    ("configmaps", "ConfigMap", "v1"),
+    ("serviceaccounts", "ServiceAccount", "v1"),
+    ("services", "Service", "v1"),
+    ("namespaces", "Namespace", "v1"),
+    ("nodes", "Node", "v1"),
+    ("jobs.batch", "Job", "batch/v1"),
+    (
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+        "LeaderWorkerSet",
+        "leaderworkerset.x-k8s.io/v1",
+    ),
+];
+
+fn kind_of(resource: &str) -> String {
+    RESOURCES
+        .iter()
+        .find(|(r, _, _)| *r == resource)
+        .map(|(_, k, _)| (*k).to_owned())
+        .unwrap_or_else(|| {
+            let plural = resource.split('.').next().unwrap_or(resource);
+            let singular = plural.strip_suffix('s').unwrap_or(plural);
+            let mut c = singular.chars();
+            c.next()
+                .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+                .unwrap_or_default()
+        })
+}
+
+/// Counted API calls, by `"{verb} {resource}"` (`"list jobs.batch"`).
+#[derive(Debug, Default)]
+pub struct ApiCalls {
+    counts: Mutex<BTreeMap<String, u64>>,
+}
+
+impl ApiCalls {
+    fn add(&self, verb: &str, resource: &str) {
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(format!("{verb} {resource}"))
+            .or_default() += 1;
+    }
+
+    /// The counts so far.
+    pub fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Calls of `verb` on `resource` so far (`count("list", "jobs.batch")`).
+    pub fn count(&self, verb: &str, resource: &str) -> u64 {
+        self.snapshot()
+            .get(&format!("{verb} {resource}"))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Every call so far.
+    pub fn total(&self) -> u64 {
+        self.snapshot().values().sum()
+    }
+
+    /// Start counting from zero.
+    pub fn reset(&self) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+pub(crate) struct ApiState {
+    pub(crate) store: Arc<Store>,
+    pub(crate) kubelet: Arc<Kubelet>,
+    pub(crate) calls: Arc<ApiCalls>,
+    pub(crate) faults: Arc<FaultPlan<ApiError>>,
+}
+
+type Shared = Arc<ApiState>;
+type Params = Query<BTreeMap<String, String>>;
+
+fn error_response(e: &ApiError) -> Response {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, axum::Json(e.to_status())).into_response()
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response {
+    (code, axum::Json(value.clone())).into_response()
+}
+
+fn resource_id(group: Option<&str>, plural: &str) -> String {
+    match group {
+        Some(g) if !g.is_empty() => format!("{plural}.{g}"),
+        _ => plural.to_owned(),
+    }
+}
+
+pub(crate) fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/version", get(version))
+        .route("/api", get(api_versions))
+        .route("/apis", get(api_groups))
+        .route("/api/v1", get(core_resources))
+        .route("/apis/{group}/{version}", get(group_resources))
+        .route("/api/v1/{plural}", get(core_list_all))
+        .route(
+            "/api/v1/namespaces/{ns}/{plural}",
+            get(core_list).post(core_create),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/{plural}/{name}",
+            get(core_get)
+                .put(core_put)
+                .patch(core_patch)
+                .delete(core_delete),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}",
+            get(core_sub_get).put(core_sub_put).patch(core_sub_patch),
+        )
+        .route("/apis/{group}/{version}/{plural}", get(group_list_all))
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}",
+            get(group_list).post(group_create),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",
+            get(group_get)
+                .put(group_put)
+                .patch(group_patch)
+                .delete(group_delete),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}",
+            get(group_get_sub).put(group_put_sub).patch(group_patch_sub),
+        )
+        .with_state(state)
+}
+
+async fn version() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-kinetic-fake", "platform": "linux/amd64"}),
+    )
+}
+
+async fn api_versions() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
+    )
+}
+
+async fn api_groups() -> Response {
+    let group = |name: &str, version: &str| {
+        json!({"name": name, "versions": [{"groupVersion": format!("{name}/{version}"), "version": version}],
+               "preferredVersion": {"groupVersion": format!("{name}/{version}"), "version": version}})
+    };
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1",
+                "groups": [group("batch", "v1"), group("leaderworkerset.x-k8s.io", "v1")]}),
+    )
+}
+
+fn resource_list(group_version: &str) -> Value {
+    let verbs = json!([
+        "create", "delete", "get", "list", "patch", "update", "watch"
+    ]);
+    let resources: Vec<Value> = RESOURCES
+        .iter()
+        .filter(|(_, _, av)| *av == group_version)
+        .flat_map(|(r, k, _)| {
+            let plural = r.split('.').next().unwrap_or(r);
+            let mut v = vec![json!({"name": plural, "singularName": "", "namespaced": plural != "namespaces" && plural != "nodes", "kind": k, "verbs": verbs})];
+            if plural == "pods" {
+                v.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
+            }
+            v
+        })
+        .collect();
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+}
+
+async fn core_resources() -> Response {
+    json_response(StatusCode::OK, &resource_list("v1"))
+}
+
+async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
+    json_response(
+        StatusCode::OK,
+        &resource_list(&format!("{group}/{version}")),
+    )
+}
+
+async fn core_list_all(
+    State(s): State<Shared>,
+    Path(plural): Path<String>,
+    Query(q): Params,
+) -> Response {
+    list(s, plural, None, q).await
+}
+async fn core_list(
+    State(s): State<Shared>,
+    Path((ns, plural)): Path<(String, String)>,
+    Query(q): Params,
+) -> Response {
+    list(s, plural, Some(ns), q).await
+}
+async fn group_list_all(
+    State(s): State<Shared>,
+    Path((group, _v, plural)): Path<(String, String, String)>,
+    Query(q): Params,
+) -> Response {
+    list(s, resource_id(Some(&group), &plural), None, q).await
+}
+async fn group_list(
+    State(s): State<Shared>,
+    Path((group, _v, ns, plural)): Path<(String, String, String, String)>,
+    Query(q): Params,
+) -> Response {
+    list(s, resource_id(Some(&group), &plural), Some(ns), q).await
+}
+async fn core_create(
+    State(s): State<Shared>,
+    Path((ns, plural)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    create(s, plural, ns, body).await
+}
+async fn group_create(
+    State(s): State<Shared>,
+    Path((group, _v, ns, plural)): Path<(String, String, String, String)>,
+    body: Bytes,
+) -> Response {
+    create(s, resource_id(Some(&group), &plural), ns, body).await
+}
+async fn core_get(
+    State(s): State<Shared>,
+    Path((ns, plural, name)): Path<(String, String, String)>,
+) -> Response {
+    get_one(s, plural, ns, name).await
+}
+async fn group_get(
+    State(s): State<Shared>,
+    Path((group, _v, ns, plural, name)): Path<(String, String, String, String, String)>,
+) -> Response {
+    get_one(s, resource_id(Some(&group), &plural), ns, name).await
+}
+async fn core_put(
+    State(s): State<Shared>,
+    Path((ns, plural, name)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    put(s, plural, ns, name, body).await
+}
+async fn group_put(
+    State(s): State<Shared>,
+    Path((group, _v, ns, plural, name)): Path<(String, String, String, String, String)>,
+    body: Bytes,
+) -> Response {
+    put(s, resource_id(Some(&group), &plural), ns, name, body).await
+}
+async fn core_patch(
+    State(s): State<Shared>,
+    Path((ns, plural, name)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(s, plural, ns, name, headers, body).await
+}
+async fn group_patch(
+    State(s): State<Shared>,
+    Path((group, _v, ns, plural, name)): Path<(String, String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(
+        s,
+        resource_id(Some(&group), &plural),
+        ns,
+        name,
+        headers,
+        body,
+    )
+    .await
+}
+async fn core_delete(
+    State(s): State<Shared>,
+    Path((ns, plural, name)): Path<(String, String, String)>,
+    Query(q): Params,
+    body: Bytes,
+) -> Response {
+    delete(s, plural, ns, name, q, body).await
+}
+async fn group_delete(
+    State(s): State<Shared>,
+    Path((group, _v, ns, plural, name)): Path<(String, String, String, String, String)>,
+    Query(q): Params,
+    body: Bytes,
+) -> Response {
+    delete(s, resource_id(Some(&group), &plural), ns, name, q, body).await
+}
+async fn core_sub_get(
+    State(s): State<Shared>,
+    Path((ns, plural, name, sub)): Path<(String, String, String, String)>,
+    Query(q): Params,
+) -> Response {
+    match (plural.as_str(), sub.as_str()) {
+        ("pods", "log") => logs(s, ns, name, q).await,
+        (_, "status") => get_one(s, plural, ns, name).await,
+        _ => error_response(&ApiError::not_found(&format!("{plural}/{sub}"), &name)),
+    }
+}
+async fn core_sub_put(
+    State(s): State<Shared>,
+    Path((ns, plural, name, _sub)): Path<(String, String, String, String)>,
+    body: Bytes,
+) -> Response {
+    put(s, plural, ns, name, body).await
+}
+async fn core_sub_patch(
+    State(s): State<Shared>,
+    Path((ns, plural, name, _sub)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(s, plural, ns, name, headers, body).await
+}
+async fn group_get_sub(
+    State(s): State<Shared>,
+    Path((group, _v, ns, plural, name, _sub)): Path<(
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    )>,
+) -> Response {
+    get_one(s, resource_id(Some(&group), &plural), ns, name).await
+}
+async fn group_put_sub(
+    State(s): State<Shared>,
+    Path((group, _v, ns, plural, name, _sub)): Path<(
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    )>,
+    body: Bytes,
+) -> Response {
+    put(s, resource_id(Some(&group), &plural), ns, name, body).await
+}
+async fn group_patch_sub(
+    State(s): State<Shared>,
+    Path((group, _v, ns, plural, name, _sub)): Path<(
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    )>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(
+        s,
+        resource_id(Some(&group), &plural),
+        ns,
+        name,
+        headers,
+        body,
+    )
+    .await
+}
+
+fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not JSON: {e}")))
+}
+
+async fn guard(s: &ApiState, verb: &'static str, resource: &str) -> Result<(), ApiError> {
+    s.calls.add(verb, resource);
+    s.faults.check(verb).await
+}
+
+async fn list(
+    s: Shared,
+    resource: String,
+    ns: Option<String>,
+    q: BTreeMap<String, String>,
+) -> Response {
+    let watching = q.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let verb = if watching { "watch" } else { "list" };
+    if let Err(e) = guard(&s, verb, &resource).await {
+        return error_response(&e);
+    }
+    let labels = match LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str)) {
+        Ok(l) => l,
+        Err(e) => return error_response(&ApiError::bad_request(e)),
+    };
+    let fields = match FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str)) {
+        Ok(f) => f,
+        Err(e) => return error_response(&ApiError::bad_request(e)),
+    };
+    if watching {
+        return watch(s, resource, ns, labels, fields, &q);
+    }
+    let (items, rv) = s.store.list(&resource, ns.as_deref(), &labels, &fields);
+    let api_version = RESOURCES
+        .iter()
+        .find(|(r, _, _)| *r == resource)
+        .map_or("v1", |(_, _, av)| *av);
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "apiVersion": api_version,
+            "kind": format!("{}List", kind_of(&resource)),
+            "metadata": {"resourceVersion": rv.to_string()},
+            "items": items,
+        }),
+    )
+}
+
+fn watch(
+    s: Shared,
+    resource: String,
+    ns: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    q: &BTreeMap<String, String>,
+) -> Response {
+    let rv: u64 = q
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(Duration::from_secs(290), Duration::from_secs);
+    let (initial, rx) = if rv == 0 {
+        // "Any" version: the current objects as ADDED, then changes.
+        let (items, current) = s.store.list(&resource, ns.as_deref(), &labels, &fields);
+        match s.store.watch_from(current) {
+            Ok((past, rx)) => {
+                let mut events: Vec<Value> = items
+                    .into_iter()
+                    .map(|o| json!({"type": "ADDED", "object": o}))
+                    .collect();
+                events.extend(
+                    past.into_iter()
+                        .filter(|c| wanted(c, &resource, ns.as_deref(), &labels, &fields))
+                        .map(|c| event_json(&c)),
+                );
+                (events, rx)
+            }
+            Err(e) => return error_response(&e),
+        }
+    } else {
+        match s.store.watch_from(rv) {
+            Ok((past, rx)) => (
+                past.into_iter()
+                    .filter(|c| wanted(c, &resource, ns.as_deref(), &labels, &fields))
+                    .map(|c| event_json(&c))
+                    .collect(),
+                rx,
+            ),
+            Err(e) => {
+                // A watch reports an expired version as an ERROR event.
+                let body = format!("{}\n", json!({"type": "ERROR", "object": e.to_status()}));
+                return (StatusCode::OK, body).into_response();
+            }
+        }
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    let head = futures_util::stream::iter(
+        initial
+            .into_iter()
+            .map(|e| Ok::<Bytes, std::io::Error>(Bytes::from(format!("{e}\n")))),
+    );
+    let tail = futures_util::stream::unfold(Some(rx), move |rx| {
+        let resource = resource.clone();
+        let ns = ns.clone();
+        let labels = labels.clone();
+        let fields = fields.clone();
+        async move {
+            let mut rx = rx?;
+            loop {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Err(_) => return None,
+                    Ok(Ok(change)) => {
+                        if wanted(&change, &resource, ns.as_deref(), &labels, &fields) {
+                            let line = format!("{}\n", event_json(&change));
+                            return Some((Ok(Bytes::from(line)), Some(rx)));
+                        }
+                    }
+                    Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
+                        let e = ApiError::new(410, "Expired", "watch fell behind; re-list");
+                        let line =
+                            format!("{}\n", json!({"type": "ERROR", "object": e.to_status()}));
+                        return Some((Ok(Bytes::from(line)), None));
+                    }
+                    Ok(Err(_)) => return None,
+                }
+            }
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(head.chain(tail)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn wanted(
+    c: &Change,
+    resource: &str,
+    ns: Option<&str>,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+) -> bool {
+    c.resource == resource
+        && ns.is_none_or(|n| n == c.namespace)
+        && labels.matches(&c.object)
+        && fields.matches(&c.object)
+}
+
+fn event_json(c: &Change) -> Value {
+    json!({"type": c.kind.as_str(), "object": c.object})
+}
+
+async fn create(s: Shared, resource: String, ns: String, body: Bytes) -> Response {
+    if let Err(e) = guard(&s, "create", &resource).await {
+        return error_response(&e);
+    }
+    let result = parse_body(&body).and_then(|mut obj| {
+        if obj.get("kind").is_none() {
+            obj["kind"] = Value::String(kind_of(&resource));
+        }
+        if resource == "jobs.batch" && obj.get("status").is_none() {
+            obj["status"] = json!({});
+        }
+        s.store.create(&resource, &ns, obj)
+    });
+    match result {
+        Ok(obj) => json_response(StatusCode::CREATED, &obj),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn get_one(s: Shared, resource: String, ns: String, name: String) -> Response {
+    if let Err(e) = guard(&s, "get", &resource).await {
+        return error_response(&e);
+    }
+    match s.store.get(&resource, &ns, &name) {
+        Ok(obj) => json_response(StatusCode::OK, &obj),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn put(s: Shared, resource: String, ns: String, name: String, body: Bytes) -> Response {
+    if let Err(e) = guard(&s, "update", &resource).await {
+        return error_response(&e);
+    }
+    match parse_body(&body).and_then(|obj| s.store.update(&resource, &ns, &name, obj)) {
+        Ok(obj) => json_response(StatusCode::OK, &obj),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn patch(
+    s: Shared,
+    resource: String,
+    ns: String,
+    name: String,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(e) = guard(&s, "patch", &resource).await {
+        return error_response(&e);
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !(content_type.starts_with("application/merge-patch+json")
+        || content_type.starts_with("application/strategic-merge-patch+json"))
+    {
+        return error_response(&ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the fake API server accepts merge patches only, not '{content_type}'"),
+        ));
+    }
+    match parse_body(&body).and_then(|p| s.store.patch(&resource, &ns, &name, &p)) {
+        Ok(obj) => json_response(StatusCode::OK, &obj),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn delete(
+    s: Shared,
+    resource: String,
+    ns: String,
+    name: String,
+    q: BTreeMap<String, String>,
+    body: Bytes,
+) -> Response {
+    if let Err(e) = guard(&s, "delete", &resource).await {
+        return error_response(&e);
+    }
+    let from_body = serde_json::from_slice::<Value>(&body).ok().and_then(|b| {
+        b.get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    let policy = from_body
+        .or_else(|| q.get("propagationPolicy").cloned())
+        .unwrap_or_else(|| "Background".to_owned());
+    match super::controller::delete(&s.store, &resource, &ns, &name, &policy) {
+        Ok(Some(obj)) => json_response(StatusCode::OK, &obj),
+        Ok(None) => json_response(
+            StatusCode::OK,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "details": {"name": name, "kind": resource}}),
+        ),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn logs(s: Shared, ns: String, name: String, q: BTreeMap<String, String>) -> Response {
+    if let Err(e) = guard(&s, "log", "pods").await {
+        return error_response(&e);
+    }
+    let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
+    let request = LogRequest {
+        namespace: ns,
+        pod: name,
+        container: q.get("container").cloned(),
+        previous: flag("previous"),
+        follow: flag("follow"),
+        tail: q.get("tailLines").and_then(|v| v.parse().ok()),
+    };
+    match s.kubelet.logs(&s.store, request) {
+        Ok(stream) => Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(Body::from_stream(stream))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()),
+        Err(e) => error_response(&e),
+    }
+}

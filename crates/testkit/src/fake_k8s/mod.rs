@@ -1,0 +1,412 @@
+//! A fake Kubernetes cluster in the test process: an API server on
+//! 127.0.0.1 that a real `kube::Client` (or `kubectl`) talks to, with a
+//! fake control plane and kubelet behind it.
+//!
+//! - **API server**: Jobs, Pods (with `log`, `follow`, `tailLines`,
+//!   `previous`), Secrets, Events and any custom resource (LeaderWorkerSet
+//!   included) under `/api/v1/…` and `/apis/{group}/{version}/…`; label
+//!   and field selectors; one global `resourceVersion`; `watch=true`
+//!   streams newline-delimited watch events (replayed from a version, 410
+//!   when it is too old); 404/409/410 answers carry `Status` bodies; merge
+//!   patches with optimistic concurrency; deletion in the foreground, in
+//!   the background, or orphaning, with a garbage collector for
+//!   `ownerReferences`. Every call is counted ([`ApiCalls`]) and can be
+//!   made to fail ([`FakeCluster::faults`]).
+//! - **Job controller**: a Job gets a Pod from its template; the Pod's end
+//!   completes or fails the Job (`backoffLimit`), `activeDeadlineSeconds`
+//!   fails it with `DeadlineExceeded`, `suspend` stops its pods, and
+//!   `ttlSecondsAfterFinished` removes it.
+//! - **Scheduler and kubelet**: a Pod whose node selector or accelerator
+//!   requests fit no [`FakeNode`] stays Pending with the scheduler's
+//!   message; an image whose name holds the configured marker (default
+//!   `does-not-exist`) fails to pull; otherwise the container command runs
+//!   as a local process in its own process group, with the image's runner
+//!   path mapped to the real runner, the environment from the pod spec and
+//!   its Secrets (`envFrom`) plus [`FakeClusterConfig::env`], and its output
+//!   as the pod's log. [`PodScript`]s script other outcomes per job.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
+//! let cluster = FakeCluster::start(FakeClusterConfig::default()).await?;
+//! println!("API server at {}", cluster.url());
+//! # Ok(()) }
+//! ```
+
+mod api;
+mod b64;
+mod controller;
+mod kubelet;
+mod selector;
+mod store;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kinetic_core::protocol::RUNNER_SOURCE;
+use serde_json::Value;
+
+pub use api::ApiCalls;
+pub use store::ApiError;
+
+use crate::FaultPlan;
+
+/// Where images built for Kinetic hold the runner; the fake kubelet maps
+/// this path to the real runner.
+pub const IMAGE_RUNNER_PATH: &str = "/app/kinetic_runner.py";
+
+/// The image the `kinetic` CLI is pointed at by [`FakeCluster::cli_env`]:
+/// the fake kubelet ignores images (except names holding the missing-image
+/// marker).
+pub const FAKE_IMAGE: &str = "fake.registry.invalid/kinetic/runner:latest";
+
+/// The default marker of images that do not exist.
+pub const MISSING_IMAGE_MARKER: &str = "does-not-exist";
+
+/// A node of the fake cluster: labels for node selectors and a capacity
+/// of extended resources (`nvidia.com/gpu`, `google.com/tpu`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeNode {
+    /// Node name.
+    pub name: String,
+    /// Node labels.
+    pub labels: BTreeMap<String, String>,
+    /// Extended resources it offers, per pod.
+    pub capacity: BTreeMap<String, u64>,
+}
+
+impl FakeNode {
+    /// A CPU-only node.
+    pub fn cpu(name: &str) -> Self {
+        let mut labels = BTreeMap::new();
+        labels.insert("kubernetes.io/hostname".to_owned(), name.to_owned());
+        Self {
+            name: name.to_owned(),
+            labels,
+            capacity: BTreeMap::new(),
+        }
+    }
+
+    /// The same node with a label.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// The same node offering `count` of an extended resource.
+    pub fn capacity(mut self, resource: &str, count: u64) -> Self {
+        self.capacity.insert(resource.to_owned(), count);
+        self
+    }
+}
+
+/// A scripted outcome for a job's pod, instead of running its command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PodScript {
+    /// Run the container command (the default).
+    Run,
+    /// Stay Pending, unschedulable, with this scheduler message.
+    Unschedulable {
+        /// The scheduler's message.
+        message: String,
+    },
+    /// The image cannot be pulled (`ErrImagePull`, then `ImagePullBackOff`).
+    ImagePullError,
+    /// Run for `after`, then be killed for memory (`OOMKilled`, exit 137).
+    OomKilled {
+        /// How long it runs first.
+        after: Duration,
+    },
+    /// Run for `after`, then lose the node (a `DisruptionTarget` condition).
+    Preempted {
+        /// How long it runs first.
+        after: Duration,
+    },
+    /// Run for `after`, then be evicted with `message`.
+    Evicted {
+        /// How long it runs first.
+        after: Duration,
+        /// The eviction message.
+        message: String,
+    },
+    /// Stay `ContainerCreating` this long, then run the command.
+    SlowStart(Duration),
+    /// Run for `after`, then exit with `code` without running anything.
+    Exit {
+        /// The exit code.
+        code: i32,
+        /// How long it runs first.
+        after: Duration,
+    },
+}
+
+/// Settings of a [`FakeCluster`].
+#[derive(Debug, Clone)]
+pub struct FakeClusterConfig {
+    python: PathBuf,
+    env: BTreeMap<String, String>,
+    nodes: Vec<FakeNode>,
+    path_map: BTreeMap<String, PathBuf>,
+    missing_image_marker: String,
+    kill_grace: Duration,
+    tick: Duration,
+    controller: bool,
+    port: u16,
+}
+
+impl Default for FakeClusterConfig {
+    fn default() -> Self {
+        Self {
+            python: PathBuf::from("python3"),
+            env: BTreeMap::new(),
+            nodes: vec![FakeNode::cpu("fake-node-0")],
+            path_map: BTreeMap::new(),
+            missing_image_marker: MISSING_IMAGE_MARKER.to_owned(),
+            kill_grace: Duration::from_secs(2),
+            tick: Duration::from_millis(20),
+            controller: true,
+            port: 0,
+        }
+    }
+}
+
+impl FakeClusterConfig {
+    /// The interpreter that runs `python3` commands (default `python3`).
+    pub fn python(mut self, python: impl Into<PathBuf>) -> Self {
+        self.python = python.into();
+        self
+    }
+
+    /// An environment variable every pod process gets (e.g.
+    /// `KINETIC_GCS_ENDPOINT`, pointing the runner at a fake GCS server).
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.insert(name.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Replace the nodes (default: one CPU node, `fake-node-0`).
+    pub fn nodes(mut self, nodes: Vec<FakeNode>) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
+    /// Map a path inside images to a host path in container commands
+    /// ([`IMAGE_RUNNER_PATH`] is always mapped to the real runner).
+    pub fn map_path(mut self, image_path: &str, host_path: impl Into<PathBuf>) -> Self {
+        self.path_map
+            .insert(image_path.to_owned(), host_path.into());
+        self
+    }
+
+    /// Images whose name contains `marker` fail to pull (`""`: none do).
+    pub fn missing_image_marker(mut self, marker: &str) -> Self {
+        self.missing_image_marker = marker.to_owned();
+        self
+    }
+
+    /// How long a deleted pod's process has between SIGTERM and SIGKILL.
+    pub fn kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// Run the controller, scheduler and kubelet (default true); without
+    /// them the cluster is a plain object store (for benchmarks).
+    pub fn controller(mut self, run: bool) -> Self {
+        self.controller = run;
+        self
+    }
+
+    /// Listen on this loopback port (default 0: any free one).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+}
+
+/// A running fake cluster. Dropping it stops the server and kills every
+/// pod process.
+#[derive(Debug)]
+pub struct FakeCluster {
+    url: String,
+    store: Arc<store::Store>,
+    kubelet: Arc<kubelet::Kubelet>,
+    calls: Arc<ApiCalls>,
+    faults: Arc<FaultPlan<ApiError>>,
+    server: tokio::task::JoinHandle<()>,
+    controller: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl FakeCluster {
+    /// Start the API server on 127.0.0.1 and, unless disabled, the
+    /// controller and kubelet. Needs a tokio runtime.
+    pub async fn start(config: FakeClusterConfig) -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("kinetic-fake-k8s-")
+            .tempdir()?;
+        let runner = dir.path().join("runner").join("kinetic_runner.py");
+        std::fs::create_dir_all(dir.path().join("runner"))?;
+        std::fs::write(&runner, RUNNER_SOURCE)?;
+        let mut path_map = config.path_map.clone();
+        path_map
+            .entry(IMAGE_RUNNER_PATH.to_owned())
+            .or_insert(runner);
+        let pods_root = dir.path().join("pods");
+        std::fs::create_dir_all(&pods_root)?;
+        let store = Arc::new(store::Store::new());
+        let kubelet = Arc::new(kubelet::Kubelet::new(kubelet::KubeletConfig {
+            python: config.python.clone(),
+            path_map,
+            extra_env: config.env.clone(),
+            nodes: config.nodes.clone(),
+            missing_image_marker: config.missing_image_marker.clone(),
+            kill_grace: config.kill_grace,
+            root: pods_root,
+        }));
+        let calls = Arc::new(ApiCalls::default());
+        let faults = Arc::new(FaultPlan::default());
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let app = api::router(Arc::new(api::ApiState {
+            store: store.clone(),
+            kubelet: kubelet.clone(),
+            calls: calls.clone(),
+            faults: faults.clone(),
+        }));
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::warn!("fake Kubernetes API server stopped: {e}");
+            }
+        });
+        let controller = config
+            .controller
+            .then(|| tokio::spawn(controller::run(store.clone(), kubelet.clone(), config.tick)));
+        Ok(Self {
+            url,
+            store,
+            kubelet,
+            calls,
+            faults,
+            server,
+            controller,
+            _dir: dir,
+        })
+    }
+
+    /// The API server's URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A kubeconfig (YAML) whose current context points at this cluster,
+    /// with `namespace` as the default namespace.
+    pub fn kubeconfig(&self, namespace: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kinetic-fake\n  cluster:\n    server: {url}\ncontexts:\n- name: kinetic-fake\n  context:\n    cluster: kinetic-fake\n    user: kinetic-fake\n    namespace: {namespace}\ncurrent-context: kinetic-fake\nusers:\n- name: kinetic-fake\n  user:\n    token: fake-token\n",
+            url = self.url
+        )
+    }
+
+    /// Write [`FakeCluster::kubeconfig`] to `path`.
+    pub fn write_kubeconfig(&self, path: &Path, namespace: &str) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig(namespace))
+    }
+
+    /// The environment that points the `kinetic` CLI at this cluster
+    /// (`KUBECONFIG`, `KINETIC_IMAGE`, `KINETIC_NAMESPACE`) and at the jobs
+    /// store `store_url`, given the kubeconfig written at `kubeconfig`.
+    pub fn cli_env(
+        &self,
+        kubeconfig: &Path,
+        store_url: &str,
+        namespace: &str,
+    ) -> Vec<(String, String)> {
+        [
+            ("KUBECONFIG", kubeconfig.display().to_string()),
+            ("KINETIC_STORE_URL", store_url.to_owned()),
+            ("KINETIC_IMAGE", FAKE_IMAGE.to_owned()),
+            ("KINETIC_NAMESPACE", namespace.to_owned()),
+            ("KINETIC_FAKE_K8S_URL", self.url.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
+    /// Pods of the job `job_id` (label `job-id`) follow `script`.
+    pub fn script_job(&self, job_id: &str, script: PodScript) {
+        self.kubelet.script_job(job_id, script);
+    }
+
+    /// The next pod without a per-job script follows `script`.
+    pub fn script_next(&self, script: PodScript) {
+        self.kubelet.script_next(script);
+    }
+
+    /// The API calls made so far.
+    pub fn calls(&self) -> &ApiCalls {
+        &self.calls
+    }
+
+    /// Scripted API failures; the operation names are the verbs `get`,
+    /// `list`, `watch`, `create`, `update`, `patch`, `delete` and `log`.
+    pub fn faults(&self) -> &FaultPlan<ApiError> {
+        &self.faults
+    }
+
+    /// Every object of `resource` (`jobs.batch`, `pods`, `secrets`,
+    /// `events`, `leaderworkersets.leaderworkerset.x-k8s.io`) in `namespace`.
+    pub fn objects(&self, resource: &str, namespace: &str) -> Vec<Value> {
+        self.store
+            .all(resource)
+            .into_iter()
+            .filter(|o| controller::ns_of(o) == namespace)
+            .collect()
+    }
+
+    /// One object, if it exists.
+    pub fn object(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.store.get(resource, namespace, name).ok()
+    }
+
+    /// Store an object directly, as the API server would on create
+    /// (for setting up large states quickly, e.g. in benchmarks).
+    pub fn insert(
+        &self,
+        resource: &str,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, ApiError> {
+        self.store.create(resource, namespace, object)
+    }
+
+    /// Merge-patch an object directly (e.g. to set a Job's status).
+    pub fn patch(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        self.store.patch(resource, namespace, name, patch)
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.store.resource_version()
+    }
+}
+
+impl Drop for FakeCluster {
+    fn drop(&mut self) {
+        if let Some(c) = &self.controller {
+            c.abort();
+        }
+        self.server.abort();
+        self.kubelet.kill_all();
+    }
+}
