@@ -6,7 +6,8 @@ Started by the local backend in a process group of its own:
 
 It waits for one of N slots (an flock on ``slots/slot-{i}.lock``, so the
 limit holds across every process that uses the same local root, and a
-queued job needs no one to stay alive to start it), records that the job
+queued job needs no one to stay alive to start it; queued supervisors line
+up on ``slots/queue.lock`` so only one of them polls), records that the job
 started, runs ARGV with stdout and stderr appended to ``DIR/output.log``,
 and records its exit code in ``DIR/exit_code`` (written aside, then
 renamed). The job's environment is inherited and never written anywhere.
@@ -50,22 +51,44 @@ def parse_args(argv):
     raise SystemExit("supervisor: missing '--' before the job's command")
 
 
+def try_slots(slots_dir, max_concurrent):
+    """Take a free slot without waiting: (fd, index), or None when all are taken."""
+    for i in range(max_concurrent):
+        fd = os.open(os.path.join(slots_dir, "slot-%d.lock" % i), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd, i
+        except OSError:
+            os.close(fd)
+    return None
+
+
 def acquire_slot(slots_dir, max_concurrent, cancelled_path):
-    """Block until one of the slots is free; return (fd, slot index) or None if cancelled."""
+    """Block until one of the slots is free; return (fd, slot index) or None if cancelled.
+
+    Queued supervisors line up on one lock (``queue.lock``, a blocking flock:
+    no polling while they wait); only the one at the head polls the slots,
+    briefly, so a freed slot is taken within milliseconds however many jobs
+    wait. A cancel kills the queued supervisor through its process group.
+    """
     os.makedirs(slots_dir, exist_ok=True)
-    delay = 0.02
-    while True:
-        for i in range(max_concurrent):
-            fd = os.open(os.path.join(slots_dir, "slot-%d.lock" % i), os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd, i
-            except OSError:
-                os.close(fd)
-        if os.path.exists(cancelled_path):
-            return None
-        time.sleep(delay)
-        delay = min(delay * 2, 0.5)
+    slot = try_slots(slots_dir, max_concurrent)
+    if slot is not None:
+        return slot
+    queue_fd = os.open(os.path.join(slots_dir, "queue.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(queue_fd, fcntl.LOCK_EX)
+    try:
+        delay = 0.002
+        while True:
+            if os.path.exists(cancelled_path):
+                return None
+            slot = try_slots(slots_dir, max_concurrent)
+            if slot is not None:
+                return slot
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+    finally:
+        os.close(queue_fd)
 
 
 def main():

@@ -113,8 +113,12 @@ impl World {
     }
 
     fn engine_with_env(&self, env: EnvSnapshot) -> Engine {
+        self.engine_with(env, 4)
+    }
+
+    fn engine_with(&self, env: EnvSnapshot, slots: usize) -> Engine {
         let backend = LocalBackend::new(
-            LocalOptions::new(self.dir.path().join("local")).max_concurrent(4),
+            LocalOptions::new(self.dir.path().join("local")).max_concurrent(slots),
             self.store.clone(),
         )
         .unwrap();
@@ -484,4 +488,48 @@ async fn bad_input_is_refused_before_upload() {
     assert!(err.to_string().contains("does not exist"), "{err}");
     assert!(w.store.list(None).await.unwrap().is_empty());
     let _ = GetOptions::default();
+}
+
+async fn wait_status(
+    handle: &kinetic_core::engine::JobHandle,
+    want: JobStatus,
+) -> kinetic_core::status::JobState {
+    for _ in 0..400 {
+        let state = handle.status().await.unwrap();
+        if state.status == want {
+            return state;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    handle.status().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_concurrency_limit_queues_jobs_until_a_slot_frees() {
+    let w = World::new();
+    let engine = w.engine_with(w.env.clone(), 1);
+    let first = engine.submit(w.spec("work:sleep_forever")).await.unwrap();
+    assert_eq!(
+        wait_status(&first, JobStatus::Running).await.status,
+        JobStatus::Running
+    );
+    let second = engine.submit(w.spec("work:sleep_forever")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let state = second.status().await.unwrap();
+    assert_eq!(
+        state.status,
+        JobStatus::Pending,
+        "one slot: the second job waits"
+    );
+    assert_eq!(
+        state.reason,
+        Some(kinetic_core::status::StatusReason::WaitingForResources)
+    );
+    first.cancel().await.unwrap();
+    assert_eq!(
+        wait_status(&second, JobStatus::Running).await.status,
+        JobStatus::Running
+    );
+    second.cancel().await.unwrap();
+    assert_eq!(second.status().await.unwrap().status, JobStatus::Failed);
 }
