@@ -61,7 +61,7 @@ use self::walk::{DataWalk, FileJob};
 const WORKER_BUFFER: usize = 256 << 10;
 /// Files handed to a hashing thread at once: per-message costs (channel
 /// operations, wake-ups of the folding thread) are paid once per batch.
-const BATCH: usize = 32;
+const BATCH: usize = 128;
 /// How many batches may be in flight (queued, hashing, or waiting to be
 /// folded) per thread.
 const WINDOW_PER_THREAD: usize = 4;
