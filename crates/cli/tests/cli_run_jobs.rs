@@ -195,6 +195,10 @@ fn bad_input_exits_two_with_one_line() {
             "missing-dir",
         ),
         (&["run"], "nothing to run"),
+        (
+            &["run", "work:square", "--container-image", "two words"],
+            "--container-image",
+        ),
         (&["jobs", "status", "job-nothex!"], "not a job id"),
     ];
     for (args, needle) in cases {

@@ -9,7 +9,7 @@ use kinetic_core::engine::{
     Arg, Data, EngineError, Entrypoint, JobSpec, ProgressEvent, ResultOptions, SubmitOptions,
 };
 use kinetic_core::env::EnvEntry;
-use kinetic_core::ports::Deadlines;
+use kinetic_core::ports::{Deadlines, ImageMode};
 use serde_json::Value;
 
 use crate::engine;
@@ -50,6 +50,14 @@ pub(crate) struct RunArgs {
     /// Where the job writes outputs (`KINETIC_OUTPUT_DIR`).
     #[arg(long)]
     output_dir: Option<String>,
+    /// The job's image, as Kinetic's `container_image`: `bundled` (built with
+    /// the requirements baked in, the default), `prebuilt` (a published base
+    /// image; requirements installed at start), or an image URI used as is.
+    #[arg(long, value_name = "bundled|prebuilt|URI")]
+    container_image: Option<String>,
+    /// Repository of the prebuilt base images (default `KINETIC_BASE_IMAGE_REPO`, else `kinetic`).
+    #[arg(long, value_name = "REPO")]
+    base_image_repo: Option<String>,
     /// Print the job id and return once it is submitted.
     #[arg(long)]
     detach: bool,
@@ -167,6 +175,7 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
     if let Some(dir) = &args.output_dir {
         spec = spec.output_dir(dir);
     }
+    spec.image = image_mode(args)?;
     if let Some(s) = args.run_deadline {
         spec = spec.deadlines(Deadlines {
             run: Some(seconds("run-deadline", s)?),
@@ -174,6 +183,31 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
         });
     }
     Ok(spec)
+}
+
+/// The image mode from `--container-image` and `--base-image-repo`.
+fn image_mode(args: &RunArgs) -> Result<ImageMode, CliError> {
+    let repo = args
+        .base_image_repo
+        .clone()
+        .or_else(|| {
+            std::env::var("KINETIC_BASE_IMAGE_REPO")
+                .ok()
+                .filter(|v| !v.is_empty())
+        })
+        .unwrap_or_else(|| kinetic_core::image::DEFAULT_PREBUILT_REPO.to_owned());
+    Ok(match args.container_image.as_deref() {
+        None | Some("bundled") => ImageMode::Bundled,
+        Some("prebuilt") => ImageMode::Prebuilt { repo },
+        Some(uri) if uri.trim().is_empty() || uri.chars().any(char::is_whitespace) => {
+            return Err(CliError::usage(format!(
+                "--container-image {uri:?} is not accepted: expected bundled, prebuilt, or an image URI"
+            )));
+        }
+        Some(uri) => ImageMode::Custom {
+            uri: uri.to_owned(),
+        },
+    })
 }
 
 /// Map an engine error to the CLI's exit codes; a remote failure prints
