@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, LogOptions, LogStream, PreparedJob,
+    Backend, BackendCapabilities, BackendError, LogOptions, LogStream, PreparedJob, tail_lines,
+    terminal_line,
 };
 use kinetic_core::record::JobRecord;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
@@ -399,25 +400,6 @@ fn not_found(record: &JobRecord) -> BackendError {
     }
 }
 
-/// The last `n` lines of `text`.
-fn tail_lines(text: &str, n: usize) -> String {
-    if n == 0 {
-        return String::new();
-    }
-    let trimmed = text.strip_suffix('\n').unwrap_or(text);
-    let start = trimmed
-        .rmatch_indices('\n')
-        .nth(n - 1)
-        .map_or(0, |(i, _)| i + 1);
-    text[start..].to_owned()
-}
-
-/// What a terminal shows of a line with carriage returns: the text after the last one.
-fn visible(line: &str) -> String {
-    let line = line.strip_suffix('\r').unwrap_or(line);
-    line.rsplit('\r').next().unwrap_or(line).to_owned()
-}
-
 fn pod_started(pod: &Pod) -> bool {
     let Some(s) = pod.status.as_ref() else {
         return false;
@@ -781,10 +763,11 @@ impl Follower {
                 match cx.pods.log_stream(&name, &params).await {
                     Ok(reader) => {
                         let lines = reader.lines().map(|l| {
-                            l.map(|t| visible(&t))
-                                .map_err(|e| BackendError::Unavailable {
+                            l.map(|t| terminal_line(&t).to_owned()).map_err(|e| {
+                                BackendError::Unavailable {
                                     message: format!("log stream broke: {e}"),
-                                })
+                                }
+                            })
                         });
                         self.current = Some(Box::pin(lines));
                     }
@@ -806,18 +789,5 @@ impl Follower {
             }
             tokio::time::sleep(cx.poll).await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{tail_lines, visible};
-
-    #[test]
-    fn tail_and_carriage_returns() {
-        assert_eq!(tail_lines("a\nb\nc\n", 2), "b\nc\n");
-        assert_eq!(tail_lines("a\nb", 9), "a\nb");
-        assert_eq!(visible("1/10\r2/10\r3/10"), "3/10");
-        assert_eq!(visible("plain"), "plain");
     }
 }

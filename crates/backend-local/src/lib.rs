@@ -39,7 +39,7 @@ use kinetic_core::accelerators::{AcceleratorSpec, Category};
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
     Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
-    ObjectPath, ObjectStore, PreparedJob, PutOptions,
+    ObjectPath, ObjectStore, PreparedJob, PutOptions, tail_lines,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
@@ -479,32 +479,5 @@ impl Backend for LocalBackend {
             .collect();
         ids.sort();
         Ok(ids)
-    }
-}
-
-/// The last `n` lines of `text` (with their newlines).
-fn tail_lines(text: &str, n: usize) -> String {
-    if n == 0 {
-        return String::new();
-    }
-    let trimmed = text.strip_suffix('\n').unwrap_or(text);
-    let start = trimmed
-        .rmatch_indices('\n')
-        .nth(n - 1)
-        .map_or(0, |(i, _)| i + 1);
-    text[start..].to_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tail_lines;
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        assert_eq!(tail_lines("a\nb\nc\n", 2), "b\nc\n");
-        assert_eq!(tail_lines("a\nb\nc", 2), "b\nc");
-        assert_eq!(tail_lines("a\nb\n", 5), "a\nb\n");
-        assert_eq!(tail_lines("a\n", 0), "");
-        assert_eq!(tail_lines("", 3), "");
     }
 }

@@ -6,7 +6,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kinetic_core::ports::{BackendError, LogStream};
+use kinetic_core::ports::{BackendError, LogStream, terminal_line};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
@@ -233,12 +233,6 @@ fn is_zombie(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Lines of text as a terminal would show them: for a line holding `\r`,
-/// only what follows the last `\r` (progress bars redraw in place).
-fn visible(line: &str) -> String {
-    line.rsplit('\r').next().unwrap_or(line).to_owned()
-}
-
 struct Follow {
     dir: JobDir,
     offset: u64,
@@ -276,7 +270,7 @@ impl Follow {
         while let Some(pos) = self.partial.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.partial.drain(..=pos).collect();
             let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-            self.pending.push_back(visible(&text));
+            self.pending.push_back(terminal_line(&text).to_owned());
         }
         Ok(true)
     }
@@ -309,7 +303,7 @@ pub(crate) fn follow(dir: JobDir) -> LogStream {
                         let rest = String::from_utf8_lossy(&st.partial).into_owned();
                         st.partial.clear();
                         if !rest.trim().is_empty() {
-                            st.pending.push_back(visible(&rest));
+                            st.pending.push_back(terminal_line(&rest).to_owned());
                         }
                     }
                 }
@@ -326,12 +320,6 @@ pub(crate) fn follow(dir: JobDir) -> LogStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn carriage_returns_keep_the_last_redraw() {
-        assert_eq!(visible("1/10\r2/10\r3/10"), "3/10");
-        assert_eq!(visible("plain"), "plain");
-    }
 
     #[test]
     fn claim_is_idempotent_per_spec() {

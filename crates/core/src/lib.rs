@@ -21,6 +21,7 @@ pub mod packaging;
 pub mod ports;
 pub mod protocol;
 mod pyjson;
+mod pytext;
 pub mod record;
 pub mod requirements;
 pub mod status;

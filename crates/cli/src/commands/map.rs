@@ -8,13 +8,12 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use kinetic_core::batch::{BatchCounts, InputMode};
 use kinetic_core::engine::{
-    BatchError, BatchHandle, BatchItem, BatchResultsOptions, ChildError, Data, Entrypoint, JobSpec,
+    BatchError, BatchHandle, BatchItem, BatchResultsOptions, ChildError, Entrypoint, JobSpec,
     MapOptions,
 };
-use kinetic_core::env::EnvEntry;
 use serde_json::{Value, json};
 
-use super::run::parse_arg;
+use super::run::SpecFlags;
 use crate::engine;
 use crate::output::{CliError, Output, emit};
 
@@ -134,36 +133,15 @@ fn build_spec(args: &MapArgs) -> Result<JobSpec, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?;
     let entrypoint = Entrypoint::parse(&args.entry).map_err(|e| CliError::usage(e.to_string()))?;
-    let mut spec = JobSpec::new(entrypoint).working_dir(cwd.clone());
-    for a in &args.args {
-        spec = spec.arg(parse_arg(a, &cwd)?);
+    SpecFlags {
+        args: &args.args,
+        accelerator: args.accelerator.as_deref(),
+        backend: args.backend.as_deref(),
+        env: &args.env,
+        secrets: &args.secrets,
+        volumes: &args.volumes,
     }
-    if let Some(a) = &args.accelerator {
-        spec = spec.accelerator(a);
-    }
-    if let Some(b) = &args.backend {
-        spec = spec.backend(b);
-    }
-    for e in &args.env {
-        spec = spec
-            .env(EnvEntry::parse_cli(e).map_err(|err| CliError::usage(format!("--env: {err}")))?);
-    }
-    for s in &args.secrets {
-        spec = spec.env(
-            EnvEntry::parse_secret(s).map_err(|err| CliError::usage(format!("--secret: {err}")))?,
-        );
-    }
-    for v in &args.volumes {
-        let (mount, path) = v.split_once('=').ok_or_else(|| {
-            CliError::usage(format!(
-                "--volume {v:?} is not accepted: expected MOUNT=PATH, e.g. /data=./data"
-            ))
-        })?;
-        let data =
-            Data::new(path, &cwd).map_err(|e| CliError::usage(format!("--volume {v}: {e}")))?;
-        spec = spec.volume(mount, data);
-    }
-    Ok(spec)
+    .apply(JobSpec::new(entrypoint), &cwd)
 }
 
 fn map_options(args: &MapArgs) -> Result<MapOptions, CliError> {

@@ -1,7 +1,7 @@
 //! `kinetic run`: submit a job, stream its logs, print its value.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -93,7 +93,7 @@ fn seconds(flag: &str, value: f64) -> Result<Duration, CliError> {
 }
 
 /// Parse one `--arg`.
-pub(crate) fn parse_arg(text: &str, cwd: &std::path::Path) -> Result<Arg, CliError> {
+fn parse_arg(text: &str, cwd: &Path) -> Result<Arg, CliError> {
     if let Some(path) = text.strip_prefix("data:") {
         let data =
             Data::new(path, cwd).map_err(|e| CliError::usage(format!("--arg {text}: {e}")))?;
@@ -105,6 +105,61 @@ pub(crate) fn parse_arg(text: &str, cwd: &std::path::Path) -> Result<Arg, CliErr
         ))
     })?;
     Ok(Arg::Json(value))
+}
+
+/// The flags `kinetic run` and `kinetic map` share, applied to a spec.
+#[derive(Debug)]
+pub(crate) struct SpecFlags<'a> {
+    /// `--arg` values.
+    pub(crate) args: &'a [String],
+    /// `--accelerator`.
+    pub(crate) accelerator: Option<&'a str>,
+    /// `--backend`.
+    pub(crate) backend: Option<&'a str>,
+    /// `--env` values.
+    pub(crate) env: &'a [String],
+    /// `--secret` values.
+    pub(crate) secrets: &'a [String],
+    /// `--volume` values.
+    pub(crate) volumes: &'a [String],
+}
+
+impl SpecFlags<'_> {
+    /// `spec` run from `cwd` with these flags; bad flags are usage errors naming them.
+    pub(crate) fn apply(&self, spec: JobSpec, cwd: &Path) -> Result<JobSpec, CliError> {
+        let mut spec = spec.working_dir(cwd.to_path_buf());
+        for a in self.args {
+            spec = spec.arg(parse_arg(a, cwd)?);
+        }
+        if let Some(a) = self.accelerator {
+            spec = spec.accelerator(a);
+        }
+        if let Some(b) = self.backend {
+            spec = spec.backend(b);
+        }
+        for e in self.env {
+            spec = spec.env(
+                EnvEntry::parse_cli(e).map_err(|err| CliError::usage(format!("--env: {err}")))?,
+            );
+        }
+        for s in self.secrets {
+            spec = spec.env(
+                EnvEntry::parse_secret(s)
+                    .map_err(|err| CliError::usage(format!("--secret: {err}")))?,
+            );
+        }
+        for v in self.volumes {
+            let (mount, path) = v.split_once('=').ok_or_else(|| {
+                CliError::usage(format!(
+                    "--volume {v:?} is not accepted: expected MOUNT=PATH, e.g. /data=./data"
+                ))
+            })?;
+            let data =
+                Data::new(path, cwd).map_err(|e| CliError::usage(format!("--volume {v}: {e}")))?;
+            spec = spec.volume(mount, data);
+        }
+        Ok(spec)
+    }
 }
 
 fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
@@ -128,10 +183,15 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
             ));
         }
     };
-    let mut spec = JobSpec::new(entrypoint).working_dir(cwd.clone());
-    for a in &args.args {
-        spec = spec.arg(parse_arg(a, &cwd)?);
+    let mut spec = SpecFlags {
+        args: &args.args,
+        accelerator: args.accelerator.as_deref(),
+        backend: args.backend.as_deref(),
+        env: &args.env,
+        secrets: &args.secrets,
+        volumes: &args.volumes,
     }
+    .apply(JobSpec::new(entrypoint), &cwd)?;
     if let Some(kwargs) = &args.kwargs {
         let value: Value = serde_json::from_str(kwargs).map_err(|e| {
             CliError::usage(format!(
@@ -146,31 +206,6 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
         for (k, v) in map {
             spec = spec.kwarg(&k, v);
         }
-    }
-    if let Some(a) = &args.accelerator {
-        spec = spec.accelerator(a);
-    }
-    if let Some(b) = &args.backend {
-        spec = spec.backend(b);
-    }
-    for e in &args.env {
-        spec = spec
-            .env(EnvEntry::parse_cli(e).map_err(|err| CliError::usage(format!("--env: {err}")))?);
-    }
-    for s in &args.secrets {
-        spec = spec.env(
-            EnvEntry::parse_secret(s).map_err(|err| CliError::usage(format!("--secret: {err}")))?,
-        );
-    }
-    for v in &args.volumes {
-        let (mount, path) = v.split_once('=').ok_or_else(|| {
-            CliError::usage(format!(
-                "--volume {v:?} is not accepted: expected MOUNT=PATH, e.g. /data=./data"
-            ))
-        })?;
-        let data =
-            Data::new(path, &cwd).map_err(|e| CliError::usage(format!("--volume {v}: {e}")))?;
-        spec = spec.volume(mount, data);
     }
     if let Some(dir) = &args.output_dir {
         spec = spec.output_dir(dir);

@@ -60,8 +60,8 @@ impl IgnoreRules {
     /// stripped the way Python's `str.splitlines` and `str.strip` do.
     pub fn parse(text: &str) -> Self {
         let mut rules = Vec::new();
-        for line in python_splitlines(text) {
-            let pattern = line.trim_matches(python_isspace);
+        for line in crate::pytext::splitlines(text) {
+            let pattern = crate::pytext::py_strip(line);
             if pattern.is_empty() || pattern.starts_with('#') {
                 continue;
             }
@@ -93,48 +93,6 @@ impl IgnoreRules {
     }
 }
 
-/// `str.isspace` of Python: Unicode white space plus the information
-/// separators U+001C..U+001F.
-fn python_isspace(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// `str.splitlines()` of Python (without keeping the line ends).
-fn python_splitlines(text: &str) -> Vec<&str> {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let is_break = matches!(
-            c,
-            '\n' | '\r'
-                | '\u{0b}'
-                | '\u{0c}'
-                | '\u{1c}'
-                | '\u{1d}'
-                | '\u{1e}'
-                | '\u{85}'
-                | '\u{2028}'
-                | '\u{2029}'
-        );
-        if is_break {
-            lines.push(&text[start..i]);
-            let mut end = i + c.len_utf8();
-            if c == '\r'
-                && let Some(&(_, '\n')) = chars.peek()
-            {
-                chars.next();
-                end += 1;
-            }
-            start = end;
-        }
-    }
-    if start < text.len() {
-        lines.push(&text[start..]);
-    }
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,16 +119,6 @@ mod tests {
         let rules = IgnoreRules::parse("src/*.py\n");
         assert!(rules.matches("src/a/b.py", false));
         assert!(!rules.matches("lib/b.py", false));
-    }
-
-    #[test]
-    fn splitlines_matches_python() {
-        assert_eq!(
-            python_splitlines("a\nb\r\nc\rd\u{2028}e\x0cf"),
-            vec!["a", "b", "c", "d", "e", "f"]
-        );
-        assert_eq!(python_splitlines("a\n\nb\n"), vec!["a", "", "b"]);
-        assert_eq!(python_splitlines(""), Vec::<&str>::new());
     }
 
     #[test]

@@ -128,6 +128,40 @@ impl LogOptions {
     }
 }
 
+/// The last `n` lines of `text`, with their newlines: what
+/// [`LogOptions::tail`] asks a backend for when it has the whole text.
+///
+/// ```
+/// use kinetic_core::ports::tail_lines;
+/// assert_eq!(tail_lines("a\nb\nc\n", 2), "b\nc\n");
+/// assert_eq!(tail_lines("a\nb", 9), "a\nb");
+/// ```
+pub fn tail_lines(text: &str, n: usize) -> String {
+    if n == 0 {
+        return String::new();
+    }
+    let trimmed = text.strip_suffix('\n').unwrap_or(text);
+    let start = trimmed
+        .rmatch_indices('\n')
+        .nth(n - 1)
+        .map_or(0, |(i, _)| i + 1);
+    text[start..].to_owned()
+}
+
+/// What a terminal shows of an output line holding carriage returns: the
+/// text after the last one (progress bars redraw in place), as Kinetic's
+/// log streaming shows it.
+///
+/// ```
+/// use kinetic_core::ports::terminal_line;
+/// assert_eq!(terminal_line("1/10\r2/10\r3/10"), "3/10");
+/// assert_eq!(terminal_line("done\r"), "done");
+/// ```
+pub fn terminal_line(line: &str) -> &str {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    line.rsplit('\r').next().unwrap_or(line)
+}
+
 /// A live log: one item per line (without its newline), ending when the
 /// job's output ends.
 pub type LogStream = Pin<Box<dyn Stream<Item = Result<String, BackendError>> + Send>>;

@@ -10,7 +10,7 @@ mod store;
 
 pub use backend::{
     Backend, BackendCapabilities, BackendError, BackendRegistry, Deadlines, GroupQuery,
-    GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError,
+    GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError, tail_lines, terminal_line,
 };
 pub use image::{BuildError, ImageBuilder, ImageMode, ImageRequest, ResolvedImage};
 pub use store::{GetOptions, ObjectMeta, ObjectPath, ObjectStore, PutMode, PutOptions, StoreError};

@@ -1,69 +1,7 @@
-//! Lines as Python and pip see them: `str.splitlines`, `str.strip`, and
-//! backslash continuations grouped into logical lines.
+//! Lines as pip sees them: comments and backslash continuations grouped
+//! into logical lines (Python's own line rules are in `crate::pytext`).
 
-/// True for the characters Python's `str.isspace()` accepts (Rust's
-/// White_Space plus the separators U+001C..U+001F).
-pub(crate) fn is_py_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// Python's `s.strip()`.
-pub(crate) fn py_strip(s: &str) -> &str {
-    s.trim_matches(is_py_space)
-}
-
-/// Python's `s.rstrip()`.
-pub(crate) fn py_rstrip(s: &str) -> &str {
-    s.trim_end_matches(is_py_space)
-}
-
-/// True for the characters that end a line in Python's `str.splitlines`.
-fn is_line_break(c: char) -> bool {
-    matches!(
-        c,
-        '\n' | '\r'
-            | '\u{0b}'
-            | '\u{0c}'
-            | '\u{1c}'
-            | '\u{1d}'
-            | '\u{1e}'
-            | '\u{85}'
-            | '\u{2028}'
-            | '\u{2029}'
-    )
-}
-
-/// Python's `text.splitlines(keepends=True)`: each line with its terminator
-/// (`\r\n` counts as one).
-pub(crate) fn split_lines_keep_ends(text: &str) -> Vec<&str> {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if !is_line_break(c) {
-            continue;
-        }
-        let mut end = i + c.len_utf8();
-        if c == '\r'
-            && let Some(&(j, '\n')) = chars.peek()
-        {
-            end = j + 1;
-            chars.next();
-        }
-        lines.push(&text[start..end]);
-        start = end;
-    }
-    if start < text.len() {
-        lines.push(&text[start..]);
-    }
-    lines
-}
-
-/// A line without its terminator.
-pub(crate) fn content(line: &str) -> &str {
-    // splitlines leaves at most one terminator (`\r\n` counting as one).
-    line.trim_end_matches(is_line_break)
-}
+pub(crate) use crate::pytext::{content, is_py_space, py_rstrip, py_strip, split_lines_keep_ends};
 
 /// True when `s` holds a pip comment: a `#` at the start or after whitespace.
 pub(crate) fn comment_start(s: &str) -> Option<usize> {
