@@ -25,7 +25,7 @@ use kinetic_core::image::{
 use kinetic_core::ports::{ImageMode, ImageRequest, ObjectStore};
 use kinetic_core::protocol::RUNNER_SOURCE;
 use kinetic_core::requirements::{RequirementsMode, ResolvedRequirements, resolve};
-use kinetic_store_gcs::GcsStore;
+use kinetic_store_gcs::{GcsOptions, GcsStore};
 use serde_json::{Value, json};
 
 use super::config::config_error;
@@ -111,12 +111,14 @@ pub(crate) fn cloud_builder(
         // `image resolve` uploads nothing: no bucket to open.
         "memory://".to_owned()
     };
-    let store: Arc<dyn ObjectStore> = Arc::new(GcsStore::from_url(&store_url).map_err(|e| {
-        CliError::usage(format!(
-            "builds bucket {store_url}: {e} (set {} to the bucket's store URL)",
-            vars::BUILDS_STORE_URL
-        ))
-    })?);
+    let store: Arc<dyn ObjectStore> = Arc::new(
+        GcsStore::open(&store_url, &GcsOptions::from_env()).map_err(|e| {
+            CliError::usage(format!(
+                "builds bucket {store_url}: {e} (set {} to the bucket's store URL)",
+                vars::BUILDS_STORE_URL
+            ))
+        })?,
+    );
     CloudBuildImageBuilder::new(config, tokens, store).map_err(|e| CliError::failed(e.to_string()))
 }
 
