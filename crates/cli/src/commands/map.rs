@@ -13,7 +13,7 @@ use kinetic_core::engine::{
 };
 use serde_json::{Value, json};
 
-use super::run::SpecFlags;
+use super::run::JobFlags;
 use crate::engine;
 use crate::output::{CliError, Output, emit};
 
@@ -51,21 +51,8 @@ pub(crate) struct MapArgs {
     /// JSON, or `data:PATH` for data shipped once for the whole batch.
     #[arg(long = "arg", value_name = "JSON")]
     args: Vec<String>,
-    /// Accelerator (`cpu`, `l4`, `v5litepod-4`, …).
-    #[arg(long)]
-    accelerator: Option<String>,
-    /// Backend (`local`, or one a plugin registered).
-    #[arg(long)]
-    backend: Option<String>,
-    /// Send an environment variable: `NAME`, `NAME=VALUE`, or `PREFIX*`.
-    #[arg(long = "env", value_name = "NAME[=VALUE]")]
-    env: Vec<String>,
-    /// Send a secret variable that must be set here: `NAME`.
-    #[arg(long = "secret", value_name = "NAME")]
-    secrets: Vec<String>,
-    /// Mount data at an absolute path in every job: `MOUNT=PATH`.
-    #[arg(long = "volume", value_name = "MOUNT=PATH")]
-    volumes: Vec<String>,
+    #[command(flatten)]
+    job: JobFlags,
     /// Print the group id once every input is submitted, and return.
     #[arg(long)]
     detach: bool,
@@ -133,15 +120,7 @@ fn build_spec(args: &MapArgs) -> Result<JobSpec, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?;
     let entrypoint = Entrypoint::parse(&args.entry).map_err(|e| CliError::usage(e.to_string()))?;
-    SpecFlags {
-        args: &args.args,
-        accelerator: args.accelerator.as_deref(),
-        backend: args.backend.as_deref(),
-        env: &args.env,
-        secrets: &args.secrets,
-        volumes: &args.volumes,
-    }
-    .apply(JobSpec::new(entrypoint), &cwd)
+    args.job.apply(JobSpec::new(entrypoint), &cwd, &args.args)
 }
 
 fn map_options(args: &MapArgs) -> Result<MapOptions, CliError> {

@@ -32,21 +32,8 @@ pub(crate) struct RunArgs {
     /// Keyword arguments as one JSON object.
     #[arg(long, value_name = "JSON")]
     kwargs: Option<String>,
-    /// Accelerator (`cpu`, `l4`, `a100x4`, `v5litepod-4`, …).
-    #[arg(long)]
-    accelerator: Option<String>,
-    /// Backend (`local`, or one a plugin registered); default from the accelerator.
-    #[arg(long)]
-    backend: Option<String>,
-    /// Send an environment variable: `NAME` (must be set here), `NAME=VALUE`, or `PREFIX*`.
-    #[arg(long = "env", value_name = "NAME[=VALUE]")]
-    env: Vec<String>,
-    /// Send a secret variable that must be set here: `NAME`.
-    #[arg(long = "secret", value_name = "NAME")]
-    secrets: Vec<String>,
-    /// Mount data at an absolute path in the job: `MOUNT=PATH`.
-    #[arg(long = "volume", value_name = "MOUNT=PATH")]
-    volumes: Vec<String>,
+    #[command(flatten)]
+    job: JobFlags,
     /// Where the job writes outputs (`KINETIC_OUTPUT_DIR`).
     #[arg(long)]
     output_dir: Option<String>,
@@ -107,48 +94,57 @@ fn parse_arg(text: &str, cwd: &Path) -> Result<Arg, CliError> {
     Ok(Arg::Json(value))
 }
 
-/// The flags `kinetic run` and `kinetic map` share, applied to a spec.
-#[derive(Debug)]
-pub(crate) struct SpecFlags<'a> {
-    /// `--arg` values.
-    pub(crate) args: &'a [String],
-    /// `--accelerator`.
-    pub(crate) accelerator: Option<&'a str>,
-    /// `--backend`.
-    pub(crate) backend: Option<&'a str>,
-    /// `--env` values.
-    pub(crate) env: &'a [String],
-    /// `--secret` values.
-    pub(crate) secrets: &'a [String],
-    /// `--volume` values.
-    pub(crate) volumes: &'a [String],
+/// The job flags `kinetic run` and `kinetic map` share.
+#[derive(Debug, clap::Args)]
+pub(crate) struct JobFlags {
+    /// Accelerator (`cpu`, `l4`, `a100x4`, `v5litepod-4`, …).
+    #[arg(long)]
+    accelerator: Option<String>,
+    /// Backend (`local`, or one a plugin registered); default from the accelerator.
+    #[arg(long)]
+    backend: Option<String>,
+    /// Send an environment variable: `NAME` (must be set here), `NAME=VALUE`, or `PREFIX*`.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Send a secret variable that must be set here: `NAME`.
+    #[arg(long = "secret", value_name = "NAME")]
+    secrets: Vec<String>,
+    /// Mount data at an absolute path in the job (every job of a batch): `MOUNT=PATH`.
+    #[arg(long = "volume", value_name = "MOUNT=PATH")]
+    volumes: Vec<String>,
 }
 
-impl SpecFlags<'_> {
-    /// `spec` run from `cwd` with these flags; bad flags are usage errors naming them.
-    pub(crate) fn apply(&self, spec: JobSpec, cwd: &Path) -> Result<JobSpec, CliError> {
+impl JobFlags {
+    /// `spec` run from `cwd` with the positional `--arg`s and these flags;
+    /// bad flags are usage errors naming them.
+    pub(crate) fn apply(
+        &self,
+        spec: JobSpec,
+        cwd: &Path,
+        args: &[String],
+    ) -> Result<JobSpec, CliError> {
         let mut spec = spec.working_dir(cwd.to_path_buf());
-        for a in self.args {
+        for a in args {
             spec = spec.arg(parse_arg(a, cwd)?);
         }
-        if let Some(a) = self.accelerator {
+        if let Some(a) = &self.accelerator {
             spec = spec.accelerator(a);
         }
-        if let Some(b) = self.backend {
+        if let Some(b) = &self.backend {
             spec = spec.backend(b);
         }
-        for e in self.env {
+        for e in &self.env {
             spec = spec.env(
                 EnvEntry::parse_cli(e).map_err(|err| CliError::usage(format!("--env: {err}")))?,
             );
         }
-        for s in self.secrets {
+        for s in &self.secrets {
             spec = spec.env(
                 EnvEntry::parse_secret(s)
                     .map_err(|err| CliError::usage(format!("--secret: {err}")))?,
             );
         }
-        for v in self.volumes {
+        for v in &self.volumes {
             let (mount, path) = v.split_once('=').ok_or_else(|| {
                 CliError::usage(format!(
                     "--volume {v:?} is not accepted: expected MOUNT=PATH, e.g. /data=./data"
@@ -183,15 +179,7 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
             ));
         }
     };
-    let mut spec = SpecFlags {
-        args: &args.args,
-        accelerator: args.accelerator.as_deref(),
-        backend: args.backend.as_deref(),
-        env: &args.env,
-        secrets: &args.secrets,
-        volumes: &args.volumes,
-    }
-    .apply(JobSpec::new(entrypoint), &cwd)?;
+    let mut spec = args.job.apply(JobSpec::new(entrypoint), &cwd, &args.args)?;
     if let Some(kwargs) = &args.kwargs {
         let value: Value = serde_json::from_str(kwargs).map_err(|e| {
             CliError::usage(format!(

@@ -722,15 +722,7 @@ impl BatchMachine {
             return;
         };
         let attempt = *attempt;
-        self.set(
-            index,
-            Slot::Active {
-                job_id: job_id.clone(),
-                attempt,
-                status: JobStatus::Pending,
-            },
-        );
-        self.record(index, &job_id, attempt, out);
+        self.activate(index, job_id, attempt, out);
     }
 
     fn on_submit_failed(&mut self, index: usize, retryable: bool, out: &mut Vec<Command>) {
@@ -852,7 +844,12 @@ impl BatchMachine {
         if !matches!(self.slots.get(index), Some(Slot::Unknown)) {
             return;
         }
-        let attempt = attempts.max(1);
+        self.activate(index, job_id, attempts.max(1), out);
+    }
+
+    /// The input now has a job on the backend: it is active (pending) and
+    /// goes into the manifest.
+    fn activate(&mut self, index: usize, job_id: JobId, attempt: u32, out: &mut Vec<Command>) {
         self.set(
             index,
             Slot::Active {
