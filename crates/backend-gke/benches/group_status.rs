@@ -9,7 +9,7 @@ use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::Backend;
 use kinetic_core::record::{JobRecord, UtcTimestamp};
-use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
 use serde_json::json;
 
 const JOBS: usize = 1_000;

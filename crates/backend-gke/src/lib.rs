@@ -36,10 +36,8 @@
 
 mod backend;
 mod error;
-mod image;
 pub mod manifest;
 pub mod status;
 
 pub use backend::{GkeBackend, GkeOptions};
-pub use image::FixedImage;
 pub use manifest::{FuseMount, ManifestOptions};

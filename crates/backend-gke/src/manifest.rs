@@ -38,7 +38,7 @@ pub const ANNOTATION_GCSFUSE: &str = "gke-gcsfuse/volumes";
 /// The worker container's name.
 pub const CONTAINER_NAME: &str = "kinetic-worker";
 /// Where images hold the runner.
-pub const RUNNER_PATH: &str = "/app/kinetic_runner.py";
+pub const RUNNER_PATH: &str = kinetic_core::image::RUNNER_IMAGE_PATH;
 /// The GCS FUSE CSI driver.
 pub const GCSFUSE_DRIVER: &str = "gcsfuse.csi.storage.gke.io";
 

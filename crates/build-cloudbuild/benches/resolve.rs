@@ -14,8 +14,8 @@ use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, StaticT
 use kinetic_core::image::{DOCKERFILE_TEMPLATE, ImageTagInputs};
 use kinetic_core::ports::{ImageBuilder, ImageMode, ImageRequest};
 use kinetic_core::protocol::RUNNER_SOURCE;
+use kinetic_fake_gcp::cloudbuild::{BuildSchedule, FakeCloudBuild};
 use kinetic_testkit::MemoryStore;
-use kinetic_testkit::fake_cloudbuild::{BuildSchedule, FakeCloudBuild};
 
 fn requirements(lines: usize) -> String {
     (0..lines)

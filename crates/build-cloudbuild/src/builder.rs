@@ -17,8 +17,8 @@ use kinetic_core::image::{
     registry_tag_resource,
 };
 use kinetic_core::ports::{
-    BuildError, GetOptions, ImageBuilder, ImageMode, ImageRequest, ObjectPath, ObjectStore,
-    PutOptions, ResolvedImage,
+    BuildError, GetOptions, ImageBuilder, ImageCapabilities, ImageMode, ImageRequest, ObjectPath,
+    ObjectStore, PutOptions, ResolvedImage,
 };
 use tokio::time::Instant;
 
@@ -600,6 +600,10 @@ fn store_error(e: &kinetic_core::ports::StoreError, what: &str) -> BuildError {
 
 #[async_trait]
 impl ImageBuilder for CloudBuildImageBuilder {
+    fn capabilities(&self) -> ImageCapabilities {
+        ImageCapabilities::building()
+    }
+
     async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
         match &request.mode {
             ImageMode::Custom { uri } => {

@@ -14,7 +14,7 @@ use kinetic_core::env::EnvSnapshot;
 use kinetic_core::image::DOCKERFILE_TEMPLATE;
 use kinetic_core::ports::{GetOptions, ImageMode, ObjectPath, ObjectStore};
 use kinetic_core::protocol::{RUNNER_SOURCE, RunnerSpec};
-use kinetic_testkit::fake_cloudbuild::{FakeCloudBuild, FakeRoute};
+use kinetic_fake_gcp::cloudbuild::{FakeCloudBuild, FakeRoute};
 use kinetic_testkit::{FakeBackend, MemoryStore};
 use sha2::Digest;
 

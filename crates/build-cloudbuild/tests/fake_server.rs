@@ -14,8 +14,8 @@ use kinetic_core::ports::{
     BuildError, GetOptions, ImageBuilder, ImageMode, ImageRequest, ObjectPath, ObjectStore,
 };
 use kinetic_core::protocol::RUNNER_SOURCE;
+use kinetic_fake_gcp::cloudbuild::{BuildSchedule, FakeCloudBuild, FakeRoute};
 use kinetic_testkit::conformance::image_builder::ImageBuilderHarness;
-use kinetic_testkit::fake_cloudbuild::{BuildSchedule, FakeCloudBuild, FakeRoute};
 use kinetic_testkit::{MemoryStore, conformance};
 
 const TOKEN: &str = "test-token";

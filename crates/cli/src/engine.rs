@@ -15,21 +15,25 @@
 //!   namespace. Its default pending deadline is
 //!   `KINETIC_PENDING_DEADLINE` seconds (else 15 minutes).
 //! - Image: `KINETIC_IMAGE` names one prebuilt image every job runs in
-//!   (it must hold the runner at `/app/kinetic_runner.py`); otherwise, when a
-//!   project is configured, images are resolved (and built on a miss) by
-//!   Cloud Build in the cluster's Artifact Registry repository. The builder
-//!   is set up on the first job that needs an image, so local runs never
-//!   touch Google credentials.
+//!   (it must hold the runner at `/app/kinetic_runner.py`); a bundled job
+//!   whose project has requirements is refused with it, since they cannot
+//!   be baked in (`--container-image prebuilt` installs them at start).
+//!   Otherwise, when a project is configured, images are resolved (and
+//!   built on a miss) by Cloud Build in the cluster's Artifact Registry
+//!   repository. The builder is set up on the first job that needs an
+//!   image, so local runs never touch Google credentials.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinetic_backend_gke::{FixedImage, GkeBackend, GkeOptions};
+use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_backend_local::{LocalBackend, LocalOptions};
 use kinetic_core::config::{self as core_config, ProcessEnv, ProfileStore};
 use kinetic_core::engine::{Engine, EngineSettings};
-use kinetic_core::ports::{BuildError, ImageBuilder, ImageRequest, ObjectStore, ResolvedImage};
+use kinetic_core::ports::{
+    BuildError, FixedImage, ImageBuilder, ImageCapabilities, LazyImageBuilder, ObjectStore,
+};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 
 use crate::commands::config::config_error;
@@ -176,15 +180,15 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
     }
     if let Some(image) = non_empty(vars::IMAGE) {
         let fixed = FixedImage::new(&image)
-            .map_err(|e| CliError::usage(format!("{}: {e}", vars::IMAGE)))?;
+            .map_err(|e| CliError::usage(format!("{}: {e}", vars::IMAGE)))?
+            .with_origin(vars::IMAGE);
         builder = builder.image_builder(Arc::new(fixed));
     } else if let Some(project) = &cfg.project {
-        builder = builder.image_builder(Arc::new(LazyCloudBuild {
-            project: project.value.clone(),
-            zone: cfg.zone.value.clone(),
-            cluster: cfg.cluster.value.clone(),
-            builder: tokio::sync::OnceCell::new(),
-        }));
+        builder = builder.image_builder(Arc::new(lazy_cloud_build(
+            project.value.clone(),
+            cfg.zone.value.clone(),
+            cfg.cluster.value.clone(),
+        )));
     }
     builder
         .default_backend(&default_backend)
@@ -196,33 +200,15 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
 }
 
 /// The Cloud Build image builder, set up when the first image is needed.
-#[derive(Debug)]
-struct LazyCloudBuild {
-    project: String,
-    zone: String,
-    cluster: String,
-    builder: tokio::sync::OnceCell<kinetic_build_cloudbuild::CloudBuildImageBuilder>,
-}
-
-#[async_trait::async_trait]
-impl ImageBuilder for LazyCloudBuild {
-    async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
-        let builder = self
-            .builder
-            .get_or_try_init(|| async {
-                crate::commands::image::cloud_builder(
-                    &self.project,
-                    &self.zone,
-                    &self.cluster,
-                    true,
-                )
-                .map_err(|e| BuildError::InvalidInput {
-                    message: format!("cannot set up Cloud Build: {e}"),
-                })
-            })
-            .await?;
-        builder.resolve(request).await
-    }
+fn lazy_cloud_build(project: String, zone: String, cluster: String) -> LazyImageBuilder {
+    LazyImageBuilder::new(ImageCapabilities::building(), move || {
+        let made = crate::commands::image::cloud_builder(&project, &zone, &cluster, true)
+            .map(|builder| Arc::new(builder) as Arc<dyn ImageBuilder>)
+            .map_err(|e| BuildError::InvalidInput {
+                message: format!("cannot set up Cloud Build: {e}"),
+            });
+        async move { made }
+    })
 }
 
 /// A runtime for one command.

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kinetic_testkit::{FakeGcs, GcsOp};
+use kinetic_fake_gcp::{FakeGcs, GcsOp};
 
 fn kinetic(home: &Path, cwd: &Path, envs: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));

@@ -7,8 +7,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
-use kinetic_testkit::{FakeGcs, GcsOp};
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_fake_gcp::{FakeGcs, GcsOp};
 
 const WORK_PY: &str = r#"
 def square(x):

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+use kinetic_fake_gcp::cloudbuild::{BuildSchedule, FakeCloudBuild, FakeRoute};
 use kinetic_store_gcs::GcsStore;
-use kinetic_testkit::fake_cloudbuild::{BuildSchedule, FakeCloudBuild, FakeRoute};
 use serde_json::Value;
 
 const TOKEN: &str = "cli-test-token";

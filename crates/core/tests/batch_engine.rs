@@ -13,7 +13,9 @@ use kinetic_core::engine::{
 };
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ids::JobId;
-use kinetic_core::ports::{GetOptions, ObjectPath, ObjectStore};
+use kinetic_core::ports::{
+    Backend, FaultyBackend, FaultyStore, GetOptions, ObjectPath, ObjectStore,
+};
 use kinetic_core::record::JobRecord;
 use kinetic_core::status::{JobStatus, StatusReason};
 use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
@@ -55,11 +57,16 @@ impl World {
     }
 
     fn engine(&self) -> Engine {
+        self.engine_over(Arc::new(self.store.clone()), Arc::new(self.fake.clone()))
+    }
+
+    /// An engine over these ports (the world's fakes, decorated).
+    fn engine_over(&self, store: Arc<dyn ObjectStore>, backend: Arc<dyn Backend>) -> Engine {
         let mut env = EnvSnapshot::new();
         env.insert("HOME", self.dir.path().join("home").to_string_lossy());
         Engine::builder()
-            .store(Arc::new(self.store.clone()))
-            .backend(Arc::new(self.fake.clone()))
+            .store(store)
+            .backend(backend)
             .default_backend("fake")
             .env_snapshot(env)
             .spawner(|driver| {
@@ -539,7 +546,6 @@ async fn cleanup_removes_children_and_the_group_folder() {
         .filter(|p| !p.starts_with("default/"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
-    use kinetic_core::ports::Backend;
     assert!(w.fake.list().await.unwrap().is_empty());
 }
 
@@ -604,7 +610,6 @@ async fn a_job_gone_from_the_backend_ends_as_its_stored_result_says() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(80)).await;
     // The backend ran job 1 to its end and forgot it (a Kubernetes TTL).
-    use kinetic_core::ports::Backend;
     let job = batch.job(1).unwrap();
     let state = w.fake.status(job.record()).await.unwrap();
     assert_eq!(state.status, JobStatus::Succeeded);
@@ -621,13 +626,16 @@ async fn a_job_gone_from_the_backend_ends_as_its_stored_result_says() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_map_is_attached_resumed_and_collected_without_double_submits() {
     let w = World::new();
-    // A little latency on every store call, so submissions are caught
-    // half-way (record written, backend not yet called) by the crash.
-    w.store.faults().set_latency(Duration::from_micros(300));
-    w.fake.faults().set_latency(Duration::from_micros(300));
+    // A little latency on every store and backend call, so submissions are
+    // caught half-way (record written, backend not yet called) by the crash.
+    let store = FaultyStore::new(Arc::new(w.store.clone()));
+    store.faults().set_latency(Duration::from_micros(300));
+    let backend = FaultyBackend::new(Arc::new(w.fake.clone()));
+    backend.faults().set_latency(Duration::from_micros(300));
+    let slow_engine = || w.engine_over(Arc::new(store.clone()), Arc::new(backend.clone()));
     let total = 500u64;
     let group_id = {
-        let engine = w.engine();
+        let engine = slow_engine();
         let (batch, mut driver) = engine
             .map_with_driver(
                 w.spec(),
@@ -651,7 +659,6 @@ async fn a_crashed_map_is_attached_resumed_and_collected_without_double_submits(
         "crashed mid-way ({submitted_before})"
     );
     // Children caught half-way: a record written, the backend never told.
-    use kinetic_core::ports::Backend;
     let held: BTreeSet<JobId> = w.fake.list().await.unwrap().into_iter().collect();
     let half_way = w
         .store
@@ -663,7 +670,7 @@ async fn a_crashed_map_is_attached_resumed_and_collected_without_double_submits(
         .count();
     eprintln!("crash: {submitted_before} submitted, {half_way} caught half-way");
 
-    let engine = w.engine();
+    let engine = slow_engine();
     let attached = engine
         .attach_batch(
             group_id.as_str(),

@@ -24,8 +24,9 @@ use futures_util::StreamExt;
 use kinetic_core::engine::{Arg, Data, Engine, Entrypoint, JobSpec};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::{ObjectPath, ObjectStore, PutOptions};
+use kinetic_fake_gcp::FakeGcs;
 use kinetic_store_gcs::{GcsOptions, GcsStore};
-use kinetic_testkit::{FakeBackend, FakeGcs};
+use kinetic_testkit::FakeBackend;
 
 const SERVE_VAR: &str = "KINETIC_BENCH_FAKE_GCS_SERVE";
 const BUCKET: &str = "bench-bucket";

@@ -34,7 +34,7 @@
 //! # });
 //! ```
 //!
-//! Against GCS, or a fake of it (`kinetic_testkit::FakeGcs`):
+//! Against GCS, or a fake of it (`kinetic_fake_gcp::FakeGcs`):
 //!
 //! ```no_run
 //! use kinetic_store_gcs::{GcsOptions, GcsStore};

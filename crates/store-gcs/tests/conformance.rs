@@ -4,8 +4,9 @@
 //! in-memory fake runs it in `crates/testkit/tests/memory_store.rs`.)
 
 use kinetic_core::ports::ObjectStore;
+use kinetic_fake_gcp::FakeGcs;
 use kinetic_store_gcs::{GcsOptions, GcsStore};
-use kinetic_testkit::{FakeGcs, conformance};
+use kinetic_testkit::conformance;
 
 #[tokio::test]
 async fn gs_bucket_on_the_fake_server_conforms() {

@@ -9,8 +9,9 @@ use kinetic_core::engine::{Arg, Data, Engine, Entrypoint, JobSpec, marker_path};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::hashing::content_hash;
 use kinetic_core::ports::ObjectStore;
+use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp, GcsRequest};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
-use kinetic_testkit::{FakeBackend, FakeGcs, GcsFault, GcsOp, GcsRequest};
+use kinetic_testkit::FakeBackend;
 
 const BUCKET: &str = "proj-kn-kinetic-cluster-jobs";
 const FILES: usize = 12;

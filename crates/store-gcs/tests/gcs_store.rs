@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kinetic_core::ports::{GetOptions, ObjectPath, ObjectStore, PutOptions, StoreError};
+use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp};
 use kinetic_store_gcs::{GcsOptions, GcsStore, RetrySettings};
-use kinetic_testkit::{FakeGcs, GcsFault, GcsOp};
 
 const BUCKET: &str = "test-bucket";
 

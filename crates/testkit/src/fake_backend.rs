@@ -24,8 +24,6 @@ use kinetic_core::record::JobRecord;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use serde_json::Value;
 
-use crate::FaultPlan;
-
 /// How a fake job ends.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -93,7 +91,6 @@ pub struct FakeBackend {
     store: Arc<dyn ObjectStore>,
     jobs: Arc<Mutex<BTreeMap<String, FakeJob>>>,
     script: Arc<Mutex<Script>>,
-    faults: Arc<FaultPlan<BackendError>>,
     calls: Arc<Mutex<BTreeMap<&'static str, u64>>>,
     pending_for: Duration,
     run_for: Duration,
@@ -111,7 +108,6 @@ impl FakeBackend {
             store,
             jobs: Arc::default(),
             script: Arc::default(),
-            faults: Arc::default(),
             calls: Arc::default(),
             pending_for: Duration::ZERO,
             run_for: Duration::ZERO,
@@ -165,11 +161,6 @@ impl FakeBackend {
         lock(&self.script).logs.push_back(lines);
     }
 
-    /// Scripted faults: `fail_next`, `fail_on("status", n, err)`, latency.
-    pub fn faults(&self) -> &FaultPlan<BackendError> {
-        &self.faults
-    }
-
     /// Calls answered per method name.
     pub fn calls(&self, method: &str) -> u64 {
         lock(&self.calls).get(method).copied().unwrap_or(0)
@@ -194,9 +185,8 @@ impl FakeBackend {
             .unwrap_or_default()
     }
 
-    async fn enter(&self, op: &'static str) -> Result<(), BackendError> {
+    fn enter(&self, op: &'static str) {
         *lock(&self.calls).entry(op).or_default() += 1;
-        self.faults.check(op).await
     }
 
     fn not_found(&self, job_id: &JobId) -> BackendError {
@@ -316,11 +306,12 @@ impl Backend for FakeBackend {
     }
 
     async fn check(&self, _accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
-        self.enter("check").await
+        self.enter("check");
+        Ok(())
     }
 
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
-        self.enter("submit").await?;
+        self.enter("submit");
         let id = job.record.job_id.to_string();
         let mut jobs = lock(&self.jobs);
         if let Some(existing) = jobs.get(&id) {
@@ -372,12 +363,12 @@ impl Backend for FakeBackend {
     }
 
     async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError> {
-        self.enter("status").await?;
+        self.enter("status");
         Ok(self.advance(job.job_id.as_str()).await)
     }
 
     async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
-        self.enter("group_status").await?;
+        self.enter("group_status");
         let members: Vec<(String, JobId)> = lock(&self.jobs)
             .iter()
             .filter(|(_, j)| {
@@ -397,7 +388,7 @@ impl Backend for FakeBackend {
     }
 
     async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
-        self.enter("logs").await?;
+        self.enter("logs");
         let jobs = lock(&self.jobs);
         let j = jobs
             .get(job.job_id.as_str())
@@ -407,7 +398,7 @@ impl Backend for FakeBackend {
     }
 
     async fn follow_logs(&self, job: &JobRecord) -> Result<LogStream, BackendError> {
-        self.enter("follow_logs").await?;
+        self.enter("follow_logs");
         let jobs = lock(&self.jobs);
         let j = jobs
             .get(job.job_id.as_str())
@@ -417,7 +408,7 @@ impl Backend for FakeBackend {
     }
 
     async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
-        self.enter("cancel").await?;
+        self.enter("cancel");
         if let Some(j) = lock(&self.jobs).get_mut(job.job_id.as_str())
             && !j.finished
         {
@@ -427,13 +418,13 @@ impl Backend for FakeBackend {
     }
 
     async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError> {
-        self.enter("cleanup").await?;
+        self.enter("cleanup");
         lock(&self.jobs).remove(job.job_id.as_str());
         Ok(())
     }
 
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
-        self.enter("list").await?;
+        self.enter("list");
         Ok(lock(&self.jobs)
             .values()
             .map(|j| j.record.job_id.clone())

@@ -1,6 +1,7 @@
 //! An in-memory [`ImageBuilder`]: a registry of tags, builds that take a
-//! scripted time and can be told to fail, and one build per image however
-//! many equal requests arrive at once.
+//! scripted time, and one build per image however many equal requests
+//! arrive at once. Failures are scripted with
+//! [`FaultyImageBuilder`](kinetic_core::ports::FaultyImageBuilder).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,9 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kinetic_core::image::{ImageTagInputs, prebuilt_image_uri};
-use kinetic_core::ports::{BuildError, ImageBuilder, ImageMode, ImageRequest, ResolvedImage};
-
-use crate::FaultPlan;
+use kinetic_core::ports::{
+    BuildError, ImageBuilder, ImageCapabilities, ImageMode, ImageRequest, ResolvedImage,
+};
 
 /// The engine version the fake tags images with.
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -24,7 +25,6 @@ pub struct FakeImageBuilder {
     in_flight: Arc<Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
     builds: Arc<AtomicU64>,
     build_time: Duration,
-    faults: Arc<FaultPlan<BuildError>>,
 }
 
 impl FakeImageBuilder {
@@ -37,7 +37,6 @@ impl FakeImageBuilder {
             in_flight: Arc::default(),
             builds: Arc::default(),
             build_time: Duration::ZERO,
-            faults: Arc::default(),
         }
     }
 
@@ -52,11 +51,6 @@ impl FakeImageBuilder {
         self.builds.load(Ordering::Relaxed)
     }
 
-    /// Scripted faults; the operation name of a build is `build`.
-    pub fn faults(&self) -> &FaultPlan<BuildError> {
-        &self.faults
-    }
-
     /// True when the registry holds `uri`.
     pub fn has_image(&self, uri: &str) -> bool {
         lock(&self.registry).contains(uri)
@@ -69,6 +63,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 #[async_trait]
 impl ImageBuilder for FakeImageBuilder {
+    fn capabilities(&self) -> ImageCapabilities {
+        ImageCapabilities::building()
+    }
+
     async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
         let uri = match &request.mode {
             ImageMode::Custom { uri } => return Ok(ResolvedImage::new(uri.clone(), true)),
@@ -104,7 +102,6 @@ impl ImageBuilder for FakeImageBuilder {
             return Ok(ResolvedImage::new(uri, true));
         }
         self.builds.fetch_add(1, Ordering::Relaxed);
-        self.faults.check("build").await?;
         if !self.build_time.is_zero() {
             tokio::time::sleep(self.build_time).await;
         }

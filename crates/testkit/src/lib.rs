@@ -1,8 +1,21 @@
 //! # kinetic-testkit
 //!
-//! Real in-memory implementations of the ports of `kinetic-core`, with
-//! state, idempotency and fault injection, and one conformance suite per
-//! port that every adapter (and every fake) runs.
+//! What a test of anything built on `kinetic-core` needs, in memory:
+//!
+//! - real in-memory implementations of the ports, with state and
+//!   idempotency: [`MemoryStore`], [`FakeBackend`] (scripted outcomes) and
+//!   [`FakeImageBuilder`]; failures are scripted with the fault-injecting
+//!   decorators that live beside each port in `kinetic_core::ports`
+//!   ([`FaultyStore`](kinetic_core::ports::FaultyStore),
+//!   [`FaultyBackend`](kinetic_core::ports::FaultyBackend),
+//!   [`FaultyImageBuilder`](kinetic_core::ports::FaultyImageBuilder));
+//! - [`conformance`]: one suite per port, checking every sentence of its
+//!   contract, that every adapter, fake and decorator runs;
+//! - fixtures: [`ConformanceJob`]s, a real Python module written to a store
+//!   as the engine writes it ([`prepare_python_job`]).
+//!
+//! Servers of the real protocols on loopback (fake GCS, Kubernetes, Cloud
+//! Build) are in `kinetic-fake-gcp`.
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -10,22 +23,19 @@
 //! conformance::object_store::run(&MemoryStore::new()).await;
 //! # });
 //! ```
+//!
+//! The crate's examples show an engine tested over the fakes with a
+//! scripted failure (`cargo run -p kinetic-testkit --example testing`) and
+//! a plugin backend run through the conformance suite (`--example
+//! plugin_backend`).
 
 pub mod conformance;
 mod fake_backend;
-pub mod fake_cloudbuild;
-pub mod fake_gcs;
 mod fake_images;
-#[cfg(feature = "fake-k8s")]
-pub mod fake_k8s;
-mod fault;
 mod memory_store;
 mod python_job;
 
 pub use fake_backend::{FakeBackend, FakeBackendHarness, Outcome, OutcomeFn};
-pub use fake_cloudbuild::FakeCloudBuild;
-pub use fake_gcs::{FakeGcs, GcsFault, GcsOp, GcsRequest};
 pub use fake_images::FakeImageBuilder;
-pub use fault::FaultPlan;
 pub use memory_store::MemoryStore;
 pub use python_job::{CONFORMANCE_MODULE, ConformanceJob, prepare_python_job};

@@ -1,4 +1,4 @@
-//! An in-memory [`ObjectStore`]: real state, real semantics, fault injection.
+//! An in-memory [`ObjectStore`]: real state, real semantics.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,15 +11,15 @@ use kinetic_core::ports::{
     GetOptions, ObjectMeta, ObjectPath, ObjectStore, PutMode, PutOptions, StoreError,
 };
 
-use crate::FaultPlan;
-
 /// An in-memory object store. Clones share the same objects, so a test can
 /// hand one clone to an engine, drop the engine, and inspect or reuse the
 /// objects through another clone (as a bucket outlives a crashed client).
+///
+/// To script failures or latency, wrap it in
+/// [`FaultyStore`](kinetic_core::ports::FaultyStore).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     objects: Arc<Mutex<BTreeMap<ObjectPath, Bytes>>>,
-    faults: Arc<FaultPlan<StoreError>>,
     calls: Arc<AtomicU64>,
 }
 
@@ -29,14 +29,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// Scripted faults: `fail_next`, `fail_on("put", n, err)`, latency.
-    /// Operation names are the port's method names (`put`, `put_file`,
-    /// `get`, `get_to_file`, `head`, `list`, `delete`).
-    pub fn faults(&self) -> &FaultPlan<StoreError> {
-        &self.faults
-    }
-
-    /// How many port calls this store (and its clones) answered, faults included.
+    /// How many port calls this store (and its clones) answered.
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
     }
@@ -50,9 +43,8 @@ impl MemoryStore {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn enter(&self, op: &'static str) -> Result<(), StoreError> {
+    fn enter(&self) {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        self.faults.check(op).await
     }
 
     fn store(&self, path: &ObjectPath, data: Bytes, mode: PutMode) -> Result<(), StoreError> {
@@ -88,7 +80,7 @@ impl ObjectStore for MemoryStore {
         data: Bytes,
         options: PutOptions,
     ) -> Result<(), StoreError> {
-        self.enter("put").await?;
+        self.enter();
         self.store(path, data, options.mode)
     }
 
@@ -98,7 +90,7 @@ impl ObjectStore for MemoryStore {
         file: &Path,
         options: PutOptions,
     ) -> Result<u64, StoreError> {
-        self.enter("put_file").await?;
+        self.enter();
         let data = tokio::fs::read(file)
             .await
             .map_err(|e| StoreError::InvalidInput {
@@ -110,7 +102,7 @@ impl ObjectStore for MemoryStore {
     }
 
     async fn get(&self, path: &ObjectPath, options: GetOptions) -> Result<Bytes, StoreError> {
-        self.enter("get").await?;
+        self.enter();
         let data = self.read(path)?;
         match options.range {
             None => Ok(data),
@@ -133,7 +125,7 @@ impl ObjectStore for MemoryStore {
     }
 
     async fn get_to_file(&self, path: &ObjectPath, file: &Path) -> Result<u64, StoreError> {
-        self.enter("get_to_file").await?;
+        self.enter();
         let data = self.read(path)?;
         let tmp = file.with_extension("kinetic-part");
         let local_err = |e: std::io::Error| StoreError::InvalidInput {
@@ -145,7 +137,7 @@ impl ObjectStore for MemoryStore {
     }
 
     async fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError> {
-        self.enter("head").await?;
+        self.enter();
         let data = self.read(path)?;
         Ok(ObjectMeta {
             path: path.clone(),
@@ -154,7 +146,7 @@ impl ObjectStore for MemoryStore {
     }
 
     async fn list(&self, prefix: Option<&ObjectPath>) -> Result<Vec<ObjectMeta>, StoreError> {
-        self.enter("list").await?;
+        self.enter();
         Ok(self
             .lock()
             .iter()
@@ -167,7 +159,7 @@ impl ObjectStore for MemoryStore {
     }
 
     async fn delete(&self, path: &ObjectPath) -> Result<(), StoreError> {
-        self.enter("delete").await?;
+        self.enter();
         self.lock().remove(path);
         Ok(())
     }

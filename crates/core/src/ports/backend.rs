@@ -1,6 +1,9 @@
 //! The `Backend` port: where a prepared job runs (a GKE Job, a Pathways
-//! LeaderWorkerSet, a local process, or a plugin's own), and the registry
-//! the embedding program fills with backends by name.
+//! LeaderWorkerSet, a local process, or a plugin's own), the registry
+//! the embedding program fills with backends by name, and the
+//! fault-injecting decorator [`FaultyBackend`].
+
+mod fault;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,6 +19,8 @@ use crate::env::CapturedEnv;
 use crate::ids::{GroupId, JobId};
 use crate::record::JobRecord;
 use crate::status::JobState;
+
+pub use fault::FaultyBackend;
 
 /// What a backend can do; the engine and the conformance suite choose
 /// behaviour from it instead of from the backend's name.

@@ -1,9 +1,20 @@
 //! The `ImageBuilder` port: the container image a job runs in, built only
-//! on a cache miss.
+//! on a cache miss; and the decorators that implement it around another
+//! builder or in place of one: [`FixedImage`] (one image, never built),
+//! [`LazyImageBuilder`] (the inner builder made on first use) and
+//! [`FaultyImageBuilder`] (scripted failures).
+
+mod fault;
+mod fixed;
+mod lazy;
 
 use std::fmt;
 
 use async_trait::async_trait;
+
+pub use fault::FaultyImageBuilder;
+pub use fixed::FixedImage;
+pub use lazy::LazyImageBuilder;
 
 /// How the job's image is chosen (Kinetic's `container_image`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -43,6 +54,31 @@ pub struct ImageRequest {
 }
 
 impl ImageRequest {
+    /// True when the request carries requirements to bake in: a line that
+    /// is neither blank nor a comment.
+    ///
+    /// ```
+    /// use kinetic_core::ports::{ImageMode, ImageRequest};
+    /// let with = |r: Option<&str>| ImageRequest::new(ImageMode::Bundled, "python:3.11-slim".into(),
+    ///     "cpu".into(), r.map(str::to_owned), String::new(), String::new());
+    /// assert!(with(Some("numpy==2.0\n")).has_requirements());
+    /// assert!(!with(Some("# only a comment\n\n")).has_requirements());
+    /// assert!(!with(None).has_requirements());
+    /// ```
+    pub fn has_requirements(&self) -> bool {
+        self.requirement_lines().next().is_some()
+    }
+
+    /// The requirement lines: neither blank nor comments.
+    fn requirement_lines(&self) -> impl Iterator<Item = &str> {
+        self.requirements
+            .as_deref()
+            .unwrap_or_default()
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+    }
+
     /// A request.
     pub fn new(
         mode: ImageMode,
@@ -96,6 +132,14 @@ pub enum BuildError {
         /// What was refused.
         message: String,
     },
+    /// The builder cannot honour the request as asked (a fixed image asked
+    /// to bake in requirements); the message names the setting at fault and
+    /// what would work instead. Retrying will not help.
+    #[error("{message}")]
+    Unsupported {
+        /// What cannot be done, and what to do instead.
+        message: String,
+    },
     /// The build ran and failed.
     #[error("image build {build_id} failed with status {status}; log: {log_url}\n{log_tail}")]
     BuildFailed {
@@ -137,14 +181,52 @@ impl BuildError {
     }
 }
 
+/// What an [`ImageBuilder`] can do, as data: the conformance suite chooses
+/// its cases from it, and callers can tell a builder from a fixed image
+/// before they ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ImageCapabilities {
+    /// Builds images: a bundled request gets an image with its requirements
+    /// baked in, named by what goes into it, built only on a cache miss.
+    /// A builder that does not build resolves every request to an image it
+    /// already has, and refuses a bundled request whose requirements it
+    /// would have to bake in ([`BuildError::Unsupported`]).
+    pub builds: bool,
+}
+
+impl ImageCapabilities {
+    /// A builder that builds bundled images.
+    pub fn building() -> Self {
+        Self { builds: true }
+    }
+
+    /// A builder that never builds (one fixed image).
+    pub fn fixed() -> Self {
+        Self { builds: false }
+    }
+}
+
 /// Resolves an [`ImageRequest`] to an image URI.
 ///
-/// Implementations MUST return the same URI for equal requests, MUST NOT
-/// build when the image already exists (`cached: true`), and SHOULD start
-/// one build, not two, when equal requests arrive at the same time. A
-/// [`ImageMode::Custom`] request MUST resolve to its URI without a build.
+/// Every implementation MUST return the same URI for equal requests, and
+/// MUST resolve a [`ImageMode::Custom`] request to its URI without a build.
+///
+/// A builder whose [`ImageCapabilities::builds`] is true MUST give requests
+/// with different requirements different URIs, MUST NOT build when the
+/// image already exists (`cached: true`), and SHOULD start one build, not
+/// two, when equal requests arrive at the same time.
+///
+/// A builder that does not build MUST NOT build, and MUST NOT silently drop
+/// requirements: a bundled request that [carries
+/// requirements](ImageRequest::has_requirements) MUST fail with
+/// [`BuildError::Unsupported`] saying what to do instead (prebuilt mode
+/// installs them when the job starts).
 #[async_trait]
 pub trait ImageBuilder: fmt::Debug + Send + Sync + 'static {
+    /// What this builder can do.
+    fn capabilities(&self) -> ImageCapabilities;
+
     /// Resolve (building on a cache miss).
     async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError>;
 }

@@ -4,7 +4,10 @@
 //! delete a prefix, and create-if-absent. The adapter in `kinetic-store-gcs`
 //! implements it over the `object_store` crate (GCS, local directories,
 //! memory), which already retries, streams and does multipart uploads; the
-//! testkit has an in-memory fake. Both pass the same conformance suite.
+//! testkit has an in-memory fake. Both pass the same conformance suite, as
+//! does the fault-injecting decorator [`FaultyStore`].
+
+mod fault;
 
 use std::fmt;
 use std::ops::Range;
@@ -12,6 +15,8 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+
+pub use fault::FaultyStore;
 
 /// The path of an object inside a store: `/`-separated segments, no leading
 /// or trailing `/`, no empty, `.` or `..` segment, no control characters.

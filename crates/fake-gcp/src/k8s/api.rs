@@ -14,10 +14,10 @@ use axum::routing::get;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::kubelet::{Kubelet, LogRequest};
+use super::logs::{LogBook, LogRequest};
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{ApiError, Change, Store};
-use crate::FaultPlan;
+use kinetic_core::ports::FaultPlan;
 
 /// Known resources: plural (with group) → (kind, apiVersion).
 const RESOURCES: &[(&str, &str, &str)] = &[
@@ -100,7 +100,7 @@ impl ApiCalls {
 
 pub(crate) struct ApiState {
     pub(crate) store: Arc<Store>,
-    pub(crate) kubelet: Arc<Kubelet>,
+    pub(crate) logs: Arc<LogBook>,
     pub(crate) calls: Arc<ApiCalls>,
     pub(crate) faults: Arc<FaultPlan<ApiError>>,
 }
@@ -674,7 +674,7 @@ async fn logs(s: Shared, ns: String, name: String, q: BTreeMap<String, String>) 
         follow: flag("follow"),
         tail: q.get("tailLines").and_then(|v| v.parse().ok()),
     };
-    match s.kubelet.logs(&s.store, request) {
+    match s.logs.stream(&s.store, request) {
         Ok(stream) => Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "text/plain")

@@ -11,8 +11,8 @@ use kinetic_backend_local::{LocalBackend, LocalOptions};
 use kinetic_core::engine::{Arg, Data, Engine, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::ObjectStore;
+use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp};
 use kinetic_store_gcs::{GCS_ENDPOINT_VAR, GcsOptions, GcsStore};
-use kinetic_testkit::{FakeGcs, GcsFault, GcsOp};
 use serde_json::json;
 
 const BUCKET: &str = "proj-kn-kinetic-cluster-jobs";

@@ -5,14 +5,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kinetic_backend_gke::{FixedImage, GkeBackend, GkeOptions};
+use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_core::engine::{Engine, EngineError, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::{Deadlines, ImageBuilder, ObjectStore};
 use kinetic_core::status::{JobStatus, StatusReason};
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_fake_gcp::{FakeGcs, GcsOp};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
-use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
-use kinetic_testkit::{FakeGcs, FakeImageBuilder, GcsOp};
+use kinetic_testkit::FakeImageBuilder;
 use serde_json::json;
 
 const WORK_PY: &str = r#"
@@ -269,7 +270,10 @@ async fn an_unschedulable_job_fails_with_its_reason_after_the_pending_deadline()
 async fn an_image_pull_error_is_reported_as_such() {
     let w = World::new().await;
     let engine = w.engine_with(
-        Arc::new(FixedImage::new("registry.invalid/kinetic/does-not-exist:1").unwrap()),
+        Arc::new(
+            kinetic_core::ports::FixedImage::new("registry.invalid/kinetic/does-not-exist:1")
+                .unwrap(),
+        ),
         w.env.clone(),
     );
     let handle = engine

@@ -1,12 +1,33 @@
-//! Fault injection shared by the fakes: scripted errors and added latency.
+//! Fault injection, the mechanism: scripted errors and added latency that
+//! the fault-injecting decorators of each port ([`FaultyStore`],
+//! [`FaultyBackend`], [`FaultyImageBuilder`]) and the fake servers consult
+//! at the start of every call.
+//!
+//! [`FaultyStore`]: crate::ports::FaultyStore
+//! [`FaultyBackend`]: crate::ports::FaultyBackend
+//! [`FaultyImageBuilder`]: crate::ports::FaultyImageBuilder
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Scripted faults for a fake: errors handed out to the next calls (of any
-/// operation, or of one named operation after some number of calls), and a
-/// latency added to every call.
+/// Scripted faults: errors handed out to the next calls (of any operation,
+/// or of one named operation after some number of calls), and a latency
+/// added to every call. Operation names are chosen by whoever consults the
+/// plan; the port decorators use the port's method names.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// use kinetic_core::ports::FaultPlan;
+///
+/// let plan = FaultPlan::default();
+/// plan.fail_on("get", 1, "second get fails");
+/// assert_eq!(plan.check("get").await, Ok(()));
+/// assert_eq!(plan.check("put").await, Ok(()));
+/// assert_eq!(plan.check("get").await, Err("second get fails"));
+/// assert_eq!(plan.check("get").await, Ok(()));
+/// # });
+/// ```
 #[derive(Debug)]
 pub struct FaultPlan<E> {
     inner: Mutex<Inner<E>>,
@@ -64,8 +85,16 @@ impl<E> FaultPlan<E> {
         self.lock().latency = latency;
     }
 
-    /// Called by the fake at the start of `op`: waits the latency, then
-    /// returns the scripted error if one is due.
+    /// Forget every scripted error and the latency.
+    pub fn clear(&self) {
+        let mut inner = self.lock();
+        inner.next.clear();
+        inner.targeted.clear();
+        inner.latency = Duration::ZERO;
+    }
+
+    /// Called at the start of `op`: waits the latency, then returns the
+    /// scripted error if one is due.
     pub async fn check(&self, op: &'static str) -> Result<(), E> {
         let (latency, due) = {
             let mut inner = self.lock();

@@ -1,4 +1,4 @@
-//! Engine benchmarks (run with `cargo bench -p kinetic-backend-local --bench engine`).
+//! Engine benchmarks (run with `cargo bench -p kinetic-e2e --bench engine`).
 //!
 //! 1. Client-side overhead of `submit` for a 5 MB project with the fake
 //!    backend and the in-memory store: everything the engine does before

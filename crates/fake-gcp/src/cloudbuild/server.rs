@@ -11,11 +11,10 @@ use axum::extract::{Path, State as AxumState};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use kinetic_core::ports::{ObjectPath, ObjectStore, PutOptions};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{BuildOutcome, BuildSchedule, FakeBuild, FakeRoute, State, google_error, lock};
+use super::{Bucket, BuildOutcome, BuildSchedule, FakeBuild, FakeRoute, State, google_error, lock};
 
 type Shared = Arc<Mutex<State>>;
 
@@ -136,16 +135,12 @@ fn split_gs(uri: &str) -> Option<(&str, &str)> {
 }
 
 async fn fetch_source(
-    store: &Arc<dyn ObjectStore>,
+    source: &Bucket,
     bucket: &str,
     object: &str,
 ) -> Result<BTreeMap<String, String>, String> {
     let missing = |e: String| format!("cannot fetch the source gs://{bucket}/{object}: {e}");
-    let path = ObjectPath::parse(object).map_err(|e| missing(e.to_string()))?;
-    let bytes = store
-        .get(&path, Default::default())
-        .await
-        .map_err(|e| missing(e.to_string()))?;
+    let bytes = source.read(bucket, object).await.map_err(missing)?;
     let mut files = BTreeMap::new();
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
     let entries = archive.entries().map_err(|e| missing(e.to_string()))?;
@@ -223,9 +218,9 @@ async fn create(
             &google_error(400, "invalid build: at least one step is required", None),
         );
     }
-    let store = lock(&state).buckets.get(bucket).cloned();
-    let (files, source_error) = match store {
-        Some(store) => match fetch_source(&store, bucket, object).await {
+    let source = Bucket::find(&lock(&state), bucket);
+    let (files, source_error) = match source {
+        Some(source) => match fetch_source(&source, bucket, object).await {
             Ok(files) => (files, None),
             Err(e) => (BTreeMap::new(), Some(e)),
         },
@@ -285,8 +280,8 @@ async fn get_build(
     poll(state.0, project, id, headers).await
 }
 
-/// The log object a finished build writes: (store, path, text).
-type LogWrite = (Arc<dyn ObjectStore>, ObjectPath, String);
+/// The log object a finished build writes: (where, bucket, object, text).
+type LogWrite = (Bucket, String, String, String);
 
 async fn poll(state: Shared, project: String, id: String, headers: HeaderMap) -> Response {
     if let Some(r) = admit(&state, FakeRoute::GetBuild, &headers) {
@@ -339,10 +334,8 @@ async fn poll(state: Shared, project: String, id: String, headers: HeaderMap) ->
                     } else {
                         format!("{prefix}/log-{id}.txt")
                     };
-                    if let (Some(store), Ok(path)) =
-                        (st.buckets.get(bucket).cloned(), ObjectPath::parse(name))
-                    {
-                        log = Some((store, path, text));
+                    if let Some(target) = Bucket::find(&st, bucket) {
+                        log = Some((target, bucket.to_owned(), name, text));
                     }
                 }
             }
@@ -351,14 +344,10 @@ async fn poll(state: Shared, project: String, id: String, headers: HeaderMap) ->
     };
     // Written before the answer, so that a client that sees the final
     // status can read the log at once.
-    if let Some((store, path, text)) = log {
-        let _ = store
-            .put(
-                &path,
-                text.into(),
-                PutOptions::default().with_content_type("text/plain"),
-            )
-            .await;
+    if let Some((target, bucket, object, text)) = log
+        && let Err(e) = target.write_text(&bucket, &object, text).await
+    {
+        tracing::warn!("fake Cloud Build could not write its log gs://{bucket}/{object}: {e}");
     }
     respond(200, &body)
 }

@@ -1,14 +1,15 @@
 //! The fake control plane: deletion (foreground, background, orphan), the
 //! garbage collector, and the Job controller (a Job gets a Pod; the Pod's
-//! end ends the Job; deadlines, suspension, back-off and TTL).
+//! end ends the Job; deadlines, suspension, back-off and TTL). It works on
+//! the object store only; the kubelet runs beside it (see the control loop
+//! in the parent module).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use super::kubelet::Kubelet;
+use super::meta::{name_of, ns_of, str_at, uid_of};
 use super::store::{ApiError, Store, now_rfc3339, parse_time};
 
 /// Resources the garbage collector and foreground deletion look at.
@@ -20,22 +21,6 @@ const OWNED: &[&str] = &[
     "events",
     "leaderworkersets.leaderworkerset.x-k8s.io",
 ];
-
-fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
-}
-
-pub(crate) fn name_of(v: &Value) -> &str {
-    str_at(v, "/metadata/name").unwrap_or_default()
-}
-
-pub(crate) fn ns_of(v: &Value) -> &str {
-    str_at(v, "/metadata/namespace").unwrap_or_default()
-}
-
-pub(crate) fn uid_of(v: &Value) -> &str {
-    str_at(v, "/metadata/uid").unwrap_or_default()
-}
 
 fn owner_uids(v: &Value) -> Vec<String> {
     v.pointer("/metadata/ownerReferences")
@@ -110,20 +95,8 @@ pub(crate) fn delete(
     }
 }
 
-/// Run the control plane until the task is aborted.
-pub(crate) async fn run(store: Arc<Store>, kubelet: Arc<Kubelet>, tick: Duration) {
-    loop {
-        let changed = store.changed.notified();
-        reconcile(&store, &kubelet);
-        tokio::select! {
-            () = changed => tokio::time::sleep(Duration::from_millis(2)).await,
-            () = tokio::time::sleep(tick) => {}
-        }
-    }
-}
-
-/// One pass over everything.
-pub(crate) fn reconcile(store: &Store, kubelet: &Kubelet) {
+/// One pass of the garbage collector and the Job controller over everything.
+pub(crate) fn reconcile(store: &Store) {
     collect_garbage(store);
     let pods = store.all("pods");
     let mut pods_by_owner: BTreeMap<String, Vec<Value>> = BTreeMap::new();
@@ -139,7 +112,6 @@ pub(crate) fn reconcile(store: &Store, kubelet: &Kubelet) {
         let owned = pods_by_owner.remove(uid_of(&job)).unwrap_or_default();
         reconcile_job(store, &job, &owned);
     }
-    kubelet.reconcile(store);
 }
 
 /// Remove objects whose owners are gone, and finish foreground deletions.

@@ -3,8 +3,10 @@
 //!
 //! - `POST /v1/projects/{p}/locations/{l}/builds` (and `/v1/projects/{p}/builds`)
 //!   creates a build and answers with its long-running operation; the
-//!   context tarball is read from an attached bucket when there is one
-//!   (a missing source fails the build, as Cloud Build's fetch step would).
+//!   context tarball is read from its bucket when the fake can see it — a
+//!   store attached under the bucket's name ([`FakeCloudBuild::attach_bucket`])
+//!   or any bucket of a fake GCS server ([`FakeCloudBuild::attach_gcs`]) —
+//!   and a missing source fails the build, as Cloud Build's fetch step would.
 //! - `GET /v1/projects/{p}/locations/{l}/builds/{id}` advances the build
 //!   one poll along its [`BuildSchedule`]: `QUEUED` for `queued_polls`
 //!   polls, `WORKING` for `working_polls`, then `SUCCESS` or `FAILURE`. A
@@ -18,7 +20,7 @@
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! use kinetic_testkit::fake_cloudbuild::{BuildSchedule, FakeCloudBuild};
+//! use kinetic_fake_gcp::cloudbuild::{BuildSchedule, FakeCloudBuild};
 //!
 //! let fake = FakeCloudBuild::start().await.unwrap();
 //! fake.set_schedule(BuildSchedule::success().with_polls(1, 2));
@@ -33,8 +35,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use kinetic_core::ports::ObjectStore;
+use kinetic_core::ports::{ObjectPath, ObjectStore, PutOptions};
 use serde_json::Value;
+
+use crate::gcs::{FakeGcs, GcsBuckets};
 
 /// How a build ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,8 +215,58 @@ struct State {
     tags: BTreeSet<String>,
     pushed: BTreeSet<String>,
     buckets: HashMap<String, Arc<dyn ObjectStore>>,
+    gcs: Option<GcsBuckets>,
     injected: Vec<Injected>,
     requests: HashMap<&'static str, usize>,
+}
+
+/// Where a build's bucket is: a store attached under its name, or a fake
+/// GCS server's.
+#[derive(Debug, Clone)]
+enum Bucket {
+    Store(Arc<dyn ObjectStore>),
+    Gcs(GcsBuckets),
+}
+
+impl Bucket {
+    /// The bucket `name` as the fake sees it, if it sees one.
+    fn find(state: &State, name: &str) -> Option<Self> {
+        match state.buckets.get(name) {
+            Some(store) => Some(Self::Store(store.clone())),
+            None => state.gcs.clone().map(Self::Gcs),
+        }
+    }
+
+    async fn read(&self, bucket: &str, object: &str) -> Result<Vec<u8>, String> {
+        match self {
+            Self::Store(store) => {
+                let path = ObjectPath::parse(object).map_err(|e| e.to_string())?;
+                store
+                    .get(&path, Default::default())
+                    .await
+                    .map(|b| b.to_vec())
+                    .map_err(|e| e.to_string())
+            }
+            Self::Gcs(gcs) => gcs.read(bucket, object),
+        }
+    }
+
+    async fn write_text(&self, bucket: &str, object: &str, text: String) -> Result<(), String> {
+        match self {
+            Self::Store(store) => {
+                let path = ObjectPath::parse(object).map_err(|e| e.to_string())?;
+                store
+                    .put(
+                        &path,
+                        text.into(),
+                        PutOptions::default().with_content_type("text/plain"),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Self::Gcs(gcs) => gcs.write(bucket, object, text.into_bytes(), "text/plain"),
+        }
+    }
 }
 
 /// The fake server. Dropping it stops the server.
@@ -349,6 +403,14 @@ impl FakeCloudBuild {
     /// it and build logs written to it.
     pub fn attach_bucket(&self, bucket: &str, store: Arc<dyn ObjectStore>) {
         lock(&self.state).buckets.insert(bucket.to_owned(), store);
+    }
+
+    /// See every bucket of `gcs` that is not attached as a store: build
+    /// sources are read from it and build logs written to it, in process.
+    /// A build whose source bucket or object is missing there fails its
+    /// fetch step.
+    pub fn attach_gcs(&self, gcs: &FakeGcs) {
+        lock(&self.state).gcs = Some(gcs.shared());
     }
 
     /// Put an image in the registry, as if pushed earlier. Returns false

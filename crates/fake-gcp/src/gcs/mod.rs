@@ -25,7 +25,7 @@
 //! [`FakeGcs`] stops it.
 //!
 //! ```
-//! use kinetic_testkit::{FakeGcs, GcsFault, GcsOp};
+//! use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp};
 //!
 //! let gcs = FakeGcs::start().unwrap();
 //! gcs.create_bucket("proj-kn-c-jobs");
@@ -237,6 +237,11 @@ impl FakeGcs {
         format!("http://{}", self.addr)
     }
 
+    /// In-process access to the buckets, for the other fakes of this crate.
+    pub(crate) fn shared(&self) -> GcsBuckets {
+        GcsBuckets(self.state.clone())
+    }
+
     /// The socket address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -331,6 +336,47 @@ impl FakeGcs {
     /// that a client works in parallel and within its bound.
     pub fn max_in_flight(&self) -> usize {
         self.lock().max_in_flight
+    }
+}
+
+/// In-process access to a fake GCS server's buckets, for the other fakes of
+/// this crate: the fake Cloud Build reads its sources and writes its logs
+/// here, as the real one does in GCS. Reads and writes are not logged as
+/// requests and no fault applies to them (they are not client requests).
+#[derive(Debug, Clone)]
+pub(crate) struct GcsBuckets(Arc<Mutex<State>>);
+
+impl GcsBuckets {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An object's bytes, or GCS's error (`NoSuchBucket`, `NoSuchKey`).
+    pub(crate) fn read(&self, bucket: &str, name: &str) -> Result<Vec<u8>, String> {
+        self.lock()
+            .get(bucket, name)
+            .map(|o| o.bytes())
+            .map_err(|f| format!("{} {}: {}", f.status, f.code, f.message))
+    }
+
+    /// Store an object in an existing bucket, or GCS's error.
+    pub(crate) fn write(
+        &self,
+        bucket: &str,
+        name: &str,
+        data: Vec<u8>,
+        content_type: &str,
+    ) -> Result<(), String> {
+        self.lock()
+            .put(
+                bucket,
+                name,
+                vec![Bytes::from(data)],
+                content_type.to_owned(),
+                None,
+            )
+            .map(|_| ())
+            .map_err(|f| format!("{} {}: {}", f.status, f.code, f.message))
     }
 }
 

@@ -1,28 +1,22 @@
-//! The fake cluster as a real `kube::Client` sees it (Status bodies,
-//! selectors, watch, custom resources), and the GKE backend over its
-//! scripted outcomes: OOM, preemption, eviction, exit codes, slow starts,
-//! the run deadline, retried pods' logs and the batch status in one LIST.
+//! The GKE backend over the fake cluster's scripted outcomes, with the
+//! runner reading a directory store: OOM, preemption, eviction, exit codes,
+//! slow starts, quota, the run deadline, retried pods' logs, the batch
+//! status in one LIST, and what `kube::runtime::watcher` sees of a job.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
 use kinetic_backend_gke::{GkeBackend, GkeOptions, ManifestOptions};
 use kinetic_core::env::{EnvSnapshot, capture};
 use kinetic_core::ids::GroupId;
 use kinetic_core::ports::{Backend, Deadlines, LogOptions, ObjectStore, PreparedJob};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, FakeNode, PodScript};
 use kinetic_store_gcs::GcsStore;
-use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig, FakeNode, PodScript};
 use kinetic_testkit::{ConformanceJob, prepare_python_job};
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
-};
-use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::json;
+use kube::api::{Api, ListParams};
 
 struct World {
     _dir: tempfile::TempDir,
@@ -83,132 +77,6 @@ async fn until(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_api_server_answers_as_kubernetes_does() {
-    let w = World::new(FakeClusterConfig::default().controller(false)).await;
-    let secrets: Api<Secret> = Api::namespaced(w.client.clone(), "ns");
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "s1", "labels": {"app": "kinetic", "tier": "a"}},
-        "stringData": {"K": "v"},
-    }))
-    .unwrap();
-    let created = secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    assert!(created.metadata.uid.is_some() && created.metadata.resource_version.is_some());
-    let Err(kube::Error::Api(status)) = secrets.create(&PostParams::default(), &secret).await
-    else {
-        panic!("a duplicate create must fail")
-    };
-    assert_eq!(
-        (status.code, status.reason.as_str()),
-        (409, "AlreadyExists")
-    );
-    let Err(kube::Error::Api(status)) = secrets.get("nope").await else {
-        panic!("a missing object must be 404")
-    };
-    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
-    assert!(
-        status.message.contains("\"nope\" not found"),
-        "{}",
-        status.message
-    );
-    let got = secrets.get("s1").await.unwrap();
-    assert_eq!(
-        got.data.unwrap()["K"].0,
-        b"v".to_vec(),
-        "stringData folds into data"
-    );
-
-    // Label selectors.
-    let mut other = secret.clone();
-    other.metadata.name = Some("s2".into());
-    other.metadata.labels = Some(BTreeMap::from([("app".into(), "other".into())]));
-    secrets
-        .create(&PostParams::default(), &other)
-        .await
-        .unwrap();
-    let names = |l: kube::core::ObjectList<Secret>| -> Vec<String> {
-        l.items
-            .into_iter()
-            .filter_map(|s| s.metadata.name)
-            .collect()
-    };
-    assert_eq!(
-        names(
-            secrets
-                .list(&ListParams::default().labels("app=kinetic"))
-                .await
-                .unwrap()
-        ),
-        ["s1"]
-    );
-    assert_eq!(
-        names(
-            secrets
-                .list(&ListParams::default().labels("tier notin (a)"))
-                .await
-                .unwrap()
-        ),
-        ["s2"]
-    );
-    let all = secrets.list(&ListParams::default()).await.unwrap();
-    let rv = all.metadata.resource_version.clone().unwrap();
-
-    // Watch from a version: later changes arrive in order.
-    let watch = secrets
-        .watch(&WatchParams::default().timeout(5), &rv)
-        .await
-        .unwrap();
-    secrets
-        .delete("s2", &DeleteParams::default())
-        .await
-        .unwrap();
-    let mut watch = Box::pin(watch);
-    let first = watch.try_next().await.unwrap().unwrap();
-    assert!(
-        matches!(first, WatchEvent::Deleted(ref s) if s.metadata.name.as_deref() == Some("s2")),
-        "{first:?}"
-    );
-
-    // A custom resource: LeaderWorkerSet.
-    let gvk = GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
-    let ar = ApiResource::from_gvk_with_plural(&gvk, "leaderworkersets");
-    let lws: Api<DynamicObject> = Api::namespaced_with(w.client.clone(), "ns", &ar);
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-        "metadata": {"name": "keras-pathways-job-1", "labels": {"app": "kinetic-pathways"}},
-        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2}},
-    }))
-    .unwrap();
-    lws.create(&PostParams::default(), &obj).await.unwrap();
-    let back = lws.get("keras-pathways-job-1").await.unwrap();
-    assert_eq!(back.data["spec"]["leaderWorkerTemplate"]["size"], 2);
-    assert_eq!(
-        lws.list(&ListParams::default().labels("app=kinetic-pathways"))
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
-
-    // Scripted API failures surface as Status errors.
-    w.cluster
-        .faults()
-        .fail_next(kinetic_testkit::fake_k8s::ApiError::new(
-            403,
-            "Forbidden",
-            "secrets is forbidden",
-        ));
-    let Err(kube::Error::Api(status)) = secrets.get("s1").await else {
-        panic!("the scripted fault")
-    };
-    assert_eq!(status.code, 403);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,34 +1,26 @@
-//! The fake scheduler and kubelet: each Pod is placed on a fake node (or
-//! left unschedulable with the scheduler's message), then either runs its
-//! container command as a local process — the image's runner path mapped
-//! to the real runner, the environment from the pod spec and its Secrets —
-//! or follows a scripted outcome.
+//! The fake kubelet: each Pod is placed by the [scheduler](super::scheduler)
+//! (or left unschedulable with its message), then either runs its container
+//! command through the [process runtime](super::runtime) — the image's
+//! runner path mapped to the real runner, the environment from the pod spec
+//! and its Secrets — or follows a scripted outcome. Pod status, conditions
+//! and events are written as the real kubelet writes them; each container
+//! start is recorded in the [log server](super::logs)'s book.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use futures_util::Stream;
+use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 use super::b64;
-use super::controller::{name_of, ns_of, uid_of};
-use super::store::{ApiError, Store, now_rfc3339};
+use super::logs::{LogBook, container_name};
+use super::meta::{name_of, ns_of, uid_of};
+use super::runtime::{self, ExitCell, ProcessSpec, exit_code, kill_group, record_exit};
+use super::scheduler;
+use super::store::{Store, now_rfc3339};
 use super::{FakeNode, PodScript};
-
-/// The container's log is kept per start, in files under the pod's directory.
-#[derive(Debug)]
-pub(crate) struct LogRequest {
-    pub(crate) namespace: String,
-    pub(crate) pod: String,
-    pub(crate) container: Option<String>,
-    pub(crate) previous: bool,
-    pub(crate) follow: bool,
-    pub(crate) tail: Option<usize>,
-}
 
 /// Settings of the kubelet.
 #[derive(Debug, Clone)]
@@ -48,18 +40,16 @@ enum Decision {
     Script(PodScript),
 }
 
-/// What became of a container's process.
-type ExitCell = Arc<Mutex<Option<i32>>>;
-
+/// What the kubelet keeps of one pod.
 #[derive(Debug)]
-struct Runtime {
+struct PodRuntime {
+    uid: String,
     namespace: String,
     name: String,
     decision: Decision,
     node: String,
     since: Instant,
     dir: PathBuf,
-    logs: Vec<PathBuf>,
     pgid: Option<i32>,
     exit: ExitCell,
     killing: bool,
@@ -77,7 +67,8 @@ struct Scripts {
 pub(crate) struct Kubelet {
     config: KubeletConfig,
     scripts: Mutex<Scripts>,
-    pods: Mutex<BTreeMap<String, Runtime>>,
+    pods: Mutex<BTreeMap<String, PodRuntime>>,
+    logs: Arc<LogBook>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -88,14 +79,6 @@ fn container(pod: &Value) -> Value {
     pod.pointer("/spec/containers/0")
         .cloned()
         .unwrap_or(json!({}))
-}
-
-fn container_name(pod: &Value) -> String {
-    container(pod)
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("main")
-        .to_owned()
 }
 
 fn image_of(pod: &Value) -> String {
@@ -118,17 +101,14 @@ fn cond(kind: &str, status: bool, reason: Option<&str>, message: Option<&str>) -
     c
 }
 
-/// Signal a whole process group.
-fn kill_group(pgid: i32, signal: nix::sys::signal::Signal) {
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal);
-}
-
 impl Kubelet {
-    pub(crate) fn new(config: KubeletConfig) -> Self {
+    /// A kubelet recording container starts in `logs`.
+    pub(crate) fn new(config: KubeletConfig, logs: Arc<LogBook>) -> Self {
         Self {
             config,
             scripts: Mutex::default(),
             pods: Mutex::default(),
+            logs,
         }
     }
 
@@ -143,74 +123,10 @@ impl Kubelet {
     /// Kill every process still running (the cluster is going away).
     pub(crate) fn kill_all(&self) {
         for rt in lock(&self.pods).values() {
-            if let (Some(pgid), None) = (rt.pgid, *lock(&rt.exit)) {
-                kill_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            if let (Some(pgid), None) = (rt.pgid, exit_code(&rt.exit)) {
+                kill_group(pgid, Signal::SIGKILL);
             }
         }
-    }
-
-    /// Where the scheduler would put `pod`, or its message when nowhere.
-    fn schedule(&self, pod: &Value) -> Result<String, String> {
-        let selector: BTreeMap<String, String> = pod
-            .pointer("/spec/nodeSelector")
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default();
-        let mut wanted: BTreeMap<String, u64> = BTreeMap::new();
-        for c in pod
-            .pointer("/spec/containers")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            for kind in ["limits", "requests"] {
-                if let Some(Value::Object(m)) = c.pointer(&format!("/resources/{kind}")) {
-                    for (k, v) in m {
-                        if k.contains('/') {
-                            let n = v
-                                .as_str()
-                                .and_then(|s| s.parse().ok())
-                                .or_else(|| v.as_u64())
-                                .unwrap_or(0);
-                            let e = wanted.entry(k.clone()).or_default();
-                            *e = (*e).max(n);
-                        }
-                    }
-                }
-            }
-        }
-        let total = self.config.nodes.len();
-        let mut mismatch = 0;
-        let mut insufficient: BTreeMap<String, usize> = BTreeMap::new();
-        for node in &self.config.nodes {
-            if !selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)) {
-                mismatch += 1;
-                continue;
-            }
-            let short: Vec<&String> = wanted
-                .iter()
-                .filter(|(k, n)| node.capacity.get(*k).copied().unwrap_or(0) < **n)
-                .map(|(k, _)| k)
-                .collect();
-            if short.is_empty() {
-                return Ok(node.name.clone());
-            }
-            for k in short {
-                *insufficient.entry(k.clone()).or_default() += 1;
-            }
-        }
-        let mut parts = Vec::new();
-        if mismatch > 0 {
-            parts.push(format!(
-                "{mismatch} node(s) didn't match Pod's node affinity/selector"
-            ));
-        }
-        for (k, n) in insufficient {
-            parts.push(format!("{n} Insufficient {k}"));
-        }
-        Err(format!(
-            "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.",
-            parts.join(", ")
-        ))
     }
 
     fn decide(&self, pod: &Value) -> Decision {
@@ -229,7 +145,7 @@ impl Kubelet {
         if let Some(PodScript::Unschedulable { message }) = &scripted {
             return Decision::Unschedulable(message.clone());
         }
-        if let Err(message) = self.schedule(pod) {
+        if let Err(message) = scheduler::place(&self.config.nodes, pod) {
             return Decision::Unschedulable(message);
         }
         if let Some(s) = scripted {
@@ -254,9 +170,10 @@ impl Kubelet {
             let gone: Vec<String> = rts.keys().filter(|u| !live.contains(*u)).cloned().collect();
             for uid in gone {
                 if let Some(rt) = rts.remove(&uid) {
-                    if let (Some(pgid), None) = (rt.pgid, *lock(&rt.exit)) {
-                        kill_group(pgid, nix::sys::signal::Signal::SIGKILL);
+                    if let (Some(pgid), None) = (rt.pgid, exit_code(&rt.exit)) {
+                        kill_group(pgid, Signal::SIGKILL);
                     }
+                    self.logs.forget(&uid);
                     let _ = std::fs::remove_dir_all(&rt.dir);
                 }
             }
@@ -286,21 +203,23 @@ impl Kubelet {
             let decision = self.decide(pod);
             let node = match &decision {
                 Decision::Unschedulable(_) => String::new(),
-                Decision::Script(_) => self.schedule(pod).unwrap_or_else(|_| {
-                    self.config
-                        .nodes
-                        .first()
-                        .map_or_else(|| "fake-node-0".to_owned(), |n| n.name.clone())
-                }),
+                Decision::Script(_) => {
+                    scheduler::place(&self.config.nodes, pod).unwrap_or_else(|_| {
+                        self.config
+                            .nodes
+                            .first()
+                            .map_or_else(|| "fake-node-0".to_owned(), |n| n.name.clone())
+                    })
+                }
             };
-            Runtime {
+            PodRuntime {
+                uid: uid.clone(),
                 namespace: ns.clone(),
                 name: name.clone(),
                 decision,
                 node,
                 since: Instant::now(),
                 dir: self.config.root.join(&uid),
-                logs: Vec::new(),
                 pgid: None,
                 exit: Arc::default(),
                 killing: false,
@@ -350,7 +269,7 @@ impl Kubelet {
     fn advance(
         &self,
         store: &Store,
-        rt: &mut Runtime,
+        rt: &mut PodRuntime,
         pod: &Value,
         script: &PodScript,
         elapsed: Duration,
@@ -397,17 +316,17 @@ impl Kubelet {
             | PodScript::Preempted { after }
             | PodScript::Evicted { after, .. }
             | PodScript::Exit { after, .. } => {
-                if rt.logs.is_empty() {
+                if self.logs.starts(&rt.uid) == 0 {
                     let _ = std::fs::create_dir_all(&rt.dir);
                     let log = rt.dir.join(format!("{cname}-0.log"));
                     let _ = std::fs::write(&log, "");
-                    rt.logs.push(log);
+                    self.logs.started(&rt.uid, log, rt.exit.clone(), false);
                 }
                 if elapsed < *after {
                     set_running(store, &ns, &name, cname, image);
                     return;
                 }
-                *lock(&rt.exit) = Some(137);
+                record_exit(&rt.exit, 137);
                 let (exit, reason, pod_reason, pod_message, disruption) = match script {
                     PodScript::OomKilled { .. } => (137, "OOMKilled", None, None, None),
                     PodScript::Preempted { .. } => (
@@ -446,9 +365,16 @@ impl Kubelet {
         }
     }
 
-    fn run_process(&self, store: &Store, rt: &mut Runtime, pod: &Value, cname: &str, image: &str) {
+    fn run_process(
+        &self,
+        store: &Store,
+        rt: &mut PodRuntime,
+        pod: &Value,
+        cname: &str,
+        image: &str,
+    ) {
         let (ns, name) = (rt.namespace.clone(), rt.name.clone());
-        if rt.pgid.is_none() && rt.logs.is_empty() {
+        if rt.pgid.is_none() && self.logs.starts(&rt.uid) == 0 {
             match self.spawn(store, rt, pod) {
                 Ok(()) => {
                     let msg = format!("Started container {cname}");
@@ -475,8 +401,7 @@ impl Kubelet {
                 }
             }
         }
-        let exit = *lock(&rt.exit);
-        match exit {
+        match exit_code(&rt.exit) {
             None => set_running(store, &ns, &name, cname, image),
             Some(code) => {
                 let reason = if code == 0 { "Completed" } else { "Error" };
@@ -487,7 +412,7 @@ impl Kubelet {
         }
     }
 
-    fn spawn(&self, store: &Store, rt: &mut Runtime, pod: &Value) -> Result<(), SpawnError> {
+    fn spawn(&self, store: &Store, rt: &mut PodRuntime, pod: &Value) -> Result<(), SpawnError> {
         let c = container(pod);
         let ns = rt.namespace.clone();
         // Environment: envFrom first, then env (env wins), as the kubelet does.
@@ -596,49 +521,24 @@ impl Kubelet {
                 dir.join("mounts").to_string_lossy().into_owned(),
             ]);
         }
-        let log_path = dir.join(format!("{}-{}.log", container_name(pod), rt.logs.len()));
-        let log = std::fs::File::create(&log_path)
-            .map_err(|e| SpawnError::Start(format!("{}: {e}", log_path.display())))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| SpawnError::Start(e.to_string()))?;
-        let mut cmd = tokio::process::Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .env_clear()
-            .env(
-                "PATH",
-                std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
-            )
-            .env("HOME", dir.join("home"))
-            .env("HOSTNAME", &rt.name)
-            .env("LANG", "C.UTF-8")
-            .envs(&env)
-            .current_dir(
-                c.get("workingDir")
-                    .and_then(Value::as_str)
-                    .map_or_else(|| dir.join("work"), PathBuf::from),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log2))
-            .process_group(0)
-            .kill_on_drop(false);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| SpawnError::Start(format!("cannot start {:?}: {e}", argv[0])))?;
-        rt.pgid = child.id().and_then(|id| i32::try_from(id).ok());
-        rt.logs.push(log_path);
-        let exit = rt.exit.clone();
-        tokio::spawn(async move {
-            let code = match child.wait().await {
-                Ok(status) => status.code().unwrap_or_else(|| {
-                    use std::os::unix::process::ExitStatusExt;
-                    128 + status.signal().unwrap_or(9)
-                }),
-                Err(_) => 255,
-            };
-            *lock(&exit) = Some(code);
-        });
+        let log = dir.join(format!(
+            "{}-{}.log",
+            container_name(pod),
+            self.logs.starts(&rt.uid)
+        ));
+        let spec = ProcessSpec {
+            argv: &argv,
+            env: &env,
+            home: dir.join("home"),
+            hostname: &rt.name,
+            cwd: c
+                .get("workingDir")
+                .and_then(Value::as_str)
+                .map_or_else(|| dir.join("work"), PathBuf::from),
+            log: &log,
+        };
+        rt.pgid = runtime::start(&spec, rt.exit.clone()).map_err(SpawnError::Start)?;
+        self.logs.started(&rt.uid, log, rt.exit.clone(), true);
         Ok(())
     }
 
@@ -648,81 +548,23 @@ impl Kubelet {
         let mut rts = lock(&self.pods);
         let running = rts
             .get(uid)
-            .and_then(|rt| rt.pgid.filter(|_| lock(&rt.exit).is_none()));
+            .and_then(|rt| rt.pgid.filter(|_| exit_code(&rt.exit).is_none()));
         match (running, rts.get_mut(uid)) {
             (Some(pgid), Some(rt)) => {
                 if !rt.killing {
                     rt.killing = true;
-                    kill_group(pgid, nix::sys::signal::Signal::SIGTERM);
-                    let grace = self.config.kill_grace;
-                    let exit = rt.exit.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(grace).await;
-                        if lock(&exit).is_none() {
-                            kill_group(pgid, nix::sys::signal::Signal::SIGKILL);
-                        }
-                    });
+                    runtime::stop(pgid, self.config.kill_grace, rt.exit.clone());
                 }
             }
             _ => {
                 if let Some(rt) = rts.remove(uid) {
+                    self.logs.forget(uid);
                     let _ = std::fs::remove_dir_all(&rt.dir);
                 }
                 drop(rts);
                 store.remove("pods", ns, name);
             }
         }
-    }
-
-    /// The log of a pod's container, whole or followed.
-    pub(crate) fn logs(
-        &self,
-        store: &Arc<Store>,
-        req: LogRequest,
-    ) -> Result<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static, ApiError> {
-        let pod = store.get("pods", &req.namespace, &req.pod)?;
-        let cname = req
-            .container
-            .clone()
-            .unwrap_or_else(|| container_name(&pod));
-        let rts = lock(&self.pods);
-        let rt = rts.get(uid_of(&pod));
-        let files = rt.map(|r| r.logs.clone()).unwrap_or_default();
-        let path = if req.previous {
-            files
-                .len()
-                .checked_sub(2)
-                .and_then(|i| files.get(i))
-                .cloned()
-                .ok_or_else(|| {
-                    ApiError::bad_request(format!(
-                        "previous terminated container \"{cname}\" in pod \"{}\" not found",
-                        req.pod
-                    ))
-                })?
-        } else {
-            files.last().cloned().ok_or_else(|| {
-                let reason = pod
-                    .pointer("/status/containerStatuses/0/state/waiting/reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("ContainerCreating");
-                ApiError::bad_request(format!(
-                    "container \"{cname}\" in pod \"{}\" is waiting to start: {reason}",
-                    req.pod
-                ))
-            })?
-        };
-        let exit = rt.map(|r| r.exit.clone()).unwrap_or_default();
-        let ended = req.previous || rt.is_some_and(|r| r.pgid.is_none());
-        drop(rts);
-        Ok(follow_file(
-            path,
-            req.tail,
-            req.follow && !ended,
-            exit,
-            store.clone(),
-            (req.namespace, req.pod),
-        ))
     }
 }
 
@@ -734,7 +576,7 @@ enum SpawnError {
 
 fn once_event(
     store: &Store,
-    rt: &mut Runtime,
+    rt: &mut PodRuntime,
     pod: &Value,
     reason: &'static str,
     kind: &str,
@@ -798,112 +640,4 @@ fn terminated(p: &mut Value, cname: &str, image: &str, code: i32, reason: &str) 
         cond("ContainersReady", false, Some("PodCompleted"), None),
         cond("Ready", false, Some("PodCompleted"), None),
     ]);
-}
-
-fn tail_text(text: &[u8], n: usize) -> Vec<u8> {
-    if n == 0 {
-        return Vec::new();
-    }
-    let trimmed = text.strip_suffix(b"\n").unwrap_or(text);
-    let mut count = 0;
-    for (i, b) in trimmed.iter().enumerate().rev() {
-        if *b == b'\n' {
-            count += 1;
-            if count == n {
-                return text[i + 1..].to_vec();
-            }
-        }
-    }
-    text.to_vec()
-}
-
-/// Stream a log file: what is there (or its tail), then, when following,
-/// what is appended until the process ended or the pod went away.
-fn follow_file(
-    path: PathBuf,
-    tail: Option<usize>,
-    follow: bool,
-    exit: ExitCell,
-    store: Arc<Store>,
-    pod: (String, String),
-) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
-    struct State {
-        path: PathBuf,
-        offset: u64,
-        first: bool,
-        done: bool,
-    }
-    let start = State {
-        path,
-        offset: 0,
-        first: true,
-        done: false,
-    };
-    futures_util::stream::unfold(start, move |mut st| {
-        let exit = exit.clone();
-        let store = store.clone();
-        let pod = pod.clone();
-        async move {
-            if st.done {
-                return None;
-            }
-            loop {
-                let ended = lock(&exit).is_some() || store.get("pods", &pod.0, &pod.1).is_err();
-                let chunk = read_from(&st.path, st.offset);
-                if st.first {
-                    st.first = false;
-                    st.offset += chunk.len() as u64;
-                    let body = match tail {
-                        Some(n) => tail_text(&chunk, n),
-                        None => chunk,
-                    };
-                    if !follow {
-                        st.done = true;
-                    }
-                    return Some((Ok(Bytes::from(body)), st));
-                }
-                if !chunk.is_empty() {
-                    st.offset += chunk.len() as u64;
-                    return Some((Ok(Bytes::from(chunk)), st));
-                }
-                if ended {
-                    // One last read after the end was seen: nothing is lost.
-                    let rest = read_from(&st.path, st.offset);
-                    st.done = true;
-                    return if rest.is_empty() {
-                        None
-                    } else {
-                        st.offset += rest.len() as u64;
-                        Some((Ok(Bytes::from(rest)), st))
-                    };
-                }
-                tokio::time::sleep(Duration::from_millis(30)).await;
-            }
-        }
-    })
-}
-
-fn read_from(path: &Path, offset: u64) -> Vec<u8> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    if f.seek(SeekFrom::Start(offset)).is_err() {
-        return Vec::new();
-    }
-    let mut buf = Vec::new();
-    let _ = f.read_to_end(&mut buf);
-    buf
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tail_text;
-
-    #[test]
-    fn tail_keeps_last_lines() {
-        assert_eq!(tail_text(b"a\nb\nc\n", 2), b"b\nc\n");
-        assert_eq!(tail_text(b"a\nb", 5), b"a\nb");
-        assert_eq!(tail_text(b"a\n", 0), b"");
-    }
 }

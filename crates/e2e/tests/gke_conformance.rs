@@ -8,10 +8,11 @@ use async_trait::async_trait;
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ports::{Backend, ObjectStore, PreparedJob};
+use kinetic_fake_gcp::FakeGcs;
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::conformance::backend::{self, BackendHarness};
-use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
-use kinetic_testkit::{ConformanceJob, FakeGcs, prepare_python_job};
+use kinetic_testkit::{ConformanceJob, prepare_python_job};
 
 struct GkeHarness {
     _dir: tempfile::TempDir,

@@ -16,18 +16,25 @@
 //!   completes or fails the Job (`backoffLimit`), `activeDeadlineSeconds`
 //!   fails it with `DeadlineExceeded`, `suspend` stops its pods, and
 //!   `ttlSecondsAfterFinished` removes it.
-//! - **Scheduler and kubelet**: a Pod whose node selector or accelerator
-//!   requests fit no [`FakeNode`] stays Pending with the scheduler's
-//!   message; an image whose name holds the configured marker (default
+//! - **Scheduler**: a Pod whose node selector or accelerator requests fit
+//!   no [`FakeNode`] stays Pending with the scheduler's message.
+//! - **Kubelet**: an image whose name holds the configured marker (default
 //!   `does-not-exist`) fails to pull; otherwise the container command runs
-//!   as a local process in its own process group, with the image's runner
-//!   path mapped to the real runner, the environment from the pod spec and
-//!   its Secrets (`envFrom`) plus [`FakeClusterConfig::env`], and its output
-//!   as the pod's log. [`PodScript`]s script other outcomes per job.
+//!   through the **process runtime** as a local process in its own process
+//!   group, with the image's runner path mapped to the real runner, the
+//!   environment from the pod spec and its Secrets (`envFrom`) plus
+//!   [`FakeClusterConfig::env`]; [`PodScript`]s script other outcomes per
+//!   job. The **log server** serves each container's output as the pod's
+//!   log.
+//!
+//! Modules: `api` (routes) over `store` (objects, versions, watches);
+//! `controller` (deletion, garbage collector, Job controller) and `kubelet`
+//! (pod lifecycle, using `scheduler`, `runtime` and `logs`) both work on the
+//! store only, driven by one control loop here.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
-//! use kinetic_testkit::fake_k8s::{FakeCluster, FakeClusterConfig};
+//! use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
 //! let cluster = FakeCluster::start(FakeClusterConfig::default()).await?;
 //! println!("API server at {}", cluster.url());
 //! # Ok(()) }
@@ -37,6 +44,10 @@ mod api;
 mod b64;
 mod controller;
 mod kubelet;
+mod logs;
+mod meta;
+mod runtime;
+mod scheduler;
 mod selector;
 mod store;
 
@@ -51,11 +62,11 @@ use serde_json::Value;
 pub use api::ApiCalls;
 pub use store::ApiError;
 
-use crate::FaultPlan;
+use kinetic_core::ports::FaultPlan;
 
 /// Where images built for Kinetic hold the runner; the fake kubelet maps
 /// this path to the real runner.
-pub const IMAGE_RUNNER_PATH: &str = "/app/kinetic_runner.py";
+pub const IMAGE_RUNNER_PATH: &str = kinetic_core::image::RUNNER_IMAGE_PATH;
 
 /// The image the `kinetic` CLI is pointed at by [`FakeCluster::cli_env`]:
 /// the fake kubelet ignores images (except names holding the missing-image
@@ -258,22 +269,26 @@ impl FakeCluster {
         let pods_root = dir.path().join("pods");
         std::fs::create_dir_all(&pods_root)?;
         let store = Arc::new(store::Store::new());
-        let kubelet = Arc::new(kubelet::Kubelet::new(kubelet::KubeletConfig {
-            python: config.python.clone(),
-            path_map,
-            extra_env: config.env.clone(),
-            nodes: config.nodes.clone(),
-            missing_image_marker: config.missing_image_marker.clone(),
-            kill_grace: config.kill_grace,
-            root: pods_root,
-        }));
+        let logs = Arc::new(logs::LogBook::default());
+        let kubelet = Arc::new(kubelet::Kubelet::new(
+            kubelet::KubeletConfig {
+                python: config.python.clone(),
+                path_map,
+                extra_env: config.env.clone(),
+                nodes: config.nodes.clone(),
+                missing_image_marker: config.missing_image_marker.clone(),
+                kill_grace: config.kill_grace,
+                root: pods_root,
+            },
+            logs.clone(),
+        ));
         let calls = Arc::new(ApiCalls::default());
         let faults = Arc::new(FaultPlan::default());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
         let url = format!("http://{}", listener.local_addr()?);
         let app = api::router(Arc::new(api::ApiState {
             store: store.clone(),
-            kubelet: kubelet.clone(),
+            logs,
             calls: calls.clone(),
             faults: faults.clone(),
         }));
@@ -284,7 +299,7 @@ impl FakeCluster {
         });
         let controller = config
             .controller
-            .then(|| tokio::spawn(controller::run(store.clone(), kubelet.clone(), config.tick)));
+            .then(|| tokio::spawn(control_loop(store.clone(), kubelet.clone(), config.tick)));
         Ok(Self {
             url,
             store,
@@ -364,7 +379,7 @@ impl FakeCluster {
         self.store
             .all(resource)
             .into_iter()
-            .filter(|o| controller::ns_of(o) == namespace)
+            .filter(|o| meta::ns_of(o) == namespace)
             .collect()
     }
 
@@ -398,6 +413,21 @@ impl FakeCluster {
     /// The current resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.store.resource_version()
+    }
+}
+
+/// The control plane and the kubelet, until the task is aborted: after
+/// every change (or every `tick`), one pass of the garbage collector and
+/// the Job controller, then of the kubelet over every pod.
+async fn control_loop(store: Arc<store::Store>, kubelet: Arc<kubelet::Kubelet>, tick: Duration) {
+    loop {
+        let changed = store.changed.notified();
+        controller::reconcile(&store);
+        kubelet.reconcile(&store);
+        tokio::select! {
+            () = changed => tokio::time::sleep(Duration::from_millis(2)).await,
+            () = tokio::time::sleep(tick) => {}
+        }
     }
 }
 

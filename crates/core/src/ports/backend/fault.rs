@@ -1,0 +1,120 @@
+//! [`FaultyBackend`]: a [`Backend`] around another that fails or slows down
+//! the calls a test scripts, and forwards everything else unchanged.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{
+    Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
+    PreparedJob,
+};
+use crate::accelerators::AcceleratorSpec;
+use crate::ids::JobId;
+use crate::ports::FaultPlan;
+use crate::record::JobRecord;
+use crate::status::JobState;
+
+/// Fault injection for any [`Backend`]: before each call it consults a
+/// [`FaultPlan`] whose operation names are the port's method names
+/// (`check`, `submit`, `status`, `group_status`, `logs`, `follow_logs`,
+/// `cancel`, `cleanup`, `list`); a due error is returned without calling
+/// the inner backend, otherwise the call goes through as is. `name` and
+/// `capabilities` are the inner backend's. With nothing scripted it
+/// behaves exactly as the inner backend. Clones share the plan.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use kinetic_core::ports::{Backend, BackendError, FaultyBackend};
+/// use kinetic_testkit::{FakeBackend, MemoryStore};
+///
+/// let fake = FakeBackend::new("fake", Arc::new(MemoryStore::new()));
+/// let backend = FaultyBackend::new(Arc::new(fake));
+/// backend.faults().fail_on("list", 1, BackendError::Unavailable { message: "scripted".into() });
+/// assert!(backend.list().await.is_ok());
+/// assert!(backend.list().await.unwrap_err().is_retryable());
+/// assert_eq!(backend.name(), "fake");
+/// # });
+/// ```
+#[derive(Debug, Clone)]
+pub struct FaultyBackend {
+    inner: Arc<dyn Backend>,
+    faults: Arc<FaultPlan<BackendError>>,
+}
+
+impl FaultyBackend {
+    /// Wrap `inner`, with nothing scripted yet.
+    pub fn new(inner: Arc<dyn Backend>) -> Self {
+        Self {
+            inner,
+            faults: Arc::default(),
+        }
+    }
+
+    /// The plan: `fail_next`, `fail_on("status", n, err)`, latency.
+    pub fn faults(&self) -> &FaultPlan<BackendError> {
+        &self.faults
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &Arc<dyn Backend> {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl Backend for FaultyBackend {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> BackendCapabilities {
+        self.inner.capabilities()
+    }
+
+    async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
+        self.faults.check("check").await?;
+        self.inner.check(accelerator).await
+    }
+
+    async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
+        self.faults.check("submit").await?;
+        self.inner.submit(job).await
+    }
+
+    async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError> {
+        self.faults.check("status").await?;
+        self.inner.status(job).await
+    }
+
+    async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
+        self.faults.check("group_status").await?;
+        self.inner.group_status(query).await
+    }
+
+    async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
+        self.faults.check("logs").await?;
+        self.inner.logs(job, options).await
+    }
+
+    async fn follow_logs(&self, job: &JobRecord) -> Result<LogStream, BackendError> {
+        self.faults.check("follow_logs").await?;
+        self.inner.follow_logs(job).await
+    }
+
+    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
+        self.faults.check("cancel").await?;
+        self.inner.cancel(job).await
+    }
+
+    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError> {
+        self.faults.check("cleanup").await?;
+        self.inner.cleanup(job).await
+    }
+
+    async fn list(&self) -> Result<Vec<JobId>, BackendError> {
+        self.faults.check("list").await?;
+        self.inner.list().await
+    }
+}

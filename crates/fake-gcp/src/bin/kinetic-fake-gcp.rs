@@ -1,0 +1,121 @@
+//! `kinetic-fake-gcp`: a fake Google Cloud for the `kinetic` CLI, on
+//! loopback only — a fake Kubernetes cluster (API server, controller,
+//! scheduler and a kubelet that runs pods as local processes), a fake GCS
+//! server (XML API) holding the cluster's jobs and builds buckets, and a
+//! fake Cloud Build with Artifact Registry that builds the jobs' images
+//! from the builds bucket.
+//!
+//! Writes `DIR/kubeconfig` and `DIR/env` (shell `export` lines that point
+//! the CLI at the fakes), prints `ready` and serves until SIGINT or
+//! SIGTERM. Then:
+//!
+//! ```text
+//! source DIR/env
+//! kinetic run work.py:square --arg 7 --backend gke --json   # prints 49
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
+
+/// A fake Google Cloud on 127.0.0.1 for the `kinetic` CLI: Kubernetes, GCS
+/// and Cloud Build. Writes DIR/kubeconfig and DIR/env (`source DIR/env`
+/// points the CLI at the fakes) and serves until SIGINT or SIGTERM.
+#[derive(Debug, Parser)]
+#[command(name = "kinetic-fake-gcp", version)]
+struct Args {
+    /// Where to write `kubeconfig` and `env` (created if missing).
+    #[arg(long, value_name = "DIR")]
+    state_dir: PathBuf,
+    /// The namespace jobs go to.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    namespace: String,
+    /// The fake project (its buckets are `{project}-kn-{cluster}-jobs` and `-builds`).
+    #[arg(long, value_name = "PROJECT", default_value = "fake")]
+    project: String,
+    /// The fake cluster.
+    #[arg(long, value_name = "CLUSTER", default_value = "fake")]
+    cluster: String,
+    /// The interpreter that runs the pods' `python3`.
+    #[arg(long, value_name = "PYTHON", default_value = "python3")]
+    python: PathBuf,
+}
+
+/// Quote a value for a POSIX shell.
+fn shell_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "'\\''"))
+}
+
+fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let dir = std::path::absolute(&args.state_dir)
+        .map_err(|e| format!("{}: {e}", args.state_dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+
+    let config = FakeGcpConfig::default()
+        .project(&args.project)
+        .cluster(&args.cluster)
+        .namespace(&args.namespace)
+        .python(&args.python);
+    let cloud = FakeGcp::start(config)
+        .await
+        .map_err(|e| format!("cannot start the fakes: {e}"))?;
+
+    let kubeconfig = dir.join("kubeconfig");
+    let kubeconfig_text = cloud.cluster().kubeconfig(&args.namespace);
+    write_atomic(&kubeconfig, &kubeconfig_text)
+        .map_err(|e| format!("{}: {e}", kubeconfig.display()))?;
+    let env_text: String = cloud
+        .cli_env(&kubeconfig)
+        .iter()
+        .map(|(k, v)| format!("export {k}={}\n", shell_quote(v)))
+        .collect();
+    let env_file = dir.join("env");
+    write_atomic(&env_file, &env_text).map_err(|e| format!("{}: {e}", env_file.display()))?;
+    println!(
+        "ready: Kubernetes API at {}, GCS at {}, Cloud Build at {}; source {}",
+        cloud.cluster().url(),
+        cloud.gcs().endpoint(),
+        cloud.cloud_build().endpoint(),
+        env_file.display()
+    );
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    drop(cloud);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    // --help and --version print and exit 0; bad arguments exit 2.
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kinetic-fake-gcp: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kinetic-fake-gcp: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! # kinetic-fake-gcp
+//!
+//! A fake Google Cloud on loopback, for tests and for trying the `kinetic`
+//! CLI without a cloud. Each fake is a server of the real protocol, on
+//! `127.0.0.1`, that the real clients talk to — `object_store` and the
+//! in-pod runner for GCS, `kube::Client` (or `kubectl`) for Kubernetes,
+//! the Cloud Build image builder for Cloud Build — and answers as the real
+//! service does, errors and events included:
+//!
+//! - [`gcs`]: the GCS XML API ([`FakeGcs`]), with scripted faults per request.
+//! - [`k8s`]: a Kubernetes API server with a control plane (Job controller,
+//!   garbage collector), a scheduler over fake nodes, and a kubelet that runs
+//!   each pod's command as a local process and serves its log
+//!   ([`FakeCluster`]).
+//! - [`cloudbuild`]: Cloud Build and Artifact Registry ([`FakeCloudBuild`]),
+//!   reading build sources from a fake GCS server's buckets.
+//! - [`FakeGcp`]: the three wired together as one project, and the
+//!   environment that points the `kinetic` CLI at them; the
+//!   `kinetic-fake-gcp` binary serves it until stopped.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
+//!
+//! let cloud = FakeGcp::start(FakeGcpConfig::default()).await?;
+//! let kubeconfig = std::env::temp_dir().join("fake-kubeconfig");
+//! cloud.write_kubeconfig(&kubeconfig)?;
+//! for (name, value) in cloud.cli_env(&kubeconfig) {
+//!     println!("export {name}={value}");
+//! }
+//! # Ok(()) }
+//! ```
+
+mod cloud;
+pub mod cloudbuild;
+pub mod gcs;
+pub mod k8s;
+
+pub use cloud::{FakeGcp, FakeGcpConfig};
+pub use cloudbuild::FakeCloudBuild;
+pub use gcs::{FakeGcs, GcsFault, GcsOp, GcsRequest};
+pub use k8s::{FakeCluster, FakeClusterConfig};

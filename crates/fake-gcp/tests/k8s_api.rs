@@ -1,0 +1,140 @@
+//! The fake Kubernetes API server as a real `kube::Client` sees it:
+//! `Status` bodies for 404 and 409, `stringData`, label selectors, watches
+//! from a version, a custom resource (LeaderWorkerSet) and scripted API
+//! failures.
+
+use std::collections::BTreeMap;
+
+use futures_util::TryStreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kinetic_fake_gcp::k8s::{ApiError, FakeCluster, FakeClusterConfig};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_answers_as_kubernetes_does() {
+    let cluster = FakeCluster::start(FakeClusterConfig::default().controller(false))
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "ns");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s1", "labels": {"app": "kinetic", "tier": "a"}},
+        "stringData": {"K": "v"},
+    }))
+    .unwrap();
+    let created = secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    assert!(created.metadata.uid.is_some() && created.metadata.resource_version.is_some());
+    let Err(kube::Error::Api(status)) = secrets.create(&PostParams::default(), &secret).await
+    else {
+        panic!("a duplicate create must fail")
+    };
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists")
+    );
+    let Err(kube::Error::Api(status)) = secrets.get("nope").await else {
+        panic!("a missing object must be 404")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+    assert!(
+        status.message.contains("\"nope\" not found"),
+        "{}",
+        status.message
+    );
+    let got = secrets.get("s1").await.unwrap();
+    assert_eq!(
+        got.data.unwrap()["K"].0,
+        b"v".to_vec(),
+        "stringData folds into data"
+    );
+
+    // Label selectors.
+    let mut other = secret.clone();
+    other.metadata.name = Some("s2".into());
+    other.metadata.labels = Some(BTreeMap::from([("app".into(), "other".into())]));
+    secrets
+        .create(&PostParams::default(), &other)
+        .await
+        .unwrap();
+    let names = |l: kube::core::ObjectList<Secret>| -> Vec<String> {
+        l.items
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .collect()
+    };
+    assert_eq!(
+        names(
+            secrets
+                .list(&ListParams::default().labels("app=kinetic"))
+                .await
+                .unwrap()
+        ),
+        ["s1"]
+    );
+    assert_eq!(
+        names(
+            secrets
+                .list(&ListParams::default().labels("tier notin (a)"))
+                .await
+                .unwrap()
+        ),
+        ["s2"]
+    );
+    let all = secrets.list(&ListParams::default()).await.unwrap();
+    let rv = all.metadata.resource_version.clone().unwrap();
+
+    // Watch from a version: later changes arrive in order.
+    let watch = secrets
+        .watch(&WatchParams::default().timeout(5), &rv)
+        .await
+        .unwrap();
+    secrets
+        .delete("s2", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut watch = Box::pin(watch);
+    let first = watch.try_next().await.unwrap().unwrap();
+    assert!(
+        matches!(first, WatchEvent::Deleted(ref s) if s.metadata.name.as_deref() == Some("s2")),
+        "{first:?}"
+    );
+
+    // A custom resource: LeaderWorkerSet.
+    let gvk = GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "leaderworkersets");
+    let lws: Api<DynamicObject> = Api::namespaced_with(client.clone(), "ns", &ar);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "keras-pathways-job-1", "labels": {"app": "kinetic-pathways"}},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2}},
+    }))
+    .unwrap();
+    lws.create(&PostParams::default(), &obj).await.unwrap();
+    let back = lws.get("keras-pathways-job-1").await.unwrap();
+    assert_eq!(back.data["spec"]["leaderWorkerTemplate"]["size"], 2);
+    assert_eq!(
+        lws.list(&ListParams::default().labels("app=kinetic-pathways"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+
+    // Scripted API failures surface as Status errors.
+    cluster
+        .faults()
+        .fail_next(ApiError::new(403, "Forbidden", "secrets is forbidden"));
+    let Err(kube::Error::Api(status)) = secrets.get("s1").await else {
+        panic!("the scripted fault")
+    };
+    assert_eq!(status.code, 403);
+}
