@@ -1,6 +1,7 @@
 //! The GKE backend passes the Backend conformance suite over the fake
 //! Kubernetes cluster, whose kubelet runs the real runner as a process
-//! against a directory store.
+//! against the fake GCS server; the suite counts the API requests of a
+//! group status.
 
 use std::sync::Arc;
 
@@ -60,6 +61,11 @@ impl BackendHarness for GkeHarness {
 
     fn store(&self) -> Arc<dyn ObjectStore> {
         self.store.clone()
+    }
+
+    /// Requests to the fake Kubernetes API server.
+    fn system_calls(&self) -> Option<u64> {
+        Some(self.cluster.calls().total())
     }
 
     async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob {

@@ -4,6 +4,8 @@
 //! submits) and "runs" each job by following a scripted [`Outcome`]: after
 //! an optional pending and running time it ends, writing the `result.json`
 //! a runner would have written (or none, for outcomes that kill the job).
+//! Failures and latency of the port's calls are scripted by wrapping it in
+//! [`FaultyBackend`](kinetic_core::ports::FaultyBackend).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -459,6 +461,11 @@ impl crate::conformance::backend::BackendHarness for FakeBackendHarness {
 
     fn store(&self) -> Arc<dyn ObjectStore> {
         Arc::new(self.store.clone())
+    }
+
+    /// Every call the fake answered: the fake is its own system.
+    fn system_calls(&self) -> Option<u64> {
+        Some(self.backend.total_calls())
     }
 
     async fn prepare(

@@ -36,6 +36,15 @@ pub trait BackendHarness: Send + Sync {
     fn patience(&self) -> Duration {
         Duration::from_secs(60)
     }
+    /// Calls the backend has made so far to the system under it
+    /// (Kubernetes API requests, a fake's answered calls), when the harness
+    /// can count them; the suite then checks that the cost of a
+    /// `group_status` call does not grow with the group. `None` (the
+    /// default) when they cannot be counted (the local backend's file
+    /// system reads).
+    fn system_calls(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Run every check.
@@ -356,9 +365,20 @@ async fn prepared_in_group(
     prepared
 }
 
+/// Calls of the system under the backend that one `group_status` of
+/// `query` costs, when the harness counts them.
+async fn group_status_cost(h: &dyn BackendHarness, query: &GroupQuery) -> Option<u64> {
+    let before = h.system_calls()?;
+    h.backend().group_status(query).await.expect("group_status");
+    Some(h.system_calls()? - before)
+}
+
 /// `group_status` names exactly the group's jobs the backend holds, with
 /// the state `status` gives; other groups, ungrouped jobs and cleaned-up
-/// jobs are left out; an unknown group is an empty map.
+/// jobs are left out; an unknown group is an empty map. One call answers
+/// for the whole group, and where the harness counts the calls made to
+/// the system under the backend, a group of five costs what a group of
+/// two costs.
 pub async fn group_status_reports_the_group_in_one_call(h: &dyn BackendHarness) {
     let group = GroupId::new_random();
     let other = GroupId::new_random();
@@ -400,6 +420,45 @@ pub async fn group_status_reports_the_group_in_one_call(h: &dyn BackendHarness) 
     }
     assert_eq!(listed[&a.record.job_id].status, JobStatus::Succeeded);
     assert_eq!(listed[&b.record.job_id].status, JobStatus::Failed);
+
+    // The cost of one call, for two jobs and then for five.
+    let small = group_status_cost(h, &query).await;
+    let mut more = Vec::new();
+    for index in 2..5 {
+        let job = prepared_in_group(h, ConformanceJob::Returns42, Some(&group), index).await;
+        h.backend().submit(&job).await.expect("submit");
+        more.push(job);
+    }
+    for job in &more {
+        wait_terminal(h, &job.record).await;
+    }
+    let large = group_status_cost(h, &query).await;
+    let listed = h
+        .backend()
+        .group_status(&query)
+        .await
+        .expect("group_status");
+    assert_eq!(
+        listed.len(),
+        5,
+        "one group_status call MUST answer for every job of the group"
+    );
+    match (small, large) {
+        (Some(small), Some(large)) => {
+            assert!(small >= 1, "group_status asked the system nothing");
+            assert_eq!(
+                large, small,
+                "the cost of group_status in calls to the system MUST NOT grow with the group: {small} calls for 2 jobs, {large} for 5"
+            );
+        }
+        _ => eprintln!(
+            "group_status: the harness does not count the backend's calls to its system; only the answer was checked"
+        ),
+    }
+    for job in &more {
+        h.backend().cleanup(&job.record).await.expect("cleanup");
+    }
+
     h.backend().cleanup(&a.record).await.expect("cleanup");
     let listed = h
         .backend()

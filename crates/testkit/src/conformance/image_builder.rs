@@ -1,8 +1,9 @@
 //! Conformance suite of the `ImageBuilder` port.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use kinetic_core::ports::{ImageBuilder, ImageMode, ImageRequest};
+use kinetic_core::ports::{BuildError, ImageBuilder, ImageMode, ImageRequest};
 
 /// What the suite needs from the builder under test.
 pub trait ImageBuilderHarness: Send + Sync {
@@ -23,22 +24,37 @@ fn request(mode: ImageMode, requirements: Option<&str>) -> ImageRequest {
     )
 }
 
+/// A requirements text no earlier request had.
 fn unique() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     format!(
-        "pkg-{}\n",
+        "pkg-{}-{}-{}\n",
+        std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
-            .unwrap_or(0)
+            .unwrap_or(0),
+        NEXT.fetch_add(1, Ordering::Relaxed)
     )
 }
 
-/// Run every check.
+/// Run the checks for what the builder declares it can do
+/// ([`ImageCapabilities`](kinetic_core::ports::ImageCapabilities)): every
+/// builder keeps custom images and gives equal requests one URI; a builder
+/// that builds gives new requirements a new image, builds it once and
+/// reuses it; one that does not never builds and refuses requirements it
+/// would have to bake in.
 pub async fn run(h: &dyn ImageBuilderHarness) {
     custom_images_need_no_build(h).await;
-    equal_requests_share_one_image(h).await;
-    inputs_change_the_image(h).await;
-    concurrent_equal_requests_build_once(h).await;
+    equal_requests_give_one_uri(h).await;
+    if h.builder().capabilities().builds {
+        an_existing_image_is_not_rebuilt(h).await;
+        inputs_change_the_image(h).await;
+        concurrent_equal_requests_build_once(h).await;
+    } else {
+        a_builder_that_cannot_build_never_builds(h).await;
+        requirements_it_cannot_bake_in_are_refused(h).await;
+    }
 }
 
 /// A custom image resolves to its URI without a build.
@@ -57,9 +73,30 @@ pub async fn custom_images_need_no_build(h: &dyn ImageBuilderHarness) {
     assert_eq!(h.builds(), before, "a custom request MUST NOT build");
 }
 
+/// A bundled request this builder can honour: new requirements for a
+/// builder, none for one that does not build.
+fn honourable(h: &dyn ImageBuilderHarness) -> ImageRequest {
+    if h.builder().capabilities().builds {
+        request(ImageMode::Bundled, Some(&unique()))
+    } else {
+        request(ImageMode::Bundled, None)
+    }
+}
+
+/// Equal requests resolve to the same URI.
+pub async fn equal_requests_give_one_uri(h: &dyn ImageBuilderHarness) {
+    let req = honourable(h);
+    let first = h.builder().resolve(&req).await.expect("first resolve");
+    let second = h.builder().resolve(&req).await.expect("second resolve");
+    assert_eq!(
+        second.uri, first.uri,
+        "equal requests MUST give the same URI"
+    );
+}
+
 /// The first resolve of a new image builds it; an equal request returns the
 /// same URI from the cache without a build.
-pub async fn equal_requests_share_one_image(h: &dyn ImageBuilderHarness) {
+pub async fn an_existing_image_is_not_rebuilt(h: &dyn ImageBuilderHarness) {
     let req = request(ImageMode::Bundled, Some(&unique()));
     let before = h.builds();
     let first = h.builder().resolve(&req).await.expect("first resolve");
@@ -86,7 +123,10 @@ pub async fn inputs_change_the_image(h: &dyn ImageBuilderHarness) {
         .resolve(&request(ImageMode::Bundled, Some(&unique())))
         .await
         .expect("b");
-    assert_ne!(a.uri, b.uri);
+    assert_ne!(
+        a.uri, b.uri,
+        "different requirements MUST give different images"
+    );
 }
 
 /// Equal requests at the same time start one build, not several.
@@ -102,4 +142,48 @@ pub async fn concurrent_equal_requests_build_once(h: &dyn ImageBuilderHarness) {
         before + 1,
         "equal concurrent requests SHOULD start one build"
     );
+}
+
+/// A builder that does not build resolves bundled requests without
+/// requirements and prebuilt requests to images it has, without a build.
+pub async fn a_builder_that_cannot_build_never_builds(h: &dyn ImageBuilderHarness) {
+    let before = h.builds();
+    for req in [
+        request(ImageMode::Bundled, None),
+        request(
+            ImageMode::Prebuilt {
+                repo: "example.com/kinetic".into(),
+            },
+            None,
+        ),
+    ] {
+        let image =
+            h.builder().resolve(&req).await.unwrap_or_else(|e| {
+                panic!("{:?} without requirements MUST resolve: {e}", req.mode)
+            });
+        assert!(image.cached, "an image that is not built is cached");
+        assert!(!image.uri.is_empty());
+    }
+    assert_eq!(h.builds(), before, "a builder that cannot build MUST NOT");
+}
+
+/// A bundled request with requirements is refused, never resolved to an
+/// image without them, and the refusal says what to do instead.
+pub async fn requirements_it_cannot_bake_in_are_refused(h: &dyn ImageBuilderHarness) {
+    let before = h.builds();
+    let err = h
+        .builder()
+        .resolve(&request(ImageMode::Bundled, Some("numpy==2.0\n")))
+        .await
+        .expect_err("requirements MUST NOT be dropped silently");
+    assert!(
+        matches!(err, BuildError::Unsupported { .. }),
+        "MUST be Unsupported, got {err:?}"
+    );
+    assert!(!err.is_retryable());
+    assert!(
+        err.to_string().contains("prebuilt"),
+        "the refusal MUST say what to do instead (prebuilt mode): {err}"
+    );
+    assert_eq!(h.builds(), before);
 }
