@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
-use kinetic_fake_gcp::{FakeGcs, GcsOp};
+use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig, FakeGcs, GcsOp};
 
 const WORK_PY: &str = r#"
 def square(x):
@@ -115,4 +115,107 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("RuntimeError: deliberate failure"), "{err}");
+}
+
+/// A project with requirements, for a bundled image.
+fn project_with_requirements(dir: &Path) {
+    let project = dir.join("home/project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("requirements.txt"), "six==1.16.0\n").unwrap();
+    std::fs::write(project.join("work.py"), WORK_PY).unwrap();
+}
+
+/// The whole fake project `kinetic-fake-gcp` serves: the bundled image is
+/// built on the fake Cloud Build from a context uploaded to the builds
+/// bucket on the fake GCS server, then the pod runs in it; the second run
+/// finds the image in the fake Artifact Registry and builds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_builds_its_image_on_the_fake_cloud_build() {
+    let dir = tempfile::tempdir().unwrap();
+    project_with_requirements(dir.path());
+    let cloud = FakeGcp::start(FakeGcpConfig::default()).await.unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cloud.write_kubeconfig(&kubeconfig).unwrap();
+    let env = cloud.cli_env(&kubeconfig);
+    let args = [
+        "run",
+        "work.py:square",
+        "--arg",
+        "7",
+        "--backend",
+        "gke",
+        "--json",
+    ];
+
+    let o = kinetic(dir.path(), env.clone(), &args).await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "49", "{err}");
+    let builds = cloud.cloud_build().builds();
+    assert_eq!(builds.len(), 1, "one image built");
+    let build = &builds[0];
+    assert_eq!(build.status, "SUCCESS");
+    let image = build.images().pop().unwrap();
+    assert!(
+        image.starts_with("us-docker.pkg.dev/fake/kn-fake/base:cpu-"),
+        "{image}"
+    );
+    assert!(cloud.cloud_build().has_image(&image));
+    // The context came through the builds bucket, requirements baked in.
+    let context = build.request["source"]["storageSource"]["bucket"].clone();
+    assert_eq!(context, cloud.builds_bucket());
+    assert!(
+        build
+            .files
+            .values()
+            .any(|text| text.contains("six==1.16.0")),
+        "{:?}",
+        build.files.keys()
+    );
+    assert!(build.dockerfile().is_some());
+
+    let o = kinetic(dir.path(), env, &args).await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "49");
+    assert_eq!(
+        cloud.cloud_build().builds_created(),
+        1,
+        "the image is in the registry: no second build"
+    );
+}
+
+/// `KINETIC_IMAGE` names an image used as is: a project with requirements
+/// is refused before anything runs, naming the setting and the way out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_image_refuses_requirements_it_cannot_bake_in() {
+    let dir = tempfile::tempdir().unwrap();
+    project_with_requirements(dir.path());
+    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
+    let cluster = FakeCluster::start(FakeClusterConfig::default())
+        .await
+        .unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
+    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
+    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
+    let o = kinetic(
+        dir.path(),
+        env,
+        &["run", "work.py:square", "--arg", "7", "--backend", "gke"],
+    )
+    .await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for want in [
+        "KINETIC_IMAGE",
+        "--container-image prebuilt",
+        "1 requirement line(s)",
+    ] {
+        assert!(err.contains(want), "{want:?} missing from: {err}");
+    }
+    assert_eq!(
+        cluster.calls().count("create", "jobs.batch"),
+        0,
+        "nothing was submitted"
+    );
 }

@@ -126,7 +126,8 @@ impl EngineError {
     }
 
     /// True when the error is about the user's input (a CLI exits 2):
-    /// the spec, accelerator, environment or backend name.
+    /// the spec, accelerator, environment or backend name, or an image
+    /// setting that cannot serve the job (a fixed image and requirements).
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
@@ -137,6 +138,7 @@ impl EngineError {
                 | Self::Backend(
                     BackendError::Unsupported { .. } | BackendError::InvalidInput { .. }
                 )
+                | Self::Image(BuildError::Unsupported { .. })
         )
     }
 
