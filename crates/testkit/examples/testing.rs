@@ -1,0 +1,96 @@
+//! Testing code that embeds the engine, without a cloud or Python: an
+//! engine over the testkit's in-memory store and fake backend, each job's
+//! outcome scripted, and infrastructure failures injected with the
+//! fault-injecting decorator that lives beside the `Backend` port.
+//!
+//! ```text
+//! cargo run -p kinetic-testkit --example testing
+//! ```
+
+use std::sync::Arc;
+
+use kinetic_core::engine::{Engine, EngineError, Entrypoint, JobSpec, ResultOptions};
+use kinetic_core::ports::{BackendError, FaultyBackend};
+use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
+use serde_json::json;
+
+/// The code under test: runs `work:square` and says how it went.
+async fn square_report(engine: &Engine, project: &std::path::Path, x: i64) -> String {
+    let spec = JobSpec::new(Entrypoint::parse("work:square").expect("a valid entrypoint"))
+        .arg(json!(x))
+        .working_dir(project);
+    match engine.run(spec, ResultOptions::default()).await {
+        Ok(value) => format!("square({x}) = {value}"),
+        Err(EngineError::Remote { error, .. }) => {
+            format!("square({x}) raised {}: {}", error.type_name, error.message)
+        }
+        Err(e) if e.is_retryable() => format!("square({x}) could not run yet, try again: {e}"),
+        Err(e) => format!("square({x}) failed: {e}"),
+    }
+}
+
+#[tokio::main]
+pub(crate) async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A project for the engine to package (the fake never runs it).
+    let project = tempfile::tempdir()?;
+    std::fs::write(
+        project.path().join("work.py"),
+        "def square(x):\n    return x * x\n",
+    )?;
+
+    // The fakes: a store the test can look into, a backend whose jobs end
+    // as scripted, wrapped so that its calls can be made to fail.
+    let store = MemoryStore::new();
+    let fake = FakeBackend::new("fake", Arc::new(store.clone()));
+    let backend = FaultyBackend::new(Arc::new(fake.clone()));
+    let engine = Engine::builder()
+        .store(Arc::new(store.clone()))
+        .backend(Arc::new(backend.clone()))
+        .default_backend("fake")
+        .build()?;
+
+    // A job that succeeds with the value its function would return.
+    fake.push_outcome(Outcome::Succeed(json!(49)));
+    let report = square_report(&engine, project.path(), 7).await;
+    assert_eq!(report, "square(7) = 49");
+    println!("{report}");
+
+    // A job whose function raises: the remote error comes back typed.
+    fake.push_outcome(Outcome::Fail {
+        type_name: "ValueError".into(),
+        message: "x must be small".into(),
+    });
+    let report = square_report(&engine, project.path(), 1_000_000).await;
+    assert_eq!(report, "square(1000000) raised ValueError: x must be small");
+    println!("{report}");
+
+    // The backend is unavailable when the job is submitted: a retryable
+    // error, and nothing was started.
+    let started = fake.submits();
+    backend.faults().fail_on(
+        "submit",
+        0,
+        BackendError::Unavailable {
+            message: "the cluster's API server is restarting".into(),
+        },
+    );
+    let report = square_report(&engine, project.path(), 3).await;
+    assert!(
+        report.starts_with("square(3) could not run yet"),
+        "{report}"
+    );
+    assert!(report.contains("restarting"), "{report}");
+    assert_eq!(fake.submits(), started, "no job was started");
+    println!("{report}");
+
+    // The next try goes through (no outcome scripted: the fake returns null).
+    let report = square_report(&engine, project.path(), 3).await;
+    assert_eq!(report, "square(3) = null");
+    println!("{report}");
+
+    // What the engine left in the store is there to inspect.
+    let objects = store.snapshot();
+    assert!(objects.keys().any(|p| p.file_name() == "handle.json"));
+    println!("{} objects in the store", objects.len());
+    Ok(())
+}
