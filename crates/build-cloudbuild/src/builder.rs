@@ -94,7 +94,7 @@ impl CloudBuildConfig {
         }
     }
 
-    /// Send both APIs to one endpoint (a test server such as the testkit's
+    /// Send both APIs to one endpoint (a test server such as `kinetic-fake-gcp`'s
     /// `FakeCloudBuild`).
     pub fn with_endpoint(mut self, endpoint: &str) -> Self {
         endpoint.clone_into(&mut self.cloudbuild_endpoint);

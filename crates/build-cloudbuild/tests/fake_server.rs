@@ -1,4 +1,4 @@
-//! The builder against the testkit's fake Cloud Build and Artifact
+//! The builder against `kinetic-fake-gcp`'s fake Cloud Build and Artifact
 //! Registry on 127.0.0.1: conformance, cache hits, single flight, failed
 //! builds, retries, permission errors, timeouts, prebuilt publishing.
 

@@ -1,4 +1,4 @@
-//! `kinetic run` with its store on a GCS bucket: the testkit's fake server,
+//! `kinetic run` with its store on a GCS bucket: `kinetic-fake-gcp`'s fake server,
 //! reached through `KINETIC_STORE_URL=gs://…` and `KINETIC_GCS_ENDPOINT`,
 //! which the local backend's runner also reads.
 

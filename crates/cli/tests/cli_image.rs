@@ -1,5 +1,5 @@
 //! `kinetic image resolve` and `kinetic build-image` through the real
-//! binary, against the testkit's fake Cloud Build and Artifact Registry.
+//! binary, against `kinetic-fake-gcp`'s fake Cloud Build and Artifact Registry.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -1,4 +1,4 @@
-//! Benchmarks of the GCS store against the testkit's fake server over
+//! Benchmarks of the GCS store against `kinetic-fake-gcp`'s fake server over
 //! loopback. Prints figures; asserts nothing.
 //!
 //! `cargo bench -p kinetic-store-gcs --bench gcs`

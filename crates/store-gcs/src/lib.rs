@@ -6,9 +6,9 @@
 //!
 //! - `gs://bucket[/prefix]`: Google Cloud Storage over its XML API, with
 //!   Application Default Credentials by default, or an explicit endpoint
-//!   and credentials ([`GcsOptions`]) for emulators and the testkit's fake
-//!   server. [`GcsStore::for_jobs_bucket`] names the bucket as Kinetic does
-//!   (`{project}-kn-{cluster}-jobs`);
+//!   and credentials ([`GcsOptions`]) for emulators and `kinetic-fake-gcp`'s
+//!   fake server. [`GcsStore::for_jobs_bucket`] names the bucket as Kinetic
+//!   does (`{project}-kn-{cluster}-jobs`);
 //! - `file:///abs/dir`: a local directory (the local backend's default store);
 //! - `memory://`: an in-process store (tests).
 //!

@@ -1,5 +1,5 @@
 //! `GcsStore` passes the ObjectStore conformance suite over every URL kind
-//! it serves: a bucket on the testkit's fake GCS server (at its root and
+//! it serves: a bucket on `kinetic-fake-gcp`'s fake GCS server (at its root and
 //! under a prefix), a local directory and memory. (The testkit's own
 //! in-memory fake runs it in `crates/testkit/tests/memory_store.rs`.)
 
