@@ -39,6 +39,22 @@ async fn kinetic(dir: &Path, env: Vec<(String, String)>, args: &[&str]) -> Outpu
     .unwrap()
 }
 
+/// The fake cluster and jobs bucket, and the environment `FakeCluster`
+/// gives the CLI (one fixed image, `KINETIC_IMAGE`), with the GCS endpoint.
+async fn fixed_image_cluster(dir: &Path) -> (FakeGcs, FakeCluster, Vec<(String, String)>) {
+    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
+    )
+    .await
+    .unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
+    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
+    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
+    (gcs, cluster, env)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_with_the_gke_backend_against_the_fake_cluster() {
     let dir = tempfile::tempdir().unwrap();
@@ -50,16 +66,7 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
     )
     .unwrap();
     std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
-    let cluster = FakeCluster::start(
-        FakeClusterConfig::default().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
-    )
-    .await
-    .unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
-    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
+    let (gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
 
     let o = kinetic(
         dir.path(),
@@ -190,14 +197,7 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
 async fn a_fixed_image_refuses_requirements_it_cannot_bake_in() {
     let dir = tempfile::tempdir().unwrap();
     project_with_requirements(dir.path());
-    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
-    let cluster = FakeCluster::start(FakeClusterConfig::default())
-        .await
-        .unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
-    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
+    let (_gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
     let o = kinetic(
         dir.path(),
         env,
