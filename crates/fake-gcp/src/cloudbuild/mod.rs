@@ -11,7 +11,8 @@
 //!   one poll along its [`BuildSchedule`]: `QUEUED` for `queued_polls`
 //!   polls, `WORKING` for `working_polls`, then `SUCCESS` or `FAILURE`. A
 //!   successful build's images appear in the registry; a finished build's
-//!   log is written to `{logsBucket}/log-{id}.txt` when that bucket is attached.
+//!   log is written to `{logsBucket}/log-{id}.txt` when the fake sees that
+//!   bucket.
 //! - `GET /v1/projects/{p}/locations/{l}/repositories/{r}/packages/{pkg}/tags/{t}`
 //!   is Artifact Registry's `GetTag`: the tag, or 404.
 //!
@@ -161,7 +162,7 @@ pub struct FakeBuild {
     pub status: String,
     /// Polls so far.
     pub polls: u32,
-    /// The files of its context tarball (when the source bucket is attached).
+    /// The files of its context tarball (when the fake sees its bucket).
     pub files: BTreeMap<String, String>,
 }
 
