@@ -218,7 +218,7 @@ fn image_mode(args: &RunArgs) -> Result<ImageMode, CliError> {
                 .ok()
                 .filter(|v| !v.is_empty())
         })
-        .unwrap_or_else(|| kinetic_core::image::DEFAULT_PREBUILT_REPO.to_owned());
+        .unwrap_or_else(|| kinetic_core::config::DEFAULT_BASE_IMAGE_REPO.to_owned());
     Ok(match args.container_image.as_deref() {
         None | Some("bundled") => ImageMode::Bundled,
         Some("prebuilt") => ImageMode::Prebuilt { repo },

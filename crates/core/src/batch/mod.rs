@@ -39,7 +39,6 @@ pub use machine::{
     Slot, result_order,
 };
 pub use manifest::{
-    GROUP_KIND_MAP, GroupManifest, INPUTS_FILE_NAME, MANIFEST_FILE_NAME, MAX_DETERMINISTIC_ATTEMPT,
-    MAX_DETERMINISTIC_INDEX, ManifestChild, ManifestError, child_job_id, child_position,
-    decode_inputs, encode_inputs, group_prefix, inputs_key, manifest_key,
+    GROUP_KIND_MAP, GroupManifest, MAX_DETERMINISTIC_ATTEMPT, MAX_DETERMINISTIC_INDEX,
+    ManifestChild, ManifestError, child_job_id, child_position, decode_inputs, encode_inputs,
 };
