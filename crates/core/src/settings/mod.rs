@@ -311,6 +311,11 @@ fn from_env(env: &dyn EnvLookup, var: &'static str) -> Option<Setting<String>> {
         .map(|v| Setting::new(v, Source::Env(var)))
 }
 
+/// The home directory: `HOME`, when set and not empty.
+pub fn home(env: &dyn EnvLookup) -> Option<PathBuf> {
+    env.non_empty(vars::HOME).map(PathBuf::from)
+}
+
 /// Where the profiles file is: `KINETIC_PROFILES_FILE` if set and not
 /// empty, else `$HOME/.kinetic/profiles.json`.
 ///
@@ -320,9 +325,9 @@ pub fn profiles_file(env: &dyn EnvLookup) -> Result<Setting<PathBuf>, ProfileErr
     if let Some(p) = from_env(env, vars::PROFILES_FILE) {
         return Ok(Setting::new(PathBuf::from(p.value), p.source));
     }
-    let home = env.non_empty(vars::HOME).ok_or(ProfileError::NoHome)?;
+    let home = home(env).ok_or(ProfileError::NoHome)?;
     Ok(Setting::new(
-        Path::new(&home).join(".kinetic").join("profiles.json"),
+        home.join(".kinetic").join("profiles.json"),
         Source::Default,
     ))
 }
@@ -412,7 +417,7 @@ impl Settings {
         let profiles_file = profiles_file(env)?;
         let target = resolve_partial(&args.target, env, input.profiles)?;
         let names = target.names();
-        let home = env.non_empty(vars::HOME).map(PathBuf::from);
+        let home = home(env);
         let PartialConfig {
             profile,
             project,
@@ -543,23 +548,24 @@ impl Settings {
 
     /// What the engine needs of these settings.
     pub fn engine(&self) -> EngineSettings {
-        let mut s = EngineSettings::default();
-        s.project = self
-            .project
-            .as_ref()
-            .map(|p| p.value.clone())
-            .unwrap_or_default();
-        s.zone.clone_from(&self.zone.value);
-        s.cluster.clone_from(&self.cluster.value);
-        s.namespace.clone_from(&self.namespace.value);
-        s.bucket_name = self.record_bucket_name();
-        s.cwd = Some(self.cwd.clone());
-        s.home.clone_from(&self.home);
-        s.package_root = self.package_root.as_ref().map(|p| p.value.clone());
-        s.default_excludes = self.default_excludes.value;
-        s.context_size_warn_bytes = self.context_size_warn_bytes.value;
-        s.output_dir = self.output_dir.as_ref().map(|o| o.value.clone());
-        s
+        EngineSettings {
+            project: self
+                .project
+                .as_ref()
+                .map(|p| p.value.clone())
+                .unwrap_or_default(),
+            zone: self.zone.value.clone(),
+            cluster: self.cluster.value.clone(),
+            namespace: self.namespace.value.clone(),
+            bucket_name: self.record_bucket_name(),
+            cwd: Some(self.cwd.clone()),
+            home: self.home.clone(),
+            package_root: self.package_root.as_ref().map(|p| p.value.clone()),
+            default_excludes: self.default_excludes.value,
+            context_size_warn_bytes: self.context_size_warn_bytes.value,
+            output_dir: self.output_dir.as_ref().map(|o| o.value.clone()),
+            ..EngineSettings::default()
+        }
     }
 
     /// Every setting, in display order, secrets redacted.
