@@ -405,7 +405,7 @@ def result_target(spec_doc: dict, host_index: int):
 
 
 # --------------------------------------------------------------------------
-# Host index (reference §9.4)
+# Host index
 
 
 def host_index_from_env(environ) -> tuple:
@@ -541,7 +541,7 @@ def load_spec(storage: Storage, uri: str) -> dict:
 
 
 # --------------------------------------------------------------------------
-# Context extraction and plan (reference §10.4 step 4, §11.4)
+# Context extraction and plan
 
 
 def _inside(root: str, path: str) -> bool:
@@ -635,7 +635,7 @@ def read_plan(spec_plan, workspace: str):
 
 
 def plan_actions(plan, workspace: str) -> PlanActions:
-    """Reference §11.4, as a pure function of the plan and the extracted workspace."""
+    """Kinetic's plan application, as a pure function of the plan and the extracted workspace."""
     root = os.path.normpath(os.path.abspath(workspace))
     if not isinstance(plan, dict) or not plan:
         return PlanActions([root], None, True, [])

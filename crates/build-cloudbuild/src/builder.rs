@@ -72,7 +72,7 @@ pub struct CloudBuildConfig {
 }
 
 impl CloudBuildConfig {
-    /// The configuration for a cluster, with Kinetic's names (reference §2.3).
+    /// The configuration for a cluster, with Kinetic's names.
     pub fn new(project: &str, zone: &str, cluster: &str) -> Self {
         let names = DerivedNames::new(project, zone, cluster);
         Self {
@@ -148,7 +148,7 @@ pub struct BundledImage {
 }
 
 /// A request of [`CloudBuildImageBuilder::publish`]: one prebuilt base
-/// image (`kinetic build-image`, reference §6.3).
+/// image (`kinetic build-image`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PublishRequest {

@@ -2,7 +2,7 @@
 //! ([`crate::layout::record`]).
 //!
 //! [`JobRecord`] has exactly the fields and JSON of Kinetic's `JobHandle`
-//! (reference §1.4), so either tool can attach to a job the other submitted:
+//!, so either tool can attach to a job the other submitted:
 //!
 //! - keys: `job_id, backend, project, cluster_name, zone, namespace,
 //!   bucket_name, k8s_name, image_uri, accelerator, func_name, display_name,

@@ -323,7 +323,7 @@ async fn unordered_results_count_failures_against_every_input() {
         .results(BatchResultsOptions::default().ordered(false).cleanup(false))
         .await
         .unwrap_err();
-    // Kinetic would say "2 of 4" here (§15 item 7).
+    // Kinetic would say "2 of 4" here.
     assert!(err.to_string().contains("2 of 6 inputs failed"), "{err}");
     let failure = err.failure().unwrap();
     assert_eq!(

@@ -1,4 +1,4 @@
-//! Image tag hashing (§6.2 composition rule) and image names.
+//! Image tag hashing and image names.
 
 use kinetic_core::image::{
     DOCKERFILE_SEPARATOR, ImageError, ImageTagInputs, RUNNER_SEPARATOR, bundled_image_uri,

@@ -1,4 +1,4 @@
-//! `handle.json` compatibility with Kinetic (§1.4).
+//! `handle.json` compatibility with Kinetic.
 
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::record::{EXTENSION_KEYS, JobRecord, REQUIRED_KEYS, RecordError, UtcTimestamp};

@@ -1,5 +1,5 @@
 //! `kinetic build-image --repo REPO`: build and push the prebuilt base
-//! images `{repo}/base-{category}:{tag}` (reference §6.3) on the cluster's
+//! images `{repo}/base-{category}:{tag}` on the cluster's
 //! Cloud Build, one build per category, in parallel.
 //!
 //! An Artifact Registry repository (`*.pkg.dev`) is pushed to by Cloud

@@ -2,7 +2,7 @@
 //! inputs (`_groups/{group_id}/inputs.jsonl`) and the children's job ids
 //! (the keys are [`crate::layout`]'s).
 //!
-//! The manifest has Kinetic's keys (reference §1.6), written with sorted
+//! The manifest has Kinetic's keys, written with sorted
 //! keys: `group_id, group_kind ("map"), group_name (or null), tags,
 //! created_at, total_expected, submit_fn_name, children: [{attempts,
 //! group_index, job_id}]`, children in the order they were first submitted.

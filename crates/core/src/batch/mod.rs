@@ -3,7 +3,7 @@
 //! - [`BatchMachine`]: the sans-IO state machine that decides what a batch
 //!   does next — `(state, event) → (state, commands)` — with the
 //!   concurrency limit, retries, fail-fast and cancel rules of Kinetic's
-//!   `collections.map` (reference §1.6).
+//!   `collections.map`.
 //! - [`GroupManifest`]: `_groups/{group_id}/manifest.json`, in Kinetic's
 //!   format, and the stored inputs (`inputs.jsonl`) that make a batch
 //!   resumable.

@@ -3,10 +3,13 @@
 //!
 //! `submit` resolves the accelerator and backend, captures the environment
 //! (failing on missing required variables before anything is uploaded),
-//! hashes and uploads data to the content-addressed cache, packages and
-//! uploads the project, resolves the image (in parallel with the uploads)
-//! when the backend needs one, writes `spec.json` and `handle.json`, and
-//! hands the job to the backend. A [`JobHandle`] then follows it.
+//! hashes the data and packs the project, plans the submission
+//! ([`crate::plan`]), uploads data to the content-addressed cache and the
+//! project, resolves the image (in parallel with the uploads) when the
+//! backend needs one, writes `spec.json` and `handle.json`
+//! ([`crate::layout`]), and hands the job to the backend. A [`JobHandle`]
+//! then follows it. Settings come from [`EngineSettings`] (resolved by
+//! [`crate::settings`]); the engine reads no environment variable.
 //!
 //! ```no_run
 //! # async fn demo(engine: kinetic_core::engine::Engine) -> Result<(), kinetic_core::engine::EngineError> {

@@ -353,7 +353,9 @@ pub struct JobSpec {
     pub volumes: Vec<(String, Data)>,
     /// Where the job writes outputs (`KINETIC_OUTPUT_DIR`); default per job.
     pub output_dir: Option<String>,
-    /// The client's working directory (default: the process's).
+    /// The client's working directory; a relative one is taken from
+    /// [`crate::engine::EngineSettings::cwd`] (default: the settings' working
+    /// directory, else the process's).
     pub working_dir: Option<PathBuf>,
     /// How the image is chosen.
     pub image: ImageMode,

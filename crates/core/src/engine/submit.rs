@@ -89,7 +89,7 @@ pub enum ProgressEvent {
 /// Receives [`ProgressEvent`]s during a submit.
 pub type ProgressCallback = Arc<dyn Fn(&ProgressEvent) + Send + Sync>;
 
-/// Options of [`Engine::submit_with`].
+/// Options of [`super::Engine::submit_with`].
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct SubmitOptions {
