@@ -340,7 +340,9 @@ impl Engine {
 
     /// A handle from a record's JSON (as `JobHandle::to_json` wrote it).
     pub fn handle_from_json(&self, json: &str) -> Result<JobHandle, EngineError> {
-        handle_from_record(&self.inner, json.as_bytes(), "", "(JSON given)")
+        let record = parse_record(json.as_bytes(), "", "(JSON given)")?;
+        let backend = self.inner.backends.get(&record.backend)?;
+        Ok(JobHandle::new(self.inner.clone(), backend, record))
     }
 
     /// Every job the registered backends still hold, newest first. Jobs
@@ -350,18 +352,8 @@ impl Engine {
         for name in self.inner.backends.names() {
             let backend = self.inner.backends.get(&name)?;
             for id in backend.list().await? {
-                match self
-                    .inner
-                    .store
-                    .get(&layout::record(&id), Default::default())
-                    .await
-                {
-                    Ok(bytes) => match JobRecord::from_json_bytes(&bytes) {
-                        Ok(record) => records.push(record),
-                        Err(e) => {
-                            tracing::warn!(job_id = %id, "skipping a job whose record is invalid: {e}")
-                        }
-                    },
+                match read_record(&self.inner, &id).await {
+                    Ok(record) => records.push(record),
                     Err(e) => {
                         tracing::warn!(job_id = %id, "skipping a job whose record cannot be read: {e}")
                     }
@@ -377,38 +369,46 @@ impl Engine {
     }
 }
 
-/// Read a job's `handle.json` and make its handle: the one reader of job
-/// records ([`Engine::attach`], batches loading their children).
+/// Read a job's `handle.json` and make its handle ([`Engine::attach`],
+/// batches loading their children).
 pub(crate) async fn load_handle(
     inner: &Arc<EngineInner>,
     job_id: &JobId,
 ) -> Result<JobHandle, EngineError> {
-    let key = layout::record(job_id);
-    let uri = inner.store.uri(&key);
-    let bytes = match inner.store.get(&key, Default::default()).await {
-        Ok(bytes) => bytes,
-        Err(e) if e.is_not_found() => {
-            return Err(EngineError::JobNotFound {
-                job_id: job_id.to_string(),
-                uri,
-            });
-        }
-        Err(e) => return Err(e.into()),
-    };
-    handle_from_record(inner, &bytes, job_id.as_str(), &uri)
+    let record = read_record(inner, job_id).await?;
+    let backend = inner.backends.get(&record.backend)?;
+    Ok(JobHandle::new(inner.clone(), backend, record))
 }
 
-fn handle_from_record(
-    inner: &Arc<EngineInner>,
-    bytes: &[u8],
-    job_id: &str,
-    uri: &str,
-) -> Result<JobHandle, EngineError> {
-    let record = JobRecord::from_json_bytes(bytes).map_err(|e| EngineError::InvalidResult {
+/// Read a job's `handle.json`: the one reader of stored job records.
+async fn read_record(inner: &Arc<EngineInner>, job_id: &JobId) -> Result<JobRecord, EngineError> {
+    let key = layout::record(job_id);
+    let uri = inner.store.uri(&key);
+    let Some(bytes) = get_if_exists(&inner.store, &key).await? else {
+        return Err(EngineError::JobNotFound {
+            job_id: job_id.to_string(),
+            uri,
+        });
+    };
+    parse_record(&bytes, job_id.as_str(), &uri)
+}
+
+fn parse_record(bytes: &[u8], job_id: &str, uri: &str) -> Result<JobRecord, EngineError> {
+    JobRecord::from_json_bytes(bytes).map_err(|e| EngineError::InvalidResult {
         job_id: job_id.to_owned(),
         uri: uri.to_owned(),
         message: e.to_string(),
-    })?;
-    let backend = inner.backends.get(&record.backend)?;
-    Ok(JobHandle::new(inner.clone(), backend, record))
+    })
+}
+
+/// An object's bytes, or `None` when the store has no such object.
+pub(crate) async fn get_if_exists(
+    store: &Arc<dyn ObjectStore>,
+    path: &crate::ports::ObjectPath,
+) -> Result<Option<bytes::Bytes>, crate::ports::StoreError> {
+    match store.get(path, Default::default()).await {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
 }

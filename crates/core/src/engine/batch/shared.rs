@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use crate::batch::{
     BatchMachine, Command, Event, GroupManifest, InputMode, ManifestChild, child_job_id,
 };
-use crate::engine::{EngineError, EngineInner, JobHandle, load_handle};
+use crate::engine::{EngineError, EngineInner, JobHandle, get_if_exists, load_handle};
 use crate::ids::{GroupId, JobId};
 use crate::layout;
 use crate::ports::{GetOptions, GroupQuery, ObjectPath, PutOptions};
@@ -647,15 +647,11 @@ pub(super) async fn read_manifest(
 ) -> Result<GroupManifest, BatchError> {
     let path = layout::group_manifest(group_id);
     let uri = inner.store.uri(&path);
-    let bytes = match inner.store.get(&path, GetOptions::default()).await {
-        Ok(b) => b,
-        Err(e) if e.is_not_found() => {
-            return Err(BatchError::GroupNotFound {
-                group_id: group_id.to_string(),
-                uri,
-            });
-        }
-        Err(e) => return Err(e.into()),
+    let Some(bytes) = get_if_exists(&inner.store, &path).await? else {
+        return Err(BatchError::GroupNotFound {
+            group_id: group_id.to_string(),
+            uri,
+        });
     };
     let (manifest, warnings) = GroupManifest::from_json_bytes(&bytes, group_id).map_err(|e| {
         BatchError::InvalidManifest {
