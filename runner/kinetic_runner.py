@@ -392,16 +392,20 @@ class Storage:
         os.replace(partial, path)
 
 
-def worker_result_uri(result_uri: str, host_index: int) -> str:
-    """This host's result URI: the leader's, or the sibling ``result-worker-{N}.json``."""
+def result_target(spec_doc: dict, host_index: int):
+    """Where this host writes its result, as spec.json names it: ``result_uri``
+    for the leader, entry N-1 of ``worker_result_uris`` for host N > 0; None
+    when the spec names no place for this host (the runner never derives a key)."""
     if host_index == 0:
-        return result_uri
-    head, sep, _ = result_uri.rpartition("/")
-    return "%s%sresult-worker-%d.json" % (head, sep, host_index)
+        return spec_doc["result_uri"]
+    uris = spec_doc.get("worker_result_uris")
+    if isinstance(uris, list) and host_index <= len(uris) and isinstance(uris[host_index - 1], str):
+        return uris[host_index - 1]
+    return None
 
 
 # --------------------------------------------------------------------------
-# Host index (reference §9.4)
+# Host index
 
 
 def host_index_from_env(environ) -> tuple:
@@ -537,7 +541,7 @@ def load_spec(storage: Storage, uri: str) -> dict:
 
 
 # --------------------------------------------------------------------------
-# Context extraction and plan (reference §10.4 step 4, §11.4)
+# Context extraction and plan
 
 
 def _inside(root: str, path: str) -> bool:
@@ -631,7 +635,7 @@ def read_plan(spec_plan, workspace: str):
 
 
 def plan_actions(plan, workspace: str) -> PlanActions:
-    """Reference §11.4, as a pure function of the plan and the extracted workspace."""
+    """Kinetic's plan application, as a pure function of the plan and the extracted workspace."""
     root = os.path.normpath(os.path.abspath(workspace))
     if not isinstance(plan, dict) or not plan:
         return PlanActions([root], None, True, [])
@@ -949,7 +953,11 @@ class Runner:
             if error["traceback"]:
                 (sys.__stderr__ or sys.stderr).write(error["traceback"])
             document = failure_document(error, self.host_index)
-        target = worker_result_uri(self.result_uri, self.host_index)
+        target = result_target(self.spec_doc, self.host_index)
+        if target is None:
+            log(UPLOAD, "spec.json names no result URI for host %d (see worker_result_uris); nothing written"
+                % self.host_index)
+            return EXIT_FAILED
         try:
             self.storage.write_bytes(target, document.encode("utf-8"))
         except Exception as err:  # noqa: BLE001 - nothing is left to report to

@@ -19,6 +19,8 @@ RUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(RUNNER_DIR, "kinetic_runner.py")
 PYTHON = os.environ.get("KINETIC_RUNNER_PYTHON") or sys.executable
 JOB_ID = "job-0a1b2c3d"
+# Hosts a test spec names result URIs for (the engine names one per host of the slice).
+WORKER_HOSTS = 4
 
 # Variables of the test process that would change what the runner does.
 _SCRUBBED = ("TPU_WORKER_ID", "LWS_WORKER_INDEX", "PYTHONPATH", "http_proxy", "https_proxy",
@@ -129,6 +131,8 @@ class RunnerTestCase(unittest.TestCase):
             "requirements": None,
             "plan": default_plan(),
             "result_uri": file_uri(os.path.join(self.store, "result.json")),
+            "worker_result_uris": [file_uri(os.path.join(self.store, "result-worker-%d.json" % n))
+                                   for n in range(1, WORKER_HOSTS)],
             "cluster": {"accelerator": "cpu", "num_nodes": 1, "num_gpus_per_node": 0, "node_ips": []},
         }
         spec.update(fields)

@@ -104,12 +104,15 @@ class HostIndexTests(unittest.TestCase):
         self.assertIn("TPU_WORKER_ID", messages[0])
         self.assertIn("worker-2", messages[0])
 
-    def test_worker_result_uri(self):
-        self.assertEqual(kr.worker_result_uri("gs://bucket/a/b/c/result.json", 0), "gs://bucket/a/b/c/result.json")
-        self.assertEqual(kr.worker_result_uri("gs://bucket/a/b/c/result.json", 1),
-                         "gs://bucket/a/b/c/result-worker-1.json")
-        self.assertEqual(kr.worker_result_uri("result.json", 2), "result-worker-2.json")
-        self.assertEqual(kr.worker_result_uri("file:///jobs/j/result.json", 10), "file:///jobs/j/result-worker-10.json")
+    def test_result_target_comes_from_the_spec(self):
+        spec = {"result_uri": "gs://bucket/a/j/result.json",
+                "worker_result_uris": ["gs://bucket/a/j/result-worker-1.json", "file:///w/2.json"]}
+        self.assertEqual(kr.result_target(spec, 0), "gs://bucket/a/j/result.json")
+        self.assertEqual(kr.result_target(spec, 1), "gs://bucket/a/j/result-worker-1.json")
+        self.assertEqual(kr.result_target(spec, 2), "file:///w/2.json")
+        self.assertIsNone(kr.result_target(spec, 3))
+        self.assertIsNone(kr.result_target({"result_uri": "gs://b/j/result.json"}, 1))
+        self.assertIsNone(kr.result_target({"result_uri": "x", "worker_result_uris": [7]}, 1))
 
 
 class WorkerResultTests(RunnerTestCase):
@@ -131,6 +134,12 @@ class WorkerResultTests(RunnerTestCase):
                            env={"TPU_WORKER_ID": "$(LWS_WORKER_INDEX)", "LWS_WORKER_INDEX": "1"})
         self.assertEqual(run.returncode, 0, run)
         self.assertEqual(run.written(), [])
+
+    def test_worker_the_spec_names_no_place_for_writes_nothing(self):
+        run = self.run_job({"work.py": WORK}, function_entry("fail"), env={"TPU_WORKER_ID": "9"})
+        self.assertEqual(run.returncode, 1, run)
+        self.assertEqual(run.written(), [])
+        self.assertIn("names no result URI for host 9", run.stderr)
 
     def test_leader_with_bad_index_value_warns_and_writes_result_json(self):
         run = self.run_job({"work.py": WORK}, function_entry("secret_length"), args=["HOME"],

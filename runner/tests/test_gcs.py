@@ -174,6 +174,7 @@ class GcsJobTests(RunnerTestCase):
             "context": {"uri": self.gs(JOB_ID + "/context.zip"), "sha256": sha256(local)},
             "requirements": None, "plan": default_plan(),
             "result_uri": self.gs(JOB_ID + "/result.json"),
+            "worker_result_uris": [self.gs(JOB_ID + "/result-worker-1.json")],
             "cluster": {"accelerator": "cpu", "num_nodes": 1, "num_gpus_per_node": 0, "node_ips": []},
         }
         spec.update(fields)

@@ -1,4 +1,4 @@
-"""Plan application (reference §11.4): sys.path entries under the workspace,
+"""Plan application: sys.path entries under the workspace,
 escapes rejected, chdir to the client cwd; the spec's plan wins over
 .kinetic/plan.json."""
 

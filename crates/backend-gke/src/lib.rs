@@ -5,7 +5,7 @@
 //! Job running the runner from the job's image, over a real `kube::Client`.
 //!
 //! - [`manifest`]: prepared job → Job and Secret, pure (golden JSON tests).
-//!   Kinetic's manifest (reference §8.1) plus a job id and group id label,
+//!   Kinetic's manifest plus a job id and group id label,
 //!   `activeDeadlineSeconds` from the run deadline, and the pending deadline
 //!   and spec URI as annotations, so every process sees the same job.
 //! - Captured environment values travel in a Secret owned by the Job

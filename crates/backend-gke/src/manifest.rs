@@ -1,4 +1,4 @@
-//! Prepared job → Kubernetes objects: the batch/v1 Job (reference §8.1) and
+//! Prepared job → Kubernetes objects: the batch/v1 Job and
 //! the Secret that carries the captured environment. Pure functions; the
 //! golden files under `tests/golden/` pin their JSON.
 
@@ -42,7 +42,7 @@ pub const RUNNER_PATH: &str = kinetic_core::image::RUNNER_IMAGE_PATH;
 /// The GCS FUSE CSI driver.
 pub const GCSFUSE_DRIVER: &str = "gcsfuse.csi.storage.gke.io";
 
-/// A GCS FUSE mount for a job's pod (reference §4.4 and §8.1).
+/// A GCS FUSE mount for a job's pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FuseMount {
     /// `gs://bucket/prefix` of a directory or of one object.
@@ -178,9 +178,9 @@ fn env(name: &str, value: &str) -> EnvVar {
     }
 }
 
-/// The batch/v1 Job of a prepared job (reference §8.1), with the runner's
-/// command, the accelerator's scheduling (§7.4, the spot toleration keeps
-/// its value), `activeDeadlineSeconds` from the run deadline, and the
+/// The batch/v1 Job of a prepared job, with the runner's
+/// command, the accelerator's scheduling (the spot toleration keeps its
+/// value), `activeDeadlineSeconds` from the run deadline, and the
 /// captured environment by reference only (`envFrom` the job's Secret).
 pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
     let r = &job.record;

@@ -39,7 +39,7 @@ use kinetic_core::accelerators::{AcceleratorSpec, Category};
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
     Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
-    ObjectPath, ObjectStore, PreparedJob, PutOptions, tail_lines,
+    ObjectStore, PreparedJob, PutOptions, tail_lines,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
@@ -199,9 +199,7 @@ impl LocalBackend {
         if dir.logs_archived() {
             return;
         }
-        let Ok(path) = ObjectPath::parse(format!("{job_id}/logs/output.log")) else {
-            return;
-        };
+        let path = kinetic_core::layout::log(job_id);
         let log = dir.log_path();
         let result = if log.exists() {
             self.store
@@ -228,12 +226,7 @@ impl LocalBackend {
         if dir.exists() {
             return Ok(dir.read_log());
         }
-        let path =
-            ObjectPath::parse(format!("{}/logs/output.log", record.job_id)).map_err(|e| {
-                BackendError::InvalidInput {
-                    message: e.to_string(),
-                }
-            })?;
+        let path = kinetic_core::layout::log(&record.job_id);
         match self.store.get(&path, Default::default()).await {
             Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
             Err(e) if e.is_not_found() => Err(BackendError::NotFound {

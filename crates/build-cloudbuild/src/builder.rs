@@ -17,8 +17,8 @@ use kinetic_core::image::{
     registry_tag_resource,
 };
 use kinetic_core::ports::{
-    BuildError, GetOptions, ImageBuilder, ImageCapabilities, ImageMode, ImageRequest, ObjectPath,
-    ObjectStore, PutOptions, ResolvedImage,
+    BuildError, GetOptions, ImageBuilder, ImageCapabilities, ImageMode, ImageRequest, ObjectStore,
+    PutOptions, ResolvedImage,
 };
 use tokio::time::Instant;
 
@@ -72,7 +72,7 @@ pub struct CloudBuildConfig {
 }
 
 impl CloudBuildConfig {
-    /// The configuration for a cluster, with Kinetic's names (reference §2.3).
+    /// The configuration for a cluster, with Kinetic's names.
     pub fn new(project: &str, zone: &str, cluster: &str) -> Self {
         let names = DerivedNames::new(project, zone, cluster);
         Self {
@@ -81,7 +81,7 @@ impl CloudBuildConfig {
             ar_location: names.ar_location,
             build_location: "global".to_owned(),
             builds_bucket: names.builds_bucket,
-            logs_prefix: "build-logs".to_owned(),
+            logs_prefix: kinetic_core::layout::builds::LOGS_DIR.to_owned(),
             service_account: names.build_service_account,
             kinetic_version: KINETIC_VERSION.to_owned(),
             build_timeout: Duration::from_secs(1200),
@@ -148,7 +148,7 @@ pub struct BundledImage {
 }
 
 /// A request of [`CloudBuildImageBuilder::publish`]: one prebuilt base
-/// image (`kinetic build-image`, reference §6.3).
+/// image (`kinetic build-image`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PublishRequest {
@@ -457,10 +457,12 @@ impl Inner {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let random = uuid::Uuid::new_v4().simple().to_string();
-        let object = format!("source-{secs}-{}.tar.gz", &random[..8]);
-        let path = ObjectPath::parse(object.clone()).map_err(|e| BuildError::Other {
-            message: e.to_string(),
+        let path = kinetic_core::layout::builds::source(secs, &random[..8]).map_err(|e| {
+            BuildError::Other {
+                message: e.to_string(),
+            }
         })?;
+        let object = path.to_string();
         self.builds_store
             .put(
                 &path,
@@ -559,10 +561,10 @@ impl Inner {
 
     /// The last lines of a build's log, or a note saying why there are none.
     async fn log_tail(&self, build_id: &str) -> String {
-        let name = format!("{}/log-{build_id}.txt", self.config.logs_prefix);
-        let Ok(path) = ObjectPath::parse(name.clone()) else {
+        let Ok(path) = kinetic_core::layout::builds::log(&self.config.logs_prefix, build_id) else {
             return String::new();
         };
+        let name = path.to_string();
         let store = &self.builds_store;
         let read = async {
             let size = store.head(&path).await?.size;

@@ -1,4 +1,4 @@
-//! The Dockerfile and build context of a job image (reference §6.2): pure
+//! The Dockerfile and build context of a job image: pure
 //! functions from the request's inputs to bytes.
 //!
 //! The template (`kinetic_core::image::DOCKERFILE_TEMPLATE`) has three

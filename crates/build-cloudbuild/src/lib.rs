@@ -22,7 +22,7 @@
 //! use kinetic_core::ports::{ImageBuilder, ImageMode, ImageRequest};
 //!
 //! let config = CloudBuildConfig::new("my-project", "us-central1-a", "kinetic-cluster");
-//! let tokens = Arc::new(GcpTokenSource::from_env(&config.builds_bucket));
+//! let tokens = Arc::new(GcpTokenSource::application_default(&config.builds_bucket, None));
 //! // `store` is the builds bucket, gs://my-project-kn-kinetic-cluster-builds.
 //! let builder = CloudBuildImageBuilder::new(config, tokens, store)?;
 //! let image = builder

@@ -6,7 +6,7 @@
 //! Artifact Registry image Cloud Build pushes it (`images`); for any other
 //! registry (Docker Hub, for `kinetic build-image`) the steps log in with
 //! the Secret Manager secrets `dockerhub-username` and `dockerhub-token`
-//! and push it themselves (reference §6.3).
+//! and push it themselves.
 //!
 //! Logs go to `{logs_bucket}` (`GCS_ONLY`), so a failed build's log tail
 //! is read back through the same `ObjectStore` as the context, without the

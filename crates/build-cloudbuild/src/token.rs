@@ -6,6 +6,7 @@
 //! metadata server; scope `cloud-platform`), tests a [`StaticToken`].
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -63,21 +64,26 @@ impl TokenSource for StaticToken {
     }
 }
 
-/// Tokens from `object_store`'s GCP credential provider, created on first
-/// use from the environment (`GoogleCloudStorageBuilder::from_env`), so
-/// that building an engine never touches credentials it does not need.
+/// Tokens from `object_store`'s GCP credential provider (Application
+/// Default Credentials), created on first use, so that building an engine
+/// never touches credentials it does not need.
 #[derive(Debug)]
 pub struct GcpTokenSource {
     bucket: String,
+    credentials_file: Option<PathBuf>,
     provider: OnceCell<GcpCredentialProvider>,
 }
 
 impl GcpTokenSource {
-    /// A source reading credentials from the environment. `bucket` only
-    /// satisfies the GCS builder (any bucket name works; no request goes to it).
-    pub fn from_env(bucket: &str) -> Self {
+    /// A source using Application Default Credentials: `credentials_file`
+    /// (what `GOOGLE_APPLICATION_CREDENTIALS` names, resolved by the
+    /// caller), else gcloud's application-default file, else the metadata
+    /// server. `bucket` only satisfies the GCS builder (any bucket name
+    /// works; no request goes to it).
+    pub fn application_default(bucket: &str, credentials_file: Option<PathBuf>) -> Self {
         Self {
             bucket: bucket.to_owned(),
+            credentials_file,
             provider: OnceCell::new(),
         }
     }
@@ -87,6 +93,7 @@ impl GcpTokenSource {
     pub fn from_provider(provider: GcpCredentialProvider) -> Self {
         Self {
             bucket: String::new(),
+            credentials_file: None,
             provider: OnceCell::new_with(Some(provider)),
         }
     }
@@ -94,8 +101,11 @@ impl GcpTokenSource {
     async fn provider(&self) -> Result<&GcpCredentialProvider, TokenError> {
         self.provider
             .get_or_try_init(|| async {
-                let gcs = GoogleCloudStorageBuilder::from_env()
-                    .with_bucket_name(&self.bucket)
+                let mut builder = GoogleCloudStorageBuilder::new().with_bucket_name(&self.bucket);
+                if let Some(file) = &self.credentials_file {
+                    builder = builder.with_application_credentials(file.to_string_lossy());
+                }
+                let gcs = builder
                     .build()
                     .map_err(|e| {
                         TokenError::new(format!(

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use kinetic_build_cloudbuild::retry::{PollPolicy, RetryPolicy};
 use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, StaticToken};
-use kinetic_core::engine::{Engine, Entrypoint, JobSpec, ProgressEvent, SubmitOptions};
+use kinetic_core::engine::{
+    Engine, EngineSettings, Entrypoint, JobSpec, ProgressEvent, SubmitOptions,
+};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::image::DOCKERFILE_TEMPLATE;
 use kinetic_core::ports::{GetOptions, ImageMode, ObjectPath, ObjectStore};
@@ -56,6 +58,7 @@ async fn world(requirements: &str) -> World {
         .default_backend("gke")
         .image_builder(Arc::new(builder))
         .env_snapshot(env)
+        .settings(EngineSettings::default().with_home(&home))
         .build()
         .unwrap();
     World {

@@ -1,197 +1,187 @@
-//! Building the engine the CLI runs jobs with, from the resolved
-//! configuration and the environment.
+//! The wiring: the process's environment and working directory, read once
+//! at the edge ([`Invocation`]); settings resolved from them
+//! ([`Invocation::settings`], `kinetic_core::settings`); and the engine and
+//! the cloud clients built from those settings. Commands never read the
+//! environment themselves.
 //!
-//! - Store: `KINETIC_STORE_URL` (`file:///dir`, `memory://`,
-//!   `gs://bucket[/prefix]`, or a bare `gs://` for the configured cluster's
-//!   jobs bucket `{project}-kn-{cluster}-jobs`), else the local default
-//!   `file://{local root}/store`. `gs://` uses Application Default
-//!   Credentials, or `KINETIC_GCS_ENDPOINT` without auth (tests, emulators;
-//!   the runner reads the same variable).
-//! - Local root: `KINETIC_LOCAL_ROOT`, else `~/.kinetic/local`.
-//! - Backends: `local` (always); the default for single-host jobs is
-//!   `KINETIC_BACKEND`, else `local`.
+//! - Store: the `store_url` setting (`KINETIC_STORE_URL`: `file:///dir`,
+//!   `memory://`, `gs://bucket[/prefix]`, or a bare `gs://` for the
+//!   configured cluster's jobs bucket; default `file://{local root}/store`).
+//!   `gs://` uses Application Default Credentials, or the `gcs_endpoint`
+//!   setting without auth (tests, emulators; the runner reads the same
+//!   variable).
+//! - Backends: `local` (always, in the `local_root` setting); the default for
+//!   single-host jobs is the `backend` setting.
 //! - `gke`, registered when a kubeconfig is there (`KUBECONFIG`, else
 //!   `~/.kube/config`); it connects on first use, in the configured
-//!   namespace. Its default pending deadline is
-//!   `KINETIC_PENDING_DEADLINE` seconds (else 15 minutes).
-//! - Image: `KINETIC_IMAGE` names one prebuilt image every job runs in
-//!   (it must hold the runner at `/app/kinetic_runner.py`); a bundled job
-//!   whose project has requirements is refused with it, since they cannot
-//!   be baked in (`--container-image prebuilt` installs them at start).
-//!   Otherwise, when a project is configured, images are resolved (and
-//!   built on a miss) by Cloud Build in the cluster's Artifact Registry
+//!   namespace, with the `pending_deadline` setting.
+//! - Image: the `image` setting (`KINETIC_IMAGE`) names one prebuilt image
+//!   every job runs in (it must hold the runner at `/app/kinetic_runner.py`);
+//!   a bundled job whose project has requirements is refused with it, since
+//!   they cannot be baked in (`--container-image prebuilt` installs them at
+//!   start). Otherwise, when a project is configured, images are resolved
+//!   (and built on a miss) by Cloud Build in the cluster's Artifact Registry
 //!   repository. The builder is set up on the first job that needs an
 //!   image, so local runs never touch Google credentials.
+//! - Cloud Build and Artifact Registry ([`cloud_builder`]): tokens from the
+//!   `access_token` setting, else Application Default Credentials; endpoints
+//!   from the `cloudbuild_endpoint` and `artifactregistry_endpoint` settings
+//!   (test servers); the builds bucket from `builds_store_url`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_core::config::{self as core_config, ProcessEnv, ProfileStore};
-use kinetic_core::engine::{Engine, EngineSettings};
+use kinetic_build_cloudbuild::{
+    CloudBuildConfig, CloudBuildImageBuilder, GcpTokenSource, StaticToken, TokenSource,
+};
+use kinetic_core::config::ProfileStore;
+use kinetic_core::engine::Engine;
+use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::{
     BuildError, FixedImage, ImageBuilder, ImageCapabilities, LazyImageBuilder, ObjectStore,
 };
+use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput, vars};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 
-use crate::commands::config::config_error;
-use crate::output::CliError;
+use crate::error::{CliError, profile_error, settings_error};
+use crate::render;
 
-/// Environment variables the CLI's engine reads.
-pub(crate) mod vars {
-    /// Where the local backend keeps its state.
-    pub(crate) const LOCAL_ROOT: &str = "KINETIC_LOCAL_ROOT";
-    /// The jobs store URL.
-    pub(crate) const STORE_URL: &str = "KINETIC_STORE_URL";
-    /// The backend for jobs that name none.
-    pub(crate) const BACKEND: &str = "KINETIC_BACKEND";
-    /// Jobs the local backend runs at once.
-    pub(crate) const LOCAL_MAX_CONCURRENT: &str = "KINETIC_LOCAL_MAX_CONCURRENT";
-    /// The kubeconfig of the cluster the `gke` backend uses.
-    pub(crate) const KUBECONFIG: &str = "KUBECONFIG";
-    /// One image for every job (instead of a build).
-    pub(crate) const IMAGE: &str = "KINETIC_IMAGE";
-    /// The `gke` backend's default pending deadline, in seconds.
-    pub(crate) const PENDING_DEADLINE: &str = "KINETIC_PENDING_DEADLINE";
+/// What the process gives the command: its environment and working
+/// directory, read once in `main`.
+#[derive(Debug)]
+pub(crate) struct Invocation {
+    env: EnvSnapshot,
+    cwd: Result<PathBuf, String>,
+    profile: Option<String>,
 }
 
-/// The `gke` backend when a kubeconfig is there: `KUBECONFIG`, else `~/.kube/config`.
-fn gke_backend(namespace: &str) -> Result<Option<GkeBackend>, CliError> {
-    let path = match non_empty(vars::KUBECONFIG) {
-        Some(p) => Some(PathBuf::from(p)),
-        None => non_empty("HOME")
-            .map(|h| PathBuf::from(h).join(".kube").join("config"))
-            .filter(|p| p.is_file()),
-    };
-    let Some(path) = path else {
-        return Ok(None);
-    };
-    let mut options = GkeOptions::new(namespace);
-    if let Some(s) = non_empty(vars::PENDING_DEADLINE) {
-        let secs: f64 = s.parse().ok().filter(|v: &f64| *v > 0.0).ok_or_else(|| {
-            CliError::usage(format!(
-                "{}={s:?} is not accepted: expected a positive number of seconds",
-                vars::PENDING_DEADLINE
-            ))
-        })?;
-        options = options.pending_deadline(Duration::from_secs_f64(secs));
+impl Invocation {
+    /// The process's environment and working directory; `profile` is the
+    /// global `--profile` flag.
+    pub(crate) fn from_process(profile: Option<String>) -> Self {
+        Self {
+            env: EnvSnapshot::from_process(),
+            cwd: std::env::current_dir().map_err(|e| e.to_string()),
+            profile,
+        }
+    }
+
+    /// The environment (settings read it; jobs capture from it).
+    pub(crate) fn env(&self) -> &EnvSnapshot {
+        &self.env
+    }
+
+    /// The working directory.
+    pub(crate) fn cwd(&self) -> Result<&Path, CliError> {
+        self.cwd
+            .as_deref()
+            .map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))
+    }
+
+    /// The home directory, as settings take it.
+    pub(crate) fn home(&self) -> Option<PathBuf> {
+        settings::home(&self.env)
+    }
+
+    /// `--profile` and the given target flags as settings arguments.
+    pub(crate) fn args(&self) -> SettingsArgs {
+        match &self.profile {
+            Some(name) => SettingsArgs::new().profile(name),
+            None => SettingsArgs::new(),
+        }
+    }
+
+    /// The profiles file's path and what it holds.
+    pub(crate) fn profiles(&self) -> Result<(PathBuf, ProfileStore), CliError> {
+        let path = settings::profiles_file(&self.env)
+            .map_err(|e| CliError::failed(e.to_string()))?
+            .value;
+        let store = ProfileStore::load(&path).map_err(profile_error)?;
+        Ok((path, store))
+    }
+
+    /// Every setting, resolved once, with `args` (start from
+    /// [`Invocation::args`]); warnings about unused values are printed.
+    pub(crate) fn settings(&self, args: &SettingsArgs) -> Result<Settings, CliError> {
+        let (_, profiles) = self.profiles()?;
+        let cwd = self.cwd()?;
+        let settings = Settings::resolve(args, &SettingsInput::new(&self.env, &profiles, cwd))
+            .map_err(settings_error)?;
+        for warning in &settings.warnings {
+            render::warn(warning);
+        }
+        Ok(settings)
+    }
+}
+
+/// GCS options from the settings: the endpoint, the credentials file.
+fn gcs_options(settings: &Settings) -> GcsOptions {
+    let mut options = GcsOptions::default();
+    if let Some(endpoint) = &settings.gcs_endpoint {
+        options = options.with_endpoint(&endpoint.value);
+    }
+    if let Some(file) = &settings.application_credentials {
+        options = options.with_application_credentials(&file.value);
+    }
+    options
+}
+
+/// The `gke` backend when a kubeconfig is there.
+fn gke_backend(settings: &Settings) -> Option<GkeBackend> {
+    let kubeconfig = settings.kubeconfig.as_ref()?;
+    let from_env = kubeconfig.source == settings::Source::Env(vars::KUBECONFIG);
+    let path = PathBuf::from(&kubeconfig.value);
+    if !from_env && !path.is_file() {
+        return None;
+    }
+    let mut options = GkeOptions::new(&settings.namespace.value);
+    if let Some(deadline) = &settings.pending_deadline {
+        options = options.pending_deadline(deadline.value);
     }
     // KUBECONFIG may list several files; kube merges them itself.
-    let single = non_empty(vars::KUBECONFIG).is_none_or(|v| !v.contains(':'));
-    Ok(Some(GkeBackend::from_kubeconfig(
+    let single = !(from_env && kubeconfig.value.contains(':'));
+    Some(GkeBackend::from_kubeconfig(
         single.then_some(path),
-        None,
+        settings.kube_context.as_ref().map(|c| c.value.clone()),
         options,
-    )))
+    ))
 }
 
-fn non_empty(var: &str) -> Option<String> {
-    std::env::var(var).ok().filter(|v| !v.is_empty())
-}
-
-fn local_root() -> Result<PathBuf, CliError> {
-    if let Some(root) = non_empty(vars::LOCAL_ROOT) {
-        return Ok(PathBuf::from(root));
-    }
-    let home = non_empty("HOME").ok_or_else(|| {
-        CliError::failed(format!(
-            "cannot find the home directory for ~/.kinetic/local: set HOME or {}",
-            vars::LOCAL_ROOT
-        ))
-    })?;
-    Ok(PathBuf::from(home).join(".kinetic").join("local"))
-}
-
-/// The engine for this invocation.
-pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
-    let path =
-        core_config::profiles_path(&ProcessEnv).map_err(|e| CliError::failed(e.to_string()))?;
-    let profiles = ProfileStore::load(&path).map_err(|e| CliError::failed(e.to_string()))?;
-    let args = match profile {
-        Some(name) => core_config::ConfigArgs::new().profile(name),
-        None => core_config::ConfigArgs::new(),
-    };
-    let cfg = core_config::resolve_partial(&args, &ProcessEnv, &profiles).map_err(config_error)?;
-
-    let root = local_root()?;
-    let mut store_url = non_empty(vars::STORE_URL)
-        .unwrap_or_else(|| format!("file://{}", root.join("store").display()));
-    if store_url == "gs://" {
-        let names = cfg.names().ok_or_else(|| {
-            CliError::usage(format!(
-                "{}=gs:// names the configured cluster's jobs bucket, but no project is configured: set KINETIC_PROJECT or a profile, or give gs://bucket",
-                vars::STORE_URL
-            ))
-        })?;
-        store_url = format!("gs://{}", names.jobs_bucket);
-    }
-    let gcs = GcsStore::open(&store_url, &GcsOptions::from_env())
+/// The engine for this invocation: built from `settings`, capturing job
+/// environments from the invocation's.
+pub(crate) fn build(settings: &Settings, invocation: &Invocation) -> Result<Engine, CliError> {
+    let root = settings.local_root().map_err(settings_error)?;
+    let store_url = settings.store_url().map_err(settings_error)?;
+    let gcs = GcsStore::open(&store_url.value, &gcs_options(settings))
         .map_err(|e| CliError::usage(format!("{}: {e}", vars::STORE_URL)))?;
-    let store_bucket = store_url
-        .strip_prefix("gs://")
-        .map(|rest| rest.split('/').next().unwrap_or(rest).to_owned());
     let store: Arc<dyn ObjectStore> = Arc::new(gcs);
 
-    let mut settings = match cfg.names() {
-        Some(names) => {
-            let mut s = EngineSettings::for_cluster(
-                &cfg.project
-                    .as_ref()
-                    .map(|p| p.value.clone())
-                    .unwrap_or_default(),
-                &cfg.zone.value,
-                &cfg.cluster.value,
-                &cfg.namespace.value,
-            );
-            s.bucket_name = names.jobs_bucket;
-            s
-        }
-        None => EngineSettings::default(),
-    };
-    if let Some(bucket) = store_bucket {
-        settings.bucket_name = bucket;
-    } else if settings.bucket_name.is_empty() {
-        settings.bucket_name = store_url.clone();
-    }
-    settings.namespace = cfg.namespace.value.clone();
-
-    let mut local = LocalOptions::new(root);
-    if let Some(n) = non_empty(vars::LOCAL_MAX_CONCURRENT) {
-        let n: usize = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-            CliError::usage(format!(
-                "{}={n:?} is not accepted: expected a positive integer",
-                vars::LOCAL_MAX_CONCURRENT
-            ))
-        })?;
-        local = local.max_concurrent(n);
+    let mut local = LocalOptions::new(root.value.clone());
+    if let Some(n) = &settings.local_max_concurrent {
+        local = local.max_concurrent(n.value);
     }
     let backend =
         LocalBackend::new(local, store.clone()).map_err(|e| CliError::failed(e.to_string()))?;
-    let default_backend = non_empty(vars::BACKEND).unwrap_or_else(|| "local".to_owned());
-    let gke = gke_backend(&settings.namespace)?;
     let mut builder = Engine::builder()
-        .settings(settings)
+        .settings(settings.engine())
         .store(store)
+        .env_snapshot(invocation.env().clone())
         .backend(Arc::new(backend));
-    if let Some(gke) = gke {
+    if let Some(gke) = gke_backend(settings) {
         builder = builder.backend(Arc::new(gke));
     }
-    if let Some(image) = non_empty(vars::IMAGE) {
-        let fixed = FixedImage::new(&image)
+    if let Some(image) = &settings.image {
+        let fixed = FixedImage::new(&image.value)
             .map_err(|e| CliError::usage(format!("{}: {e}", vars::IMAGE)))?
             .with_origin(vars::IMAGE);
         builder = builder.image_builder(Arc::new(fixed));
-    } else if let Some(project) = &cfg.project {
-        builder = builder.image_builder(Arc::new(lazy_cloud_build(
-            project.value.clone(),
-            cfg.zone.value.clone(),
-            cfg.cluster.value.clone(),
-        )));
+    } else if settings.project.is_some() {
+        builder = builder.image_builder(Arc::new(lazy_cloud_build(settings.clone())));
     }
     builder
-        .default_backend(&default_backend)
+        .default_backend(&settings.backend.value)
         .spawner(|driver| {
             tokio::spawn(driver);
         })
@@ -199,10 +189,66 @@ pub(crate) fn build(profile: Option<&str>) -> Result<Engine, CliError> {
         .map_err(|e| CliError::failed(e.to_string()))
 }
 
+/// The Cloud Build builder for the configured project's cluster.
+/// `needs_store`: whether build contexts will be uploaded (otherwise no
+/// bucket is opened).
+pub(crate) fn cloud_builder(
+    settings: &Settings,
+    needs_store: bool,
+) -> Result<CloudBuildImageBuilder, CliError> {
+    let project = settings.project.as_ref().ok_or_else(|| {
+        CliError::usage(
+            "building images needs a project: set --project, KINETIC_PROJECT or a profile",
+        )
+    })?;
+    let mut config = CloudBuildConfig::new(
+        &project.value,
+        &settings.zone.value,
+        &settings.cluster.value,
+    );
+    if let Some(e) = &settings.cloudbuild_endpoint {
+        config.cloudbuild_endpoint.clone_from(&e.value);
+    }
+    if let Some(e) = &settings.artifactregistry_endpoint {
+        config.artifactregistry_endpoint.clone_from(&e.value);
+    }
+    let tokens: Arc<dyn TokenSource> = match &settings.access_token {
+        Some(token) => Arc::new(StaticToken::new(token.value.expose())),
+        None => Arc::new(GcpTokenSource::application_default(
+            &config.builds_bucket,
+            settings
+                .application_credentials
+                .as_ref()
+                .map(|f| f.value.clone()),
+        )),
+    };
+    let store_url = if needs_store {
+        settings
+            .builds_store_url
+            .as_ref()
+            .map(|url| url.value.clone())
+            .ok_or_else(|| {
+                CliError::usage(format!("no builds bucket: set {}", vars::BUILDS_STORE_URL))
+            })?
+    } else {
+        // `image resolve` uploads nothing: no bucket to open.
+        "memory://".to_owned()
+    };
+    let store: Arc<dyn ObjectStore> = Arc::new(
+        GcsStore::open(&store_url, &gcs_options(settings)).map_err(|e| {
+            CliError::usage(format!(
+                "builds bucket {store_url}: {e} (set {} to the bucket's store URL)",
+                vars::BUILDS_STORE_URL
+            ))
+        })?,
+    );
+    CloudBuildImageBuilder::new(config, tokens, store).map_err(|e| CliError::failed(e.to_string()))
+}
+
 /// The Cloud Build image builder, set up when the first image is needed.
-fn lazy_cloud_build(project: String, zone: String, cluster: String) -> LazyImageBuilder {
+fn lazy_cloud_build(settings: Settings) -> LazyImageBuilder {
     LazyImageBuilder::new(ImageCapabilities::building(), move || {
-        let made = crate::commands::image::cloud_builder(&project, &zone, &cluster, true)
+        let made = cloud_builder(&settings, true)
             .map(|builder| Arc::new(builder) as Arc<dyn ImageBuilder>)
             .map_err(|e| BuildError::InvalidInput {
                 message: format!("cannot set up Cloud Build: {e}"),

@@ -3,17 +3,22 @@
 //! Every command that prints data accepts `--json`. Bad input gets a
 //! one-line error naming the input and what is accepted, and exit code 2;
 //! a failure of the work itself exits 1.
+//!
+//! `main` reads the process's environment once ([`engine::Invocation`]);
+//! [`engine`] resolves the settings and builds the engine from them;
+//! [`commands`] parse, call the engine and print through [`render`].
 
 mod commands;
 mod engine;
-mod output;
-mod progress;
+mod error;
+mod render;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::output::Output;
+use crate::engine::Invocation;
+use crate::render::Output;
 
 /// Run Python functions and commands on remote TPUs, GPUs and CPUs.
 #[derive(Debug, Parser)]
@@ -69,24 +74,26 @@ fn main() -> ExitCode {
         }
     };
     let out = Output::new(cli.json);
+    // The one place the process's environment and working directory are read.
+    let inv = Invocation::from_process(cli.profile.clone());
     let result = match &cli.command {
         Command::Hash(args) => commands::hash::run(args, &out),
-        Command::Pack(args) => commands::pack::run(args, &out),
-        Command::Deps(args) => commands::deps::run(args, &out),
+        Command::Pack(args) => commands::pack::run(args, &inv, &out),
+        Command::Deps(args) => commands::deps::run(args, &inv, &out),
         Command::Accelerators(args) => commands::accelerators::run(args, &out),
-        Command::Config(args) => commands::config::run(args, cli.profile.as_deref(), &out),
-        Command::Profile(args) => commands::profile::run(args, &out),
-        Command::Run(args) => commands::run::run(args, cli.profile.as_deref(), &out),
-        Command::Jobs(args) => commands::jobs::run(args, cli.profile.as_deref(), &out),
-        Command::Image(args) => commands::image::run(args, cli.profile.as_deref(), &out),
-        Command::BuildImage(args) => commands::build_image::run(args, cli.profile.as_deref(), &out),
-        Command::Map(args) => commands::map::run(args, cli.profile.as_deref(), &out),
-        Command::Batch(args) => commands::batch::run(args, cli.profile.as_deref(), &out),
+        Command::Config(args) => commands::config::run(args, &inv, &out),
+        Command::Profile(args) => commands::profile::run(args, &inv, &out),
+        Command::Run(args) => commands::run::run(args, &inv, &out),
+        Command::Jobs(args) => commands::jobs::run(args, &inv, &out),
+        Command::Image(args) => commands::image::run(args, &inv, &out),
+        Command::BuildImage(args) => commands::build_image::run(args, &inv, &out),
+        Command::Map(args) => commands::map::run(args, &inv, &out),
+        Command::Batch(args) => commands::batch::run(args, &inv, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err}");
+            render::error(&err);
             ExitCode::from(err.exit_code())
         }
     }

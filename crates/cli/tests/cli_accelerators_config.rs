@@ -651,6 +651,66 @@ fn config_show_json_with_profile_override() {
 }
 
 #[test]
+fn config_show_lists_every_setting_with_its_source() {
+    let sb = Sandbox::new();
+    let v = sb
+        .run_env(
+            &["--json", "config"],
+            &[
+                ("KINETIC_BACKEND", "gke"),
+                ("KINETIC_LOCAL_ROOT", "/var/kinetic"),
+                ("KINETIC_ACCESS_TOKEN", "s3cret-token"),
+                ("KINETIC_PENDING_DEADLINE", "30"),
+                ("KINETIC_NO_DEFAULT_EXCLUDES", "1"),
+            ],
+        )
+        .ok()
+        .json();
+    let env = |var: &str| serde_json::json!({"kind": "env", "var": var});
+    assert_eq!(v["backend"]["value"], "gke");
+    assert_eq!(v["backend"]["source"], env("KINETIC_BACKEND"));
+    assert_eq!(v["local_root"]["value"], "/var/kinetic");
+    assert_eq!(v["store_url"]["value"], "file:///var/kinetic/store");
+    assert_eq!(v["store_url"]["source"]["kind"], "default");
+    assert_eq!(v["pending_deadline"]["value"], 30.0);
+    assert_eq!(v["default_excludes"]["value"], false);
+    assert_eq!(v["access_token"]["value"], "<redacted>");
+    assert_eq!(v["access_token"]["source"], env("KINETIC_ACCESS_TOKEN"));
+    assert_eq!(v["image"], Value::Null);
+    assert_eq!(
+        v["kubeconfig"]["value"],
+        sb.home().join(".kube/config").display().to_string()
+    );
+    for key in [
+        "gcs_endpoint",
+        "application_credentials",
+        "kube_context",
+        "builds_store_url",
+        "cloudbuild_endpoint",
+        "artifactregistry_endpoint",
+        "package_root",
+        "context_size_warn_bytes",
+        "local_max_concurrent",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing from {v}");
+    }
+    let out = sb
+        .run_env(&["config"], &[("KINETIC_ACCESS_TOKEN", "s3cret-token")])
+        .ok();
+    assert!(!out.stdout.contains("s3cret-token"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["access_token", "<redacted>", "env", "KINETIC_ACCESS_TOKEN"]),
+        "{}",
+        out.stdout
+    );
+    sb.run_env(&["config"], &[("KINETIC_PENDING_DEADLINE", "soon")])
+        .usage_error("KINETIC_PENDING_DEADLINE=\"soon\" is not accepted: expected a positive number of seconds");
+}
+
+#[test]
 fn config_without_a_project() {
     let sb = Sandbox::new();
     let out = sb.run(&["config"]).ok();

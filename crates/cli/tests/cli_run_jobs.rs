@@ -29,6 +29,19 @@ def secret_length(name):
 def nap(seconds):
     time.sleep(seconds)
     return seconds
+
+
+def output_dir():
+    return os.environ["KINETIC_OUTPUT_DIR"]
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def shipped(path):
+    return os.path.exists(path)
 "#;
 
 struct Sandbox {
@@ -153,6 +166,54 @@ fn data_arguments_and_commands() {
         "import pathlib; print(len(pathlib.Path('work.py').read_text()))",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn settings_reach_the_job_through_the_cli() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.project().join(".venv")).unwrap();
+    std::fs::write(sb.project().join(".venv/marker"), "x").unwrap();
+    // KINETIC_OUTPUT_DIR becomes the job's output directory.
+    let o = sb.kinetic_env(
+        &["run", "work:output_dir"],
+        &[("KINETIC_OUTPUT_DIR", "/tmp/kinetic-out-x")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "/tmp/kinetic-out-x\n");
+    // `~` in a data path is the HOME the command was given.
+    let o = sb.kinetic(&[
+        "run",
+        "work:read_text",
+        "--arg",
+        "data:~/project/data/words.txt",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "one two three\n");
+    // Default excludes apply unless KINETIC_NO_DEFAULT_EXCLUDES=1.
+    let shipped = |env: &[(&str, &str)]| {
+        let o = sb.kinetic_env(&["run", "work:shipped", "--arg", "\".venv/marker\""], env);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert_eq!(shipped(&[]), "false\n");
+    assert_eq!(shipped(&[("KINETIC_NO_DEFAULT_EXCLUDES", "1")]), "true\n");
+    // KINETIC_PACKAGE_ROOT replaces detection; one outside the code is refused.
+    let o = sb.kinetic_env(
+        &["run", "work:square", "--arg", "3"],
+        &[("KINETIC_PACKAGE_ROOT", "/nonexistent-root")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("/nonexistent-root"), "{}", stderr(&o));
+    // An invalid setting names the variable and what is accepted (exit 2).
+    let o = sb.kinetic_env(
+        &["run", "work:square", "--arg", "3"],
+        &[("KINETIC_LOCAL_MAX_CONCURRENT", "lots")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "error: KINETIC_LOCAL_MAX_CONCURRENT=\"lots\" is not accepted: expected a positive integer\n"
+    );
 }
 
 #[test]

@@ -15,7 +15,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kinetic_core::engine::{AttachOptions, Engine, Entrypoint, JobSpec, MapOptions};
+use kinetic_core::engine::{
+    AttachOptions, Engine, EngineSettings, Entrypoint, JobSpec, MapOptions,
+};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::record::JobRecord;
 use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
@@ -50,6 +52,7 @@ impl World {
             .backend(Arc::new(self.fake.clone()))
             .default_backend("fake")
             .env_snapshot(env)
+            .settings(EngineSettings::default().with_home(self.dir.path().join("home")))
             .spawner(|driver| {
                 tokio::spawn(driver);
             })

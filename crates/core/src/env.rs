@@ -1,6 +1,6 @@
 //! Environment variables a job takes from the submitting machine.
 //!
-//! Kinetic's capture rules (reference §5.1), applied to an
+//! Kinetic's capture rules, applied to an
 //! [`EnvSnapshot`] (a map passed in, so tests never touch the process
 //! environment; [`EnvSnapshot::from_process`] is the convenience):
 //!

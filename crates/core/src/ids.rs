@@ -1,6 +1,6 @@
 //! Job and group identities, and the names derived from them.
 //!
-//! Kinetic's identity rules (reference §1.1, §1.6, §8.1, §9.2):
+//! Kinetic's identity rules:
 //!
 //! - a job id is `job-` followed by 8 lowercase hex digits (the first 8 of a
 //!   uuid4's hex form); a batch's group id is `grp-` followed by 8 lowercase
@@ -205,7 +205,7 @@ pub fn display_name(func_name: &str, job_id: &JobId) -> String {
     format!("kinetic-{func_name}-{job_id}")
 }
 
-/// Kinetic's synthetic name for a callable that has no usable name (§1.1).
+/// Kinetic's synthetic name for a callable that has no usable name.
 ///
 /// Every run of characters outside `[A-Za-z0-9_.-]` in `repr` becomes one
 /// `-`, leading and trailing `-` are stripped, and the result is cut to 40

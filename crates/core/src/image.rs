@@ -2,8 +2,7 @@
 //!
 //! A bundled image is built once per distinct set of inputs and reused from
 //! the cluster's Artifact Registry repository. Its tag is derived from a
-//! SHA-256 over every input that changes the image, composed as Kinetic does
-//! (reference §6.2):
+//! SHA-256 over every input that changes the image, composed as Kinetic does:
 //!
 //! ```text
 //! "base_image={base}\ncategory={category}\nkinetic={version}\n"
@@ -47,6 +46,8 @@ use std::fmt;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::config::{ar_repository, registry_prefix_at};
+
 /// Separator before the runner source in the hash input (ours).
 pub const RUNNER_SEPARATOR: &str = "\n---runner---\n";
 /// Separator before the Dockerfile template in the hash input (ours).
@@ -55,8 +56,6 @@ pub const DOCKERFILE_SEPARATOR: &str = "\n---Dockerfile---\n";
 pub const TAG_HASH_LEN: usize = 12;
 /// Image name inside the cluster repository.
 pub const BUNDLED_IMAGE_NAME: &str = "base";
-/// Prebuilt repository used when none is configured (Kinetic's default).
-pub const DEFAULT_PREBUILT_REPO: &str = "kinetic";
 
 /// The Dockerfile template of job images (`runner/Dockerfile.template`),
 /// shipped with the runner it installs. Image builders fill in
@@ -223,20 +222,12 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The default base image for a client Python version: `python:{major}.{minor}-slim`.
 pub fn default_base_image(python_major: u32, python_minor: u32) -> String {
-    format!("python:{python_major}.{python_minor}-slim")
+    python_base_image(&format!("{python_major}.{python_minor}"))
 }
 
-/// The cluster's Artifact Registry repository id: `kn-{cluster}`.
-pub fn registry_repository(cluster: &str) -> String {
-    format!("kn-{cluster}")
-}
-
-/// The registry prefix: `{ar_location}-docker.pkg.dev/{project}/kn-{cluster}`.
-pub fn registry_prefix(ar_location: &str, project: &str, cluster: &str) -> String {
-    format!(
-        "{ar_location}-docker.pkg.dev/{project}/{}",
-        registry_repository(cluster)
-    )
+/// The base image for a Python version written `X.Y`: `python:X.Y-slim`.
+pub fn python_base_image(python_version: &str) -> String {
+    format!("python:{python_version}-slim")
 }
 
 /// The bundled image URI:
@@ -249,7 +240,7 @@ pub fn bundled_image_uri(
 ) -> String {
     format!(
         "{}/{BUNDLED_IMAGE_NAME}:{tag}",
-        registry_prefix(ar_location, project, cluster)
+        registry_prefix_at(ar_location, project, cluster)
     )
 }
 
@@ -263,7 +254,7 @@ pub fn registry_tag_resource(
 ) -> String {
     format!(
         "projects/{project}/locations/{ar_location}/repositories/{}/packages/{BUNDLED_IMAGE_NAME}/tags/{tag}",
-        registry_repository(cluster)
+        ar_repository(cluster)
     )
 }
 

@@ -2,7 +2,8 @@
 //! exchange through the store (`docs/runner-protocol.md`).
 //!
 //! The engine writes `{job_id}/spec.json` ([`RunnerSpec`]); the runner
-//! writes `{job_id}/result.json` ([`RunnerResult`]). Both are plain JSON so
+//! writes `{job_id}/result.json` ([`RunnerResult`]) at the URI the spec
+//! names (keys: [`crate::layout`]). Both are plain JSON so
 //! any language can read them. The runner itself (Python, standard library
 //! only) ships inside this crate as [`RUNNER_SOURCE`].
 
@@ -51,8 +52,13 @@ pub struct RunnerSpec {
     pub requirements: Option<Artifact>,
     /// Where the client's project sat, to rebuild `sys.path` and the cwd.
     pub plan: RunnerPlan,
-    /// Where the leader writes `result.json`.
+    /// Where the leader (host 0) writes `result.json`.
     pub result_uri: String,
+    /// Where each other host writes its failure result
+    /// (`result-worker-{N}.json`): entry `i` is host `i + 1`'s. Empty for a
+    /// single host. The runner writes only to URIs the spec names.
+    #[serde(default)]
+    pub worker_result_uris: Vec<String>,
     /// What the job runs on.
     pub cluster: ClusterInfo,
 }
@@ -214,16 +220,6 @@ impl RunnerResult {
     }
 }
 
-/// Name of the result object a host writes, next to the leader's:
-/// host 0 → `result.json`, host N → `result-worker-N.json`.
-pub fn result_object_name(host_index: u32) -> String {
-    if host_index == 0 {
-        "result.json".to_owned()
-    } else {
-        format!("result-worker-{host_index}.json")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +252,7 @@ mod tests {
                 sys_path_rel: vec![String::new()],
             },
             result_uri: "gs://p-kn-c-jobs/job-0a1b2c3d/result.json".into(),
+            worker_result_uris: vec![],
             cluster: ClusterInfo {
                 accelerator: "cpu".into(),
                 num_nodes: 1,
@@ -269,6 +266,7 @@ mod tests {
             json!({"kind": "function", "module": "work", "function": "square"})
         );
         assert_eq!(value["requirements"], Value::Null);
+        assert_eq!(value["worker_result_uris"], json!([]));
         let back: RunnerSpec = serde_json::from_value(value).unwrap();
         assert_eq!(back, spec);
     }
@@ -308,11 +306,5 @@ mod tests {
         };
         assert!(phase.to_string().contains("'artifact verification' phase"));
         assert!(RunnerResult::from_json(b"[1]").is_err());
-    }
-
-    #[test]
-    fn worker_result_names() {
-        assert_eq!(result_object_name(0), "result.json");
-        assert_eq!(result_object_name(3), "result-worker-3.json");
     }
 }

@@ -1,7 +1,8 @@
-//! The durable job record, persisted as `{job_id}/handle.json`.
+//! The durable job record, persisted as `{job_id}/handle.json`
+//! ([`crate::layout::record`]).
 //!
 //! [`JobRecord`] has exactly the fields and JSON of Kinetic's `JobHandle`
-//! (reference §1.4), so either tool can attach to a job the other submitted:
+//!, so either tool can attach to a job the other submitted:
 //!
 //! - keys: `job_id, backend, project, cluster_name, zone, namespace,
 //!   bucket_name, k8s_name, image_uri, accelerator, func_name, display_name,
@@ -45,15 +46,8 @@ use serde_json::{Map, Value};
 
 use crate::ids::{GroupId, JobId};
 
-/// File name of the record inside the job's folder: `{job_id}/handle.json`.
-pub const RECORD_FILE_NAME: &str = "handle.json";
 /// Content type the record is stored with.
 pub const RECORD_CONTENT_TYPE: &str = "application/json";
-
-/// Object key of a job's record in its bucket: `{job_id}/handle.json`.
-pub fn record_key(job_id: &JobId) -> String {
-    format!("{job_id}/{RECORD_FILE_NAME}")
-}
 
 /// A moment in UTC with whole seconds, written `2026-03-25T10:00:00Z`.
 ///
@@ -279,9 +273,9 @@ impl JobRecord {
         Self::try_from(value)
     }
 
-    /// Object key of this record: `{job_id}/handle.json`.
-    pub fn key(&self) -> String {
-        record_key(&self.job_id)
+    /// Where this record is stored: `{job_id}/handle.json` ([`crate::layout::record`]).
+    pub fn key(&self) -> crate::ports::ObjectPath {
+        crate::layout::record(&self.job_id)
     }
 }
 

@@ -1,9 +1,9 @@
 //! Job status, and why a job is in it.
 //!
-//! [`JobStatus`] is Kinetic's five-valued status (reference §1.8), with the
+//! [`JobStatus`] is Kinetic's five-valued status, with the
 //! same strings on the wire (`PENDING`, `RUNNING`, `SUCCEEDED`, `FAILED`,
 //! `NOT_FOUND`). Kinetic stops there, so a job whose image cannot be pulled
-//! or whose pod cannot be scheduled stays `PENDING` forever (§15 item 3).
+//! or whose pod cannot be scheduled stays `PENDING` forever.
 //! Here a backend also reports a [`StatusReason`]: what the job is waiting
 //! for, or why it failed. [`StatusReason::is_blocking`] tells the engine
 //! that waiting will not help, so it can fail fast or apply a pending

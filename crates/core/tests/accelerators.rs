@@ -1,5 +1,5 @@
-//! Accelerator parsing against Kinetic's pinned table (reference §7.3),
-//! scheduling fields (§7.4) and registry integrity (§7.1, §7.2).
+//! Accelerator parsing against Kinetic's pinned table, scheduling fields
+//! and registry integrity.
 
 use kinetic_core::accelerators::{
     AcceleratorError, AcceleratorSpec, Category, GPU_PREFERENCE, GPU_TYPES, TPU_PREFERENCE,

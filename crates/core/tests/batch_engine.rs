@@ -6,13 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use kinetic_core::batch::{InputMode, child_job_id, child_position, manifest_key};
+use kinetic_core::batch::{InputMode, child_job_id, child_position};
 use kinetic_core::engine::{
     AttachOptions, BatchError, BatchResultsOptions, ChildError, CleanupOptions, Data, Engine,
-    Entrypoint, JobSpec, MapOptions, ProgressEvent,
+    EngineSettings, Entrypoint, JobSpec, MapOptions, ProgressEvent,
 };
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ids::JobId;
+use kinetic_core::layout;
 use kinetic_core::ports::{
     Backend, FaultyBackend, FaultyStore, GetOptions, ObjectPath, ObjectStore,
 };
@@ -69,6 +70,7 @@ impl World {
             .backend(backend)
             .default_backend("fake")
             .env_snapshot(env)
+            .settings(EngineSettings::default().with_home(self.dir.path().join("home")))
             .spawner(|driver| {
                 tokio::spawn(driver);
             })
@@ -137,7 +139,7 @@ async fn map_runs_every_input_and_returns_values_in_input_order() {
     assert!(
         w.store
             .snapshot()
-            .contains_key(&ObjectPath::parse(manifest_key(batch.group_id())).unwrap())
+            .contains_key(&layout::group_manifest(batch.group_id()))
     );
 }
 
@@ -156,7 +158,7 @@ async fn children_records_and_the_manifest_name_the_group() {
     assert_eq!(record.group_kind.as_deref(), Some("map"));
     assert_eq!(record.group_index, Some(3));
     // The final manifest names every child once, in Kinetic's shape.
-    let path = ObjectPath::parse(manifest_key(batch.group_id())).unwrap();
+    let path = layout::group_manifest(batch.group_id());
     let manifest: Value =
         serde_json::from_slice(&w.store.get(&path, GetOptions::default()).await.unwrap()).unwrap();
     assert_eq!(manifest["total_expected"], 12);
@@ -328,7 +330,7 @@ async fn unordered_results_count_failures_against_every_input() {
         .results(BatchResultsOptions::default().ordered(false).cleanup(false))
         .await
         .unwrap_err();
-    // Kinetic would say "2 of 4" here (§15 item 7).
+    // Kinetic would say "2 of 4" here.
     assert!(err.to_string().contains("2 of 6 inputs failed"), "{err}");
     let failure = err.failure().unwrap();
     assert_eq!(
@@ -486,6 +488,7 @@ async fn map_with_driver_needs_no_spawner() {
             env.insert("HOME", w.dir.path().join("home").to_string_lossy());
             env
         })
+        .settings(EngineSettings::default().with_home(w.dir.path().join("home")))
         .build()
         .unwrap();
     let (batch, driver) = bare
@@ -780,6 +783,7 @@ async fn a_backend_without_group_status_is_polled_job_by_job() {
         .backend(Arc::new(NoGroups(w.fake.clone())))
         .default_backend("nogroups")
         .env_snapshot(env)
+        .settings(EngineSettings::default().with_home(w.dir.path().join("home")))
         .spawner(|driver| {
             tokio::spawn(driver);
         })

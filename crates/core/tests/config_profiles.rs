@@ -1,5 +1,5 @@
 //! The profiles file: Kinetic's exact format, its read errors, name rules
-//! and the store operations (reference §2.2).
+//! and the store operations.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

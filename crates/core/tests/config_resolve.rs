@@ -1,5 +1,5 @@
-//! Settings precedence with provenance (reference §2.1) and derived names
-//! (§2.3), with the pinned cases of §13.
+//! Target precedence with provenance and derived names, with Kinetic's
+//! pinned cases.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Environment capture: Kinetic's pinned cases (§5.1), required and
+//! Environment capture: Kinetic's pinned cases, required and
 //! literal variables, and secrecy of values.
 
 use std::collections::BTreeSet;
@@ -33,7 +33,7 @@ fn credential_warnings(c: &CapturedEnv) -> Vec<Vec<String>> {
         .collect()
 }
 
-// ------------------------------------------------ §5.1 pinned cases
+// ------------------------------------------------ Kinetic's pinned cases
 
 #[test]
 fn pinned_exact_name() {

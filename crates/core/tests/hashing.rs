@@ -1,4 +1,4 @@
-//! Content hash: Kinetic's test vectors (reference §4.2) and error cases.
+//! Content hash: Kinetic's test vectors and error cases.
 
 use std::fs;
 use std::os::unix::fs::symlink;

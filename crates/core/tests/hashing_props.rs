@@ -1,4 +1,4 @@
-//! Content hash properties (reference §4.2): a naive model of Kinetic's
+//! Content hash properties: a naive model of Kinetic's
 //! algorithm computed from the in-memory tree must agree with the parallel
 //! implementation reading the same tree from disk, for every thread count;
 //! and the hash must be sensitive to names, contents and boundaries.

@@ -1,8 +1,8 @@
-//! Image tag hashing (§6.2 composition rule) and image names.
+//! Image tag hashing and image names.
 
 use kinetic_core::image::{
     DOCKERFILE_SEPARATOR, ImageError, ImageTagInputs, RUNNER_SEPARATOR, bundled_image_uri,
-    default_base_image, prebuilt_image_uri, registry_prefix, registry_tag_resource,
+    default_base_image, prebuilt_image_uri, registry_tag_resource,
 };
 use kinetic_core::requirements::filter_jax;
 use sha2::{Digest, Sha256};
@@ -169,7 +169,10 @@ fn image_names() {
         bundled_image_uri("europe", "my-proj", "my-cluster", &t),
         format!("europe-docker.pkg.dev/my-proj/kn-my-cluster/base:{t}")
     );
-    assert_eq!(registry_prefix("us", "p", "c"), "us-docker.pkg.dev/p/kn-c");
+    assert_eq!(
+        kinetic_core::config::registry_prefix_at("us", "p", "c"),
+        "us-docker.pkg.dev/p/kn-c"
+    );
     assert_eq!(
         registry_tag_resource("me-west1", "p", "c", &t),
         format!("projects/p/locations/me-west1/repositories/kn-c/packages/base/tags/{t}")

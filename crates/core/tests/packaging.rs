@@ -1,4 +1,4 @@
-//! `pack` behaviour: the packager cases Kinetic pins (reference §13) and
+//! `pack` behaviour: the packager cases Kinetic pins and
 //! the guarantees of the Rust port (atomic write, determinism, streaming).
 
 use std::collections::BTreeMap;

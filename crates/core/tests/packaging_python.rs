@@ -1,5 +1,5 @@
 //! `context.zip` entries compared with what Python's `zipfile` writes for
-//! the same tree (reference §11.2): the reference script
+//! the same tree: the reference script
 //! `tests/reference/zip_reference.py` packs the tree with `zipfile`, then
 //! dumps both archives; names, order, directory entries, sizes, CRCs,
 //! external attributes (mode and file-type bits), creator system,
@@ -51,7 +51,7 @@ fn chmod(path: &Path, mode: u32) {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
-/// A tree with every case of §11.2 and §13's packager list.
+/// A tree with every archive rule's case and every packager case Kinetic pins.
 fn build_tree(base: &Path) -> (PathBuf, Vec<PathBuf>) {
     let root = base.join("proj");
     write(&root.join("train.py"), b"print('hi')\n");

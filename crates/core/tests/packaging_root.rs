@@ -1,5 +1,4 @@
-//! Package root detection: the layouts Kinetic's tests pin (reference
-//! §11.1), each built in a temp dir with a fake `$HOME`.
+//! Package root detection: the layouts Kinetic's tests pin, each built in a temp dir with a fake `$HOME`.
 
 use std::fs;
 use std::os::unix::fs::symlink;

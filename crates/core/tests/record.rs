@@ -1,9 +1,7 @@
-//! `handle.json` compatibility with Kinetic (§1.4).
+//! `handle.json` compatibility with Kinetic.
 
 use kinetic_core::ids::{GroupId, JobId};
-use kinetic_core::record::{
-    EXTENSION_KEYS, JobRecord, REQUIRED_KEYS, RecordError, UtcTimestamp, record_key,
-};
+use kinetic_core::record::{EXTENSION_KEYS, JobRecord, REQUIRED_KEYS, RecordError, UtcTimestamp};
 use serde_json::Value;
 
 /// A handle.json as Kinetic writes it for a batch child: every field,
@@ -228,7 +226,7 @@ fn timestamps() {
 #[test]
 fn keys_and_constants() {
     let r = record();
-    assert_eq!(r.key(), "job-0000abcd/handle.json");
-    assert_eq!(record_key(&r.job_id), r.key());
+    assert_eq!(r.key().as_str(), "job-0000abcd/handle.json");
+    assert_eq!(kinetic_core::layout::record(&r.job_id), r.key());
     assert_eq!(EXTENSION_KEYS, ["entrypoint", "store_url"]);
 }

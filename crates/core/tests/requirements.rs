@@ -1,5 +1,5 @@
-//! Requirements: JAX filter (§3.3), prebuilt processing (§3.4), pyproject
-//! parsing (§3.2) and the bundled-mode decision for §15 item 8.
+//! Requirements: JAX filter, prebuilt processing, pyproject parsing and
+//! the bundled-mode decision (where Kinetic leaves continuations orphaned).
 
 use std::path::PathBuf;
 
@@ -23,7 +23,7 @@ fn pyproject_file() -> DependencyFile {
     }
 }
 
-// ---------------------------------------------------------------- §3.3 table
+// ---------------------------------------------------------------- JAX filter table
 
 const FILTERED: &[&str] = &[
     "jax",
@@ -134,7 +134,7 @@ fn warning_names_the_package_as_written() {
     assert!(out.warnings[0].to_string().contains("# kn:keep"));
 }
 
-// ------------------------------------------------ §15 item 8: bundled mode
+// ------------------------------------------------ bundled mode
 
 #[test]
 fn bundled_drops_continuation_lines_of_a_filtered_jax_line() {
@@ -187,7 +187,7 @@ fn kn_keep_on_a_continued_line_keeps_the_whole_group() {
     assert_eq!(filter_jax(input).text, input);
 }
 
-// ------------------------------------------------ §3.4 step 1: continuations
+// ------------------------------------------------ continuations
 
 #[test]
 fn continuation_joining_examples() {
@@ -231,7 +231,7 @@ fn prebuilt_nothing_left_means_nothing_to_install() {
     assert!(out.install_text().is_some(), "a comment is not blank");
 }
 
-// ------------------------------------------------ §3.4 step 2: rejection table
+// ------------------------------------------------ rejection table
 
 /// (line, our verdict, Kinetic's verdict when it differs)
 const REJECTION_TABLE: &[(&str, Option<UnusableReason>)] = &[
@@ -362,7 +362,7 @@ fn rejection_comes_before_the_jax_filter() {
     assert!(err.is_err());
 }
 
-// ------------------------------------------------ §3.2 pyproject
+// ------------------------------------------------ pyproject
 
 #[test]
 fn pyproject_dependencies_are_joined_with_trailing_newline() {

@@ -1,4 +1,4 @@
-//! Dependency-file discovery (§3.1) on real directories.
+//! Dependency-file discovery on real directories.
 
 use std::fs;
 use std::path::{Path, PathBuf};

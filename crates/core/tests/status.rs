@@ -1,4 +1,4 @@
-//! Job status strings (§1.8) and typed reasons.
+//! Job status strings and typed reasons.
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_core::engine::{Engine, Entrypoint, JobSpec, ResultOptions};
+use kinetic_core::engine::{Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::ObjectStore;
 use kinetic_store_gcs::GcsStore;
@@ -82,6 +82,7 @@ fn main() {
         .backend(Arc::new(backend))
         .default_backend("fake")
         .env_snapshot(env.clone())
+        .settings(EngineSettings::default().with_home(dir.path().join("home")))
         .build()
         .unwrap();
     let spec = || {
@@ -130,6 +131,7 @@ fn main() {
         .store(store)
         .backend(Arc::new(local))
         .env_snapshot(env)
+        .settings(EngineSettings::default().with_home(dir.path().join("home")))
         .build()
         .unwrap();
     let small = dir.path().join("home/small");

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_core::engine::{Arg, Data, Engine, Entrypoint, JobSpec, ResultOptions};
+use kinetic_core::engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::ObjectStore;
 use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp};
@@ -87,6 +87,7 @@ impl World {
             .store(self.store.clone())
             .backend(Arc::new(backend))
             .env_snapshot(env)
+            .settings(EngineSettings::default().with_home(self.dir.path().join("home")))
             .build()
             .unwrap()
     }

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
-use kinetic_core::engine::{Engine, EngineError, Entrypoint, JobSpec, ResultOptions};
+use kinetic_core::engine::{
+    Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions,
+};
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::{Deadlines, ImageBuilder, ObjectStore};
 use kinetic_core::status::{JobStatus, StatusReason};
@@ -99,6 +101,7 @@ impl World {
             .default_backend("gke")
             .image_builder(images)
             .env_snapshot(env)
+            .settings(EngineSettings::default().with_home(self.dir.path().join("home")))
             .build()
             .unwrap()
     }

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_core::engine::{Arg, Data, Engine, EngineError, Entrypoint, JobSpec, ResultOptions};
+use kinetic_core::engine::{
+    Arg, Data, Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions,
+};
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::{GetOptions, ObjectStore};
 use kinetic_core::status::JobStatus;
@@ -126,6 +128,7 @@ impl World {
             .store(self.store.clone())
             .backend(Arc::new(backend))
             .env_snapshot(env)
+            .settings(EngineSettings::default().with_home(self.dir.path().join("home")))
             .build()
             .unwrap()
     }
@@ -292,11 +295,11 @@ async fn a_directory_as_data_argument_and_as_volume() {
     assert_eq!(value, want);
     // The data went to the content-addressed cache once, with its marker.
     let hash = kinetic_core::hashing::content_hash(w.project().join("data")).unwrap();
-    let marker = kinetic_core::engine::marker_path(&hash);
+    let marker = kinetic_core::layout::data_marker(&hash);
     w.store.head(&marker).await.expect("the marker is written");
     let cached = w
         .store
-        .list(Some(&kinetic_core::engine::cache_prefix(&hash)))
+        .list(Some(&kinetic_core::layout::data_entry(&hash)))
         .await
         .unwrap();
     assert_eq!(cached.len(), 2);

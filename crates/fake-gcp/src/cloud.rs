@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kinetic_core::config::{DEFAULT_NAMESPACE, DEFAULT_ZONE, DerivedNames, vars};
+use kinetic_core::config::{DEFAULT_NAMESPACE, DEFAULT_ZONE, DerivedNames};
+use kinetic_core::settings::vars;
 
 use crate::cloudbuild::{BuildSchedule, FakeCloudBuild};
 use crate::gcs::FakeGcs;
@@ -83,7 +84,7 @@ impl FakeGcp {
         let cluster = FakeCluster::start(
             FakeClusterConfig::default()
                 .python(&config.python)
-                .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
+                .env(vars::GCS_ENDPOINT, &gcs.endpoint()),
         )
         .await?;
         let cloud_build = FakeCloudBuild::start().await?;
@@ -138,19 +139,16 @@ impl FakeGcp {
         let gcs = self.gcs.endpoint();
         let cloud_build = self.cloud_build.endpoint();
         [
-            ("KUBECONFIG", kubeconfig.display().to_string()),
+            (vars::KUBECONFIG, kubeconfig.display().to_string()),
             (vars::PROJECT, self.config.project.clone()),
             (vars::ZONE, self.config.zone.clone()),
             (vars::CLUSTER, self.config.cluster.clone()),
             (vars::NAMESPACE, self.config.namespace.clone()),
-            (
-                "KINETIC_STORE_URL",
-                format!("gs://{}", self.names.jobs_bucket),
-            ),
-            ("KINETIC_GCS_ENDPOINT", gcs),
-            ("KINETIC_CLOUDBUILD_ENDPOINT", cloud_build.clone()),
-            ("KINETIC_ARTIFACTREGISTRY_ENDPOINT", cloud_build),
-            ("KINETIC_ACCESS_TOKEN", Self::ACCESS_TOKEN.to_owned()),
+            (vars::STORE_URL, format!("gs://{}", self.names.jobs_bucket)),
+            (vars::GCS_ENDPOINT, gcs),
+            (vars::CLOUDBUILD_ENDPOINT, cloud_build.clone()),
+            (vars::ARTIFACTREGISTRY_ENDPOINT, cloud_build),
+            (vars::ACCESS_TOKEN, Self::ACCESS_TOKEN.to_owned()),
             ("KINETIC_FAKE_K8S_URL", self.cluster.url().to_owned()),
         ]
         .into_iter()

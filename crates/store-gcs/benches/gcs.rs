@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use kinetic_core::engine::{Arg, Data, Engine, Entrypoint, JobSpec};
+use kinetic_core::engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::{ObjectPath, ObjectStore, PutOptions};
 use kinetic_fake_gcp::FakeGcs;
@@ -244,6 +244,7 @@ async fn small_files(store: Arc<dyn ObjectStore>, dir: &Path) {
         .store(store.clone())
         .backend(Arc::new(FakeBackend::new("local", store.clone())))
         .env_snapshot(env)
+        .settings(EngineSettings::default().with_home(dir))
         .build()
         .expect("engine");
     let spec = || {

@@ -213,11 +213,12 @@ impl GcsStore {
         }
         builder = match credentials {
             GcsCredentials::ApplicationDefault => {
-                // ADC's first source is the variable; the builder itself
-                // only looks at gcloud's file and the metadata server.
-                match std::env::var("GOOGLE_APPLICATION_CREDENTIALS") {
-                    Ok(path) if !path.is_empty() => builder.with_application_credentials(path),
-                    _ => builder,
+                // ADC's first source is the file the caller names; the
+                // builder itself only looks at gcloud's file and the
+                // metadata server.
+                match &options.application_credentials {
+                    Some(path) => builder.with_application_credentials(path.to_string_lossy()),
+                    None => builder,
                 }
             }
             GcsCredentials::ServiceAccountKeyFile(path) => {

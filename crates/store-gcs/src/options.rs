@@ -7,8 +7,10 @@ use std::time::Duration;
 
 /// Environment variable naming a GCS endpoint to use instead of Google's,
 /// without authentication (tests, emulators). The in-pod runner reads the
-/// same variable, so one setting points both at a fake server.
-pub const GCS_ENDPOINT_VAR: &str = "KINETIC_GCS_ENDPOINT";
+/// same variable, so one setting points both at a fake server. (The store
+/// itself never reads it: the caller resolves it with the other settings,
+/// `kinetic_core::settings`, and passes it to [`GcsOptions::with_endpoint`].)
+pub const GCS_ENDPOINT_VAR: &str = kinetic_core::settings::vars::GCS_ENDPOINT;
 
 /// Smallest part GCS accepts in an XML API multipart upload (every part but
 /// the last).
@@ -19,7 +21,8 @@ pub const MIN_PART_SIZE: usize = 5 * 1024 * 1024;
 #[non_exhaustive]
 pub enum GcsCredentials {
     /// Application Default Credentials, as Google's client libraries find
-    /// them: `GOOGLE_APPLICATION_CREDENTIALS`, then gcloud's
+    /// them: the file [`GcsOptions::application_credentials`] names (what
+    /// `GOOGLE_APPLICATION_CREDENTIALS` says), then gcloud's
     /// `~/.config/gcloud/application_default_credentials.json`, then the
     /// metadata server (Workload Identity on GKE). The default.
     #[default]
@@ -131,6 +134,10 @@ pub struct GcsOptions {
     /// [`GcsCredentials::ApplicationDefault`] means
     /// [`GcsCredentials::Anonymous`]: an emulator never gets a real token.
     pub credentials: GcsCredentials,
+    /// The file Application Default Credentials start from (the value of
+    /// `GOOGLE_APPLICATION_CREDENTIALS`, resolved by the caller); `None`
+    /// starts from gcloud's file.
+    pub application_credentials: Option<PathBuf>,
     /// Request retries.
     pub retry: RetrySettings,
     /// Longest time one request may take, body included (default 300 s, so a
@@ -151,6 +158,7 @@ impl Default for GcsOptions {
         Self {
             endpoint: None,
             credentials: GcsCredentials::ApplicationDefault,
+            application_credentials: None,
             retry: RetrySettings::default(),
             request_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(5),
@@ -161,15 +169,6 @@ impl Default for GcsOptions {
 }
 
 impl GcsOptions {
-    /// Defaults, with [`GCS_ENDPOINT_VAR`] (`KINETIC_GCS_ENDPOINT`) as the
-    /// endpoint when it is set and not empty.
-    pub fn from_env() -> Self {
-        match std::env::var(GCS_ENDPOINT_VAR) {
-            Ok(endpoint) if !endpoint.is_empty() => Self::default().with_endpoint(&endpoint),
-            _ => Self::default(),
-        }
-    }
-
     /// For an emulator or fake at `endpoint`: no credentials, no retries.
     pub fn emulator(endpoint: &str) -> Self {
         Self {
@@ -188,6 +187,13 @@ impl GcsOptions {
     /// Use these credentials.
     pub fn with_credentials(mut self, credentials: GcsCredentials) -> Self {
         self.credentials = credentials;
+        self
+    }
+
+    /// Start Application Default Credentials from this file (what
+    /// `GOOGLE_APPLICATION_CREDENTIALS` names).
+    pub fn with_application_credentials(mut self, path: impl Into<PathBuf>) -> Self {
+        self.application_credentials = Some(path.into());
         self
     }
 

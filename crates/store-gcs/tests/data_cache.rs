@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use kinetic_core::engine::{Arg, Data, Engine, Entrypoint, JobSpec, marker_path};
+use kinetic_core::engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::hashing::content_hash;
+use kinetic_core::layout::data_marker;
 use kinetic_core::ports::ObjectStore;
 use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp, GcsRequest};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
@@ -63,6 +64,7 @@ fn world_with(files: usize) -> World {
         .store(store.clone())
         .backend(Arc::new(FakeBackend::new("local", store)))
         .env_snapshot(env)
+        .settings(EngineSettings::default().with_home(dir.path().join("home")))
         .build()
         .unwrap();
     World {
@@ -82,7 +84,7 @@ impl World {
     }
 
     fn marker(&self) -> String {
-        marker_path(&content_hash(&self.data).unwrap()).to_string()
+        data_marker(&content_hash(&self.data).unwrap()).to_string()
     }
 
     fn cache_objects(&self) -> Vec<String> {

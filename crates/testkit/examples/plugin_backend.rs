@@ -22,13 +22,12 @@ use futures_util::future::BoxFuture;
 use kinetic_core::engine::{Engine, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ids::JobId;
+use kinetic_core::layout;
 use kinetic_core::ports::{
     Backend, BackendCapabilities, BackendError, GetOptions, GroupQuery, GroupStatus, LogOptions,
-    LogStream, ObjectPath, ObjectStore, PreparedJob, PutOptions, tail_lines,
+    LogStream, ObjectStore, PreparedJob, PutOptions, tail_lines,
 };
-use kinetic_core::protocol::{
-    RemoteError, RunnerEntrypoint, RunnerResult, RunnerSpec, result_object_name,
-};
+use kinetic_core::protocol::{RemoteError, RunnerEntrypoint, RunnerResult, RunnerSpec};
 use kinetic_core::record::JobRecord;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_testkit::conformance::backend::BackendHarness;
@@ -136,10 +135,6 @@ impl InProcessBackend {
         }
     }
 
-    fn object(job_id: &JobId, name: &str) -> Result<ObjectPath, BackendError> {
-        ObjectPath::parse(format!("{job_id}/{name}")).map_err(other)
-    }
-
     /// The handler for a spec's entrypoint, or what this backend accepts.
     fn handler_for(&self, spec: &RunnerSpec) -> Result<Handler, BackendError> {
         let entry = match &spec.entrypoint {
@@ -195,16 +190,17 @@ impl InProcessBackend {
             ),
         };
         // The result is in the store before the job is seen to end.
-        let written = match (
-            Self::object(&job_id, &result_object_name(0)),
-            serde_json::to_vec(&result),
-        ) {
-            (Ok(path), Ok(bytes)) => self
+        let written = match serde_json::to_vec(&result) {
+            Ok(bytes) => self
                 .store
-                .put(&path, Bytes::from(bytes), PutOptions::default())
+                .put(
+                    &layout::result(&job_id),
+                    Bytes::from(bytes),
+                    PutOptions::default(),
+                )
                 .await
                 .is_ok(),
-            _ => false,
+            Err(_) => false,
         };
         let state = if written {
             state
@@ -242,10 +238,9 @@ impl Backend for InProcessBackend {
                 })
             };
         }
-        let spec_path = Self::object(&job_id, "spec.json")?;
         let bytes = self
             .store
-            .get(&spec_path, GetOptions::default())
+            .get(&layout::spec(&job_id), GetOptions::default())
             .await
             .map_err(other)?;
         let spec: RunnerSpec =

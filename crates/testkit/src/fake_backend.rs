@@ -19,7 +19,7 @@ use kinetic_core::env::SecretValue;
 use kinetic_core::ids::JobId;
 use kinetic_core::ports::{
     Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
-    ObjectPath, ObjectStore, PreparedJob, PutOptions,
+    ObjectStore, PreparedJob, PutOptions,
 };
 use kinetic_core::protocol::{RemoteError, RunnerResult};
 use kinetic_core::record::JobRecord;
@@ -242,8 +242,8 @@ impl FakeBackend {
             (state, write)
         };
         if let Some((job_id, result)) = write {
-            let path = ObjectPath::parse(format!("{job_id}/result.json"));
-            if let (Ok(path), Ok(json)) = (path, serde_json::to_vec(&result))
+            let path = kinetic_core::layout::result(&job_id);
+            if let Ok(json) = serde_json::to_vec(&result)
                 && let Err(e) = self
                     .store
                     .put(&path, Bytes::from(json), PutOptions::default())

@@ -1,21 +1,25 @@
 //! Real jobs for the conformance suites: a tiny Python module packed into a
-//! `context.zip` and a `spec.json`, written to a store exactly as the engine
+//! `context.zip` and a `spec.json`, planned by the engine's own planning
+//! step ([`kinetic_core::plan`]) and written to a store as the engine
 //! writes them, so a backend that runs the real runner (local, GKE over the
 //! fake cluster) executes real Python.
 
 use std::io::Write;
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
-use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::engine::{EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::env::CapturedEnv;
-use kinetic_core::ids::{JobId, display_name, k8s_name_for_backend};
-use kinetic_core::ports::{Deadlines, ObjectPath, ObjectStore, PreparedJob, PutOptions};
-use kinetic_core::protocol::{
-    Artifact, ClusterInfo, PROTOCOL_VERSION, RunnerEntrypoint, RunnerPlan, RunnerSpec,
+use kinetic_core::ids::JobId;
+use kinetic_core::plan::{
+    self, ContextFacts, JobFacts, ObjectUpload, ProjectFacts, UploadSource, UploadTarget,
 };
-use kinetic_core::record::{JobRecord, UtcTimestamp};
-use serde_json::{Map, Value, json};
+use kinetic_core::ports::{Deadlines, ObjectPath, ObjectStore, PreparedJob, PutOptions};
+use kinetic_core::protocol::{RunnerEntrypoint, RunnerPlan};
+use kinetic_core::record::UtcTimestamp;
+use serde_json::{Value, json};
 use sha2::Digest;
 
 /// The module every conformance job imports.
@@ -93,6 +97,26 @@ fn context_zip() -> Vec<u8> {
     buf.into_inner()
 }
 
+/// The package root conformance jobs claim to come from.
+const CONFORMANCE_ROOT: &str = "/conformance";
+
+async fn put(store: &Arc<dyn ObjectStore>, upload: &ObjectUpload) {
+    let UploadSource::Bytes(bytes) = &upload.source else {
+        panic!(
+            "conformance jobs upload bytes only, not {:?}",
+            upload.source
+        );
+    };
+    let mut options = PutOptions::default();
+    if let Some(content_type) = upload.content_type {
+        options = options.with_content_type(content_type);
+    }
+    store
+        .put(&upload.key, bytes.clone(), options)
+        .await
+        .unwrap_or_else(|e| panic!("store the conformance job's {}: {e}", upload.key));
+}
+
 /// Write a conformance job into `store` for `backend` and return it ready to submit.
 pub async fn prepare_python_job(
     store: &Arc<dyn ObjectStore>,
@@ -101,89 +125,70 @@ pub async fn prepare_python_job(
     env: CapturedEnv,
 ) -> PreparedJob {
     let job_id = JobId::new_random();
-    let prefix = ObjectPath::parse(job_id.as_str()).expect("job ids are valid paths");
     let zip = context_zip();
-    let sha = hex::encode(sha2::Sha256::digest(&zip));
-    let context = prefix.child("context.zip").expect("path");
-    store
-        .put(&context, Bytes::from(zip), PutOptions::default())
-        .await
-        .expect("store the conformance context");
+    let sha: [u8; 32] = sha2::Sha256::digest(&zip).into();
     let (function, args) = job.call();
-    let spec = RunnerSpec {
-        protocol: PROTOCOL_VERSION,
-        job_id: job_id.to_string(),
+    let mut spec = JobSpec::new(Entrypoint::Module {
+        module: "kinetic_conformance".into(),
+        function: function.into(),
+    });
+    for arg in args {
+        spec = spec.arg(arg);
+    }
+    let mut settings = EngineSettings::for_cluster(
+        "conformance",
+        kinetic_core::config::DEFAULT_ZONE,
+        "conformance",
+        kinetic_core::config::DEFAULT_NAMESPACE,
+    );
+    settings.bucket_name = "conformance".into();
+    let uri_of = |p: &ObjectPath| store.uri(p);
+    let context = ContextFacts::new(
+        sha,
+        zip.len() as u64,
+        1,
+        UploadSource::Bytes(Bytes::from(zip)),
+    );
+    let shared = plan::shared(
+        &spec,
+        &UploadTarget::Job(&job_id),
+        &BTreeMap::new(),
+        context,
+        None,
+        &uri_of,
+    )
+    .expect("plan the conformance job's uploads");
+    let project = ProjectFacts {
+        plan: RunnerPlan {
+            package_root: CONFORMANCE_ROOT.into(),
+            entry_rel: String::new(),
+            client_cwd_rel: Some(String::new()),
+            sys_path_rel: vec![String::new()],
+        },
         entrypoint: RunnerEntrypoint::Function {
             module: Some("kinetic_conformance".into()),
             path: None,
             function: function.into(),
         },
-        args,
-        kwargs: Map::new(),
-        volumes: vec![],
-        env_names: env.names().map(|n| n.as_str().to_owned()).collect(),
-        output_dir: store.uri(&ObjectPath::parse(format!("outputs/{job_id}")).expect("path")),
-        context: Artifact {
-            uri: store.uri(&context),
-            sha256: sha,
-        },
-        requirements: None,
-        plan: RunnerPlan {
-            package_root: "/conformance".into(),
-            entry_rel: String::new(),
-            client_cwd_rel: Some(String::new()),
-            sys_path_rel: vec![String::new()],
-        },
-        result_uri: store.uri(&prefix.child("result.json").expect("path")),
-        cluster: ClusterInfo {
-            accelerator: "cpu".into(),
-            num_nodes: 1,
-            num_gpus_per_node: 0,
-            node_ips: vec![],
-        },
     };
-    let spec_path = prefix.child("spec.json").expect("path");
-    store
-        .put(
-            &spec_path,
-            Bytes::from(serde_json::to_vec_pretty(&spec).expect("encode spec")),
-            PutOptions::default(),
-        )
-        .await
-        .expect("store the conformance spec");
-    let record = JobRecord {
-        accelerator: "cpu".into(),
-        backend: backend.into(),
-        bucket_name: "conformance".into(),
-        cluster_name: "conformance".into(),
-        created_at: UtcTimestamp::now(),
-        debug: false,
-        display_name: display_name(function, &job_id),
-        entrypoint: Some(format!("kinetic_conformance:{function}")),
-        func_name: function.into(),
-        group_id: None,
-        group_index: None,
-        group_kind: None,
-        image_uri: String::new(),
-        job_id: job_id.clone(),
-        k8s_name: k8s_name_for_backend(backend, &job_id),
-        namespace: "default".into(),
-        project: "conformance".into(),
-        store_url: None,
-        zone: "us-central1-a".into(),
-    };
-    store
-        .put(
-            &ObjectPath::parse(format!("{job_id}/handle.json")).expect("path"),
-            Bytes::from(record.to_json()),
-            PutOptions::default(),
-        )
-        .await
-        .expect("store the conformance record");
+    let (accelerator_text, accelerator) = plan::accelerator(&spec, &settings).expect("cpu parses");
+    let mut facts = JobFacts::new(
+        job_id,
+        backend,
+        &accelerator_text,
+        &accelerator,
+        UtcTimestamp::now(),
+    );
+    facts.env_names = env.names().map(|n| n.as_str().to_owned()).collect();
+    let planned = plan::job(&spec, &settings, &project, &shared, &facts, &uri_of)
+        .expect("plan the conformance job");
+    for upload in [&shared.context, &planned.spec, &planned.record_upload] {
+        put(store, upload).await;
+    }
     PreparedJob::new(
-        record,
-        AcceleratorSpec::parse("cpu").expect("cpu parses"),
-        store.uri(&spec_path),
+        planned.record,
+        accelerator,
+        planned.spec_uri,
         env,
         Deadlines::default(),
     )

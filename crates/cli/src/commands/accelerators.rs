@@ -4,7 +4,8 @@
 use kinetic_core::accelerators::{AcceleratorSpec, gpus_by_preference, tpus_by_preference};
 use serde_json::json;
 
-use crate::output::{CliError, Output, emit};
+use crate::error::CliError;
+use crate::render::{Output, emit, key_values, table};
 
 /// Arguments of `kinetic accelerators`.
 #[derive(Debug, clap::Args)]
@@ -136,48 +137,4 @@ fn resolve(spec: &str, spot: bool, out: &Output) -> Result<(), CliError> {
         ("jax_platform", d.jax_platform.to_owned()),
     ]);
     emit(&key_values(&rows))
-}
-
-/// Left-aligned columns separated by two spaces, with a header row; no
-/// trailing spaces.
-pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if let Some(w) = widths.get_mut(i) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut s = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i > 0 {
-                s.push_str("  ");
-            }
-            s.push_str(cell);
-            let pad = widths
-                .get(i)
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(cell.chars().count());
-            s.push_str(&" ".repeat(pad));
-        }
-        let mut s = s.trim_end().to_owned();
-        s.push('\n');
-        s
-    };
-    let mut out = line(headers.to_vec());
-    for row in rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
-}
-
-/// `key  value` lines with the values aligned.
-pub(crate) fn key_values(rows: &[(&str, String)]) -> String {
-    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    rows.iter()
-        .map(|(k, v)| format!("{k:width$}  {v}").trim_end().to_owned() + "\n")
-        .collect()
 }

@@ -6,10 +6,12 @@ use kinetic_core::engine::{
 };
 use serde_json::json;
 
-use super::accelerators::table;
-use super::map::{BatchProgress, batch_error, follow, print_items, seconds};
-use crate::engine;
-use crate::output::{CliError, Output, emit};
+use super::map::follow;
+use super::seconds;
+use crate::engine::{self, Invocation};
+use crate::error::{CliError, batch_error};
+use crate::render::progress::BatchProgress;
+use crate::render::{self, Output, emit, table};
 
 /// Arguments of `kinetic batch`.
 #[derive(Debug, clap::Args)]
@@ -77,8 +79,9 @@ async fn attach(engine: &Engine, group_id: &str) -> Result<BatchHandle, CliError
         .map_err(batch_error)
 }
 
-pub(crate) fn run(args: &BatchArgs, profile: Option<&str>, out: &Output) -> Result<(), CliError> {
-    let engine = engine::build(profile)?;
+pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
+    let settings = inv.settings(&inv.args())?;
+    let engine = engine::build(&settings, inv)?;
     let rt = engine::runtime()?;
     rt.block_on(async {
         match &args.command {
@@ -149,7 +152,7 @@ pub(crate) fn run(args: &BatchArgs, profile: Option<&str>, out: &Output) -> Resu
                     )
                     .await
                     .map_err(batch_error)?;
-                print_items(&batch, &items, out)
+                render::batch_items(&batch, &items, out)
             }
             BatchCommand::Wait { group_id, timeout } => {
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
@@ -159,15 +162,15 @@ pub(crate) fn run(args: &BatchArgs, profile: Option<&str>, out: &Output) -> Resu
                 progress.finish();
                 followed?;
                 let counts = batch.counts();
-                if out.is_json() {
-                    return out.json(&json!({"group_id": batch.group_id(), "counts": counts}));
-                }
-                emit(&format!("{}: {counts}\n", batch.group_id()))
+                out.either(
+                    &json!({"group_id": batch.group_id(), "counts": counts}),
+                    &format!("{}: {counts}\n", batch.group_id()),
+                )
             }
             BatchCommand::Cancel { group_id } => {
                 let batch = attach(&engine, group_id).await?;
                 batch.cancel().await.map_err(batch_error)?;
-                done(group_id, "cancelled", out)
+                render::done("group_id", group_id, "cancelled", out)
             }
             BatchCommand::Cleanup {
                 group_id,
@@ -182,15 +185,8 @@ pub(crate) fn run(args: &BatchArgs, profile: Option<&str>, out: &Output) -> Resu
                     })
                     .await
                     .map_err(batch_error)?;
-                done(group_id, "cleaned up", out)
+                render::done("group_id", group_id, "cleaned up", out)
             }
         }
     })
-}
-
-fn done(group_id: &str, what: &str, out: &Output) -> Result<(), CliError> {
-    if out.is_json() {
-        return out.json(&json!({"group_id": group_id, "done": what}));
-    }
-    emit(&format!("{group_id}: {what}\n"))
 }

@@ -1,5 +1,5 @@
 //! `kinetic build-image --repo REPO`: build and push the prebuilt base
-//! images `{repo}/base-{category}:{tag}` (reference §6.3) on the cluster's
+//! images `{repo}/base-{category}:{tag}` on the cluster's
 //! Cloud Build, one build per category, in parallel.
 //!
 //! An Artifact Registry repository (`*.pkg.dev`) is pushed to by Cloud
@@ -16,8 +16,10 @@ use kinetic_build_cloudbuild::{FinishedBuild, KINETIC_VERSION, PublishRequest};
 use kinetic_core::ports::BuildError;
 use serde_json::{Value, json};
 
-use super::image::{TargetArgs, base_image, cloud_builder};
-use crate::output::{CliError, Output, emit};
+use super::image::{TargetArgs, base_image};
+use crate::engine::{Invocation, cloud_builder};
+use crate::error::CliError;
+use crate::render::{self, Output, emit};
 
 /// An accelerator category.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -69,11 +71,7 @@ pub(crate) struct BuildImageArgs {
     target: TargetArgs,
 }
 
-pub(crate) fn run(
-    args: &BuildImageArgs,
-    profile: Option<&str>,
-    out: &Output,
-) -> Result<(), CliError> {
+pub(crate) fn run(args: &BuildImageArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let repo = args.repo.trim().trim_end_matches('/');
     if repo.is_empty() || repo.contains(':') || repo.contains('@') {
         return Err(CliError::usage(format!(
@@ -102,16 +100,19 @@ pub(crate) fn run(
     categories.sort();
     categories.dedup();
 
-    let cfg = args.target.resolve(profile)?;
-    let project = cfg.project.as_ref().map(|p| p.value.clone()).ok_or_else(|| {
+    let settings = inv.settings(&args.target.settings_args(inv))?;
+    let project = settings.project.as_ref().map(|p| p.value.clone()).ok_or_else(|| {
         CliError::usage(
             "kinetic build-image builds on the cluster's Cloud Build: set --project, KINETIC_PROJECT or a profile",
         )
     })?;
-    let builder = cloud_builder(&project, &cfg.zone.value, &cfg.cluster.value, true)?;
+    let builder = cloud_builder(&settings, true)?;
     if Registry::of(repo) == Registry::DockerHub && !out.is_json() {
-        eprintln!(
-            "note: {repo} is not an Artifact Registry repository: the builds log in to Docker Hub with the Secret Manager secrets {DOCKERHUB_USERNAME_SECRET} and {DOCKERHUB_TOKEN_SECRET} of project {project}"
+        render::notice(
+            true,
+            &format!(
+                "{repo} is not an Artifact Registry repository: the builds log in to Docker Hub with the Secret Manager secrets {DOCKERHUB_USERNAME_SECRET} and {DOCKERHUB_TOKEN_SECRET} of project {project}"
+            ),
         );
     }
     let requests: Vec<PublishRequest> = categories
@@ -126,7 +127,7 @@ pub(crate) fn run(
         .collect();
     if !out.is_json() {
         for r in &requests {
-            eprintln!("building {}", r.image);
+            render::info(&format!("building {}", r.image));
         }
     }
     let rt = crate::engine::runtime()?;

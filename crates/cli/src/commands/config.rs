@@ -1,14 +1,13 @@
-//! `kinetic config [show]`: the resolved project, zone, cluster and
-//! namespace, where each came from, and the names derived from them.
+//! `kinetic config [show]`: every setting, where each came from, and the
+//! names derived from project, zone and cluster.
 
-use kinetic_core::config::{
-    self as core_config, ConfigError, PartialConfig, ProcessEnv, ProfileSelection, ProfileStore,
-    Setting,
-};
-use serde_json::Value;
+use kinetic_core::config::ProfileSelection;
+use kinetic_core::settings::{SettingEntry, Settings};
+use serde_json::{Map, Value, json};
 
-use super::accelerators::table;
-use crate::output::{CliError, Output, emit};
+use crate::engine::Invocation;
+use crate::error::CliError;
+use crate::render::{Output, table};
 
 /// Arguments of `kinetic config`.
 #[derive(Debug, clap::Args)]
@@ -23,55 +22,57 @@ enum ConfigCommand {
     Show,
 }
 
-pub(crate) fn run(args: &ConfigArgs, profile: Option<&str>, out: &Output) -> Result<(), CliError> {
+pub(crate) fn run(args: &ConfigArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     match args.command {
-        None | Some(ConfigCommand::Show) => show(profile, out),
+        None | Some(ConfigCommand::Show) => show(inv, out),
     }
 }
 
-/// Map a configuration error to the CLI's exit codes: the user's input
-/// (unknown profile) is a usage error, a broken profiles file a failure.
-pub(crate) fn config_error(e: ConfigError) -> CliError {
-    if e.is_invalid_input() {
-        CliError::usage(e.to_string())
-    } else {
-        CliError::failed(e.to_string())
+fn show(inv: &Invocation, out: &Output) -> Result<(), CliError> {
+    let settings = inv.settings(&inv.args())?;
+    out.either(&to_json(&settings), &render(&settings))
+}
+
+/// `{"profile": …, "profiles_file": PATH, "derived": {…}|null}` and, per
+/// setting, `{"value": …, "source": {…}}` or `null` when unset.
+fn to_json(settings: &Settings) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "profile".into(),
+        serde_json::to_value(&settings.profile).unwrap_or(Value::Null),
+    );
+    for entry in settings.entries() {
+        let value = match (&entry.value, &entry.source) {
+            (Some(value), Some(source)) => json!({"value": value, "source": source}),
+            _ => Value::Null,
+        };
+        m.insert(entry.key.to_owned(), value);
+    }
+    m.insert(
+        "profiles_file".into(),
+        Value::String(settings.profiles_file.value.display().to_string()),
+    );
+    m.insert(
+        "derived".into(),
+        serde_json::to_value(settings.names()).unwrap_or(Value::Null),
+    );
+    Value::Object(m)
+}
+
+fn row(entry: &SettingEntry) -> Vec<String> {
+    match (entry.text(), &entry.source) {
+        (Some(value), Some(source)) => vec![entry.key.to_owned(), value, source.to_string()],
+        _ => vec![
+            entry.key.to_owned(),
+            "(not set)".to_owned(),
+            entry.unset.to_owned(),
+        ],
     }
 }
 
-fn show(profile: Option<&str>, out: &Output) -> Result<(), CliError> {
-    let path =
-        core_config::profiles_path(&ProcessEnv).map_err(|e| CliError::failed(e.to_string()))?;
-    let store = ProfileStore::load(&path).map_err(|e| CliError::failed(e.to_string()))?;
-    let args = match profile {
-        Some(name) => core_config::ConfigArgs::new().profile(name),
-        None => core_config::ConfigArgs::new(),
-    };
-    let cfg = core_config::resolve_partial(&args, &ProcessEnv, &store).map_err(config_error)?;
-    let names = cfg.names();
-
-    if out.is_json() {
-        let mut v = serde_json::to_value(&cfg)
-            .map_err(|e| CliError::failed(format!("could not encode the output as JSON: {e}")))?;
-        if let Value::Object(m) = &mut v {
-            m.insert(
-                "profiles_file".into(),
-                Value::String(path.display().to_string()),
-            );
-            m.insert(
-                "derived".into(),
-                serde_json::to_value(&names).unwrap_or(Value::Null),
-            );
-        }
-        return out.json(&v);
-    }
-
-    emit(&render(&cfg, &path.display().to_string()))
-}
-
-fn render(cfg: &PartialConfig, profiles_file: &str) -> String {
+fn render(settings: &Settings) -> String {
     let mut s = String::new();
-    match &cfg.profile {
+    match &settings.profile {
         Some(p) => {
             let why = match p.selected_by {
                 ProfileSelection::Argument => "--profile",
@@ -82,24 +83,15 @@ fn render(cfg: &PartialConfig, profiles_file: &str) -> String {
         }
         None => s.push_str("No active profile.\n"),
     }
-    s.push_str(&format!("Profiles file: {profiles_file}\n\n"));
-
-    let row = |name: &str, setting: Option<&Setting<String>>| match setting {
-        Some(st) => vec![name.to_owned(), st.value.clone(), st.source.to_string()],
-        None => vec![name.to_owned(), "(not set)".to_owned(), String::new()],
-    };
-    let rows = vec![
-        row("project", cfg.project.as_ref()),
-        row("zone", Some(&cfg.zone)),
-        row("cluster", Some(&cfg.cluster)),
-        row("namespace", Some(&cfg.namespace)),
-        row("output_dir", cfg.output_dir.as_ref()),
-        row("base_image_repo", Some(&cfg.base_image_repo)),
-    ];
+    s.push_str(&format!(
+        "Profiles file: {}\n\n",
+        settings.profiles_file.value.display()
+    ));
+    let rows: Vec<Vec<String>> = settings.entries().iter().map(row).collect();
     s.push_str(&table(&["SETTING", "VALUE", "SOURCE"], &rows));
     s.push('\n');
 
-    match cfg.names() {
+    match settings.names() {
         Some(n) => {
             let rows: Vec<Vec<String>> = [
                 ("region", n.region),

@@ -9,7 +9,9 @@ use kinetic_core::requirements::{
 };
 use serde_json::{Value, json};
 
-use crate::output::{CliError, Output};
+use crate::engine::Invocation;
+use crate::error::CliError;
+use crate::render::{self, Output, emit};
 
 /// How dependencies reach the job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -42,18 +44,15 @@ pub(crate) struct DepsArgs {
     mode: ModeArg,
 }
 
-pub(crate) fn run(args: &DepsArgs, out: &Output) -> Result<(), CliError> {
+pub(crate) fn run(args: &DepsArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
     check_dir(&dir)?;
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
+    let home = inv.home();
     let resolved = resolve(&dir, home.as_deref(), args.mode.into()).map_err(to_cli_error)?;
     if out.is_json() {
         out.json(&to_json(&resolved))
     } else {
-        print_text(&resolved);
-        Ok(())
+        print_text(&resolved)
     }
 }
 
@@ -98,35 +97,31 @@ fn to_json(r: &ResolvedRequirements) -> Value {
     })
 }
 
-fn print_text(r: &ResolvedRequirements) {
+fn print_text(r: &ResolvedRequirements) -> Result<(), CliError> {
     for warning in &r.warnings {
-        let level = if warning.is_informational() {
-            "note"
-        } else {
-            "warning"
-        };
-        eprintln!("{level}: {warning}");
+        render::notice(warning.is_informational(), &warning.to_string());
     }
-    match &r.file {
-        Some(file) => println!(
-            "Dependency file: {} ({})",
+    let mut text = match &r.file {
+        Some(file) => format!(
+            "Dependency file: {} ({})\n",
             file.path.display(),
             file.kind.file_name()
         ),
-        None => println!(
-            "Dependency file: none found from {} up to the repository root, home or /",
+        None => format!(
+            "Dependency file: none found from {} up to the repository root, home or /\n",
             r.entry_dir.display()
         ),
-    }
-    println!("Mode: {}", r.mode);
+    };
+    text.push_str(&format!("Mode: {}\n", r.mode));
     match &r.requirements {
-        Some(text) => {
-            println!("Requirements:");
-            print!("{text}");
-            if !text.ends_with('\n') {
-                println!();
+        Some(requirements) => {
+            text.push_str("Requirements:\n");
+            text.push_str(requirements);
+            if !requirements.ends_with('\n') {
+                text.push('\n');
             }
         }
-        None => println!("Requirements: none (nothing to install)"),
+        None => text.push_str("Requirements: none (nothing to install)\n"),
     }
+    emit(&text)
 }

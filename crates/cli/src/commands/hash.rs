@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use kinetic_core::hashing::{HashError, HashOptions, content_hash_with};
 
-use crate::output::{CliError, Output};
+use crate::error::CliError;
+use crate::render::{self, Output, emit};
 
 /// Arguments of `kinetic hash`.
 #[derive(Debug, clap::Args)]
@@ -34,10 +35,10 @@ pub(crate) fn run(args: &HashArgs, out: &Output) -> Result<(), CliError> {
     })?;
     let seconds = started.elapsed().as_secs_f64();
     for dir in &report.skipped_dirs {
-        eprintln!(
-            "warning: skipped unreadable directory {} (as Kinetic does; it is not part of the hash)",
+        render::warn(&format!(
+            "skipped unreadable directory {} (as Kinetic does; it is not part of the hash)",
             dir.display()
-        );
+        ));
     }
     if out.is_json() {
         let mb_per_s = if seconds > 0.0 {
@@ -55,7 +56,6 @@ pub(crate) fn run(args: &HashArgs, out: &Output) -> Result<(), CliError> {
             "mb_per_s": mb_per_s,
         }))
     } else {
-        println!("{}", report.hash);
-        Ok(())
+        emit(&format!("{}\n", report.hash))
     }
 }

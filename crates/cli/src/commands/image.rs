@@ -1,48 +1,25 @@
 //! `kinetic image resolve [DIR]`: the image a job from DIR would run in,
 //! whether the cluster's Artifact Registry already holds it, and what went
-//! into its tag.
-//!
-//! Cloud access (shared with `kinetic build-image`): tokens from
-//! `KINETIC_ACCESS_TOKEN` when set, else Google's credential chain
-//! (`GOOGLE_APPLICATION_CREDENTIALS`, application-default credentials, the
-//! metadata server); endpoints from `KINETIC_CLOUDBUILD_ENDPOINT` and
-//! `KINETIC_ARTIFACTREGISTRY_ENDPOINT` (test servers); the builds bucket
-//! from `KINETIC_BUILDS_STORE_URL`, else `gs://{project}-kn-{cluster}-builds`.
+//! into its tag. The request is planned by the engine's own step
+//! ([`kinetic_core::plan::image`]); cloud access is the wiring's
+//! ([`crate::engine::cloud_builder`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use kinetic_build_cloudbuild::{
-    BundledImage, CloudBuildConfig, CloudBuildImageBuilder, GcpTokenSource, KINETIC_VERSION,
-    StaticToken, TokenSource,
-};
+use kinetic_build_cloudbuild::{BundledImage, KINETIC_VERSION};
 use kinetic_core::accelerators::AcceleratorSpec;
-use kinetic_core::config::{self as core_config, PartialConfig, ProcessEnv, ProfileStore};
 use kinetic_core::engine::EngineSettings;
-use kinetic_core::image::{
-    DOCKERFILE_TEMPLATE, ImageTagInputs, default_base_image, prebuilt_image_uri,
-};
-use kinetic_core::ports::{ImageMode, ImageRequest, ObjectStore};
-use kinetic_core::protocol::RUNNER_SOURCE;
+use kinetic_core::image::{ImageTagInputs, prebuilt_image_uri, python_base_image};
+use kinetic_core::plan::{self, ImageChoice};
+use kinetic_core::ports::ImageMode;
 use kinetic_core::requirements::{RequirementsMode, ResolvedRequirements, resolve};
-use kinetic_store_gcs::{GcsOptions, GcsStore};
+use kinetic_core::settings::{Settings, SettingsArgs};
 use serde_json::{Value, json};
 
-use super::config::config_error;
 use super::deps::ModeArg;
-use crate::output::{CliError, Output, emit};
-
-/// Environment variables of the cloud image commands.
-pub(crate) mod vars {
-    /// A bearer token to use as is.
-    pub(crate) const ACCESS_TOKEN: &str = "KINETIC_ACCESS_TOKEN";
-    /// Cloud Build endpoint override.
-    pub(crate) const CLOUDBUILD_ENDPOINT: &str = "KINETIC_CLOUDBUILD_ENDPOINT";
-    /// Artifact Registry endpoint override.
-    pub(crate) const ARTIFACTREGISTRY_ENDPOINT: &str = "KINETIC_ARTIFACTREGISTRY_ENDPOINT";
-    /// Store URL of the builds bucket.
-    pub(crate) const BUILDS_STORE_URL: &str = "KINETIC_BUILDS_STORE_URL";
-}
+use crate::engine::{Invocation, cloud_builder};
+use crate::error::CliError;
+use crate::render::{self, Output, emit};
 
 /// `--project`, `--zone`, `--cluster`: the target (argument > `KINETIC_*` > profile).
 #[derive(Debug, Clone, clap::Args)]
@@ -59,15 +36,9 @@ pub(crate) struct TargetArgs {
 }
 
 impl TargetArgs {
-    /// The resolved configuration (project optional).
-    pub(crate) fn resolve(&self, profile: Option<&str>) -> Result<PartialConfig, CliError> {
-        let path =
-            core_config::profiles_path(&ProcessEnv).map_err(|e| CliError::failed(e.to_string()))?;
-        let profiles = ProfileStore::load(&path).map_err(|e| CliError::failed(e.to_string()))?;
-        let mut args = core_config::ConfigArgs::new();
-        if let Some(p) = profile {
-            args = args.profile(p);
-        }
+    /// These flags (and `--profile`) as settings arguments.
+    pub(crate) fn settings_args(&self, inv: &Invocation) -> SettingsArgs {
+        let mut args = inv.args();
         if let Some(p) = &self.project {
             args = args.project(p);
         }
@@ -77,49 +48,8 @@ impl TargetArgs {
         if let Some(c) = &self.cluster {
             args = args.cluster(c);
         }
-        core_config::resolve_partial(&args, &ProcessEnv, &profiles).map_err(config_error)
+        args
     }
-}
-
-fn non_empty(var: &str) -> Option<String> {
-    std::env::var(var).ok().filter(|v| !v.is_empty())
-}
-
-/// The Cloud Build builder for a project's cluster. `needs_store`: whether
-/// build contexts will be uploaded (otherwise no bucket is opened).
-pub(crate) fn cloud_builder(
-    project: &str,
-    zone: &str,
-    cluster: &str,
-    needs_store: bool,
-) -> Result<CloudBuildImageBuilder, CliError> {
-    let mut config = CloudBuildConfig::new(project, zone, cluster);
-    if let Some(e) = non_empty(vars::CLOUDBUILD_ENDPOINT) {
-        config.cloudbuild_endpoint = e;
-    }
-    if let Some(e) = non_empty(vars::ARTIFACTREGISTRY_ENDPOINT) {
-        config.artifactregistry_endpoint = e;
-    }
-    let tokens: Arc<dyn TokenSource> = match non_empty(vars::ACCESS_TOKEN) {
-        Some(token) => Arc::new(StaticToken::new(token)),
-        None => Arc::new(GcpTokenSource::from_env(&config.builds_bucket)),
-    };
-    let store_url = if needs_store {
-        non_empty(vars::BUILDS_STORE_URL)
-            .unwrap_or_else(|| format!("gs://{}", config.builds_bucket))
-    } else {
-        // `image resolve` uploads nothing: no bucket to open.
-        "memory://".to_owned()
-    };
-    let store: Arc<dyn ObjectStore> = Arc::new(
-        GcsStore::open(&store_url, &GcsOptions::from_env()).map_err(|e| {
-            CliError::usage(format!(
-                "builds bucket {store_url}: {e} (set {} to the bucket's store URL)",
-                vars::BUILDS_STORE_URL
-            ))
-        })?,
-    );
-    CloudBuildImageBuilder::new(config, tokens, store).map_err(|e| CliError::failed(e.to_string()))
 }
 
 /// Arguments of `kinetic image`.
@@ -168,14 +98,14 @@ pub(crate) struct ResolveArgs {
     target: TargetArgs,
 }
 
-pub(crate) fn run(args: &ImageArgs, profile: Option<&str>, out: &Output) -> Result<(), CliError> {
+pub(crate) fn run(args: &ImageArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     match &args.command {
-        ImageCommand::Resolve(a) => resolve_image(a, profile, out),
+        ImageCommand::Resolve(a) => resolve_image(a, inv, out),
     }
 }
 
-/// `python:X.Y-slim` for `--python X.Y` or the engine's default.
-pub(crate) fn base_image(python: Option<&str>) -> Result<String, CliError> {
+/// The Python version `X.Y` of `--python` or the engine's default.
+fn python_version(python: Option<&str>) -> Result<String, CliError> {
     let version = python
         .map(str::to_owned)
         .unwrap_or_else(|| EngineSettings::default().python_version);
@@ -183,11 +113,16 @@ pub(crate) fn base_image(python: Option<&str>) -> Result<String, CliError> {
         .split_once('.')
         .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
     match parsed {
-        Some((major, minor)) => Ok(default_base_image(major, minor)),
+        Some((major, minor)) => Ok(format!("{major}.{minor}")),
         None => Err(CliError::usage(format!(
             "--python {version:?} is not accepted: expected MAJOR.MINOR such as 3.11"
         ))),
     }
+}
+
+/// `python:X.Y-slim` for `--python X.Y` or the engine's default.
+pub(crate) fn base_image(python: Option<&str>) -> Result<String, CliError> {
+    Ok(python_base_image(&python_version(python)?))
 }
 
 fn check_dir(dir: &Path) -> Result<(), CliError> {
@@ -201,64 +136,53 @@ fn check_dir(dir: &Path) -> Result<(), CliError> {
     }
 }
 
-fn resolve_image(args: &ResolveArgs, profile: Option<&str>, out: &Output) -> Result<(), CliError> {
+fn resolve_image(args: &ResolveArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
     check_dir(&dir)?;
     let accelerator =
         AcceleratorSpec::parse(&args.accelerator).map_err(|e| CliError::usage(e.to_string()))?;
-    let category = accelerator.category().as_str().to_owned();
-    let base = base_image(args.python.as_deref())?;
-    let cfg = args.target.resolve(profile)?;
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
-    let mode: RequirementsMode = args.mode.into();
-    let deps = resolve(&dir, home.as_deref(), mode).map_err(|e| CliError::failed(e.to_string()))?;
-
-    if mode == RequirementsMode::Prebuilt {
-        let repo = args
-            .base_image_repo
-            .clone()
-            .unwrap_or_else(|| cfg.base_image_repo.value.clone());
-        let uri = prebuilt_image_uri(repo.trim_end_matches('/'), &category, KINETIC_VERSION);
+    let python = python_version(args.python.as_deref())?;
+    let mut settings_args = args.target.settings_args(inv);
+    if let Some(repo) = &args.base_image_repo {
+        settings_args = settings_args.base_image_repo(repo);
+    }
+    let settings = inv.settings(&settings_args)?;
+    let mode = match RequirementsMode::from(args.mode) {
+        RequirementsMode::Prebuilt => ImageMode::Prebuilt {
+            repo: settings
+                .base_image_repo
+                .value
+                .trim_end_matches('/')
+                .to_owned(),
+        },
+        _ => ImageMode::Bundled,
+    };
+    let deps = resolve(
+        &dir,
+        settings.home.as_deref(),
+        plan::requirements_mode(&mode),
+    )
+    .map_err(|e| CliError::failed(e.to_string()))?;
+    // The same planning step a job's submission takes.
+    let image = plan::image(&mode, &python, &accelerator, Ok(deps.clone()))
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    let ImageChoice::Resolve(request) = image.image else {
+        return Err(CliError::failed("no image to resolve for this mode"));
+    };
+    if let ImageMode::Prebuilt { repo } = &request.mode {
+        let uri = prebuilt_image_uri(repo, &request.category, KINETIC_VERSION);
         return print_prebuilt(out, &uri, &deps);
     }
-
-    let request = ImageRequest::new(
-        ImageMode::Bundled,
-        base.clone(),
-        category.clone(),
-        deps.requirements.clone(),
-        RUNNER_SOURCE.to_owned(),
-        DOCKERFILE_TEMPLATE.to_owned(),
-    );
-    let (image, cached) = match &cfg.project {
-        Some(project) => {
-            let builder =
-                cloud_builder(&project.value, &cfg.zone.value, &cfg.cluster.value, false)?;
-            let image = builder
-                .bundled_image(&request)
-                .map_err(|e| CliError::usage(e.to_string()))?;
-            let cached = if args.offline {
-                Cached::Unknown("--offline".to_owned())
-            } else {
-                let rt = crate::engine::runtime()?;
-                match rt.block_on(builder.is_cached(&image)) {
-                    Ok(true) => Cached::Yes,
-                    Ok(false) => Cached::No,
-                    Err(e) => Cached::Failed(e.to_string()),
-                }
-            };
-            (Resolved::Bundled(image), cached)
-        }
+    let (image, cached) = match &settings.project {
+        Some(_) => resolve_bundled(&settings, &request, args.offline)?,
         None => {
             let inputs = ImageTagInputs {
-                base_image: base,
-                category,
+                base_image: request.base_image.clone(),
+                category: request.category.clone(),
                 kinetic_version: KINETIC_VERSION.to_owned(),
-                requirements: deps.requirements.clone(),
-                runner_source: RUNNER_SOURCE.to_owned(),
-                dockerfile_template: DOCKERFILE_TEMPLATE.to_owned(),
+                requirements: request.requirements.clone(),
+                runner_source: request.runner_source.clone(),
+                dockerfile_template: request.dockerfile_template.clone(),
             };
             let description = inputs
                 .describe()
@@ -278,6 +202,30 @@ fn resolve_image(args: &ResolveArgs, profile: Option<&str>, out: &Output) -> Res
         ))),
         _ => Ok(()),
     }
+}
+
+/// The bundled image in the configured cluster's registry, and whether it
+/// is there (unless `offline`).
+fn resolve_bundled(
+    settings: &Settings,
+    request: &kinetic_core::ports::ImageRequest,
+    offline: bool,
+) -> Result<(Resolved, Cached), CliError> {
+    let builder = cloud_builder(settings, false)?;
+    let image = builder
+        .bundled_image(request)
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let cached = if offline {
+        Cached::Unknown("--offline".to_owned())
+    } else {
+        let rt = crate::engine::runtime()?;
+        match rt.block_on(builder.is_cached(&image)) {
+            Ok(true) => Cached::Yes,
+            Ok(false) => Cached::No,
+            Err(e) => Cached::Failed(e.to_string()),
+        }
+    };
+    Ok((Resolved::Bundled(image), cached))
 }
 
 enum Resolved {
@@ -337,12 +285,7 @@ fn dependency_json(deps: &ResolvedRequirements) -> Value {
 
 fn warn_all(deps: &ResolvedRequirements) {
     for warning in &deps.warnings {
-        let level = if warning.is_informational() {
-            "note"
-        } else {
-            "warning"
-        };
-        eprintln!("{level}: {warning}");
+        render::notice(warning.is_informational(), &warning.to_string());
     }
 }
 

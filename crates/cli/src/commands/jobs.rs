@@ -1,16 +1,14 @@
 //! `kinetic jobs list|status|logs|tail|result|cancel|cleanup`: follow jobs
 //! submitted earlier, from any process.
 
-use std::time::Duration;
-
 use futures_util::StreamExt;
 use kinetic_core::engine::{CleanupOptions, Engine, JobHandle, ResultOptions};
 use serde_json::json;
 
-use super::accelerators::table;
-use super::run::{engine_error, print_value};
-use crate::engine;
-use crate::output::{CliError, Output, emit};
+use super::seconds;
+use crate::engine::{self, Invocation};
+use crate::error::{CliError, engine_error};
+use crate::render::{self, Output, emit, table};
 
 /// Arguments of `kinetic jobs`.
 #[derive(Debug, clap::Args)]
@@ -85,8 +83,9 @@ async fn attach(engine: &Engine, job_id: &str) -> Result<JobHandle, CliError> {
     engine.attach(job_id).await.map_err(engine_error)
 }
 
-pub(crate) fn run(args: &JobsArgs, profile: Option<&str>, out: &Output) -> Result<(), CliError> {
-    let engine = engine::build(profile)?;
+pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
+    let settings = inv.settings(&inv.args())?;
+    let engine = engine::build(&settings, inv)?;
     let rt = engine::runtime()?;
     rt.block_on(async {
         match &args.command {
@@ -94,15 +93,20 @@ pub(crate) fn run(args: &JobsArgs, profile: Option<&str>, out: &Output) -> Resul
             JobsCommand::Status { job_id } => {
                 let handle = attach(&engine, job_id).await?;
                 let state = handle.status().await.map_err(engine_error)?;
-                if out.is_json() {
-                    return out.json(&json!({"job_id": job_id, "status": state.status, "reason": state.reason}));
-                }
-                match &state.reason {
-                    Some(r) => emit(&format!("{job_id}: {} ({r})\n", state.status.as_str())),
-                    None => emit(&format!("{job_id}: {}\n", state.status.as_str())),
-                }
+                let text = match &state.reason {
+                    Some(r) => format!("{job_id}: {} ({r})\n", state.status.as_str()),
+                    None => format!("{job_id}: {}\n", state.status.as_str()),
+                };
+                out.either(
+                    &json!({"job_id": job_id, "status": state.status, "reason": state.reason}),
+                    &text,
+                )
             }
-            JobsCommand::Logs { job_id, follow, tail } => {
+            JobsCommand::Logs {
+                job_id,
+                follow,
+                tail,
+            } => {
                 let handle = attach(&engine, job_id).await?;
                 if *follow {
                     let mut stream = handle.follow_logs().await.map_err(engine_error)?;
@@ -124,24 +128,29 @@ pub(crate) fn run(args: &JobsArgs, profile: Option<&str>, out: &Output) -> Resul
                 let text = handle.tail(*lines).await.map_err(engine_error)?;
                 logs_out(job_id, &text, out)
             }
-            JobsCommand::Result { job_id, timeout, no_cleanup } => {
+            JobsCommand::Result {
+                job_id,
+                timeout,
+                no_cleanup,
+            } => {
                 let handle = attach(&engine, job_id).await?;
                 let mut options = ResultOptions::default().cleanup(!no_cleanup);
                 if let Some(t) = timeout {
-                    let d = Duration::try_from_secs_f64(*t).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
-                        CliError::usage(format!("--timeout {t} is not accepted: expected a positive number of seconds"))
-                    })?;
-                    options = options.timeout(d);
+                    options = options.timeout(seconds("timeout", *t)?);
                 }
                 let value = handle.result(options).await.map_err(engine_error)?;
-                print_value(&value, out)
+                render::value(&value, out)
             }
             JobsCommand::Cancel { job_id } => {
                 let handle = attach(&engine, job_id).await?;
                 handle.cancel().await.map_err(engine_error)?;
-                done(job_id, "cancelled", out)
+                render::done("job_id", job_id, "cancelled", out)
             }
-            JobsCommand::Cleanup { job_id, keep_backend, keep_store } => {
+            JobsCommand::Cleanup {
+                job_id,
+                keep_backend,
+                keep_store,
+            } => {
                 let handle = attach(&engine, job_id).await?;
                 handle
                     .cleanup(CleanupOptions {
@@ -150,24 +159,14 @@ pub(crate) fn run(args: &JobsArgs, profile: Option<&str>, out: &Output) -> Resul
                     })
                     .await
                     .map_err(engine_error)?;
-                done(job_id, "cleaned up", out)
+                render::done("job_id", job_id, "cleaned up", out)
             }
         }
     })
 }
 
 fn logs_out(job_id: &str, text: &str, out: &Output) -> Result<(), CliError> {
-    if out.is_json() {
-        return out.json(&json!({"job_id": job_id, "logs": text}));
-    }
-    emit(text)
-}
-
-fn done(job_id: &str, what: &str, out: &Output) -> Result<(), CliError> {
-    if out.is_json() {
-        return out.json(&json!({"job_id": job_id, "done": what}));
-    }
-    emit(&format!("{job_id}: {what}\n"))
+    out.either(&json!({"job_id": job_id, "logs": text}), text)
 }
 
 async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {

@@ -1,21 +1,22 @@
 //! `kinetic map`: run a function once per input line of a JSONL file, as
 //! one batch, with a live progress bar, and print the values in input order.
 
-use std::io::{IsTerminal, Read};
+use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
-use kinetic_core::batch::{BatchCounts, InputMode};
+use kinetic_core::batch::InputMode;
 use kinetic_core::engine::{
-    BatchError, BatchHandle, BatchItem, BatchResultsOptions, ChildError, Entrypoint, JobSpec,
-    MapOptions,
+    BatchError, BatchHandle, BatchResultsOptions, Entrypoint, JobSpec, MapOptions,
 };
 use serde_json::{Value, json};
 
-use super::run::JobFlags;
-use crate::engine;
-use crate::output::{CliError, Output, emit};
+use super::run::{JobFlags, PathBase};
+use super::seconds;
+use crate::engine::{self, Invocation};
+use crate::error::{CliError, batch_error};
+use crate::render::progress::BatchProgress;
+use crate::render::{self, Output};
 
 /// Arguments of `kinetic map`.
 #[derive(Debug, clap::Args)]
@@ -67,17 +68,6 @@ pub(crate) struct MapArgs {
     poll_interval: f64,
 }
 
-pub(crate) fn seconds(flag: &str, value: f64) -> Result<Duration, CliError> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "--{flag} {value} is not accepted: expected a positive number of seconds"
-            ))
-        })
-}
-
 /// Read JSON Lines: one value per non-blank line; errors name the line.
 fn read_inputs(path: &PathBuf) -> Result<Vec<Value>, CliError> {
     let mut text = String::new();
@@ -116,11 +106,15 @@ fn read_inputs(path: &PathBuf) -> Result<Vec<Value>, CliError> {
     Ok(inputs)
 }
 
-fn build_spec(args: &MapArgs) -> Result<JobSpec, CliError> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?;
+fn build_spec(args: &MapArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
+    let cwd = inv.cwd()?;
+    let home = inv.home();
     let entrypoint = Entrypoint::parse(&args.entry).map_err(|e| CliError::usage(e.to_string()))?;
-    args.job.apply(JobSpec::new(entrypoint), &cwd, &args.args)
+    let base = PathBase {
+        cwd,
+        home: home.as_deref(),
+    };
+    args.job.apply(JobSpec::new(entrypoint), base, &args.args)
 }
 
 fn map_options(args: &MapArgs) -> Result<MapOptions, CliError> {
@@ -147,71 +141,6 @@ fn map_options(args: &MapArgs) -> Result<MapOptions, CliError> {
         options = options.tag(k, v);
     }
     Ok(options)
-}
-
-/// Map a batch error to the CLI's exit codes.
-pub(crate) fn batch_error(err: BatchError) -> CliError {
-    if err.is_usage() {
-        CliError::usage(err.to_string())
-    } else {
-        CliError::failed(err.to_string())
-    }
-}
-
-/// A live bar of the batch's counts on a terminal; nothing otherwise.
-pub(crate) struct BatchProgress {
-    bar: Option<ProgressBar>,
-}
-
-impl BatchProgress {
-    pub(crate) fn new(batch: &BatchHandle) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(batch.total() as u64);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{prefix} [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-            bar.set_prefix(batch.group_id().to_string());
-            bar.enable_steady_tick(Duration::from_millis(200));
-            bar
-        });
-        Self { bar }
-    }
-
-    pub(crate) fn show(&self, counts: &BatchCounts) {
-        if let Some(bar) = &self.bar {
-            bar.set_position(counts.finished() as u64);
-            bar.set_message(summary(counts));
-        }
-    }
-
-    pub(crate) fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
-}
-
-/// `3 running · 61 pending · 2 failed`: what is not yet succeeded.
-pub(crate) fn summary(c: &BatchCounts) -> String {
-    let parts = [
-        ("running", c.running),
-        ("pending", c.pending),
-        ("submitting", c.submitting),
-        ("queued", c.queued),
-        ("unknown", c.unknown),
-        ("failed", c.failed + c.not_found),
-        ("not submitted", c.submit_failed + c.skipped),
-    ];
-    parts
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(name, n)| format!("{n} {name}"))
-        .collect::<Vec<_>>()
-        .join(" · ")
 }
 
 /// Poll the counts into the bar until every input settled.
@@ -243,72 +172,13 @@ pub(crate) async fn follow(
     }
 }
 
-/// Print the items: with `--json` one object; otherwise one JSON value per
-/// input line (`null` where it failed) and the failures on stderr. Fails
-/// (exit 1) when any input failed.
-pub(crate) fn print_items(
-    batch: &BatchHandle,
-    items: &[BatchItem],
-    out: &Output,
-) -> Result<(), CliError> {
-    let failed: Vec<&ChildError> = items
-        .iter()
-        .filter_map(|i| i.outcome.as_ref().err())
-        .collect();
-    if out.is_json() {
-        let results: Vec<Value> = items
-            .iter()
-            .map(|i| match &i.outcome {
-                Ok(v) => json!({"index": i.index, "job_id": i.job_id, "value": v}),
-                Err(e) => json!({"index": i.index, "job_id": i.job_id, "error": e.to_string()}),
-            })
-            .collect();
-        out.json(&json!({
-            "group_id": batch.group_id(),
-            "total": batch.total(),
-            "failed": failed.len(),
-            "results": results,
-        }))?;
-    } else {
-        let mut text = String::new();
-        for item in items {
-            let value = item.value().cloned().unwrap_or(Value::Null);
-            text.push_str(&serde_json::to_string(&value).unwrap_or_default());
-            text.push('\n');
-        }
-        emit(&text)?;
-        for e in failed.iter().take(20) {
-            eprintln!("{e}");
-            if let Some(tb) = e
-                .engine_error()
-                .and_then(|err| err.remote())
-                .and_then(|r| r.traceback.as_ref())
-            {
-                eprintln!("{}", tb.trim_end());
-            }
-        }
-        if failed.len() > 20 {
-            eprintln!("… and {} more", failed.len() - 20);
-        }
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::failed(format!(
-            "batch {}: {} of {} inputs failed",
-            batch.group_id(),
-            failed.len(),
-            batch.total()
-        )))
-    }
-}
-
-pub(crate) fn run(args: &MapArgs, profile: Option<&str>, out: &Output) -> Result<(), CliError> {
-    let spec = build_spec(args)?;
+pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
+    let spec = build_spec(args, inv)?;
     let options = map_options(args)?;
     let inputs = read_inputs(&args.inputs)?;
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
-    let engine = engine::build(profile)?;
+    let settings = inv.settings(&inv.args())?;
+    let engine = engine::build(&settings, inv)?;
     let rt = engine::runtime()?;
     rt.block_on(async {
         let total = inputs.len();
@@ -316,17 +186,16 @@ pub(crate) fn run(args: &MapArgs, profile: Option<&str>, out: &Output) -> Result
             .map(spec, inputs, options)
             .await
             .map_err(batch_error)?;
-        eprintln!("batch {}: {total} inputs", batch.group_id());
+        render::info(&format!("batch {}: {total} inputs", batch.group_id()));
         let progress = BatchProgress::new(&batch);
         if args.detach {
             let submitted = batch.wait_submitted(timeout).await;
             progress.finish();
             submitted.map_err(batch_error)?;
-            return if out.is_json() {
-                out.json(&json!({"group_id": batch.group_id(), "total": total}))
-            } else {
-                emit(&format!("{}\n", batch.group_id()))
-            };
+            return out.either(
+                &json!({"group_id": batch.group_id(), "total": total}),
+                &format!("{}\n", batch.group_id()),
+            );
         }
         let followed = follow(&batch, &progress, timeout).await;
         progress.finish();
@@ -339,6 +208,6 @@ pub(crate) fn run(args: &MapArgs, profile: Option<&str>, out: &Output) -> Result
             )
             .await
             .map_err(batch_error)?;
-        print_items(&batch, &items, out)
+        render::batch_items(&batch, &items, out)
     })
 }

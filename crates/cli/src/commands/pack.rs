@@ -5,10 +5,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use kinetic_core::packaging::{
-    DEFAULT_COMPRESSION_LEVEL, DEFAULT_SIZE_WARN_BYTES, PackError, PackOptions, PackagingPlan, pack,
+    DEFAULT_COMPRESSION_LEVEL, PackError, PackOptions, PackagingPlan, pack,
 };
+use kinetic_core::settings;
 
-use crate::output::{CliError, Output};
+use crate::engine::Invocation;
+use crate::error::CliError;
+use crate::render::{self, Output, emit};
 
 /// Arguments of `kinetic pack`.
 #[derive(Debug, clap::Args)]
@@ -34,29 +37,15 @@ pub(crate) struct PackArgs {
     threads: Option<usize>,
 }
 
-/// `KINETIC_CONTEXT_SIZE_WARN_MB` (megabytes of 2^20 bytes, as Kinetic reads
-/// it; `0` or less disables the warning; an invalid value is reported and
-/// the default used).
-fn size_warn_bytes() -> u64 {
-    match std::env::var("KINETIC_CONTEXT_SIZE_WARN_MB") {
-        Ok(raw) if !raw.is_empty() => match raw.trim().parse::<f64>() {
-            Ok(mb) if mb.is_finite() && mb > 0.0 => (mb * 1024.0 * 1024.0) as u64,
-            Ok(_) => 0,
-            Err(_) => {
-                eprintln!(
-                    "warning: ignoring invalid KINETIC_CONTEXT_SIZE_WARN_MB={raw:?} (expected a number of megabytes)"
-                );
-                DEFAULT_SIZE_WARN_BYTES
-            }
-        },
-        _ => DEFAULT_SIZE_WARN_BYTES,
+pub(crate) fn run(args: &PackArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
+    // Only the packaging settings: packing needs no profile.
+    let (size_warn, warning) = settings::context_size_warn(inv.env());
+    if let Some(warning) = warning {
+        render::warn(&warning);
     }
-}
-
-pub(crate) fn run(args: &PackArgs, out: &Output) -> Result<(), CliError> {
     let mut options = PackOptions::default()
-        .default_excludes(std::env::var("KINETIC_NO_DEFAULT_EXCLUDES").as_deref() != Ok("1"))
-        .size_warn_bytes(size_warn_bytes())
+        .default_excludes(settings::default_excludes(inv.env()).value)
+        .size_warn_bytes(size_warn.value)
         .compression_level(args.level)
         .threads(args.threads.unwrap_or(0));
     for path in &args.exclude {
@@ -100,10 +89,10 @@ pub(crate) fn run(args: &PackArgs, out: &Output) -> Result<(), CliError> {
         }));
     }
     for warning in &report.warnings {
-        eprintln!("warning: {warning}");
+        render::warn(&warning.to_string());
     }
-    println!(
-        "wrote {}: {} entries ({} files, {} empty dirs), {:.1} MB -> {:.1} MB in {:.2} s, sha256 {}",
+    emit(&format!(
+        "wrote {}: {} entries ({} files, {} empty dirs), {:.1} MB -> {:.1} MB in {:.2} s, sha256 {}\n",
         report.path.display(),
         report.entries,
         report.files,
@@ -112,6 +101,5 @@ pub(crate) fn run(args: &PackArgs, out: &Output) -> Result<(), CliError> {
         report.bytes_out as f64 / 1e6,
         seconds,
         report.sha256
-    );
-    Ok(())
+    ))
 }

@@ -6,13 +6,13 @@
 
 use std::path::Path;
 
-use kinetic_core::config::{
-    self as core_config, EnvLookup, ProcessEnv, Profile, ProfileError, ProfileStore, vars,
-};
+use kinetic_core::config::{self as core_config, EnvLookup, Profile, ProfileError, ProfileStore};
+use kinetic_core::settings::vars;
 use serde_json::json;
 
-use super::accelerators::{key_values, table};
-use crate::output::{CliError, Output, emit};
+use crate::engine::Invocation;
+use crate::error::{CliError, profile_error};
+use crate::render::{self, Output, emit, key_values, table};
 
 /// Arguments of `kinetic profile`.
 #[derive(Debug, clap::Args)]
@@ -72,39 +72,28 @@ struct CreateArgs {
     force: bool,
 }
 
-pub(crate) fn run(args: &ProfileArgs, out: &Output) -> Result<(), CliError> {
-    let path = core_config::profiles_path(&ProcessEnv).map_err(profile_error)?;
+pub(crate) fn run(args: &ProfileArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
+    let path = core_config::profiles_path(inv.env()).map_err(profile_error)?;
     let store = ProfileStore::load(&path).map_err(profile_error)?;
+    let env = inv.env();
     match &args.command {
-        ProfileCommand::List => list(&store, out),
-        ProfileCommand::Show { name } => show(&store, name.as_deref(), out),
-        ProfileCommand::Create(c) => create(store, &path, c, out),
-        ProfileCommand::Use { name } => use_profile(store, &path, name, out),
-        ProfileCommand::Unset => unset(store, &path, out),
+        ProfileCommand::List => list(&store, env, out),
+        ProfileCommand::Show { name } => show(&store, env, name.as_deref(), out),
+        ProfileCommand::Create(c) => create(store, env, &path, c, out),
+        ProfileCommand::Use { name } => use_profile(store, env, &path, name, out),
+        ProfileCommand::Unset => unset(store, env, &path, out),
         ProfileCommand::Delete { name, yes: _ } => delete(store, &path, name, out),
     }
-}
-
-/// Bad or unknown names are the user's input (exit 2); file trouble is a failure (exit 1).
-fn profile_error(e: ProfileError) -> CliError {
-    if e.is_invalid_input() {
-        CliError::usage(e.to_string())
-    } else {
-        CliError::failed(e.to_string())
-    }
-}
-
-fn warn(msg: &str) {
-    eprintln!("warning: {msg}");
 }
 
 /// The profile in effect for this invocation: `KINETIC_PROFILE` if set,
 /// else the stored pointer. A `KINETIC_PROFILE` naming no profile is an
 /// error for the caller to report or tolerate.
-fn effective(store: &ProfileStore) -> Result<Option<&Profile>, ProfileError> {
-    store
-        .active(None, &ProcessEnv)
-        .map(|a| a.map(|a| a.profile))
+fn effective<'a>(
+    store: &'a ProfileStore,
+    env: &dyn EnvLookup,
+) -> Result<Option<&'a Profile>, ProfileError> {
+    store.active(None, env).map(|a| a.map(|a| a.profile))
 }
 
 fn profile_json(p: &Profile, active: bool) -> serde_json::Value {
@@ -131,11 +120,11 @@ fn profile_text(p: &Profile) -> String {
     )
 }
 
-fn list(store: &ProfileStore, out: &Output) -> Result<(), CliError> {
-    let effective_name = match effective(store) {
+fn list(store: &ProfileStore, env: &dyn EnvLookup, out: &Output) -> Result<(), CliError> {
+    let effective_name = match effective(store, env) {
         Ok(p) => p.map(|p| p.name.clone()),
         Err(e) => {
-            warn(&format!("{e} (KINETIC_PROFILE is ignored in this listing)"));
+            render::warn(&format!("{e} (KINETIC_PROFILE is ignored in this listing)"));
             store.current_name().map(str::to_owned)
         }
     };
@@ -184,13 +173,22 @@ fn list(store: &ProfileStore, out: &Output) -> Result<(), CliError> {
     emit(&text)
 }
 
-fn show(store: &ProfileStore, name: Option<&str>, out: &Output) -> Result<(), CliError> {
-    let active_name = effective(store).ok().flatten().map(|p| p.name.clone());
+fn show(
+    store: &ProfileStore,
+    env: &dyn EnvLookup,
+    name: Option<&str>,
+    out: &Output,
+) -> Result<(), CliError> {
+    let active_name = effective(store, env).ok().flatten().map(|p| p.name.clone());
     let profile = match name {
         Some(n) => store.require(n).map_err(profile_error)?,
-        None => effective(store).map_err(profile_error)?.ok_or_else(|| {
-            CliError::failed("No active profile. Pass a NAME or run 'kinetic profile use NAME'.")
-        })?,
+        None => effective(store, env)
+            .map_err(profile_error)?
+            .ok_or_else(|| {
+                CliError::failed(
+                    "No active profile. Pass a NAME or run 'kinetic profile use NAME'.",
+                )
+            })?,
     };
     let active = active_name.as_deref() == Some(profile.name.as_str());
     if out.is_json() {
@@ -199,17 +197,16 @@ fn show(store: &ProfileStore, name: Option<&str>, out: &Output) -> Result<(), Cl
     emit(&profile_text(profile))
 }
 
-/// A flag's value, else the non-empty `KINETIC_*` variable.
-fn flag_or_env(flag: &Option<String>, var: &str) -> Option<String> {
-    flag.clone().or_else(|| ProcessEnv.non_empty(var))
-}
-
 fn create(
     mut store: ProfileStore,
+    env: &dyn EnvLookup,
     path: &Path,
     args: &CreateArgs,
     out: &Output,
 ) -> Result<(), CliError> {
+    // A flag's value, else the non-empty `KINETIC_*` variable.
+    let flag_or_env =
+        |flag: &Option<String>, var: &str| flag.clone().or_else(|| env.non_empty(var));
     core_config::validate_profile_name(&args.name).map_err(profile_error)?;
     let project = flag_or_env(&args.project, vars::PROJECT).ok_or_else(|| {
         CliError::usage(
@@ -257,16 +254,17 @@ fn create(
 
 fn use_profile(
     mut store: ProfileStore,
+    env: &dyn EnvLookup,
     path: &Path,
     name: &str,
     out: &Output,
 ) -> Result<(), CliError> {
     store.set_current(name).map_err(profile_error)?;
     store.save(path).map_err(profile_error)?;
-    if let Some(env_name) = ProcessEnv.non_empty(vars::PROFILE)
+    if let Some(env_name) = env.non_empty(vars::PROFILE)
         && env_name != name
     {
-        warn(&format!(
+        render::warn(&format!(
             "KINETIC_PROFILE='{env_name}' is set and takes precedence over the active profile; \
              unset it to use '{name}'."
         ));
@@ -281,13 +279,18 @@ fn use_profile(
     ))
 }
 
-fn unset(mut store: ProfileStore, path: &Path, out: &Output) -> Result<(), CliError> {
+fn unset(
+    mut store: ProfileStore,
+    env: &dyn EnvLookup,
+    path: &Path,
+    out: &Output,
+) -> Result<(), CliError> {
     let previous = store.clear_current();
     if previous.is_some() {
         store.save(path).map_err(profile_error)?;
     }
-    if let Some(env_name) = ProcessEnv.non_empty(vars::PROFILE) {
-        warn(&format!(
+    if let Some(env_name) = env.non_empty(vars::PROFILE) {
+        render::warn(&format!(
             "KINETIC_PROFILE='{env_name}' is set; unset it in your shell to fully clear the \
              active profile."
         ));

@@ -1,7 +1,6 @@
 //! `kinetic run`: submit a job, stream its logs, print its value.
 
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,11 +9,14 @@ use kinetic_core::engine::{
 };
 use kinetic_core::env::EnvEntry;
 use kinetic_core::ports::{Deadlines, ImageMode};
+use kinetic_core::settings::Settings;
 use serde_json::Value;
 
-use crate::engine;
-use crate::output::{CliError, Output, emit};
-use crate::progress::Progress;
+use super::seconds;
+use crate::engine::{self, Invocation};
+use crate::error::{CliError, engine_error};
+use crate::render::progress::Progress;
+use crate::render::{self, Output};
 
 /// Arguments of `kinetic run`.
 #[derive(Debug, clap::Args)]
@@ -68,22 +70,27 @@ pub(crate) struct RunArgs {
 /// Lines the runner writes about itself (every line of them carries it).
 const RUNNER_LINE_PREFIX: &str = "[kinetic] ";
 
-fn seconds(flag: &str, value: f64) -> Result<Duration, CliError> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "--{flag} {value} is not accepted: expected a positive number of seconds"
-            ))
-        })
+/// Where `--arg data:PATH` and `--volume` paths are taken from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PathBase<'a> {
+    /// The working directory.
+    pub(crate) cwd: &'a Path,
+    /// The home directory, for `~`.
+    pub(crate) home: Option<&'a Path>,
+}
+
+impl PathBase<'_> {
+    fn data(&self, path: &str) -> Result<Data, kinetic_core::engine::SpecError> {
+        Data::with_home(path, self.cwd, self.home)
+    }
 }
 
 /// Parse one `--arg`.
-fn parse_arg(text: &str, cwd: &Path) -> Result<Arg, CliError> {
+fn parse_arg(text: &str, base: PathBase<'_>) -> Result<Arg, CliError> {
     if let Some(path) = text.strip_prefix("data:") {
-        let data =
-            Data::new(path, cwd).map_err(|e| CliError::usage(format!("--arg {text}: {e}")))?;
+        let data = base
+            .data(path)
+            .map_err(|e| CliError::usage(format!("--arg {text}: {e}")))?;
         return Ok(Arg::Data(data));
     }
     let value: Value = serde_json::from_str(text).map_err(|e| {
@@ -120,12 +127,12 @@ impl JobFlags {
     pub(crate) fn apply(
         &self,
         spec: JobSpec,
-        cwd: &Path,
+        base: PathBase<'_>,
         args: &[String],
     ) -> Result<JobSpec, CliError> {
-        let mut spec = spec.working_dir(cwd.to_path_buf());
+        let mut spec = spec.working_dir(base.cwd.to_path_buf());
         for a in args {
-            spec = spec.arg(parse_arg(a, cwd)?);
+            spec = spec.arg(parse_arg(a, base)?);
         }
         if let Some(a) = &self.accelerator {
             spec = spec.accelerator(a);
@@ -150,17 +157,56 @@ impl JobFlags {
                     "--volume {v:?} is not accepted: expected MOUNT=PATH, e.g. /data=./data"
                 ))
             })?;
-            let data =
-                Data::new(path, cwd).map_err(|e| CliError::usage(format!("--volume {v}: {e}")))?;
+            let data = base
+                .data(path)
+                .map_err(|e| CliError::usage(format!("--volume {v}: {e}")))?;
             spec = spec.volume(mount, data);
         }
         Ok(spec)
     }
 }
 
-fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
-    let cwd: PathBuf = std::env::current_dir()
-        .map_err(|e| CliError::failed(format!("cannot read the current directory: {e}")))?;
+/// The image asked for with `--container-image`, before the prebuilt
+/// repository is known.
+enum ImageArg {
+    Bundled,
+    Prebuilt,
+    Custom(String),
+}
+
+impl ImageArg {
+    fn parse(arg: Option<&str>) -> Result<Self, CliError> {
+        Ok(match arg {
+            None | Some("bundled") => Self::Bundled,
+            Some("prebuilt") => Self::Prebuilt,
+            Some(uri) if uri.trim().is_empty() || uri.chars().any(char::is_whitespace) => {
+                return Err(CliError::usage(format!(
+                    "--container-image {uri:?} is not accepted: expected bundled, prebuilt, or an image URI"
+                )));
+            }
+            Some(uri) => Self::Custom(uri.to_owned()),
+        })
+    }
+
+    /// The image mode, with the prebuilt repository the settings name.
+    fn mode(self, settings: &Settings) -> ImageMode {
+        match self {
+            Self::Bundled => ImageMode::Bundled,
+            Self::Prebuilt => ImageMode::Prebuilt {
+                repo: settings.base_image_repo.value.clone(),
+            },
+            Self::Custom(uri) => ImageMode::Custom { uri },
+        }
+    }
+}
+
+fn build_spec(args: &RunArgs, inv: &Invocation) -> Result<(JobSpec, ImageArg), CliError> {
+    let cwd = inv.cwd()?;
+    let home = inv.home();
+    let base = PathBase {
+        cwd,
+        home: home.as_deref(),
+    };
     let entrypoint = match (&args.entry, args.command.is_empty()) {
         (Some(entry), true) => {
             Entrypoint::parse(entry).map_err(|e| CliError::usage(e.to_string()))?
@@ -179,7 +225,7 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
             ));
         }
     };
-    let mut spec = args.job.apply(JobSpec::new(entrypoint), &cwd, &args.args)?;
+    let mut spec = args.job.apply(JobSpec::new(entrypoint), base, &args.args)?;
     if let Some(kwargs) = &args.kwargs {
         let value: Value = serde_json::from_str(kwargs).map_err(|e| {
             CliError::usage(format!(
@@ -198,73 +244,27 @@ fn build_spec(args: &RunArgs) -> Result<JobSpec, CliError> {
     if let Some(dir) = &args.output_dir {
         spec = spec.output_dir(dir);
     }
-    spec.image = image_mode(args)?;
+    let image = ImageArg::parse(args.container_image.as_deref())?;
     if let Some(s) = args.run_deadline {
         spec = spec.deadlines(Deadlines {
             run: Some(seconds("run-deadline", s)?),
             pending: None,
         });
     }
-    Ok(spec)
+    Ok((spec, image))
 }
 
-/// The image mode from `--container-image` and `--base-image-repo`.
-fn image_mode(args: &RunArgs) -> Result<ImageMode, CliError> {
-    let repo = args
-        .base_image_repo
-        .clone()
-        .or_else(|| {
-            std::env::var("KINETIC_BASE_IMAGE_REPO")
-                .ok()
-                .filter(|v| !v.is_empty())
-        })
-        .unwrap_or_else(|| kinetic_core::image::DEFAULT_PREBUILT_REPO.to_owned());
-    Ok(match args.container_image.as_deref() {
-        None | Some("bundled") => ImageMode::Bundled,
-        Some("prebuilt") => ImageMode::Prebuilt { repo },
-        Some(uri) if uri.trim().is_empty() || uri.chars().any(char::is_whitespace) => {
-            return Err(CliError::usage(format!(
-                "--container-image {uri:?} is not accepted: expected bundled, prebuilt, or an image URI"
-            )));
-        }
-        Some(uri) => ImageMode::Custom {
-            uri: uri.to_owned(),
-        },
-    })
-}
-
-/// Map an engine error to the CLI's exit codes; a remote failure prints
-/// the remote traceback first.
-pub(crate) fn engine_error(err: EngineError) -> CliError {
-    if let Some(tb) = err.remote().and_then(|r| r.traceback.as_ref()) {
-        eprintln!("--- remote traceback ---\n{}", tb.trim_end());
-    }
-    if err.is_usage() {
-        CliError::usage(err.to_string())
-    } else {
-        CliError::failed(err.to_string())
-    }
-}
-
-/// Print a job's value: JSON with `--json`; otherwise a string as itself,
-/// nothing for `null` (a command, or a function returning `None`), JSON for
-/// the rest.
-pub(crate) fn print_value(value: &Value, out: &Output) -> Result<(), CliError> {
-    match value {
-        Value::String(s) if !out.is_json() => emit(&format!("{s}\n")),
-        Value::Null if !out.is_json() => Ok(()),
-        other => emit(&format!(
-            "{}\n",
-            serde_json::to_string(other).unwrap_or_default()
-        )),
-    }
-}
-
-pub(crate) fn run(args: &RunArgs, profile: Option<&str>, out: &Output) -> Result<(), CliError> {
-    let spec = build_spec(args)?;
+pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
+    let (mut spec, image) = build_spec(args, inv)?;
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
-    let engine = engine::build(profile)?;
-    let progress = Progress::new(std::io::stderr().is_terminal());
+    let mut settings_args = inv.args();
+    if let Some(repo) = &args.base_image_repo {
+        settings_args = settings_args.base_image_repo(repo);
+    }
+    let settings = inv.settings(&settings_args)?;
+    spec.image = image.mode(&settings);
+    let engine = engine::build(&settings, inv)?;
+    let progress = Progress::new();
     let rt = engine::runtime()?;
     rt.block_on(async {
         let p = progress.clone();
@@ -272,11 +272,10 @@ pub(crate) fn run(args: &RunArgs, profile: Option<&str>, out: &Output) -> Result
         let handle = engine.submit_with(spec, submit_options).await.map_err(engine_error)?;
         if args.detach {
             progress.finish();
-            return if out.is_json() {
-                out.json(&serde_json::json!({"job_id": handle.id().as_str(), "backend": handle.record().backend}))
-            } else {
-                emit(&format!("{}\n", handle.id()))
-            };
+            return out.either(
+                &serde_json::json!({"job_id": handle.id().as_str(), "backend": handle.record().backend}),
+                &format!("{}\n", handle.id()),
+            );
         }
         progress.waiting(handle.id().as_str());
         let mut options = ResultOptions::default().cleanup(!args.no_cleanup);
@@ -298,7 +297,7 @@ pub(crate) fn run(args: &RunArgs, profile: Option<&str>, out: &Output) -> Result
         let result = handle.result(options).await;
         progress.finish();
         match result {
-            Ok(value) => print_value(&value, out),
+            Ok(value) => render::value(&value, out),
             Err(EngineError::Timeout { job_id, after }) => Err(CliError::failed(format!(
                 "timed out after {} waiting for job {job_id}; it keeps running: `kinetic jobs result {job_id}` collects it later",
                 humantime_secs(after)

@@ -1,6 +1,6 @@
 //! Accelerators: the registry of GPUs and TPUs, the parser for every
 //! spelling Kinetic accepts, and what a resolved accelerator means for pod
-//! scheduling (reference §7).
+//! scheduling.
 //!
 //! ```
 //! use kinetic_core::accelerators::{AcceleratorSpec, Category};
@@ -30,7 +30,7 @@
 //!   in a record reads back in Kinetic too. [`AcceleratorSpec::details`] is
 //!   the expanded view (selectors, tolerations, resources).
 //! - CPU jobs ignore `spot`, as Kinetic does: `cpu:spot` is plain `cpu`.
-//! - Unlike Kinetic's GKE backend (§15 item 4), the spot toleration keeps
+//! - Unlike Kinetic's GKE backend, the spot toleration keeps
 //!   `value: "true"`.
 
 mod error;
@@ -345,7 +345,7 @@ impl Toleration {
 }
 
 impl AcceleratorSpec {
-    /// Parse any spelling Kinetic accepts (reference §7.3): `cpu`, `cpu:8`,
+    /// Parse any spelling Kinetic accepts: `cpu`, `cpu:8`,
     /// `gpu`, `tpu`, `l4`, `gpu-l4`, `gpu:nvidia-l4`, `a100x4`, `gpu:4`,
     /// `v5litepod-4`, `tpu-v5litepod-2x4`, `v5e-8`, bare digits, with an
     /// optional `:spot` suffix, any case, surrounding whitespace ignored.
@@ -480,7 +480,7 @@ impl AcceleratorSpec {
         self.category().as_str()
     }
 
-    /// Pod `nodeSelector` (reference §7.4), spot label included.
+    /// Pod `nodeSelector`, spot label included.
     pub fn node_selector(&self) -> BTreeMap<String, String> {
         let mut m = BTreeMap::new();
         match self {
@@ -502,7 +502,7 @@ impl AcceleratorSpec {
         m
     }
 
-    /// Pod tolerations (reference §7.4); the spot one keeps `value: "true"`.
+    /// Pod tolerations; the spot one keeps `value: "true"`.
     pub fn tolerations(&self) -> Vec<Toleration> {
         let mut v = match self {
             Self::Cpu => return Vec::new(),

@@ -1,4 +1,4 @@
-//! Kinetic's accelerator parser (reference §7.3), step for step.
+//! Kinetic's accelerator parser, step for step.
 //!
 //! The order of attempts matters and is Kinetic's: `cpu`, the bare family
 //! names, then a GPU reading (so bare `8` is eight H100s), then a TPU reading

@@ -1,6 +1,6 @@
 //! The accelerator registry as data: every GPU model and TPU generation
 //! Kinetic can schedule, with the counts, topologies and machine types GKE
-//! offers for each (reference §7.1, §7.2).
+//! offers for each.
 //!
 //! The tables are kept in Kinetic's declaration order (that order appears in
 //! error messages); the *preference* orders used for count-only requests

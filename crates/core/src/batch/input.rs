@@ -1,5 +1,5 @@
 //! How one input of a map becomes the call's arguments (Kinetic's
-//! `input_mode`, reference §1.6), for JSON inputs.
+//! `input_mode`), for JSON inputs.
 
 use std::fmt;
 use std::str::FromStr;

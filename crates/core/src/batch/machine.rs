@@ -385,7 +385,7 @@ impl fmt::Display for BatchCounts {
 
 /// The state of one batch: one [`Slot`] per input.
 ///
-/// Rules (Kinetic's `collections.map`, reference §1.6, unless noted):
+/// Rules (Kinetic's `collections.map`, unless noted):
 ///
 /// - At most `max_concurrent` inputs are in flight (being submitted, or
 ///   submitted and not ended); inputs are submitted in index order and a

@@ -1,7 +1,8 @@
 //! The group manifest (`_groups/{group_id}/manifest.json`), the stored
-//! inputs (`_groups/{group_id}/inputs.jsonl`) and the children's job ids.
+//! inputs (`_groups/{group_id}/inputs.jsonl`) and the children's job ids
+//! (the keys are [`crate::layout`]'s).
 //!
-//! The manifest has Kinetic's keys (reference §1.6), written with sorted
+//! The manifest has Kinetic's keys, written with sorted
 //! keys: `group_id, group_kind ("map"), group_name (or null), tags,
 //! created_at, total_expected, submit_fn_name, children: [{attempts,
 //! group_index, job_id}]`, children in the order they were first submitted.
@@ -25,26 +26,6 @@ use super::input::InputMode;
 
 /// Kinetic's `group_kind` for a map.
 pub const GROUP_KIND_MAP: &str = "map";
-/// Name of the manifest inside the group's folder.
-pub const MANIFEST_FILE_NAME: &str = "manifest.json";
-/// Name of the stored inputs inside the group's folder.
-pub const INPUTS_FILE_NAME: &str = "inputs.jsonl";
-
-/// The group's folder: `_groups/{group_id}`.
-pub fn group_prefix(group_id: &GroupId) -> String {
-    format!("_groups/{group_id}")
-}
-
-/// The manifest's object key: `_groups/{group_id}/manifest.json`.
-pub fn manifest_key(group_id: &GroupId) -> String {
-    format!("_groups/{group_id}/{MANIFEST_FILE_NAME}")
-}
-
-/// The stored inputs' object key: `_groups/{group_id}/inputs.jsonl`.
-pub fn inputs_key(group_id: &GroupId) -> String {
-    format!("_groups/{group_id}/{INPUTS_FILE_NAME}")
-}
-
 /// Largest input index (exclusive) with a deterministic job id.
 pub const MAX_DETERMINISTIC_INDEX: usize = 1 << 24;
 /// Largest attempt number with a deterministic job id.
@@ -391,7 +372,7 @@ mod tests {
         m.namespace = Some("ns".into());
         m.entrypoint = Some("work:f".into());
         m.input_mode = Some(InputMode::Kwargs);
-        m.inputs = Some(INPUTS_FILE_NAME.into());
+        m.inputs = Some(crate::layout::INPUTS_FILE.into());
         m.group_name = Some("sweep".into());
         m.tags.insert("team".into(), "x".into());
         let json = m.to_json();

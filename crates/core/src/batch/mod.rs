@@ -3,7 +3,7 @@
 //! - [`BatchMachine`]: the sans-IO state machine that decides what a batch
 //!   does next — `(state, event) → (state, commands)` — with the
 //!   concurrency limit, retries, fail-fast and cancel rules of Kinetic's
-//!   `collections.map` (reference §1.6).
+//!   `collections.map`.
 //! - [`GroupManifest`]: `_groups/{group_id}/manifest.json`, in Kinetic's
 //!   format, and the stored inputs (`inputs.jsonl`) that make a batch
 //!   resumable.
@@ -39,7 +39,6 @@ pub use machine::{
     Slot, result_order,
 };
 pub use manifest::{
-    GROUP_KIND_MAP, GroupManifest, INPUTS_FILE_NAME, MANIFEST_FILE_NAME, MAX_DETERMINISTIC_ATTEMPT,
-    MAX_DETERMINISTIC_INDEX, ManifestChild, ManifestError, child_job_id, child_position,
-    decode_inputs, encode_inputs, group_prefix, inputs_key, manifest_key,
+    GROUP_KIND_MAP, GroupManifest, MAX_DETERMINISTIC_ATTEMPT, MAX_DETERMINISTIC_INDEX,
+    ManifestChild, ManifestError, child_job_id, child_position, decode_inputs, encode_inputs,
 };

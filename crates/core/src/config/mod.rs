@@ -1,6 +1,7 @@
 //! Configuration: which project, zone, cluster and namespace a job targets,
 //! where each value came from, the profiles file shared with Kinetic, and
-//! the names derived from the target (reference §2).
+//! the names derived from the target. [`crate::settings`] builds on it to
+//! resolve every other setting.
 //!
 //! Resolution is pure: [`resolve`] takes the explicit arguments, an
 //! [`EnvLookup`] and a loaded [`ProfileStore`]. The only IO is
@@ -34,7 +35,7 @@ use std::collections::{BTreeMap, HashMap};
 
 pub use names::{
     DerivedNames, ar_repository, builds_bucket, jobs_bucket, kube_context, registry_prefix,
-    zone_to_ar_location, zone_to_region,
+    registry_prefix_at, zone_to_ar_location, zone_to_region,
 };
 pub use profiles::{
     ActiveProfile, Profile, ProfileError, ProfileSelection, ProfileStore, profiles_path,
@@ -56,27 +57,8 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 /// Default repository of the prebuilt base images.
 pub const DEFAULT_BASE_IMAGE_REPO: &str = "kinetic";
 
-/// Names of the environment variables configuration reads.
-pub mod vars {
-    /// GCP project.
-    pub const PROJECT: &str = "KINETIC_PROJECT";
-    /// GCP zone.
-    pub const ZONE: &str = "KINETIC_ZONE";
-    /// GKE cluster.
-    pub const CLUSTER: &str = "KINETIC_CLUSTER";
-    /// Kubernetes namespace.
-    pub const NAMESPACE: &str = "KINETIC_NAMESPACE";
-    /// Profile to use instead of the stored current one.
-    pub const PROFILE: &str = "KINETIC_PROFILE";
-    /// Path of the profiles file instead of `~/.kinetic/profiles.json`.
-    pub const PROFILES_FILE: &str = "KINETIC_PROFILES_FILE";
-    /// Where jobs write outputs.
-    pub const OUTPUT_DIR: &str = "KINETIC_OUTPUT_DIR";
-    /// Repository of the prebuilt base images.
-    pub const BASE_IMAGE_REPO: &str = "KINETIC_BASE_IMAGE_REPO";
-    /// Last fallback for the project (Google's own convention).
-    pub const GOOGLE_CLOUD_PROJECT: &str = "GOOGLE_CLOUD_PROJECT";
-}
+/// Names of the environment variables settings are read from.
+pub use crate::settings::vars;
 
 /// Read access to environment variables, so resolution can be tested
 /// without touching the process environment.
@@ -107,6 +89,12 @@ impl EnvLookup for ProcessEnv {
 impl<F: Fn(&str) -> Option<String>> EnvLookup for F {
     fn var(&self, name: &str) -> Option<String> {
         self(name)
+    }
+}
+
+impl EnvLookup for crate::env::EnvSnapshot {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).map(|v| v.expose().to_owned())
     }
 }
 

@@ -1,7 +1,8 @@
-//! Names derived from project, zone and cluster (reference §2.3): the
-//! buckets, Artifact Registry repository, service accounts and kubeconfig
-//! context that `kinetic up` creates and every job uses. Both tools must
-//! agree on them, so they are Kinetic's, character for character.
+//! Names derived from project, zone and cluster: the buckets, Artifact
+//! Registry repository, service accounts and kubeconfig context that
+//! Kinetic's `kinetic up` creates and every job uses. Both tools must agree
+//! on them, so they are Kinetic's, character for character, and each has
+//! exactly one definition here.
 
 use serde::Serialize;
 
@@ -43,11 +44,17 @@ pub fn ar_repository(cluster: &str) -> String {
     format!("kn-{cluster}")
 }
 
-/// Image registry prefix: `{ar_location}-docker.pkg.dev/{project}/kn-{cluster}`.
+/// Image registry prefix of the cluster in `zone`:
+/// `{ar_location}-docker.pkg.dev/{project}/kn-{cluster}`.
 pub fn registry_prefix(project: &str, zone: &str, cluster: &str) -> String {
+    registry_prefix_at(&zone_to_ar_location(zone), project, cluster)
+}
+
+/// Image registry prefix in a known Artifact Registry location:
+/// `{ar_location}-docker.pkg.dev/{project}/kn-{cluster}`.
+pub fn registry_prefix_at(ar_location: &str, project: &str, cluster: &str) -> String {
     format!(
-        "{}-docker.pkg.dev/{project}/{}",
-        zone_to_ar_location(zone),
+        "{ar_location}-docker.pkg.dev/{project}/{}",
         ar_repository(cluster)
     )
 }

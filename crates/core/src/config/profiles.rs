@@ -1,6 +1,6 @@
 //! The profile store: named bundles of project/zone/cluster/namespace kept
-//! in `~/.kinetic/profiles.json`, in exactly Kinetic's file format
-//! (reference §2.2), so both tools share one file.
+//! in `~/.kinetic/profiles.json`, in exactly Kinetic's file format, so both
+//! tools share one file.
 //!
 //! [`ProfileStore`] is a plain value with Kinetic's operations (`upsert`,
 //! `set_current`, `clear_current`, `remove`, active-profile selection);
@@ -508,16 +508,12 @@ impl ProfileStore {
 }
 
 /// Where the profiles file is: `KINETIC_PROFILES_FILE` if set and not
-/// empty, else `$HOME/.kinetic/profiles.json`.
+/// empty, else `$HOME/.kinetic/profiles.json` ([`crate::settings::profiles_file`]).
 ///
 /// # Errors
 /// [`ProfileError::NoHome`] when neither is set.
 pub fn profiles_path(env: &dyn EnvLookup) -> Result<PathBuf, ProfileError> {
-    if let Some(p) = env.non_empty(vars::PROFILES_FILE) {
-        return Ok(PathBuf::from(p));
-    }
-    let home = env.non_empty("HOME").ok_or(ProfileError::NoHome)?;
-    Ok(Path::new(&home).join(".kinetic").join("profiles.json"))
+    crate::settings::profiles_file(env).map(|s| s.value)
 }
 
 /// Create `.profiles-XXXXXXXX.json.tmp` in `dir`, never reusing a name.

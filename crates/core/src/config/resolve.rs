@@ -1,4 +1,4 @@
-//! Settings resolution with provenance (reference §2.1): for each of
+//! Target resolution with provenance: for each of
 //! project, zone, cluster and namespace, an explicit argument beats a
 //! `KINETIC_*` variable (empty = unset), which beats the active profile,
 //! which beats the built-in default. Every value remembers its [`Source`].

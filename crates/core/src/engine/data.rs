@@ -1,9 +1,9 @@
-//! The content-addressed data cache (Kinetic's layout, §4.3 of the
-//! reference): local data is hashed, uploaded once under
-//! `default/data-cache/{hash}/…`, and marked complete by an empty
-//! `default/data-markers/{hash}` object written only after every data
-//! object landed. A hit costs one HEAD of the marker; a half-finished
-//! upload has no marker and is never taken as a hit.
+//! The content-addressed data cache, in Kinetic's layout: local data is
+//! hashed, uploaded once under `default/data-cache/{hash}/…`, and marked
+//! complete by an empty `default/data-markers/{hash}` object written only
+//! after every data object landed ([`crate::layout::data_entry`],
+//! [`crate::layout::data_marker`]). A hit costs one HEAD of the marker; a
+//! half-finished upload has no marker and is never taken as a hit.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,29 +11,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 
-use crate::hashing::ContentHash;
-use crate::ports::{ObjectPath, ObjectStore, PutOptions, StoreError};
+use crate::plan::DataUpload;
+use crate::ports::{ObjectStore, PutOptions, StoreError};
 
 use super::EngineError;
 use super::blocking::blocking;
 
 /// Uploads in flight at once for one data entry.
 const UPLOAD_CONCURRENCY: usize = 16;
-
-/// Object prefix of a cache entry: `default/data-cache/{hash}`.
-pub fn cache_prefix(hash: &ContentHash) -> ObjectPath {
-    ObjectPath::parse(format!("default/data-cache/{hash}")).unwrap_or_else(|_| unreachable_path())
-}
-
-/// Marker object of a cache entry: `default/data-markers/{hash}`.
-pub fn marker_path(hash: &ContentHash) -> ObjectPath {
-    ObjectPath::parse(format!("default/data-markers/{hash}")).unwrap_or_else(|_| unreachable_path())
-}
-
-fn unreachable_path() -> ObjectPath {
-    // A content hash is 64 hex characters, so the paths above always parse.
-    ObjectPath::parse("default").expect("a constant path is valid")
-}
 
 /// What happened to one local data entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,17 +33,14 @@ pub(crate) struct CachedData {
     pub(crate) bytes: u64,
 }
 
-/// Make sure the local file or directory `path`, whose content hash is
-/// `hash`, is in the cache; return where.
+/// Make sure the planned data entry is in the cache; return where.
 pub(crate) async fn ensure_cached(
     store: &Arc<dyn ObjectStore>,
-    path: &Path,
-    hash: &ContentHash,
+    data: &DataUpload,
 ) -> Result<CachedData, EngineError> {
-    let prefix = cache_prefix(hash);
-    let marker = marker_path(hash);
-    let uri = store.uri(&prefix);
-    match store.head(&marker).await {
+    let (prefix, marker) = (&data.entry, &data.marker);
+    let uri = store.uri(prefix);
+    match store.head(marker).await {
         Ok(_) => {
             return Ok(CachedData {
                 uri,
@@ -70,14 +52,14 @@ pub(crate) async fn ensure_cached(
         Err(e) if e.is_not_found() => {}
         Err(e) => return Err(e.into()),
     }
-    let root = path.to_path_buf();
+    let root = data.local.clone();
     let files = blocking(move || list_upload_files(&root)).await??;
     let objects = files.len();
+    let hash = data.hash;
     let bytes: u64 = futures_util::stream::iter(files.into_iter().map(|(rel, local)| {
         let store = store.clone();
-        let prefix = prefix.clone();
         async move {
-            let object = prefix.child(&rel)?;
+            let object = crate::layout::data_entry_file(&hash, &rel)?;
             store.put_file(&object, &local, PutOptions::default()).await
         }
     }))
@@ -86,7 +68,7 @@ pub(crate) async fn ensure_cached(
     .await?;
     // The marker goes last: only now is the entry complete.
     store
-        .put(&marker, Bytes::new(), PutOptions::default())
+        .put(marker, Bytes::new(), PutOptions::default())
         .await?;
     Ok(CachedData {
         uri,

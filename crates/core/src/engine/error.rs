@@ -114,6 +114,21 @@ fn tail_note(tail: &Option<String>) -> String {
     }
 }
 
+impl From<crate::plan::PlanError> for EngineError {
+    fn from(e: crate::plan::PlanError) -> Self {
+        use crate::plan::PlanError;
+        match e {
+            PlanError::Requirements(e) => Self::Project {
+                message: e.to_string(),
+            },
+            PlanError::Key(e) => Self::Store(e),
+            other => Self::Internal {
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
 impl EngineError {
     /// True when retrying the same call later may succeed.
     pub fn is_retryable(&self) -> bool {

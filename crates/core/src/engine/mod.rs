@@ -3,10 +3,13 @@
 //!
 //! `submit` resolves the accelerator and backend, captures the environment
 //! (failing on missing required variables before anything is uploaded),
-//! hashes and uploads data to the content-addressed cache, packages and
-//! uploads the project, resolves the image (in parallel with the uploads)
-//! when the backend needs one, writes `spec.json` and `handle.json`, and
-//! hands the job to the backend. A [`JobHandle`] then follows it.
+//! hashes the data and packs the project, plans the submission
+//! ([`crate::plan`]), uploads data to the content-addressed cache and the
+//! project, resolves the image (in parallel with the uploads) when the
+//! backend needs one, writes `spec.json` and `handle.json`
+//! ([`crate::layout`]), and hands the job to the backend. A [`JobHandle`]
+//! then follows it. Settings come from [`EngineSettings`] (resolved by
+//! [`crate::settings`]); the engine reads no environment variable.
 //!
 //! ```no_run
 //! # async fn demo(engine: kinetic_core::engine::Engine) -> Result<(), kinetic_core::engine::EngineError> {
@@ -28,27 +31,28 @@ mod project;
 mod spec;
 mod submit;
 
+use std::path::PathBuf;
 use std::sync::Arc;
-
-use bytes::Bytes;
 
 use crate::env::EnvSnapshot;
 use crate::ids::JobId;
-use crate::ports::{BackendRegistry, ImageBuilder, ObjectPath, ObjectStore};
-use crate::record::{JobRecord, record_key};
+use crate::layout;
+use crate::ports::{BackendRegistry, ImageBuilder, ObjectStore};
+use crate::record::{JobRecord, UtcTimestamp};
 
 pub use batch::{
     AttachOptions, BatchDriver, BatchError, BatchFailure, BatchHandle, BatchItem,
     BatchResultsOptions, ChildError, FailedChild, MapOptions, Spawner,
 };
-pub use data::{cache_prefix, marker_path};
 pub use error::EngineError;
 pub use handle::{CleanupOptions, JobHandle, LogCallback, ResultOptions, StatusCallback};
 pub use spec::{Arg, Data, DataSource, Entrypoint, JobSpec, SpecError};
 pub use submit::{ProgressCallback, ProgressEvent, SubmitOptions};
 
-/// Where jobs go and how they are named: the resolved configuration the
-/// engine needs.
+/// What the engine needs to know about where jobs go and how the user's
+/// project is found: the part of [`crate::settings::Settings`] the engine
+/// reads ([`crate::settings::Settings::engine`] builds it). The engine reads
+/// no environment variable itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EngineSettings {
@@ -60,24 +64,46 @@ pub struct EngineSettings {
     pub cluster: String,
     /// Kubernetes namespace.
     pub namespace: String,
-    /// Jobs bucket name recorded in each job record.
+    /// Jobs bucket name recorded in each job record (empty: taken from the
+    /// store's URI).
     pub bucket_name: String,
     /// Accelerator for jobs that name none.
     pub default_accelerator: String,
     /// Python version of the client (`3.11`), for the base image.
     pub python_version: String,
+    /// The directory a job's relative (or missing) working directory is
+    /// taken from; `None` = the process's current directory.
+    pub cwd: Option<PathBuf>,
+    /// The user's home directory: where package root detection stops, and
+    /// where the dependency file search stops.
+    pub home: Option<PathBuf>,
+    /// The package root, instead of detecting it (`KINETIC_PACKAGE_ROOT`).
+    pub package_root: Option<String>,
+    /// Leave `.venv`, `node_modules` and the like out of the packed project.
+    pub default_excludes: bool,
+    /// Packed projects larger than this many bytes get a warning (0 = never).
+    pub context_size_warn_bytes: u64,
+    /// Where jobs write outputs when their spec names no place
+    /// (`KINETIC_OUTPUT_DIR`); `None` = `outputs/{job_id}` in the store.
+    pub output_dir: Option<String>,
 }
 
 impl Default for EngineSettings {
     fn default() -> Self {
         Self {
             project: String::new(),
-            zone: "us-central1-a".into(),
-            cluster: "kinetic-cluster".into(),
-            namespace: "default".into(),
+            zone: crate::config::DEFAULT_ZONE.into(),
+            cluster: crate::config::DEFAULT_CLUSTER.into(),
+            namespace: crate::config::DEFAULT_NAMESPACE.into(),
             bucket_name: String::new(),
             default_accelerator: "cpu".into(),
             python_version: "3.11".into(),
+            cwd: None,
+            home: None,
+            package_root: None,
+            default_excludes: true,
+            context_size_warn_bytes: crate::packaging::DEFAULT_SIZE_WARN_BYTES,
+            output_dir: None,
         }
     }
 }
@@ -91,9 +117,23 @@ impl EngineSettings {
             zone: zone.into(),
             cluster: cluster.into(),
             namespace: namespace.into(),
-            bucket_name: format!("{project}-kn-{cluster}-jobs"),
+            bucket_name: crate::config::jobs_bucket(project, cluster),
             ..Self::default()
         }
+    }
+
+    /// The same settings with `home` as the user's home directory.
+    #[must_use]
+    pub fn with_home(mut self, home: impl Into<PathBuf>) -> Self {
+        self.home = Some(home.into());
+        self
+    }
+
+    /// The same settings with `cwd` as the working directory.
+    #[must_use]
+    pub fn with_cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
     }
 }
 
@@ -102,11 +142,17 @@ pub(crate) struct EngineInner {
     pub(crate) store: Arc<dyn ObjectStore>,
     pub(crate) backends: BackendRegistry,
     pub(crate) images: Option<Arc<dyn ImageBuilder>>,
-    /// A fixed environment for tests; `None` reads the process's at each submit.
+    /// The environment `--env`/`--secret` entries are captured from; `None`
+    /// reads the process's at each submit.
     pub(crate) env: Option<EnvSnapshot>,
     /// Runs batch submission loops in the background ([`Engine::map`]).
     pub(crate) spawner: Option<Spawner>,
+    /// The time job records are stamped with.
+    pub(crate) clock: Clock,
 }
+
+/// Where the engine reads the time its job records carry.
+pub type Clock = Arc<dyn Fn() -> UtcTimestamp + Send + Sync>;
 
 impl std::fmt::Debug for EngineInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -133,6 +179,7 @@ pub struct EngineBuilder {
     images: Option<Arc<dyn ImageBuilder>>,
     env: Option<EnvSnapshot>,
     spawner: Option<Spawner>,
+    clock: Option<Clock>,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -183,10 +230,18 @@ impl EngineBuilder {
         self
     }
 
-    /// Capture environment variables from this snapshot instead of the
-    /// process environment (tests; embedding programs with their own env).
+    /// Capture the jobs' `--env`/`--secret` variables from this snapshot
+    /// instead of the process environment (tests; embedding programs that
+    /// read their environment once). Only captured variables come from it:
+    /// settings come from [`EngineBuilder::settings`].
     pub fn env_snapshot(mut self, env: EnvSnapshot) -> Self {
         self.env = Some(env);
+        self
+    }
+
+    /// Stamp job records with this clock's time instead of the system's.
+    pub fn clock(mut self, clock: impl Fn() -> UtcTimestamp + Send + Sync + 'static) -> Self {
+        self.clock = Some(Arc::new(clock));
         self
     }
 
@@ -213,6 +268,7 @@ impl EngineBuilder {
                 images: self.images,
                 env: self.env,
                 spawner: self.spawner,
+                clock: self.clock.unwrap_or_else(|| Arc::new(UtcTimestamp::now)),
             }),
         })
     }
@@ -228,6 +284,7 @@ impl Engine {
             images: None,
             env: None,
             spawner: None,
+            clock: None,
         }
     }
 
@@ -278,31 +335,12 @@ impl Engine {
                 input: job_id.to_owned(),
                 reason: e.to_string(),
             })?;
-        let key = ObjectPath::parse(record_key(&id))?;
-        let bytes = match self.inner.store.get(&key, Default::default()).await {
-            Ok(bytes) => bytes,
-            Err(e) if e.is_not_found() => {
-                return Err(EngineError::JobNotFound {
-                    job_id: job_id.to_owned(),
-                    uri: self.inner.store.uri(&key),
-                });
-            }
-            Err(e) => return Err(e.into()),
-        };
-        self.handle_from_record_bytes(&bytes, &self.inner.store.uri(&key))
+        load_handle(&self.inner, &id).await
     }
 
     /// A handle from a record's JSON (as `JobHandle::to_json` wrote it).
     pub fn handle_from_json(&self, json: &str) -> Result<JobHandle, EngineError> {
-        self.handle_from_record_bytes(json.as_bytes(), "(JSON given)")
-    }
-
-    fn handle_from_record_bytes(&self, bytes: &[u8], uri: &str) -> Result<JobHandle, EngineError> {
-        let record = JobRecord::from_json_bytes(bytes).map_err(|e| EngineError::InvalidResult {
-            job_id: String::new(),
-            uri: uri.to_owned(),
-            message: e.to_string(),
-        })?;
+        let record = parse_record(json.as_bytes(), "", "(JSON given)")?;
         let backend = self.inner.backends.get(&record.backend)?;
         Ok(JobHandle::new(self.inner.clone(), backend, record))
     }
@@ -314,16 +352,8 @@ impl Engine {
         for name in self.inner.backends.names() {
             let backend = self.inner.backends.get(&name)?;
             for id in backend.list().await? {
-                let Ok(key) = ObjectPath::parse(record_key(&id)) else {
-                    continue;
-                };
-                match self.inner.store.get(&key, Default::default()).await {
-                    Ok(bytes) => match JobRecord::from_json_bytes(&bytes) {
-                        Ok(record) => records.push(record),
-                        Err(e) => {
-                            tracing::warn!(job_id = %id, "skipping a job whose record is invalid: {e}")
-                        }
-                    },
+                match read_record(&self.inner, &id).await {
+                    Ok(record) => records.push(record),
                     Err(e) => {
                         tracing::warn!(job_id = %id, "skipping a job whose record cannot be read: {e}")
                     }
@@ -337,20 +367,48 @@ impl Engine {
         });
         Ok(records)
     }
+}
 
-    /// Write a JSON document to the store (used for records and specs).
-    pub(crate) async fn put_json(
-        store: &Arc<dyn ObjectStore>,
-        path: &ObjectPath,
-        json: String,
-    ) -> Result<(), EngineError> {
-        store
-            .put(
-                path,
-                Bytes::from(json),
-                crate::ports::PutOptions::default().with_content_type("application/json"),
-            )
-            .await?;
-        Ok(())
+/// Read a job's `handle.json` and make its handle ([`Engine::attach`],
+/// batches loading their children).
+pub(crate) async fn load_handle(
+    inner: &Arc<EngineInner>,
+    job_id: &JobId,
+) -> Result<JobHandle, EngineError> {
+    let record = read_record(inner, job_id).await?;
+    let backend = inner.backends.get(&record.backend)?;
+    Ok(JobHandle::new(inner.clone(), backend, record))
+}
+
+/// Read a job's `handle.json`: the one reader of stored job records.
+async fn read_record(inner: &Arc<EngineInner>, job_id: &JobId) -> Result<JobRecord, EngineError> {
+    let key = layout::record(job_id);
+    let uri = inner.store.uri(&key);
+    let Some(bytes) = get_if_exists(&inner.store, &key).await? else {
+        return Err(EngineError::JobNotFound {
+            job_id: job_id.to_string(),
+            uri,
+        });
+    };
+    parse_record(&bytes, job_id.as_str(), &uri)
+}
+
+fn parse_record(bytes: &[u8], job_id: &str, uri: &str) -> Result<JobRecord, EngineError> {
+    JobRecord::from_json_bytes(bytes).map_err(|e| EngineError::InvalidResult {
+        job_id: job_id.to_owned(),
+        uri: uri.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// An object's bytes, or `None` when the store has no such object.
+pub(crate) async fn get_if_exists(
+    store: &Arc<dyn ObjectStore>,
+    path: &crate::ports::ObjectPath,
+) -> Result<Option<bytes::Bytes>, crate::ports::StoreError> {
+    match store.get(path, Default::default()).await {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::hashing::{ContentHash, HashKind, HashOptions, content_hash_with};
 use crate::packaging::{self, PackageRootInputs, PackagingPlan};
+use crate::plan::ProjectFacts;
 use crate::protocol::{RunnerEntrypoint, RunnerPlan};
 
 use super::EngineError;
@@ -18,10 +19,16 @@ pub(crate) struct Project {
     pub(crate) root: PathBuf,
     /// The plan, as packaging writes it.
     pub(crate) packaging_plan: PackagingPlan,
-    /// The plan, as `spec.json` carries it.
-    pub(crate) plan: RunnerPlan,
-    /// The entrypoint relative to the workspace.
-    pub(crate) runner_entrypoint: RunnerEntrypoint,
+    /// What planning needs: the plan as `spec.json` carries it, and the
+    /// entrypoint relative to the workspace.
+    pub(crate) facts: ProjectFacts,
+}
+
+impl Project {
+    /// The entry directory, where the dependency file search starts.
+    pub(crate) fn entry_dir(&self) -> PathBuf {
+        Path::new(&self.packaging_plan.package_root).join(&self.packaging_plan.entry_rel)
+    }
 }
 
 /// Find the package root and plan for `entrypoint` run from `cwd`.
@@ -81,14 +88,16 @@ pub(crate) fn resolve(
     };
     Ok(Project {
         root,
-        plan: RunnerPlan {
-            package_root: plan.package_root.clone(),
-            entry_rel: plan.entry_rel.clone(),
-            client_cwd_rel: plan.client_cwd_rel.clone(),
-            sys_path_rel: plan.sys_path_rel.clone(),
+        facts: ProjectFacts {
+            plan: RunnerPlan {
+                package_root: plan.package_root.clone(),
+                entry_rel: plan.entry_rel.clone(),
+                client_cwd_rel: plan.client_cwd_rel.clone(),
+                sys_path_rel: plan.sys_path_rel.clone(),
+            },
+            entrypoint: runner_entrypoint,
         },
         packaging_plan: plan,
-        runner_entrypoint,
     })
 }
 
@@ -111,11 +120,20 @@ fn relative_to(path: &Path, root: &Path) -> Option<String> {
     )
 }
 
+/// How the engine packs: the packaging settings it was given.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PackSettings {
+    /// Leave `.venv`, `node_modules` and the like out.
+    pub(crate) default_excludes: bool,
+    /// Warn above this many bytes (0 = never).
+    pub(crate) size_warn_bytes: u64,
+}
+
 /// The packed context.
 #[derive(Debug, Clone)]
 pub(crate) struct PackedContext {
-    /// SHA-256 of the archive (64 hex).
-    pub(crate) sha256: String,
+    /// SHA-256 of the archive.
+    pub(crate) sha256: [u8; 32],
     /// Entries in the archive.
     pub(crate) entries: usize,
     /// Archive size.
@@ -129,12 +147,13 @@ pub(crate) fn pack(
     project: &Project,
     out: &Path,
     excludes: &[PathBuf],
-    default_excludes: bool,
+    settings: PackSettings,
 ) -> Result<PackedContext, EngineError> {
     // The archive is a temporary file the engine uploads at once: no fsync.
     let mut options = packaging::PackOptions::default()
         .plan(project.packaging_plan.clone())
-        .default_excludes(default_excludes)
+        .default_excludes(settings.default_excludes)
+        .size_warn_bytes(settings.size_warn_bytes)
         .durable(false);
     for path in excludes {
         options = options.exclude(path.clone());
@@ -147,7 +166,7 @@ pub(crate) fn pack(
         message: format!("cannot hash the packed context: {e}"),
     })?;
     Ok(PackedContext {
-        sha256: hex::encode(sha256),
+        sha256,
         entries: report.entries,
         bytes: report.bytes_out,
         warnings: report.warnings.iter().map(ToString::to_string).collect(),

@@ -180,7 +180,7 @@ pub struct Data {
 }
 
 /// Where a [`Data`] comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DataSource {
     /// A local path: absolute, with symlinks kept (Kinetic's `abspath`).
     Local(PathBuf),
@@ -189,9 +189,16 @@ pub enum DataSource {
 }
 
 impl Data {
-    /// Data at `path`: a `gs://` URI, or a local path (`~` expanded, made
-    /// absolute against `cwd`) that must exist.
+    /// Data at `path`: a `gs://` URI, or a local path (made absolute
+    /// against `cwd`) that must exist. A path starting with `~` needs the
+    /// home directory: use [`Data::with_home`].
     pub fn new(path: &str, cwd: &Path) -> Result<Self, SpecError> {
+        Self::with_home(path, cwd, None)
+    }
+
+    /// Data at `path`: a `gs://` URI, or a local path (`~` expanded against
+    /// `home`, made absolute against `cwd`) that must exist.
+    pub fn with_home(path: &str, cwd: &Path, home: Option<&Path>) -> Result<Self, SpecError> {
         if path.is_empty() {
             return Err(SpecError::DataInvalid {
                 input: String::new(),
@@ -215,7 +222,7 @@ impl Data {
                 reason: "only local paths and gs:// URIs are accepted".into(),
             });
         }
-        let resolved = absolute(&expand_home(path), cwd);
+        let resolved = absolute(&expand_home(path, home)?, cwd);
         if std::fs::symlink_metadata(&resolved).is_err() || !resolved.exists() {
             return Err(SpecError::DataNotFound {
                 input: path.to_owned(),
@@ -241,13 +248,16 @@ impl Data {
     }
 }
 
-fn expand_home(path: &str) -> PathBuf {
-    if (path == "~" || path.starts_with("~/"))
-        && let Some(home) = std::env::var_os("HOME")
-    {
-        return PathBuf::from(home).join(path.trim_start_matches('~').trim_start_matches('/'));
+/// `path` with a leading `~` (alone or before `/`) replaced by `home`.
+fn expand_home(path: &str, home: Option<&Path>) -> Result<PathBuf, SpecError> {
+    if path == "~" || path.starts_with("~/") {
+        let home = home.ok_or_else(|| SpecError::DataInvalid {
+            input: path.to_owned(),
+            reason: "'~' needs the home directory, and none is known (set HOME, or give an absolute path)".into(),
+        })?;
+        return Ok(home.join(path.trim_start_matches('~').trim_start_matches('/')));
     }
-    PathBuf::from(path)
+    Ok(PathBuf::from(path))
 }
 
 /// `cwd.join(path)` with `.` and `..` removed lexically (like `os.path.abspath`).
@@ -343,7 +353,9 @@ pub struct JobSpec {
     pub volumes: Vec<(String, Data)>,
     /// Where the job writes outputs (`KINETIC_OUTPUT_DIR`); default per job.
     pub output_dir: Option<String>,
-    /// The client's working directory (default: the process's).
+    /// The client's working directory; a relative one is taken from
+    /// [`crate::engine::EngineSettings::cwd`] (default: the settings' working
+    /// directory, else the process's).
     pub working_dir: Option<PathBuf>,
     /// How the image is chosen.
     pub image: ImageMode,
@@ -523,6 +535,11 @@ mod tests {
         );
         assert!(Data::new("s3://b/p", dir.path()).is_err());
         assert!(Data::new("gs://", dir.path()).is_err());
+        // `~` is the home directory given, never the process's.
+        let home = Data::with_home("~/x.txt", Path::new("/elsewhere"), Some(dir.path())).unwrap();
+        assert_eq!(home.local_path().unwrap(), dir.path().join("x.txt"));
+        let err = Data::new("~/x.txt", dir.path()).unwrap_err().to_string();
+        assert!(err.contains("'~' needs the home directory"), "{err}");
     }
 
     #[test]

@@ -1,29 +1,40 @@
-//! The submission pipeline (DESIGN §5).
+//! The submission pipeline: gather the facts (IO), plan
+//! ([`crate::plan`], pure), carry out the plan (IO).
+//!
+//! 1. [`resolve`]: check the spec, choose the backend, capture the
+//!    environment, find the project and its dependency file, and plan the
+//!    image — nothing is uploaded for a job that cannot run;
+//! 2. [`upload_shared`]: hash the data and pack the project, plan the
+//!    shared uploads and make them, while the image is resolved;
+//! 3. [`submit_prepared`]: plan the job, write `spec.json` and
+//!    `handle.json`, hand the job to the backend.
+//!
+//! A batch does 1 and 2 once and 3 per child.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tracing::Instrument;
 
 use crate::accelerators::AcceleratorSpec;
 use crate::env::{CapturedEnv, EnvSnapshot, capture};
-use crate::ids::{GroupId, JobId, display_name, k8s_name_for_backend};
-use crate::image::DOCKERFILE_TEMPLATE;
-use crate::ports::{Backend, ImageMode, ImageRequest, ObjectPath, PreparedJob, PutOptions};
-use crate::protocol::{
-    Artifact, ClusterInfo, DataRef, PROTOCOL_VERSION, RUNNER_SOURCE, RunnerSpec, RunnerVolume,
+use crate::ids::JobId;
+use crate::layout;
+use crate::plan::{
+    self, ContextFacts, DataFacts, GroupPlace, ImageChoice, ImagePlan, ObjectUpload, SharedPlan,
+    UploadSource, UploadTarget,
 };
-use crate::record::{JobRecord, UtcTimestamp, record_key};
-use crate::requirements::{self, RequirementsMode};
-use sha2::Digest as _;
+use crate::ports::{Backend, ObjectStore, PreparedJob, PutOptions};
+use crate::record::JobRecord;
+use crate::requirements;
 
 use super::blocking::blocking;
 use super::data::ensure_cached;
 use super::project::{self, Project};
-use super::spec::{Data, DataSource, JobSpec};
-use super::{Engine, EngineError, EngineInner, JobHandle};
+use super::spec::JobSpec;
+use super::{EngineError, EngineInner, JobHandle};
 
 /// A step of the submission, reported to a [`ProgressCallback`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +89,7 @@ pub enum ProgressEvent {
 /// Receives [`ProgressEvent`]s during a submit.
 pub type ProgressCallback = Arc<dyn Fn(&ProgressEvent) + Send + Sync>;
 
-/// Options of [`Engine::submit_with`].
+/// Options of [`super::Engine::submit_with`].
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct SubmitOptions {
@@ -116,33 +127,17 @@ pub(crate) struct Resolved {
     pub(crate) accelerator: AcceleratorSpec,
     pub(crate) accelerator_text: String,
     pub(crate) env: CapturedEnv,
-    pub(crate) snapshot: EnvSnapshot,
     pub(crate) project: Project,
-    pub(crate) default_excludes: bool,
+    pub(crate) image: ImagePlan,
 }
 
 /// What is uploaded once and shared by the jobs of one submit or batch.
 #[derive(Debug, Clone)]
 pub(crate) struct Shared {
-    /// Data references by [`data_key`].
-    pub(crate) refs: BTreeMap<String, DataRef>,
-    /// The packed project.
-    pub(crate) context: Artifact,
-    /// The filtered requirements a prebuilt image installs at start.
-    pub(crate) requirements: Option<Artifact>,
+    /// What was uploaded, and how arguments refer to the data.
+    pub(crate) plan: SharedPlan,
     /// The image (`""` when the backend needs none).
     pub(crate) image_uri: String,
-}
-
-/// Where the packed project goes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum ContextTarget<'a> {
-    /// `{job_id}/context.zip` (a single job).
-    Job(&'a ObjectPath),
-    /// `_groups/{group_id}/context-{sha256[..16]}.zip`, shared by the
-    /// children of a batch; content-addressed so a resume with the same
-    /// project writes the same object.
-    Group(&'a ObjectPath),
 }
 
 /// A batch child's own part of the call and its place in the batch.
@@ -152,8 +147,8 @@ pub(crate) struct ChildCall {
     pub(crate) args: Vec<Value>,
     /// Keyword arguments after (and over) the spec's own.
     pub(crate) kwargs: Vec<(String, Value)>,
-    /// `(group, kind, index)` recorded in the child's `handle.json`.
-    pub(crate) group: Option<(GroupId, String, u64)>,
+    /// Recorded in the child's `handle.json`.
+    pub(crate) group: Option<GroupPlace>,
 }
 
 pub(crate) async fn submit(
@@ -164,14 +159,13 @@ pub(crate) async fn submit(
     let resolved = resolve(inner, &spec, &options).await?;
     let job_id = JobId::new_random();
     let span = tracing::info_span!("submit", job_id = %job_id, backend = resolved.backend.name());
-    let prefix = ObjectPath::parse(job_id.as_str())?;
     let result = async {
         let shared = upload_shared(
             inner,
             &spec,
             &resolved,
             &options,
-            ContextTarget::Job(&prefix),
+            UploadTarget::Job(&job_id),
         )
         .await?;
         submit_prepared(
@@ -187,7 +181,7 @@ pub(crate) async fn submit(
     }
     .instrument(span)
     .await;
-    finish_submit(inner, &resolved, &job_id, &prefix, result).await
+    finish_submit(inner, &resolved, &job_id, result).await
 }
 
 /// Submit one child of a batch whose shared parts are uploaded.
@@ -200,7 +194,6 @@ pub(crate) async fn submit_child(
     call: &ChildCall,
 ) -> Result<JobHandle, EngineError> {
     let span = tracing::info_span!("submit", job_id = %job_id, backend = resolved.backend.name());
-    let prefix = ObjectPath::parse(job_id.as_str())?;
     let result = submit_prepared(
         inner,
         spec,
@@ -212,14 +205,13 @@ pub(crate) async fn submit_child(
     )
     .instrument(span)
     .await;
-    finish_submit(inner, resolved, job_id, &prefix, result).await
+    finish_submit(inner, resolved, job_id, result).await
 }
 
 async fn finish_submit(
     inner: &Arc<EngineInner>,
     resolved: &Resolved,
     job_id: &JobId,
-    prefix: &ObjectPath,
     result: Result<JobRecord, EngineError>,
 ) -> Result<JobHandle, EngineError> {
     match result {
@@ -231,7 +223,7 @@ async fn finish_submit(
         Err(err) => {
             // Nothing of a job that was not submitted stays behind as if it
             // were: its prefix goes (cached data, complete or marked, stays).
-            if let Err(e) = inner.store.delete_prefix(prefix).await {
+            if let Err(e) = inner.store.delete_prefix(&layout::job_prefix(job_id)).await {
                 tracing::warn!(job_id = %job_id, "could not remove the artifacts of a failed submit: {e}");
             }
             Err(err)
@@ -240,7 +232,7 @@ async fn finish_submit(
 }
 
 /// Check everything that can be checked before uploading, and resolve the
-/// backend, environment and project.
+/// backend, environment, project and image plan.
 pub(crate) async fn resolve(
     inner: &Arc<EngineInner>,
     spec: &JobSpec,
@@ -249,11 +241,8 @@ pub(crate) async fn resolve(
     // Everything that can be checked without IO is checked first: nothing is
     // uploaded for a job that cannot run.
     spec.validate()?;
-    let accelerator_text = spec
-        .accelerator
-        .clone()
-        .unwrap_or_else(|| inner.settings.default_accelerator.clone());
-    let accelerator = AcceleratorSpec::parse(&accelerator_text)?;
+    let settings = &inner.settings;
+    let (accelerator_text, accelerator) = plan::accelerator(spec, settings)?;
     let backend = inner
         .backends
         .choose(spec.backend.as_deref(), &accelerator)?;
@@ -263,83 +252,85 @@ pub(crate) async fn resolve(
     for warning in env.warnings() {
         options.emit(ProgressEvent::Warning(warning.to_string()));
     }
-    let process_cwd = std::env::current_dir().map_err(|e| EngineError::Project {
-        message: format!("cannot read the current directory: {e}"),
-    })?;
-    // A relative working directory is taken from the process's own.
-    let cwd = match &spec.working_dir {
-        Some(dir) => super::spec::absolute(dir, &process_cwd),
-        None => process_cwd,
+    let base = match &settings.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().map_err(|e| EngineError::Project {
+            message: format!("cannot read the current directory: {e}"),
+        })?,
     };
-    let home = snapshot.get("HOME").map(|v| PathBuf::from(v.expose()));
-    let package_root_env = snapshot
-        .get("KINETIC_PACKAGE_ROOT")
-        .map(|v| v.expose().to_owned())
-        .filter(|v| !v.is_empty());
-    let default_excludes = snapshot
-        .get("KINETIC_NO_DEFAULT_EXCLUDES")
-        .is_none_or(|v| v.expose() != "1");
+    // A relative working directory is taken from the settings' (or the process's).
+    let cwd = match &spec.working_dir {
+        Some(dir) => super::spec::absolute(dir, &base),
+        None => base,
+    };
     let entrypoint = spec.entrypoint.clone();
+    let (home, package_root) = (settings.home.clone(), settings.package_root.clone());
     let project = blocking(move || {
-        project::resolve(
-            &entrypoint,
-            &cwd,
-            home.as_deref(),
-            package_root_env.as_deref(),
-        )
+        project::resolve(&entrypoint, &cwd, home.as_deref(), package_root.as_deref())
     })
     .await??;
+    let image = if backend.capabilities().needs_image {
+        let entry_dir = project.entry_dir();
+        let home = settings.home.clone();
+        let mode = plan::requirements_mode(&spec.image);
+        let deps =
+            blocking(move || requirements::resolve(&entry_dir, home.as_deref(), mode)).await?;
+        let image = plan::image(&spec.image, &settings.python_version, &accelerator, deps)?;
+        for warning in &image.warnings {
+            options.emit(ProgressEvent::Warning(warning.clone()));
+        }
+        if matches!(image.image, ImageChoice::Resolve(_)) && inner.images.is_none() {
+            return Err(EngineError::Internal {
+                message: "this backend needs a container image but the engine has no image builder"
+                    .into(),
+            });
+        }
+        image
+    } else {
+        ImagePlan::none()
+    };
     Ok(Resolved {
         backend,
         accelerator,
         accelerator_text,
         env,
-        snapshot,
         project,
-        default_excludes,
+        image,
     })
 }
 
-/// Hash and upload the data, package and upload the project, and resolve
-/// the image (alongside the uploads).
+/// Hash the data, pack the project, plan the shared uploads and make them,
+/// while the image is resolved.
 pub(crate) async fn upload_shared(
     inner: &Arc<EngineInner>,
     spec: &JobSpec,
     resolved: &Resolved,
     options: &SubmitOptions,
-    target: ContextTarget<'_>,
+    target: UploadTarget<'_>,
 ) -> Result<Shared, EngineError> {
     let uploads = async {
-        let refs = upload_data(inner, spec, options).await?;
-        let context = upload_context(
-            inner,
-            &resolved.project,
+        let data = hash_data(spec, options).await?;
+        let tmp = tempfile::tempdir().map_err(|e| EngineError::Project {
+            message: format!("cannot create a temporary directory for the context: {e}"),
+        })?;
+        let context = pack_context(inner, &resolved.project, spec, &tmp, options).await?;
+        let store = &inner.store;
+        let uri_of = |p: &crate::ports::ObjectPath| store.uri(p);
+        let plan = plan::shared(
             spec,
-            target,
-            options,
-            resolved.default_excludes,
-        )
-        .await?;
-        Ok::<_, EngineError>((refs, context))
+            &target,
+            &data,
+            context,
+            resolved.image.install_requirements.as_deref(),
+            &uri_of,
+        )?;
+        execute_shared(store, &plan, options).await?;
+        drop(tmp);
+        Ok::<_, EngineError>(plan)
     };
-    let image = resolve_image(
-        inner,
-        spec,
-        &resolved.accelerator,
-        resolved.backend.capabilities().needs_image,
-        options,
-        &resolved.project,
-        target,
-        &resolved.snapshot,
-    );
-    let ((refs, context), (image_uri, requirements)) =
-        futures_util::future::try_join(uploads, image).await?;
-    Ok(Shared {
-        refs,
-        context,
-        requirements,
-        image_uri,
-    })
+    let image = resolve_image(inner, &resolved.image, options);
+    let (plan, image_uri) = futures_util::future::try_join(uploads, image).await?;
+    Ok(Shared { plan, image_uri })
 }
 
 /// Write `spec.json` and `handle.json` and hand the job to the backend.
@@ -353,134 +344,44 @@ async fn submit_prepared(
     options: &SubmitOptions,
 ) -> Result<JobRecord, EngineError> {
     let store = &inner.store;
-    let prefix = ObjectPath::parse(job_id.as_str())?;
     let backend = &resolved.backend;
-    let accelerator = &resolved.accelerator;
-    let output_dir = spec
-        .output_dir
-        .clone()
-        .or_else(|| {
-            resolved
-                .snapshot
-                .get("KINETIC_OUTPUT_DIR")
-                .map(|v| v.expose().to_owned())
-                .filter(|v| !v.is_empty())
-        })
-        .unwrap_or_else(|| {
-            let uri = store.uri(
-                &ObjectPath::parse(format!("outputs/{job_id}")).unwrap_or_else(|_| prefix.clone()),
-            );
-            uri.strip_prefix("file://")
-                .map(str::to_owned)
-                .unwrap_or(uri)
-        });
-
-    let ref_for = |d: &Data| -> Value {
-        match shared.refs.get(&data_key(d)) {
-            Some(r) => r.to_value(),
-            None => Value::Null,
-        }
-    };
-    let mut args: Vec<Value> = spec.args.iter().map(|a| a.to_json(&ref_for)).collect();
-    args.extend(call.args.iter().cloned());
-    let mut kwargs: Map<String, Value> = spec
-        .kwargs
-        .iter()
-        .map(|(k, a)| (k.clone(), a.to_json(&ref_for)))
+    let mut facts = plan::JobFacts::new(
+        job_id.clone(),
+        backend.name(),
+        &resolved.accelerator_text,
+        &resolved.accelerator,
+        (inner.clock)(),
+    );
+    facts.env_names = resolved
+        .env
+        .names()
+        .map(|n| n.as_str().to_owned())
         .collect();
-    for (k, v) in &call.kwargs {
-        kwargs.insert(k.clone(), v.clone());
-    }
-    let runner_spec = RunnerSpec {
-        protocol: PROTOCOL_VERSION,
-        job_id: job_id.to_string(),
-        entrypoint: resolved.project.runner_entrypoint.clone(),
-        args,
-        kwargs,
-        volumes: spec
-            .volumes
-            .iter()
-            .filter_map(|(mount, d)| {
-                shared.refs.get(&data_key(d)).map(|r| {
-                    let mut data = r.clone();
-                    data.mount_path = Some(mount.clone());
-                    RunnerVolume {
-                        mount_path: mount.clone(),
-                        data,
-                    }
-                })
-            })
-            .collect(),
-        env_names: resolved
-            .env
-            .names()
-            .map(|n| n.as_str().to_owned())
-            .collect(),
-        output_dir,
-        context: shared.context.clone(),
-        requirements: shared.requirements.clone(),
-        plan: resolved.project.plan.clone(),
-        result_uri: store.uri(&prefix.child("result.json")?),
-        cluster: ClusterInfo {
-            accelerator: resolved.accelerator_text.clone(),
-            num_nodes: accelerator.num_hosts(),
-            num_gpus_per_node: accelerator.count().unwrap_or(0),
-            node_ips: Vec::new(),
-        },
-    };
-    let spec_path = prefix.child("spec.json")?;
-    let spec_json =
-        serde_json::to_string_pretty(&runner_spec).map_err(|e| EngineError::Internal {
-            message: format!("cannot encode spec.json: {e}"),
-        })?;
-    Engine::put_json(store, &spec_path, spec_json).await?;
-
-    let settings = &inner.settings;
-    let func_name = spec.entrypoint.func_name();
-    let (group_id, group_kind, group_index) = match &call.group {
-        Some((id, kind, index)) => (Some(id.clone()), Some(kind.clone()), Some(*index)),
-        None => (None, None, None),
-    };
-    let record = JobRecord {
-        accelerator: resolved.accelerator_text.clone(),
-        backend: backend.name().to_owned(),
-        bucket_name: if settings.bucket_name.is_empty() {
-            store
-                .uri(&prefix)
-                .trim_end_matches(prefix.as_str())
-                .trim_end_matches('/')
-                .to_owned()
-        } else {
-            settings.bucket_name.clone()
-        },
-        cluster_name: settings.cluster.clone(),
-        created_at: UtcTimestamp::now(),
-        debug: false,
-        display_name: display_name(&func_name, job_id),
-        entrypoint: Some(spec.entrypoint.to_string()),
-        func_name,
-        group_id,
-        group_index,
-        group_kind,
-        image_uri: shared.image_uri.clone(),
-        job_id: job_id.clone(),
-        k8s_name: k8s_name_for_backend(backend.name(), job_id),
-        namespace: settings.namespace.clone(),
-        project: settings.project.clone(),
-        store_url: None,
-        zone: settings.zone.clone(),
-    };
-    let record_path = ObjectPath::parse(record_key(job_id))?;
-    Engine::put_json(store, &record_path, record.to_json()).await?;
+    facts.image_uri.clone_from(&shared.image_uri);
+    facts.extra_args.clone_from(&call.args);
+    facts.extra_kwargs.clone_from(&call.kwargs);
+    facts.group.clone_from(&call.group);
+    let uri_of = |p: &crate::ports::ObjectPath| store.uri(p);
+    let job = plan::job(
+        spec,
+        &inner.settings,
+        &resolved.project.facts,
+        &shared.plan,
+        &facts,
+        &uri_of,
+    )?;
+    put_object(store, &job.spec).await?;
+    put_object(store, &job.record_upload).await?;
 
     options.emit(ProgressEvent::Submitting {
         job_id: job_id.to_string(),
         backend: backend.name().to_owned(),
     });
+    let record = job.record;
     let prepared = PreparedJob::new(
         record.clone(),
-        accelerator.clone(),
-        store.uri(&spec_path),
+        resolved.accelerator.clone(),
+        job.spec_uri,
         resolved.env.clone(),
         spec.deadlines,
     );
@@ -497,203 +398,117 @@ async fn submit_prepared(
     Ok(record)
 }
 
-/// Identity of a data entry: the same path (or URI) is uploaded once.
-fn data_key(data: &Data) -> String {
-    match data.source() {
-        DataSource::Local(p) => format!("local:{}", p.display()),
-        DataSource::Remote(uri) => format!("remote:{uri}"),
-    }
-}
-
-/// Hash and upload every distinct local data entry of the spec; return the
-/// reference of each entry (local and remote), keyed by [`data_key`].
-async fn upload_data(
-    inner: &Arc<EngineInner>,
+/// Hash every distinct local data path of the spec.
+async fn hash_data(
     spec: &JobSpec,
     options: &SubmitOptions,
-) -> Result<BTreeMap<String, DataRef>, EngineError> {
-    let mut all: Vec<&Data> = spec.volumes.iter().map(|(_, d)| d).collect();
-    for a in &spec.args {
-        a.collect_data(&mut all);
+) -> Result<BTreeMap<PathBuf, DataFacts>, EngineError> {
+    let mut facts = BTreeMap::new();
+    for path in plan::local_data(spec) {
+        options.emit(ProgressEvent::HashingData { path: path.clone() });
+        let hashed = path.clone();
+        let (hash, is_dir) = blocking(move || project::hash_data(&hashed)).await??;
+        facts.insert(path, DataFacts::new(hash, is_dir));
     }
-    for (_, a) in &spec.kwargs {
-        a.collect_data(&mut all);
-    }
-    let mut refs = BTreeMap::new();
-    for data in all {
-        let key = data_key(data);
-        if refs.contains_key(&key) {
-            continue;
-        }
-        let data_ref = match data.source() {
-            DataSource::Remote(uri) => DataRef::new(uri.trim_end_matches('/'), uri.ends_with('/')),
-            DataSource::Local(path) => {
-                options.emit(ProgressEvent::HashingData { path: path.clone() });
-                let hashed_path = path.clone();
-                let (hash, is_dir) = blocking(move || project::hash_data(&hashed_path)).await??;
-                let cached = ensure_cached(&inner.store, path, &hash).await?;
-                options.emit(ProgressEvent::DataReady {
-                    path: path.clone(),
-                    cache_hit: cached.hit,
-                    bytes: cached.bytes,
-                });
-                DataRef::new(cached.uri, is_dir)
-            }
-        };
-        refs.insert(key, data_ref);
-    }
-    Ok(refs)
+    Ok(facts)
 }
 
-/// Package the project (without local data paths inside it), upload it
-/// where `target` says, and return it as an artifact with its SHA-256.
-async fn upload_context(
+/// Pack the project (without the spec's local data paths) into `dir`.
+async fn pack_context(
     inner: &Arc<EngineInner>,
     project: &Project,
     spec: &JobSpec,
-    target: ContextTarget<'_>,
+    dir: &tempfile::TempDir,
     options: &SubmitOptions,
-    default_excludes: bool,
-) -> Result<Artifact, EngineError> {
+) -> Result<ContextFacts, EngineError> {
     options.emit(ProgressEvent::Packaging {
         root: project.root.clone(),
     });
-    let mut excludes: Vec<PathBuf> = spec
-        .volumes
-        .iter()
-        .filter_map(|(_, d)| d.local_path().map(Path::to_path_buf))
-        .collect();
-    let mut in_args = Vec::new();
-    for a in spec.args.iter().chain(spec.kwargs.iter().map(|(_, a)| a)) {
-        a.collect_data(&mut in_args);
-    }
-    excludes.extend(
-        in_args
-            .iter()
-            .filter_map(|d| d.local_path().map(Path::to_path_buf)),
-    );
-    let tmp = tempfile::tempdir().map_err(|e| EngineError::Project {
-        message: format!("cannot create a temporary directory for the context: {e}"),
-    })?;
-    let zip_path = tmp.path().join("context.zip");
+    let excludes = plan::context_excludes(spec);
+    let zip_path = dir.path().join(layout::CONTEXT_FILE);
+    let packing = project::PackSettings {
+        default_excludes: inner.settings.default_excludes,
+        size_warn_bytes: inner.settings.context_size_warn_bytes,
+    };
     let packed = {
         let project = project.clone();
         let zip_path = zip_path.clone();
-        blocking(move || project::pack(&project, &zip_path, &excludes, default_excludes)).await??
+        blocking(move || project::pack(&project, &zip_path, &excludes, packing)).await??
     };
     for warning in &packed.warnings {
         options.emit(ProgressEvent::Warning(warning.clone()));
     }
-    let object = match target {
-        ContextTarget::Job(prefix) => prefix.child("context.zip")?,
-        ContextTarget::Group(prefix) => {
-            prefix.child(&format!("context-{}.zip", &packed.sha256[..16]))?
-        }
-    };
-    inner
-        .store
-        .put_file(&object, &zip_path, PutOptions::default())
-        .await?;
-    options.emit(ProgressEvent::ContextUploaded {
-        entries: packed.entries,
-        bytes: packed.bytes,
-    });
-    Ok(Artifact {
-        uri: inner.store.uri(&object),
-        sha256: packed.sha256,
-    })
+    Ok(ContextFacts::new(
+        packed.sha256,
+        packed.bytes,
+        packed.entries,
+        UploadSource::File(zip_path),
+    ))
 }
 
-/// The image the job runs in (`""` when the backend needs none) and, in
-/// prebuilt mode, the uploaded requirements the runner installs at start
-/// (`{job_id}/requirements.txt`, or a batch's shared
-/// `_groups/{group_id}/requirements-{sha256[..16]}.txt`).
-///
-/// The user's dependency file is found from the project's entry directory
-/// and filtered for the mode (`kinetic_core::requirements`): bundled images
-/// bake it in, prebuilt images install it at start, custom images ignore
-/// it (with a warning).
-#[allow(clippy::too_many_arguments)]
+/// Make the shared uploads: the data into the cache, then the context and
+/// the requirements.
+async fn execute_shared(
+    store: &Arc<dyn ObjectStore>,
+    plan: &SharedPlan,
+    options: &SubmitOptions,
+) -> Result<(), EngineError> {
+    for data in &plan.data {
+        let cached = ensure_cached(store, data).await?;
+        options.emit(ProgressEvent::DataReady {
+            path: data.local.clone(),
+            cache_hit: cached.hit,
+            bytes: cached.bytes,
+        });
+    }
+    put_object(store, &plan.context).await?;
+    options.emit(ProgressEvent::ContextUploaded {
+        entries: plan.context_entries,
+        bytes: plan.context_bytes,
+    });
+    if let Some(requirements) = &plan.requirements {
+        put_object(store, requirements).await?;
+    }
+    Ok(())
+}
+
+/// Write one planned object.
+pub(crate) async fn put_object(
+    store: &Arc<dyn ObjectStore>,
+    upload: &ObjectUpload,
+) -> Result<(), EngineError> {
+    let mut options = PutOptions::default();
+    if let Some(content_type) = upload.content_type {
+        options = options.with_content_type(content_type);
+    }
+    match &upload.source {
+        UploadSource::File(path) => {
+            store.put_file(&upload.key, path, options).await?;
+        }
+        UploadSource::Bytes(bytes) => store.put(&upload.key, bytes.clone(), options).await?,
+    }
+    Ok(())
+}
+
+/// The image the job runs in (`""` when the backend needs none).
 async fn resolve_image(
     inner: &Arc<EngineInner>,
-    spec: &JobSpec,
-    accelerator: &AcceleratorSpec,
-    needs_image: bool,
+    image: &ImagePlan,
     options: &SubmitOptions,
-    project: &Project,
-    target: ContextTarget<'_>,
-    snapshot: &EnvSnapshot,
-) -> Result<(String, Option<Artifact>), EngineError> {
-    if !needs_image {
-        return Ok((String::new(), None));
-    }
-    let mode = match &spec.image {
-        ImageMode::Prebuilt { .. } => RequirementsMode::Prebuilt,
-        _ => RequirementsMode::Bundled,
+) -> Result<String, EngineError> {
+    let request = match &image.image {
+        ImageChoice::Resolve(request) => request,
+        ImageChoice::Fixed(uri) => return Ok(uri.clone()),
+        _ => return Ok(String::new()),
     };
-    let entry_dir =
-        Path::new(&project.packaging_plan.package_root).join(&project.packaging_plan.entry_rel);
-    let home = snapshot.get("HOME").map(|v| PathBuf::from(v.expose()));
-    let deps = blocking(move || requirements::resolve(&entry_dir, home.as_deref(), mode)).await?;
-    if let ImageMode::Custom { uri } = &spec.image {
-        // Not installed, so not checked: only say that they are ignored.
-        if let Some(file) = deps.ok().and_then(|d| d.requirements.and(d.file)) {
-            options.emit(ProgressEvent::Warning(format!(
-                "the requirements in {} are ignored: the custom image {uri} must already hold them",
-                file.path.display()
-            )));
-        }
-        return Ok((uri.clone(), None));
-    }
-    let deps = deps.map_err(|e| EngineError::Project {
-        message: e.to_string(),
-    })?;
-    for warning in &deps.warnings {
-        options.emit(ProgressEvent::Warning(warning.to_string()));
-    }
     let builder = inner.images.clone().ok_or_else(|| EngineError::Internal {
         message: "this backend needs a container image but the engine has no image builder".into(),
     })?;
-    // Prebuilt images install the requirements at start: the runner
-    // downloads and verifies them like the context.
-    let mut installed = None;
-    if let (ImageMode::Prebuilt { .. }, Some(text)) = (&spec.image, &deps.requirements) {
-        let sha256 = hex::encode(sha2::Sha256::digest(text.as_bytes()));
-        let object = match target {
-            ContextTarget::Job(prefix) => prefix.child("requirements.txt")?,
-            ContextTarget::Group(prefix) => {
-                prefix.child(&format!("requirements-{}.txt", &sha256[..16]))?
-            }
-        };
-        inner
-            .store
-            .put(
-                &object,
-                bytes::Bytes::from(text.clone()),
-                PutOptions::default().with_content_type("text/plain"),
-            )
-            .await?;
-        installed = Some(Artifact {
-            uri: inner.store.uri(&object),
-            sha256,
-        });
-    }
     options.emit(ProgressEvent::ResolvingImage);
-    let request = ImageRequest::new(
-        spec.image.clone(),
-        format!("python:{}-slim", inner.settings.python_version),
-        accelerator.category().as_str().to_owned(),
-        match mode {
-            RequirementsMode::Bundled => deps.requirements,
-            RequirementsMode::Prebuilt => None,
-        },
-        RUNNER_SOURCE.to_owned(),
-        DOCKERFILE_TEMPLATE.to_owned(),
-    );
-    let image = builder.resolve(&request).await?;
+    let resolved = builder.resolve(request).await?;
     options.emit(ProgressEvent::ImageReady {
-        uri: image.uri.clone(),
-        cached: image.cached,
+        uri: resolved.uri.clone(),
+        cached: resolved.cached,
     });
-    Ok((image.uri, installed))
+    Ok(resolved.uri)
 }

@@ -1,7 +1,7 @@
 //! Content hashes of local data, bit-compatible with Kinetic.
 //!
 //! The data cache is keyed by these hashes and shared with the Python tool,
-//! so the algorithm is Kinetic's to the bit (reference §4.1). With `H` =
+//! so the algorithm is Kinetic's to the bit. With `H` =
 //! SHA-256:
 //!
 //! - a file: `H("file:" ‖ H(basename ‖ 0x00 ‖ bytes))`, where `basename` is

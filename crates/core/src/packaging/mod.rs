@@ -1,4 +1,4 @@
-//! Packaging the user's project as `context.zip` (reference §11).
+//! Packaging the user's project as `context.zip`.
 //!
 //! - [`detect_package_root`] chooses the directory to ship and computes the
 //!   [`PackagingPlan`] the pod uses to rebuild the client's layout.

@@ -1,5 +1,5 @@
 //! The packaging plan: where the package root is and how the pod rebuilds
-//! the client's layout (reference §11.1, §11.4). Shipped inside
+//! the client's layout. Shipped inside
 //! `context.zip` at [`PLAN_ARCHIVE_NAME`].
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Package root detection (reference §11.1).
+//! Package root detection.
 //!
 //! Everything that Kinetic reads from the process (the entry directory, the
 //! home directory, the current directory, `sys.path`, the

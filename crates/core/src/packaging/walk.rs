@@ -1,5 +1,5 @@
 //! The walk of the package root: which entries go into `context.zip`, in
-//! which order (reference §11.2).
+//! which order.
 //!
 //! Kinetic walks with `os.walk(root, followlinks=True)`, so: pre-order; in
 //! each directory, first its files, then (if it wrote no file and keeps no

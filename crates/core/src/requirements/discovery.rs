@@ -1,4 +1,4 @@
-//! Finding the dependency file by walking up from the entry directory (§3.1).
+//! Finding the dependency file by walking up from the entry directory.
 
 use std::path::{Component, Path, PathBuf};
 

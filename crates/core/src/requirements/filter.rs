@@ -1,4 +1,4 @@
-//! The JAX filter (reference §3.3).
+//! The JAX filter.
 
 use super::RequirementsWarning;
 use super::lines::{LogicalLine, logical_lines, py_strip};
@@ -93,7 +93,7 @@ pub(crate) fn filter_logical(lines: &[LogicalLine<'_>], joined: bool) -> Filtere
     FilteredRequirements { text, warnings }
 }
 
-/// Drops the lines that would install JAX over the image's own (§3.3),
+/// Drops the lines that would install JAX over the image's own,
 /// keeping everything else byte for byte.
 ///
 /// A line is dropped when its leading name normalises to `jax`, `jaxlib`,
@@ -103,7 +103,7 @@ pub(crate) fn filter_logical(lines: &[LogicalLine<'_>], joined: bool) -> Filtere
 ///
 /// Backslash continuations are grouped first, so `jax==0.4 \` drops its
 /// `--hash=…` continuation lines with it (Kinetic's bundled mode leaves them
-/// orphaned, §15 item 8). Kept lines are written as they were (physical
+/// orphaned). Kept lines are written as they were (physical
 /// lines, original line endings).
 ///
 /// ```

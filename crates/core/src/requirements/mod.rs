@@ -1,6 +1,6 @@
 //! The user's Python dependencies: find the file, read it, filter it.
 //!
-//! Kinetic's rules (reference §3), as pure functions with the filesystem
+//! Kinetic's rules, as pure functions with the filesystem
 //! reads kept in [`discover`] and [`read_dependency_file`]:
 //!
 //! 1. [`discover`]: walk up from the entry directory to the first
@@ -23,8 +23,8 @@
 //! line, and `None` when nothing is left.
 //!
 //! In [`RequirementsMode::Bundled`] the text is baked into the image.
-//! Kinetic filters physical lines only there and refuses nothing (§15 item
-//! 8), so a dropped `jax==… \` leaves its `--hash=…` continuation lines
+//! Kinetic filters physical lines only there and refuses nothing, so a
+//! dropped `jax==… \` leaves its `--hash=…` continuation lines
 //! orphaned and a `-e .` line fails late inside the image build. Here both
 //! modes group continuations and refuse unusable lines the same way; bundled
 //! mode then writes each kept logical line as its original physical lines,
@@ -331,7 +331,7 @@ pub fn dependency_text(
     }
 }
 
-/// Kinetic's continuation joining (§3.4 step 1): each logical line once,
+/// Kinetic's continuation joining: each logical line once,
 /// joined, ending in `\n`.
 ///
 /// A line ending in `\` (trailing spaces ignored) contributes its text

@@ -1,4 +1,4 @@
-//! Reading `[project].dependencies` from a `pyproject.toml` (§3.2).
+//! Reading `[project].dependencies` from a `pyproject.toml`.
 
 use std::fmt;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Requirement lines that cannot work on the remote machine (§3.4 step 2).
+//! Requirement lines that cannot work on the remote machine.
 //!
 //! The remote install sees only the requirements text: not the user's
 //! files. A line that points at a local path can only fail there, so it is

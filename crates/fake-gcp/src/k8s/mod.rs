@@ -57,6 +57,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kinetic_core::protocol::RUNNER_SOURCE;
+use kinetic_core::settings::vars;
 use serde_json::Value;
 
 pub use api::ApiCalls;
@@ -341,10 +342,10 @@ impl FakeCluster {
         namespace: &str,
     ) -> Vec<(String, String)> {
         [
-            ("KUBECONFIG", kubeconfig.display().to_string()),
-            ("KINETIC_STORE_URL", store_url.to_owned()),
-            ("KINETIC_IMAGE", FAKE_IMAGE.to_owned()),
-            ("KINETIC_NAMESPACE", namespace.to_owned()),
+            (vars::KUBECONFIG, kubeconfig.display().to_string()),
+            (vars::STORE_URL, store_url.to_owned()),
+            (vars::IMAGE, FAKE_IMAGE.to_owned()),
+            (vars::NAMESPACE, namespace.to_owned()),
             ("KINETIC_FAKE_K8S_URL", self.url.clone()),
         ]
         .into_iter()

@@ -14,7 +14,7 @@ use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::env::{CapturedEnv, EnvEntry, EnvSnapshot, SecretValue, capture};
 use kinetic_core::ids::GroupId;
 use kinetic_core::ports::{
-    Backend, BackendError, GetOptions, GroupQuery, LogOptions, ObjectPath, ObjectStore, PreparedJob,
+    Backend, BackendError, GetOptions, GroupQuery, LogOptions, ObjectStore, PreparedJob,
 };
 use kinetic_core::protocol::RunnerResult;
 use kinetic_core::record::JobRecord;
@@ -84,7 +84,7 @@ pub async fn wait_terminal(h: &dyn BackendHarness, record: &JobRecord) -> JobSta
 }
 
 async fn result_of(h: &dyn BackendHarness, record: &JobRecord) -> RunnerResult {
-    let path = ObjectPath::parse(format!("{}/result.json", record.job_id)).expect("path");
+    let path = kinetic_core::layout::result(&record.job_id);
     let bytes = h
         .store()
         .get(&path, GetOptions::default())

@@ -23,6 +23,7 @@ use crate::batch::{Event, GROUP_KIND_MAP, InputMode, child_job_id, dispatch_inpu
 use crate::engine::submit::{ChildCall, Resolved, Shared, submit_child};
 use crate::engine::{EngineError, JobHandle, JobSpec};
 use crate::ids::JobId;
+use crate::plan::GroupPlace;
 use crate::status::{JobState, JobStatus};
 
 use super::BatchDriver;
@@ -131,9 +132,9 @@ fn submit_one(
             let call = ChildCall {
                 args: call.args,
                 kwargs: call.kwargs,
-                group: Some((
+                group: Some(GroupPlace::new(
                     shared.group_id.clone(),
-                    GROUP_KIND_MAP.to_owned(),
+                    GROUP_KIND_MAP,
                     index as u64,
                 )),
             };

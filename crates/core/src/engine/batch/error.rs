@@ -105,7 +105,7 @@ impl BatchFailure {
 impl fmt::Display for BatchFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Kinetic divides by the number of results it kept, which with
-        // `ordered=False` counts only the successes (reference §15 item 7);
+        // `ordered=False` counts only the successes (a Kinetic bug);
         // here the total is always the number of inputs.
         write!(
             f,

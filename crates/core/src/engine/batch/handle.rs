@@ -9,15 +9,15 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use crate::batch::{
-    BatchConfig, BatchCounts, BatchMachine, Event, INPUTS_FILE_NAME, InputMode,
-    MAX_DETERMINISTIC_INDEX, ManifestChild, Slot, child_job_id, decode_inputs, dispatch_input,
-    encode_inputs, group_prefix, inputs_key,
+    BatchConfig, BatchCounts, BatchMachine, Event, InputMode, MAX_DETERMINISTIC_INDEX,
+    ManifestChild, Slot, child_job_id, decode_inputs, dispatch_input, encode_inputs,
 };
-use crate::engine::submit::{self, ContextTarget, SubmitOptions};
+use crate::engine::submit::{self, SubmitOptions};
 use crate::engine::{CleanupOptions, EngineError, EngineInner, JobHandle, JobSpec};
 use crate::ids::{GroupId, JobId};
-use crate::ports::ObjectPath;
-use crate::record::{UtcTimestamp, record_key};
+use crate::layout;
+use crate::plan::UploadTarget;
+use crate::record::UtcTimestamp;
 use crate::status::JobState;
 
 use super::driver::{self, BatchPrep, DriverSettings};
@@ -98,13 +98,12 @@ async fn prepare(
         progress: options.progress.clone(),
     };
     let resolved = submit::resolve(inner, &spec, &submit_options).await?;
-    let prefix = ObjectPath::parse(group_prefix(group_id)).map_err(EngineError::from)?;
     let uploaded = submit::upload_shared(
         inner,
         &spec,
         &resolved,
         &submit_options,
-        ContextTarget::Group(&prefix),
+        UploadTarget::Group(group_id),
     )
     .await?;
     Ok(BatchPrep {
@@ -126,12 +125,12 @@ pub(super) async fn start_map(
     options.validate()?;
     check_inputs(&inputs, options.input_mode)?;
     let group_id = GroupId::new_random();
-    let prefix = ObjectPath::parse(group_prefix(&group_id)).map_err(EngineError::from)?;
+    let prefix = layout::group_prefix(&group_id);
     let started = async {
         let total = inputs.len();
         let encoded = encode_inputs(&inputs);
         let prep = prepare(inner, &group_id, spec, inputs, options.input_mode, &options).await?;
-        let inputs_path = ObjectPath::parse(inputs_key(&group_id)).map_err(EngineError::from)?;
+        let inputs_path = layout::group_inputs(&group_id);
         put_text(inner, &inputs_path, encoded, "application/x-ndjson").await?;
         let base = ManifestBase {
             created_at: UtcTimestamp::now(),
@@ -140,7 +139,7 @@ pub(super) async fn start_map(
             namespace: Some(inner.settings.namespace.clone()),
             entrypoint: Some(prep.spec.entrypoint.to_string()),
             input_mode: Some(options.input_mode),
-            inputs: Some(INPUTS_FILE_NAME.to_owned()),
+            inputs: Some(layout::INPUTS_FILE.to_owned()),
         };
         let shared = Arc::new(BatchShared::new(
             inner.clone(),
@@ -154,8 +153,7 @@ pub(super) async fn start_map(
         ));
         // The manifest exists, with no children, before any submission.
         let manifest = shared.manifest_snapshot();
-        let path =
-            ObjectPath::parse(crate::batch::manifest_key(&group_id)).map_err(EngineError::from)?;
+        let path = layout::group_manifest(&group_id);
         put_text(inner, &path, manifest.to_json(), "application/json").await?;
         tracing::info!(group_id = %group_id, inputs = total, "batch prepared");
         let driver = driver::start(
@@ -187,10 +185,7 @@ pub(super) async fn attach(
     let manifest = read_manifest(inner, &group_id).await?;
     if manifest.total_expected > MAX_DETERMINISTIC_INDEX {
         return Err(BatchError::InvalidManifest {
-            uri: inner.store.uri(
-                &ObjectPath::parse(crate::batch::manifest_key(&group_id))
-                    .map_err(EngineError::from)?,
-            ),
+            uri: inner.store.uri(&layout::group_manifest(&group_id)),
             group_id,
             message: format!(
                 "total_expected is {}, more than the {MAX_DETERMINISTIC_INDEX} inputs a batch takes",
@@ -709,9 +704,8 @@ impl BatchHandle {
                 }
                 if options.store {
                     for old in shared.attempt_ids(index) {
-                        if let Ok(prefix) = ObjectPath::parse(old.as_str())
-                            && let Err(e) = shared.engine.store.delete_prefix(&prefix).await
-                        {
+                        let prefix = layout::job_prefix(&old);
+                        if let Err(e) = shared.engine.store.delete_prefix(&prefix).await {
                             errors.push(e.into());
                         }
                     }
@@ -723,8 +717,7 @@ impl BatchHandle {
             .collect()
             .await;
         if options.store {
-            let prefix = ObjectPath::parse(group_prefix(&self.shared.group_id))
-                .map_err(EngineError::from)?;
+            let prefix = layout::group_prefix(&self.shared.group_id);
             self.shared.engine.store.delete_prefix(&prefix).await?;
         }
         match errors.into_iter().next() {
@@ -821,8 +814,7 @@ impl BatchHandle {
                 spec.entrypoint
             )));
         }
-        let inputs_path = ObjectPath::parse(format!("{}/{inputs_name}", group_prefix(&group_id)))
-            .map_err(EngineError::from)?;
+        let inputs_path = layout::group_file(&group_id, &inputs_name).map_err(EngineError::from)?;
         let inputs_uri = shared.engine.store.uri(&inputs_path);
         let bytes = shared
             .engine
@@ -893,8 +885,7 @@ impl BatchHandle {
                 let mut last = None;
                 for attempt in 1..=max_attempts {
                     let id = child_job_id(&shared.group_id, index, attempt);
-                    let record = ObjectPath::parse(record_key(&id)).map_err(EngineError::from)?;
-                    if !exists(&shared.engine, &record).await? {
+                    if !exists(&shared.engine, &layout::record(&id)).await? {
                         break;
                     }
                     last = Some(attempt);
@@ -903,9 +894,7 @@ impl BatchHandle {
                     return Ok((index, None));
                 };
                 let id = child_job_id(&shared.group_id, index, attempt);
-                let result =
-                    ObjectPath::parse(format!("{id}/result.json")).map_err(EngineError::from)?;
-                let ran = exists(&shared.engine, &result).await?;
+                let ran = exists(&shared.engine, &layout::result(&id)).await?;
                 Ok((index, Some((attempt, ran))))
             }))
             .buffer_unordered(FAN_OUT * 2)

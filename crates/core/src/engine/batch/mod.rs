@@ -1,6 +1,6 @@
 //! Batches on the engine: [`Engine::map`], [`BatchHandle`],
 //! [`Engine::attach_batch`] (Kinetic's `run_async_map`, `BatchHandle`,
-//! `attach_batch`, reference §1.6–§1.7).
+//! `attach_batch`).
 //!
 //! # How a batch runs
 //!

@@ -12,13 +12,13 @@ use futures_util::StreamExt;
 
 use crate::batch::{
     BatchMachine, Command, Event, GroupManifest, InputMode, ManifestChild, child_job_id,
-    manifest_key,
 };
-use crate::engine::{EngineError, EngineInner, JobHandle};
+use crate::engine::{EngineError, EngineInner, JobHandle, get_if_exists, load_handle};
 use crate::ids::{GroupId, JobId};
+use crate::layout;
 use crate::ports::{GetOptions, GroupQuery, ObjectPath, PutOptions};
 use crate::protocol::RunnerResult;
-use crate::record::{JobRecord, UtcTimestamp, record_key};
+use crate::record::UtcTimestamp;
 use crate::status::{JobState, JobStatus};
 
 use super::BatchError;
@@ -368,9 +368,7 @@ impl BatchShared {
     /// Write the manifest (failures are logged: the children's records and
     /// the backend's group listing still find every child).
     pub(super) async fn write_manifest(&self, manifest: GroupManifest) {
-        let Ok(path) = ObjectPath::parse(manifest_key(&self.group_id)) else {
-            return;
-        };
+        let path = layout::group_manifest(&self.group_id);
         let json = manifest.to_json();
         if let Err(e) = self
             .engine
@@ -609,10 +607,10 @@ async fn stored_outcome(
     (pos, job_id, engine): (usize, JobId, Arc<EngineInner>),
 ) -> (usize, Option<JobStatus>) {
     let store = &engine.store;
-    let Ok(path) = ObjectPath::parse(format!("{job_id}/result.json")) else {
-        return (pos, None);
-    };
-    let status = match store.get(&path, GetOptions::default()).await {
+    let status = match store
+        .get(&layout::result(&job_id), GetOptions::default())
+        .await
+    {
         Ok(bytes) => RunnerResult::from_json(&bytes).ok().map(|r| {
             if r.success {
                 JobStatus::Succeeded
@@ -642,47 +640,18 @@ pub(super) fn child_position(
     crate::batch::child_position(group_id, job_id).filter(|(i, _)| *i < total)
 }
 
-/// Load a job's record into a handle.
-pub(super) async fn load_handle(
-    inner: &Arc<EngineInner>,
-    job_id: &JobId,
-) -> Result<JobHandle, EngineError> {
-    let key = ObjectPath::parse(record_key(job_id))?;
-    let bytes = match inner.store.get(&key, GetOptions::default()).await {
-        Ok(b) => b,
-        Err(e) if e.is_not_found() => {
-            return Err(EngineError::JobNotFound {
-                job_id: job_id.to_string(),
-                uri: inner.store.uri(&key),
-            });
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let record = JobRecord::from_json_bytes(&bytes).map_err(|e| EngineError::InvalidResult {
-        job_id: job_id.to_string(),
-        uri: inner.store.uri(&key),
-        message: e.to_string(),
-    })?;
-    let backend = inner.backends.get(&record.backend)?;
-    Ok(JobHandle::new(inner.clone(), backend, record))
-}
-
 /// Read and parse a batch's manifest.
 pub(super) async fn read_manifest(
     inner: &Arc<EngineInner>,
     group_id: &GroupId,
 ) -> Result<GroupManifest, BatchError> {
-    let path = ObjectPath::parse(manifest_key(group_id)).map_err(EngineError::from)?;
+    let path = layout::group_manifest(group_id);
     let uri = inner.store.uri(&path);
-    let bytes = match inner.store.get(&path, GetOptions::default()).await {
-        Ok(b) => b,
-        Err(e) if e.is_not_found() => {
-            return Err(BatchError::GroupNotFound {
-                group_id: group_id.to_string(),
-                uri,
-            });
-        }
-        Err(e) => return Err(e.into()),
+    let Some(bytes) = get_if_exists(&inner.store, &path).await? else {
+        return Err(BatchError::GroupNotFound {
+            group_id: group_id.to_string(),
+            uri,
+        });
     };
     let (manifest, warnings) = GroupManifest::from_json_bytes(&bytes, group_id).map_err(|e| {
         BatchError::InvalidManifest {

@@ -1,13 +1,15 @@
-//! What `kinetic run` shows while it works: a spinner with the current step
-//! on a terminal (stderr), nothing but warnings and the job's output
-//! otherwise. The job's output always goes to stderr, so stdout holds only
-//! the value.
+//! What commands show while they work, on stderr: `kinetic run`'s spinner
+//! with the current step, and a batch's live bar of counts, on a terminal;
+//! nothing but warnings and the job's output otherwise. The job's output
+//! always goes to stderr, so stdout holds only the value.
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use kinetic_core::engine::ProgressEvent;
+use kinetic_core::batch::BatchCounts;
+use kinetic_core::engine::{BatchHandle, ProgressEvent};
 use kinetic_core::status::JobState;
 
 /// Shared progress display.
@@ -29,9 +31,9 @@ fn mb(bytes: u64) -> String {
 }
 
 impl Progress {
-    /// A spinner when `terminal`, silence otherwise.
-    pub(crate) fn new(terminal: bool) -> Self {
-        let bar = terminal.then(|| {
+    /// A spinner when stderr is a terminal, silence otherwise.
+    pub(crate) fn new() -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
                 ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
@@ -117,4 +119,60 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// A live bar of a batch's counts on a terminal; nothing otherwise.
+pub(crate) struct BatchProgress {
+    bar: Option<ProgressBar>,
+}
+
+impl BatchProgress {
+    pub(crate) fn new(batch: &BatchHandle) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(batch.total() as u64);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_prefix(batch.group_id().to_string());
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
+        Self { bar }
+    }
+
+    pub(crate) fn show(&self, counts: &BatchCounts) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(counts.finished() as u64);
+            bar.set_message(summary(counts));
+        }
+    }
+
+    pub(crate) fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// `3 running · 61 pending · 2 failed`: what is not yet succeeded.
+fn summary(c: &BatchCounts) -> String {
+    let parts = [
+        ("running", c.running),
+        ("pending", c.pending),
+        ("submitting", c.submitting),
+        ("queued", c.queued),
+        ("unknown", c.unknown),
+        ("failed", c.failed + c.not_found),
+        ("not submitted", c.submit_failed + c.skipped),
+    ];
+    parts
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{n} {name}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
 }

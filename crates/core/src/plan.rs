@@ -1,0 +1,706 @@
+//! Planning a submission, apart from doing it.
+//!
+//! The functions here are pure: they turn a [`JobSpec`], the
+//! [`EngineSettings`] and the facts the engine found by IO (data hashes,
+//! the packed context's digest and size, the filtered requirements, the
+//! chosen backend, the clock) into what to upload, which image to ask for,
+//! the runner's `spec.json` and the job record. The engine
+//! ([`crate::engine`]) gathers the facts, calls these steps and carries out
+//! what they return; nothing here touches a file, the store or a backend.
+//!
+//! A submission is planned in three steps, so that a batch plans its shared
+//! part once and each child cheaply:
+//!
+//! 1. [`image`]: the image request, and the requirements a prebuilt image
+//!    installs at start;
+//! 2. [`shared`]: the uploads every job of the submission shares — data
+//!    into the content-addressed cache, the packed project, the
+//!    requirements — and how arguments refer to the data;
+//! 3. [`job`]: one job's `spec.json` and `handle.json`.
+//!
+//! Every key comes from [`crate::layout`], and every URI in the runner spec
+//! is the store's URI of such a key.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use kinetic_core::engine::{EngineSettings, Entrypoint, JobSpec};
+//! use kinetic_core::plan::{self, ContextFacts, JobFacts, ProjectFacts, UploadSource, UploadTarget};
+//! use kinetic_core::protocol::{RunnerEntrypoint, RunnerPlan};
+//! use kinetic_core::record::UtcTimestamp;
+//! use serde_json::json;
+//!
+//! let uri_of = |p: &kinetic_core::ports::ObjectPath| format!("gs://b/{p}");
+//! let spec = JobSpec::new(Entrypoint::parse("work:square")?).arg(json!(7));
+//! let settings = EngineSettings::for_cluster("p", "us-central1-a", "c", "default");
+//! let job_id = "job-0a1b2c3d".parse()?;
+//! let context = ContextFacts::new([7; 32], 1234, 3, UploadSource::File("/tmp/context.zip".into()));
+//! let shared = plan::shared(&spec, &UploadTarget::Job(&job_id), &BTreeMap::new(), context, None, &uri_of)?;
+//! assert_eq!(shared.context.key.as_str(), "job-0a1b2c3d/context.zip");
+//!
+//! let project = ProjectFacts {
+//!     plan: RunnerPlan { package_root: "/src".into(), entry_rel: "".into(), client_cwd_rel: Some("".into()), sys_path_rel: vec!["".into()] },
+//!     entrypoint: RunnerEntrypoint::Function { module: Some("work".into()), path: None, function: "square".into() },
+//! };
+//! let (accelerator_text, accelerator) = plan::accelerator(&spec, &settings)?;
+//! let facts = JobFacts::new(job_id, "gke", &accelerator_text, &accelerator, UtcTimestamp::from_unix_seconds(0));
+//! let job = plan::job(&spec, &settings, &project, &shared, &facts, &uri_of)?;
+//! assert_eq!(job.runner_spec.result_uri, "gs://b/job-0a1b2c3d/result.json");
+//! assert_eq!(job.record.bucket_name, "p-kn-c-jobs");
+//! assert_eq!(job.spec_uri, "gs://b/job-0a1b2c3d/spec.json");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use sha2::Digest as _;
+
+use crate::accelerators::{AcceleratorError, AcceleratorSpec};
+use crate::engine::{Data, DataSource, EngineSettings, JobSpec};
+use crate::hashing::ContentHash;
+use crate::ids::{GroupId, JobId, display_name, k8s_name_for_backend};
+use crate::image::{DOCKERFILE_TEMPLATE, python_base_image};
+use crate::layout;
+use crate::ports::{ImageMode, ImageRequest, ObjectPath, StoreError};
+use crate::protocol::{
+    Artifact, ClusterInfo, DataRef, PROTOCOL_VERSION, RUNNER_SOURCE, RunnerEntrypoint, RunnerPlan,
+    RunnerSpec, RunnerVolume,
+};
+use crate::record::{JobRecord, UtcTimestamp};
+use crate::requirements::{RequirementsError, RequirementsMode, ResolvedRequirements};
+
+/// Why a submission cannot be planned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The dependency file cannot be used for the image.
+    #[error(transparent)]
+    Requirements(#[from] RequirementsError),
+    /// A local data path of the spec has no hash among the facts.
+    #[error("no content hash was computed for the data path {}", path.display())]
+    MissingData {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A key could not be built.
+    #[error(transparent)]
+    Key(#[from] StoreError),
+    /// `spec.json` could not be encoded.
+    #[error("cannot encode spec.json: {message}")]
+    Encode {
+        /// What failed.
+        message: String,
+    },
+}
+
+/// The store's URI of a key ([`crate::ports::ObjectStore::uri`]).
+pub type UriOf<'a> = &'a dyn Fn(&ObjectPath) -> String;
+
+/// The accelerator a job runs on: its spelling (the spec's, else the
+/// settings' default) and what it means.
+///
+/// # Errors
+/// [`AcceleratorError`] for a spelling that is not known.
+pub fn accelerator(
+    spec: &JobSpec,
+    settings: &EngineSettings,
+) -> Result<(String, AcceleratorSpec), AcceleratorError> {
+    let text = spec
+        .accelerator
+        .clone()
+        .unwrap_or_else(|| settings.default_accelerator.clone());
+    let parsed = AcceleratorSpec::parse(&text)?;
+    Ok((text, parsed))
+}
+
+/// Every data entry of the spec — volumes, then positional and keyword
+/// arguments, depth first — once each, in that order.
+pub fn data_entries(spec: &JobSpec) -> Vec<&Data> {
+    let mut all: Vec<&Data> = spec.volumes.iter().map(|(_, d)| d).collect();
+    for a in &spec.args {
+        a.collect_data(&mut all);
+    }
+    for (_, a) in &spec.kwargs {
+        a.collect_data(&mut all);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    all.retain(|d| seen.insert(d.source().clone()));
+    all
+}
+
+/// The local data paths of the spec, once each: what the engine hashes.
+pub fn local_data(spec: &JobSpec) -> Vec<PathBuf> {
+    data_entries(spec)
+        .into_iter()
+        .filter_map(|d| d.local_path().map(Path::to_path_buf))
+        .collect()
+}
+
+/// The paths packing leaves out of the project: every local data path of
+/// the spec (data travels through the cache, not the context).
+pub fn context_excludes(spec: &JobSpec) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = spec
+        .volumes
+        .iter()
+        .filter_map(|(_, d)| d.local_path().map(Path::to_path_buf))
+        .collect();
+    let mut in_args = Vec::new();
+    for a in spec.args.iter().chain(spec.kwargs.iter().map(|(_, a)| a)) {
+        a.collect_data(&mut in_args);
+    }
+    out.extend(
+        in_args
+            .iter()
+            .filter_map(|d| d.local_path().map(Path::to_path_buf)),
+    );
+    out
+}
+
+/// Which requirements an image mode needs: installed at start for a
+/// prebuilt image, baked in otherwise.
+pub fn requirements_mode(mode: &ImageMode) -> RequirementsMode {
+    match mode {
+        ImageMode::Prebuilt { .. } => RequirementsMode::Prebuilt,
+        _ => RequirementsMode::Bundled,
+    }
+}
+
+/// The image a job runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ImageChoice {
+    /// The backend needs no image.
+    None,
+    /// This image, as given (a custom image): nothing to resolve.
+    Fixed(String),
+    /// Ask the image builder.
+    Resolve(ImageRequest),
+}
+
+/// Step 1: the image and what a prebuilt image installs at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ImagePlan {
+    /// The image.
+    pub image: ImageChoice,
+    /// The filtered requirements a prebuilt image installs when the job
+    /// starts (uploaded by [`shared`]).
+    pub install_requirements: Option<String>,
+    /// What the user should know (ignored or dropped requirements).
+    pub warnings: Vec<String>,
+}
+
+impl ImagePlan {
+    /// The plan of a backend that needs no image.
+    pub fn none() -> Self {
+        Self {
+            image: ImageChoice::None,
+            install_requirements: None,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Step 1: the image a job asks for, given its image mode, the Python
+/// version of the base image, the accelerator, and the dependency file
+/// found from the project's entry directory (read in
+/// [`requirements_mode`]).
+///
+/// Bundled images bake the filtered requirements in, prebuilt images
+/// install them at start, custom images ignore them (with a warning, and
+/// an unusable dependency file is then no error).
+///
+/// # Errors
+/// [`PlanError::Requirements`] when the dependency file cannot be used.
+pub fn image(
+    mode: &ImageMode,
+    python_version: &str,
+    accelerator: &AcceleratorSpec,
+    requirements: Result<ResolvedRequirements, RequirementsError>,
+) -> Result<ImagePlan, PlanError> {
+    if let ImageMode::Custom { uri } = mode {
+        let mut warnings = Vec::new();
+        // Not installed, so not checked: only say that they are ignored.
+        if let Some(file) = requirements.ok().and_then(|d| d.requirements.and(d.file)) {
+            warnings.push(format!(
+                "the requirements in {} are ignored: the custom image {uri} must already hold them",
+                file.path.display()
+            ));
+        }
+        return Ok(ImagePlan {
+            image: ImageChoice::Fixed(uri.clone()),
+            install_requirements: None,
+            warnings,
+        });
+    }
+    let deps = requirements?;
+    let warnings = deps.warnings.iter().map(ToString::to_string).collect();
+    let prebuilt = matches!(mode, ImageMode::Prebuilt { .. });
+    let (baked, install) = if prebuilt {
+        (None, deps.requirements)
+    } else {
+        (deps.requirements, None)
+    };
+    let request = ImageRequest::new(
+        mode.clone(),
+        python_base_image(python_version),
+        accelerator.category().as_str().to_owned(),
+        baked,
+        RUNNER_SOURCE.to_owned(),
+        DOCKERFILE_TEMPLATE.to_owned(),
+    );
+    Ok(ImagePlan {
+        image: ImageChoice::Resolve(request),
+        install_requirements: install,
+        warnings,
+    })
+}
+
+/// Where the content of an upload comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UploadSource {
+    /// A local file, streamed.
+    File(PathBuf),
+    /// Bytes in memory.
+    Bytes(Bytes),
+}
+
+/// One object to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObjectUpload {
+    /// Where.
+    pub key: ObjectPath,
+    /// What.
+    pub source: UploadSource,
+    /// The content type to record, if any.
+    pub content_type: Option<&'static str>,
+}
+
+/// A local data path to put in the content-addressed cache: skipped when
+/// its marker exists; otherwise every file goes under `entry`, then the
+/// marker is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DataUpload {
+    /// The local file or directory.
+    pub local: PathBuf,
+    /// Its content hash.
+    pub hash: ContentHash,
+    /// The entry's folder ([`layout::data_entry`]).
+    pub entry: ObjectPath,
+    /// The entry's marker ([`layout::data_marker`]).
+    pub marker: ObjectPath,
+}
+
+/// What IO found about a local data path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DataFacts {
+    /// Its content hash.
+    pub hash: ContentHash,
+    /// True for a directory.
+    pub is_dir: bool,
+}
+
+impl DataFacts {
+    /// The facts of one data path.
+    pub fn new(hash: ContentHash, is_dir: bool) -> Self {
+        Self { hash, is_dir }
+    }
+}
+
+/// What IO found about the packed project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ContextFacts {
+    /// SHA-256 of the archive.
+    pub sha256: [u8; 32],
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Its entries.
+    pub entries: usize,
+    /// Where it is.
+    pub source: UploadSource,
+}
+
+impl ContextFacts {
+    /// The facts of an archive.
+    pub fn new(sha256: [u8; 32], bytes: u64, entries: usize, source: UploadSource) -> Self {
+        Self {
+            sha256,
+            bytes,
+            entries,
+            source,
+        }
+    }
+}
+
+/// What IO found about the project: how the runner finds the entrypoint
+/// in the packed context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectFacts {
+    /// The packaging plan, as `spec.json` carries it.
+    pub plan: RunnerPlan,
+    /// The entrypoint relative to the workspace.
+    pub entrypoint: RunnerEntrypoint,
+}
+
+/// Whose folder the shared artifacts go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UploadTarget<'a> {
+    /// A single job: `{job_id}/context.zip`, `{job_id}/requirements.txt`.
+    Job(&'a JobId),
+    /// A batch: `_groups/{group_id}/context-{sha}.zip` and
+    /// `…/requirements-{sha}.txt`, shared by the children and named by their
+    /// content, so a resume with the same project writes the same objects.
+    Group(&'a GroupId),
+}
+
+/// Step 2: what a submission uploads once, and how its arguments refer to
+/// the data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SharedPlan {
+    /// The local data paths into the cache, in the spec's order.
+    pub data: Vec<DataUpload>,
+    /// The packed project.
+    pub context: ObjectUpload,
+    /// The requirements a prebuilt image installs at start.
+    pub requirements: Option<ObjectUpload>,
+    /// The context as the runner downloads it.
+    pub context_artifact: Artifact,
+    /// The requirements as the runner downloads them.
+    pub requirements_artifact: Option<Artifact>,
+    /// Entries in the archive and its size (for progress reports).
+    pub context_entries: usize,
+    /// Size of the archive.
+    pub context_bytes: u64,
+    /// How each data entry appears in `spec.json`.
+    refs: BTreeMap<DataSource, DataRef>,
+}
+
+impl SharedPlan {
+    /// Every key this plan writes.
+    pub fn keys(&self) -> Vec<&ObjectPath> {
+        let mut keys: Vec<&ObjectPath> = self
+            .data
+            .iter()
+            .flat_map(|d| [&d.entry, &d.marker])
+            .collect();
+        keys.push(&self.context.key);
+        keys.extend(self.requirements.iter().map(|r| &r.key));
+        keys
+    }
+
+    /// The reference `spec.json` carries for a data entry of the spec.
+    pub fn data_ref(&self, data: &Data) -> Option<&DataRef> {
+        self.refs.get(data.source())
+    }
+}
+
+/// Step 2: the shared uploads of a submission whose local data was hashed
+/// (`data`, by path) and whose project was packed (`context`);
+/// `install_requirements` comes from [`image`].
+///
+/// # Errors
+/// [`PlanError::MissingData`] when a local data path has no facts.
+pub fn shared(
+    spec: &JobSpec,
+    target: &UploadTarget<'_>,
+    data: &BTreeMap<PathBuf, DataFacts>,
+    context: ContextFacts,
+    install_requirements: Option<&str>,
+    uri_of: UriOf<'_>,
+) -> Result<SharedPlan, PlanError> {
+    let mut uploads = Vec::new();
+    let mut refs = BTreeMap::new();
+    for entry in data_entries(spec) {
+        let data_ref = match entry.source() {
+            DataSource::Remote(uri) => DataRef::new(uri.trim_end_matches('/'), uri.ends_with('/')),
+            DataSource::Local(path) => {
+                let facts = data
+                    .get(path)
+                    .ok_or_else(|| PlanError::MissingData { path: path.clone() })?;
+                let upload = DataUpload {
+                    local: path.clone(),
+                    hash: facts.hash,
+                    entry: layout::data_entry(&facts.hash),
+                    marker: layout::data_marker(&facts.hash),
+                };
+                let data_ref = DataRef::new(uri_of(&upload.entry), facts.is_dir);
+                uploads.push(upload);
+                data_ref
+            }
+        };
+        refs.insert(entry.source().clone(), data_ref);
+    }
+    let context_key = match target {
+        UploadTarget::Job(job) => layout::context(job),
+        UploadTarget::Group(group) => layout::group_context(group, &context.sha256),
+    };
+    let context_artifact = Artifact {
+        uri: uri_of(&context_key),
+        sha256: hex::encode(context.sha256),
+    };
+    let requirements = install_requirements.map(|text| {
+        let sha: [u8; 32] = sha2::Sha256::digest(text.as_bytes()).into();
+        let key = match target {
+            UploadTarget::Job(job) => layout::requirements(job),
+            UploadTarget::Group(group) => layout::group_requirements(group, &sha),
+        };
+        (
+            ObjectUpload {
+                key,
+                source: UploadSource::Bytes(Bytes::from(text.to_owned())),
+                content_type: Some("text/plain"),
+            },
+            hex::encode(sha),
+        )
+    });
+    let requirements_artifact = requirements.as_ref().map(|(upload, sha)| Artifact {
+        uri: uri_of(&upload.key),
+        sha256: sha.clone(),
+    });
+    Ok(SharedPlan {
+        data: uploads,
+        context: ObjectUpload {
+            key: context_key,
+            source: context.source,
+            content_type: None,
+        },
+        requirements: requirements.map(|(upload, _)| upload),
+        context_artifact,
+        requirements_artifact,
+        context_entries: context.entries,
+        context_bytes: context.bytes,
+        refs,
+    })
+}
+
+/// A batch child's place in its batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupPlace {
+    /// The batch.
+    pub group_id: GroupId,
+    /// Its kind (`map`).
+    pub kind: String,
+    /// The input's index.
+    pub index: u64,
+}
+
+impl GroupPlace {
+    /// Input `index` of batch `group_id` of kind `kind`.
+    pub fn new(group_id: GroupId, kind: &str, index: u64) -> Self {
+        Self {
+            group_id,
+            kind: kind.to_owned(),
+            index,
+        }
+    }
+}
+
+/// What IO found about one job: its id, where it runs, what it runs in, the
+/// captured variables' names, a batch child's own arguments, and the time.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct JobFacts<'a> {
+    /// The job's id.
+    pub job_id: JobId,
+    /// The chosen backend's name.
+    pub backend: &'a str,
+    /// The accelerator as spelled.
+    pub accelerator_text: &'a str,
+    /// The accelerator.
+    pub accelerator: &'a AcceleratorSpec,
+    /// Names of the captured environment variables (never their values).
+    pub env_names: Vec<String>,
+    /// The image (`""` when the backend needs none).
+    pub image_uri: String,
+    /// Positional arguments after the spec's own (a batch input's).
+    pub extra_args: Vec<Value>,
+    /// Keyword arguments after (and over) the spec's own.
+    pub extra_kwargs: Vec<(String, Value)>,
+    /// The batch it belongs to.
+    pub group: Option<GroupPlace>,
+    /// The submission time.
+    pub now: UtcTimestamp,
+}
+
+impl<'a> JobFacts<'a> {
+    /// A job with no image, no captured variables and no batch.
+    pub fn new(
+        job_id: JobId,
+        backend: &'a str,
+        accelerator_text: &'a str,
+        accelerator: &'a AcceleratorSpec,
+        now: UtcTimestamp,
+    ) -> Self {
+        Self {
+            job_id,
+            backend,
+            accelerator_text,
+            accelerator,
+            env_names: Vec::new(),
+            image_uri: String::new(),
+            extra_args: Vec::new(),
+            extra_kwargs: Vec::new(),
+            group: None,
+            now,
+        }
+    }
+}
+
+/// Step 3: one job's `spec.json` and `handle.json`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobPlan {
+    /// The runner's spec.
+    pub runner_spec: RunnerSpec,
+    /// `spec.json`, encoded.
+    pub spec: ObjectUpload,
+    /// Its URI: the runner's only argument.
+    pub spec_uri: String,
+    /// The durable record.
+    pub record: JobRecord,
+    /// `handle.json`, encoded.
+    pub record_upload: ObjectUpload,
+}
+
+impl JobPlan {
+    /// Every key this plan writes.
+    pub fn keys(&self) -> [&ObjectPath; 2] {
+        [&self.spec.key, &self.record_upload.key]
+    }
+}
+
+/// Step 3: plan one job of a submission whose shared part is `shared`.
+///
+/// The output directory is the spec's, else the settings', else
+/// `outputs/{job_id}` in the store (a local path for a `file://` store).
+///
+/// # Errors
+/// [`PlanError::Encode`] when `spec.json` cannot be encoded.
+pub fn job(
+    spec: &JobSpec,
+    settings: &EngineSettings,
+    project: &ProjectFacts,
+    shared: &SharedPlan,
+    facts: &JobFacts<'_>,
+    uri_of: UriOf<'_>,
+) -> Result<JobPlan, PlanError> {
+    let job_id = &facts.job_id;
+    let prefix = layout::job_prefix(job_id);
+    let output_dir = spec
+        .output_dir
+        .clone()
+        .or_else(|| settings.output_dir.clone())
+        .unwrap_or_else(|| {
+            let uri = uri_of(&layout::outputs(job_id));
+            uri.strip_prefix("file://")
+                .map(str::to_owned)
+                .unwrap_or(uri)
+        });
+    let ref_for = |d: &Data| -> Value { shared.data_ref(d).map_or(Value::Null, DataRef::to_value) };
+    let mut args: Vec<Value> = spec.args.iter().map(|a| a.to_json(&ref_for)).collect();
+    args.extend(facts.extra_args.iter().cloned());
+    let mut kwargs: Map<String, Value> = spec
+        .kwargs
+        .iter()
+        .map(|(k, a)| (k.clone(), a.to_json(&ref_for)))
+        .collect();
+    for (k, v) in &facts.extra_kwargs {
+        kwargs.insert(k.clone(), v.clone());
+    }
+    let hosts = facts.accelerator.num_hosts();
+    let runner_spec = RunnerSpec {
+        protocol: PROTOCOL_VERSION,
+        job_id: job_id.to_string(),
+        entrypoint: project.entrypoint.clone(),
+        args,
+        kwargs,
+        volumes: spec
+            .volumes
+            .iter()
+            .filter_map(|(mount, d)| {
+                shared.data_ref(d).map(|r| {
+                    let mut data = r.clone();
+                    data.mount_path = Some(mount.clone());
+                    RunnerVolume {
+                        mount_path: mount.clone(),
+                        data,
+                    }
+                })
+            })
+            .collect(),
+        env_names: facts.env_names.clone(),
+        output_dir,
+        context: shared.context_artifact.clone(),
+        requirements: shared.requirements_artifact.clone(),
+        plan: project.plan.clone(),
+        result_uri: uri_of(&layout::result(job_id)),
+        worker_result_uris: (1..hosts)
+            .map(|host| uri_of(&layout::host_result(job_id, host)))
+            .collect(),
+        cluster: ClusterInfo {
+            accelerator: facts.accelerator_text.to_owned(),
+            num_nodes: hosts,
+            num_gpus_per_node: facts.accelerator.count().unwrap_or(0),
+            node_ips: Vec::new(),
+        },
+    };
+    let spec_json = serde_json::to_string_pretty(&runner_spec).map_err(|e| PlanError::Encode {
+        message: e.to_string(),
+    })?;
+    let func_name = spec.entrypoint.func_name();
+    let bucket_name = if settings.bucket_name.is_empty() {
+        uri_of(&prefix)
+            .trim_end_matches(prefix.as_str())
+            .trim_end_matches('/')
+            .to_owned()
+    } else {
+        settings.bucket_name.clone()
+    };
+    let group = facts.group.as_ref();
+    let record = JobRecord {
+        accelerator: facts.accelerator_text.to_owned(),
+        backend: facts.backend.to_owned(),
+        bucket_name,
+        cluster_name: settings.cluster.clone(),
+        created_at: facts.now,
+        debug: false,
+        display_name: display_name(&func_name, job_id),
+        entrypoint: Some(spec.entrypoint.to_string()),
+        func_name,
+        group_id: group.map(|g| g.group_id.clone()),
+        group_index: group.map(|g| g.index),
+        group_kind: group.map(|g| g.kind.clone()),
+        image_uri: facts.image_uri.clone(),
+        job_id: job_id.clone(),
+        k8s_name: k8s_name_for_backend(facts.backend, job_id),
+        namespace: settings.namespace.clone(),
+        project: settings.project.clone(),
+        store_url: None,
+        zone: settings.zone.clone(),
+    };
+    let spec_key = layout::spec(job_id);
+    Ok(JobPlan {
+        spec_uri: uri_of(&spec_key),
+        spec: ObjectUpload {
+            key: spec_key,
+            source: UploadSource::Bytes(Bytes::from(spec_json)),
+            content_type: Some("application/json"),
+        },
+        record_upload: ObjectUpload {
+            key: layout::record(job_id),
+            source: UploadSource::Bytes(Bytes::from(record.to_json())),
+            content_type: Some(crate::record::RECORD_CONTENT_TYPE),
+        },
+        record,
+        runner_spec,
+    })
+}

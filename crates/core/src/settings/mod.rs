@@ -1,0 +1,900 @@
+//! Every setting the program reads, resolved once, with where each value
+//! came from.
+//!
+//! [`Settings::resolve`] takes everything it reads as values — explicit
+//! arguments ([`SettingsArgs`]), an environment lookup, the loaded profiles
+//! and the working directory ([`SettingsInput`]) — and touches no process
+//! state, so the embedding program reads its environment once, at its edge,
+//! and the engine and the command line take their settings from here. Each
+//! value is a [`Setting`] with its [`Source`]: an argument beats a
+//! `KINETIC_*` variable (an empty one counts as unset), which beats the
+//! active profile (project, zone, cluster and namespace only), which beats
+//! the default.
+//!
+//! A value that cannot be used is an error naming the variable and what is
+//! accepted ([`SettingsError::Invalid`]), never silently replaced; the one
+//! exception is Kinetic's own rule for `KINETIC_CONTEXT_SIZE_WARN_MB`
+//! (an invalid size is reported in [`Settings::warnings`] and the default
+//! used). [`Settings::entries`] lists every setting for display
+//! (`kinetic config show`), secrets redacted.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use std::path::Path;
+//! use kinetic_core::config::ProfileStore;
+//! use kinetic_core::settings::{Settings, SettingsArgs, SettingsInput, Source};
+//!
+//! let env = BTreeMap::from([
+//!     ("HOME".to_owned(), "/home/me".to_owned()),
+//!     ("KINETIC_PROJECT".to_owned(), "my-proj".to_owned()),
+//!     ("KINETIC_STORE_URL".to_owned(), "gs://".to_owned()),
+//! ]);
+//! let profiles = ProfileStore::new();
+//! let input = SettingsInput::new(&env, &profiles, Path::new("/home/me/proj"));
+//! let settings = Settings::resolve(&SettingsArgs::new().zone("europe-west4-b"), &input)?;
+//!
+//! assert_eq!(settings.zone.value, "europe-west4-b");
+//! assert_eq!(settings.zone.source, Source::Argument);
+//! // A bare gs:// names the configured cluster's jobs bucket.
+//! let store = settings.store_url.as_ref().unwrap();
+//! assert_eq!(store.value, "gs://my-proj-kn-kinetic-cluster-jobs");
+//! assert_eq!(store.source, Source::Env("KINETIC_STORE_URL"));
+//! assert_eq!(settings.local_root.as_ref().unwrap().value, Path::new("/home/me/.kinetic/local"));
+//! assert!(settings.entries().iter().any(|e| e.key == "pending_deadline"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod vars;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::config::{
+    ConfigArgs, ConfigError, DerivedNames, PartialConfig, ProfileError, ProfileStore,
+    resolve_partial,
+};
+pub use crate::config::{EnvLookup, ProfileRef, Setting, Source};
+use crate::engine::EngineSettings;
+use crate::env::SecretValue;
+use crate::packaging::DEFAULT_SIZE_WARN_BYTES;
+
+/// The backend jobs go to when neither the job nor `KINETIC_BACKEND` names one.
+pub const DEFAULT_BACKEND: &str = "local";
+
+/// Values given explicitly (API arguments, command-line flags); each beats
+/// the environment and the profile. Build with [`SettingsArgs::new`] and
+/// the setters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SettingsArgs {
+    /// Project, zone, cluster, namespace and profile.
+    pub target: ConfigArgs,
+    /// The kubeconfig context to use (default: the kubeconfig's current one).
+    pub kube_context: Option<String>,
+    /// Repository of the prebuilt base images.
+    pub base_image_repo: Option<String>,
+}
+
+impl SettingsArgs {
+    /// No explicit values.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Use the profile `name`.
+    #[must_use]
+    pub fn profile(mut self, name: impl Into<String>) -> Self {
+        self.target = self.target.profile(name);
+        self
+    }
+
+    /// Use project `project`.
+    #[must_use]
+    pub fn project(mut self, project: impl Into<String>) -> Self {
+        self.target = self.target.project(project);
+        self
+    }
+
+    /// Use zone `zone`.
+    #[must_use]
+    pub fn zone(mut self, zone: impl Into<String>) -> Self {
+        self.target = self.target.zone(zone);
+        self
+    }
+
+    /// Use cluster `cluster`.
+    #[must_use]
+    pub fn cluster(mut self, cluster: impl Into<String>) -> Self {
+        self.target = self.target.cluster(cluster);
+        self
+    }
+
+    /// Use namespace `namespace`.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.target = self.target.namespace(namespace);
+        self
+    }
+
+    /// Use the kubeconfig context `context`.
+    #[must_use]
+    pub fn kube_context(mut self, context: impl Into<String>) -> Self {
+        self.kube_context = Some(context.into());
+        self
+    }
+
+    /// Use the prebuilt image repository `repo`.
+    #[must_use]
+    pub fn base_image_repo(mut self, repo: impl Into<String>) -> Self {
+        self.base_image_repo = Some(repo.into());
+        self
+    }
+}
+
+/// What resolution reads besides the arguments, passed in by the caller:
+/// the environment (through a lookup; `HOME` included), the loaded profiles
+/// and the working directory.
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub struct SettingsInput<'a> {
+    /// The environment variables.
+    pub env: &'a dyn EnvLookup,
+    /// The profiles file, loaded ([`ProfileStore::load`] at
+    /// [`profiles_file`]).
+    pub profiles: &'a ProfileStore,
+    /// The working directory relative paths are taken from.
+    pub cwd: &'a Path,
+}
+
+impl std::fmt::Debug for SettingsInput<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SettingsInput")
+            .field("profiles", &self.profiles.len())
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> SettingsInput<'a> {
+    /// The input of one resolution.
+    pub fn new(env: &'a dyn EnvLookup, profiles: &'a ProfileStore, cwd: &'a Path) -> Self {
+        Self { env, profiles, cwd }
+    }
+}
+
+/// Why settings could not be resolved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// The profile asked for does not exist, or no project was given where
+    /// one is required.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The profiles file cannot be located.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// A variable holds a value that cannot be used.
+    #[error("{var}={value:?} is not accepted: expected {expected}")]
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What would be accepted.
+        expected: &'static str,
+    },
+    /// `KINETIC_STORE_URL=gs://` without a project to name the bucket after.
+    #[error(
+        "{var}=gs:// names the configured cluster's jobs bucket, but no project is configured: set KINETIC_PROJECT or a profile, or give gs://bucket",
+        var = vars::STORE_URL
+    )]
+    StoreNeedsProject,
+    /// The local backend's directory has no default without `HOME`.
+    #[error(
+        "cannot find the home directory for ~/.kinetic/local: set HOME or {var}",
+        var = vars::LOCAL_ROOT
+    )]
+    NoLocalRoot,
+}
+
+impl SettingsError {
+    /// True when the user's input is at fault (a bad value, an unknown
+    /// profile) rather than the machine (no `HOME`, an unreadable file).
+    pub fn is_invalid_input(&self) -> bool {
+        match self {
+            Self::Config(e) => e.is_invalid_input(),
+            Self::Profile(e) => e.is_invalid_input(),
+            Self::Invalid { .. } | Self::StoreNeedsProject => true,
+            Self::NoLocalRoot => false,
+        }
+    }
+}
+
+/// Every resolved setting. Fields that may be unset are `Option`s; `None`
+/// says what applies instead (documented per field).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Settings {
+    /// The profiles file (`KINETIC_PROFILES_FILE`, else `~/.kinetic/profiles.json`).
+    pub profiles_file: Setting<PathBuf>,
+    /// The profile that applied, if any.
+    pub profile: Option<ProfileRef>,
+    /// GCP project; `None` when no source gave one.
+    pub project: Option<Setting<String>>,
+    /// GCP zone.
+    pub zone: Setting<String>,
+    /// GKE cluster.
+    pub cluster: Setting<String>,
+    /// Kubernetes namespace.
+    pub namespace: Setting<String>,
+    /// The kubeconfig context; `None` = the kubeconfig's current context.
+    pub kube_context: Option<Setting<String>>,
+    /// Where the kubeconfig is: `KUBECONFIG` (possibly several files,
+    /// `:`-separated), else `~/.kube/config` (which may not exist); `None`
+    /// without either.
+    pub kubeconfig: Option<Setting<String>>,
+    /// The backend for jobs that name none.
+    pub backend: Setting<String>,
+    /// The jobs store URL; a bare `gs://` is already expanded to the
+    /// cluster's jobs bucket. `None` only when there is no local root to
+    /// default to.
+    pub store_url: Option<Setting<String>>,
+    /// GCS endpoint used without authentication (tests, emulators).
+    pub gcs_endpoint: Option<Setting<String>>,
+    /// The credentials file Application Default Credentials start from;
+    /// `None` = gcloud's file, then the metadata server.
+    pub application_credentials: Option<Setting<PathBuf>>,
+    /// One image every job runs in; `None` = resolved per job.
+    pub image: Option<Setting<String>>,
+    /// Repository of the prebuilt base images.
+    pub base_image_repo: Setting<String>,
+    /// The builds bucket's store URL (default `gs://{project}-kn-{cluster}-builds`;
+    /// `None` without a project).
+    pub builds_store_url: Option<Setting<String>>,
+    /// Cloud Build endpoint; `None` = Google's.
+    pub cloudbuild_endpoint: Option<Setting<String>>,
+    /// Artifact Registry endpoint; `None` = Google's.
+    pub artifactregistry_endpoint: Option<Setting<String>>,
+    /// A bearer token for the Google APIs; `None` = Application Default Credentials.
+    pub access_token: Option<Setting<SecretValue>>,
+    /// Where jobs write outputs; `None` = `outputs/{job_id}` in the jobs store.
+    pub output_dir: Option<Setting<String>>,
+    /// The package root; `None` = detected from the entrypoint.
+    pub package_root: Option<Setting<String>>,
+    /// Leave `.venv`, `node_modules` and the like out of the packed project.
+    pub default_excludes: Setting<bool>,
+    /// Packed projects larger than this many bytes get a warning (0 = never).
+    pub context_size_warn_bytes: Setting<u64>,
+    /// How long a Kubernetes job may stay pending for a blocking reason;
+    /// `None` = the backend's default.
+    pub pending_deadline: Option<Setting<Duration>>,
+    /// The local backend's directory; `None` without `HOME` and `KINETIC_LOCAL_ROOT`.
+    pub local_root: Option<Setting<PathBuf>>,
+    /// Jobs the local backend runs at once; `None` = one per core.
+    pub local_max_concurrent: Option<Setting<usize>>,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// The home directory (`HOME`), if set.
+    pub home: Option<PathBuf>,
+    /// What the user should know about values that were not used.
+    pub warnings: Vec<String>,
+}
+
+/// One setting as [`Settings::entries`] lists it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SettingEntry {
+    /// The setting's name (`zone`, `store_url`, …).
+    pub key: &'static str,
+    /// Its value as JSON (secrets redacted), or `None` when unset.
+    pub value: Option<Value>,
+    /// Where the value came from.
+    pub source: Option<Source>,
+    /// What applies when it is unset.
+    pub unset: &'static str,
+}
+
+impl SettingEntry {
+    /// The value as text (`None` when unset).
+    pub fn text(&self) -> Option<String> {
+        self.value.as_ref().map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    }
+}
+
+fn from_env(env: &dyn EnvLookup, var: &'static str) -> Option<Setting<String>> {
+    env.non_empty(var)
+        .map(|v| Setting::new(v, Source::Env(var)))
+}
+
+/// The home directory: `HOME`, when set and not empty.
+pub fn home(env: &dyn EnvLookup) -> Option<PathBuf> {
+    env.non_empty(vars::HOME).map(PathBuf::from)
+}
+
+/// Where the profiles file is: `KINETIC_PROFILES_FILE` if set and not
+/// empty, else `$HOME/.kinetic/profiles.json`.
+///
+/// # Errors
+/// [`ProfileError::NoHome`] when neither is set.
+pub fn profiles_file(env: &dyn EnvLookup) -> Result<Setting<PathBuf>, ProfileError> {
+    if let Some(p) = from_env(env, vars::PROFILES_FILE) {
+        return Ok(Setting::new(PathBuf::from(p.value), p.source));
+    }
+    let home = home(env).ok_or(ProfileError::NoHome)?;
+    Ok(Setting::new(
+        home.join(".kinetic").join("profiles.json"),
+        Source::Default,
+    ))
+}
+
+/// Whether packing leaves out `.venv`, `node_modules` and the like: yes,
+/// unless `KINETIC_NO_DEFAULT_EXCLUDES` is exactly `1`.
+pub fn default_excludes(env: &dyn EnvLookup) -> Setting<bool> {
+    match env.var(vars::NO_DEFAULT_EXCLUDES) {
+        Some(v) if v == "1" => Setting::new(false, Source::Env(vars::NO_DEFAULT_EXCLUDES)),
+        _ => Setting::new(true, Source::Default),
+    }
+}
+
+/// The packed-project size that earns a warning, from
+/// `KINETIC_CONTEXT_SIZE_WARN_MB` (MiB, as Kinetic reads it; `0` or less
+/// disables the warning), and a warning when the value is not a number (as
+/// in Kinetic, the default then applies).
+pub fn context_size_warn(env: &dyn EnvLookup) -> (Setting<u64>, Option<String>) {
+    let var = vars::CONTEXT_SIZE_WARN_MB;
+    let default = Setting::new(DEFAULT_SIZE_WARN_BYTES, Source::Default);
+    match env.non_empty(var) {
+        None => (default, None),
+        Some(raw) => match raw.trim().parse::<f64>() {
+            Ok(mb) if mb.is_finite() && mb > 0.0 => (
+                Setting::new((mb * 1024.0 * 1024.0) as u64, Source::Env(var)),
+                None,
+            ),
+            Ok(_) => (Setting::new(0, Source::Env(var)), None),
+            Err(_) => (
+                default,
+                Some(format!(
+                    "ignoring invalid {var}={raw:?} (expected a number of megabytes)"
+                )),
+            ),
+        },
+    }
+}
+
+fn parse_positive_seconds(
+    env: &dyn EnvLookup,
+    var: &'static str,
+) -> Result<Option<Setting<Duration>>, SettingsError> {
+    let Some(raw) = env.non_empty(var) else {
+        return Ok(None);
+    };
+    raw.parse::<f64>()
+        .ok()
+        .filter(|v| *v > 0.0)
+        .and_then(|v| Duration::try_from_secs_f64(v).ok())
+        .map(|d| Some(Setting::new(d, Source::Env(var))))
+        .ok_or(SettingsError::Invalid {
+            var,
+            value: raw,
+            expected: "a positive number of seconds",
+        })
+}
+
+fn parse_positive_count(
+    env: &dyn EnvLookup,
+    var: &'static str,
+) -> Result<Option<Setting<usize>>, SettingsError> {
+    let Some(raw) = env.non_empty(var) else {
+        return Ok(None);
+    };
+    raw.parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .map(|n| Some(Setting::new(n, Source::Env(var))))
+        .ok_or(SettingsError::Invalid {
+            var,
+            value: raw,
+            expected: "a positive integer",
+        })
+}
+
+impl Settings {
+    /// Resolve every setting.
+    ///
+    /// # Errors
+    /// [`SettingsError::Config`] for an unknown profile,
+    /// [`SettingsError::Profile`] when the profiles file cannot be located,
+    /// [`SettingsError::Invalid`] for a value that cannot be used,
+    /// [`SettingsError::StoreNeedsProject`] for a bare `gs://` store
+    /// without a project.
+    pub fn resolve(args: &SettingsArgs, input: &SettingsInput<'_>) -> Result<Self, SettingsError> {
+        let env = input.env;
+        let profiles_file = profiles_file(env)?;
+        let target = resolve_partial(&args.target, env, input.profiles)?;
+        let names = target.names();
+        let home = home(env);
+        let PartialConfig {
+            profile,
+            project,
+            zone,
+            cluster,
+            namespace,
+            output_dir,
+            base_image_repo,
+            ..
+        } = target;
+        let base_image_repo = match &args.base_image_repo {
+            Some(repo) => Setting::new(repo.clone(), Source::Argument),
+            None => base_image_repo,
+        };
+
+        let local_root = from_env(env, vars::LOCAL_ROOT)
+            .map(|s| Setting::new(PathBuf::from(s.value), s.source))
+            .or_else(|| {
+                home.as_ref()
+                    .map(|h| Setting::new(h.join(".kinetic").join("local"), Source::Default))
+            });
+        let store_url = match from_env(env, vars::STORE_URL) {
+            Some(s) if s.value == "gs://" => {
+                let names = names.as_ref().ok_or(SettingsError::StoreNeedsProject)?;
+                Some(Setting::new(
+                    format!("gs://{}", names.jobs_bucket),
+                    s.source,
+                ))
+            }
+            Some(s) => Some(s),
+            None => local_root.as_ref().map(|root| {
+                Setting::new(
+                    format!("file://{}", root.value.join("store").display()),
+                    Source::Default,
+                )
+            }),
+        };
+        let kubeconfig = from_env(env, vars::KUBECONFIG).or_else(|| {
+            home.as_ref().map(|h| {
+                Setting::new(
+                    h.join(".kube").join("config").display().to_string(),
+                    Source::Default,
+                )
+            })
+        });
+        let builds_store_url = from_env(env, vars::BUILDS_STORE_URL).or_else(|| {
+            names
+                .as_ref()
+                .map(|n| Setting::new(format!("gs://{}", n.builds_bucket), Source::Default))
+        });
+        let (context_size_warn_bytes, size_warning) = context_size_warn(env);
+
+        Ok(Self {
+            profiles_file,
+            profile,
+            project,
+            zone,
+            cluster,
+            namespace,
+            kube_context: args
+                .kube_context
+                .clone()
+                .map(|c| Setting::new(c, Source::Argument)),
+            kubeconfig,
+            backend: from_env(env, vars::BACKEND)
+                .unwrap_or_else(|| Setting::new(DEFAULT_BACKEND.to_owned(), Source::Default)),
+            store_url,
+            gcs_endpoint: from_env(env, vars::GCS_ENDPOINT),
+            application_credentials: from_env(env, vars::GOOGLE_APPLICATION_CREDENTIALS)
+                .map(|s| Setting::new(PathBuf::from(s.value), s.source)),
+            image: from_env(env, vars::IMAGE),
+            base_image_repo,
+            builds_store_url,
+            cloudbuild_endpoint: from_env(env, vars::CLOUDBUILD_ENDPOINT),
+            artifactregistry_endpoint: from_env(env, vars::ARTIFACTREGISTRY_ENDPOINT),
+            access_token: from_env(env, vars::ACCESS_TOKEN)
+                .map(|s| Setting::new(SecretValue::new(s.value), s.source)),
+            output_dir,
+            package_root: from_env(env, vars::PACKAGE_ROOT),
+            default_excludes: default_excludes(env),
+            context_size_warn_bytes,
+            pending_deadline: parse_positive_seconds(env, vars::PENDING_DEADLINE)?,
+            local_root,
+            local_max_concurrent: parse_positive_count(env, vars::LOCAL_MAX_CONCURRENT)?,
+            cwd: input.cwd.to_path_buf(),
+            home,
+            warnings: size_warning.into_iter().collect(),
+        })
+    }
+
+    /// The names derived from project, zone and cluster, when the project is known.
+    pub fn names(&self) -> Option<DerivedNames> {
+        self.project
+            .as_ref()
+            .map(|p| DerivedNames::new(&p.value, &self.zone.value, &self.cluster.value))
+    }
+
+    /// The local backend's directory.
+    ///
+    /// # Errors
+    /// [`SettingsError::NoLocalRoot`] without `HOME` and `KINETIC_LOCAL_ROOT`.
+    pub fn local_root(&self) -> Result<&Setting<PathBuf>, SettingsError> {
+        self.local_root.as_ref().ok_or(SettingsError::NoLocalRoot)
+    }
+
+    /// The jobs store URL.
+    ///
+    /// # Errors
+    /// [`SettingsError::NoLocalRoot`] when it would default to the local
+    /// root and there is none.
+    pub fn store_url(&self) -> Result<&Setting<String>, SettingsError> {
+        self.store_url.as_ref().ok_or(SettingsError::NoLocalRoot)
+    }
+
+    /// The bucket name job records carry: the `gs://` store's bucket, else
+    /// the cluster's jobs bucket when a project is known, else the store URL.
+    pub fn record_bucket_name(&self) -> String {
+        let url = self.store_url.as_ref().map(|s| s.value.as_str());
+        if let Some(rest) = url.and_then(|u| u.strip_prefix("gs://")) {
+            return rest.split('/').next().unwrap_or(rest).to_owned();
+        }
+        match (self.names(), url) {
+            (Some(names), _) => names.jobs_bucket,
+            (None, Some(url)) => url.to_owned(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// What the engine needs of these settings.
+    pub fn engine(&self) -> EngineSettings {
+        EngineSettings {
+            project: self
+                .project
+                .as_ref()
+                .map(|p| p.value.clone())
+                .unwrap_or_default(),
+            zone: self.zone.value.clone(),
+            cluster: self.cluster.value.clone(),
+            namespace: self.namespace.value.clone(),
+            bucket_name: self.record_bucket_name(),
+            cwd: Some(self.cwd.clone()),
+            home: self.home.clone(),
+            package_root: self.package_root.as_ref().map(|p| p.value.clone()),
+            default_excludes: self.default_excludes.value,
+            context_size_warn_bytes: self.context_size_warn_bytes.value,
+            output_dir: self.output_dir.as_ref().map(|o| o.value.clone()),
+            ..EngineSettings::default()
+        }
+    }
+
+    /// Every setting, in display order, secrets redacted.
+    pub fn entries(&self) -> Vec<SettingEntry> {
+        fn text(
+            key: &'static str,
+            s: Option<&Setting<String>>,
+            unset: &'static str,
+        ) -> SettingEntry {
+            SettingEntry {
+                key,
+                value: s.map(|s| Value::String(s.value.clone())),
+                source: s.map(|s| s.source.clone()),
+                unset,
+            }
+        }
+        fn path(
+            key: &'static str,
+            s: Option<&Setting<PathBuf>>,
+            unset: &'static str,
+        ) -> SettingEntry {
+            SettingEntry {
+                key,
+                value: s.map(|s| Value::String(s.value.display().to_string())),
+                source: s.map(|s| s.source.clone()),
+                unset,
+            }
+        }
+        fn of<T>(
+            key: &'static str,
+            s: Option<&Setting<T>>,
+            value: impl Fn(&T) -> Value,
+            unset: &'static str,
+        ) -> SettingEntry {
+            SettingEntry {
+                key,
+                value: s.map(|s| value(&s.value)),
+                source: s.map(|s| s.source.clone()),
+                unset,
+            }
+        }
+        vec![
+            text(
+                "project",
+                self.project.as_ref(),
+                "required for the cluster's buckets, registry and images",
+            ),
+            text("zone", Some(&self.zone), ""),
+            text("cluster", Some(&self.cluster), ""),
+            text("namespace", Some(&self.namespace), ""),
+            text(
+                "output_dir",
+                self.output_dir.as_ref(),
+                "outputs/{job_id} in the jobs store",
+            ),
+            text("base_image_repo", Some(&self.base_image_repo), ""),
+            text("backend", Some(&self.backend), ""),
+            text(
+                "store_url",
+                self.store_url.as_ref(),
+                "needs HOME or KINETIC_LOCAL_ROOT",
+            ),
+            text("gcs_endpoint", self.gcs_endpoint.as_ref(), "Google's"),
+            path(
+                "application_credentials",
+                self.application_credentials.as_ref(),
+                "gcloud's file, then the metadata server",
+            ),
+            text(
+                "kubeconfig",
+                self.kubeconfig.as_ref(),
+                "no kubeconfig: no gke backend",
+            ),
+            text(
+                "kube_context",
+                self.kube_context.as_ref(),
+                "the kubeconfig's current context",
+            ),
+            text("image", self.image.as_ref(), "resolved per job"),
+            text(
+                "builds_store_url",
+                self.builds_store_url.as_ref(),
+                "needs a project",
+            ),
+            text(
+                "cloudbuild_endpoint",
+                self.cloudbuild_endpoint.as_ref(),
+                "Google's",
+            ),
+            text(
+                "artifactregistry_endpoint",
+                self.artifactregistry_endpoint.as_ref(),
+                "Google's",
+            ),
+            of(
+                "access_token",
+                self.access_token.as_ref(),
+                |_| json!("<redacted>"),
+                "Application Default Credentials",
+            ),
+            text(
+                "package_root",
+                self.package_root.as_ref(),
+                "detected from the entrypoint",
+            ),
+            of(
+                "default_excludes",
+                Some(&self.default_excludes),
+                |v| json!(v),
+                "",
+            ),
+            of(
+                "context_size_warn_bytes",
+                Some(&self.context_size_warn_bytes),
+                |v| json!(v),
+                "",
+            ),
+            of(
+                "pending_deadline",
+                self.pending_deadline.as_ref(),
+                |d| json!(d.as_secs_f64()),
+                "the backend's default (900 s on gke)",
+            ),
+            path(
+                "local_root",
+                self.local_root.as_ref(),
+                "needs HOME or KINETIC_LOCAL_ROOT",
+            ),
+            of(
+                "local_max_concurrent",
+                self.local_max_concurrent.as_ref(),
+                |n| json!(n),
+                "one per core",
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn resolve(pairs: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let env = env(pairs);
+        let profiles = ProfileStore::new();
+        Settings::resolve(
+            &SettingsArgs::new(),
+            &SettingsInput::new(&env, &profiles, Path::new("/work")),
+        )
+    }
+
+    #[test]
+    fn defaults_follow_home() {
+        let s = resolve(&[("HOME", "/h")]).unwrap();
+        assert_eq!(
+            s.local_root().unwrap().value,
+            Path::new("/h/.kinetic/local")
+        );
+        assert_eq!(
+            s.store_url().unwrap().value,
+            "file:///h/.kinetic/local/store"
+        );
+        assert_eq!(s.store_url().unwrap().source, Source::Default);
+        assert_eq!(s.kubeconfig.unwrap().value, "/h/.kube/config");
+        assert_eq!(
+            s.profiles_file.value,
+            Path::new("/h/.kinetic/profiles.json")
+        );
+        assert_eq!(s.backend.value, "local");
+        assert!(s.default_excludes.value);
+        assert_eq!(s.context_size_warn_bytes.value, DEFAULT_SIZE_WARN_BYTES);
+        assert_eq!(s.pending_deadline, None);
+        assert_eq!(s.cwd, Path::new("/work"));
+        assert_eq!(s.builds_store_url, None);
+    }
+
+    #[test]
+    fn no_home_leaves_local_paths_unset() {
+        let s = resolve(&[("KINETIC_PROFILES_FILE", "/p.json")]).unwrap();
+        assert!(matches!(s.local_root(), Err(SettingsError::NoLocalRoot)));
+        assert!(matches!(s.store_url(), Err(SettingsError::NoLocalRoot)));
+        assert!(!SettingsError::NoLocalRoot.is_invalid_input());
+        assert!(matches!(
+            resolve(&[]),
+            Err(SettingsError::Profile(ProfileError::NoHome))
+        ));
+    }
+
+    #[test]
+    fn invalid_values_name_the_variable_and_what_is_accepted() {
+        for (var, value, expected) in [
+            (
+                "KINETIC_PENDING_DEADLINE",
+                "soon",
+                "a positive number of seconds",
+            ),
+            (
+                "KINETIC_PENDING_DEADLINE",
+                "-1",
+                "a positive number of seconds",
+            ),
+            (
+                "KINETIC_PENDING_DEADLINE",
+                "1e30",
+                "a positive number of seconds",
+            ),
+            ("KINETIC_LOCAL_MAX_CONCURRENT", "0", "a positive integer"),
+            ("KINETIC_LOCAL_MAX_CONCURRENT", "two", "a positive integer"),
+        ] {
+            let err = resolve(&[("HOME", "/h"), (var, value)]).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("{var}={value:?} is not accepted: expected {expected}")
+            );
+            assert!(err.is_invalid_input());
+        }
+        let s = resolve(&[("HOME", "/h"), ("KINETIC_PENDING_DEADLINE", "2.5")]).unwrap();
+        assert_eq!(
+            s.pending_deadline.unwrap(),
+            Setting::new(
+                Duration::from_millis(2500),
+                Source::Env("KINETIC_PENDING_DEADLINE")
+            )
+        );
+    }
+
+    #[test]
+    fn bare_gs_store_names_the_jobs_bucket_or_needs_a_project() {
+        let err = resolve(&[("HOME", "/h"), ("KINETIC_STORE_URL", "gs://")]).unwrap_err();
+        assert!(matches!(err, SettingsError::StoreNeedsProject));
+        assert!(err.to_string().starts_with("KINETIC_STORE_URL=gs:// names"));
+        let s = resolve(&[
+            ("HOME", "/h"),
+            ("KINETIC_STORE_URL", "gs://"),
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_CLUSTER", "c"),
+        ])
+        .unwrap();
+        assert_eq!(s.store_url().unwrap().value, "gs://p-kn-c-jobs");
+        assert_eq!(s.record_bucket_name(), "p-kn-c-jobs");
+        assert_eq!(s.builds_store_url.unwrap().value, "gs://p-kn-c-builds");
+    }
+
+    #[test]
+    fn record_bucket_names() {
+        let s = resolve(&[("HOME", "/h"), ("KINETIC_STORE_URL", "gs://b/pre/fix")]).unwrap();
+        assert_eq!(s.record_bucket_name(), "b");
+        let s = resolve(&[("HOME", "/h"), ("KINETIC_PROJECT", "p")]).unwrap();
+        assert_eq!(s.record_bucket_name(), "p-kn-kinetic-cluster-jobs");
+        let s = resolve(&[("HOME", "/h")]).unwrap();
+        assert_eq!(s.record_bucket_name(), "file:///h/.kinetic/local/store");
+    }
+
+    #[test]
+    fn packaging_settings() {
+        let s = resolve(&[
+            ("HOME", "/h"),
+            ("KINETIC_NO_DEFAULT_EXCLUDES", "1"),
+            ("KINETIC_PACKAGE_ROOT", "/src"),
+            ("KINETIC_CONTEXT_SIZE_WARN_MB", "0.5"),
+        ])
+        .unwrap();
+        assert!(!s.default_excludes.value);
+        assert_eq!(s.package_root.as_ref().unwrap().value, "/src");
+        assert_eq!(s.context_size_warn_bytes.value, 512 * 1024);
+        let e = s.engine();
+        assert!(!e.default_excludes);
+        assert_eq!(e.package_root.as_deref(), Some("/src"));
+        assert_eq!(e.home.as_deref(), Some(Path::new("/h")));
+
+        for (raw, bytes, warned) in [
+            ("0", 0, false),
+            ("-3", 0, false),
+            ("lots", DEFAULT_SIZE_WARN_BYTES, true),
+            ("", DEFAULT_SIZE_WARN_BYTES, false),
+        ] {
+            let (setting, warning) =
+                context_size_warn(&env(&[("KINETIC_CONTEXT_SIZE_WARN_MB", raw)]));
+            assert_eq!((setting.value, warning.is_some()), (bytes, warned), "{raw}");
+        }
+        // Only exactly "1" keeps the default excludes out.
+        assert!(default_excludes(&env(&[("KINETIC_NO_DEFAULT_EXCLUDES", "true")])).value);
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_entries() {
+        let s = resolve(&[("HOME", "/h"), ("KINETIC_ACCESS_TOKEN", "s3cret")]).unwrap();
+        let shown = format!("{:?} {:?}", s, s.entries());
+        assert!(!shown.contains("s3cret"), "{shown}");
+        let token = s
+            .entries()
+            .into_iter()
+            .find(|e| e.key == "access_token")
+            .unwrap();
+        assert_eq!(token.text().as_deref(), Some("<redacted>"));
+        assert_eq!(token.source, Some(Source::Env("KINETIC_ACCESS_TOKEN")));
+    }
+
+    #[test]
+    fn arguments_beat_the_environment() {
+        let env = env(&[("HOME", "/h"), ("KINETIC_BASE_IMAGE_REPO", "env-repo")]);
+        let profiles = ProfileStore::new();
+        let input = SettingsInput::new(&env, &profiles, Path::new("/"));
+        let s = Settings::resolve(
+            &SettingsArgs::new()
+                .base_image_repo("arg-repo")
+                .kube_context("ctx"),
+            &input,
+        )
+        .unwrap();
+        assert_eq!(
+            s.base_image_repo,
+            Setting::new("arg-repo".into(), Source::Argument)
+        );
+        assert_eq!(s.kube_context.unwrap().value, "ctx");
+        let s = Settings::resolve(&SettingsArgs::new(), &input).unwrap();
+        assert_eq!(
+            s.base_image_repo.source,
+            Source::Env("KINETIC_BASE_IMAGE_REPO")
+        );
+        assert_eq!(crate::config::DEFAULT_BASE_IMAGE_REPO, "kinetic");
+    }
+}
