@@ -20,6 +20,17 @@ def fail():
     raise RuntimeError("deliberate failure")
 "#;
 
+/// `kinetic run work.py:square --arg 7 --backend gke --json` (prints 49).
+const SQUARE_7_ON_GKE: [&str; 7] = [
+    "run",
+    "work.py:square",
+    "--arg",
+    "7",
+    "--backend",
+    "gke",
+    "--json",
+];
+
 async fn kinetic(dir: &Path, env: Vec<(String, String)>, args: &[&str]) -> Output {
     let dir = dir.to_path_buf();
     let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
@@ -68,20 +79,7 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
     std::fs::write(project.join("work.py"), WORK_PY).unwrap();
     let (gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
 
-    let o = kinetic(
-        dir.path(),
-        env.clone(),
-        &[
-            "run",
-            "work.py:square",
-            "--arg",
-            "7",
-            "--backend",
-            "gke",
-            "--json",
-        ],
-    )
-    .await;
+    let o = kinetic(dir.path(), env.clone(), &SQUARE_7_ON_GKE).await;
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
@@ -144,17 +142,7 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
     let kubeconfig = dir.path().join("kubeconfig");
     cloud.write_kubeconfig(&kubeconfig).unwrap();
     let env = cloud.cli_env(&kubeconfig);
-    let args = [
-        "run",
-        "work.py:square",
-        "--arg",
-        "7",
-        "--backend",
-        "gke",
-        "--json",
-    ];
-
-    let o = kinetic(dir.path(), env.clone(), &args).await;
+    let o = kinetic(dir.path(), env.clone(), &SQUARE_7_ON_GKE).await;
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "49", "{err}");
@@ -181,7 +169,7 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
     );
     assert!(build.dockerfile().is_some());
 
-    let o = kinetic(dir.path(), env, &args).await;
+    let o = kinetic(dir.path(), env, &SQUARE_7_ON_GKE).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "49");
     assert_eq!(
