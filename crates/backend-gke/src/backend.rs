@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use futures_util::{AsyncBufReadExt, Stream, StreamExt};
@@ -16,12 +16,13 @@ use kinetic_core::ports::{
     terminal_line,
 };
 use kinetic_core::record::JobRecord;
+use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
-use crate::error::{self, Context};
+use crate::error::{self, Context, api_status};
 use crate::manifest::{
     self, ANNOTATION_FINAL_STATE, ANNOTATION_SPEC_URI, APP_KINETIC, CONTAINER_NAME, LABEL_APP,
     LABEL_GROUP_ID, LABEL_JOB_ID, LABEL_JOB_NAME, ManifestOptions,
@@ -63,6 +64,10 @@ pub struct GkeOptions {
     pub cleanup_timeout: Duration,
     /// Poll interval of `cleanup` and `follow_logs` (default 250 ms).
     pub poll_interval: Duration,
+    /// Attempts at writing a job's final state (cancel, an expired pending
+    /// deadline) when the Job keeps changing under the write (409 on its
+    /// resource version): 5 attempts, 50 ms doubling, with jitter.
+    pub conflict_retry: RetryPolicy,
 }
 
 impl Default for GkeOptions {
@@ -72,6 +77,10 @@ impl Default for GkeOptions {
             manifest: ManifestOptions::default(),
             cleanup_timeout: Duration::from_secs(180),
             poll_interval: Duration::from_millis(250),
+            conflict_retry: RetryPolicy::new(
+                5,
+                Backoff::new(Duration::from_millis(50), Duration::from_secs(1)).with_jitter(0.5),
+            ),
         }
     }
 }
@@ -125,10 +134,6 @@ impl std::fmt::Debug for GkeBackend {
 
 const NAME: &str = "gke";
 
-fn transient(e: &BackendError) -> bool {
-    e.is_retryable()
-}
-
 impl GkeBackend {
     /// A backend over `client`.
     pub fn new(client: kube::Client, options: GkeOptions) -> Self {
@@ -172,25 +177,23 @@ impl GkeBackend {
                         let config = match path {
                             Some(p) => {
                                 let kc = kube::config::Kubeconfig::read_from(p).map_err(|e| {
-                                    BackendError::InvalidInput {
-                                        message: format!(
-                                            "cannot read the kubeconfig {}: {e}",
-                                            p.display()
-                                        ),
-                                    }
+                                    BackendError::invalid_input(format!(
+                                        "cannot read the kubeconfig {}: {e}",
+                                        p.display()
+                                    ))
+                                    .with_source(e)
                                 })?;
                                 kube::Config::from_custom_kubeconfig(kc, &opts).await
                             }
                             None => kube::Config::from_kubeconfig(&opts).await,
                         }
-                        .map_err(|e| BackendError::InvalidInput {
-                            message: format!(
+                        .map_err(|e| BackendError::invalid_input(format!(
                                 "cannot load the Kubernetes configuration (kubeconfig{}): {e}; for GKE run `gcloud container clusters get-credentials CLUSTER`",
                                 path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default()
-                            ),
-                        })?;
-                        kube::Client::try_from(config).map_err(|e| BackendError::Other {
-                            message: format!("cannot build a Kubernetes client: {e}"),
+                            )).with_source(e))?;
+                        kube::Client::try_from(config).map_err(|e| {
+                            BackendError::other(format!("cannot build a Kubernetes client: {e}"))
+                                .with_source(e)
                         })
                     }
                 }
@@ -221,7 +224,8 @@ impl GkeBackend {
                 e,
                 Context {
                     verb: "get",
-                    what: &format!("jobs {}", record.k8s_name),
+                    resource: "jobs",
+                    name: Some(&record.k8s_name),
                     namespace: &record.namespace,
                 },
             )),
@@ -238,7 +242,8 @@ impl GkeBackend {
                     e,
                     Context {
                         verb: "list",
-                        what: "pods",
+                        resource: "pods",
+                        name: None,
                         namespace,
                     },
                 )
@@ -264,7 +269,10 @@ impl GkeBackend {
     }
 
     /// Write a final state on the Job (and suspend it, which stops its
-    /// pods) unless it already ended. Retries on a concurrent change.
+    /// pods) unless it already ended. A concurrent change of the Job (409
+    /// on the resource version) is read again and retried under
+    /// [`GkeOptions::conflict_retry`]; other failures go to the caller
+    /// (the engine's retry decorator retries the transient ones).
     async fn finalise(
         &self,
         record: &JobRecord,
@@ -272,10 +280,10 @@ impl GkeBackend {
         only_if: impl Fn(&Job) -> bool,
     ) -> Result<(), BackendError> {
         let api = self.jobs(&record.namespace).await?;
-        let text = serde_json::to_string(state).map_err(|e| BackendError::Other {
-            message: format!("cannot encode a job state: {e}"),
+        let text = serde_json::to_string(state).map_err(|e| {
+            BackendError::other(format!("cannot encode a job state: {e}")).with_source(e)
         })?;
-        for _ in 0..5 {
+        let attempt = || async {
             let Some(job) = self.get_job(record).await? else {
                 return Ok(());
             };
@@ -297,27 +305,38 @@ impl GkeBackend {
                 )
                 .await
             {
-                Ok(_) => return Ok(()),
-                Err(e) if error::code(&e) == Some(409) => continue,
-                Err(e) if error::code(&e) == Some(404) => return Ok(()),
-                Err(e) => {
-                    return Err(error::map(
-                        e,
-                        Context {
-                            verb: "patch",
-                            what: &format!("jobs {}", record.k8s_name),
-                            namespace: &record.namespace,
-                        },
-                    ));
-                }
+                Ok(_) => Ok(()),
+                Err(e) if error::code(&e) == Some(404) => Ok(()),
+                Err(e) => Err(error::map(
+                    e,
+                    Context {
+                        verb: "patch",
+                        resource: "jobs",
+                        name: Some(&record.k8s_name),
+                        namespace: &record.namespace,
+                    },
+                )),
             }
-        }
-        Err(BackendError::Unavailable {
-            message: format!(
-                "job {} kept changing while its final state was being written",
-                record.job_id
-            ),
-        })
+        };
+        let conflict = |e: &BackendError| api_status(e).is_some_and(|s| s.code == 409);
+        self.options
+            .conflict_retry
+            .retry_if(conflict, attempt)
+            .await
+            .map_err(|gave_up| {
+                if !gave_up.exhausted {
+                    return gave_up.error;
+                }
+                // Out of attempts on conflicts: retried already, here.
+                BackendError::Unavailable {
+                    message: format!(
+                        "job {} kept changing while its final state was being written (gave up after {} attempts)",
+                        record.job_id, gave_up.attempts
+                    ),
+                    retried: true,
+                    source: Some(Box::new(gave_up.error)),
+                }
+            })
     }
 
     /// The state of every job of a batch, with one labelled LIST of Jobs
@@ -339,7 +358,8 @@ impl GkeBackend {
                     e,
                     Context {
                         verb: "list",
-                        what: "jobs",
+                        resource: "jobs",
+                        name: None,
                         namespace,
                     },
                 )
@@ -394,10 +414,7 @@ fn is_finished(job: &Job) -> bool {
 }
 
 fn not_found(record: &JobRecord) -> BackendError {
-    BackendError::NotFound {
-        backend: NAME.to_owned(),
-        job_id: record.job_id.to_string(),
-    }
+    BackendError::not_found(NAME.to_owned(), record.job_id.to_string())
 }
 
 fn pod_started(pod: &Pod) -> bool {
@@ -434,16 +451,9 @@ impl Backend for GkeBackend {
         GkeBackend::group_status(self, &query.namespace, &query.group_id).await
     }
 
+    /// What the capabilities declare: single-host accelerators only.
     async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
-        if accelerator.is_multi_host() {
-            return Err(BackendError::Unsupported {
-                message: format!(
-                    "accelerator '{accelerator}' spans {} hosts; the gke backend runs single-host jobs (CPU, GPU, single-host TPU slices); use the pathways backend for multi-host TPU slices",
-                    accelerator.num_hosts()
-                ),
-            });
-        }
-        Ok(())
+        self.capabilities().check(NAME, accelerator)
     }
 
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
@@ -452,7 +462,8 @@ impl Backend for GkeBackend {
         let manifest = manifest::job_manifest(job, &self.options.manifest);
         let cx = |verb| Context {
             verb,
-            what: "jobs",
+            resource: "jobs",
+            name: None,
             namespace: &r.namespace,
         };
         let created = match api.create(&PostParams::default(), &manifest).await {
@@ -496,7 +507,8 @@ impl Backend for GkeBackend {
                         e,
                         Context {
                             verb: "create",
-                            what: "secrets",
+                            resource: "secrets",
+                            name: None,
                             namespace: &r.namespace,
                         },
                     ));
@@ -571,7 +583,8 @@ impl Backend for GkeBackend {
                         e,
                         Context {
                             verb: "get",
-                            what: "pods/log",
+                            resource: "pods/log",
+                            name: None,
                             namespace: &record.namespace,
                         },
                     ));
@@ -628,7 +641,8 @@ impl Backend for GkeBackend {
                     e,
                     Context {
                         verb: "delete",
-                        what: &format!("jobs {}", record.k8s_name),
+                        resource: "jobs",
+                        name: Some(&record.k8s_name),
                         namespace: &record.namespace,
                     },
                 ));
@@ -650,26 +664,21 @@ impl Backend for GkeBackend {
                 tracing::warn!(job_id = %record.job_id, "could not delete the job's Secret: {e}")
             }
         }
-        let deadline = Instant::now() + self.options.cleanup_timeout;
-        let mut pause = Duration::from_millis(20);
-        loop {
-            match self.get_job(record).await {
-                Ok(None) => return Ok(()),
-                Ok(Some(_)) => {}
-                Err(e) if transient(&e) => {}
-                Err(e) => return Err(e),
+        // Wait for the foreground deletion to finish: polls under a time
+        // budget, through transient failures, with one retry policy.
+        let poll = self.options.poll_interval.max(Duration::from_millis(20));
+        let wait = RetryPolicy::new(u32::MAX, Backoff::new(Duration::from_millis(20), poll))
+            .with_max_elapsed(self.options.cleanup_timeout);
+        wait.call(|| async {
+            match self.get_job(record).await? {
+                None => Ok(()),
+                Some(_) => Err(BackendError::unavailable(format!(
+                    "Job {} in namespace {} is still being deleted after {:?}",
+                    record.k8s_name, record.namespace, self.options.cleanup_timeout
+                ))),
             }
-            if Instant::now() >= deadline {
-                return Err(BackendError::Unavailable {
-                    message: format!(
-                        "Job {} in namespace {} is still being deleted after {:?}",
-                        record.k8s_name, record.namespace, self.options.cleanup_timeout
-                    ),
-                });
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(self.options.poll_interval);
-        }
+        })
+        .await
     }
 
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
@@ -683,7 +692,8 @@ impl Backend for GkeBackend {
                     e,
                     Context {
                         verb: "list",
-                        what: "jobs",
+                        resource: "jobs",
+                        name: None,
                         namespace: ns,
                     },
                 )
@@ -743,7 +753,8 @@ impl Follower {
                         e,
                         Context {
                             verb: "list",
-                            what: "pods",
+                            resource: "pods",
+                            name: None,
                             namespace: "",
                         },
                     )));
@@ -764,9 +775,8 @@ impl Follower {
                     Ok(reader) => {
                         let lines = reader.lines().map(|l| {
                             l.map(|t| terminal_line(&t).to_owned()).map_err(|e| {
-                                BackendError::Unavailable {
-                                    message: format!("log stream broke: {e}"),
-                                }
+                                BackendError::unavailable(format!("log stream broke: {e}"))
+                                    .with_source(e)
                             })
                         });
                         self.current = Some(Box::pin(lines));

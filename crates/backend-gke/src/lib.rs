@@ -40,4 +40,5 @@ pub mod manifest;
 pub mod status;
 
 pub use backend::{GkeBackend, GkeOptions};
+pub use error::api_status;
 pub use manifest::{FuseMount, ManifestOptions};

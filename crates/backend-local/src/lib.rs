@@ -229,13 +229,14 @@ impl LocalBackend {
         let path = kinetic_core::layout::log(&record.job_id);
         match self.store.get(&path, Default::default()).await {
             Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
-            Err(e) if e.is_not_found() => Err(BackendError::NotFound {
-                backend: self.name().to_owned(),
-                job_id: record.job_id.to_string(),
-            }),
-            Err(e) => Err(BackendError::Other {
-                message: e.to_string(),
-            }),
+            Err(e) if e.is_not_found() => Err(BackendError::not_found(
+                self.name().to_owned(),
+                record.job_id.to_string(),
+            )),
+            Err(e) => Err(BackendError::from_store(
+                "reading the job's log from the store",
+                e,
+            )),
         }
     }
 }
@@ -256,9 +257,7 @@ fn install(path: &Path, text: &str) -> Result<(), BackendError> {
 }
 
 fn io_err(path: &Path, e: &std::io::Error) -> BackendError {
-    BackendError::Other {
-        message: format!("local backend: {}: {e}", path.display()),
-    }
+    BackendError::other(format!("local backend: {}: {e}", path.display()))
 }
 
 /// GPUs on this host, as `nvidia-smi -L` lists them (0 when it is absent).
@@ -296,19 +295,15 @@ impl Backend for LocalBackend {
                 if wanted <= self.gpus {
                     Ok(())
                 } else {
-                    Err(BackendError::Unsupported {
-                        message: format!(
-                            "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} GPU(s) but this host has {} (counted with nvidia-smi); use --accelerator cpu to run here, or a cloud backend (--backend gke) for GPUs",
-                            self.gpus
-                        ),
-                    })
+                    Err(BackendError::unsupported(format!(
+                        "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} GPU(s) but this host has {} (counted with nvidia-smi); use --accelerator cpu to run here, or a cloud backend (--backend gke) for GPUs",
+                        self.gpus
+                    )))
                 }
             }
-            Category::Tpu => Err(BackendError::Unsupported {
-                message: format!(
-                    "the local backend runs jobs on this host's CPU and cannot provide TPU '{accelerator}'; use --accelerator cpu to run here, or a cloud backend (--backend gke or pathways) for TPUs"
-                ),
-            }),
+            Category::Tpu => Err(BackendError::unsupported(format!(
+                "the local backend runs jobs on this host's CPU and cannot provide TPU '{accelerator}'; use --accelerator cpu to run here, or a cloud backend (--backend gke or pathways) for TPUs"
+            ))),
         }
     }
 
@@ -359,12 +354,10 @@ impl Backend for LocalBackend {
         for (name, value) in job.env.iter() {
             cmd.env(name.as_str(), value.expose());
         }
-        let mut child = cmd.spawn().map_err(|e| BackendError::Unsupported {
-            message: format!(
+        let mut child = cmd.spawn().map_err(|e| BackendError::unsupported(format!(
                 "the local backend could not start '{}': {e} (it needs a Python 3.9+ interpreter on this host)",
                 self.options.python.display()
-            ),
-        })?;
+            )).with_source(e))?;
         dir.record_pid(child.id())
             .map_err(|e| io_err(dir.path(), &e))?;
         // Reap the supervisor when it exits, so no zombie is left while this
@@ -374,8 +367,8 @@ impl Backend for LocalBackend {
             .spawn(move || {
                 let _ = child.wait();
             })
-            .map_err(|e| BackendError::Other {
-                message: format!("cannot start a reaper thread: {e}"),
+            .map_err(|e| {
+                BackendError::other(format!("cannot start a reaper thread: {e}")).with_source(e)
             })?;
         Ok(())
     }

@@ -248,20 +248,18 @@ impl Follow {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => {
-                return Err(BackendError::Other {
-                    message: format!("cannot read {}: {e}", self.dir.log_path().display()),
-                });
+                return Err(BackendError::other(format!(
+                    "cannot read {}: {e}",
+                    self.dir.log_path().display()
+                ))
+                .with_source(e));
             }
         };
         file.seek(SeekFrom::Start(self.offset))
-            .map_err(|e| BackendError::Other {
-                message: e.to_string(),
-            })?;
+            .map_err(|e| BackendError::other(e.to_string()).with_source(e))?;
         let mut buf = Vec::new();
         file.read_to_end(&mut buf)
-            .map_err(|e| BackendError::Other {
-                message: e.to_string(),
-            })?;
+            .map_err(|e| BackendError::other(e.to_string()).with_source(e))?;
         if buf.is_empty() {
             return Ok(false);
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kinetic_build_cloudbuild::dockerfile::{BuildContext, DockerfileInputs, render_dockerfile};
-use kinetic_build_cloudbuild::retry::{PollPolicy, RetryPolicy};
+use kinetic_build_cloudbuild::retry::{Backoff, RetryPolicy};
 use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, StaticToken};
 use kinetic_core::image::{DOCKERFILE_TEMPLATE, ImageTagInputs};
 use kinetic_core::ports::{ImageBuilder, ImageMode, ImageRequest};
@@ -94,7 +94,7 @@ fn main() {
         fake.set_schedule(BuildSchedule::success().with_polls(2, 3));
         let config = CloudBuildConfig::new("proj", "us-central1-a", "c1")
             .with_endpoint(&fake.endpoint())
-            .with_poll(PollPolicy::new(Duration::from_millis(5), Duration::from_millis(20)))
+            .with_poll(Backoff::new(Duration::from_millis(5), Duration::from_millis(20)).with_multiplier(1.5))
             .with_retry(RetryPolicy::none());
         let builder =
             CloudBuildImageBuilder::new(config, Arc::new(StaticToken::new("t")), store).unwrap();

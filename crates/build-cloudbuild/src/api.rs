@@ -1,8 +1,10 @@
 //! A small client of the two REST APIs the builder needs: Artifact
 //! Registry `GetTag` and Cloud Build `CreateBuild`/`GetBuild`, over the
 //! `reqwest` that `object_store` already brings. Every call is retried on
-//! 429, 5xx and transport failures ([`crate::retry`]); 401/403 become
-//! [`BuildError::PermissionDenied`] naming the missing permission or API.
+//! 429, 5xx and transport failures under one `kinetic_core::retry` policy
+//! ([`crate::retry`]); 401/403 become [`BuildError::PermissionDenied`]
+//! naming the missing permission or API. Each error keeps the answer
+//! ([`GoogleApiError`]) or the transport error as its source.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +13,7 @@ use kinetic_core::ports::BuildError;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::retry::{RetryDecision, RetryPolicy, decide};
+use crate::retry::{Decision, RetryPolicy, decide};
 use crate::token::TokenSource;
 
 /// Production endpoint of Cloud Build.
@@ -129,19 +131,40 @@ impl Call<'_> {
     }
 }
 
-/// Google's error body: `{"error": {"code", "message", "status", "details"}}`.
-#[derive(Debug, Default)]
-pub(crate) struct GoogleError {
-    pub(crate) message: String,
-    pub(crate) status: String,
-    pub(crate) reasons: Vec<String>,
+/// An error answer of a Google API: the HTTP code and what its body said
+/// (`{"error": {"code", "message", "status", "details"}}`). The source of
+/// every [`BuildError`] made from an API answer, so that a program can read
+/// the code, the status (`PERMISSION_DENIED`…) and the `ErrorInfo`
+/// reasons (`SERVICE_DISABLED`…).
+#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
+#[error("HTTP {code}{}{}", prefixed(" ", .status), prefixed(": ", .message))]
+#[non_exhaustive]
+pub struct GoogleApiError {
+    /// The HTTP status code.
+    pub code: u16,
+    /// The error's canonical status (`PERMISSION_DENIED`, `NOT_FOUND`…).
+    pub status: String,
+    /// Its message (or the start of a body that is not Google's JSON).
+    pub message: String,
+    /// The `reason` of each `ErrorInfo` in its details.
+    pub reasons: Vec<String>,
 }
 
-impl GoogleError {
-    pub(crate) fn parse(body: &[u8]) -> Self {
+fn prefixed(prefix: &str, text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}{text}")
+    }
+}
+
+impl GoogleApiError {
+    /// Parse an error answer with HTTP code `code`.
+    pub fn parse(code: u16, body: &[u8]) -> Self {
         let Ok(value) = serde_json::from_slice::<Value>(body) else {
             let text = String::from_utf8_lossy(body);
             return Self {
+                code,
                 message: text.chars().take(300).collect::<String>().trim().to_owned(),
                 ..Self::default()
             };
@@ -149,6 +172,7 @@ impl GoogleError {
         let error = &value["error"];
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         Self {
+            code,
             message: text(&error["message"]),
             status: text(&error["status"]),
             reasons: error["details"]
@@ -163,74 +187,54 @@ impl GoogleError {
         }
     }
 
-    fn service_disabled(&self) -> bool {
+    /// True when the API is not enabled in the project (the `ErrorInfo`
+    /// reason Google sends for it).
+    pub fn service_disabled(&self) -> bool {
         self.reasons.iter().any(|r| r == "SERVICE_DISABLED")
-            || self.message.contains("has not been used in project")
-            || self.message.contains("API is disabled")
-    }
-
-    fn said(&self, status: u16) -> String {
-        let mut s = format!("HTTP {status}");
-        if !self.status.is_empty() {
-            s.push(' ');
-            s.push_str(&self.status);
-        }
-        if !self.message.is_empty() {
-            s.push_str(": ");
-            s.push_str(&self.message);
-        }
-        s
     }
 }
 
-/// The port error for a final (not retried, or out of retries) HTTP error.
+/// The port error for a final HTTP error answer (not retried, or out of
+/// retries after `attempts` attempts), with the answer as its source.
 pub(crate) fn http_error(call: &Call<'_>, status: u16, body: &[u8], attempts: u32) -> BuildError {
-    let google = GoogleError::parse(body);
+    let google = GoogleApiError::parse(status, body);
     let (api_name, service) = call.api();
     let project = call.project();
-    let said = google.said(status);
-    match status {
-        401 | 403 if google.service_disabled() => BuildError::PermissionDenied {
-            message: format!(
-                "{} failed: the {api_name} API is not enabled in project {project}: enable the {api_name} API (gcloud services enable {service} --project {project}); {api_name} said {said}",
-                call.what()
-            ),
-        },
-        401 => BuildError::PermissionDenied {
-            message: format!(
-                "{} failed: {api_name} refused the credentials: refresh them (gcloud auth application-default login) or point GOOGLE_APPLICATION_CREDENTIALS at a valid key; {api_name} said {said}",
-                call.what()
-            ),
-        },
-        403 => BuildError::PermissionDenied {
-            message: format!(
-                "{} failed: {}; {api_name} said {said}",
-                call.what(),
-                call.permission_hint()
-            ),
-        },
-        400 | 409 | 412 | 422 => BuildError::InvalidInput {
-            message: format!(
-                "{} failed: {api_name} rejected the request: {said}",
-                call.what()
-            ),
-        },
-        404 => BuildError::InvalidInput {
-            message: format!(
-                "{} failed: not found in {api_name} (check the project, location and repository): {said}",
-                call.what()
-            ),
-        },
-        s if decide(Some(s)) == RetryDecision::Retry => BuildError::Unavailable {
+    let said = google.to_string();
+    let kind = match status {
+        401 | 403 if google.service_disabled() => BuildError::permission_denied(format!(
+            "{} failed: the {api_name} API is not enabled in project {project}: enable the {api_name} API (gcloud services enable {service} --project {project}); {api_name} said {said}",
+            call.what()
+        )),
+        401 => BuildError::permission_denied(format!(
+            "{} failed: {api_name} refused the credentials: refresh them (gcloud auth application-default login) or point GOOGLE_APPLICATION_CREDENTIALS at a valid key; {api_name} said {said}",
+            call.what()
+        )),
+        403 => BuildError::permission_denied(format!(
+            "{} failed: {}; {api_name} said {said}",
+            call.what(),
+            call.permission_hint()
+        )),
+        400 | 409 | 412 | 422 => BuildError::invalid_input(format!(
+            "{} failed: {api_name} rejected the request: {said}",
+            call.what()
+        )),
+        404 => BuildError::invalid_input(format!(
+            "{} failed: not found in {api_name} (check the project, location and repository): {said}",
+            call.what()
+        )),
+        s if decide(Some(s), None) != Decision::Stop => BuildError::Unavailable {
             message: format!(
                 "{} failed after {attempts} attempt(s): {api_name} said {said}",
                 call.what()
             ),
+            // Only the end of the client's retries gets here.
+            retried: true,
+            source: None,
         },
-        _ => BuildError::Other {
-            message: format!("{} failed: {api_name} said {said}", call.what()),
-        },
-    }
+        _ => BuildError::other(format!("{} failed: {api_name} said {said}", call.what())),
+    };
+    kind.with_source(google)
 }
 
 /// A final HTTP answer: status and body.
@@ -238,6 +242,36 @@ pub(crate) fn http_error(call: &Call<'_>, status: u16, body: &[u8], attempts: u3
 pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) body: bytes::Bytes,
+}
+
+/// How one attempt at a call failed.
+#[derive(Debug)]
+enum Failure {
+    /// An answer that is not a success (nor a 404, which callers read).
+    Status {
+        status: u16,
+        body: bytes::Bytes,
+        retry_after: Option<Duration>,
+    },
+    /// No answer: the request failed on the way.
+    Transport(reqwest::Error),
+    /// No token to send.
+    Token(BuildError),
+}
+
+impl Failure {
+    /// The policy's *which failures*: [`decide`] on the status.
+    fn decision(&self) -> Decision {
+        match self {
+            Self::Status {
+                status,
+                retry_after,
+                ..
+            } => decide(Some(*status), *retry_after),
+            Self::Transport(_) => decide(None, None),
+            Self::Token(_) => Decision::Stop,
+        }
+    }
 }
 
 /// The REST client.
@@ -261,8 +295,8 @@ impl Api {
         let http = reqwest::Client::builder()
             .timeout(request_timeout)
             .build()
-            .map_err(|e| BuildError::Other {
-                message: format!("cannot create the HTTP client: {e}"),
+            .map_err(|e| {
+                BuildError::other(format!("cannot create the HTTP client: {e}")).with_source(e)
             })?;
         Ok(Self {
             http,
@@ -273,9 +307,52 @@ impl Api {
         })
     }
 
-    /// Send one request, retrying what [`decide`] says to retry. Returns
-    /// the final answer for 2xx and 404 (callers decide what a 404 means);
-    /// every other final status is mapped with [`http_error`].
+    /// One attempt: the answer for 2xx and 404 (callers decide what a 404
+    /// means), or how it failed.
+    async fn attempt(
+        &self,
+        call: &Call<'_>,
+        method: &reqwest::Method,
+        url: &str,
+        body: Option<&Value>,
+    ) -> Result<Answer, Failure> {
+        let token = self.tokens.token().await.map_err(|e| {
+            Failure::Token(
+                BuildError::permission_denied(format!("{} failed: {e}", call.what()))
+                    .with_source(e),
+            )
+        })?;
+        let mut request = self
+            .http
+            .request(method.clone(), url)
+            .bearer_auth(token)
+            .header("x-goog-user-project", call.project());
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(Failure::Transport)?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = response.bytes().await.unwrap_or_default();
+        if (200..300).contains(&status) || status == 404 {
+            return Ok(Answer { status, body });
+        }
+        Err(Failure::Status {
+            status,
+            body,
+            retry_after,
+        })
+    }
+
+    /// Send one request under the client's [`RetryPolicy`], retrying what
+    /// [`decide`] says to retry. Returns the final answer for 2xx and 404;
+    /// every other final status is mapped with [`http_error`], and a
+    /// failure the policy gave up on is reported as already retried.
     async fn send(
         &self,
         call: &Call<'_>,
@@ -283,74 +360,40 @@ impl Api {
         url: &str,
         body: Option<&Value>,
     ) -> Result<Answer, BuildError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let token = self
-                .tokens
-                .token()
-                .await
-                .map_err(|e| BuildError::PermissionDenied {
-                    message: format!("{} failed: {e}", call.what()),
-                })?;
-            let mut request = self
-                .http
-                .request(method.clone(), url)
-                .bearer_auth(token)
-                .header("x-goog-user-project", call.project());
-            if let Some(body) = body {
-                request = request.json(body);
-            }
-            let (failure, retry_after) = match request.send().await {
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    let retry_after = response
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
-                    let body = response.bytes().await.unwrap_or_default();
-                    if decide(Some(status)) == RetryDecision::Done {
-                        if (200..300).contains(&status) || status == 404 {
-                            return Ok(Answer { status, body });
-                        }
-                        return Err(http_error(call, status, &body, attempt));
-                    }
-                    (Err((status, body)), retry_after)
-                }
-                Err(e) => (Ok(e), None),
-            };
-            match self.retry.backoff(attempt, retry_after) {
-                Some(wait) => {
-                    tracing::debug!(attempt, ?wait, "retrying {}", call.what());
-                    tokio::time::sleep(wait).await;
-                }
-                None => {
-                    return Err(match failure {
-                        Err((status, body)) => http_error(call, status, &body, attempt),
-                        Ok(e) => BuildError::Unavailable {
-                            message: format!(
-                                "{} failed after {attempt} attempt(s): cannot reach {url}: {e}",
-                                call.what()
-                            ),
-                        },
-                    });
-                }
-            }
-        }
+        let outcome = self
+            .retry
+            .retry_if(Failure::decision, || self.attempt(call, &method, url, body))
+            .await;
+        let gave_up = match outcome {
+            Ok(answer) => return Ok(answer),
+            Err(gave_up) => gave_up,
+        };
+        let attempts = gave_up.attempts;
+        Err(match gave_up.error {
+            Failure::Status { status, body, .. } => http_error(call, status, &body, attempts),
+            Failure::Transport(e) => BuildError::Unavailable {
+                message: format!(
+                    "{} failed after {attempts} attempt(s): cannot reach {url}: {e}",
+                    call.what()
+                ),
+                retried: true,
+                source: Some(Box::new(e)),
+            },
+            Failure::Token(e) => e,
+        })
     }
 
     fn decode<T: for<'de> Deserialize<'de>>(
         call: &Call<'_>,
         answer: &Answer,
     ) -> Result<T, BuildError> {
-        serde_json::from_slice(&answer.body).map_err(|e| BuildError::Other {
-            message: format!(
+        serde_json::from_slice(&answer.body).map_err(|e| {
+            BuildError::other(format!(
                 "{} failed: unexpected answer from {}: {e}",
                 call.what(),
                 call.api().0
-            ),
+            ))
+            .with_source(e)
         })
     }
 
@@ -400,9 +443,10 @@ impl Api {
         }
         let op: Operation = Self::decode(&call, &answer)?;
         if op.metadata.build.id.is_empty() {
-            return Err(BuildError::Other {
-                message: format!("{} failed: the operation names no build id", call.what()),
-            });
+            return Err(BuildError::other(format!(
+                "{} failed: the operation names no build id",
+                call.what()
+            )));
         }
         Ok(op.metadata.build)
     }
@@ -499,12 +543,17 @@ mod tests {
             "{e}"
         );
         assert!(e.to_string().contains("bad token"), "{e}");
+        let google = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<GoogleApiError>())
+            .expect("the answer is the source");
+        assert_eq!(google.code, 401);
+        assert_eq!(google.status, "UNAUTHENTICATED");
     }
 
     #[test]
     fn overload_is_retryable_and_counts_attempts() {
         let e = http_error(&CREATE, 503, b"busy", 6);
-        assert!(e.is_retryable());
+        assert!(e.is_retryable() && e.is_retried());
         assert!(e.to_string().contains("after 6 attempt(s)"), "{e}");
         assert!(e.to_string().contains("busy"), "{e}");
         let e = http_error(&CREATE, 400, &body("INVALID_ARGUMENT", "bad tag", None), 1);

@@ -18,14 +18,14 @@ use kinetic_core::image::{
 };
 use kinetic_core::ports::{
     BuildError, GetOptions, ImageBuilder, ImageCapabilities, ImageMode, ImageRequest, ObjectStore,
-    PutOptions, ResolvedImage,
+    PutOptions, ResolvedImage, StoreError,
 };
 use tokio::time::Instant;
 
 use crate::api::{ARTIFACTREGISTRY_ENDPOINT, Api, Build, CLOUDBUILD_ENDPOINT};
 use crate::dockerfile::{BuildContext, DockerfileInputs, accelerator_packages, render_dockerfile};
 use crate::request::{BuildRequestInputs, build_request_body};
-use crate::retry::{PollPolicy, RetryPolicy};
+use crate::retry::{Backoff, RetryPolicy, default_policy, default_poll};
 use crate::token::TokenSource;
 
 /// The engine version images are tagged with (Kinetic's `kinetic={version}`).
@@ -57,9 +57,10 @@ pub struct CloudBuildConfig {
     pub kinetic_version: String,
     /// Longest wait for one build (also Cloud Build's own limit); Kinetic waits 1200 s.
     pub build_timeout: Duration,
-    /// Polling of a running build.
-    pub poll: PollPolicy,
-    /// Retries of each API call.
+    /// Polling of a running build: the first poll after `poll.initial`,
+    /// then waits growing by `poll.multiplier` up to `poll.max`.
+    pub poll: Backoff,
+    /// Retries of each API call (which answers: [`crate::retry::decide`]).
     pub retry: RetryPolicy,
     /// Time limit of one HTTP request.
     pub request_timeout: Duration,
@@ -85,8 +86,8 @@ impl CloudBuildConfig {
             service_account: names.build_service_account,
             kinetic_version: KINETIC_VERSION.to_owned(),
             build_timeout: Duration::from_secs(1200),
-            poll: PollPolicy::default(),
-            retry: RetryPolicy::default(),
+            poll: default_poll(),
+            retry: default_policy(),
             request_timeout: Duration::from_secs(60),
             cloudbuild_endpoint: CLOUDBUILD_ENDPOINT.to_owned(),
             artifactregistry_endpoint: ARTIFACTREGISTRY_ENDPOINT.to_owned(),
@@ -109,7 +110,7 @@ impl CloudBuildConfig {
     }
 
     /// How a running build is polled.
-    pub fn with_poll(mut self, poll: PollPolicy) -> Self {
+    pub fn with_poll(mut self, poll: Backoff) -> Self {
         self.poll = poll;
         self
     }
@@ -249,15 +250,33 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A copy of a shared error (the port's error is not `Clone`).
-fn copy_error(e: &BuildError) -> BuildError {
-    match e {
-        BuildError::InvalidInput { message } => BuildError::InvalidInput {
-            message: message.clone(),
-        },
-        BuildError::PermissionDenied { message } => BuildError::PermissionDenied {
-            message: message.clone(),
-        },
+/// The error of a build several callers waited for, as the source of the
+/// copy each caller gets: it reads as the original, and its own source is
+/// the original's (the API answer, the store error…).
+#[derive(Debug)]
+struct SharedBuildError(Arc<BuildError>);
+
+impl fmt::Display for SharedBuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SharedBuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(self.0.as_ref())
+    }
+}
+
+/// A copy of a shared error (the port's error is not `Clone`): the same
+/// kind and message, with the original below it.
+fn copy_error(e: &Arc<BuildError>) -> BuildError {
+    let copy = match e.as_ref() {
+        BuildError::InvalidInput { message, .. } => BuildError::invalid_input(message.clone()),
+        BuildError::PermissionDenied { message, .. } => {
+            BuildError::permission_denied(message.clone())
+        }
+        BuildError::Unsupported { message } => BuildError::unsupported(message.clone()),
         BuildError::BuildFailed {
             build_id,
             status,
@@ -273,13 +292,16 @@ fn copy_error(e: &BuildError) -> BuildError {
             build_id: build_id.clone(),
             seconds: *seconds,
         },
-        BuildError::Unavailable { message } => BuildError::Unavailable {
+        BuildError::Unavailable {
+            message, retried, ..
+        } => BuildError::Unavailable {
             message: message.clone(),
+            retried: *retried,
+            source: None,
         },
-        other => BuildError::Other {
-            message: other.to_string(),
-        },
-    }
+        other => BuildError::other(other.to_string()),
+    };
+    copy.with_source(SharedBuildError(Arc::clone(e)))
 }
 
 fn blank_to_none(requirements: &Option<String>) -> Option<String> {
@@ -335,8 +357,8 @@ impl CloudBuildImageBuilder {
             runner_source: request.runner_source.clone(),
             dockerfile_template: request.dockerfile_template.clone(),
         };
-        let invalid = |e: kinetic_core::image::ImageError| BuildError::InvalidInput {
-            message: e.to_string(),
+        let invalid = |e: kinetic_core::image::ImageError| {
+            BuildError::invalid_input(e.to_string()).with_source(e)
         };
         let tag = inputs.tag().map_err(invalid)?;
         Ok(BundledImage {
@@ -457,11 +479,8 @@ impl Inner {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let random = uuid::Uuid::new_v4().simple().to_string();
-        let path = kinetic_core::layout::builds::source(secs, &random[..8]).map_err(|e| {
-            BuildError::Other {
-                message: e.to_string(),
-            }
-        })?;
+        let path = kinetic_core::layout::builds::source(secs, &random[..8])
+            .map_err(|e| BuildError::other(e.to_string()).with_source(e))?;
         let object = path.to_string();
         self.builds_store
             .put(
@@ -470,7 +489,7 @@ impl Inner {
                 PutOptions::default().with_content_type("application/gzip"),
             )
             .await
-            .map_err(|e| store_error(&e, &format!("uploading the build context {object}")))?;
+            .map_err(|e| store_error(e, &format!("uploading the build context {object}")))?;
         let tags = vec!["kinetic".to_owned(), format!("kinetic-{category}")];
         let logs_bucket = c.logs_bucket_uri();
         let body = build_request_body(&BuildRequestInputs {
@@ -585,19 +604,22 @@ pub(crate) fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-fn store_error(e: &kinetic_core::ports::StoreError, what: &str) -> BuildError {
+/// A store error met while building, as a build error of the same kind
+/// (retried already when the store said so), with the store error below.
+fn store_error(e: StoreError, what: &str) -> BuildError {
     let message = format!("{what}: {e}");
-    if e.is_retryable() {
-        BuildError::Unavailable { message }
-    } else if matches!(e, kinetic_core::ports::StoreError::PermissionDenied { .. }) {
-        BuildError::PermissionDenied {
-            message: format!(
-                "{message} (the caller needs storage.objects.create on the builds bucket)"
-            ),
-        }
-    } else {
-        BuildError::Other { message }
-    }
+    let kind = match &e {
+        StoreError::Unavailable { retried, .. } => BuildError::Unavailable {
+            message,
+            retried: *retried,
+            source: None,
+        },
+        StoreError::PermissionDenied { .. } => BuildError::permission_denied(format!(
+            "{message} (the caller needs storage.objects.create on the builds bucket)"
+        )),
+        _ => BuildError::other(message),
+    };
+    kind.with_source(e)
 }
 
 #[async_trait]
@@ -626,11 +648,9 @@ impl ImageBuilder for CloudBuildImageBuilder {
                 ))
             }
             ImageMode::Bundled => self.resolve_bundled(request).await,
-            other => Err(BuildError::InvalidInput {
-                message: format!(
-                    "image mode {other:?} is not supported: expected bundled, prebuilt or a custom image"
-                ),
-            }),
+            other => Err(BuildError::invalid_input(format!(
+                "image mode {other:?} is not supported: expected bundled, prebuilt or a custom image"
+            ))),
         }
     }
 }

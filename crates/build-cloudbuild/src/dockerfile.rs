@@ -29,11 +29,9 @@ pub fn accelerator_packages(category: &str) -> Result<&'static str, BuildError> 
         "cpu" => Ok("jax keras"),
         "gpu" => Ok("'jax[cuda12]' keras"),
         "tpu" => Ok("'jax[tpu]>=0.4.6' keras"),
-        other => Err(BuildError::InvalidInput {
-            message: format!(
-                "invalid accelerator category '{other}' for an image: expected cpu, gpu or tpu"
-            ),
-        }),
+        other => Err(BuildError::invalid_input(format!(
+            "invalid accelerator category '{other}' for an image: expected cpu, gpu or tpu"
+        ))),
     }
 }
 
@@ -72,9 +70,9 @@ pub struct DockerfileInputs<'a> {
 /// The Dockerfile for `inputs` (see the module documentation).
 pub fn render_dockerfile(inputs: &DockerfileInputs<'_>) -> Result<String, BuildError> {
     if inputs.base_image.trim().is_empty() {
-        return Err(BuildError::InvalidInput {
-            message: "the base image is empty: expected an image such as python:3.11-slim".into(),
-        });
+        return Err(BuildError::invalid_input(
+            "the base image is empty: expected an image such as python:3.11-slim",
+        ));
     }
     let requirements_copy = if inputs.with_requirements {
         format!("COPY requirements.txt {REQUIREMENTS_IN_IMAGE}")
@@ -166,8 +164,8 @@ impl BuildContext {
     /// The context as a gzip tarball. Deterministic: equal contexts give
     /// equal bytes (mode 0644, owner 0, time 0, no gzip name or time).
     pub fn to_tar_gz(&self) -> Result<Vec<u8>, BuildError> {
-        let io = |e: std::io::Error| BuildError::Other {
-            message: format!("cannot write the build context archive: {e}"),
+        let io = |e: std::io::Error| {
+            BuildError::other(format!("cannot write the build context archive: {e}")).with_source(e)
         };
         let gz = flate2::GzBuilder::new()
             .mtime(0)

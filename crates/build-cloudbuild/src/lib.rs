@@ -7,7 +7,8 @@
 //!
 //! - [`dockerfile`]: the Dockerfile and build context (pure).
 //! - [`request`]: the `CreateBuild` body (pure, golden-tested).
-//! - [`retry`]: which answers are retried and how long to wait.
+//! - [`retry`]: which answers are retried; how long, and the loop, are
+//!   `kinetic_core::retry`'s (one policy for the whole engine).
 //! - [`token`]: [`TokenSource`], with the production [`GcpTokenSource`]
 //!   (object_store's GCP credentials) and [`StaticToken`] for tests.
 //!
@@ -46,7 +47,9 @@ pub mod request;
 pub mod retry;
 pub mod token;
 
-pub use api::{ARTIFACTREGISTRY_ENDPOINT, Build, BuildResults, BuiltImage, CLOUDBUILD_ENDPOINT};
+pub use api::{
+    ARTIFACTREGISTRY_ENDPOINT, Build, BuildResults, BuiltImage, CLOUDBUILD_ENDPOINT, GoogleApiError,
+};
 pub use builder::{
     BundledImage, CloudBuildConfig, CloudBuildImageBuilder, FinishedBuild, KINETIC_VERSION,
     PublishRequest,

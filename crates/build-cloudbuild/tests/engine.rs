@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kinetic_build_cloudbuild::retry::{PollPolicy, RetryPolicy};
+use kinetic_build_cloudbuild::retry::{Backoff, RetryPolicy};
 use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, StaticToken};
 use kinetic_core::engine::{
     Engine, EngineSettings, Entrypoint, JobSpec, ProgressEvent, SubmitOptions,
@@ -41,10 +41,9 @@ async fn world(requirements: &str) -> World {
     fake.attach_bucket("proj-kn-c1-builds", builds.clone());
     let config = CloudBuildConfig::new("proj", "us-central1-a", "c1")
         .with_endpoint(&fake.endpoint())
-        .with_poll(PollPolicy::new(
-            Duration::from_millis(2),
-            Duration::from_millis(10),
-        ))
+        .with_poll(
+            Backoff::new(Duration::from_millis(2), Duration::from_millis(10)).with_multiplier(1.5),
+        )
         .with_retry(RetryPolicy::none());
     let builder =
         CloudBuildImageBuilder::new(config, Arc::new(StaticToken::new("t")), builds).unwrap();

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinetic_build_cloudbuild::retry::{PollPolicy, RetryPolicy};
+use kinetic_build_cloudbuild::retry::{Backoff, RetryPolicy};
 use kinetic_build_cloudbuild::{
     CloudBuildConfig, CloudBuildImageBuilder, PublishRequest, StaticToken,
 };
@@ -29,14 +29,12 @@ struct World {
 fn config(fake: &FakeCloudBuild) -> CloudBuildConfig {
     CloudBuildConfig::new("proj", "us-central1-a", "c1")
         .with_endpoint(&fake.endpoint())
-        .with_poll(PollPolicy::new(
-            Duration::from_millis(2),
-            Duration::from_millis(10),
-        ))
+        .with_poll(
+            Backoff::new(Duration::from_millis(2), Duration::from_millis(10)).with_multiplier(1.5),
+        )
         .with_retry(RetryPolicy::new(
             4,
-            Duration::from_millis(1),
-            Duration::from_millis(5),
+            Backoff::new(Duration::from_millis(1), Duration::from_millis(5)),
         ))
         .with_build_timeout(Duration::from_secs(20))
 }
@@ -278,6 +276,7 @@ async fn retries_end_with_an_unavailable_error() {
         .await
         .unwrap_err();
     assert!(err.is_retryable(), "{err:?}");
+    assert!(err.is_retried(), "the client's retries are spent: {err:?}");
     assert!(err.to_string().contains("after 4 attempt(s)"), "{err}");
     assert_eq!(w.fake.requests(FakeRoute::CreateBuild), 4);
 }

@@ -250,8 +250,13 @@ fn lazy_cloud_build(settings: Settings) -> LazyImageBuilder {
     LazyImageBuilder::new(ImageCapabilities::building(), move || {
         let made = cloud_builder(&settings, true)
             .map(|builder| Arc::new(builder) as Arc<dyn ImageBuilder>)
-            .map_err(|e| BuildError::InvalidInput {
-                message: format!("cannot set up Cloud Build: {e}"),
+            .map_err(|e| {
+                let message = format!("cannot set up Cloud Build: {e}");
+                if e.is_usage() {
+                    BuildError::invalid_input(message)
+                } else {
+                    BuildError::other(message)
+                }
             });
         async move { made }
     })

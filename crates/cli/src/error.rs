@@ -1,10 +1,13 @@
 //! A command's failure and its exit code: bad input exits 2, a failure of
-//! the work exits 1. Each library error maps here once.
+//! the work exits 1. Each library error maps here once: an
+//! [`EngineError`]'s variant says what the user does next, and
+//! [`engine_error`] turns it into the exit code and the message.
 
 use std::fmt;
 
 use kinetic_core::config::ProfileError;
 use kinetic_core::engine::{BatchError, EngineError};
+use kinetic_core::ports::BuildError;
 use kinetic_core::settings::SettingsError;
 
 use crate::render;
@@ -36,6 +39,11 @@ impl CliError {
         }
     }
 
+    /// True for a usage error (the user's input).
+    pub(crate) fn is_usage(&self) -> bool {
+        matches!(self, Self::Usage(_))
+    }
+
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             Self::Usage(_) => 2,
@@ -65,15 +73,50 @@ pub(crate) fn profile_error(e: ProfileError) -> CliError {
     CliError::of(e.is_invalid_input(), e.to_string())
 }
 
-/// An engine error; a remote failure prints the remote traceback first.
+/// An engine error, mapped by what its variant tells the user to do: fix
+/// the input exits 2; everything else exits 1, with a hint where the
+/// variant calls for one. A remote failure prints the remote traceback
+/// first. The one place engine errors become exit codes and messages.
 pub(crate) fn engine_error(err: EngineError) -> CliError {
     if let Some(tb) = err.remote().and_then(|r| r.traceback.as_ref()) {
         render::remote_traceback(tb);
     }
-    CliError::of(err.is_usage(), err.to_string())
+    let message = err.to_string();
+    match err {
+        EngineError::InvalidInput { .. } => CliError::usage(message),
+        EngineError::Unavailable { .. } => CliError::failed(format!("{message}; try again later")),
+        EngineError::Internal { source: None, .. } => CliError::failed(format!(
+            "{message} (this is a bug in kinetic: please report it)"
+        )),
+        // Fix the project's files, fix permissions, check the id, read
+        // the job's or the build's error, wait longer: the message says
+        // which and how.
+        EngineError::Project { .. }
+        | EngineError::PermissionDenied { .. }
+        | EngineError::NotFound { .. }
+        | EngineError::Remote { .. }
+        | EngineError::NoResult { .. }
+        | EngineError::InvalidResult { .. }
+        | EngineError::ImageBuild { .. }
+        | EngineError::Timeout { .. }
+        | EngineError::Internal { .. } => CliError::failed(message),
+        _ => CliError::failed(message),
+    }
 }
 
-/// A batch error.
+/// A batch error: the caller's input exits 2, an engine error maps as
+/// [`engine_error`] does, anything else (some inputs failed, no such
+/// batch, a timeout) exits 1.
 pub(crate) fn batch_error(err: BatchError) -> CliError {
-    CliError::of(err.is_usage(), err.to_string())
+    match err {
+        BatchError::InvalidInput { .. } => CliError::usage(err.to_string()),
+        BatchError::Engine(e) => engine_error(e),
+        other => CliError::failed(other.to_string()),
+    }
+}
+
+/// An image builder's error met outside the engine (`kinetic image`,
+/// `kinetic build-image`): mapped as the engine maps it.
+pub(crate) fn build_error(err: BuildError) -> CliError {
+    engine_error(EngineError::from(err))
 }

@@ -28,6 +28,12 @@
 //!   [`ports::ImageBuilder`]) and follows the job to its value; the runner
 //!   protocol ([`protocol`]) is the JSON the engine and the in-pod runner
 //!   exchange, and the runner itself ships in this crate.
+//! - **When things fail**: each port has one error enum grouped by what
+//!   the caller does next, keeping the adapter's typed cause as its
+//!   `source`; [`engine::EngineError`]'s variants say what to do (fix the
+//!   input, fix permissions, try later, read the job's error…); [`retry`]
+//!   is the one retry policy and loop, applied as a decorator over the
+//!   backend port.
 //!
 //! The engine is the only part that does IO: through the ports, and by
 //! reading the user's files (hashing, packing, the dependency file) on
@@ -94,5 +100,6 @@ mod pyjson;
 mod pytext;
 pub mod record;
 pub mod requirements;
+pub mod retry;
 pub mod settings;
 pub mod status;

@@ -15,7 +15,7 @@ use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
 use kinetic_core::ports::{
-    Backend, FaultyBackend, FaultyStore, GetOptions, ObjectPath, ObjectStore,
+    Backend, BackendCapabilities, FaultyBackend, FaultyStore, GetOptions, ObjectPath, ObjectStore,
 };
 use kinetic_core::record::JobRecord;
 use kinetic_core::status::{JobStatus, StatusReason};
@@ -446,14 +446,14 @@ async fn bad_inputs_and_options_fail_before_anything_is_uploaded() {
     ];
     for (inputs, options, want) in cases {
         let err = engine.map(w.spec(), inputs, options).await.unwrap_err();
-        assert!(err.is_usage(), "{err}");
+        assert!(err.is_invalid_input(), "{err}");
         assert!(err.to_string().contains(want), "{err}");
     }
     let bad_spec = JobSpec::new(Entrypoint::parse("work:square").unwrap())
         .working_dir(w.dir.path().join("home/proj"))
         .accelerator("no-such-chip");
     let err = engine.map(bad_spec, numbers(2), fast()).await.unwrap_err();
-    assert!(err.is_usage(), "{err}");
+    assert!(err.is_invalid_input(), "{err}");
     assert!(w.store.snapshot().is_empty(), "nothing was uploaded");
     // Without a spawner, map says how to get one.
     let bare = Engine::builder()
@@ -473,7 +473,7 @@ async fn bad_inputs_and_options_fail_before_anything_is_uploaded() {
         .attach_batch("not-a-group", AttachOptions::default())
         .await
         .unwrap_err();
-    assert!(err.is_usage(), "{err}");
+    assert!(err.is_invalid_input(), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -725,70 +725,15 @@ async fn wait_times_out_and_the_batch_goes_on() {
     batch.wait(Some(Duration::from_secs(30))).await.unwrap();
 }
 
-/// A plugin backend without `group_status`: the engine polls each job.
-#[derive(Debug)]
-struct NoGroups(FakeBackend);
-
-#[async_trait::async_trait]
-impl kinetic_core::ports::Backend for NoGroups {
-    fn name(&self) -> &str {
-        "nogroups"
-    }
-    fn capabilities(&self) -> kinetic_core::ports::BackendCapabilities {
-        self.0.capabilities()
-    }
-    async fn submit(
-        &self,
-        job: &kinetic_core::ports::PreparedJob,
-    ) -> Result<(), kinetic_core::ports::BackendError> {
-        self.0.submit(job).await
-    }
-    async fn status(
-        &self,
-        job: &JobRecord,
-    ) -> Result<kinetic_core::status::JobState, kinetic_core::ports::BackendError> {
-        self.0.status(job).await
-    }
-    async fn logs(
-        &self,
-        job: &JobRecord,
-        options: kinetic_core::ports::LogOptions,
-    ) -> Result<String, kinetic_core::ports::BackendError> {
-        self.0.logs(job, options).await
-    }
-    async fn follow_logs(
-        &self,
-        job: &JobRecord,
-    ) -> Result<kinetic_core::ports::LogStream, kinetic_core::ports::BackendError> {
-        self.0.follow_logs(job).await
-    }
-    async fn cancel(&self, job: &JobRecord) -> Result<(), kinetic_core::ports::BackendError> {
-        self.0.cancel(job).await
-    }
-    async fn cleanup(&self, job: &JobRecord) -> Result<(), kinetic_core::ports::BackendError> {
-        self.0.cleanup(job).await
-    }
-    async fn list(&self) -> Result<Vec<JobId>, kinetic_core::ports::BackendError> {
-        self.0.list().await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_without_group_status_is_polled_job_by_job() {
-    let w = World::new();
-    let mut env = EnvSnapshot::new();
-    env.insert("HOME", w.dir.path().join("home").to_string_lossy());
-    let engine = Engine::builder()
-        .store(Arc::new(w.store.clone()))
-        .backend(Arc::new(NoGroups(w.fake.clone())))
-        .default_backend("nogroups")
-        .env_snapshot(env)
-        .settings(EngineSettings::default().with_home(w.dir.path().join("home")))
-        .spawner(|driver| {
-            tokio::spawn(driver);
-        })
-        .build()
-        .unwrap();
+    // A backend that declares no group status (and answers Unsupported if
+    // asked): the engine reads the capability and polls each job.
+    let w = World::with_fake(|store| {
+        FakeBackend::new("fake", store)
+            .with_capabilities(BackendCapabilities::single_host().with_group_status(false))
+    });
+    let engine = w.engine();
     let batch = engine
         .map(w.spec(), numbers(6), fast().max_concurrent(Some(2)))
         .await

@@ -24,9 +24,7 @@ use kinetic_testkit::{
 const REGISTRY: &str = "us-docker.pkg.dev/p/kn-c";
 
 fn unavailable() -> StoreError {
-    StoreError::Unavailable {
-        message: "scripted".into(),
-    }
+    StoreError::unavailable("scripted")
 }
 
 // ObjectStore
@@ -57,13 +55,9 @@ async fn faulty_store_fails_the_scripted_calls_only() {
         .unwrap();
 
     // The third get fails; the others, and other methods, pass.
-    store.faults().fail_on(
-        "get",
-        2,
-        StoreError::PermissionDenied {
-            message: "no".into(),
-        },
-    );
+    store
+        .faults()
+        .fail_on("get", 2, StoreError::permission_denied("no"));
     for _ in 0..2 {
         store.get(&p, GetOptions::default()).await.unwrap();
     }
@@ -145,13 +139,9 @@ async fn faulty_backend_fails_the_scripted_calls_only() {
     let job = h
         .prepare(ConformanceJob::Returns42, CapturedEnv::default())
         .await;
-    h.backend.faults().fail_on(
-        "submit",
-        0,
-        BackendError::Unavailable {
-            message: "scripted".into(),
-        },
-    );
+    h.backend
+        .faults()
+        .fail_on("submit", 0, BackendError::unavailable("scripted"));
     let err = backend.submit(&job).await.unwrap_err();
     assert!(err.is_retryable(), "{err:?}");
     assert_eq!(h.fake.backend.submits(), 0, "the fake never saw the call");
@@ -159,9 +149,7 @@ async fn faulty_backend_fails_the_scripted_calls_only() {
     assert_eq!(h.fake.backend.submits(), 1);
     h.backend
         .faults()
-        .fail_next(BackendError::PermissionDenied {
-            message: "scripted".into(),
-        });
+        .fail_next(BackendError::permission_denied("scripted"));
     assert!(matches!(
         backend.list().await,
         Err(BackendError::PermissionDenied { .. })
@@ -294,9 +282,7 @@ async fn a_failed_construction_fails_that_call_and_is_tried_again() {
         let n = count.fetch_add(1, Ordering::SeqCst);
         async move {
             if n == 0 {
-                Err(BuildError::PermissionDenied {
-                    message: "no credentials yet".into(),
-                })
+                Err(BuildError::permission_denied("no credentials yet"))
             } else {
                 Ok(Arc::new(fake_images()) as Arc<dyn ImageBuilder>)
             }
@@ -324,13 +310,9 @@ async fn faulty_image_builder_fails_the_scripted_calls_only() {
     let fake = fake_images();
     let images = FaultyImageBuilder::new(Arc::new(fake.clone()));
     assert_eq!(images.capabilities(), fake.capabilities());
-    images.faults().fail_on(
-        "resolve",
-        1,
-        BuildError::Unavailable {
-            message: "scripted".into(),
-        },
-    );
+    images
+        .faults()
+        .fail_on("resolve", 1, BuildError::unavailable("scripted"));
     let request = bundled(Some("numpy\n"));
     let first = images.resolve(&request).await.unwrap();
     let err = images.resolve(&request).await.unwrap_err();

@@ -324,7 +324,10 @@ async fn env_capture_required_env_and_secrets_never_stored() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(err, EngineError::Env(_)), "{err:?}");
+    assert!(
+        err.is_invalid_input() && err.downcast_ref::<kinetic_core::env::EnvError>().is_some(),
+        "{err:?}"
+    );
     let text = err.to_string();
     assert!(
         text.contains("MISSING_ONE") && text.contains("MISSING_TWO"),
@@ -471,7 +474,10 @@ async fn bad_input_is_refused_before_upload() {
         .submit(w.spec("work:square").accelerator("l4x2"))
         .await
         .unwrap_err();
-    assert!(err.is_usage() && err.to_string().contains("GPU"), "{err}");
+    assert!(
+        err.is_invalid_input() && err.to_string().contains("GPU"),
+        "{err}"
+    );
     let err = engine
         .submit(w.spec("work:square").accelerator("v5litepod-4"))
         .await
@@ -481,7 +487,7 @@ async fn bad_input_is_refused_before_upload() {
         .submit(w.spec("work:square").accelerator("bogus"))
         .await
         .unwrap_err();
-    assert!(err.is_usage(), "{err}");
+    assert!(err.is_invalid_input(), "{err}");
     let err = engine
         .submit(w.spec("work:square").backend("nope"))
         .await

@@ -49,6 +49,7 @@
 mod error;
 mod options;
 
+pub use error::HttpStatus;
 pub use options::{GCS_ENDPOINT_VAR, GcsCredentials, GcsOptions, MIN_PART_SIZE, RetrySettings};
 
 use std::path::{Path, PathBuf};
@@ -57,7 +58,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use kinetic_core::ports::{
     GetOptions, ObjectMeta, ObjectPath, ObjectStore, PutMode, PutOptions, StoreError,
 };
@@ -72,7 +73,7 @@ use object_store::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::error::map_error;
+use crate::error::{StatusConnector, map_error, map_io_error};
 
 /// An [`ObjectStore`] over any `object_store` backend, addressed by URL.
 ///
@@ -91,6 +92,9 @@ pub struct GcsStore {
     part_size: usize,
     /// Parts of one upload in flight at once.
     part_concurrency: usize,
+    /// Requests go through `object_store`'s retry loop (an HTTP store):
+    /// transient failures come back already retried.
+    retries: bool,
 }
 
 impl std::fmt::Debug for GcsStore {
@@ -99,6 +103,7 @@ impl std::fmt::Debug for GcsStore {
             .field("uri", &self.base_uri)
             .field("part_size", &self.part_size)
             .field("part_concurrency", &self.part_concurrency)
+            .field("retries", &self.retries)
             .finish_non_exhaustive()
     }
 }
@@ -121,8 +126,11 @@ impl GcsStore {
     /// Nothing is contacted here: credentials are fetched on the first request.
     pub fn open(url: &str, options: &GcsOptions) -> Result<Self, StoreError> {
         const ACCEPTED: &str = "gs://bucket[/prefix], file:///absolute/dir or memory://";
-        let parsed = url::Url::parse(url).map_err(|e| StoreError::InvalidInput {
-            message: format!("invalid store URL '{url}': {e} (expected {ACCEPTED})"),
+        let parsed = url::Url::parse(url).map_err(|e| {
+            StoreError::invalid_input(format!(
+                "invalid store URL '{url}': {e} (expected {ACCEPTED})"
+            ))
+            .with_source(e)
         })?;
         match parsed.scheme() {
             "gs" => {
@@ -130,32 +138,29 @@ impl GcsStore {
                 let prefix = parsed.path().trim_matches('/');
                 Self::gcs(bucket, (!prefix.is_empty()).then_some(prefix), options).map_err(|e| {
                     match e {
-                        StoreError::InvalidInput { message } => StoreError::InvalidInput {
+                        StoreError::InvalidInput { message, source } => StoreError::InvalidInput {
                             message: format!("invalid store URL '{url}': {message}"),
+                            source,
                         },
                         other => other,
                     }
                 })
             }
             "file" => {
-                let dir = parsed
-                    .to_file_path()
-                    .map_err(|()| StoreError::InvalidInput {
-                        message: format!(
-                            "invalid store URL '{url}': expected file:///absolute/dir"
-                        ),
-                    })?;
+                let dir = parsed.to_file_path().map_err(|()| {
+                    StoreError::invalid_input(format!(
+                        "invalid store URL '{url}': expected file:///absolute/dir"
+                    ))
+                })?;
                 Self::local_dir(&dir)
             }
             "memory" => Ok(Self::from_object_store(
                 Arc::new(InMemory::new()),
                 "memory://",
             )),
-            other => Err(StoreError::InvalidInput {
-                message: format!(
-                    "unsupported store URL scheme '{other}' in '{url}' (accepted: {ACCEPTED})"
-                ),
-            }),
+            other => Err(StoreError::invalid_input(format!(
+                "unsupported store URL scheme '{other}' in '{url}' (accepted: {ACCEPTED})"
+            ))),
         }
     }
 
@@ -184,8 +189,8 @@ impl GcsStore {
             .map(|p| p.trim_matches('/'))
             .filter(|p| !p.is_empty())
         {
-            Some(p) => Some(ObjectPath::parse(p).map_err(|e| StoreError::InvalidInput {
-                message: format!("invalid prefix '{p}' in bucket '{bucket}': {e}"),
+            Some(p) => Some(ObjectPath::parse(p).map_err(|e| {
+                StoreError::invalid_input(format!("invalid prefix '{p}' in bucket '{bucket}': {e}"))
             })?),
             None => None,
         };
@@ -194,15 +199,14 @@ impl GcsStore {
             .with_connect_timeout(options.connect_timeout);
         let mut builder = GoogleCloudStorageBuilder::new()
             .with_bucket_name(bucket)
-            .with_retry(options.retry.to_object_store());
+            .with_retry(options.retry.to_object_store())
+            .with_http_connector(StatusConnector);
         let mut credentials = options.credentials.clone();
         if let Some(endpoint) = &options.endpoint {
             if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-                return Err(StoreError::InvalidInput {
-                    message: format!(
-                        "invalid GCS endpoint '{endpoint}': expected an http:// or https:// URL"
-                    ),
-                });
+                return Err(StoreError::invalid_input(format!(
+                    "invalid GCS endpoint '{endpoint}': expected an http:// or https:// URL"
+                )));
             }
             client = client.with_allow_http(endpoint.starts_with("http://"));
             builder = builder.with_base_url(endpoint);
@@ -236,13 +240,12 @@ impl GcsStore {
                     },
                 ))),
         };
-        let gcs =
-            builder
-                .with_client_options(client)
-                .build()
-                .map_err(|e| StoreError::InvalidInput {
-                    message: format!("cannot set up the GCS client for bucket '{bucket}': {e}"),
-                })?;
+        let gcs = builder.with_client_options(client).build().map_err(|e| {
+            StoreError::invalid_input(format!(
+                "cannot set up the GCS client for bucket '{bucket}': {e}"
+            ))
+            .with_source(e)
+        })?;
         let (inner, base_uri): (Arc<dyn object_store::ObjectStore>, String) = match &prefix {
             Some(p) => (
                 Arc::new(PrefixStore::new(gcs, os_path(p))),
@@ -256,21 +259,27 @@ impl GcsStore {
             attributes: true,
             part_size: options.part_size.max(MIN_PART_SIZE),
             part_concurrency: options.part_concurrency.max(1),
+            retries: true,
         })
     }
 
     /// A store in the local directory `dir` (created if missing).
     pub fn local_dir(dir: &Path) -> Result<Self, StoreError> {
         if !dir.is_absolute() {
-            return Err(StoreError::InvalidInput {
-                message: format!("store directory '{}' must be absolute", dir.display()),
-            });
+            return Err(StoreError::invalid_input(format!(
+                "store directory '{}' must be absolute",
+                dir.display()
+            )));
         }
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::InvalidInput {
-            message: format!("cannot create store directory '{}': {e}", dir.display()),
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::invalid_input(format!(
+                "cannot create store directory '{}': {e}",
+                dir.display()
+            ))
+            .with_source(e)
         })?;
         let fs = LocalFileSystem::new_with_prefix(dir)
-            .map_err(|e| map_error(e, dir.display().to_string()))?
+            .map_err(|e| map_error(e, dir.display().to_string(), false))?
             .with_automatic_cleanup(true);
         let mut store = Self::from_object_store(
             Arc::new(fs),
@@ -294,12 +303,18 @@ impl GcsStore {
             attributes: true,
             part_size: defaults.part_size,
             part_concurrency: defaults.part_concurrency,
+            retries: false,
         }
     }
 
     /// The URI of the store's root (`gs://bucket/prefix`, `file:///dir`, `memory://`).
     pub fn base_uri(&self) -> &str {
         &self.base_uri
+    }
+
+    /// An `object_store` error about `what`, as the port's.
+    fn fail(&self, err: object_store::Error, what: String) -> StoreError {
+        map_error(err, what, self.retries)
     }
 
     fn port_path(&self, path: &OsPath) -> Result<ObjectPath, StoreError> {
@@ -323,8 +338,9 @@ impl GcsStore {
         mut reader: tokio::fs::File,
         options: &PutOptions,
     ) -> Result<u64, StoreError> {
-        let unreadable = |e: std::io::Error| StoreError::InvalidInput {
-            message: format!("cannot read local file '{}': {e}", file.display()),
+        let unreadable = |e: std::io::Error| {
+            StoreError::invalid_input(format!("cannot read local file '{}': {e}", file.display()))
+                .with_source(e)
         };
         let mut writer =
             BufWriter::with_capacity(self.inner.clone(), os_path(path), self.part_size)
@@ -344,7 +360,7 @@ impl GcsStore {
             total += n as u64;
             if let Err(e) = writer.put(Bytes::copy_from_slice(&buf[..n])).await {
                 let _ = writer.abort().await;
-                return Err(map_error(e, self.uri(path)));
+                return Err(self.fail(e, self.uri(path)));
             }
         }
         if let Err(e) = writer.shutdown().await {
@@ -352,6 +368,7 @@ impl GcsStore {
             return Err(map_io_error(
                 e,
                 &format!("upload of '{}' to {}", file.display(), self.uri(path)),
+                self.retries,
             ));
         }
         Ok(total)
@@ -379,24 +396,9 @@ fn check_bucket_name(bucket: &str) -> Result<(), StoreError> {
     {
         Ok(())
     } else {
-        Err(StoreError::InvalidInput {
-            message: format!(
-                "invalid bucket name '{bucket}' (expected 3 to 222 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
-            ),
-        })
-    }
-}
-
-/// `BufWriter` reports failures as `std::io::Error` wrapping the
-/// `object_store` error; recover its kind where it is there.
-fn map_io_error(err: std::io::Error, what: &str) -> StoreError {
-    let text = err.to_string();
-    match err
-        .into_inner()
-        .map(|e| e.downcast::<object_store::Error>())
-    {
-        Some(Ok(inner)) => map_error(*inner, what.to_owned()),
-        _ => error::classify_text(&text, what),
+        Err(StoreError::invalid_input(format!(
+            "invalid bucket name '{bucket}' (expected 3 to 222 lower-case letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+        )))
     }
 }
 
@@ -429,7 +431,7 @@ impl ObjectStore for GcsStore {
             .put_opts(&os_path(path), PutPayload::from_bytes(data), opts)
             .await
             .map(|_| ())
-            .map_err(|e| map_error(e, self.uri(path)))
+            .map_err(|e| self.fail(e, self.uri(path)))
     }
 
     async fn put_file(
@@ -438,8 +440,9 @@ impl ObjectStore for GcsStore {
         file: &Path,
         options: PutOptions,
     ) -> Result<u64, StoreError> {
-        let unreadable = |e: std::io::Error| StoreError::InvalidInput {
-            message: format!("cannot read local file '{}': {e}", file.display()),
+        let unreadable = |e: std::io::Error| {
+            StoreError::invalid_input(format!("cannot read local file '{}': {e}", file.display()))
+                .with_source(e)
         };
         let mut reader = tokio::fs::File::open(file).await.map_err(unreadable)?;
         let len = reader.metadata().await.map_err(unreadable)?.len();
@@ -450,9 +453,7 @@ impl ObjectStore for GcsStore {
                 // uses overwrites, so nothing in the engine depends on it.
                 match self.head(path).await {
                     Ok(_) => {
-                        return Err(StoreError::AlreadyExists {
-                            path: self.uri(path),
-                        });
+                        return Err(StoreError::already_exists(self.uri(path)));
                     }
                     Err(e) if e.is_not_found() => {}
                     Err(e) => return Err(e),
@@ -476,24 +477,22 @@ impl ObjectStore for GcsStore {
                     .inner
                     .get(&location)
                     .await
-                    .map_err(|e| map_error(e, self.uri(path)))?;
+                    .map_err(|e| self.fail(e, self.uri(path)))?;
                 result
                     .bytes()
                     .await
-                    .map_err(|e| map_error(e, self.uri(path)))
+                    .map_err(|e| self.fail(e, self.uri(path)))
             }
             Some(range) => {
                 let meta = self.head(path).await?;
                 if range.start > meta.size || range.start > range.end {
-                    return Err(StoreError::InvalidInput {
-                        message: format!(
-                            "range {}..{} is outside {} ({} bytes)",
-                            range.start,
-                            range.end,
-                            self.uri(path),
-                            meta.size
-                        ),
-                    });
+                    return Err(StoreError::invalid_input(format!(
+                        "range {}..{} is outside {} ({} bytes)",
+                        range.start,
+                        range.end,
+                        self.uri(path),
+                        meta.size
+                    )));
                 }
                 let end = range.end.min(meta.size);
                 if range.start == end {
@@ -502,7 +501,7 @@ impl ObjectStore for GcsStore {
                 self.inner
                     .get_range(&location, range.start..end)
                     .await
-                    .map_err(|e| map_error(e, self.uri(path)))
+                    .map_err(|e| self.fail(e, self.uri(path)))
             }
         }
     }
@@ -512,10 +511,11 @@ impl ObjectStore for GcsStore {
             .inner
             .get(&os_path(path))
             .await
-            .map_err(|e| map_error(e, self.uri(path)))?;
+            .map_err(|e| self.fail(e, self.uri(path)))?;
         let tmp = temp_sibling(file);
-        let local_err = |e: std::io::Error| StoreError::InvalidInput {
-            message: format!("cannot write local file '{}': {e}", file.display()),
+        let local_err = |e: std::io::Error| {
+            StoreError::invalid_input(format!("cannot write local file '{}': {e}", file.display()))
+                .with_source(e)
         };
         let mut out = tokio::fs::File::create(&tmp).await.map_err(local_err)?;
         let mut stream = result.into_stream();
@@ -524,7 +524,7 @@ impl ObjectStore for GcsStore {
             while let Some(chunk) = stream
                 .try_next()
                 .await
-                .map_err(|e| map_error(e, self.uri(path)))?
+                .map_err(|e| self.fail(e, self.uri(path)))?
             {
                 total += chunk.len() as u64;
                 out.write_all(&chunk).await.map_err(local_err)?;
@@ -547,7 +547,7 @@ impl ObjectStore for GcsStore {
             .inner
             .head(&os_path(path))
             .await
-            .map_err(|e| map_error(e, self.uri(path)))?;
+            .map_err(|e| self.fail(e, self.uri(path)))?;
         Ok(ObjectMeta {
             path: path.clone(),
             size: meta.size,
@@ -562,7 +562,7 @@ impl ObjectStore for GcsStore {
             .list(os_prefix.as_ref())
             .try_collect()
             .await
-            .map_err(|e| map_error(e, what))?;
+            .map_err(|e| self.fail(e, what))?;
         let mut out = Vec::with_capacity(metas.len());
         for meta in metas {
             out.push(ObjectMeta {
@@ -577,10 +577,26 @@ impl ObjectStore for GcsStore {
     async fn delete(&self, path: &ObjectPath) -> Result<(), StoreError> {
         match self.inner.delete(&os_path(path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(map_error(e, self.uri(path))),
+            Err(e) => Err(self.fail(e, self.uri(path))),
         }
     }
+
+    async fn delete_prefix(&self, prefix: &ObjectPath) -> Result<u64, StoreError> {
+        // One listing, then the deletes a few at a time (GCS has no bulk
+        // delete); an object already gone counts as deleted.
+        let objects = self.list(Some(prefix)).await?;
+        let deleted = objects.len() as u64;
+        futures_util::stream::iter(objects)
+            .map(|meta| async move { self.delete(&meta.path).await })
+            .buffer_unordered(DELETE_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(deleted)
+    }
 }
+
+/// Deletes of one `delete_prefix` in flight at once.
+const DELETE_CONCURRENCY: usize = 8;
 
 /// A temporary name next to `file`, so the final rename stays on one filesystem.
 fn temp_sibling(file: &Path) -> PathBuf {

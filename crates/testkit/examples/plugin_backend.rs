@@ -19,6 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::engine::{Engine, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ids::JobId;
@@ -100,12 +101,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn other(message: impl fmt::Display) -> BackendError {
-    BackendError::Other {
-        message: message.to_string(),
-    }
-}
-
 impl InProcessBackend {
     fn new(store: Arc<dyn ObjectStore>) -> Self {
         Self {
@@ -129,10 +124,7 @@ impl InProcessBackend {
     }
 
     fn not_found(job_id: &JobId) -> BackendError {
-        BackendError::NotFound {
-            backend: NAME.into(),
-            job_id: job_id.to_string(),
-        }
+        BackendError::not_found(NAME, job_id.to_string())
     }
 
     /// The handler for a spec's entrypoint, or what this backend accepts.
@@ -145,15 +137,12 @@ impl InProcessBackend {
             } => format!("{module}:{function}"),
             other => format!("{other:?}"),
         };
-        self.handlers
-            .get(&entry)
-            .cloned()
-            .ok_or_else(|| BackendError::Unsupported {
-                message: format!(
-                    "backend '{NAME}' has no handler for {entry}; it runs: {}",
-                    self.handlers.keys().cloned().collect::<Vec<_>>().join(", ")
-                ),
-            })
+        self.handlers.get(&entry).cloned().ok_or_else(|| {
+            BackendError::unsupported(format!(
+                "backend '{NAME}' has no handler for {entry}; it runs: {}",
+                self.handlers.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })
     }
 
     /// The job's task: call the handler, write `result.json`, then end.
@@ -225,6 +214,12 @@ impl Backend for InProcessBackend {
         BackendCapabilities::single_host()
     }
 
+    /// Handlers run in this process: any single-host accelerator is
+    /// accepted (none is used), as the capabilities say.
+    async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
+        self.capabilities().check(NAME, accelerator)
+    }
+
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
         let job_id = job.record.job_id.clone();
         if let Some(held) = lock(&self.jobs).get(&job_id) {
@@ -242,11 +237,11 @@ impl Backend for InProcessBackend {
             .store
             .get(&layout::spec(&job_id), GetOptions::default())
             .await
-            .map_err(other)?;
-        let spec: RunnerSpec =
-            serde_json::from_slice(&bytes).map_err(|e| BackendError::InvalidInput {
-                message: format!("{}: not a runner spec: {e}", job.spec_uri),
-            })?;
+            .map_err(|e| BackendError::from_store("reading the job's spec", e))?;
+        let spec: RunnerSpec = serde_json::from_slice(&bytes).map_err(|e| {
+            BackendError::invalid_input(format!("{}: not a runner spec: {e}", job.spec_uri))
+                .with_source(e)
+        })?;
         let handler = self.handler_for(&spec)?;
         let log = Log::default();
         let call = Call {

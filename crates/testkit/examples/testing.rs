@@ -1,16 +1,19 @@
 //! Testing code that embeds the engine, without a cloud or Python: an
 //! engine over the testkit's in-memory store and fake backend, each job's
 //! outcome scripted, and infrastructure failures injected with the
-//! fault-injecting decorator that lives beside the `Backend` port.
+//! fault-injecting decorator that lives beside the `Backend` port (and
+//! absorbed, up to a budget, by the engine's retry decorator).
 //!
 //! ```text
 //! cargo run -p kinetic-testkit --example testing
 //! ```
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kinetic_core::engine::{Engine, EngineError, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::ports::{BackendError, FaultyBackend};
+use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
 use serde_json::json;
 
@@ -24,7 +27,9 @@ async fn square_report(engine: &Engine, project: &std::path::Path, x: i64) -> St
         Err(EngineError::Remote { error, .. }) => {
             format!("square({x}) raised {}: {}", error.type_name, error.message)
         }
-        Err(e) if e.is_retryable() => format!("square({x}) could not run yet, try again: {e}"),
+        Err(e @ EngineError::Unavailable { .. }) => {
+            format!("square({x}) could not run yet, try again later: {e}")
+        }
         Err(e) => format!("square({x}) failed: {e}"),
     }
 }
@@ -43,10 +48,17 @@ pub(crate) async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = MemoryStore::new();
     let fake = FakeBackend::new("fake", Arc::new(store.clone()));
     let backend = FaultyBackend::new(Arc::new(fake.clone()));
+    // The engine retries failed backend calls (three attempts here, a few
+    // milliseconds apart, so that the example runs fast).
+    let retries = RetryPolicy::new(
+        3,
+        Backoff::new(Duration::from_millis(5), Duration::from_millis(20)),
+    );
     let engine = Engine::builder()
         .store(Arc::new(store.clone()))
         .backend(Arc::new(backend.clone()))
         .default_backend("fake")
+        .retry(retries)
         .build()?;
 
     // A job that succeeds with the value its function would return.
@@ -64,26 +76,30 @@ pub(crate) async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(report, "square(1000000) raised ValueError: x must be small");
     println!("{report}");
 
-    // The backend is unavailable when the job is submitted: a retryable
-    // error, and nothing was started.
+    // The backend is unavailable for one call: the engine's retry absorbs it.
+    let outage = || BackendError::unavailable("the cluster's API server is restarting");
+    backend.faults().fail_on("submit", 0, outage());
+    let report = square_report(&engine, project.path(), 2).await;
+    assert_eq!(report, "square(2) = null", "no outcome scripted: null");
+    println!("{report}");
+
+    // Unavailable for longer than the retry budget: a retryable error that
+    // says it was retried already, and nothing was started.
     let started = fake.submits();
-    backend.faults().fail_on(
-        "submit",
-        0,
-        BackendError::Unavailable {
-            message: "the cluster's API server is restarting".into(),
-        },
-    );
+    for _ in 0..3 {
+        backend.faults().fail_on("submit", 0, outage());
+    }
     let report = square_report(&engine, project.path(), 3).await;
     assert!(
         report.starts_with("square(3) could not run yet"),
         "{report}"
     );
     assert!(report.contains("restarting"), "{report}");
+    assert!(report.contains("gave up after 3 attempts"), "{report}");
     assert_eq!(fake.submits(), started, "no job was started");
     println!("{report}");
 
-    // The next try goes through (no outcome scripted: the fake returns null).
+    // The next try goes through.
     let report = square_report(&engine, project.path(), 3).await;
     assert_eq!(report, "square(3) = null");
     println!("{report}");

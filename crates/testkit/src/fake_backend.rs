@@ -97,7 +97,7 @@ pub struct FakeBackend {
     pending_for: Duration,
     run_for: Duration,
     submits: Arc<AtomicU64>,
-    needs_image: bool,
+    capabilities: BackendCapabilities,
 }
 
 impl FakeBackend {
@@ -114,15 +114,33 @@ impl FakeBackend {
             pending_for: Duration::ZERO,
             run_for: Duration::ZERO,
             submits: Arc::default(),
-            needs_image: false,
+            capabilities: BackendCapabilities::single_host(),
         }
     }
 
     /// Declare that jobs need a container image (as a cluster backend
     /// does), so that the engine resolves one through its image builder.
     pub fn with_image(mut self, needs_image: bool) -> Self {
-        self.needs_image = needs_image;
+        self.capabilities = self.capabilities.with_image(needs_image);
         self
+    }
+
+    /// Declare these capabilities instead of a single-host backend's with
+    /// everything. The fake honours them as a real backend must: a call
+    /// whose capability is not declared answers `Unsupported`, and `check`
+    /// refuses accelerators beyond the declared hosts.
+    pub fn with_capabilities(mut self, capabilities: BackendCapabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// `Unsupported` unless `declared`.
+    fn require(&self, declared: bool, what: &str) -> Result<(), BackendError> {
+        if declared {
+            Ok(())
+        } else {
+            Err(BackendCapabilities::undeclared(&self.name, what))
+        }
     }
 
     /// Jobs stay pending for `pending` and then run for `running`.
@@ -192,10 +210,7 @@ impl FakeBackend {
     }
 
     fn not_found(&self, job_id: &JobId) -> BackendError {
-        BackendError::NotFound {
-            backend: self.name.clone(),
-            job_id: job_id.to_string(),
-        }
+        BackendError::not_found(&self.name, job_id.to_string())
     }
 
     /// Where the job is on its timeline, writing its result when it ends.
@@ -304,12 +319,12 @@ impl Backend for FakeBackend {
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::single_host().with_image(self.needs_image)
+        self.capabilities.clone()
     }
 
-    async fn check(&self, _accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
+    async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
         self.enter("check");
-        Ok(())
+        self.capabilities.check(&self.name, accelerator)
     }
 
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
@@ -371,6 +386,7 @@ impl Backend for FakeBackend {
 
     async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
         self.enter("group_status");
+        self.require(self.capabilities.group_status, "group_status")?;
         let members: Vec<(String, JobId)> = lock(&self.jobs)
             .iter()
             .filter(|(_, j)| {
@@ -391,6 +407,7 @@ impl Backend for FakeBackend {
 
     async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
         self.enter("logs");
+        self.require(self.capabilities.logs, "logs")?;
         let jobs = lock(&self.jobs);
         let j = jobs
             .get(job.job_id.as_str())
@@ -401,6 +418,7 @@ impl Backend for FakeBackend {
 
     async fn follow_logs(&self, job: &JobRecord) -> Result<LogStream, BackendError> {
         self.enter("follow_logs");
+        self.require(self.capabilities.follow_logs, "follow_logs")?;
         let jobs = lock(&self.jobs);
         let j = jobs
             .get(job.job_id.as_str())
@@ -411,6 +429,7 @@ impl Backend for FakeBackend {
 
     async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
         self.enter("cancel");
+        self.require(self.capabilities.cancel, "cancel")?;
         if let Some(j) = lock(&self.jobs).get_mut(job.job_id.as_str())
             && !j.finished
         {
@@ -450,6 +469,17 @@ impl Default for FakeBackendHarness {
         let store = crate::MemoryStore::new();
         let backend = FakeBackend::new("fake", Arc::new(store.clone()));
         Self { backend, store }
+    }
+}
+
+impl FakeBackendHarness {
+    /// A harness whose fake declares (and honours) these capabilities.
+    pub fn with_capabilities(capabilities: BackendCapabilities) -> Self {
+        let harness = Self::default();
+        Self {
+            backend: harness.backend.with_capabilities(capabilities),
+            ..harness
+        }
     }
 }
 

@@ -85,9 +85,9 @@ impl ImageBuilder for FakeImageBuilder {
                     runner_source: request.runner_source.clone(),
                     dockerfile_template: request.dockerfile_template.clone(),
                 };
-                let tag = inputs.tag().map_err(|e| BuildError::InvalidInput {
-                    message: e.to_string(),
-                })?;
+                let tag = inputs
+                    .tag()
+                    .map_err(|e| BuildError::invalid_input(e.to_string()).with_source(e))?;
                 format!("{}/base:{tag}", self.registry_prefix)
             }
         };

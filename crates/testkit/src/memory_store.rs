@@ -50,9 +50,7 @@ impl MemoryStore {
     fn store(&self, path: &ObjectPath, data: Bytes, mode: PutMode) -> Result<(), StoreError> {
         let mut objects = self.lock();
         if mode == PutMode::CreateIfAbsent && objects.contains_key(path) {
-            return Err(StoreError::AlreadyExists {
-                path: self.uri(path),
-            });
+            return Err(StoreError::already_exists(self.uri(path)));
         }
         objects.insert(path.clone(), data);
         Ok(())
@@ -62,9 +60,7 @@ impl MemoryStore {
         self.lock()
             .get(path)
             .cloned()
-            .ok_or_else(|| StoreError::NotFound {
-                path: self.uri(path),
-            })
+            .ok_or_else(|| StoreError::not_found(self.uri(path)))
     }
 }
 
@@ -91,11 +87,10 @@ impl ObjectStore for MemoryStore {
         options: PutOptions,
     ) -> Result<u64, StoreError> {
         self.enter();
-        let data = tokio::fs::read(file)
-            .await
-            .map_err(|e| StoreError::InvalidInput {
-                message: format!("cannot read local file '{}': {e}", file.display()),
-            })?;
+        let data = tokio::fs::read(file).await.map_err(|e| {
+            StoreError::invalid_input(format!("cannot read local file '{}': {e}", file.display()))
+                .with_source(e)
+        })?;
         let size = data.len() as u64;
         self.store(path, Bytes::from(data), options.mode)?;
         Ok(size)
@@ -109,14 +104,12 @@ impl ObjectStore for MemoryStore {
             Some(range) => {
                 let len = data.len() as u64;
                 if range.start > len || range.start > range.end {
-                    return Err(StoreError::InvalidInput {
-                        message: format!(
-                            "range {}..{} is outside {} ({len} bytes)",
-                            range.start,
-                            range.end,
-                            self.uri(path)
-                        ),
-                    });
+                    return Err(StoreError::invalid_input(format!(
+                        "range {}..{} is outside {} ({len} bytes)",
+                        range.start,
+                        range.end,
+                        self.uri(path)
+                    )));
                 }
                 let end = range.end.min(len);
                 Ok(data.slice(range.start as usize..end as usize))
@@ -128,8 +121,9 @@ impl ObjectStore for MemoryStore {
         self.enter();
         let data = self.read(path)?;
         let tmp = file.with_extension("kinetic-part");
-        let local_err = |e: std::io::Error| StoreError::InvalidInput {
-            message: format!("cannot write local file '{}': {e}", file.display()),
+        let local_err = |e: std::io::Error| {
+            StoreError::invalid_input(format!("cannot write local file '{}': {e}", file.display()))
+                .with_source(e)
         };
         tokio::fs::write(&tmp, &data).await.map_err(local_err)?;
         tokio::fs::rename(&tmp, file).await.map_err(local_err)?;
@@ -162,5 +156,13 @@ impl ObjectStore for MemoryStore {
         self.enter();
         self.lock().remove(path);
         Ok(())
+    }
+
+    async fn delete_prefix(&self, prefix: &ObjectPath) -> Result<u64, StoreError> {
+        self.enter();
+        let mut objects = self.lock();
+        let before = objects.len();
+        objects.retain(|p, _| !p.is_under(prefix));
+        Ok((before - objects.len()) as u64)
     }
 }

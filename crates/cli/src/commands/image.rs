@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::deps::ModeArg;
 use crate::engine::{Invocation, cloud_builder};
-use crate::error::CliError;
+use crate::error::{CliError, build_error};
 use crate::render::{self, Output, emit};
 
 /// `--project`, `--zone`, `--cluster`: the target (argument > `KINETIC_*` > profile).
@@ -212,9 +212,7 @@ fn resolve_bundled(
     offline: bool,
 ) -> Result<(Resolved, Cached), CliError> {
     let builder = cloud_builder(settings, false)?;
-    let image = builder
-        .bundled_image(request)
-        .map_err(|e| CliError::usage(e.to_string()))?;
+    let image = builder.bundled_image(request).map_err(build_error)?;
     let cached = if offline {
         Cached::Unknown("--offline".to_owned())
     } else {

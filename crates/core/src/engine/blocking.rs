@@ -17,10 +17,7 @@ where
         .spawn(move || {
             let _ = tx.send(work());
         })
-        .map_err(|e| EngineError::Internal {
-            message: format!("cannot start a worker thread: {e}"),
-        })?;
-    rx.await.map_err(|_| EngineError::Internal {
-        message: "a worker thread panicked".into(),
-    })
+        .map_err(|e| EngineError::internal(format!("cannot start a worker thread: {e}")))?;
+    rx.await
+        .map_err(|_| EngineError::internal("a worker thread panicked"))
 }

@@ -84,15 +84,18 @@ pub(crate) async fn ensure_cached(
 /// (`os.walk` without following symlinked directories; symlinks to files
 /// are read through).
 pub(crate) fn list_upload_files(root: &Path) -> Result<Vec<(String, PathBuf)>, EngineError> {
-    let meta = std::fs::metadata(root).map_err(|e| EngineError::Project {
-        message: format!("cannot read data path '{}': {e}", root.display()),
+    let meta = std::fs::metadata(root).map_err(|e| {
+        EngineError::project_caused_by(
+            format!("cannot read data path '{}': {e}", root.display()),
+            e,
+        )
     })?;
     if !meta.is_dir() {
         let name = root
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| EngineError::Project {
-                message: format!("data path '{}' has no file name", root.display()),
+            .ok_or_else(|| {
+                EngineError::project(format!("data path '{}' has no file name", root.display()))
             })?;
         return Ok(vec![(name, root.to_path_buf())]);
     }
@@ -105,8 +108,11 @@ pub(crate) fn list_upload_files(root: &Path) -> Result<Vec<(String, PathBuf)>, E
             Err(_) => continue,
         };
         for entry in entries {
-            let entry = entry.map_err(|e| EngineError::Project {
-                message: format!("cannot list data directory '{}': {e}", dir.display()),
+            let entry = entry.map_err(|e| {
+                EngineError::project_caused_by(
+                    format!("cannot list data directory '{}': {e}", dir.display()),
+                    e,
+                )
             })?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let child_rel = if rel.is_empty() {
@@ -115,8 +121,8 @@ pub(crate) fn list_upload_files(root: &Path) -> Result<Vec<(String, PathBuf)>, E
                 format!("{rel}/{name}")
             };
             let path = entry.path();
-            let file_type = entry.file_type().map_err(|e| EngineError::Project {
-                message: format!("cannot read '{}': {e}", path.display()),
+            let file_type = entry.file_type().map_err(|e| {
+                EngineError::project_caused_by(format!("cannot read '{}': {e}", path.display()), e)
             })?;
             if file_type.is_dir() {
                 stack.push((path, child_rel));

@@ -1,56 +1,79 @@
-//! The engine's error: one enum, organised by what the caller does next.
+//! The engine's error: one enum whose variants say what the caller does
+//! next — fix the input, fix the project's files, fix permissions, try
+//! again later, read the job's own error, check the id, wait longer, or
+//! report a bug. The error that caused it (a [`SpecError`], a port error
+//! with its adapter's cause below it…) is kept as its `source`.
 
 use std::time::Duration;
 
 use crate::accelerators::AcceleratorError;
 use crate::env::EnvError;
-use crate::ports::{BackendError, BuildError, RegistryError, StoreError};
+use crate::ports::{BackendError, BoxError, BuildError, RegistryError, StoreError};
 use crate::protocol::RemoteError;
 use crate::status::JobState;
 
 use super::spec::SpecError;
 
-/// Everything that can go wrong submitting, watching or collecting a job.
+/// Everything that can go wrong submitting, watching or collecting a job,
+/// grouped by what the caller does next.
+///
+/// Each variant that wraps another error keeps it as its
+/// [`source`](std::error::Error::source), so a program reaches the typed
+/// cause with [`EngineError::downcast_ref`] (the [`SpecError`], the
+/// [`StoreError`] and, below it, the `object_store::Error`…); the
+/// `Display` is the cause's own sentence.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {
-    /// The job's specification is not acceptable (nothing was uploaded).
-    #[error(transparent)]
-    Spec(#[from] SpecError),
-    /// The accelerator spelling is not known.
-    #[error(transparent)]
-    Accelerator(#[from] AcceleratorError),
-    /// The environment request failed (e.g. required variables not set).
-    #[error(transparent)]
-    Env(#[from] EnvError),
-    /// No backend fits the job.
-    #[error(transparent)]
-    Registry(#[from] RegistryError),
-    /// The project could not be packaged or its data hashed.
+    /// Fix the input: the call's arguments or settings are not acceptable
+    /// (the job spec, the accelerator, a required environment variable,
+    /// the backend's name or what it runs, an image setting, a store URL).
+    /// Nothing was submitted; the message names the input and what is
+    /// accepted. Source: a [`SpecError`], [`AcceleratorError`],
+    /// [`EnvError`], [`RegistryError`] or a port error of that kind.
+    #[error("{source}")]
+    InvalidInput {
+        /// What was not acceptable.
+        source: BoxError,
+    },
+    /// Fix the project's files: they could not be read, packaged or hashed
+    /// (the message names the path). Nothing was submitted.
     #[error("{message}")]
     Project {
         /// What failed, naming the path.
         message: String,
+        /// The I/O or packaging error, where there is one.
+        source: Option<BoxError>,
     },
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The backend failed.
-    #[error(transparent)]
-    Backend(#[from] BackendError),
-    /// The image could not be resolved or built.
-    #[error(transparent)]
-    Image(#[from] BuildError),
-    /// No record of this job in the store.
-    #[error("no job {job_id} in {uri} (never submitted here, or cleaned up)")]
-    JobNotFound {
-        /// The job.
-        job_id: String,
-        /// Where its record was looked for.
-        uri: String,
+    /// Fix the credentials or permissions: they are missing, expired, or
+    /// lack what the message names. Retrying will not help.
+    #[error("{source}")]
+    PermissionDenied {
+        /// The port's error, with the service's answer below it.
+        source: BoxError,
     },
-    /// The user's function raised, or a runner phase failed; the remote
-    /// type, message, traceback and phase are kept.
+    /// Try again later: a service could not be reached or was overloaded.
+    /// When `retried` is true the call was already retried as its policy
+    /// allows (by `object_store` for the store, by the engine's
+    /// [`RetryBackend`](crate::ports::RetryBackend) for backends).
+    #[error("{source}")]
+    Unavailable {
+        /// The call was already retried as its policy allows.
+        retried: bool,
+        /// The port's error, with the service's answer below it.
+        source: BoxError,
+    },
+    /// Check the id: no such job (never submitted here, or cleaned up), or
+    /// an object or job a call needed is gone.
+    #[error("{message}")]
+    NotFound {
+        /// What was looked for, and where.
+        message: String,
+        /// The port's error, where one said so.
+        source: Option<BoxError>,
+    },
+    /// The job failed remotely: the user's function raised, or a runner
+    /// phase failed; the remote type, message, traceback and phase are kept.
     #[error("job {job_id} failed: {error}")]
     Remote {
         /// The job.
@@ -58,8 +81,8 @@ pub enum EngineError {
         /// What the runner reported.
         error: Box<RemoteError>,
     },
-    /// The job ended without a result the engine could use (killed,
-    /// cancelled, evicted, out of memory…); the state says why.
+    /// The job failed remotely without a result the engine could use
+    /// (killed, cancelled, evicted, out of memory…); the state says why.
     #[error("job {job_id} ended {state_text} and left no result at {uri}{logs}", state_text = describe(state), logs = tail_note(.log_tail))]
     NoResult {
         /// The job.
@@ -71,7 +94,8 @@ pub enum EngineError {
         /// The last lines of its output, when the backend had them.
         log_tail: Option<String>,
     },
-    /// The result object exists but is not a valid `result.json`.
+    /// The result object exists but is not a valid `result.json` (or a
+    /// stored record is not valid JSON).
     #[error("job {job_id} wrote an invalid result at {uri}: {message} (artifacts were kept)")]
     InvalidResult {
         /// The job.
@@ -81,8 +105,15 @@ pub enum EngineError {
         /// What is wrong with it.
         message: String,
     },
-    /// Waiting for the job took longer than the caller allowed; the job
-    /// keeps running and its handle stays valid.
+    /// The job's image could not be built: the build ran remotely and
+    /// failed, or did not finish in time; the message has its log.
+    #[error("{source}")]
+    ImageBuild {
+        /// The [`BuildError`].
+        source: BoxError,
+    },
+    /// Wait longer: waiting for the job took longer than the caller
+    /// allowed; the job keeps running and its handle stays valid.
     #[error("timed out waiting for job {job_id} after {}", humantime::format_duration(*.after))]
     Timeout {
         /// The job.
@@ -90,11 +121,14 @@ pub enum EngineError {
         /// How long the caller waited.
         after: Duration,
     },
-    /// A local worker thread of the engine failed.
-    #[error("internal error: {message}")]
+    /// Report a bug: the engine failed in a way no input explains, or a
+    /// service gave an answer nothing expected.
+    #[error("{message}")]
     Internal {
         /// What happened.
         message: String,
+        /// The error that revealed it, where there is one.
+        source: Option<BoxError>,
     },
 }
 
@@ -114,46 +148,79 @@ fn tail_note(tail: &Option<String>) -> String {
     }
 }
 
-impl From<crate::plan::PlanError> for EngineError {
-    fn from(e: crate::plan::PlanError) -> Self {
-        use crate::plan::PlanError;
-        match e {
-            PlanError::Requirements(e) => Self::Project {
-                message: e.to_string(),
-            },
-            PlanError::Key(e) => Self::Store(e),
-            other => Self::Internal {
-                message: other.to_string(),
-            },
-        }
-    }
-}
-
 impl EngineError {
-    /// True when retrying the same call later may succeed.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Self::Store(e) => e.is_retryable(),
-            Self::Backend(e) => e.is_retryable(),
-            Self::Image(e) => e.is_retryable(),
-            _ => false,
+    /// [`EngineError::InvalidInput`] wrapping `source`.
+    pub fn invalid_input(source: impl Into<BoxError>) -> Self {
+        Self::InvalidInput {
+            source: source.into(),
         }
     }
 
-    /// True when the error is about the user's input (a CLI exits 2):
-    /// the spec, accelerator, environment or backend name, or an image
-    /// setting that cannot serve the job (a fixed image and requirements).
-    pub fn is_usage(&self) -> bool {
+    /// [`EngineError::Project`] with no underlying error.
+    pub fn project(message: impl Into<String>) -> Self {
+        Self::Project {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`EngineError::Project`] caused by `source`.
+    pub fn project_caused_by(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Project {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// [`EngineError::NotFound`] for a job whose record is not at `uri`.
+    pub fn job_not_found(job_id: &str, uri: &str) -> Self {
+        Self::NotFound {
+            message: format!("no job {job_id} in {uri} (never submitted here, or cleaned up)"),
+            source: None,
+        }
+    }
+
+    /// [`EngineError::Internal`]: a failure of the engine itself.
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        Self::Internal {
+            message: format!("internal error: {message}"),
+            source: None,
+        }
+    }
+
+    /// True for [`EngineError::InvalidInput`]: fix the input (a CLI exits 2).
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, Self::InvalidInput { .. })
+    }
+
+    /// True for [`EngineError::PermissionDenied`].
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Self::PermissionDenied { .. })
+    }
+
+    /// True for [`EngineError::NotFound`].
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
+
+    /// True when retrying the same call later may succeed
+    /// ([`EngineError::Unavailable`]).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+
+    /// True when the failed call was already retried as its policy allows:
+    /// retrying it at once would stack retries.
+    pub fn is_retried(&self) -> bool {
+        matches!(self, Self::Unavailable { retried: true, .. })
+    }
+
+    /// True when the job ran and failed remotely ([`EngineError::Remote`],
+    /// [`EngineError::NoResult`], [`EngineError::InvalidResult`]).
+    pub fn is_job_failure(&self) -> bool {
         matches!(
             self,
-            Self::Spec(_)
-                | Self::Accelerator(_)
-                | Self::Env(_)
-                | Self::Registry(_)
-                | Self::Backend(
-                    BackendError::Unsupported { .. } | BackendError::InvalidInput { .. }
-                )
-                | Self::Image(BuildError::Unsupported { .. })
+            Self::Remote { .. } | Self::NoResult { .. } | Self::InvalidResult { .. }
         )
     }
 
@@ -163,5 +230,185 @@ impl EngineError {
             Self::Remote { error, .. } => Some(error),
             _ => None,
         }
+    }
+
+    /// The first error of type `T` in this error's chain of causes (the
+    /// [`SpecError`] of an invalid input, the [`StoreError`] of an
+    /// unavailable store, the `object_store::Error` below it…).
+    ///
+    /// ```
+    /// use kinetic_core::engine::{EngineError, SpecError};
+    /// use kinetic_core::ports::StoreError;
+    /// let err = EngineError::from(StoreError::unavailable("gs://b/x: 503"));
+    /// assert!(err.is_retryable());
+    /// assert!(err.downcast_ref::<StoreError>().is_some());
+    /// assert!(err.downcast_ref::<SpecError>().is_none());
+    /// ```
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            if let Some(found) = e.downcast_ref::<T>() {
+                return Some(found);
+            }
+            cause = e.source();
+        }
+        None
+    }
+}
+
+impl From<SpecError> for EngineError {
+    fn from(e: SpecError) -> Self {
+        Self::invalid_input(e)
+    }
+}
+
+impl From<AcceleratorError> for EngineError {
+    fn from(e: AcceleratorError) -> Self {
+        Self::invalid_input(e)
+    }
+}
+
+impl From<EnvError> for EngineError {
+    fn from(e: EnvError) -> Self {
+        Self::invalid_input(e)
+    }
+}
+
+impl From<RegistryError> for EngineError {
+    fn from(e: RegistryError) -> Self {
+        Self::invalid_input(e)
+    }
+}
+
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> Self {
+        match &e {
+            StoreError::NotFound { .. } => Self::NotFound {
+                message: e.to_string(),
+                source: Some(Box::new(e)),
+            },
+            StoreError::InvalidInput { .. } | StoreError::Unsupported { .. } => {
+                Self::invalid_input(e)
+            }
+            StoreError::PermissionDenied { .. } => Self::PermissionDenied {
+                source: Box::new(e),
+            },
+            StoreError::Unavailable { retried, .. } => Self::Unavailable {
+                retried: *retried,
+                source: Box::new(e),
+            },
+            _ => Self::Internal {
+                message: e.to_string(),
+                source: Some(Box::new(e)),
+            },
+        }
+    }
+}
+
+impl From<BackendError> for EngineError {
+    fn from(e: BackendError) -> Self {
+        match &e {
+            BackendError::NotFound { .. } => Self::NotFound {
+                message: e.to_string(),
+                source: Some(Box::new(e)),
+            },
+            BackendError::InvalidInput { .. } | BackendError::Unsupported { .. } => {
+                Self::invalid_input(e)
+            }
+            BackendError::PermissionDenied { .. } => Self::PermissionDenied {
+                source: Box::new(e),
+            },
+            BackendError::Unavailable { retried, .. } => Self::Unavailable {
+                retried: *retried,
+                source: Box::new(e),
+            },
+            _ => Self::Internal {
+                message: e.to_string(),
+                source: Some(Box::new(e)),
+            },
+        }
+    }
+}
+
+impl From<BuildError> for EngineError {
+    fn from(e: BuildError) -> Self {
+        match &e {
+            BuildError::InvalidInput { .. } | BuildError::Unsupported { .. } => {
+                Self::invalid_input(e)
+            }
+            BuildError::PermissionDenied { .. } => Self::PermissionDenied {
+                source: Box::new(e),
+            },
+            BuildError::Unavailable { retried, .. } => Self::Unavailable {
+                retried: *retried,
+                source: Box::new(e),
+            },
+            BuildError::BuildFailed { .. } | BuildError::Timeout { .. } => Self::ImageBuild {
+                source: Box::new(e),
+            },
+            _ => Self::Internal {
+                message: e.to_string(),
+                source: Some(Box::new(e)),
+            },
+        }
+    }
+}
+
+impl From<crate::plan::PlanError> for EngineError {
+    fn from(e: crate::plan::PlanError) -> Self {
+        use crate::plan::PlanError;
+        match e {
+            PlanError::Requirements(e) => Self::project_caused_by(e.to_string(), e),
+            PlanError::Key(e) => Self::from(e),
+            other => Self::Internal {
+                message: format!("internal error: {other}"),
+                source: Some(Box::new(other)),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_errors_land_in_the_variant_that_says_what_to_do() {
+        let e = EngineError::from(StoreError::unavailable("x"));
+        assert!(e.is_retryable() && !e.is_retried());
+        let e = EngineError::from(BackendError::Unavailable {
+            message: "x".into(),
+            retried: true,
+            source: None,
+        });
+        assert!(e.is_retried());
+        assert!(EngineError::from(StoreError::not_found("x")).is_not_found());
+        assert!(EngineError::from(BackendError::not_found("gke", "job-1")).is_not_found());
+        assert!(EngineError::from(BackendError::unsupported("no TPU")).is_invalid_input());
+        assert!(EngineError::from(BuildError::unsupported("fixed")).is_invalid_input());
+        assert!(EngineError::from(StoreError::permission_denied("x")).is_permission_denied());
+        assert!(matches!(
+            EngineError::from(BuildError::Timeout {
+                build_id: "b".into(),
+                seconds: 1
+            }),
+            EngineError::ImageBuild { .. }
+        ));
+        assert!(matches!(
+            EngineError::from(BackendError::other("odd")),
+            EngineError::Internal { .. }
+        ));
+    }
+
+    #[test]
+    fn the_message_is_the_causes_and_the_cause_is_kept() {
+        let store = StoreError::permission_denied("gs://b/x: 403");
+        let text = store.to_string();
+        let e = EngineError::from(store);
+        assert_eq!(e.to_string(), text);
+        assert!(
+            e.downcast_ref::<StoreError>()
+                .is_some_and(StoreError::is_permission_denied)
+        );
     }
 }

@@ -7,9 +7,12 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::ids::JobId;
-use crate::ports::{Backend, GetOptions, LogOptions, LogStream, ObjectPath};
+use crate::ports::{
+    Backend, BackendCapabilities, GetOptions, LogOptions, LogStream, ObjectPath, StoreError,
+};
 use crate::protocol::RunnerResult;
 use crate::record::JobRecord;
+use crate::retry::{Backoff, RetryPolicy};
 use crate::status::{JobState, JobStatus};
 
 use super::{EngineError, EngineInner};
@@ -131,9 +134,15 @@ impl std::fmt::Debug for JobHandle {
     }
 }
 
-/// Delays between reads of a missing result once the job ended: a store
-/// is read-after-write consistent, so a short grace covers slow writers.
-const RESULT_RETRY_DELAYS_MS: [u64; 5] = [0, 100, 250, 500, 1000];
+/// Reads of a missing result once the job ended: a store is
+/// read-after-write consistent, so a short grace (five reads over about
+/// two seconds) covers a writer that ended just after the job.
+fn result_grace() -> RetryPolicy {
+    RetryPolicy::new(
+        5,
+        Backoff::new(Duration::from_millis(100), Duration::from_secs(1)).with_multiplier(2.5),
+    )
+}
 
 impl JobHandle {
     pub(crate) fn new(
@@ -171,31 +180,54 @@ impl JobHandle {
         Ok(self.prefix()?.child(name)?)
     }
 
+    /// What the job's backend can do.
+    pub fn capabilities(&self) -> BackendCapabilities {
+        self.backend.capabilities()
+    }
+
+    /// Fails with the backend's `Unsupported` when it does not declare
+    /// the capability `what` a call needs (`declared` is its value).
+    fn require(&self, declared: bool, what: &str) -> Result<(), EngineError> {
+        if declared {
+            Ok(())
+        } else {
+            Err(BackendCapabilities::undeclared(self.backend.name(), what).into())
+        }
+    }
+
     /// The job's current state.
     pub async fn status(&self) -> Result<JobState, EngineError> {
         Ok(self.backend.status(&self.record).await?)
     }
 
-    /// All of the job's output so far.
+    /// All of the job's output so far. An invalid-input error when the
+    /// backend does not declare [`BackendCapabilities::logs`].
     pub async fn logs(&self) -> Result<String, EngineError> {
+        self.require(self.capabilities().logs, "logs")?;
         Ok(self
             .backend
             .logs(&self.record, LogOptions::default())
             .await?)
     }
 
-    /// The last `n` lines of the job's output.
+    /// The last `n` lines of the job's output (needs
+    /// [`BackendCapabilities::logs`]).
     pub async fn tail(&self, n: usize) -> Result<String, EngineError> {
+        self.require(self.capabilities().logs, "logs")?;
         Ok(self.backend.logs(&self.record, LogOptions::tail(n)).await?)
     }
 
-    /// The job's output as a stream of lines that ends with the job.
+    /// The job's output as a stream of lines that ends with the job (needs
+    /// [`BackendCapabilities::follow_logs`]).
     pub async fn follow_logs(&self) -> Result<LogStream, EngineError> {
+        self.require(self.capabilities().follow_logs, "follow_logs")?;
         Ok(self.backend.follow_logs(&self.record).await?)
     }
 
-    /// Stop the job; its artifacts stay in the store.
+    /// Stop the job; its artifacts stay in the store. An invalid-input
+    /// error when the backend does not declare [`BackendCapabilities::cancel`].
     pub async fn cancel(&self) -> Result<(), EngineError> {
+        self.require(self.capabilities().cancel, "cancel")?;
         Ok(self.backend.cancel(&self.record).await?)
     }
 
@@ -213,6 +245,11 @@ impl JobHandle {
     /// Wait for the job to end and return its value, or its error.
     ///
     /// A timeout returns [`EngineError::Timeout`] and leaves the job running.
+    /// A status poll that fails is retried by the engine's
+    /// [`RetryBackend`](crate::ports::RetryBackend); one that still fails
+    /// ends the wait with its error (the job keeps running). Streaming
+    /// logs from a backend that does not declare
+    /// [`BackendCapabilities::follow_logs`] is an invalid-input error.
     /// With `cleanup` (the default) the backend's resources are removed
     /// however the job ended, and its store objects only when the value
     /// came back; cleanup failures are logged, never raised.
@@ -261,21 +298,15 @@ impl JobHandle {
         let mut logs: Option<LogStream> = None;
         // A stream is opened once: it replays the output from the start.
         let mut logs_opened = false;
-        let mut transient_errors = 0u32;
+        // Streaming logs is a request the backend must be able to honour.
+        let follow = options.stream_logs;
+        if follow {
+            self.require(self.capabilities().follow_logs, "follow_logs")?;
+        }
+        // Failed polls are retried by the engine's RetryBackend; what comes
+        // out of it has spent its budget and ends the wait.
         loop {
-            let state = match self.backend.status(&self.record).await {
-                Ok(state) => {
-                    transient_errors = 0;
-                    state
-                }
-                Err(e) if e.is_retryable() && transient_errors < 5 => {
-                    transient_errors += 1;
-                    tracing::warn!(job_id = %self.record.job_id, "status poll failed, retrying: {e}");
-                    last.clone()
-                        .unwrap_or_else(|| JobState::new(JobStatus::Pending))
-                }
-                Err(e) => return Err(e.into()),
-            };
+            let state = self.backend.status(&self.record).await?;
             if last.as_ref() != Some(&state) {
                 if let Some(cb) = &options.on_status_change {
                     cb(&state);
@@ -283,7 +314,7 @@ impl JobHandle {
                 interval = options.poll_interval;
                 last = Some(state.clone());
             }
-            if options.stream_logs && !logs_opened && state.status != JobStatus::Pending {
+            if follow && !logs_opened && state.status != JobStatus::Pending {
                 match self.backend.follow_logs(&self.record).await {
                     Ok(stream) => {
                         logs = Some(stream);
@@ -326,11 +357,14 @@ impl JobHandle {
     /// The error for a job that ended without a usable result, with the
     /// last lines of its output when the backend still has them.
     async fn no_result(&self, state: &JobState, uri: String) -> EngineError {
-        let log_tail = self
-            .backend
-            .logs(&self.record, LogOptions::tail(20))
-            .await
-            .ok();
+        let log_tail = if self.capabilities().logs {
+            self.backend
+                .logs(&self.record, LogOptions::tail(20))
+                .await
+                .ok()
+        } else {
+            None
+        };
         EngineError::NoResult {
             job_id: self.record.job_id.to_string(),
             state: Box::new(state.clone()),
@@ -343,25 +377,21 @@ impl JobHandle {
     async fn collect(&self, state: &JobState) -> Result<Value, EngineError> {
         let path = self.path("result.json")?;
         let uri = self.inner.store.uri(&path);
-        let mut bytes = None;
-        for delay in RESULT_RETRY_DELAYS_MS {
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-            match self.inner.store.get(&path, GetOptions::default()).await {
-                Ok(b) => {
-                    bytes = Some(b);
-                    break;
-                }
-                Err(e) if e.is_not_found() => {
-                    if state.status == JobStatus::NotFound {
-                        break;
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+        // A job the backend no longer knows may never write one: no grace.
+        let grace = state.status != JobStatus::NotFound;
+        let read = result_grace()
+            .retry_if(
+                |e: &StoreError| grace && e.is_not_found(),
+                || self.inner.store.get(&path, GetOptions::default()),
+            )
+            .await;
         let job_id = self.record.job_id.to_string();
-        let Some(bytes) = bytes else {
-            return Err(self.no_result(state, uri).await);
+        let bytes = match read {
+            Ok(bytes) => bytes,
+            Err(gave_up) if gave_up.error.is_not_found() => {
+                return Err(self.no_result(state, uri).await);
+            }
+            Err(gave_up) => return Err(gave_up.error.into()),
         };
         let result = RunnerResult::from_json(&bytes).map_err(|e| EngineError::InvalidResult {
             job_id: job_id.clone(),

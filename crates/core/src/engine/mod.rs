@@ -37,8 +37,9 @@ use std::sync::Arc;
 use crate::env::EnvSnapshot;
 use crate::ids::JobId;
 use crate::layout;
-use crate::ports::{BackendRegistry, ImageBuilder, ObjectStore};
+use crate::ports::{BackendRegistry, ImageBuilder, ObjectStore, ObjectStoreExt, RetryBackend};
 use crate::record::{JobRecord, UtcTimestamp};
+use crate::retry::RetryPolicy;
 
 pub use batch::{
     AttachOptions, BatchDriver, BatchError, BatchFailure, BatchHandle, BatchItem,
@@ -180,6 +181,7 @@ pub struct EngineBuilder {
     env: Option<EnvSnapshot>,
     spawner: Option<Spawner>,
     clock: Option<Clock>,
+    retry: RetryPolicy,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -189,6 +191,7 @@ impl std::fmt::Debug for EngineBuilder {
             .field("store", &self.store)
             .field("backends", &self.backends.names())
             .field("spawner", &self.spawner.is_some())
+            .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }
@@ -255,16 +258,32 @@ impl EngineBuilder {
         self
     }
 
+    /// How backend calls are retried (default [`RetryPolicy::default`]):
+    /// every backend given to the engine is wrapped in a [`RetryBackend`]
+    /// with this policy, the one place the engine retries. Calls of the
+    /// store are not retried here: a cloud store retries inside its client
+    /// and reports what it gave up on as already retried.
+    /// [`RetryPolicy::none`] turns retries off.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
     /// The engine; fails when no store was given.
     pub fn build(self) -> Result<Engine, EngineError> {
-        let store = self.store.ok_or_else(|| EngineError::Internal {
-            message: "an engine needs a store: call EngineBuilder::store".into(),
+        let store = self.store.ok_or_else(|| {
+            EngineError::internal("an engine needs a store: call EngineBuilder::store")
         })?;
+        let mut backends = BackendRegistry::new(self.backends.default_name());
+        for name in self.backends.names() {
+            let backend = self.backends.get(&name)?;
+            backends.register(Arc::new(RetryBackend::new(backend, self.retry)));
+        }
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 settings: self.settings,
                 store,
-                backends: self.backends,
+                backends,
                 images: self.images,
                 env: self.env,
                 spawner: self.spawner,
@@ -285,6 +304,7 @@ impl Engine {
             env: None,
             spawner: None,
             clock: None,
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -298,7 +318,8 @@ impl Engine {
         &self.inner.store
     }
 
-    /// The backend registry.
+    /// The backend registry: the backends the engine was given, each
+    /// behind the engine's [`RetryBackend`].
     pub fn backends(&self) -> &BackendRegistry {
         &self.inner.backends
     }
@@ -384,11 +405,8 @@ pub(crate) async fn load_handle(
 async fn read_record(inner: &Arc<EngineInner>, job_id: &JobId) -> Result<JobRecord, EngineError> {
     let key = layout::record(job_id);
     let uri = inner.store.uri(&key);
-    let Some(bytes) = get_if_exists(&inner.store, &key).await? else {
-        return Err(EngineError::JobNotFound {
-            job_id: job_id.to_string(),
-            uri,
-        });
+    let Some(bytes) = inner.store.get_if_exists(&key).await? else {
+        return Err(EngineError::job_not_found(job_id.as_str(), &uri));
     };
     parse_record(&bytes, job_id.as_str(), &uri)
 }
@@ -399,16 +417,4 @@ fn parse_record(bytes: &[u8], job_id: &str, uri: &str) -> Result<JobRecord, Engi
         uri: uri.to_owned(),
         message: e.to_string(),
     })
-}
-
-/// An object's bytes, or `None` when the store has no such object.
-pub(crate) async fn get_if_exists(
-    store: &Arc<dyn ObjectStore>,
-    path: &crate::ports::ObjectPath,
-) -> Result<Option<bytes::Bytes>, crate::ports::StoreError> {
-    match store.get(path, Default::default()).await {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
 }

@@ -59,9 +59,8 @@ pub(crate) fn resolve(
     let inputs = PackageRootInputs::new(&entry_dir, home.unwrap_or(Path::new("/")), cwd)
         .sys_path([entry_dir.to_string_lossy().into_owned()])
         .package_root_override(package_root_override);
-    let plan = packaging::detect_package_root(&inputs).map_err(|e| EngineError::Project {
-        message: e.to_string(),
-    })?;
+    let plan = packaging::detect_package_root(&inputs)
+        .map_err(|e| EngineError::project_caused_by(e.to_string(), e))?;
     let root = PathBuf::from(&plan.package_root);
     let runner_entrypoint = match entrypoint {
         Entrypoint::Module { module, function } => RunnerEntrypoint::Function {
@@ -71,13 +70,11 @@ pub(crate) fn resolve(
         },
         Entrypoint::File { function, .. } => {
             let abs = file.unwrap_or_default();
-            let rel = relative_to(&abs, &root).ok_or_else(|| EngineError::Project {
-                message: format!(
+            let rel = relative_to(&abs, &root).ok_or_else(|| EngineError::project(format!(
                     "the entrypoint file {} is outside the package root {} (set KINETIC_PACKAGE_ROOT to a directory that holds it)",
                     abs.display(),
                     root.display()
-                ),
-            })?;
+                )))?;
             RunnerEntrypoint::Function {
                 module: None,
                 path: Some(rel),
@@ -158,12 +155,10 @@ pub(crate) fn pack(
     for path in excludes {
         options = options.exclude(path.clone());
     }
-    let report =
-        packaging::pack(&project.root, out, &options).map_err(|e| EngineError::Project {
-            message: e.to_string(),
-        })?;
-    let sha256 = crate::hashing::file_sha256(out).map_err(|e| EngineError::Project {
-        message: format!("cannot hash the packed context: {e}"),
+    let report = packaging::pack(&project.root, out, &options)
+        .map_err(|e| EngineError::project_caused_by(e.to_string(), e))?;
+    let sha256 = crate::hashing::file_sha256(out).map_err(|e| {
+        EngineError::project_caused_by(format!("cannot hash the packed context: {e}"), e)
     })?;
     Ok(PackedContext {
         sha256,
@@ -175,9 +170,7 @@ pub(crate) fn pack(
 
 /// The content hash of a data path and whether it is a directory.
 pub(crate) fn hash_data(path: &Path) -> Result<(ContentHash, bool), EngineError> {
-    let report =
-        content_hash_with(path, &HashOptions::default()).map_err(|e| EngineError::Project {
-            message: format!("cannot hash data: {e}"),
-        })?;
+    let report = content_hash_with(path, &HashOptions::default())
+        .map_err(|e| EngineError::project_caused_by(format!("cannot hash data: {e}"), e))?;
     Ok((report.hash, report.kind == HashKind::Dir))
 }

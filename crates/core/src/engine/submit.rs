@@ -246,6 +246,8 @@ pub(crate) async fn resolve(
     let backend = inner
         .backends
         .choose(spec.backend.as_deref(), &accelerator)?;
+    // What the backend declares first (hosts), then what only it knows.
+    backend.capabilities().check(backend.name(), &accelerator)?;
     backend.check(&accelerator).await?;
     let snapshot = inner.env.clone().unwrap_or_else(EnvSnapshot::from_process);
     let env = capture(&spec.env, &snapshot)?;
@@ -254,8 +256,8 @@ pub(crate) async fn resolve(
     }
     let base = match &settings.cwd {
         Some(cwd) => cwd.clone(),
-        None => std::env::current_dir().map_err(|e| EngineError::Project {
-            message: format!("cannot read the current directory: {e}"),
+        None => std::env::current_dir().map_err(|e| {
+            EngineError::project_caused_by(format!("cannot read the current directory: {e}"), e)
         })?,
     };
     // A relative working directory is taken from the settings' (or the process's).
@@ -280,10 +282,9 @@ pub(crate) async fn resolve(
             options.emit(ProgressEvent::Warning(warning.clone()));
         }
         if matches!(image.image, ImageChoice::Resolve(_)) && inner.images.is_none() {
-            return Err(EngineError::Internal {
-                message: "this backend needs a container image but the engine has no image builder"
-                    .into(),
-            });
+            return Err(EngineError::internal(
+                "this backend needs a container image but the engine has no image builder",
+            ));
         }
         image
     } else {
@@ -310,8 +311,11 @@ pub(crate) async fn upload_shared(
 ) -> Result<Shared, EngineError> {
     let uploads = async {
         let data = hash_data(spec, options).await?;
-        let tmp = tempfile::tempdir().map_err(|e| EngineError::Project {
-            message: format!("cannot create a temporary directory for the context: {e}"),
+        let tmp = tempfile::tempdir().map_err(|e| {
+            EngineError::project_caused_by(
+                format!("cannot create a temporary directory for the context: {e}"),
+                e,
+            )
         })?;
         let context = pack_context(inner, &resolved.project, spec, &tmp, options).await?;
         let store = &inner.store;
@@ -501,8 +505,10 @@ async fn resolve_image(
         ImageChoice::Fixed(uri) => return Ok(uri.clone()),
         _ => return Ok(String::new()),
     };
-    let builder = inner.images.clone().ok_or_else(|| EngineError::Internal {
-        message: "this backend needs a container image but the engine has no image builder".into(),
+    let builder = inner.images.clone().ok_or_else(|| {
+        EngineError::internal(
+            "this backend needs a container image but the engine has no image builder",
+        )
     })?;
     options.emit(ProgressEvent::ResolvingImage);
     let resolved = builder.resolve(request).await?;

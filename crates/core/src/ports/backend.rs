@@ -1,9 +1,11 @@
 //! The `Backend` port: where a prepared job runs (a GKE Job, a Pathways
 //! LeaderWorkerSet, a local process, or a plugin's own), the registry
-//! the embedding program fills with backends by name, and the
-//! fault-injecting decorator [`FaultyBackend`].
+//! the embedding program fills with backends by name, and its decorators:
+//! [`FaultyBackend`] (fault injection) and [`RetryBackend`] (the engine's
+//! one retry policy).
 
 mod fault;
+mod retry;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,15 +23,23 @@ use crate::record::JobRecord;
 use crate::status::JobState;
 
 pub use fault::FaultyBackend;
+pub use retry::RetryBackend;
 
-/// What a backend can do; the engine and the conformance suite choose
-/// behaviour from it instead of from the backend's name.
+use super::{BoxError, StoreError};
+
+/// What a backend can do, as data: the engine chooses its behaviour from
+/// it (whether to resolve an image, poll a batch with one group call or
+/// job by job, stream logs, offer cancel, which accelerators to refuse
+/// before uploading anything), and the conformance suite runs the cases a
+/// backend declares. A method whose capability is not declared MUST answer
+/// [`BackendError::Unsupported`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BackendCapabilities {
     /// Runs jobs that span several hosts.
     pub multi_host: bool,
-    /// Most hosts one job may use.
+    /// Most hosts one job may use; [`BackendCapabilities::check`] refuses
+    /// accelerators that need more.
     pub max_hosts: u32,
     /// `logs` returns the job's output.
     pub logs: bool,
@@ -39,10 +49,14 @@ pub struct BackendCapabilities {
     pub cancel: bool,
     /// Jobs need a container image (the engine resolves one before submit).
     pub needs_image: bool,
+    /// `group_status` reports a whole batch in one call; without it the
+    /// engine polls a batch one `status` call per job.
+    pub group_status: bool,
 }
 
 impl BackendCapabilities {
-    /// A single-host backend with logs and cancel, that needs no image.
+    /// A single-host backend with logs, cancel and group status, that
+    /// needs no image.
     pub fn single_host() -> Self {
         Self {
             multi_host: false,
@@ -51,6 +65,7 @@ impl BackendCapabilities {
             follow_logs: true,
             cancel: true,
             needs_image: false,
+            group_status: true,
         }
     }
 
@@ -65,6 +80,63 @@ impl BackendCapabilities {
         self.multi_host = max_hosts > 1;
         self.max_hosts = max_hosts;
         self
+    }
+
+    /// The same, stating whether `group_status` reports a batch in one call.
+    pub fn with_group_status(mut self, group_status: bool) -> Self {
+        self.group_status = group_status;
+        self
+    }
+
+    /// The same, stating whether `logs` and `follow_logs` give the output.
+    pub fn with_logs(mut self, logs: bool, follow_logs: bool) -> Self {
+        self.logs = logs;
+        self.follow_logs = follow_logs;
+        self
+    }
+
+    /// The same, stating whether `cancel` stops a running job.
+    pub fn with_cancel(mut self, cancel: bool) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Whether backend `backend`, with these capabilities, can run a job on
+    /// `accelerator` as far as hosts go: a job on more hosts than
+    /// [`max_hosts`](Self::max_hosts) (or on several hosts when
+    /// [`multi_host`](Self::multi_host) is false) is
+    /// [`BackendError::Unsupported`] naming both. The engine asks this
+    /// before [`Backend::check`], which adds what only the backend knows.
+    ///
+    /// ```
+    /// use kinetic_core::accelerators::AcceleratorSpec;
+    /// use kinetic_core::ports::BackendCapabilities;
+    /// let caps = BackendCapabilities::single_host();
+    /// assert!(caps.check("gke", &AcceleratorSpec::parse("l4").unwrap()).is_ok());
+    /// let err = caps.check("gke", &AcceleratorSpec::parse("v5litepod-16").unwrap()).unwrap_err();
+    /// assert!(err.to_string().contains("spans 4 hosts"), "{err}");
+    /// ```
+    pub fn check(&self, backend: &str, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
+        let hosts = accelerator.num_hosts();
+        if hosts <= 1 || (self.multi_host && hosts <= self.max_hosts) {
+            return Ok(());
+        }
+        let offers = if self.multi_host {
+            format!("jobs on at most {} hosts", self.max_hosts)
+        } else {
+            "single-host jobs (CPU, GPU, single-host TPU slices)".to_owned()
+        };
+        Err(BackendError::unsupported(format!(
+            "accelerator '{accelerator}' spans {hosts} hosts; the {backend} backend runs {offers}; use the pathways backend for multi-host TPU slices"
+        )))
+    }
+
+    /// [`BackendError::Unsupported`] for a call of `backend` whose
+    /// capability (`what`, as the field is named) is not declared.
+    pub fn undeclared(backend: &str, what: &str) -> BackendError {
+        BackendError::unsupported(format!(
+            "the {backend} backend does not declare the '{what}' capability"
+        ))
     }
 }
 
@@ -198,10 +270,17 @@ impl GroupQuery {
 pub type GroupStatus = BTreeMap<JobId, JobState>;
 
 /// Errors of a [`Backend`], organised by what the caller does next.
+///
+/// Each error's `Display` is a complete sentence for a person; its
+/// [`source`](std::error::Error::source) is the typed cause the backend got
+/// (a `kube::Error` holding the Kubernetes API `Status`, a [`StoreError`],
+/// an `std::io::Error`, …) for a program to inspect. Backends classify from
+/// the cause's type and status code, never from its text.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BackendError {
-    /// The backend knows no such job.
+    /// The backend knows no such job: check the id (it may have been
+    /// cleaned up).
     #[error("job {job_id} not found on backend '{backend}'")]
     NotFound {
         /// The backend.
@@ -220,42 +299,190 @@ pub enum BackendError {
         message: String,
     },
     /// The job cannot run here as asked (e.g. an accelerator this backend
-    /// or host does not have); the message says what would be accepted.
+    /// or host does not have), or the backend does not declare the
+    /// capability a call needs ([`BackendCapabilities`]): choose another
+    /// backend or accelerator; the message says what would be accepted.
     #[error("{message}")]
     Unsupported {
         /// What is not supported and what is.
         message: String,
     },
-    /// The request was malformed.
+    /// The request was malformed, or names something the system under the
+    /// backend lacks (a namespace): fix the input or the configuration.
     #[error("{message}")]
     InvalidInput {
         /// What was wrong and what is accepted.
         message: String,
+        /// What the system under the backend reported.
+        source: Option<BoxError>,
     },
-    /// The credentials lack a permission; retrying will not help.
+    /// The credentials are missing, expired, or lack a permission: fix
+    /// them; retrying will not help. The source keeps the system's answer
+    /// (on Kubernetes, the API `Status` with its code, reason and message).
     #[error("permission denied: {message}")]
     PermissionDenied {
         /// What was refused and which permission is missing, where known.
         message: String,
+        /// What the system under the backend reported.
+        source: Option<BoxError>,
     },
-    /// The backend could not be reached or is overloaded; retrying may help.
+    /// The backend could not be reached or is overloaded: the same call may
+    /// succeed later. When `retried` is true the call already went through
+    /// a retry policy that spent its budget ([`RetryBackend`], or a store's
+    /// own retries): nobody retries it again.
     #[error("backend unavailable: {message}")]
     Unavailable {
         /// What happened.
         message: String,
+        /// The call was already retried as its retry policy allows.
+        retried: bool,
+        /// What the system under the backend reported.
+        source: Option<BoxError>,
     },
-    /// Anything else.
+    /// Anything else: an answer nothing expected.
     #[error("backend error: {message}")]
     Other {
         /// What happened.
         message: String,
+        /// What the system under the backend reported.
+        source: Option<BoxError>,
     },
 }
 
 impl BackendError {
-    /// True when the same call may succeed if tried again later.
+    /// [`BackendError::NotFound`].
+    pub fn not_found(backend: impl Into<String>, job_id: impl Into<String>) -> Self {
+        Self::NotFound {
+            backend: backend.into(),
+            job_id: job_id.into(),
+        }
+    }
+
+    /// [`BackendError::Unsupported`].
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::Unsupported {
+            message: message.into(),
+        }
+    }
+
+    /// [`BackendError::InvalidInput`].
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`BackendError::PermissionDenied`].
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::PermissionDenied {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`BackendError::Unavailable`], not retried yet.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::Unavailable {
+            message: message.into(),
+            retried: false,
+            source: None,
+        }
+    }
+
+    /// [`BackendError::Other`].
+    pub fn other(message: impl Into<String>) -> Self {
+        Self::Other {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error with `cause` as its source (variants that carry none,
+    /// `NotFound`, `AlreadyExists` and `Unsupported`, stay as they are).
+    #[must_use]
+    pub fn with_source(mut self, cause: impl Into<BoxError>) -> Self {
+        match &mut self {
+            Self::InvalidInput { source, .. }
+            | Self::PermissionDenied { source, .. }
+            | Self::Unavailable { source, .. }
+            | Self::Other { source, .. } => *source = Some(cause.into()),
+            Self::NotFound { .. } | Self::AlreadyExists { .. } | Self::Unsupported { .. } => {}
+        }
+        self
+    }
+
+    /// A store error met by a backend, as a backend error of the same
+    /// kind, keeping it as the source (and whether it was retried).
+    pub fn from_store(what: &str, error: StoreError) -> Self {
+        let message = format!("{what}: {error}");
+        let kind = match &error {
+            StoreError::Unavailable { retried, .. } => Self::Unavailable {
+                message,
+                retried: *retried,
+                source: None,
+            },
+            StoreError::PermissionDenied { .. } => Self::permission_denied(message),
+            StoreError::InvalidInput { .. } | StoreError::Unsupported { .. } => {
+                Self::invalid_input(message)
+            }
+            _ => Self::other(message),
+        };
+        kind.with_source(error)
+    }
+
+    /// True when the same call may succeed if tried again later
+    /// ([`BackendError::Unavailable`]), whether or not it was retried already.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable { .. })
+    }
+
+    /// True when the call already went through a retry policy that spent
+    /// its budget: retrying it again would stack retries.
+    pub fn is_retried(&self) -> bool {
+        matches!(self, Self::Unavailable { retried: true, .. })
+    }
+
+    /// True for [`BackendError::NotFound`].
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
+
+    /// True for [`BackendError::PermissionDenied`].
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Self::PermissionDenied { .. })
+    }
+
+    /// True for [`BackendError::Unsupported`].
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Self::Unsupported { .. })
+    }
+
+    /// True for [`BackendError::InvalidInput`] and [`BackendError::Unsupported`]:
+    /// the request must change before it can succeed.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, Self::InvalidInput { .. } | Self::Unsupported { .. })
+    }
+}
+
+impl crate::retry::Retryable for BackendError {
+    fn is_retryable(&self) -> bool {
+        BackendError::is_retryable(self)
+    }
+
+    fn is_retried(&self) -> bool {
+        BackendError::is_retried(self)
+    }
+
+    fn into_retried(mut self, attempts: u32) -> Self {
+        if let Self::Unavailable {
+            message, retried, ..
+        } = &mut self
+        {
+            *retried = true;
+            crate::retry::note_attempts(message, attempts);
+        }
+        self
     }
 }
 
@@ -265,6 +492,19 @@ impl BackendError {
 /// every job's state outside the process (another process attaching to the
 /// same job id sees the same job), and MUST NOT write captured environment
 /// values anywhere but the runner's process environment.
+///
+/// Every method is required, with no default, so that a decorator forwards
+/// each one rather than silently replacing it. What a backend can do is
+/// declared by [`Backend::capabilities`]; a method whose capability is not
+/// declared answers [`BackendError::Unsupported`].
+///
+/// The engine wraps each backend it is given in a [`RetryBackend`], which
+/// calls a method again when it failed with an error that is retryable and
+/// not yet retried: every method MUST be safe to call again (`submit`,
+/// `cancel` and `cleanup` are idempotent, the rest only read). A backend
+/// that retries on its own reports what it gave up on as retried
+/// ([`BackendError::Unavailable`] with `retried: true`), so that nothing
+/// retries it twice.
 #[async_trait]
 pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// The name the registry knows this backend by (`local`, `gke`, …).
@@ -274,13 +514,13 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     fn capabilities(&self) -> BackendCapabilities;
 
     /// Whether this backend can run a job on `accelerator`; called before
-    /// anything is uploaded. MUST return [`BackendError::Unsupported`] with
-    /// a message naming the accelerator and what this backend accepts when
-    /// it cannot. The default accepts everything.
-    async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
-        let _ = accelerator;
-        Ok(())
-    }
+    /// anything is uploaded, after the engine checked the hosts against
+    /// [`BackendCapabilities::check`]. MUST return
+    /// [`BackendError::Unsupported`] with a message naming the accelerator
+    /// and what this backend accepts when it cannot (a backend MAY refuse
+    /// more than its capabilities say, such as GPUs a host lacks, never
+    /// less). Required: a wrapper must not lose it.
+    async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError>;
 
     /// Start the job. MUST be idempotent: submitting a job id that already
     /// exists with the same spec URI succeeds without starting a second
@@ -309,32 +549,28 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// - An unknown group, or one whose jobs were all cleaned up, MUST give
     ///   an empty map, not an error.
     ///
-    /// The default answers [`BackendError::Unsupported`]; the engine then
-    /// falls back to one `status` call per job. Every backend shipped with
-    /// Kinetic for Rust implements it, and the conformance suite checks it.
-    async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
-        Err(BackendError::Unsupported {
-            message: format!(
-                "backend '{}' cannot report the status of group {} in one call",
-                self.name(),
-                query.group_id
-            ),
-        })
-    }
+    /// A backend whose [`BackendCapabilities::group_status`] is false MUST
+    /// answer [`BackendError::Unsupported`], and the engine then polls the
+    /// group one `status` call per job (it asks the capabilities, not this
+    /// error). Required: a wrapper must not lose it.
+    async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError>;
 
     /// The job's output so far (all of it, or the last `tail` lines). A job
     /// that has written nothing yet gives an empty string; an unknown job
-    /// MUST be [`BackendError::NotFound`].
+    /// MUST be [`BackendError::NotFound`]. Without
+    /// [`BackendCapabilities::logs`] it MUST be [`BackendError::Unsupported`].
     async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError>;
 
     /// The job's output as a stream of lines, from the start, that ends once
     /// the job has ended and every line was delivered. An unknown job MUST be
-    /// [`BackendError::NotFound`].
+    /// [`BackendError::NotFound`]. Without [`BackendCapabilities::follow_logs`]
+    /// it MUST be [`BackendError::Unsupported`].
     async fn follow_logs(&self, job: &JobRecord) -> Result<LogStream, BackendError>;
 
     /// Stop the job. MUST be idempotent (cancelling an ended or unknown job
     /// succeeds); once it returns, `status` MUST eventually report a
-    /// terminal state or `NOT_FOUND`, never `RUNNING` forever.
+    /// terminal state or `NOT_FOUND`, never `RUNNING` forever. Without
+    /// [`BackendCapabilities::cancel`] it MUST be [`BackendError::Unsupported`].
     async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError>;
 
     /// Remove what the backend holds for the job (process, Kubernetes
@@ -398,6 +634,11 @@ impl BackendRegistry {
     pub fn register(&mut self, backend: Arc<dyn Backend>) -> &mut Self {
         self.backends.insert(backend.name().to_owned(), backend);
         self
+    }
+
+    /// The name of the backend for single-host jobs that name none.
+    pub fn default_name(&self) -> &str {
+        &self.default
     }
 
     /// The registered names, sorted.

@@ -12,6 +12,8 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+use super::BoxError;
+
 pub use fault::FaultyImageBuilder;
 pub use fixed::FixedImage;
 pub use lazy::LazyImageBuilder;
@@ -117,20 +119,31 @@ impl ResolvedImage {
 }
 
 /// Errors of an [`ImageBuilder`], organised by what the caller does next.
+///
+/// Each error's `Display` is a complete sentence for a person; its
+/// [`source`](std::error::Error::source) is the typed cause the builder got
+/// (a `reqwest::Error`, a [`StoreError`](super::StoreError), …) for a
+/// program to inspect.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// The request was malformed.
+    /// The request was malformed, or names something the service lacks (a
+    /// project, a repository): fix the input or the configuration.
     #[error("{message}")]
     InvalidInput {
         /// What was wrong and what is accepted.
         message: String,
+        /// What the service reported.
+        source: Option<BoxError>,
     },
-    /// A permission or API is missing; the message says which.
+    /// The credentials are missing or expired, or a permission or API is
+    /// missing: fix them; the message says which. Retrying will not help.
     #[error("permission denied: {message}")]
     PermissionDenied {
         /// What was refused.
         message: String,
+        /// What the service reported.
+        source: Option<BoxError>,
     },
     /// The builder cannot honour the request as asked (a fixed image asked
     /// to bake in requirements); the message names the setting at fault and
@@ -140,7 +153,7 @@ pub enum BuildError {
         /// What cannot be done, and what to do instead.
         message: String,
     },
-    /// The build ran and failed.
+    /// The build ran and failed: read its log.
     #[error("image build {build_id} failed with status {status}; log: {log_url}\n{log_tail}")]
     BuildFailed {
         /// The build's id.
@@ -160,24 +173,131 @@ pub enum BuildError {
         /// The timeout.
         seconds: u64,
     },
-    /// The service could not be reached or is overloaded; retrying may help.
+    /// The service could not be reached or is overloaded: the same call may
+    /// succeed later. When `retried` is true the call already went through
+    /// a retry policy that spent its budget: nobody retries it again.
     #[error("image builder unavailable: {message}")]
     Unavailable {
         /// What happened.
         message: String,
+        /// The call was already retried as its retry policy allows.
+        retried: bool,
+        /// What the service reported.
+        source: Option<BoxError>,
     },
-    /// Anything else.
+    /// Anything else: an answer nothing expected.
     #[error("image builder error: {message}")]
     Other {
         /// What happened.
         message: String,
+        /// What the service reported.
+        source: Option<BoxError>,
     },
 }
 
 impl BuildError {
-    /// True when the same call may succeed if tried again later.
+    /// [`BuildError::InvalidInput`].
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`BuildError::PermissionDenied`].
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::PermissionDenied {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`BuildError::Unsupported`].
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::Unsupported {
+            message: message.into(),
+        }
+    }
+
+    /// [`BuildError::Unavailable`], not retried yet.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::Unavailable {
+            message: message.into(),
+            retried: false,
+            source: None,
+        }
+    }
+
+    /// [`BuildError::Other`].
+    pub fn other(message: impl Into<String>) -> Self {
+        Self::Other {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error with `cause` as its source (variants that carry none
+    /// stay as they are).
+    #[must_use]
+    pub fn with_source(mut self, cause: impl Into<BoxError>) -> Self {
+        match &mut self {
+            Self::InvalidInput { source, .. }
+            | Self::PermissionDenied { source, .. }
+            | Self::Unavailable { source, .. }
+            | Self::Other { source, .. } => *source = Some(cause.into()),
+            Self::Unsupported { .. } | Self::BuildFailed { .. } | Self::Timeout { .. } => {}
+        }
+        self
+    }
+
+    /// True when the same call may succeed if tried again later
+    /// ([`BuildError::Unavailable`]), whether or not it was retried already.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable { .. })
+    }
+
+    /// True when the call already went through a retry policy that spent
+    /// its budget: retrying it again would stack retries.
+    pub fn is_retried(&self) -> bool {
+        matches!(self, Self::Unavailable { retried: true, .. })
+    }
+
+    /// True for [`BuildError::PermissionDenied`].
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Self::PermissionDenied { .. })
+    }
+
+    /// True for [`BuildError::InvalidInput`] and [`BuildError::Unsupported`]:
+    /// the request must change before it can succeed.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, Self::InvalidInput { .. } | Self::Unsupported { .. })
+    }
+
+    /// True when a build ran and did not succeed ([`BuildError::BuildFailed`],
+    /// [`BuildError::Timeout`]): its log says why.
+    pub fn is_build_failure(&self) -> bool {
+        matches!(self, Self::BuildFailed { .. } | Self::Timeout { .. })
+    }
+}
+
+impl crate::retry::Retryable for BuildError {
+    fn is_retryable(&self) -> bool {
+        BuildError::is_retryable(self)
+    }
+
+    fn is_retried(&self) -> bool {
+        BuildError::is_retried(self)
+    }
+
+    fn into_retried(mut self, attempts: u32) -> Self {
+        if let Self::Unavailable {
+            message, retried, ..
+        } = &mut self
+        {
+            *retried = true;
+            crate::retry::note_attempts(message, attempts);
+        }
+        self
     }
 }
 

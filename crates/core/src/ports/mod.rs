@@ -1,14 +1,23 @@
 //! The ports: the traits through which the engine reaches the outside
 //! world. Each carries its contract in its doc comments (MUST/SHOULD per
-//! method, which error for which case), has one `#[non_exhaustive]` error
-//! enum with `is_retryable()`, and one conformance suite in
-//! `kinetic-testkit` that every adapter and every fake passes.
+//! method, which error for which case), and one conformance suite in
+//! `kinetic-testkit` that every adapter and every fake passes. Methods a
+//! wrapper must not lose are required (no default); conveniences written
+//! in terms of them live in an `…Ext` trait ([`ObjectStoreExt`]).
+//!
+//! Each port has one `#[non_exhaustive]` error enum grouped by what the
+//! caller does next (not found, invalid input, permission, unavailable…),
+//! with predicates (`is_retryable`, `is_retried`, `is_not_found`, …): its
+//! `Display` is a sentence for a person, its `source` the adapter's typed
+//! cause ([`BoxError`]).
 //!
 //! Decorators live beside the port they implement around another (as
-//! `object_store`'s `LimitStore` or tower's layers do), and pass the same
-//! suite: fault injection for each port ([`FaultyStore`], [`FaultyBackend`],
-//! [`FaultyImageBuilder`], over one [`FaultPlan`]), and the image builders
-//! [`FixedImage`] and [`LazyImageBuilder`].
+//! `object_store`'s `LimitStore` or tower's layers do), forward every
+//! method, and pass the same suite: fault injection for each port
+//! ([`FaultyStore`], [`FaultyBackend`], [`FaultyImageBuilder`], over one
+//! [`FaultPlan`]), retries for backends ([`RetryBackend`], under
+//! [`crate::retry::RetryPolicy`]), and the image builders [`FixedImage`]
+//! and [`LazyImageBuilder`].
 
 mod backend;
 mod fault;
@@ -17,8 +26,8 @@ mod store;
 
 pub use backend::{
     Backend, BackendCapabilities, BackendError, BackendRegistry, Deadlines, FaultyBackend,
-    GroupQuery, GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError, tail_lines,
-    terminal_line,
+    GroupQuery, GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError, RetryBackend,
+    tail_lines, terminal_line,
 };
 pub use fault::FaultPlan;
 pub use image::{
@@ -26,5 +35,12 @@ pub use image::{
     ImageRequest, LazyImageBuilder, ResolvedImage,
 };
 pub use store::{
-    FaultyStore, GetOptions, ObjectMeta, ObjectPath, ObjectStore, PutMode, PutOptions, StoreError,
+    FaultyStore, GetOptions, ObjectMeta, ObjectPath, ObjectStore, ObjectStoreExt, PutMode,
+    PutOptions, StoreError,
 };
+
+/// The typed cause a port error keeps as its
+/// [`source`](std::error::Error::source): whatever error the adapter got
+/// (`object_store::Error`, `kube::Error`, `reqwest::Error`,
+/// `std::io::Error`, another port's error…).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

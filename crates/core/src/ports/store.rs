@@ -16,6 +16,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use super::BoxError;
+
 pub use fault::FaultyStore;
 
 /// The path of an object inside a store: `/`-separated segments, no leading
@@ -34,11 +36,11 @@ impl ObjectPath {
     /// Validate a path; the error names it and says what is accepted.
     pub fn parse(path: impl Into<String>) -> Result<Self, StoreError> {
         let path = path.into();
-        let bad = |why: &str| StoreError::InvalidInput {
-            message: format!(
+        let bad = |why: &str| {
+            StoreError::invalid_input(format!(
                 "invalid object path '{}': {why} (expected '/'-separated names, no leading or trailing '/', no '.' or '..' segments)",
                 path.escape_debug()
-            ),
+            ))
         };
         if path.is_empty() {
             return Err(bad("it is empty"));
@@ -147,56 +149,208 @@ impl GetOptions {
 }
 
 /// Errors of an [`ObjectStore`], organised by what the caller does next.
+///
+/// Each error's `Display` is a complete sentence for a person (what was
+/// being done, on which object, and what the store said); its
+/// [`source`](std::error::Error::source) is the typed cause an adapter got
+/// (an `object_store::Error`, an `std::io::Error`, …) for a program to
+/// inspect. Adapters classify from the cause's type, never from its text.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// No object at this path.
+    /// No object at this path: treat it as absent.
     #[error("object not found: {path}")]
     NotFound {
         /// The missing object (as the store's URI where known).
         path: String,
+        /// What the store reported, where it reported something.
+        source: Option<BoxError>,
     },
-    /// A create-if-absent put found an object already there.
+    /// A create-if-absent put found an object already there: someone else
+    /// wrote it first.
     #[error("object already exists: {path}")]
     AlreadyExists {
         /// The existing object.
         path: String,
+        /// What the store reported, where it reported something.
+        source: Option<BoxError>,
     },
-    /// The request itself was wrong (bad path, bad range, unreadable local file).
+    /// The request itself was wrong (bad path, bad range, unreadable local
+    /// file): fix the input; retrying will not help.
     #[error("{message}")]
     InvalidInput {
         /// What was wrong and what is accepted.
         message: String,
+        /// The cause, where there is one (the local file's I/O error…).
+        source: Option<BoxError>,
     },
-    /// The credentials lack a permission; retrying will not help.
+    /// The credentials are missing, expired, or lack a permission: fix
+    /// them; retrying will not help.
     #[error("permission denied: {message}")]
     PermissionDenied {
         /// What was refused, and which permission is missing where known.
         message: String,
+        /// What the store reported.
+        source: Option<BoxError>,
     },
-    /// The store could not be reached or asked us to slow down; retrying may help.
+    /// This store cannot do what was asked (an operation its kind of
+    /// storage lacks): use another store; retrying will not help.
+    #[error("not supported by this store: {message}")]
+    Unsupported {
+        /// What cannot be done.
+        message: String,
+        /// What the store reported.
+        source: Option<BoxError>,
+    },
+    /// The store could not be reached or asked us to slow down: the same
+    /// call may succeed later. When `retried` is true the call already went
+    /// through a retry layer that spent its budget (`object_store`'s
+    /// `RetryConfig` for a cloud store): nobody retries it again.
     #[error("store unavailable: {message}")]
     Unavailable {
         /// What happened.
         message: String,
+        /// The call was already retried as its retry policy allows.
+        retried: bool,
+        /// What the store reported.
+        source: Option<BoxError>,
     },
-    /// Anything else the store reported.
+    /// Anything else the store reported: an answer nothing expected.
     #[error("store error: {message}")]
     Other {
         /// What happened.
         message: String,
+        /// What the store reported.
+        source: Option<BoxError>,
     },
 }
 
 impl StoreError {
-    /// True when the same call may succeed if tried again later.
+    /// [`StoreError::NotFound`] for `path`.
+    pub fn not_found(path: impl Into<String>) -> Self {
+        Self::NotFound {
+            path: path.into(),
+            source: None,
+        }
+    }
+
+    /// [`StoreError::AlreadyExists`] for `path`.
+    pub fn already_exists(path: impl Into<String>) -> Self {
+        Self::AlreadyExists {
+            path: path.into(),
+            source: None,
+        }
+    }
+
+    /// [`StoreError::InvalidInput`].
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`StoreError::PermissionDenied`].
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::PermissionDenied {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`StoreError::Unsupported`].
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::Unsupported {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`StoreError::Unavailable`], not retried yet.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::Unavailable {
+            message: message.into(),
+            retried: false,
+            source: None,
+        }
+    }
+
+    /// [`StoreError::Other`].
+    pub fn other(message: impl Into<String>) -> Self {
+        Self::Other {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error with `cause` as its source.
+    #[must_use]
+    pub fn with_source(mut self, cause: impl Into<BoxError>) -> Self {
+        let slot = match &mut self {
+            Self::NotFound { source, .. }
+            | Self::AlreadyExists { source, .. }
+            | Self::InvalidInput { source, .. }
+            | Self::PermissionDenied { source, .. }
+            | Self::Unsupported { source, .. }
+            | Self::Unavailable { source, .. }
+            | Self::Other { source, .. } => source,
+        };
+        *slot = Some(cause.into());
+        self
+    }
+
+    /// True when the same call may succeed if tried again later
+    /// ([`StoreError::Unavailable`]), whether or not it was retried already.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable { .. })
+    }
+
+    /// True when the call already went through a retry layer that spent
+    /// its budget: retrying it again would stack retries.
+    pub fn is_retried(&self) -> bool {
+        matches!(self, Self::Unavailable { retried: true, .. })
     }
 
     /// True for [`StoreError::NotFound`].
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
+    }
+
+    /// True for [`StoreError::AlreadyExists`].
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, Self::AlreadyExists { .. })
+    }
+
+    /// True for [`StoreError::PermissionDenied`].
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Self::PermissionDenied { .. })
+    }
+
+    /// True for [`StoreError::InvalidInput`] and [`StoreError::Unsupported`]:
+    /// the request must change before it can succeed.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, Self::InvalidInput { .. } | Self::Unsupported { .. })
+    }
+}
+
+impl crate::retry::Retryable for StoreError {
+    fn is_retryable(&self) -> bool {
+        StoreError::is_retryable(self)
+    }
+
+    fn is_retried(&self) -> bool {
+        StoreError::is_retried(self)
+    }
+
+    fn into_retried(mut self, attempts: u32) -> Self {
+        if let Self::Unavailable {
+            message, retried, ..
+        } = &mut self
+        {
+            *retried = true;
+            crate::retry::note_attempts(message, attempts);
+        }
+        self
     }
 }
 
@@ -260,16 +414,70 @@ pub trait ObjectStore: fmt::Debug + Send + Sync + 'static {
 
     /// Delete every object under `prefix` (segment-wise, as [`ObjectStore::list`])
     /// and return how many were deleted. An empty prefix MUST succeed with 0.
-    async fn delete_prefix(&self, prefix: &ObjectPath) -> Result<u64, StoreError> {
-        let objects = self.list(Some(prefix)).await?;
-        let mut deleted = 0;
-        for meta in objects {
-            self.delete(&meta.path).await?;
-            deleted += 1;
+    /// Required, with no default, so that a wrapper cannot lose a store's
+    /// own bulk delete (or a decorator its effect on it).
+    async fn delete_prefix(&self, prefix: &ObjectPath) -> Result<u64, StoreError>;
+}
+
+/// Conveniences over any [`ObjectStore`], written once in terms of its
+/// required methods (as `object_store`'s `ObjectStoreExt`): a store
+/// implements the port, and gets these for free. Bring the trait into
+/// scope to use them.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use kinetic_core::ports::{ObjectPath, ObjectStoreExt};
+/// use kinetic_testkit::MemoryStore;
+///
+/// let store = MemoryStore::new();
+/// let path = ObjectPath::parse("job-0a1b2c3d/handle.json").unwrap();
+/// assert_eq!(store.get_if_exists(&path).await.unwrap(), None);
+/// store.put_json(&path, r#"{"job_id": "job-0a1b2c3d"}"#.to_owned()).await.unwrap();
+/// assert!(store.exists(&path).await.unwrap());
+/// # });
+/// ```
+#[async_trait]
+pub trait ObjectStoreExt: ObjectStore {
+    /// The object's bytes, or `None` when there is no such object.
+    async fn get_if_exists(&self, path: &ObjectPath) -> Result<Option<Bytes>, StoreError> {
+        match self.get(path, GetOptions::default()).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
         }
-        Ok(deleted)
+    }
+
+    /// True when an object is at `path` (one `head`).
+    async fn exists(&self, path: &ObjectPath) -> Result<bool, StoreError> {
+        match self.head(path).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Store a JSON document (`application/json`), replacing any object there.
+    async fn put_json(&self, path: &ObjectPath, json: String) -> Result<(), StoreError> {
+        self.put_text(path, json, "application/json").await
+    }
+
+    /// Store a text document with its content type, replacing any object there.
+    async fn put_text(
+        &self,
+        path: &ObjectPath,
+        text: String,
+        content_type: &str,
+    ) -> Result<(), StoreError> {
+        self.put(
+            path,
+            Bytes::from(text),
+            PutOptions::default().with_content_type(content_type),
+        )
+        .await
     }
 }
+
+impl<T: ObjectStore + ?Sized> ObjectStoreExt for T {}
 
 #[cfg(test)]
 mod tests {
@@ -303,18 +511,26 @@ mod tests {
 
     #[test]
     fn only_unavailable_is_retryable() {
-        assert!(
-            StoreError::Unavailable {
-                message: "x".into()
-            }
-            .is_retryable()
+        use crate::retry::Retryable;
+        assert!(StoreError::unavailable("x").is_retryable());
+        assert!(!StoreError::unavailable("x").is_retried());
+        assert!(!StoreError::not_found("x").is_retryable());
+        assert!(!StoreError::permission_denied("x").is_retryable());
+        let retried = StoreError::unavailable("x").into_retried(3);
+        assert!(retried.is_retryable() && retried.is_retried());
+        assert!(!StoreError::not_found("x").into_retried(3).is_retried());
+    }
+
+    #[test]
+    fn the_cause_is_kept_as_the_source() {
+        use std::error::Error as _;
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "no");
+        let err = StoreError::invalid_input("cannot read local file 'x'").with_source(io);
+        let cause = err.source().expect("a source");
+        assert_eq!(
+            cause.downcast_ref::<std::io::Error>().map(|e| e.kind()),
+            Some(std::io::ErrorKind::PermissionDenied)
         );
-        assert!(!StoreError::NotFound { path: "x".into() }.is_retryable());
-        assert!(
-            !StoreError::PermissionDenied {
-                message: "x".into()
-            }
-            .is_retryable()
-        );
+        assert_eq!(err.to_string(), "cannot read local file 'x'");
     }
 }

@@ -3,7 +3,11 @@
 //! A [`BackendHarness`] gives the suite a backend, the store its runner
 //! reads and writes, and a way to prepare jobs ([`ConformanceJob`]s): real
 //! Python for backends that run the real runner, scripted outcomes for the
-//! fake. [`run`] then checks every sentence of the port's contract.
+//! fake. [`run`] then checks every sentence of the port's contract that
+//! applies to what the backend declares ([`BackendCapabilities`](kinetic_core::ports::BackendCapabilities)): a case
+//! whose capability is not declared is skipped, and the [`Report`] names
+//! the capability that excluded it; the calls of an undeclared capability
+//! must answer `Unsupported`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,18 +51,78 @@ pub trait BackendHarness: Send + Sync {
     }
 }
 
-/// Run every check.
-pub async fn run(h: &dyn BackendHarness) {
-    checks_accept_cpu(h).await;
+/// Which cases ran and which were skipped, with the capability each
+/// skipped case needs and the backend does not declare.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Report {
+    /// Cases that ran (and passed: a failing case panics).
+    pub ran: Vec<&'static str>,
+    /// Cases skipped, with the capability that excluded each.
+    pub skipped: Vec<(&'static str, &'static str)>,
+}
+
+impl Report {
+    fn ran(&mut self, case: &'static str) {
+        self.ran.push(case);
+    }
+
+    /// Record `case` as skipped for want of `capability`, and say so.
+    fn skip(&mut self, case: &'static str, capability: &'static str) {
+        eprintln!(
+            "conformance: skipped {case}: the backend does not declare the '{capability}' capability"
+        );
+        self.skipped.push((case, capability));
+    }
+}
+
+/// Run every case the backend's capabilities call for, and the check that
+/// each undeclared capability is refused; returns what ran and what was
+/// skipped (and why).
+pub async fn run(h: &dyn BackendHarness) -> Report {
+    let caps = h.backend().capabilities();
+    let mut report = Report::default();
+    checks_follow_the_capabilities(h).await;
+    report.ran("checks_follow_the_capabilities");
     runs_a_job_to_its_value(h).await;
+    report.ran("runs_a_job_to_its_value");
     reports_a_failed_job(h).await;
+    report.ran("reports_a_failed_job");
     submit_is_idempotent(h).await;
+    report.ran("submit_is_idempotent");
     unknown_jobs_are_not_found(h).await;
-    logs_tail_and_follow(h).await;
-    cancel_stops_a_running_job(h).await;
+    report.ran("unknown_jobs_are_not_found");
     cleanup_forgets_the_job(h).await;
+    report.ran("cleanup_forgets_the_job");
     env_reaches_the_job_and_nowhere_else(h).await;
-    group_status_reports_the_group_in_one_call(h).await;
+    report.ran("env_reaches_the_job_and_nowhere_else");
+    if caps.logs {
+        logs_hold_the_output_and_tail_the_end(h).await;
+        report.ran("logs_hold_the_output_and_tail_the_end");
+    } else {
+        report.skip("logs_hold_the_output_and_tail_the_end", "logs");
+    }
+    if caps.follow_logs {
+        follow_logs_streams_every_line_and_ends(h).await;
+        report.ran("follow_logs_streams_every_line_and_ends");
+    } else {
+        report.skip("follow_logs_streams_every_line_and_ends", "follow_logs");
+    }
+    if caps.cancel {
+        cancel_stops_a_running_job(h).await;
+        report.ran("cancel_stops_a_running_job");
+    } else {
+        report.skip("cancel_stops_a_running_job", "cancel");
+    }
+    if caps.group_status {
+        group_status_reports_the_group_in_one_call(h).await;
+        report.ran("group_status_reports_the_group_in_one_call");
+    } else {
+        report.skip("group_status_reports_the_group_in_one_call", "group_status");
+    }
+    undeclared_capabilities_are_unsupported(h).await;
+    report.ran("undeclared_capabilities_are_unsupported");
+    report
 }
 
 fn no_env() -> CapturedEnv {
@@ -99,13 +163,74 @@ async fn submitted(h: &dyn BackendHarness, job: ConformanceJob) -> PreparedJob {
     prepared
 }
 
-/// `check` accepts a CPU job.
-pub async fn checks_accept_cpu(h: &dyn BackendHarness) {
+/// `check` accepts a CPU job, and refuses with `Unsupported` an
+/// accelerator spanning more hosts than the backend declares
+/// (`BackendCapabilities::max_hosts`, and one host without
+/// `BackendCapabilities::multi_host`).
+pub async fn checks_follow_the_capabilities(h: &dyn BackendHarness) {
     let cpu = AcceleratorSpec::parse("cpu").expect("cpu");
     h.backend()
         .check(&cpu)
         .await
         .expect("every backend MUST accept cpu");
+    let caps = h.backend().capabilities();
+    let max_hosts = if caps.multi_host { caps.max_hosts } else { 1 };
+    let beyond = ["v5litepod-16", "v5litepod-256", "v4-4096"]
+        .iter()
+        .map(|s| AcceleratorSpec::parse(s).expect("a known TPU slice"))
+        .find(|a| a.num_hosts() > max_hosts);
+    if let Some(accelerator) = beyond {
+        let err = h
+            .backend()
+            .check(&accelerator)
+            .await
+            .expect_err("an accelerator beyond the declared hosts MUST be refused");
+        assert!(
+            matches!(err, BackendError::Unsupported { .. }),
+            "MUST be Unsupported, got {err:?}"
+        );
+        assert!(
+            err.to_string().contains(&accelerator.to_string()),
+            "the refusal MUST name the accelerator: {err}"
+        );
+    }
+}
+
+/// Every call whose capability is not declared answers `Unsupported`.
+pub async fn undeclared_capabilities_are_unsupported(h: &dyn BackendHarness) {
+    let caps = h.backend().capabilities();
+    let job = h.prepare(ConformanceJob::Returns42, no_env()).await;
+    let unsupported = |what: &str, result: Result<(), BackendError>| match result {
+        Err(BackendError::Unsupported { .. }) => {}
+        other => panic!(
+            "a backend that does not declare '{what}' MUST answer Unsupported, got {other:?}"
+        ),
+    };
+    if !caps.group_status {
+        let query = GroupQuery::new(GroupId::new_random(), job.record.namespace.clone());
+        unsupported(
+            "group_status",
+            h.backend().group_status(&query).await.map(drop),
+        );
+    }
+    if !caps.logs {
+        unsupported(
+            "logs",
+            h.backend()
+                .logs(&job.record, LogOptions::default())
+                .await
+                .map(drop),
+        );
+    }
+    if !caps.follow_logs {
+        unsupported(
+            "follow_logs",
+            h.backend().follow_logs(&job.record).await.map(drop),
+        );
+    }
+    if !caps.cancel {
+        unsupported("cancel", h.backend().cancel(&job.record).await);
+    }
 }
 
 /// A submitted job runs to `SUCCEEDED` and its value lands in `result.json`;
@@ -168,7 +293,7 @@ pub async fn submit_is_idempotent(h: &dyn BackendHarness) {
 }
 
 /// A job never submitted: status `NOT_FOUND` (not an error), logs
-/// `NotFound`, cancel and cleanup succeed.
+/// `NotFound` and cancel succeeds (where declared), cleanup succeeds.
 pub async fn unknown_jobs_are_not_found(h: &dyn BackendHarness) {
     let job = h.prepare(ConformanceJob::Returns42, no_env()).await;
     let state = h
@@ -177,28 +302,33 @@ pub async fn unknown_jobs_are_not_found(h: &dyn BackendHarness) {
         .await
         .expect("status of an unknown job is not an error");
     assert_eq!(state.status, JobStatus::NotFound);
-    let err = h
-        .backend()
-        .logs(&job.record, LogOptions::default())
-        .await
-        .expect_err("logs of an unknown job");
-    assert!(
-        matches!(err, BackendError::NotFound { .. }),
-        "MUST be NotFound, got {err:?}"
-    );
-    h.backend()
-        .cancel(&job.record)
-        .await
-        .expect("cancel of an unknown job MUST succeed");
+    let caps = h.backend().capabilities();
+    if caps.logs {
+        let err = h
+            .backend()
+            .logs(&job.record, LogOptions::default())
+            .await
+            .expect_err("logs of an unknown job");
+        assert!(
+            matches!(err, BackendError::NotFound { .. }),
+            "MUST be NotFound, got {err:?}"
+        );
+    }
+    if caps.cancel {
+        h.backend()
+            .cancel(&job.record)
+            .await
+            .expect("cancel of an unknown job MUST succeed");
+    }
     h.backend()
         .cleanup(&job.record)
         .await
         .expect("cleanup of an unknown job MUST succeed");
 }
 
-/// Logs hold the job's output; `tail` the last lines; `follow_logs` streams
-/// every line and ends once the job ended.
-pub async fn logs_tail_and_follow(h: &dyn BackendHarness) {
+/// `follow_logs` streams every line of the job's output and ends once the
+/// job ended.
+pub async fn follow_logs_streams_every_line_and_ends(h: &dyn BackendHarness) {
     let job = submitted(h, ConformanceJob::Prints(3)).await;
     let mut stream = h
         .backend()
@@ -222,6 +352,12 @@ pub async fn logs_tail_and_follow(h: &dyn BackendHarness) {
             "follow_logs MUST deliver {want:?}; got {lines:?}"
         );
     }
+    wait_terminal(h, &job.record).await;
+}
+
+/// Logs hold the job's output; `tail(n)` is its last `n` lines.
+pub async fn logs_hold_the_output_and_tail_the_end(h: &dyn BackendHarness) {
+    let job = submitted(h, ConformanceJob::Prints(3)).await;
     wait_terminal(h, &job.record).await;
     let all = h
         .backend()
@@ -334,15 +470,17 @@ pub async fn env_reaches_the_job_and_nowhere_else(h: &dyn BackendHarness) {
             meta.path
         );
     }
-    let logs = h
-        .backend()
-        .logs(&job.record, LogOptions::default())
-        .await
-        .expect("logs");
-    assert!(
-        !logs.contains(&sentinel),
-        "a captured value MUST NOT be logged"
-    );
+    if h.backend().capabilities().logs {
+        let logs = h
+            .backend()
+            .logs(&job.record, LogOptions::default())
+            .await
+            .expect("logs");
+        assert!(
+            !logs.contains(&sentinel),
+            "a captured value MUST NOT be logged"
+        );
+    }
     assert!(
         !format!("{job:?}").contains(&sentinel),
         "a prepared job's Debug MUST NOT show values"

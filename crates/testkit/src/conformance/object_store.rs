@@ -328,7 +328,7 @@ pub async fn put_file_streams_a_local_file(store: &dyn ObjectStore) {
         .await
         .expect_err("missing local file");
     assert!(
-        matches!(&err, StoreError::InvalidInput { message } if message.contains("no-such-file")),
+        matches!(&err, StoreError::InvalidInput { message, .. } if message.contains("no-such-file")),
         "MUST be InvalidInput naming the file, got {err:?}"
     );
 }

@@ -122,13 +122,9 @@ fn submit_one(
             let input = prep
                 .inputs
                 .get(index)
-                .ok_or_else(|| EngineError::Internal {
-                    message: format!("batch input {index} is missing"),
-                })?;
-            let call =
-                dispatch_input(prep.mode, index, input).map_err(|e| EngineError::Internal {
-                    message: e.to_string(),
-                })?;
+                .ok_or_else(|| EngineError::internal(format!("batch input {index} is missing")))?;
+            let call = dispatch_input(prep.mode, index, input)
+                .map_err(|e| EngineError::internal(e.to_string()))?;
             let call = ChildCall {
                 args: call.args,
                 kwargs: call.kwargs,
@@ -167,7 +163,11 @@ fn settle(shared: &BatchShared, (index, _attempt, job_id, result): Submission) -
             }
             Err(error) => {
                 tracing::warn!(job_id = %job_id, "batch input {index} could not be submitted: {error}");
-                let retryable = error.is_retryable();
+                // A failure some layer already retried (the engine's
+                // RetryBackend, a cloud store's client) is not retried
+                // again here: the batch's own attempts are for jobs, and
+                // for submissions nobody retried yet.
+                let retryable = error.is_retryable() && !error.is_retried();
                 core.submission_errors.insert(index, Arc::new(error));
                 Event::SubmitFailed { index, retryable }
             }

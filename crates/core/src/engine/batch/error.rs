@@ -199,10 +199,10 @@ impl BatchError {
     }
 
     /// True when the error is about the caller's input (a CLI exits 2).
-    pub fn is_usage(&self) -> bool {
+    pub fn is_invalid_input(&self) -> bool {
         match self {
             Self::InvalidInput { .. } => true,
-            Self::Engine(e) => e.is_usage(),
+            Self::Engine(e) => e.is_invalid_input(),
             _ => false,
         }
     }

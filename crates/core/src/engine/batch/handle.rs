@@ -17,13 +17,12 @@ use crate::engine::{CleanupOptions, EngineError, EngineInner, JobHandle, JobSpec
 use crate::ids::{GroupId, JobId};
 use crate::layout;
 use crate::plan::UploadTarget;
+use crate::ports::ObjectStoreExt;
 use crate::record::UtcTimestamp;
 use crate::status::JobState;
 
 use super::driver::{self, BatchPrep, DriverSettings};
-use super::shared::{
-    BatchShared, DriverState, FAN_OUT, ManifestBase, ManifestPoll, exists, put_text, read_manifest,
-};
+use super::shared::{BatchShared, DriverState, FAN_OUT, ManifestBase, ManifestPoll, read_manifest};
 use super::{
     AttachOptions, BatchDriver, BatchError, BatchFailure, BatchItem, BatchResultsOptions,
     ChildError, FailedChild, MapOptions,
@@ -131,7 +130,10 @@ pub(super) async fn start_map(
         let encoded = encode_inputs(&inputs);
         let prep = prepare(inner, &group_id, spec, inputs, options.input_mode, &options).await?;
         let inputs_path = layout::group_inputs(&group_id);
-        put_text(inner, &inputs_path, encoded, "application/x-ndjson").await?;
+        inner
+            .store
+            .put_text(&inputs_path, encoded, "application/x-ndjson")
+            .await?;
         let base = ManifestBase {
             created_at: UtcTimestamp::now(),
             submit_fn_name: prep.spec.entrypoint.func_name(),
@@ -154,7 +156,7 @@ pub(super) async fn start_map(
         // The manifest exists, with no children, before any submission.
         let manifest = shared.manifest_snapshot();
         let path = layout::group_manifest(&group_id);
-        put_text(inner, &path, manifest.to_json(), "application/json").await?;
+        inner.store.put_json(&path, manifest.to_json()).await?;
         tracing::info!(group_id = %group_id, inputs = total, "batch prepared");
         let driver = driver::start(
             shared.clone(),
@@ -330,30 +332,18 @@ impl BatchHandle {
         Ok(())
     }
 
-    /// Poll for `wait`-like loops: transient errors are retried a few times.
-    async fn refresh_tolerant(&self, transient: &mut u32) -> Result<(), BatchError> {
-        match self
-            .shared
+    /// Poll for `wait`-like loops. A failed backend call was already
+    /// retried by the engine's RetryBackend (and a cloud store's call by
+    /// its client): what comes out ends the loop with its error.
+    async fn poll_once(&self) -> Result<(), BatchError> {
+        self.shared
             .refresh(Some(self.shared.poll_interval / 2))
             .await
-        {
-            Ok(()) => {
-                *transient = 0;
-                Ok(())
-            }
-            Err(e) if e.is_retryable() && *transient < 5 => {
-                *transient += 1;
-                tracing::warn!(group_id = %self.shared.group_id, "batch poll failed, retrying: {e}");
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
     }
 
     /// Wait until every input is submitted (or failed to be, or skipped).
     pub async fn wait_submitted(&self, timeout: Option<Duration>) -> Result<(), BatchError> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut transient = 0;
         loop {
             if self.is_submission_complete() {
                 return Ok(());
@@ -363,7 +353,7 @@ impl BatchHandle {
             }
             // An attached batch learns of new children by polling.
             if self.shared.lock().manifest_poll.is_some() {
-                self.refresh_tolerant(&mut transient).await?;
+                self.poll_once().await?;
             }
             self.pause(deadline, timeout).await?;
         }
@@ -373,7 +363,6 @@ impl BatchHandle {
     /// skipped). A timeout is [`BatchError::Timeout`]; the batch goes on.
     pub async fn wait(&self, timeout: Option<Duration>) -> Result<(), BatchError> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut transient = 0;
         loop {
             if self.shared.lock().machine.is_done() {
                 let failed = self.shared.lock().submission_errors.len();
@@ -385,7 +374,7 @@ impl BatchHandle {
             if let Some(e) = self.stalled() {
                 return Err(e);
             }
-            self.refresh_tolerant(&mut transient).await?;
+            self.poll_once().await?;
             if self.shared.lock().machine.is_done() {
                 continue;
             }
@@ -422,7 +411,6 @@ impl BatchHandle {
             cursor: usize,
             deadline: Option<Instant>,
             timeout: Option<Duration>,
-            transient: u32,
             done: bool,
         }
         let state = State {
@@ -430,7 +418,6 @@ impl BatchHandle {
             cursor: 0,
             deadline: timeout.map(|t| Instant::now() + t),
             timeout,
-            transient: 0,
             done: false,
         };
         futures_util::stream::unfold(state, |mut st| async move {
@@ -456,7 +443,7 @@ impl BatchHandle {
                     st.done = true;
                     return Some((Err(e), st));
                 }
-                if let Err(e) = st.handle.refresh_tolerant(&mut st.transient).await {
+                if let Err(e) = st.handle.poll_once().await {
                     st.done = true;
                     return Some((Err(e), st));
                 }
@@ -498,19 +485,16 @@ impl BatchHandle {
             (Some(Slot::SubmitFailed { attempts }), _) => Err(ChildError::Submission {
                 index,
                 attempts,
-                error: submit_error.unwrap_or_else(|| {
-                    Arc::new(EngineError::Internal {
-                        message: "the submission failed".into(),
-                    })
-                }),
+                error: submit_error
+                    .unwrap_or_else(|| Arc::new(EngineError::internal("the submission failed"))),
             }),
             (Some(Slot::Skipped { reason }), _) => Err(ChildError::NotSubmitted { index, reason }),
             (other, _) => Err(ChildError::Submission {
                 index,
                 attempts: 0,
-                error: Arc::new(EngineError::Internal {
-                    message: format!("input {index} has not ended ({other:?})"),
-                }),
+                error: Arc::new(EngineError::internal(format!(
+                    "input {index} has not ended ({other:?})"
+                ))),
             }),
         };
         BatchItem {
@@ -653,11 +637,7 @@ impl BatchHandle {
                             index,
                             attempts: *attempts,
                             error: core.submission_errors.get(&index).cloned().unwrap_or_else(
-                                || {
-                                    Arc::new(EngineError::Internal {
-                                        message: "the submission failed".into(),
-                                    })
-                                },
+                                || Arc::new(EngineError::internal("the submission failed")),
                             ),
                         },
                     ))
@@ -885,7 +865,7 @@ impl BatchHandle {
                 let mut last = None;
                 for attempt in 1..=max_attempts {
                     let id = child_job_id(&shared.group_id, index, attempt);
-                    if !exists(&shared.engine, &layout::record(&id)).await? {
+                    if !shared.engine.store.exists(&layout::record(&id)).await? {
                         break;
                     }
                     last = Some(attempt);
@@ -894,7 +874,7 @@ impl BatchHandle {
                     return Ok((index, None));
                 };
                 let id = child_job_id(&shared.group_id, index, attempt);
-                let ran = exists(&shared.engine, &layout::result(&id)).await?;
+                let ran = shared.engine.store.exists(&layout::result(&id)).await?;
                 Ok((index, Some((attempt, ran))))
             }))
             .buffer_unordered(FAN_OUT * 2)

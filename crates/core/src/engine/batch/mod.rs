@@ -110,7 +110,8 @@ pub struct MapOptions {
     /// ended); `None` = no limit. Default 64.
     pub max_concurrent: Option<usize>,
     /// Extra attempts per input whose job fails (or whose submission fails
-    /// with a retryable error). Default 0.
+    /// with a retryable error that no layer retried already: the engine
+    /// retries backend calls itself). Default 0.
     pub retries: u32,
     /// Stop submitting once an input failed for good. Default false.
     pub fail_fast: bool,

@@ -3,20 +3,18 @@
 //! with one backend call.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures_util::StreamExt;
 
 use crate::batch::{
     BatchMachine, Command, Event, GroupManifest, InputMode, ManifestChild, child_job_id,
 };
-use crate::engine::{EngineError, EngineInner, JobHandle, get_if_exists, load_handle};
+use crate::engine::{EngineError, EngineInner, JobHandle, load_handle};
 use crate::ids::{GroupId, JobId};
 use crate::layout;
-use crate::ports::{GetOptions, GroupQuery, ObjectPath, PutOptions};
+use crate::ports::{GetOptions, GroupQuery, ObjectStoreExt};
 use crate::protocol::RunnerResult;
 use crate::record::UtcTimestamp;
 use crate::status::{JobState, JobStatus};
@@ -105,7 +103,6 @@ pub(super) struct BatchShared {
     pub(super) changed: tokio::sync::Notify,
     /// Serialises polls; holds when the last one started.
     poll_gate: tokio::sync::Mutex<Option<Instant>>,
-    group_status_supported: AtomicBool,
 }
 
 impl BatchShared {
@@ -143,7 +140,6 @@ impl BatchShared {
             }),
             changed: tokio::sync::Notify::new(),
             poll_gate: tokio::sync::Mutex::new(None),
-            group_status_supported: AtomicBool::new(true),
         }
     }
 
@@ -274,18 +270,13 @@ impl BatchShared {
                 .backends
                 .get(&backend_name)
                 .map_err(EngineError::from)?;
-            let mut grouped = None;
-            if self.group_status_supported.load(Ordering::Relaxed) {
+            // The backend's capabilities choose one group call or one call per job.
+            let grouped = if backend.capabilities().group_status {
                 let query = GroupQuery::new(self.group_id.clone(), namespace);
-                match backend.group_status(&query).await {
-                    Ok(map) => grouped = Some(map),
-                    Err(crate::ports::BackendError::Unsupported { message }) => {
-                        tracing::warn!(group_id = %self.group_id, "{message}; polling each job instead");
-                        self.group_status_supported.store(false, Ordering::Relaxed);
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
+                Some(backend.group_status(&query).await?)
+            } else {
+                None
+            };
             let states: Vec<(usize, JobId, JobState)> = match grouped {
                 Some(map) => entries
                     .iter()
@@ -369,17 +360,7 @@ impl BatchShared {
     /// the backend's group listing still find every child).
     pub(super) async fn write_manifest(&self, manifest: GroupManifest) {
         let path = layout::group_manifest(&self.group_id);
-        let json = manifest.to_json();
-        if let Err(e) = self
-            .engine
-            .store
-            .put(
-                &path,
-                Bytes::from(json),
-                PutOptions::default().with_content_type("application/json"),
-            )
-            .await
-        {
+        if let Err(e) = self.engine.store.put_json(&path, manifest.to_json()).await {
             tracing::warn!(group_id = %self.group_id, "could not write the batch manifest: {e}");
         }
     }
@@ -496,15 +477,12 @@ impl BatchShared {
         let Ok(backend) = self.engine.backends.get(backend) else {
             return Ok(());
         };
+        if !backend.capabilities().group_status {
+            // Children the manifest does not name cannot be found without it.
+            return Ok(());
+        }
         let query = GroupQuery::new(self.group_id.clone(), namespace);
-        let map = match backend.group_status(&query).await {
-            Ok(map) => map,
-            Err(crate::ports::BackendError::Unsupported { .. }) => {
-                self.group_status_supported.store(false, Ordering::Relaxed);
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let map = backend.group_status(&query).await?;
         let mut found = Vec::new();
         for job_id in map.keys() {
             if let Some((index, attempt)) = child_position(&self.group_id, job_id, self.total) {
@@ -569,9 +547,9 @@ pub(super) fn dispatch(core: &mut Core, commands: Vec<Command>, chores: &mut Vec
                     // the input fails instead of waiting forever.
                     core.submission_errors.insert(
                         index,
-                        Arc::new(EngineError::Internal {
-                            message: "no submission loop is running for this batch".into(),
-                        }),
+                        Arc::new(EngineError::internal(
+                            "no submission loop is running for this batch",
+                        )),
                     );
                     let more = core.machine.apply(Event::SubmitFailed {
                         index,
@@ -647,7 +625,7 @@ pub(super) async fn read_manifest(
 ) -> Result<GroupManifest, BatchError> {
     let path = layout::group_manifest(group_id);
     let uri = inner.store.uri(&path);
-    let Some(bytes) = get_if_exists(&inner.store, &path).await? else {
+    let Some(bytes) = inner.store.get_if_exists(&path).await? else {
         return Err(BatchError::GroupNotFound {
             group_id: group_id.to_string(),
             uri,
@@ -664,34 +642,4 @@ pub(super) async fn read_manifest(
         tracing::warn!(group_id = %group_id, "{w}");
     }
     Ok(manifest)
-}
-
-/// Write a JSON document (used for the inputs).
-pub(super) async fn put_text(
-    inner: &Arc<EngineInner>,
-    path: &ObjectPath,
-    text: String,
-    content_type: &str,
-) -> Result<(), BatchError> {
-    inner
-        .store
-        .put(
-            path,
-            Bytes::from(text),
-            PutOptions::default().with_content_type(content_type),
-        )
-        .await?;
-    Ok(())
-}
-
-/// True when an object exists.
-pub(super) async fn exists(
-    inner: &Arc<EngineInner>,
-    path: &ObjectPath,
-) -> Result<bool, BatchError> {
-    match inner.store.head(path).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.is_not_found() => Ok(false),
-        Err(e) => Err(e.into()),
-    }
 }

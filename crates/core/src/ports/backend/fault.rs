@@ -31,7 +31,7 @@ use crate::status::JobState;
 ///
 /// let fake = FakeBackend::new("fake", Arc::new(MemoryStore::new()));
 /// let backend = FaultyBackend::new(Arc::new(fake));
-/// backend.faults().fail_on("list", 1, BackendError::Unavailable { message: "scripted".into() });
+/// backend.faults().fail_on("list", 1, BackendError::unavailable("scripted"));
 /// assert!(backend.list().await.is_ok());
 /// assert!(backend.list().await.unwrap_err().is_retryable());
 /// assert_eq!(backend.name(), "fake");

@@ -21,7 +21,7 @@ use crate::ports::FaultPlan;
 /// use kinetic_testkit::FakeImageBuilder;
 ///
 /// let images = FaultyImageBuilder::new(Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/r")));
-/// images.faults().fail_next(BuildError::Unavailable { message: "scripted".into() });
+/// images.faults().fail_next(BuildError::unavailable("scripted"));
 /// let request = ImageRequest::new(ImageMode::Bundled, "python:3.11-slim".into(), "cpu".into(),
 ///     None, "print('runner')\n".into(), "FROM $base_image\n".into());
 /// assert!(images.resolve(&request).await.unwrap_err().is_retryable());

@@ -46,9 +46,9 @@ impl FixedImage {
     /// Resolve to `uri`; fails when it is empty.
     pub fn new(uri: &str) -> Result<Self, BuildError> {
         if uri.trim().is_empty() {
-            return Err(BuildError::InvalidInput {
-                message: "the fixed image URI is empty: expected e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG".into(),
-            });
+            return Err(BuildError::invalid_input(
+                "the fixed image URI is empty: expected e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG",
+            ));
         }
         Ok(Self {
             uri: uri.trim().to_owned(),

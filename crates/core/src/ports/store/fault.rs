@@ -24,7 +24,7 @@ use crate::ports::FaultPlan;
 /// use kinetic_testkit::MemoryStore;
 ///
 /// let store = FaultyStore::new(Arc::new(MemoryStore::new()));
-/// store.faults().fail_next(StoreError::Unavailable { message: "scripted".into() });
+/// store.faults().fail_next(StoreError::unavailable("scripted"));
 /// assert!(store.list(None).await.unwrap_err().is_retryable());
 /// assert!(store.list(None).await.unwrap().is_empty());
 /// # });

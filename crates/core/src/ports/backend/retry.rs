@@ -1,0 +1,126 @@
+//! [`RetryBackend`]: a [`Backend`] around another that retries failed
+//! calls under one [`RetryPolicy`].
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{
+    Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
+    PreparedJob,
+};
+use crate::accelerators::AcceleratorSpec;
+use crate::ids::JobId;
+use crate::record::JobRecord;
+use crate::retry::RetryPolicy;
+use crate::status::JobState;
+
+/// Retries for any [`Backend`]: each call that fails with an error that is
+/// [retryable](BackendError::is_retryable) and not [already
+/// retried](BackendError::is_retried) is made again after the policy's
+/// backoff, until it succeeds or the policy's budget is spent; the error
+/// that ends it comes back marked as retried, so that nothing above retries
+/// it again. Every other error (not found, permission, an error a lower
+/// layer already retried) is returned at once. `name` and `capabilities`
+/// are the inner backend's; a log stream, once open, is not retried.
+///
+/// This is the one place the engine retries backend calls: job and batch
+/// polling, submit, cancel, cleanup and logs all go through it
+/// ([`EngineBuilder::retry`](crate::engine::EngineBuilder::retry) sets the
+/// policy).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use kinetic_core::ports::{Backend, BackendError, FaultyBackend, RetryBackend};
+/// use kinetic_core::retry::{Backoff, RetryPolicy};
+/// use kinetic_testkit::{FakeBackend, MemoryStore};
+///
+/// let fake = FaultyBackend::new(Arc::new(FakeBackend::new("fake", Arc::new(MemoryStore::new()))));
+/// let policy = RetryPolicy::new(3, Backoff::new(Duration::from_millis(10), Duration::from_secs(1)));
+/// let backend = RetryBackend::new(Arc::new(fake.clone()), policy);
+///
+/// // Two failures are absorbed by the budget of three attempts…
+/// fake.faults().fail_next(BackendError::unavailable("restarting"));
+/// fake.faults().fail_next(BackendError::unavailable("restarting"));
+/// assert!(backend.list().await.is_ok());
+/// // …three are not, and the error says it was retried.
+/// for _ in 0..3 {
+///     fake.faults().fail_next(BackendError::unavailable("restarting"));
+/// }
+/// let err = backend.list().await.unwrap_err();
+/// assert!(err.is_retried());
+/// # });
+/// ```
+#[derive(Debug, Clone)]
+pub struct RetryBackend {
+    inner: Arc<dyn Backend>,
+    policy: RetryPolicy,
+}
+
+impl RetryBackend {
+    /// Wrap `inner`, retrying under `policy`.
+    pub fn new(inner: Arc<dyn Backend>, policy: RetryPolicy) -> Self {
+        Self { inner, policy }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &Arc<dyn Backend> {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl Backend for RetryBackend {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> BackendCapabilities {
+        self.inner.capabilities()
+    }
+
+    async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
+        self.policy.call(|| self.inner.check(accelerator)).await
+    }
+
+    async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
+        self.policy.call(|| self.inner.submit(job)).await
+    }
+
+    async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError> {
+        self.policy.call(|| self.inner.status(job)).await
+    }
+
+    async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
+        self.policy.call(|| self.inner.group_status(query)).await
+    }
+
+    async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
+        self.policy
+            .call(|| self.inner.logs(job, options.clone()))
+            .await
+    }
+
+    async fn follow_logs(&self, job: &JobRecord) -> Result<LogStream, BackendError> {
+        self.policy.call(|| self.inner.follow_logs(job)).await
+    }
+
+    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
+        self.policy.call(|| self.inner.cancel(job)).await
+    }
+
+    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError> {
+        self.policy.call(|| self.inner.cleanup(job)).await
+    }
+
+    async fn list(&self) -> Result<Vec<JobId>, BackendError> {
+        self.policy.call(|| self.inner.list()).await
+    }
+}

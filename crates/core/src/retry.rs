@@ -1,0 +1,466 @@
+//! Retries in one place: the *policy* — which failures are worth another
+//! try ([`Retryable`], or a predicate) and how long to keep trying
+//! ([`RetryPolicy`]: a budget of attempts and of time, and a [`Backoff`]
+//! with jitter) — apart from the *mechanism*, the one loop that calls,
+//! waits and calls again ([`RetryPolicy::call`], [`RetryPolicy::retry_if`]),
+//! as tower splits its `Policy` from its `Retry` service.
+//!
+//! Who retries what, so that nothing is retried twice:
+//!
+//! - the GCS store retries inside `object_store` (its `RetryConfig`) and
+//!   reports what it gave up on as already retried
+//!   ([`StoreError::Unavailable`](crate::ports::StoreError::Unavailable)
+//!   with `retried: true`); the engine never retries a store call;
+//! - the engine wraps every backend in
+//!   [`RetryBackend`](crate::ports::RetryBackend), the decorator that
+//!   retries backend calls (job and batch polling, submit, cancel…) under
+//!   one policy ([`EngineBuilder::retry`](crate::engine::EngineBuilder::retry));
+//! - adapters that loop on their own (the GKE backend writing a final
+//!   state, the Cloud Build client) use this same mechanism and report
+//!   what they gave up on as retried, which no layer above retries again.
+//!
+//! Waiting uses `tokio::time` (the core has no runtime of its own; a test
+//! with a paused clock runs the waits instantly).
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+//! use std::time::Duration;
+//! use kinetic_core::ports::StoreError;
+//! use kinetic_core::retry::{Backoff, RetryPolicy};
+//!
+//! let policy = RetryPolicy::new(3, Backoff::new(Duration::from_millis(10), Duration::from_secs(1)));
+//! let mut calls = 0;
+//! let result: Result<(), StoreError> = policy
+//!     .call(|| {
+//!         calls += 1;
+//!         async { Err(StoreError::unavailable("busy")) }
+//!     })
+//!     .await;
+//! let err = result.unwrap_err();
+//! assert_eq!(calls, 3, "exactly the budget");
+//! assert!(err.is_retried(), "reported as already retried");
+//! # });
+//! ```
+
+use std::future::Future;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// What a retry policy needs to know about an error: whether trying again
+/// may help, and whether someone already did. The port errors implement it.
+pub trait Retryable: Sized {
+    /// True when the same call may succeed if tried again later.
+    fn is_retryable(&self) -> bool;
+
+    /// True when the call already went through a retry policy that spent
+    /// its budget; retrying it again would stack retries.
+    fn is_retried(&self) -> bool;
+
+    /// The same error marked as retried, after `attempts` attempts in all
+    /// (errors that are not retryable stay as they are).
+    fn into_retried(self, attempts: u32) -> Self;
+}
+
+/// Add how many attempts were made to a message (nothing for one attempt).
+pub(crate) fn note_attempts(message: &mut String, attempts: u32) {
+    if attempts > 1 {
+        message.push_str(&format!(" (gave up after {attempts} attempts)"));
+    }
+}
+
+/// Exponential backoff with jitter: the wait after the `n`th failed attempt
+/// is `initial * multiplier^(n-1)`, capped at `max`, then shortened by a
+/// random part of up to `jitter` of itself (so that clients that failed
+/// together do not come back together).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct Backoff {
+    /// Wait after the first failed attempt.
+    pub initial: Duration,
+    /// Longest wait.
+    pub max: Duration,
+    /// Growth of the wait per attempt (at least 1).
+    pub multiplier: f64,
+    /// Share of each wait drawn at random, from 0 (none) to 1 (anything
+    /// between zero and the wait).
+    pub jitter: f64,
+}
+
+impl Backoff {
+    /// Waits from `initial`, doubling up to `max`, without jitter.
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        Self {
+            initial,
+            max,
+            multiplier: 2.0,
+            jitter: 0.0,
+        }
+    }
+
+    /// The same, growing by `multiplier` per attempt.
+    #[must_use]
+    pub fn with_multiplier(mut self, multiplier: f64) -> Self {
+        self.multiplier = multiplier;
+        self
+    }
+
+    /// The same, with `jitter` (clamped to 0..=1) of each wait drawn at random.
+    #[must_use]
+    pub fn with_jitter(mut self, jitter: f64) -> Self {
+        self.jitter = jitter.clamp(0.0, 1.0);
+        self
+    }
+
+    /// The wait after `failures` failed attempts (1-based), before jitter.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kinetic_core::retry::Backoff;
+    /// let b = Backoff::new(Duration::from_secs(1), Duration::from_secs(3));
+    /// assert_eq!(b.base_delay(1), Duration::from_secs(1));
+    /// assert_eq!(b.base_delay(2), Duration::from_secs(2));
+    /// assert_eq!(b.base_delay(3), Duration::from_secs(3));
+    /// assert_eq!(b.base_delay(40), Duration::from_secs(3));
+    /// ```
+    pub fn base_delay(&self, failures: u32) -> Duration {
+        let exp = failures.saturating_sub(1).min(62) as i32;
+        let grown = self.initial.as_secs_f64() * self.multiplier.max(1.0).powi(exp);
+        Duration::try_from_secs_f64(grown)
+            .unwrap_or(self.max)
+            .min(self.max)
+    }
+
+    /// The wait after `failures` failed attempts, jitter included: between
+    /// `base * (1 - jitter)` and `base`.
+    pub fn delay(&self, failures: u32) -> Duration {
+        let base = self.base_delay(failures);
+        if self.jitter <= 0.0 || base.is_zero() {
+            return base;
+        }
+        base.mul_f64(1.0 - self.jitter.clamp(0.0, 1.0) * unit_random())
+    }
+
+    /// The wait that follows `wait` (for a poll cadence that grows by
+    /// `multiplier` up to `max`; no jitter).
+    pub fn next(&self, wait: Duration) -> Duration {
+        wait.mul_f64(self.multiplier.max(1.0)).min(self.max)
+    }
+}
+
+/// A number in `[0, 1)`, from the standard library's per-process random
+/// hash keys (no random-number crate in the core).
+fn unit_random() -> f64 {
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let bits = RandomState::new().hash_one(DRAWS.fetch_add(1, Ordering::Relaxed));
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// How long a failing call is tried: at most `max_attempts` attempts in
+/// all (the first included), no new attempt once `max_elapsed` has passed
+/// since the first began, and `backoff` between attempts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (1 = no retry).
+    pub max_attempts: u32,
+    /// No attempt starts later than this after the first; `None` = no limit.
+    pub max_elapsed: Option<Duration>,
+    /// The waits between attempts.
+    pub backoff: Backoff,
+}
+
+impl Default for RetryPolicy {
+    /// 5 attempts within 60 s, waiting 250 ms doubling up to 5 s, half of
+    /// each wait drawn at random (about 4 s of waiting in all).
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            max_elapsed: Some(Duration::from_secs(60)),
+            backoff: Backoff::new(Duration::from_millis(250), Duration::from_secs(5))
+                .with_jitter(0.5),
+        }
+    }
+}
+
+/// What to do after a failed attempt: the policy's *which failures* part,
+/// as a predicate given to [`RetryPolicy::retry_if`] returns it (`bool`
+/// converts: `true` is [`Decision::Retry`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The failure is final: trying again cannot help.
+    Stop,
+    /// Try again after the policy's backoff, if the budget allows.
+    Retry,
+    /// Try again, waiting at least this long (a server's `Retry-After`),
+    /// but never longer than the backoff's `max`.
+    RetryAfter(Duration),
+}
+
+impl From<bool> for Decision {
+    fn from(retry: bool) -> Self {
+        if retry { Self::Retry } else { Self::Stop }
+    }
+}
+
+/// A call that ended in failure under [`RetryPolicy::retry_if`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct GaveUp<E> {
+    /// The last attempt's error.
+    pub error: E,
+    /// Attempts made, the first included.
+    pub attempts: u32,
+    /// True when the last error was one to retry but the budget was spent;
+    /// false when it was one not to retry.
+    pub exhausted: bool,
+}
+
+impl RetryPolicy {
+    /// At most `max_attempts` attempts (at least 1), with `backoff`
+    /// between them and no time limit.
+    pub fn new(max_attempts: u32, backoff: Backoff) -> Self {
+        Self {
+            max_attempts: max_attempts.max(1),
+            max_elapsed: None,
+            backoff,
+        }
+    }
+
+    /// One attempt: nothing is retried (failures still come back marked
+    /// as retried, so that no layer above retries them either).
+    pub fn none() -> Self {
+        Self::new(1, Backoff::new(Duration::ZERO, Duration::ZERO))
+    }
+
+    /// The same, starting no attempt later than `limit` after the first.
+    #[must_use]
+    pub fn with_max_elapsed(mut self, limit: Duration) -> Self {
+        self.max_elapsed = Some(limit);
+        self
+    }
+
+    /// The wait before another attempt, after `attempts` failed ones and
+    /// `elapsed` since the first began; `None` when the budget is spent.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kinetic_core::retry::{Backoff, RetryPolicy};
+    /// let p = RetryPolicy::new(3, Backoff::new(Duration::from_secs(1), Duration::from_secs(10)))
+    ///     .with_max_elapsed(Duration::from_secs(4));
+    /// assert_eq!(p.next_delay(1, Duration::ZERO), Some(Duration::from_secs(1)));
+    /// assert_eq!(p.next_delay(2, Duration::from_secs(1)), Some(Duration::from_secs(2)));
+    /// assert_eq!(p.next_delay(3, Duration::from_secs(3)), None, "no attempt left");
+    /// assert_eq!(p.next_delay(2, Duration::from_secs(3)), None, "the next would start past 4 s");
+    /// ```
+    pub fn next_delay(&self, attempts: u32, elapsed: Duration) -> Option<Duration> {
+        if attempts >= self.max_attempts {
+            return None;
+        }
+        let wait = self.backoff.delay(attempts);
+        match self.max_elapsed {
+            Some(limit) if elapsed + wait > limit => None,
+            _ => Some(wait),
+        }
+    }
+
+    /// The mechanism: run `attempt` until it succeeds, fails with an error
+    /// `retry_if` does not accept ([`Decision::Stop`], or `false`), or the
+    /// budget is spent, waiting the backoff between attempts (at least
+    /// what a [`Decision::RetryAfter`] asks, up to the backoff's `max`).
+    pub async fn retry_if<T, E, D, F, Fut>(
+        &self,
+        mut retry_if: impl FnMut(&E) -> D,
+        mut attempt: F,
+    ) -> Result<T, GaveUp<E>>
+    where
+        D: Into<Decision>,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let error = match attempt().await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            let at_least = match retry_if(&error).into() {
+                Decision::Stop => {
+                    return Err(GaveUp {
+                        error,
+                        attempts,
+                        exhausted: false,
+                    });
+                }
+                Decision::Retry => Duration::ZERO,
+                Decision::RetryAfter(after) => after.min(self.backoff.max),
+            };
+            match self.next_delay(attempts, started.elapsed()) {
+                Some(wait) => {
+                    let wait = wait.max(at_least);
+                    tracing::debug!(
+                        attempt = attempts,
+                        ?wait,
+                        "retrying after a retryable failure"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                None => {
+                    return Err(GaveUp {
+                        error,
+                        attempts,
+                        exhausted: true,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Run a port call under this policy: errors that are retryable and
+    /// not yet retried are tried again; the error that ends it comes back
+    /// marked as retried when it was retryable, so no layer above retries
+    /// it again. An error already retried below is returned at once.
+    pub async fn call<T, E, F, Fut>(&self, attempt: F) -> Result<T, E>
+    where
+        E: Retryable,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.retry_if(|e: &E| e.is_retryable() && !e.is_retried(), attempt)
+            .await
+            .map_err(|gave_up| {
+                if gave_up.exhausted {
+                    gave_up.error.into_retried(gave_up.attempts)
+                } else {
+                    gave_up.error
+                }
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::StoreError;
+
+    #[test]
+    fn jitter_stays_within_its_share() {
+        let b = Backoff::new(Duration::from_millis(1000), Duration::from_secs(10)).with_jitter(0.5);
+        for failures in 1..6 {
+            let base = b.base_delay(failures);
+            for _ in 0..50 {
+                let d = b.delay(failures);
+                assert!(
+                    d <= base && d >= base / 2,
+                    "{d:?} outside [{:?}, {base:?}]",
+                    base / 2
+                );
+            }
+        }
+        let none = Backoff::new(Duration::from_millis(10), Duration::from_secs(1));
+        assert_eq!(none.delay(3), Duration::from_millis(40));
+        assert_eq!(
+            none.next(Duration::from_millis(600)),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_is_tried_up_to_its_budget_and_comes_back_retried() {
+        let policy = RetryPolicy::new(
+            4,
+            Backoff::new(Duration::from_secs(1), Duration::from_secs(8)),
+        );
+        let mut calls = 0;
+        let started = Instant::now();
+        let err = policy
+            .call(|| {
+                calls += 1;
+                async { Err::<(), _>(StoreError::unavailable("busy")) }
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(calls, 4);
+        assert!(err.is_retried());
+        assert!(
+            err.to_string().contains("gave up after 4 attempts"),
+            "{err}"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(1 + 2 + 4));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_not_worth_retrying_or_already_retried_are_returned_at_once() {
+        let policy = RetryPolicy::default();
+        for error in [
+            StoreError::not_found("x"),
+            StoreError::permission_denied("x"),
+            StoreError::unavailable("x").into_retried(3),
+        ] {
+            let mut calls = 0;
+            let mut error = Some(error);
+            let _ = policy
+                .call(|| {
+                    calls += 1;
+                    let e = error.take().expect("called once");
+                    async move { Err::<(), _>(e) }
+                })
+                .await;
+            assert_eq!(calls, 1);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn success_after_failures_is_returned() {
+        let policy = RetryPolicy::new(
+            5,
+            Backoff::new(Duration::from_millis(1), Duration::from_millis(1)),
+        );
+        let mut calls = 0;
+        let value = policy
+            .call(|| {
+                calls += 1;
+                let n = calls;
+                async move {
+                    if n < 3 {
+                        Err(StoreError::unavailable("busy"))
+                    } else {
+                        Ok(n)
+                    }
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(value, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_time_budget_ends_the_retries() {
+        let policy = RetryPolicy::new(
+            100,
+            Backoff::new(Duration::from_secs(1), Duration::from_secs(1)),
+        )
+        .with_max_elapsed(Duration::from_millis(3500));
+        let mut calls = 0;
+        let gave_up = policy
+            .retry_if(
+                |_: &()| true,
+                || {
+                    calls += 1;
+                    async { Err::<(), ()>(()) }
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(gave_up.exhausted);
+        assert_eq!(
+            calls, 4,
+            "attempts at 0, 1, 2 and 3 s; a fifth would start past 3.5 s"
+        );
+        assert_eq!(gave_up.attempts, 4);
+    }
+}
