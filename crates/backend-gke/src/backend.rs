@@ -112,6 +112,13 @@ impl GkeOptions {
         self.poll_interval = interval;
         self
     }
+
+    /// The same options with another policy for writes that conflict
+    /// with a concurrent change ([`GkeOptions::conflict_retry`]).
+    pub fn conflict_retry(mut self, policy: RetryPolicy) -> Self {
+        self.conflict_retry = policy;
+        self
+    }
 }
 
 /// The GKE backend: one batch/v1 Job (and, when env was captured, one

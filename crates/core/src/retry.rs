@@ -439,6 +439,28 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_server_hint_waits_at_least_that_long_but_never_past_the_max() {
+        let policy = RetryPolicy::new(
+            3,
+            Backoff::new(Duration::from_millis(10), Duration::from_secs(5)),
+        );
+        let started = Instant::now();
+        let gave_up = policy
+            .retry_if(
+                |_: &()| Decision::RetryAfter(Duration::from_secs(60)),
+                || async { Err::<(), ()>(()) },
+            )
+            .await
+            .unwrap_err();
+        assert!(gave_up.exhausted);
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(10),
+            "two waits of 5 s"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_time_budget_ends_the_retries() {
         let policy = RetryPolicy::new(
             100,

@@ -1,7 +1,8 @@
 //! The decorators beside each port pass that port's conformance suite
 //! around the in-memory fakes, and do what they add: scripted failures and
-//! latency, one fixed image that refuses requirements it cannot bake in, an
-//! image builder made on first use.
+//! latency, retries up to a budget and never of what was already retried,
+//! one fixed image that refuses requirements it cannot bake in, an image
+//! builder made on first use.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,16 +10,20 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use kinetic_core::engine::{
+    Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions,
+};
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ports::{
     Backend, BackendError, BuildError, FaultyBackend, FaultyImageBuilder, FaultyStore, FixedImage,
     GetOptions, ImageBuilder, ImageCapabilities, ImageMode, ImageRequest, LazyImageBuilder,
-    ObjectPath, ObjectStore, PreparedJob, PutOptions, StoreError,
+    ObjectPath, ObjectStore, PreparedJob, PutOptions, RetryBackend, StoreError,
 };
+use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_testkit::conformance::backend::BackendHarness;
 use kinetic_testkit::conformance::image_builder::ImageBuilderHarness;
 use kinetic_testkit::{
-    ConformanceJob, FakeBackendHarness, FakeImageBuilder, MemoryStore, conformance,
+    ConformanceJob, FakeBackendHarness, FakeImageBuilder, MemoryStore, Outcome, conformance,
 };
 
 const REGISTRY: &str = "us-docker.pkg.dev/p/kn-c";
@@ -92,24 +97,38 @@ async fn faulty_store_adds_latency_to_every_call() {
 
 // Backend
 
-/// The fake backend's harness, with the backend under test decorated.
+/// The fake backend's harness, with the backend under test decorated:
+/// fault injection around the fake, and retries around that when asked.
 struct FaultyHarness {
     fake: FakeBackendHarness,
     backend: FaultyBackend,
+    outer: Arc<dyn Backend>,
 }
 
 impl FaultyHarness {
     fn new() -> Self {
         let fake = FakeBackendHarness::default();
         let backend = FaultyBackend::new(Arc::new(fake.backend.clone()));
-        Self { fake, backend }
+        let outer = Arc::new(backend.clone());
+        Self {
+            fake,
+            backend,
+            outer,
+        }
+    }
+
+    /// The faulty fake behind a [`RetryBackend`] with `policy`.
+    fn retried(policy: RetryPolicy) -> Self {
+        let mut h = Self::new();
+        h.outer = Arc::new(RetryBackend::new(Arc::new(h.backend.clone()), policy));
+        h
     }
 }
 
 #[async_trait]
 impl BackendHarness for FaultyHarness {
     fn backend(&self) -> Arc<dyn Backend> {
-        Arc::new(self.backend.clone())
+        self.outer.clone()
     }
 
     fn store(&self) -> Arc<dyn ObjectStore> {
@@ -155,6 +174,145 @@ async fn faulty_backend_fails_the_scripted_calls_only() {
         Err(BackendError::PermissionDenied { .. })
     ));
     assert_eq!(backend.list().await.unwrap(), vec![job.record.job_id]);
+}
+
+// Retries
+
+fn quick(attempts: u32) -> RetryPolicy {
+    RetryPolicy::new(
+        attempts,
+        Backoff::new(Duration::from_millis(1), Duration::from_millis(4)),
+    )
+}
+
+#[tokio::test]
+async fn retry_backend_conforms() {
+    let h = FaultyHarness::retried(quick(3));
+    conformance::backend::run(&h).await;
+    // And passes through what it wraps: a scripted outage is absorbed.
+    h.backend
+        .faults()
+        .fail_next(BackendError::unavailable("scripted"));
+    assert!(h.backend().list().await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retryable_backend_error_is_retried_exactly_up_to_its_budget() {
+    let h = FaultyHarness::retried(RetryPolicy::new(
+        4,
+        Backoff::new(Duration::from_millis(100), Duration::from_secs(1)),
+    ));
+    for _ in 0..10 {
+        h.backend
+            .faults()
+            .fail_next(BackendError::unavailable("the API server is restarting"));
+    }
+    let started = tokio::time::Instant::now();
+    let err = h.backend().list().await.unwrap_err();
+    assert_eq!(h.backend.faults().calls("list"), 4, "exactly the budget");
+    assert!(err.is_retryable() && err.is_retried(), "{err:?}");
+    assert!(
+        err.to_string().contains("gave up after 4 attempts"),
+        "{err}"
+    );
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(100 + 200 + 400),
+        "the backoff between attempts"
+    );
+    h.backend.faults().clear();
+
+    // Within the budget the call succeeds.
+    let before = h.backend.faults().calls("list");
+    for _ in 0..2 {
+        h.backend
+            .faults()
+            .fail_next(BackendError::unavailable("blip"));
+    }
+    assert!(h.backend().list().await.is_ok());
+    assert_eq!(h.backend.faults().calls("list") - before, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn errors_already_retried_or_not_worth_retrying_are_tried_once() {
+    let h = FaultyHarness::retried(quick(5));
+    // A store error object_store already retried, met by a backend: the
+    // backend's error says so, and the decorator does not retry it again.
+    let store_retried = StoreError::Unavailable {
+        message: "gs://b/job-1/result.json: HTTP 503".into(),
+        retried: true,
+        source: None,
+    };
+    let cases = [
+        BackendError::from_store("reading the job's log", store_retried),
+        BackendError::Unavailable {
+            message: "retried below".into(),
+            retried: true,
+            source: None,
+        },
+        BackendError::permission_denied("jobs.batch is forbidden"),
+        BackendError::not_found("fake", "job-00000001"),
+    ];
+    for error in cases {
+        let before = h.backend.faults().calls("list");
+        h.backend.faults().fail_next(error);
+        let err = h.backend().list().await.unwrap_err();
+        assert_eq!(
+            h.backend.faults().calls("list") - before,
+            1,
+            "tried once: {err:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_engine_retries_backend_calls_once_through_its_decorator() {
+    let fake = FakeBackendHarness::default();
+    let faulty = FaultyBackend::new(Arc::new(fake.backend.clone()));
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("work.py"), "def f():\n    return 1\n").unwrap();
+    let engine = Engine::builder()
+        .settings(EngineSettings::default().with_cwd(project.path()))
+        .store(Arc::new(fake.store.clone()))
+        .backend(Arc::new(faulty.clone()))
+        .default_backend("fake")
+        .retry(quick(3))
+        .build()
+        .unwrap();
+    assert!(
+        engine.backends().get("fake").unwrap().list().await.is_ok(),
+        "the registered backend answers through the engine"
+    );
+    let spec = || JobSpec::new(Entrypoint::parse("work:f").unwrap());
+
+    // Two failed polls: absorbed, the value comes back.
+    fake.backend
+        .push_outcome(Outcome::Succeed(serde_json::json!(1)));
+    let handle = engine.submit(spec()).await.unwrap();
+    faulty
+        .faults()
+        .fail_on("status", 0, BackendError::unavailable("blip"));
+    faulty
+        .faults()
+        .fail_on("status", 0, BackendError::unavailable("blip"));
+    let value = handle.result(ResultOptions::default()).await.unwrap();
+    assert_eq!(value, serde_json::json!(1));
+
+    // Polls that keep failing: the wait ends after exactly the budget,
+    // with an error that says it was retried; nothing retries it again.
+    let handle = engine.submit(spec()).await.unwrap();
+    for _ in 0..10 {
+        faulty
+            .faults()
+            .fail_on("status", 0, BackendError::unavailable("down"));
+    }
+    let before = faulty.faults().calls("status");
+    let err = handle.result(ResultOptions::default()).await.unwrap_err();
+    assert_eq!(faulty.faults().calls("status") - before, 3);
+    assert!(
+        matches!(err, EngineError::Unavailable { retried: true, .. }),
+        "{err:?}"
+    );
 }
 
 // ImageBuilder

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use kinetic_backend_gke::{GkeBackend, GkeOptions, ManifestOptions};
+use kinetic_backend_gke::{GkeBackend, GkeOptions, ManifestOptions, api_status};
 use kinetic_core::env::{EnvSnapshot, capture};
 use kinetic_core::ids::GroupId;
-use kinetic_core::ports::{Backend, Deadlines, LogOptions, ObjectStore, PreparedJob};
+use kinetic_core::ports::{Backend, Deadlines, LogOptions, ObjectStore, PreparedJob, RetryBackend};
+use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, FakeNode, PodScript};
+use kinetic_fake_gcp::k8s::{ApiError, FakeCluster, FakeClusterConfig, FakeNode, PodScript};
 use kinetic_store_gcs::GcsStore;
 use kinetic_testkit::{ConformanceJob, prepare_python_job};
 use kube::api::{Api, ListParams};
@@ -330,4 +331,60 @@ async fn kube_runtime_watcher_sees_a_jobs_pod_come_and_go() {
         Some("Succeeded"),
         "{phases:?}"
     );
+}
+
+/// Writing a final state (here: cancel) reads the Job again and retries
+/// when the API server answers 409 (the Job changed under the write), up to
+/// the backend's conflict budget; past it the error says it was retried,
+/// keeps the API Status, and the engine's retry decorator does not try the
+/// call again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_state_that_keeps_conflicting_is_given_up_after_its_budget() {
+    let w = World::new(FakeClusterConfig::default()).await;
+    let quick = |attempts| {
+        RetryPolicy::new(
+            attempts,
+            Backoff::new(Duration::from_millis(1), Duration::from_millis(4)),
+        )
+    };
+    let backend = GkeBackend::new(
+        w.client.clone(),
+        GkeOptions::new("default")
+            .poll_interval(Duration::from_millis(50))
+            .conflict_retry(quick(3)),
+    );
+    let conflict = || ApiError::new(409, "Conflict", "the object has been modified");
+
+    // One scripted conflict: read again and written (the Job's own status
+    // changes while its pod starts may cost one more attempt, as they would
+    // on a real cluster).
+    let job = w.job(ConformanceJob::Sleeps).await;
+    backend.submit(&job).await.unwrap();
+    let patches = w.cluster.faults().calls("patch");
+    w.cluster.faults().fail_on("patch", 0, conflict());
+    backend.cancel(&job.record).await.unwrap();
+    assert!(w.cluster.faults().calls("patch") - patches >= 2);
+    let state = until(&backend, &job, |s| s.status.is_terminal()).await;
+    assert_eq!(state.reason, Some(StatusReason::Cancelled), "{state:?}");
+
+    // Conflicts past the budget, behind the engine's retry decorator.
+    let job = w.job(ConformanceJob::Sleeps).await;
+    backend.submit(&job).await.unwrap();
+    for _ in 0..20 {
+        w.cluster.faults().fail_on("patch", 0, conflict());
+    }
+    let retrying = RetryBackend::new(Arc::new(backend), quick(5));
+    let patches = w.cluster.faults().calls("patch");
+    let err = retrying.cancel(&job.record).await.unwrap_err();
+    assert_eq!(
+        w.cluster.faults().calls("patch") - patches,
+        3,
+        "the backend's budget, not multiplied by the decorator's: {err:?}"
+    );
+    assert!(err.is_retryable() && err.is_retried(), "{err:?}");
+    assert!(err.to_string().contains("kept changing"), "{err}");
+    let status = api_status(&err).expect("the API Status is kept");
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    w.cluster.faults().clear();
+    retrying.cancel(&job.record).await.unwrap();
 }

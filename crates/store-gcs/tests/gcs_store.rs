@@ -132,6 +132,10 @@ async fn http_failures_map_to_what_the_caller_does_next() {
             "{status}: {err:?}"
         );
         assert!(
+            find::<object_store::Error>(&err).is_some(),
+            "object_store's error is the source: {err:?}"
+        );
+        assert!(
             err.to_string().contains("gs://test-bucket/a/b.json"),
             "{err}"
         );
@@ -237,6 +241,10 @@ async fn retries_happen_once_inside_the_client() {
         .await
         .unwrap_err();
     assert!(err.is_retryable(), "{err:?}");
+    assert!(err.is_retried(), "reported as retried already: {err:?}");
+    let status = find::<kinetic_store_gcs::HttpStatus>(&err)
+        .expect("the HTTP answer is in the error's chain");
+    assert_eq!(status.status, 503);
     assert_eq!(gcs.count(GcsOp::Put), 3, "1 attempt + 2 retries, no more");
     gcs.clear_faults();
 
@@ -252,6 +260,20 @@ async fn retries_happen_once_inside_the_client() {
         )
         .await;
     assert!(gcs.count(GcsOp::Put) <= 3, "{err:?}");
+}
+
+/// The first error of type `T` in `err`'s chain of causes.
+fn find<'a, T: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(found) = e.downcast_ref::<T>() {
+            return Some(found);
+        }
+        cause = e.source();
+    }
+    None
 }
 
 #[tokio::test]

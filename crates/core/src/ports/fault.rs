@@ -7,7 +7,7 @@
 //! [`FaultyBackend`]: crate::ports::FaultyBackend
 //! [`FaultyImageBuilder`]: crate::ports::FaultyImageBuilder
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -26,6 +26,7 @@ use std::time::Duration;
 /// assert_eq!(plan.check("put").await, Ok(()));
 /// assert_eq!(plan.check("get").await, Err("second get fails"));
 /// assert_eq!(plan.check("get").await, Ok(()));
+/// assert_eq!(plan.calls("get"), 3);
 /// # });
 /// ```
 #[derive(Debug)]
@@ -38,6 +39,8 @@ struct Inner<E> {
     next: VecDeque<E>,
     targeted: Vec<Targeted<E>>,
     latency: Duration,
+    /// Calls of each operation so far, failed ones included.
+    calls: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Debug)]
@@ -55,6 +58,7 @@ impl<E> Default for FaultPlan<E> {
                 next: VecDeque::new(),
                 targeted: Vec::new(),
                 latency: Duration::ZERO,
+                calls: BTreeMap::new(),
             }),
         }
     }
@@ -85,7 +89,14 @@ impl<E> FaultPlan<E> {
         self.lock().latency = latency;
     }
 
-    /// Forget every scripted error and the latency.
+    /// How many times `op` was called so far (checked against the plan),
+    /// the calls that failed included: what a test counts to show how
+    /// often a layer above tried.
+    pub fn calls(&self, op: &str) -> u64 {
+        self.lock().calls.get(op).copied().unwrap_or(0)
+    }
+
+    /// Forget every scripted error and the latency (not the call counts).
     pub fn clear(&self) {
         let mut inner = self.lock();
         inner.next.clear();
@@ -98,6 +109,7 @@ impl<E> FaultPlan<E> {
     pub async fn check(&self, op: &'static str) -> Result<(), E> {
         let (latency, due) = {
             let mut inner = self.lock();
+            *inner.calls.entry(op).or_default() += 1;
             let mut due = inner.next.pop_front();
             if due.is_none() {
                 for t in inner
