@@ -4,7 +4,7 @@
 //! operations a store lacks. A request it retried to the end of its
 //! `RetryConfig` (429, 408, 5xx, a broken connection) comes back as
 //! `Generic`, with the status kept only in a private type. So the HTTP
-//! client this crate hands `object_store` ([`StatusConnector`]) turns each
+//! client this crate hands `object_store` (`StatusConnector`) turns each
 //! such answer into the public `HttpError` type `object_store` already
 //! retries, with the status and body as its source ([`HttpStatus`]); the
 //! mapping below finds one or the other in the error's chain by type.
@@ -23,8 +23,10 @@ use object_store::client::{
 };
 
 /// An HTTP answer that ended a request in failure: its status and the start
-/// of its body. The source of the `HttpError` that [`StatusConnector`]'s
-/// client returns in place of the answer.
+/// of its body. The GCS store's HTTP client returns it, as the source of an
+/// `object_store` `HttpError`, in place of a failed answer whose status
+/// `object_store` does not type itself; it is then in the chain of causes
+/// of the port error (`std::error::Error::source`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("HTTP {status}: {body}")]
 pub struct HttpStatus {

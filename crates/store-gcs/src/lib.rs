@@ -15,7 +15,15 @@
 //! `object_store` already streams, retries and does multipart uploads; this
 //! crate maps paths, options and errors onto the port's contract and sets
 //! those mechanisms explicitly ([`RetrySettings`], part sizes): retries
-//! happen once, inside `object_store`, never again on top.
+//! happen once, inside `object_store`, never again on top — a transient
+//! failure they gave up on comes back as `StoreError::Unavailable` with
+//! `retried: true`.
+//!
+//! Errors are classified from `object_store`'s types, never from message
+//! text, and keep the `object_store::Error` as their source. The HTTP
+//! client handed to `object_store` keeps the status and body of each failed
+//! answer as a typed [`HttpStatus`] in that chain, so that a 503 after the
+//! retries is told from a 400 without reading the message.
 //!
 //! Streaming: `put_file` sends files larger than [`GcsOptions::part_size`]
 //! as multipart uploads with a bounded number of parts in flight, and

@@ -50,9 +50,10 @@ impl fmt::Debug for GcsCredentials {
 
 /// Retries of failed GCS requests, done once, by `object_store`'s client
 /// (exponential backoff with jitter on 5xx, 429, 408, connection errors
-/// and timeouts of idempotent requests). Nothing above retries again: the
-/// port's [`StoreError::is_retryable`](kinetic_core::ports::StoreError::is_retryable)
-/// tells a caller what is left after these retries failed.
+/// and timeouts of idempotent requests). Nothing above retries again: a
+/// failure left after these retries is reported with
+/// [`StoreError::is_retried`](kinetic_core::ports::StoreError::is_retried)
+/// true, which no retry policy of the engine retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RetrySettings {

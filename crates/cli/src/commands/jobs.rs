@@ -111,7 +111,7 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 if *follow {
                     let mut stream = handle.follow_logs().await.map_err(engine_error)?;
                     while let Some(line) = stream.next().await {
-                        let line = line.map_err(|e| CliError::failed(e.to_string()))?;
+                        let line = line.map_err(|e| engine_error(e.into()))?;
                         emit(&format!("{line}\n"))?;
                     }
                     return Ok(());

@@ -1,11 +1,14 @@
 //! The `ObjectStore` port: where job artifacts, data and results live.
 //!
 //! Narrow on purpose: put, get (with a range), head, list under a prefix,
-//! delete a prefix, and create-if-absent. The adapter in `kinetic-store-gcs`
+//! delete a prefix, and create-if-absent; conveniences written on top of
+//! those live in [`ObjectStoreExt`]. The adapter in `kinetic-store-gcs`
 //! implements it over the `object_store` crate (GCS, local directories,
-//! memory), which already retries, streams and does multipart uploads; the
-//! testkit has an in-memory fake. Both pass the same conformance suite, as
-//! does the fault-injecting decorator [`FaultyStore`].
+//! memory), which already streams, does multipart uploads and retries —
+//! and reports what it gave up on as already retried
+//! ([`StoreError::is_retried`]), so the engine never retries a store call;
+//! the testkit has an in-memory fake. Both pass the same conformance suite,
+//! as does the fault-injecting decorator [`FaultyStore`].
 
 mod fault;
 
@@ -360,6 +363,11 @@ impl crate::retry::Retryable for StoreError {
 /// and MUST make every completed `put`/`put_file` visible, whole, to every
 /// later `get`/`head`/`list` (read-after-write); an interrupted write MUST
 /// NOT leave a partial object visible at the path.
+///
+/// Every method is required, with no default, so that a decorator forwards
+/// each one. A store that retries (a cloud store's client) MUST report a
+/// transient failure it gave up on as [`StoreError::Unavailable`] with
+/// `retried: true`, keeping its own error as the source.
 #[async_trait]
 pub trait ObjectStore: fmt::Debug + Send + Sync + 'static {
     /// The URI a runner uses to read the object (`gs://bucket/p`,
