@@ -71,6 +71,105 @@ pub(crate) fn note_attempts(message: &mut String, attempts: u32) {
     }
 }
 
+/// What the three port errors share, written once: constructors of the
+/// kinds that carry `{ message, source }` (`InvalidInput`,
+/// `PermissionDenied`, `Other`) and of `Unavailable { message, retried,
+/// source }` (its one retryable kind), the predicates `is_retryable`,
+/// `is_retried` and `is_permission_denied`, `with_source` (for those and
+/// the `sourced` kinds; the `bare` kinds carry no source), and [`Retryable`].
+macro_rules! port_error_kinds {
+    ($error:ident, sourced: [$($sourced:ident),*], bare: [$($bare:ident),*]) => {
+        impl $error {
+            /// The same error with `cause` as its source (kinds that carry
+            /// none stay as they are).
+            #[must_use]
+            pub fn with_source(mut self, cause: impl Into<$crate::ports::BoxError>) -> Self {
+                match &mut self {
+                    Self::InvalidInput { source, .. }
+                    | Self::PermissionDenied { source, .. }
+                    | Self::Unavailable { source, .. }
+                    | Self::Other { source, .. }
+                    $(| Self::$sourced { source, .. })* => *source = Some(cause.into()),
+                    $(Self::$bare { .. } => {})*
+                }
+                self
+            }
+
+            /// The `InvalidInput` kind: fix the input.
+            pub fn invalid_input(message: impl Into<String>) -> Self {
+                Self::InvalidInput {
+                    message: message.into(),
+                    source: None,
+                }
+            }
+
+            /// The `PermissionDenied` kind: fix the credentials or permissions.
+            pub fn permission_denied(message: impl Into<String>) -> Self {
+                Self::PermissionDenied {
+                    message: message.into(),
+                    source: None,
+                }
+            }
+
+            /// The `Other` kind: an answer nothing expected.
+            pub fn other(message: impl Into<String>) -> Self {
+                Self::Other {
+                    message: message.into(),
+                    source: None,
+                }
+            }
+
+            /// True for the `PermissionDenied` kind.
+            pub fn is_permission_denied(&self) -> bool {
+                matches!(self, Self::PermissionDenied { .. })
+            }
+
+            /// The `Unavailable` kind, not retried yet.
+            pub fn unavailable(message: impl Into<String>) -> Self {
+                Self::Unavailable {
+                    message: message.into(),
+                    retried: false,
+                    source: None,
+                }
+            }
+
+            /// True when the same call may succeed if tried again later
+            /// (the `Unavailable` kind), whether or not it was retried already.
+            pub fn is_retryable(&self) -> bool {
+                matches!(self, Self::Unavailable { .. })
+            }
+
+            /// True when the call already went through a retry policy that
+            /// spent its budget: retrying it again would stack retries.
+            pub fn is_retried(&self) -> bool {
+                matches!(self, Self::Unavailable { retried: true, .. })
+            }
+        }
+
+        impl $crate::retry::Retryable for $error {
+            fn is_retryable(&self) -> bool {
+                $error::is_retryable(self)
+            }
+
+            fn is_retried(&self) -> bool {
+                $error::is_retried(self)
+            }
+
+            fn into_retried(mut self, attempts: u32) -> Self {
+                if let Self::Unavailable {
+                    message, retried, ..
+                } = &mut self
+                {
+                    *retried = true;
+                    $crate::retry::note_attempts(message, attempts);
+                }
+                self
+            }
+        }
+    };
+}
+pub(crate) use port_error_kinds;
+
 /// Exponential backoff with jitter: the wait after the `n`th failed attempt
 /// is `initial * multiplier^(n-1)`, capped at `max`, then shortened by a
 /// random part of up to `jitter` of itself (so that clients that failed

@@ -280,79 +280,71 @@ impl From<RegistryError> for EngineError {
     }
 }
 
-impl From<StoreError> for EngineError {
-    fn from(e: StoreError) -> Self {
-        match &e {
-            StoreError::NotFound { .. } => Self::NotFound {
-                message: e.to_string(),
-                source: Some(Box::new(e)),
+/// What a port error asks of its caller, as [`EngineError`]'s variants
+/// group it.
+enum Action {
+    NotFound,
+    InvalidInput,
+    PermissionDenied,
+    Unavailable { retried: bool },
+    ImageBuild,
+    Internal,
+}
+
+impl EngineError {
+    /// The variant for a port error, keeping it as the source.
+    fn from_port(action: Action, e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let source: BoxError = Box::new(e);
+        match action {
+            Action::NotFound => Self::NotFound {
+                message: source.to_string(),
+                source: Some(source),
             },
-            StoreError::InvalidInput { .. } | StoreError::Unsupported { .. } => {
-                Self::invalid_input(e)
-            }
-            StoreError::PermissionDenied { .. } => Self::PermissionDenied {
-                source: Box::new(e),
-            },
-            StoreError::Unavailable { retried, .. } => Self::Unavailable {
-                retried: *retried,
-                source: Box::new(e),
-            },
-            _ => Self::Internal {
-                message: e.to_string(),
-                source: Some(Box::new(e)),
+            Action::InvalidInput => Self::InvalidInput { source },
+            Action::PermissionDenied => Self::PermissionDenied { source },
+            Action::Unavailable { retried } => Self::Unavailable { retried, source },
+            Action::ImageBuild => Self::ImageBuild { source },
+            Action::Internal => Self::Internal {
+                message: source.to_string(),
+                source: Some(source),
             },
         }
     }
 }
 
-impl From<BackendError> for EngineError {
-    fn from(e: BackendError) -> Self {
-        match &e {
-            BackendError::NotFound { .. } => Self::NotFound {
-                message: e.to_string(),
-                source: Some(Box::new(e)),
-            },
-            BackendError::InvalidInput { .. } | BackendError::Unsupported { .. } => {
-                Self::invalid_input(e)
+/// `From` a port error: by its predicates, with `$found` for the kind
+/// only its port has (not found; a failed build).
+macro_rules! from_port_error {
+    ($error:ty, $found:expr) => {
+        impl From<$error> for EngineError {
+            fn from(e: $error) -> Self {
+                let found: Option<Action> = $found(&e);
+                let action = found.unwrap_or(if e.is_invalid_input() {
+                    Action::InvalidInput
+                } else if e.is_permission_denied() {
+                    Action::PermissionDenied
+                } else if e.is_retryable() {
+                    Action::Unavailable {
+                        retried: e.is_retried(),
+                    }
+                } else {
+                    Action::Internal
+                });
+                Self::from_port(action, e)
             }
-            BackendError::PermissionDenied { .. } => Self::PermissionDenied {
-                source: Box::new(e),
-            },
-            BackendError::Unavailable { retried, .. } => Self::Unavailable {
-                retried: *retried,
-                source: Box::new(e),
-            },
-            _ => Self::Internal {
-                message: e.to_string(),
-                source: Some(Box::new(e)),
-            },
         }
-    }
+    };
 }
 
-impl From<BuildError> for EngineError {
-    fn from(e: BuildError) -> Self {
-        match &e {
-            BuildError::InvalidInput { .. } | BuildError::Unsupported { .. } => {
-                Self::invalid_input(e)
-            }
-            BuildError::PermissionDenied { .. } => Self::PermissionDenied {
-                source: Box::new(e),
-            },
-            BuildError::Unavailable { retried, .. } => Self::Unavailable {
-                retried: *retried,
-                source: Box::new(e),
-            },
-            BuildError::BuildFailed { .. } | BuildError::Timeout { .. } => Self::ImageBuild {
-                source: Box::new(e),
-            },
-            _ => Self::Internal {
-                message: e.to_string(),
-                source: Some(Box::new(e)),
-            },
-        }
-    }
-}
+from_port_error!(StoreError, |e: &StoreError| e
+    .is_not_found()
+    .then_some(Action::NotFound));
+from_port_error!(BackendError, |e: &BackendError| e
+    .is_not_found()
+    .then_some(Action::NotFound));
+from_port_error!(BuildError, |e: &BuildError| e
+    .is_build_failure()
+    .then_some(Action::ImageBuild));
 
 impl From<crate::plan::PlanError> for EngineError {
     fn from(e: crate::plan::PlanError) -> Self {

@@ -365,53 +365,6 @@ impl BackendError {
         }
     }
 
-    /// [`BackendError::InvalidInput`].
-    pub fn invalid_input(message: impl Into<String>) -> Self {
-        Self::InvalidInput {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// [`BackendError::PermissionDenied`].
-    pub fn permission_denied(message: impl Into<String>) -> Self {
-        Self::PermissionDenied {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// [`BackendError::Unavailable`], not retried yet.
-    pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::Unavailable {
-            message: message.into(),
-            retried: false,
-            source: None,
-        }
-    }
-
-    /// [`BackendError::Other`].
-    pub fn other(message: impl Into<String>) -> Self {
-        Self::Other {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// The same error with `cause` as its source (variants that carry none,
-    /// `NotFound`, `AlreadyExists` and `Unsupported`, stay as they are).
-    #[must_use]
-    pub fn with_source(mut self, cause: impl Into<BoxError>) -> Self {
-        match &mut self {
-            Self::InvalidInput { source, .. }
-            | Self::PermissionDenied { source, .. }
-            | Self::Unavailable { source, .. }
-            | Self::Other { source, .. } => *source = Some(cause.into()),
-            Self::NotFound { .. } | Self::AlreadyExists { .. } | Self::Unsupported { .. } => {}
-        }
-        self
-    }
-
     /// A store error met by a backend, as a backend error of the same
     /// kind, keeping it as the source (and whether it was retried).
     pub fn from_store(what: &str, error: StoreError) -> Self {
@@ -431,26 +384,9 @@ impl BackendError {
         kind.with_source(error)
     }
 
-    /// True when the same call may succeed if tried again later
-    /// ([`BackendError::Unavailable`]), whether or not it was retried already.
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. })
-    }
-
-    /// True when the call already went through a retry policy that spent
-    /// its budget: retrying it again would stack retries.
-    pub fn is_retried(&self) -> bool {
-        matches!(self, Self::Unavailable { retried: true, .. })
-    }
-
     /// True for [`BackendError::NotFound`].
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
-    }
-
-    /// True for [`BackendError::PermissionDenied`].
-    pub fn is_permission_denied(&self) -> bool {
-        matches!(self, Self::PermissionDenied { .. })
     }
 
     /// True for [`BackendError::Unsupported`].
@@ -465,26 +401,11 @@ impl BackendError {
     }
 }
 
-impl crate::retry::Retryable for BackendError {
-    fn is_retryable(&self) -> bool {
-        BackendError::is_retryable(self)
-    }
-
-    fn is_retried(&self) -> bool {
-        BackendError::is_retried(self)
-    }
-
-    fn into_retried(mut self, attempts: u32) -> Self {
-        if let Self::Unavailable {
-            message, retried, ..
-        } = &mut self
-        {
-            *retried = true;
-            crate::retry::note_attempts(message, attempts);
-        }
-        self
-    }
-}
+crate::retry::port_error_kinds!(
+    BackendError,
+    sourced: [],
+    bare: [NotFound, AlreadyExists, Unsupported]
+);
 
 /// A place where jobs run.
 ///

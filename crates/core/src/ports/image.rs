@@ -196,75 +196,11 @@ pub enum BuildError {
 }
 
 impl BuildError {
-    /// [`BuildError::InvalidInput`].
-    pub fn invalid_input(message: impl Into<String>) -> Self {
-        Self::InvalidInput {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// [`BuildError::PermissionDenied`].
-    pub fn permission_denied(message: impl Into<String>) -> Self {
-        Self::PermissionDenied {
-            message: message.into(),
-            source: None,
-        }
-    }
-
     /// [`BuildError::Unsupported`].
     pub fn unsupported(message: impl Into<String>) -> Self {
         Self::Unsupported {
             message: message.into(),
         }
-    }
-
-    /// [`BuildError::Unavailable`], not retried yet.
-    pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::Unavailable {
-            message: message.into(),
-            retried: false,
-            source: None,
-        }
-    }
-
-    /// [`BuildError::Other`].
-    pub fn other(message: impl Into<String>) -> Self {
-        Self::Other {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// The same error with `cause` as its source (variants that carry none
-    /// stay as they are).
-    #[must_use]
-    pub fn with_source(mut self, cause: impl Into<BoxError>) -> Self {
-        match &mut self {
-            Self::InvalidInput { source, .. }
-            | Self::PermissionDenied { source, .. }
-            | Self::Unavailable { source, .. }
-            | Self::Other { source, .. } => *source = Some(cause.into()),
-            Self::Unsupported { .. } | Self::BuildFailed { .. } | Self::Timeout { .. } => {}
-        }
-        self
-    }
-
-    /// True when the same call may succeed if tried again later
-    /// ([`BuildError::Unavailable`]), whether or not it was retried already.
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. })
-    }
-
-    /// True when the call already went through a retry policy that spent
-    /// its budget: retrying it again would stack retries.
-    pub fn is_retried(&self) -> bool {
-        matches!(self, Self::Unavailable { retried: true, .. })
-    }
-
-    /// True for [`BuildError::PermissionDenied`].
-    pub fn is_permission_denied(&self) -> bool {
-        matches!(self, Self::PermissionDenied { .. })
     }
 
     /// True for [`BuildError::InvalidInput`] and [`BuildError::Unsupported`]:
@@ -280,26 +216,11 @@ impl BuildError {
     }
 }
 
-impl crate::retry::Retryable for BuildError {
-    fn is_retryable(&self) -> bool {
-        BuildError::is_retryable(self)
-    }
-
-    fn is_retried(&self) -> bool {
-        BuildError::is_retried(self)
-    }
-
-    fn into_retried(mut self, attempts: u32) -> Self {
-        if let Self::Unavailable {
-            message, retried, ..
-        } = &mut self
-        {
-            *retried = true;
-            crate::retry::note_attempts(message, attempts);
-        }
-        self
-    }
-}
+crate::retry::port_error_kinds!(
+    BuildError,
+    sourced: [],
+    bare: [Unsupported, BuildFailed, Timeout]
+);
 
 /// What an [`ImageBuilder`] can do, as data: the conformance suite chooses
 /// its cases from it, and callers can tell a builder from a fixed image

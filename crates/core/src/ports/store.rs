@@ -245,73 +245,12 @@ impl StoreError {
         }
     }
 
-    /// [`StoreError::InvalidInput`].
-    pub fn invalid_input(message: impl Into<String>) -> Self {
-        Self::InvalidInput {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// [`StoreError::PermissionDenied`].
-    pub fn permission_denied(message: impl Into<String>) -> Self {
-        Self::PermissionDenied {
-            message: message.into(),
-            source: None,
-        }
-    }
-
     /// [`StoreError::Unsupported`].
     pub fn unsupported(message: impl Into<String>) -> Self {
         Self::Unsupported {
             message: message.into(),
             source: None,
         }
-    }
-
-    /// [`StoreError::Unavailable`], not retried yet.
-    pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::Unavailable {
-            message: message.into(),
-            retried: false,
-            source: None,
-        }
-    }
-
-    /// [`StoreError::Other`].
-    pub fn other(message: impl Into<String>) -> Self {
-        Self::Other {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// The same error with `cause` as its source.
-    #[must_use]
-    pub fn with_source(mut self, cause: impl Into<BoxError>) -> Self {
-        let slot = match &mut self {
-            Self::NotFound { source, .. }
-            | Self::AlreadyExists { source, .. }
-            | Self::InvalidInput { source, .. }
-            | Self::PermissionDenied { source, .. }
-            | Self::Unsupported { source, .. }
-            | Self::Unavailable { source, .. }
-            | Self::Other { source, .. } => source,
-        };
-        *slot = Some(cause.into());
-        self
-    }
-
-    /// True when the same call may succeed if tried again later
-    /// ([`StoreError::Unavailable`]), whether or not it was retried already.
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Unavailable { .. })
-    }
-
-    /// True when the call already went through a retry layer that spent
-    /// its budget: retrying it again would stack retries.
-    pub fn is_retried(&self) -> bool {
-        matches!(self, Self::Unavailable { retried: true, .. })
     }
 
     /// True for [`StoreError::NotFound`].
@@ -324,11 +263,6 @@ impl StoreError {
         matches!(self, Self::AlreadyExists { .. })
     }
 
-    /// True for [`StoreError::PermissionDenied`].
-    pub fn is_permission_denied(&self) -> bool {
-        matches!(self, Self::PermissionDenied { .. })
-    }
-
     /// True for [`StoreError::InvalidInput`] and [`StoreError::Unsupported`]:
     /// the request must change before it can succeed.
     pub fn is_invalid_input(&self) -> bool {
@@ -336,26 +270,11 @@ impl StoreError {
     }
 }
 
-impl crate::retry::Retryable for StoreError {
-    fn is_retryable(&self) -> bool {
-        StoreError::is_retryable(self)
-    }
-
-    fn is_retried(&self) -> bool {
-        StoreError::is_retried(self)
-    }
-
-    fn into_retried(mut self, attempts: u32) -> Self {
-        if let Self::Unavailable {
-            message, retried, ..
-        } = &mut self
-        {
-            *retried = true;
-            crate::retry::note_attempts(message, attempts);
-        }
-        self
-    }
-}
+crate::retry::port_error_kinds!(
+    StoreError,
+    sourced: [NotFound, AlreadyExists, Unsupported],
+    bare: []
+);
 
 /// Where a job's objects live: a GCS bucket, a local directory, memory.
 ///

@@ -9,6 +9,7 @@
 //! the capability that excluded it; the calls of an undeclared capability
 //! must answer `Unsupported`.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -63,16 +64,26 @@ pub struct Report {
 }
 
 impl Report {
-    fn ran(&mut self, case: &'static str) {
-        self.ran.push(case);
-    }
-
-    /// Record `case` as skipped for want of `capability`, and say so.
-    fn skip(&mut self, case: &'static str, capability: &'static str) {
-        eprintln!(
-            "conformance: skipped {case}: the backend does not declare the '{capability}' capability"
-        );
-        self.skipped.push((case, capability));
+    /// Run `case` (named `name`); with `needs` = `(capability, declared)`,
+    /// skip it when the backend does not declare that capability, saying so.
+    async fn case<F: Future<Output = ()>>(
+        &mut self,
+        name: &'static str,
+        needs: Option<(&'static str, bool)>,
+        case: F,
+    ) {
+        match needs {
+            Some((capability, false)) => {
+                eprintln!(
+                    "conformance: skipped {name}: the backend does not declare the '{capability}' capability"
+                );
+                self.skipped.push((name, capability));
+            }
+            _ => {
+                case.await;
+                self.ran.push(name);
+            }
+        }
     }
 }
 
@@ -81,48 +92,64 @@ impl Report {
 /// skipped (and why).
 pub async fn run(h: &dyn BackendHarness) -> Report {
     let caps = h.backend().capabilities();
-    let mut report = Report::default();
-    checks_follow_the_capabilities(h).await;
-    report.ran("checks_follow_the_capabilities");
-    runs_a_job_to_its_value(h).await;
-    report.ran("runs_a_job_to_its_value");
-    reports_a_failed_job(h).await;
-    report.ran("reports_a_failed_job");
-    submit_is_idempotent(h).await;
-    report.ran("submit_is_idempotent");
-    unknown_jobs_are_not_found(h).await;
-    report.ran("unknown_jobs_are_not_found");
-    cleanup_forgets_the_job(h).await;
-    report.ran("cleanup_forgets_the_job");
-    env_reaches_the_job_and_nowhere_else(h).await;
-    report.ran("env_reaches_the_job_and_nowhere_else");
-    if caps.logs {
-        logs_hold_the_output_and_tail_the_end(h).await;
-        report.ran("logs_hold_the_output_and_tail_the_end");
-    } else {
-        report.skip("logs_hold_the_output_and_tail_the_end", "logs");
-    }
-    if caps.follow_logs {
-        follow_logs_streams_every_line_and_ends(h).await;
-        report.ran("follow_logs_streams_every_line_and_ends");
-    } else {
-        report.skip("follow_logs_streams_every_line_and_ends", "follow_logs");
-    }
-    if caps.cancel {
-        cancel_stops_a_running_job(h).await;
-        report.ran("cancel_stops_a_running_job");
-    } else {
-        report.skip("cancel_stops_a_running_job", "cancel");
-    }
-    if caps.group_status {
-        group_status_reports_the_group_in_one_call(h).await;
-        report.ran("group_status_reports_the_group_in_one_call");
-    } else {
-        report.skip("group_status_reports_the_group_in_one_call", "group_status");
-    }
-    undeclared_capabilities_are_unsupported(h).await;
-    report.ran("undeclared_capabilities_are_unsupported");
-    report
+    let mut r = Report::default();
+    r.case(
+        "checks_follow_the_capabilities",
+        None,
+        checks_follow_the_capabilities(h),
+    )
+    .await;
+    r.case("runs_a_job_to_its_value", None, runs_a_job_to_its_value(h))
+        .await;
+    r.case("reports_a_failed_job", None, reports_a_failed_job(h))
+        .await;
+    r.case("submit_is_idempotent", None, submit_is_idempotent(h))
+        .await;
+    r.case(
+        "unknown_jobs_are_not_found",
+        None,
+        unknown_jobs_are_not_found(h),
+    )
+    .await;
+    r.case("cleanup_forgets_the_job", None, cleanup_forgets_the_job(h))
+        .await;
+    r.case(
+        "env_reaches_the_job_and_nowhere_else",
+        None,
+        env_reaches_the_job_and_nowhere_else(h),
+    )
+    .await;
+    r.case(
+        "logs_hold_the_output_and_tail_the_end",
+        Some(("logs", caps.logs)),
+        logs_hold_the_output_and_tail_the_end(h),
+    )
+    .await;
+    r.case(
+        "follow_logs_streams_every_line_and_ends",
+        Some(("follow_logs", caps.follow_logs)),
+        follow_logs_streams_every_line_and_ends(h),
+    )
+    .await;
+    r.case(
+        "cancel_stops_a_running_job",
+        Some(("cancel", caps.cancel)),
+        cancel_stops_a_running_job(h),
+    )
+    .await;
+    r.case(
+        "group_status_reports_the_group_in_one_call",
+        Some(("group_status", caps.group_status)),
+        group_status_reports_the_group_in_one_call(h),
+    )
+    .await;
+    r.case(
+        "undeclared_capabilities_are_unsupported",
+        None,
+        undeclared_capabilities_are_unsupported(h),
+    )
+    .await;
+    r
 }
 
 fn no_env() -> CapturedEnv {
