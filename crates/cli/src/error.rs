@@ -120,3 +120,49 @@ pub(crate) fn batch_error(err: BatchError) -> CliError {
 pub(crate) fn build_error(err: BuildError) -> CliError {
     engine_error(EngineError::from(err))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kinetic_core::ports::{BackendError, StoreError};
+
+    #[test]
+    fn each_engine_error_maps_once_to_an_exit_code_and_a_message() {
+        let e = engine_error(BackendError::unsupported("no TPU here").into());
+        assert_eq!(
+            (e.exit_code(), e.to_string()),
+            (2, "no TPU here".to_owned())
+        );
+
+        let e = engine_error(StoreError::unavailable("gs://b/x: HTTP 503").into());
+        assert_eq!(e.exit_code(), 1);
+        assert!(e.to_string().ends_with("; try again later"), "{e}");
+
+        let e = engine_error(EngineError::internal("a worker thread panicked"));
+        assert_eq!(e.exit_code(), 1);
+        assert!(e.to_string().contains("please report it"), "{e}");
+
+        // A service's odd answer is not called a bug of ours.
+        let e = engine_error(BackendError::other("odd").into());
+        assert_eq!(
+            (e.exit_code(), e.to_string()),
+            (1, "backend error: odd".to_owned())
+        );
+
+        let e = engine_error(StoreError::permission_denied("gs://b/x: 403").into());
+        assert_eq!(e.exit_code(), 1);
+        assert_eq!(e.to_string(), "permission denied: gs://b/x: 403");
+    }
+
+    #[test]
+    fn batch_errors_map_through_the_engine_mapping() {
+        let e = batch_error(BatchError::Engine(
+            BackendError::unsupported("no GPU").into(),
+        ));
+        assert_eq!(e.exit_code(), 2);
+        let e = batch_error(BatchError::InvalidInput {
+            message: "no inputs".into(),
+        });
+        assert_eq!(e.exit_code(), 2);
+    }
+}
