@@ -298,7 +298,9 @@ impl GcsStore {
     }
 
     /// Wrap an already-configured `object_store` backend whose objects the
-    /// runner reaches at `base_uri` + `/` + path.
+    /// runner reaches at `base_uri` + `/` + path. Its transient failures are
+    /// reported as not retried yet unless [`GcsStore::with_retrying_client`]
+    /// says its client retries.
     pub fn from_object_store(inner: Arc<dyn object_store::ObjectStore>, base_uri: &str) -> Self {
         let defaults = GcsOptions::default();
         Self {
@@ -313,6 +315,17 @@ impl GcsStore {
             part_concurrency: defaults.part_concurrency,
             retries: false,
         }
+    }
+
+    /// Say that the wrapped store's client retries failed requests itself
+    /// (as `object_store`'s cloud stores do under a `RetryConfig`): its
+    /// transient failures are then reported as already retried
+    /// ([`StoreError::is_retried`]), so that nothing retries them again.
+    /// Stores opened from a `gs://` URL are set so already.
+    #[must_use]
+    pub fn with_retrying_client(mut self) -> Self {
+        self.retries = true;
+        self
     }
 
     /// The URI of the store's root (`gs://bucket/prefix`, `file:///dir`, `memory://`).
@@ -646,6 +659,32 @@ mod tests {
         let shown = format!("{store:?}");
         assert!(shown.contains("gs://my-bucket/p"), "{shown}");
         assert!(!shown.contains("SECRETKEY"), "{shown}");
+    }
+
+    #[test]
+    fn a_wrapped_store_says_whether_its_client_retried() {
+        let refused = || object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(object_store::client::HttpError::new(
+                object_store::client::HttpErrorKind::Connect,
+                std::io::Error::other("connection refused"),
+            )),
+        };
+        let plain = GcsStore::from_object_store(Arc::new(InMemory::new()), "memory://");
+        let e = plain.fail(refused(), "memory:///x".into());
+        assert!(e.is_retryable() && !e.is_retried(), "{e:?}");
+        let retrying = plain.with_retrying_client();
+        let e = retrying.fail(refused(), "memory:///x".into());
+        assert!(e.is_retried(), "{e:?}");
+        let gcs = GcsStore::open(
+            "gs://some-bucket",
+            &GcsOptions::emulator("http://127.0.0.1:9"),
+        )
+        .unwrap();
+        assert!(
+            gcs.fail(refused(), "gs://some-bucket/x".into())
+                .is_retried()
+        );
     }
 
     #[test]
