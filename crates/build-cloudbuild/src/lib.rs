@@ -9,7 +9,8 @@
 //! - [`request`]: the `CreateBuild` body (pure, golden-tested).
 //! - [`retry`]: which answers are retried and how long to wait.
 //! - [`token`]: [`TokenSource`], with the production [`GcpTokenSource`]
-//!   (object_store's GCP credentials) and [`StaticToken`] for tests.
+//!   (object_store's GCP credentials) and [`StaticToken`] for tests; it
+//!   lives in `kinetic-gcp-common`, shared with the other Google adapters.
 //!
 //! HTTP goes through the `reqwest` that `object_store` already brings (one
 //! TLS stack: rustls with aws-lc-rs); the context tarball and the build log
@@ -44,7 +45,7 @@ mod builder;
 pub mod dockerfile;
 pub mod request;
 pub mod retry;
-pub mod token;
+pub use kinetic_gcp_common::token;
 
 pub use api::{ARTIFACTREGISTRY_ENDPOINT, Build, BuildResults, BuiltImage, CLOUDBUILD_ENDPOINT};
 pub use builder::{
