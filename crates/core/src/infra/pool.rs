@@ -175,7 +175,7 @@ impl PoolSpec {
         }
         let hosts = accel.num_hosts();
         let min = request.min_nodes;
-        if min % hosts != 0 {
+        if !min.is_multiple_of(hosts) {
             return Err(invalid(
                 "--min-nodes",
                 &min.to_string(),
@@ -192,7 +192,7 @@ impl PoolSpec {
                     format!("at least --min-nodes ({min}) and at least 1"),
                 ));
             }
-            Some(max) if max % hosts != 0 => {
+            Some(max) if !max.is_multiple_of(hosts) => {
                 return Err(invalid(
                     "--max-nodes",
                     &max.to_string(),
