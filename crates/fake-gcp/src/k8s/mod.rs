@@ -425,8 +425,14 @@ impl FakeCluster {
     /// A kubeconfig (YAML) whose current context points at this cluster,
     /// with `namespace` as the default namespace.
     pub fn kubeconfig(&self, namespace: &str) -> String {
+        self.kubeconfig_named("kinetic-fake", namespace)
+    }
+
+    /// A kubeconfig whose current context, cluster and user are named
+    /// `name` (GKE's `gke_{project}_{zone}_{cluster}`, say).
+    pub fn kubeconfig_named(&self, name: &str, namespace: &str) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: kinetic-fake\n  cluster:\n    server: {url}\ncontexts:\n- name: kinetic-fake\n  context:\n    cluster: kinetic-fake\n    user: kinetic-fake\n    namespace: {namespace}\ncurrent-context: kinetic-fake\nusers:\n- name: kinetic-fake\n  user:\n    token: fake-token\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: {namespace}\ncurrent-context: {name}\nusers:\n- name: {name}\n  user:\n    token: fake-token\n",
             url = self.url
         )
     }
