@@ -23,6 +23,16 @@ pub struct Binding {
     pub member: String,
 }
 
+impl Binding {
+    /// `member` holds `role`.
+    pub fn new(role: &str, member: &str) -> Self {
+        Self {
+            role: role.to_owned(),
+            member: member.to_owned(),
+        }
+    }
+}
+
 /// One step of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
