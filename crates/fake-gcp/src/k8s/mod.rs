@@ -559,6 +559,13 @@ impl FakeCluster {
     }
 }
 
+/// Where kube-scheduler, as this fake models it, would put `pod` among
+/// `nodes` (Node objects, none of them running anything yet): the node's
+/// name, or the `FailedScheduling` message.
+pub fn schedule(nodes: &[Value], pod: &Value) -> Result<String, String> {
+    scheduler::place(nodes, pod, &BTreeMap::new())
+}
+
 /// The namespaces every cluster starts with.
 const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
