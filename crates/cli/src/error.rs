@@ -73,6 +73,17 @@ pub(crate) fn engine_error(err: EngineError) -> CliError {
     CliError::of(err.is_usage(), err.to_string())
 }
 
+/// A planning error: a bad name or value, a missing pool, is the user's
+/// input; a cluster in the wrong state is a failure.
+pub(crate) fn core_infra_error(e: kinetic_core::infra::InfraError) -> CliError {
+    CliError::of(e.is_invalid_input(), e.to_string())
+}
+
+/// An error of the infrastructure adapter.
+pub(crate) fn infra_error(e: kinetic_infra_gcp::InfraError) -> CliError {
+    CliError::of(e.is_invalid_input(), e.to_string())
+}
+
 /// A batch error.
 pub(crate) fn batch_error(err: BatchError) -> CliError {
     CliError::of(err.is_usage(), err.to_string())

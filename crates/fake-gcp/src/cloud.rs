@@ -27,12 +27,12 @@ pub struct FakeGcpConfig {
 }
 
 impl Default for FakeGcpConfig {
-    /// Project `fake`, cluster `fake` in the default zone, namespace
+    /// Project `fake-project`, cluster `fake` in the default zone, namespace
     /// `default`, pods run by `python3`; provisioned (the cluster, its
     /// buckets and registry exist); operations take 200 ms.
     fn default() -> Self {
         Self {
-            project: "fake".into(),
+            project: "fake-project".into(),
             zone: DEFAULT_ZONE.into(),
             cluster: "fake".into(),
             namespace: DEFAULT_NAMESPACE.into(),
@@ -45,7 +45,7 @@ impl Default for FakeGcpConfig {
 }
 
 impl FakeGcpConfig {
-    /// The project (default `fake`); its buckets are named as Kinetic names them.
+    /// The project (default `fake-project`); its buckets are named as Kinetic names them.
     pub fn project(mut self, project: &str) -> Self {
         self.project = project.to_owned();
         self

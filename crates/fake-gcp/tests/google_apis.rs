@@ -48,6 +48,7 @@ async fn done(c: &Client, path: &str) -> Value {
 async fn a_new_project_answers_as_google_does() {
     let cloud = FakeGcp::start(
         FakeGcpConfig::default()
+            .project("fake")
             .provisioned(false)
             .operation_time(Duration::from_millis(100)),
     )
@@ -341,7 +342,7 @@ async fn a_new_project_answers_as_google_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_through_the_json_api() {
-    let cloud = FakeGcp::start(FakeGcpConfig::default().provisioned(false))
+    let cloud = FakeGcp::start(FakeGcpConfig::default().project("fake").provisioned(false))
         .await
         .unwrap();
     let c = Client {

@@ -488,6 +488,16 @@ impl FakeGoogleApis {
             .unwrap_or_default()
     }
 
+    /// Remove a node pool and its nodes at once (a test taking it away).
+    pub fn remove_node_pool(&self, cluster: &str, pool: &str) {
+        if let Some(c) = self.app.lock().clusters.get_mut(cluster) {
+            c.pools.remove(pool);
+        }
+        if let Some(k8s) = &self.app.cluster {
+            k8s.remove_node_group(pool);
+        }
+    }
+
     /// The repositories' resource names.
     pub fn repositories(&self) -> Vec<String> {
         self.app.lock().repositories.keys().cloned().collect()

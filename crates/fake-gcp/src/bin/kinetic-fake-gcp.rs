@@ -36,7 +36,7 @@ struct Args {
     #[arg(long, value_name = "NS", default_value = "default")]
     namespace: String,
     /// The fake project (its buckets are `{project}-kn-{cluster}-jobs` and `-builds`).
-    #[arg(long, value_name = "PROJECT", default_value = "fake")]
+    #[arg(long, value_name = "PROJECT", default_value = "fake-project")]
     project: String,
     /// The fake cluster.
     #[arg(long, value_name = "CLUSTER", default_value = "fake")]

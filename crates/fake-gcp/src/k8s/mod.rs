@@ -510,6 +510,12 @@ impl FakeCluster {
         self.store.create(resource, namespace, object)
     }
 
+    /// Remove an object directly (a test taking it away); `namespace` is
+    /// empty for cluster-scoped objects.
+    pub fn remove_object(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.store.remove(resource, namespace, name)
+    }
+
     /// Merge-patch an object directly (e.g. to set a Job's status).
     pub fn patch(
         &self,
