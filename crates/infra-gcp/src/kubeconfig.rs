@@ -2,7 +2,7 @@
 //! clusters get-credentials` writes it: a cluster, a user whose token
 //! comes from `gke-gcloud-auth-plugin`, and a context, all named
 //! `gke_{project}_{zone}_{cluster}`, made current. Editing is pure (a YAML
-//! document as JSON in, out); [`read`] and [`write`] do the IO, keeping
+//! document as JSON in, out); [`read()`] and [`write()`] do the IO, keeping
 //! every other entry and key of the file.
 
 use std::path::{Path, PathBuf};
