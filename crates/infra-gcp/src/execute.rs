@@ -111,19 +111,18 @@ impl GcpInfra {
             Action::EnableApis { apis } => {
                 let what = format!("enabling {}", apis.join(", "));
                 let url = format!("{}/v1/projects/{p}/services:batchEnable", e.serviceusage);
-                let op = self
-                    .rest
-                    .send(
-                        SERVICE_USAGE,
-                        &what,
-                        Method::POST,
-                        &url,
-                        Some(&request::batch_enable(apis)),
-                        &[],
-                    )
-                    .await?;
-                self.wait_lro(SERVICE_USAGE, &e.serviceusage, op.body, &what, progress)
-                    .await?;
+                let body = request::batch_enable(apis);
+                self.call_and_wait(
+                    SERVICE_USAGE,
+                    &e.serviceusage,
+                    &what,
+                    Method::POST,
+                    &url,
+                    Some(&body),
+                    &[],
+                    progress,
+                )
+                .await?;
                 self.rest.enabled_apis();
                 Ok(())
             }
@@ -178,25 +177,15 @@ impl GcpInfra {
                     "{}/v1/projects/{p}/locations/{}/repositories?repositoryId={}",
                     e.artifactregistry, repository.location, repository.name
                 );
-                let answer = self
-                    .rest
-                    .send(
-                        ARTIFACT_REGISTRY,
-                        &what,
-                        Method::POST,
-                        &url,
-                        Some(&request::repository(repository)),
-                        &[409],
-                    )
-                    .await?;
-                if answer.status == 409 {
-                    return Ok(());
-                }
-                self.wait_lro(
+                let body = request::repository(repository);
+                self.call_and_wait(
                     ARTIFACT_REGISTRY,
                     &e.artifactregistry,
-                    answer.body,
                     &what,
+                    Method::POST,
+                    &url,
+                    Some(&body),
+                    &[409],
                     progress,
                 )
                 .await
@@ -311,18 +300,14 @@ impl GcpInfra {
             Action::DeleteRepository { name } => {
                 let what = format!("deleting Artifact Registry repository {name}");
                 let url = format!("{}/v1/{}", e.artifactregistry, t.repository_path());
-                let answer = self
-                    .rest
-                    .send(ARTIFACT_REGISTRY, &what, Method::DELETE, &url, None, &[404])
-                    .await?;
-                if answer.status == 404 {
-                    return Ok(());
-                }
-                self.wait_lro(
+                self.call_and_wait(
                     ARTIFACT_REGISTRY,
                     &e.artifactregistry,
-                    answer.body,
                     &what,
+                    Method::DELETE,
+                    &url,
+                    None,
+                    &[404],
                     progress,
                 )
                 .await
@@ -488,6 +473,32 @@ impl GcpInfra {
                 .await?
                 .body;
         }
+    }
+
+    /// Send a call that starts a `google.longrunning.Operation` and follow
+    /// it to its end; an answer in `done_already` (409: it exists; 404:
+    /// it is gone) needs no operation.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_and_wait(
+        &self,
+        service: Service,
+        base: &str,
+        what: &str,
+        method: Method,
+        url: &str,
+        body: Option<&Value>,
+        done_already: &[u16],
+        progress: &dyn Progress,
+    ) -> Result<(), InfraError> {
+        let answer = self
+            .rest
+            .send(service, what, method, url, body, done_already)
+            .await?;
+        if done_already.contains(&answer.status) {
+            return Ok(());
+        }
+        self.wait_lro(service, base, answer.body, what, progress)
+            .await
     }
 
     /// Follow a `google.longrunning.Operation` (Service Usage, Artifact

@@ -7,7 +7,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use kinetic_core::infra::{Action, Check, InfraTarget, Plan, PoolStatus, StatusReport};
 use kinetic_infra_gcp::Progress;
 
@@ -179,15 +179,7 @@ pub(crate) struct InfraProgress {
 
 impl InfraProgress {
     pub(crate) fn new() -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(Duration::from_millis(100));
-            bar
-        });
+        let bar = super::progress::spinner();
         Self {
             bar,
             last_plain: Mutex::new(None),

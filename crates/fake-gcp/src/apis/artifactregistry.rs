@@ -113,7 +113,7 @@ async fn create(
     repo.ready = false;
     st.repositories.insert(name.clone(), repo);
     st.created(format!("repository {name}"));
-    let op = st.ops.start(
+    let op = st.start_op(
         Api::ArtifactRegistry,
         "createRepository",
         &location,
@@ -121,12 +121,7 @@ async fn create(
         Effect::RepositoryCreated { name: name.clone() },
         0.25,
     );
-    let json = st
-        .ops
-        .get(&op)
-        .map(|o| o.to_json(&project, st.project_number))
-        .unwrap_or_default();
-    respond(200, &json)
+    respond(200, &op)
 }
 
 /// `GET`/`DELETE` of a repository, `GET …:getIamPolicy`, `POST …:setIamPolicy`.
@@ -174,7 +169,7 @@ async fn one(
     match (verb, &method) {
         ("", &Method::GET) => respond(200, &st.repositories[&name].to_json()),
         ("", _) => {
-            let op = st.ops.start(
+            let op = st.start_op(
                 Api::ArtifactRegistry,
                 "deleteRepository",
                 &location,
@@ -182,12 +177,7 @@ async fn one(
                 Effect::RepositoryDeleted { name: name.clone() },
                 0.25,
             );
-            let json = st
-                .ops
-                .get(&op)
-                .map(|o| o.to_json(&project, st.project_number))
-                .unwrap_or_default();
-            respond(200, &json)
+            respond(200, &op)
         }
         ("getIamPolicy", _) => respond(200, &st.repositories[&name].policy.to_json()),
         ("testIamPermissions", _) => {

@@ -335,7 +335,7 @@ async fn create_cluster(
     let target = cluster.path(&project);
     st.clusters.insert(name.clone(), cluster);
     st.created(format!("cluster {name}"));
-    let id = st.ops.start(
+    let op = st.start_op(
         Api::Container,
         "CREATE_CLUSTER",
         &location,
@@ -343,11 +343,6 @@ async fn create_cluster(
         Effect::ClusterCreated { name },
         1.0,
     );
-    let op = st
-        .ops
-        .get(&id)
-        .map(|o| o.to_json(&project, st.project_number))
-        .unwrap_or_default();
     respond(200, &op)
 }
 
@@ -397,28 +392,16 @@ async fn get_cluster(
 /// The 400 GKE gives while another operation changes the cluster.
 fn busy(st: &ApisState, cluster: &Cluster, project: &str) -> Option<Response> {
     if let Some(op) = st.ops.running_on(&cluster.path(project)) {
-        return Some(respond(
-            400,
-            &super::error_with(
-                400,
-                "FAILED_PRECONDITION",
-                &format!("Cluster is running incompatible operation {}.", op.id),
-                None,
-                &[],
-            ),
-        ));
+        return Some(super::failed_precondition(&format!(
+            "Cluster is running incompatible operation {}.",
+            op.id
+        )));
     }
     (cluster.status != "RUNNING").then(|| {
-        respond(
-            400,
-            &super::error_with(
-                400,
-                "FAILED_PRECONDITION",
-                &format!("Cluster is not running (status {}).", cluster.status),
-                None,
-                &[],
-            ),
-        )
+        super::failed_precondition(&format!(
+            "Cluster is not running (status {}).",
+            cluster.status
+        ))
     })
 }
 
@@ -463,7 +446,7 @@ async fn update_cluster(
         c.status = "RECONCILING".into();
     }
     let target = cluster.path(&project);
-    let id = st.ops.start(
+    let op = st.start_op(
         Api::Container,
         "UPDATE_CLUSTER",
         &location,
@@ -471,11 +454,6 @@ async fn update_cluster(
         Effect::ClusterUpdated { name, update },
         0.5,
     );
-    let op = st
-        .ops
-        .get(&id)
-        .map(|o| o.to_json(&project, st.project_number))
-        .unwrap_or_default();
     respond(200, &op)
 }
 
@@ -498,16 +476,7 @@ async fn delete_cluster(
     let mut st = app.lock();
     let target = match cluster_or_404(&st, &project, &location, &name) {
         Ok(c) if c.status == "STOPPING" => {
-            return respond(
-                400,
-                &super::error_with(
-                    400,
-                    "FAILED_PRECONDITION",
-                    "Cluster is already being deleted.",
-                    None,
-                    &[],
-                ),
-            );
+            return super::failed_precondition("Cluster is already being deleted.");
         }
         Ok(c) => c.path(&project),
         Err(r) => return r,
@@ -515,7 +484,7 @@ async fn delete_cluster(
     if let Some(c) = st.clusters.get_mut(&name) {
         c.status = "STOPPING".into();
     }
-    let id = st.ops.start(
+    let op = st.start_op(
         Api::Container,
         "DELETE_CLUSTER",
         &location,
@@ -523,11 +492,6 @@ async fn delete_cluster(
         Effect::ClusterDeleted { name },
         1.0,
     );
-    let op = st
-        .ops
-        .get(&id)
-        .map(|o| o.to_json(&project, st.project_number))
-        .unwrap_or_default();
     respond(200, &op)
 }
 
@@ -642,7 +606,7 @@ async fn create_pool(
         );
     }
     st.created(format!("nodePool {name}/{pool}"));
-    let id = st.ops.start(
+    let op = st.start_op(
         Api::Container,
         "CREATE_NODE_POOL",
         &location,
@@ -653,11 +617,6 @@ async fn create_pool(
         },
         0.5,
     );
-    let op = st
-        .ops
-        .get(&id)
-        .map(|o| o.to_json(&project, st.project_number))
-        .unwrap_or_default();
     respond(200, &op)
 }
 
@@ -723,7 +682,7 @@ async fn delete_pool(
     {
         p.status = "STOPPING".into();
     }
-    let id = st.ops.start(
+    let op = st.start_op(
         Api::Container,
         "DELETE_NODE_POOL",
         &location,
@@ -734,11 +693,6 @@ async fn delete_pool(
         },
         0.5,
     );
-    let op = st
-        .ops
-        .get(&id)
-        .map(|o| o.to_json(&project, st.project_number))
-        .unwrap_or_default();
     respond(200, &op)
 }
 

@@ -136,6 +136,24 @@ impl ApisState {
         self.denied.contains(permission)
     }
 
+    /// Start an operation (see [`operations::Operations::start`]) and
+    /// return it as its API renders it.
+    pub(crate) fn start_op(
+        &mut self,
+        api: operations::Api,
+        kind: &str,
+        location: &str,
+        target: &str,
+        effect: operations::Effect,
+        scale: f64,
+    ) -> Value {
+        let id = self.ops.start(api, kind, location, target, effect, scale);
+        self.ops
+            .get(&id)
+            .map(|o| o.to_json(&self.project, self.project_number))
+            .unwrap_or_default()
+    }
+
     /// Record a successful creation (`"cluster c"`, `"nodePool p"`).
     pub(crate) fn created(&mut self, what: String) {
         self.creations.push(what);
@@ -168,6 +186,14 @@ pub(crate) fn respond(status: u16, body: &Value) -> Response {
 
 pub(crate) fn error(status: u16, message: &str) -> Response {
     respond(status, &google_error(status, message, None))
+}
+
+/// 400 `FAILED_PRECONDITION` (the resource is not in a state for this).
+pub(crate) fn failed_precondition(message: &str) -> Response {
+    respond(
+        400,
+        &error_with(400, "FAILED_PRECONDITION", message, None, &[]),
+    )
 }
 
 /// The checks every call passes first: counted, scripted faults, the

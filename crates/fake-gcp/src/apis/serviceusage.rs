@@ -156,7 +156,7 @@ async fn batch_enable(
         st.created(format!("enable {s}"));
     }
     let target = format!("projects/{project}");
-    let id = st.ops.start(
+    let op = st.start_op(
         Api::ServiceUsage,
         "enableServices",
         "global",
@@ -164,11 +164,6 @@ async fn batch_enable(
         Effect::ServicesEnabled { services },
         0.5,
     );
-    let op = st
-        .ops
-        .get(&id)
-        .map(|o| o.to_json(&project, st.project_number))
-        .unwrap_or_default();
     respond(200, &op)
 }
 
