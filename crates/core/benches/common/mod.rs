@@ -310,3 +310,145 @@ pub(crate) fn print_table(title: &str, rows: &[Row]) {
     }
     println!("(cores = CPU time / wall time of the run: how many cores it actually got)");
 }
+
+/// A project tree of about `total` bytes of which `incompressible` (a
+/// fraction) is random bytes, as model weights, images or archives are, and
+/// the rest Python-like source. The random part is spread over files of
+/// 64 KiB–1 MiB and one file above the archive's in-memory limit (so it is
+/// streamed). Returns (total bytes, random bytes).
+pub(crate) fn write_mixed_tree(
+    root: &Path,
+    total: u64,
+    incompressible: f64,
+    seed: u64,
+) -> (u64, u64) {
+    let mut rng = Rng::new(seed);
+    let random_target = (total as f64 * incompressible) as u64;
+    let source_target = total - random_target;
+    let mut written = 0u64;
+    let mut random = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    let assets = root.join("assets");
+    fs::create_dir_all(&assets).expect("mkdir");
+    // One large file (streamed by the packer), then smaller ones.
+    let big = (random_target / 4).min(12 << 20);
+    if big > (4 << 20) {
+        write_random_file(&assets.join("weights.bin"), big, rng.next_u64());
+        random += big;
+    }
+    let mut i = 0;
+    while random < random_target {
+        let len = ((64 << 10) + rng.below(960 << 10)).min(random_target - random) as usize;
+        rng.fill(&mut buf[..len]);
+        let ext = ["npy", "png", "gz", "pt"][i % 4];
+        fs::write(assets.join(format!("blob_{i:04}.{ext}")), &buf[..len]).expect("write");
+        random += len as u64;
+        i += 1;
+    }
+    written += random;
+    let mut i = 0;
+    let mut source = 0u64;
+    while source < source_target {
+        let dir = root.join(format!("pkg{:02}/mod{:02}", i / 500, (i / 50) % 10));
+        if i % 50 == 0 {
+            fs::create_dir_all(&dir).expect("mkdir");
+        }
+        let want = ((8 << 10) + rng.below(64 << 10)).min(source_target - source) as usize;
+        let mut src = python_like_source(&mut rng, want);
+        src.truncate(want);
+        fs::write(dir.join(format!("file_{i:05}.py")), &src).expect("write");
+        source += src.len() as u64;
+        i += 1;
+    }
+    written += source;
+    (written, random)
+}
+
+/// Every regular file under `root`, in sorted walk order.
+pub(crate) fn list_files(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut entries: Vec<_> = fs::read_dir(root)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            out.extend(list_files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Drops the files' pages from the page cache without privileges: `fsync`
+/// (only clean pages can be dropped), then `POSIX_FADV_DONTNEED`. Inodes and
+/// directory entries stay cached.
+pub(crate) fn evict(paths: &[std::path::PathBuf]) {
+    use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+    for path in paths {
+        let file = fs::File::open(path).expect("open");
+        file.sync_all().expect("fsync");
+        posix_fadvise(&file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).expect("fadvise");
+    }
+}
+
+/// Bytes of `paths` resident in the page cache, from util-linux `fincore`
+/// (`None` when it is not installed). Used to check that [`evict`] worked.
+pub(crate) fn cached_bytes(paths: &[std::path::PathBuf]) -> Option<u64> {
+    let mut total = 0;
+    for chunk in paths.chunks(500) {
+        let output = Command::new("fincore")
+            .args(["--bytes", "--noheadings", "--output", "RES"])
+            .args(chunk)
+            .output()
+            .ok()?;
+        if !output.status.success() {
+            return None;
+        }
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            total += line.trim().parse::<u64>().ok()?;
+        }
+    }
+    Some(total)
+}
+
+/// The floor of a cold read: `inflight` threads, each reading whole files
+/// (taken in order from a shared counter) and doing nothing with the bytes.
+/// Returns the bytes read.
+pub(crate) fn plain_read(paths: &[std::path::PathBuf], inflight: usize) -> u64 {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let total = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..inflight {
+            scope.spawn(|| {
+                let mut buf = vec![0u8; 256 << 10];
+                let mut mine = 0u64;
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(path) = paths.get(i) else { break };
+                    let mut file = fs::File::open(path).expect("open");
+                    loop {
+                        let n = file.read(&mut buf).expect("read");
+                        if n == 0 {
+                            break;
+                        }
+                        mine += n as u64;
+                    }
+                }
+                total.fetch_add(mine, Ordering::Relaxed);
+            });
+        }
+    });
+    total.into_inner()
+}
+
+/// The load averages from `/proc/loadavg` ("1-min 5-min 15-min").
+pub(crate) fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
