@@ -6,7 +6,8 @@
 //! one 2 GiB file, and a 209 MB project of which 20 % is random bytes.
 //! `KINETIC_BENCH_SCALE=0.05` for a quick run; `KINETIC_BENCH_RUNS=N`
 //! repetitions (default 5; the best run of each side is kept, since other
-//! load only slows a run down). Needs `openssl` and `python3`; `fincore`
+//! load only slows a run down); `KINETIC_BENCH_ROWS=cold,warm,big,zip` to
+//! measure some rows only. Needs `openssl` and `python3`; `fincore`
 //! (util-linux) to check the page-cache eviction.
 //!
 //! | row | floor | target |
@@ -56,6 +57,13 @@ fn timed<T>(f: impl FnOnce() -> T) -> (f64, T) {
     (t.elapsed().as_secs_f64(), r)
 }
 
+/// Whether `row` is among those `KINETIC_BENCH_ROWS` asks for (all when unset).
+fn wanted(row: &str) -> bool {
+    std::env::var("KINETIC_BENCH_ROWS")
+        .map(|rows| rows.split(',').any(|r| r.trim() == row))
+        .unwrap_or(true)
+}
+
 fn main() {
     let scale = scale();
     let runs = runs();
@@ -64,25 +72,7 @@ fn main() {
         "scale {scale}, best of {runs} runs, {cores} cores; load average before: {}",
         load_average()
     );
-
     let dir = tempfile::tempdir().expect("tempdir");
-    let many_root = dir.path().join("many");
-    let many_count = ((20_000.0 * scale) as usize).max(50);
-    let many_bytes = common::write_many_files(&many_root, many_count, 11);
-    let many = list_files(&many_root);
-    let big = dir.path().join("big.bin");
-    let big_len = ((2u64 << 30) as f64 * scale) as u64;
-    common::write_random_file(&big, big_len, 7);
-    let tree = dir.path().join("proj");
-    let (tree_bytes, tree_random) = common::write_mixed_tree(&tree, (209e6 * scale) as u64, 0.2, 3);
-    println!(
-        "data: {many_count} files, {:.1} MB; one file of {:.2} GiB; a project of {:.1} MB ({:.0} % random)",
-        many_bytes as f64 / 1e6,
-        big_len as f64 / (1u64 << 30) as f64,
-        tree_bytes as f64 / 1e6,
-        100.0 * tree_random as f64 / tree_bytes as f64
-    );
-
     let Some(ssl) = openssl_sha256_bytes_per_sec(3) else {
         eprintln!("openssl speed did not give a figure; is openssl installed?");
         std::process::exit(1);
@@ -93,117 +83,15 @@ fn main() {
     );
 
     let mut lines = Vec::new();
-    let options = HashOptions::default();
-    let reference = content_hash_with(&many_root, &options.clone().threads(1)).expect("hash");
-    assert_eq!(reference.bytes, many_bytes);
-
-    // Cold: floor and ours alternate, each after a fresh eviction.
-    let (warm_floor_secs, _) = timed(|| plain_read(&many, FLOOR_INFLIGHT));
-    evict(&many);
-    match cached_bytes(&many) {
-        Some(left) => println!(
-            "eviction check: {left} of {many_bytes} bytes still cached after fsync + POSIX_FADV_DONTNEED (fincore)"
-        ),
-        None => println!("eviction check: fincore not available"),
+    if wanted("cold") || wanted("warm") {
+        many_files_rows(dir.path(), scale, runs, cores, ssl, &mut lines);
     }
-    let (mut floor_cold, mut ours_cold) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..runs {
-        evict(&many);
-        let (secs, n) = timed(|| plain_read(&many, FLOOR_INFLIGHT));
-        assert_eq!(n, many_bytes);
-        floor_cold = floor_cold.min(secs);
-        evict(&many);
-        let (secs, report) = timed(|| content_hash_with(&many_root, &options).expect("hash"));
-        assert_eq!(report.hash, reference.hash, "cold hash differs");
-        ours_cold = ours_cold.min(secs);
+    if wanted("big") {
+        big_file_row(dir.path(), scale, runs, ssl, &mut lines);
     }
-    println!(
-        "floor read ({FLOOR_INFLIGHT} in flight): {:.0} MB/s warm, {:.0} MB/s cold",
-        mb_s(many_bytes, warm_floor_secs),
-        mb_s(many_bytes, floor_cold)
-    );
-    let (ours, floor) = (mb_s(many_bytes, ours_cold), mb_s(many_bytes, floor_cold));
-    lines.push(Line {
-        work: format!("hash {many_count} files of 4-100 KiB, cold"),
-        ours: format!("{ours:.0} MB/s"),
-        floor: format!("{floor:.0} MB/s ({FLOOR_INFLIGHT} reads)"),
-        ratio: format!("{:.3}", ours / floor),
-        target: ">= 0.88".to_owned(),
-        met: ours / floor >= 0.88,
-    });
-
-    // Warm.
-    let _ = content_hash_with(&many_root, &options).expect("hash");
-    let mut ours_warm = f64::INFINITY;
-    for _ in 0..runs {
-        let (secs, report) = timed(|| content_hash_with(&many_root, &options).expect("hash"));
-        assert_eq!(report.hash, reference.hash, "warm hash differs");
-        ours_warm = ours_warm.min(secs);
+    if wanted("zip") {
+        archive_row(dir.path(), scale, runs, &mut lines);
     }
-    let (ours, floor) = (mb_s(many_bytes, ours_warm), cores as f64 * ssl / 1e6);
-    lines.push(Line {
-        work: format!("hash {many_count} files of 4-100 KiB, warm"),
-        ours: format!("{ours:.0} MB/s"),
-        floor: format!("{floor:.0} MB/s ({cores} SHA cores)"),
-        ratio: format!("{:.3}", ours / floor),
-        target: ">= 0.76".to_owned(),
-        met: ours / floor >= 0.76,
-    });
-
-    // One big file, warm.
-    let _ = content_hash_with(&big, &options).expect("hash");
-    let mut ours_big = f64::INFINITY;
-    for _ in 0..runs {
-        let (secs, report) = timed(|| content_hash_with(&big, &options).expect("hash"));
-        assert_eq!(report.bytes, big_len);
-        ours_big = ours_big.min(secs);
-    }
-    let (ours, floor) = (mb_s(big_len, ours_big), ssl / 1e6);
-    lines.push(Line {
-        work: format!(
-            "hash one {:.2} GiB file, warm",
-            big_len as f64 / (1u64 << 30) as f64
-        ),
-        ours: format!("{ours:.0} MB/s"),
-        floor: format!("{floor:.0} MB/s (1 SHA core)"),
-        ratio: format!("{:.3}", ours / floor),
-        target: ">= 0.95".to_owned(),
-        met: ours / floor >= 0.95,
-    });
-
-    // context.zip against Python's zipfile.
-    let py_zip = dir.path().join("python.zip");
-    let (py_secs, ()) = timed(|| python_pack(&tree, &py_zip));
-    let py_size = std::fs::metadata(&py_zip).expect("python.zip").len();
-    let out = dir.path().join("context.zip");
-    let pack_options = PackOptions::default();
-    let _ = pack(&tree, &out, &pack_options).expect("pack");
-    let mut ours_pack = f64::INFINITY;
-    let mut size = 0;
-    for _ in 0..runs {
-        let (secs, report) = timed(|| pack(&tree, &out, &pack_options).expect("pack"));
-        assert_eq!(report.bytes_in, tree_bytes);
-        ours_pack = ours_pack.min(secs);
-        size = report.bytes_out;
-    }
-    let speed = mb_s(tree_bytes, ours_pack);
-    let ratio = size as f64 / py_size as f64;
-    lines.push(Line {
-        work: format!(
-            "context.zip of {:.0} MB ({:.0} % random)",
-            tree_bytes as f64 / 1e6,
-            100.0 * tree_random as f64 / tree_bytes as f64
-        ),
-        ours: format!("{:.1} MB at {speed:.0} MB/s", size as f64 / 1e6),
-        floor: format!(
-            "{:.1} MB (Python, {:.0} MB/s)",
-            py_size as f64 / 1e6,
-            mb_s(tree_bytes, py_secs)
-        ),
-        ratio: format!("{ratio:.3}"),
-        target: "<= 1.00, >= 150 MB/s".to_owned(),
-        met: ratio <= 1.0 && speed >= 150.0,
-    });
 
     println!();
     println!(
@@ -222,6 +110,155 @@ fn main() {
         );
     }
     println!("\nload average after: {}", load_average());
+}
+
+/// The 20,000 small files, cold then warm.
+fn many_files_rows(
+    dir: &Path,
+    scale: f64,
+    runs: usize,
+    cores: usize,
+    ssl: f64,
+    lines: &mut Vec<Line>,
+) {
+    let root = dir.join("many");
+    let count = ((20_000.0 * scale) as usize).max(50);
+    let bytes = common::write_many_files(&root, count, 11);
+    let files = list_files(&root);
+    println!("{count} files of 4-100 KiB: {:.1} MB", bytes as f64 / 1e6);
+    let options = HashOptions::default();
+    let reference = content_hash_with(&root, &options.clone().threads(1)).expect("hash");
+    assert_eq!(reference.bytes, bytes);
+
+    if wanted("cold") {
+        // Floor and ours alternate, each after a fresh eviction.
+        let (warm_floor_secs, _) = timed(|| plain_read(&files, FLOOR_INFLIGHT));
+        evict(&files);
+        match cached_bytes(&files) {
+            Some(left) => println!(
+                "eviction check: {left} of {bytes} bytes still cached after fsync + POSIX_FADV_DONTNEED (fincore)"
+            ),
+            None => println!("eviction check: fincore not available"),
+        }
+        let (mut floor_cold, mut ours_cold) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..runs {
+            evict(&files);
+            let (secs, n) = timed(|| plain_read(&files, FLOOR_INFLIGHT));
+            assert_eq!(n, bytes);
+            floor_cold = floor_cold.min(secs);
+            evict(&files);
+            let (secs, report) = timed(|| content_hash_with(&root, &options).expect("hash"));
+            assert_eq!(report.hash, reference.hash, "cold hash differs");
+            ours_cold = ours_cold.min(secs);
+        }
+        println!(
+            "floor read ({FLOOR_INFLIGHT} in flight): {:.0} MB/s warm, {:.0} MB/s cold",
+            mb_s(bytes, warm_floor_secs),
+            mb_s(bytes, floor_cold)
+        );
+        let (ours, floor) = (mb_s(bytes, ours_cold), mb_s(bytes, floor_cold));
+        lines.push(Line {
+            work: format!("hash {count} files of 4-100 KiB, cold"),
+            ours: format!("{ours:.0} MB/s"),
+            floor: format!("{floor:.0} MB/s ({FLOOR_INFLIGHT} reads)"),
+            ratio: format!("{:.3}", ours / floor),
+            target: ">= 0.88".to_owned(),
+            met: ours / floor >= 0.88,
+        });
+    }
+
+    if wanted("warm") {
+        let _ = content_hash_with(&root, &options).expect("hash");
+        let mut ours_warm = f64::INFINITY;
+        for _ in 0..runs {
+            let (secs, report) = timed(|| content_hash_with(&root, &options).expect("hash"));
+            assert_eq!(report.hash, reference.hash, "warm hash differs");
+            ours_warm = ours_warm.min(secs);
+        }
+        let (ours, floor) = (mb_s(bytes, ours_warm), cores as f64 * ssl / 1e6);
+        lines.push(Line {
+            work: format!("hash {count} files of 4-100 KiB, warm"),
+            ours: format!("{ours:.0} MB/s"),
+            floor: format!("{floor:.0} MB/s ({cores} SHA cores)"),
+            ratio: format!("{:.3}", ours / floor),
+            target: ">= 0.76".to_owned(),
+            met: ours / floor >= 0.76,
+        });
+    }
+    std::fs::remove_dir_all(&root).expect("clean up");
+}
+
+/// One 2 GiB file, warm.
+fn big_file_row(dir: &Path, scale: f64, runs: usize, ssl: f64, lines: &mut Vec<Line>) {
+    let path = dir.join("big.bin");
+    let len = ((2u64 << 30) as f64 * scale) as u64;
+    common::write_random_file(&path, len, 7);
+    let options = HashOptions::default();
+    let _ = content_hash_with(&path, &options).expect("hash");
+    let mut best = f64::INFINITY;
+    for _ in 0..runs {
+        let (secs, report) = timed(|| content_hash_with(&path, &options).expect("hash"));
+        assert_eq!(report.bytes, len);
+        best = best.min(secs);
+    }
+    let (ours, floor) = (mb_s(len, best), ssl / 1e6);
+    lines.push(Line {
+        work: format!(
+            "hash one {:.2} GiB file, warm",
+            len as f64 / (1u64 << 30) as f64
+        ),
+        ours: format!("{ours:.0} MB/s"),
+        floor: format!("{floor:.0} MB/s (1 SHA core)"),
+        ratio: format!("{:.3}", ours / floor),
+        target: ">= 0.95".to_owned(),
+        met: ours / floor >= 0.95,
+    });
+    std::fs::remove_file(&path).expect("clean up");
+}
+
+/// `context.zip` of the 209 MB project against Python's `zipfile`.
+fn archive_row(dir: &Path, scale: f64, runs: usize, lines: &mut Vec<Line>) {
+    let tree = dir.join("proj");
+    let source = common::Source::from_env();
+    let (bytes, random) = common::write_mixed_tree(&tree, (209e6 * scale) as u64, 0.2, &source, 3);
+    println!(
+        "project: {:.1} MB, {:.0} % random, source from {}",
+        bytes as f64 / 1e6,
+        100.0 * random as f64 / bytes as f64,
+        source.describe()
+    );
+    let py_zip = dir.join("python.zip");
+    let (py_secs, ()) = timed(|| python_pack(&tree, &py_zip));
+    let py_size = std::fs::metadata(&py_zip).expect("python.zip").len();
+    let out = dir.join("context.zip");
+    let options = PackOptions::default();
+    let _ = pack(&tree, &out, &options).expect("pack");
+    let mut best = f64::INFINITY;
+    let mut size = 0;
+    for _ in 0..runs {
+        let (secs, report) = timed(|| pack(&tree, &out, &options).expect("pack"));
+        assert_eq!(report.bytes_in, bytes);
+        best = best.min(secs);
+        size = report.bytes_out;
+    }
+    let speed = mb_s(bytes, best);
+    let ratio = size as f64 / py_size as f64;
+    lines.push(Line {
+        work: format!(
+            "context.zip of {:.0} MB ({:.0} % random)",
+            bytes as f64 / 1e6,
+            100.0 * random as f64 / bytes as f64
+        ),
+        ours: format!("{:.1} MB at {speed:.0} MB/s", size as f64 / 1e6),
+        floor: format!(
+            "{:.1} MB (Python, {:.0} MB/s)",
+            py_size as f64 / 1e6,
+            mb_s(bytes, py_secs)
+        ),
+        ratio: format!("{ratio:.3}"),
+        target: "<= 1.00, >= 150 MB/s".to_owned(),
+        met: ratio <= 1.0 && speed >= 150.0,
+    });
 }
 
 /// Kinetic's archive of `root`: Python's `zipfile`, `ZIP_DEFLATED`, default

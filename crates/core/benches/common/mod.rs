@@ -311,21 +311,91 @@ pub(crate) fn print_table(title: &str, rows: &[Row]) {
     println!("(cores = CPU time / wall time of the run: how many cores it actually got)");
 }
 
+/// Where the source part of [`write_mixed_tree`] comes from.
+pub(crate) enum Source {
+    /// The `.py` files of the standard library of `python3` (real code).
+    PythonStdlib(Vec<std::path::PathBuf>),
+    /// [`python_like_source`]: words drawn uniformly from a small list, a
+    /// worst case for deflate's matching (no phrase ever repeats).
+    Synthetic,
+}
+
+impl Source {
+    /// `KINETIC_BENCH_SOURCE=synthetic` picks the generator; otherwise the
+    /// standard library of `python3`, or the generator when it has none.
+    pub(crate) fn from_env() -> Self {
+        if std::env::var("KINETIC_BENCH_SOURCE").is_ok_and(|s| s == "synthetic") {
+            return Self::Synthetic;
+        }
+        let stdlib = Command::new("python3")
+            .args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
+            ])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        let mut files = Vec::new();
+        if let Some(dir) = stdlib {
+            collect_py(Path::new(&dir), &mut files);
+        }
+        files.sort();
+        if files.is_empty() {
+            println!("no Python standard library found: using synthetic source");
+            Self::Synthetic
+        } else {
+            Self::PythonStdlib(files)
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Self::PythonStdlib(files) => {
+                format!(
+                    "the {} .py files of python3's standard library",
+                    files.len()
+                )
+            }
+            Self::Synthetic => "synthetic word salad (python_like_source)".to_owned(),
+        }
+    }
+}
+
+fn collect_py(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name();
+        if kind.is_dir() && name != "site-packages" && name != "__pycache__" {
+            collect_py(&path, out);
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "py") {
+            out.push(path);
+        }
+    }
+}
+
 /// A project tree of about `total` bytes of which `incompressible` (a
 /// fraction) is random bytes, as model weights, images or archives are, and
-/// the rest Python-like source. The random part is spread over files of
+/// the rest source code from `source` (cycled through as often as needed,
+/// in a package layout). The random part is spread over files of
 /// 64 KiB–1 MiB and one file above the archive's in-memory limit (so it is
 /// streamed). Returns (total bytes, random bytes).
 pub(crate) fn write_mixed_tree(
     root: &Path,
     total: u64,
     incompressible: f64,
+    source: &Source,
     seed: u64,
 ) -> (u64, u64) {
     let mut rng = Rng::new(seed);
     let random_target = (total as f64 * incompressible) as u64;
     let source_target = total - random_target;
-    let mut written = 0u64;
     let mut random = 0u64;
     let mut buf = vec![0u8; 1 << 20];
     let assets = root.join("assets");
@@ -345,23 +415,34 @@ pub(crate) fn write_mixed_tree(
         random += len as u64;
         i += 1;
     }
-    written += random;
     let mut i = 0;
-    let mut source = 0u64;
-    while source < source_target {
+    let mut written = 0u64;
+    while written < source_target {
         let dir = root.join(format!("pkg{:02}/mod{:02}", i / 500, (i / 50) % 10));
         if i % 50 == 0 {
             fs::create_dir_all(&dir).expect("mkdir");
         }
-        let want = ((8 << 10) + rng.below(64 << 10)).min(source_target - source) as usize;
-        let mut src = python_like_source(&mut rng, want);
-        src.truncate(want);
-        fs::write(dir.join(format!("file_{i:05}.py")), &src).expect("write");
-        source += src.len() as u64;
+        let (name, mut src) = match source {
+            Source::PythonStdlib(files) => {
+                let from = &files[i % files.len()];
+                let name = from
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+                (name, fs::read(from).expect("read stdlib file"))
+            }
+            Source::Synthetic => {
+                let want = (8 << 10) + rng.below(64 << 10) as usize;
+                ("gen.py".to_owned(), python_like_source(&mut rng, want))
+            }
+        };
+        src.truncate((source_target - written) as usize);
+        fs::write(dir.join(format!("f{i:05}_{name}")), &src).expect("write");
+        written += src.len() as u64;
         i += 1;
     }
-    written += source;
-    (written, random)
+    (random + written, random)
 }
 
 /// Every regular file under `root`, in sorted walk order.
