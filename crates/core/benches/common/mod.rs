@@ -1,13 +1,12 @@
-//! Shared helpers of the bench binaries: data-set generation in a temp dir,
-//! the openssl reference figure, timing, and the result table.
+//! Helpers of the speed bench: data sets in a temp dir, page-cache eviction
+//! and its check, the cold-read floor, CPU time and the openssl figure.
 
-#![allow(dead_code, missing_docs)] // each bench uses a subset
+#![allow(missing_docs)]
 
 use std::fs;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 /// Size scale from `KINETIC_BENCH_SCALE` (default 1.0): `0.05` makes a quick
 /// run with data sets twenty times smaller.
@@ -192,24 +191,6 @@ pub(crate) fn python_like_source(rng: &mut Rng, target: usize) -> Vec<u8> {
     out
 }
 
-/// `count` source-like files averaging 40 KB in a package layout. Returns
-/// the total size.
-pub(crate) fn write_source_tree(root: &Path, count: usize, seed: u64) -> u64 {
-    let mut rng = Rng::new(seed);
-    let mut total = 0u64;
-    for i in 0..count {
-        let dir = root.join(format!("pkg{:02}/mod{:02}", i / 500, (i / 50) % 10));
-        if i % 50 == 0 {
-            fs::create_dir_all(&dir).expect("mkdir");
-        }
-        let len = (8 << 10) + rng.below(64 << 10) as usize;
-        let src = python_like_source(&mut rng, len);
-        fs::write(dir.join(format!("file_{i:05}.py")), &src).expect("write");
-        total += src.len() as u64;
-    }
-    total
-}
-
 /// openssl's single-core SHA-256 speed on 16 KiB blocks, in bytes/s.
 pub(crate) fn openssl_sha256_bytes_per_sec(seconds: u32) -> Option<f64> {
     let output = Command::new("openssl")
@@ -251,64 +232,6 @@ pub(crate) fn process_cpu_seconds() -> Option<f64> {
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) / ticks)
-}
-
-/// Runs `f` `runs()` times; returns the best wall time in seconds, the CPU
-/// seconds that run used (all threads), and the last result.
-pub(crate) fn best_of<T>(mut f: impl FnMut() -> T) -> (f64, f64, T) {
-    let mut best = (f64::INFINITY, 0.0);
-    let mut last = None;
-    for _ in 0..runs() {
-        let cpu0 = process_cpu_seconds().unwrap_or(0.0);
-        let t = Instant::now();
-        let r = f();
-        let wall = t.elapsed().as_secs_f64();
-        let cpu = process_cpu_seconds().unwrap_or(0.0) - cpu0;
-        if wall < best.0 {
-            best = (wall, cpu);
-        }
-        last = Some(r);
-    }
-    (best.0, best.1, last.expect("at least one run"))
-}
-
-/// One row of the result table.
-pub(crate) struct Row {
-    pub(crate) case: String,
-    pub(crate) bytes: u64,
-    pub(crate) files: u64,
-    pub(crate) seconds: f64,
-    /// CPU seconds of the run (all threads): `cpu / seconds` is how many
-    /// cores it actually got; well below the thread count means other load.
-    pub(crate) cpu: f64,
-    /// The figure compared with the target (a ratio or MB/s).
-    pub(crate) figure: f64,
-    pub(crate) unit: &'static str,
-    pub(crate) target: f64,
-}
-
-pub(crate) fn print_table(title: &str, rows: &[Row]) {
-    println!("\n{title}");
-    println!(
-        "{:<34} {:>9} {:>6} {:>8} {:>6} {:>8} {:>14} {:>10}  met",
-        "case", "MB", "files", "seconds", "cores", "MB/s", "figure", "target"
-    );
-    for r in rows {
-        println!(
-            "{:<34} {:>9.1} {:>6} {:>8.3} {:>6.2} {:>8.1} {:>9.3} {:<4} {:>10} {}",
-            r.case,
-            r.bytes as f64 / 1e6,
-            r.files,
-            r.seconds,
-            r.cpu / r.seconds,
-            r.bytes as f64 / r.seconds / 1e6,
-            r.figure,
-            r.unit,
-            format!(">= {}", r.target),
-            if r.figure >= r.target { "yes" } else { "NO" }
-        );
-    }
-    println!("(cores = CPU time / wall time of the run: how many cores it actually got)");
 }
 
 /// Where the source part of [`write_mixed_tree`] comes from.
