@@ -90,6 +90,29 @@ impl Best {
     }
 }
 
+impl Line {
+    /// A row comparing our MB/s over `bytes` with the floor's.
+    fn speed(
+        work: String,
+        bytes: u64,
+        ours: &Best,
+        floor: &Best,
+        floor_is: String,
+        target: (&'static str, f64),
+    ) -> Self {
+        let ratio = ours.mb_s(bytes) / floor.mb_s(bytes);
+        Self {
+            work,
+            ours: format!("{:.0} MB/s", ours.mb_s(bytes)),
+            floor: format!("{:.0} MB/s ({floor_is})", floor.mb_s(bytes)),
+            ratio,
+            target: target.0,
+            met: ratio >= target.1,
+            cores: ours.cores(),
+        }
+    }
+}
+
 /// Whether `row` is among those `KINETIC_BENCH_ROWS` asks for (all when unset).
 fn wanted(row: &str) -> bool {
     std::env::var("KINETIC_BENCH_ROWS")
@@ -210,16 +233,14 @@ fn many_files_rows(dir: &Path, scale: f64, runs: usize, cores: usize, lines: &mu
             warm_floor.mb_s(bytes),
             floor.mb_s(bytes)
         );
-        let ratio = ours.mb_s(bytes) / floor.mb_s(bytes);
-        lines.push(Line {
-            work: format!("hash {count} files of 4-100 KiB, cold"),
-            ours: format!("{:.0} MB/s", ours.mb_s(bytes)),
-            floor: format!("{:.0} MB/s ({FLOOR_INFLIGHT} reads)", floor.mb_s(bytes)),
-            ratio,
-            target: ">= 0.88",
-            met: ratio >= 0.88,
-            cores: ours.cores(),
-        });
+        lines.push(Line::speed(
+            format!("hash {count} files of 4-100 KiB, cold"),
+            bytes,
+            &ours,
+            &floor,
+            format!("{FLOOR_INFLIGHT} reads"),
+            (">= 0.88", 0.88),
+        ));
     }
 
     if wanted("warm") {
@@ -235,16 +256,14 @@ fn many_files_rows(dir: &Path, scale: f64, runs: usize, cores: usize, lines: &mu
         // Files read ahead in a warm run mean the kernel dropped some of
         // them meanwhile (proactive reclaim in a VM, say).
         println!("warm runs: files read ahead per run {read_ahead:?}");
-        let ratio = ours.mb_s(bytes) / floor.mb_s(bytes);
-        lines.push(Line {
-            work: format!("hash {count} files of 4-100 KiB, warm"),
-            ours: format!("{:.0} MB/s", ours.mb_s(bytes)),
-            floor: format!("{:.0} MB/s (SHA-256, {cores} cores)", floor.mb_s(bytes)),
-            ratio,
-            target: ">= 0.76",
-            met: ratio >= 0.76,
-            cores: ours.cores(),
-        });
+        lines.push(Line::speed(
+            format!("hash {count} files of 4-100 KiB, warm"),
+            bytes,
+            &ours,
+            &floor,
+            format!("SHA-256, {cores} cores"),
+            (">= 0.76", 0.76),
+        ));
     }
     std::fs::remove_dir_all(&root).expect("clean up");
 }
@@ -262,19 +281,17 @@ fn big_file_row(dir: &Path, scale: f64, runs: usize, lines: &mut Vec<Line>) {
         let report = ours.time(|| content_hash_with(&path, &options).expect("hash"));
         assert_eq!(report.bytes, len);
     }
-    let ratio = ours.mb_s(len) / floor.mb_s(len);
-    lines.push(Line {
-        work: format!(
+    lines.push(Line::speed(
+        format!(
             "hash one {:.2} GiB file, warm",
             len as f64 / (1u64 << 30) as f64
         ),
-        ours: format!("{:.0} MB/s", ours.mb_s(len)),
-        floor: format!("{:.0} MB/s (SHA-256, 1 core)", floor.mb_s(len)),
-        ratio,
-        target: ">= 0.95",
-        met: ratio >= 0.95,
-        cores: ours.cores(),
-    });
+        len,
+        &ours,
+        &floor,
+        "SHA-256, 1 core".to_owned(),
+        (">= 0.95", 0.95),
+    ));
     std::fs::remove_file(&path).expect("clean up");
 }
 

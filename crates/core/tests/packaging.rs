@@ -11,6 +11,10 @@ use std::time::UNIX_EPOCH;
 use kinetic_core::packaging::{PackOptions, PackReport, PackWarning, PackagingPlan, pack};
 use sha2::{Digest, Sha256};
 
+#[path = "support/noise.rs"]
+mod support;
+use support::noise;
+
 fn write(path: &Path, bytes: &[u8]) {
     fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     fs::write(path, bytes).expect("write");
@@ -344,19 +348,6 @@ fn large_files_are_streamed_and_round_trip() {
     assert_eq!(report.bytes_in, big.len() as u64 + 1);
     let entries = read_zip(&c.out());
     assert_eq!(entries["assets/big.bin"].1, big);
-}
-
-/// `len` reproducible bytes that deflate cannot shrink.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 /// name -> compression method

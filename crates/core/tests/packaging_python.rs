@@ -18,6 +18,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use kinetic_core::packaging::{PackOptions, PackWarning, PackagingPlan, pack};
 use serde_json::Value;
 
+#[path = "support/noise.rs"]
+mod support;
+use support::noise;
+
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/zip_reference.py")
 }
@@ -28,19 +32,6 @@ fn require_python() {
         .output()
         .is_ok_and(|o| o.status.success());
     assert!(ok, "python3 is needed to compare with Python's zipfile");
-}
-
-/// `len` reproducible bytes that deflate cannot shrink.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 fn python(args: &[&str]) -> Value {
