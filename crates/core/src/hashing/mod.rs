@@ -477,7 +477,12 @@ fn hash_one(
         path: job.path.clone(),
         source,
     };
-    let cached = match prefetch::probe(&file, buf) {
+    let probe = if cache.probing() {
+        prefetch::probe(&file, buf)
+    } else {
+        Probe::Unknown
+    };
+    let cached = match probe {
         Probe::Cached(n) => {
             hasher.update(&buf[..n]);
             n as u64
@@ -493,7 +498,10 @@ fn hash_one(
             hasher.update(&buf[..n]);
             n as u64
         }
-        Probe::Unknown => 0,
+        Probe::Unknown => {
+            cache.cannot_probe();
+            0
+        }
     };
     let n = read::read_inline(&mut file, buf, |chunk| hasher.update(chunk)).map_err(io_error)?;
     Ok((hasher.finalize().into(), cached + n))

@@ -47,6 +47,9 @@ pub(crate) struct CacheState {
     done: AtomicBool,
     /// Files queued for reading ahead.
     queued: AtomicU64,
+    /// A probe could not tell (the file system does not support it): the
+    /// hashing threads stop probing.
+    unprobed: AtomicBool,
 }
 
 impl CacheState {
@@ -58,6 +61,16 @@ impl CacheState {
     /// Every file up to `seq` has been hashed: reading it ahead is too late.
     pub(crate) fn hashed_up_to(&self, seq: u64) {
         self.hashed.fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// Whether the hashing threads should still probe.
+    pub(crate) fn probing(&self) -> bool {
+        !self.unprobed.load(Ordering::Relaxed)
+    }
+
+    /// A probe could not tell cached from uncached.
+    pub(crate) fn cannot_probe(&self) {
+        self.unprobed.store(true, Ordering::Relaxed);
     }
 
     /// Files queued for reading ahead so far.

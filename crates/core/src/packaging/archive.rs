@@ -57,7 +57,7 @@ const BATCH_BYTES: u64 = 1 << 20;
 const WINDOW_PER_THREAD: usize = 4;
 /// Buffer for streaming large files (it also holds the samples).
 const STREAM_BUFFER: usize = 1 << 20;
-/// Bytes from the start of a file that decide whether it is deflated.
+/// Bytes in each of the samples that decide whether a file is deflated.
 pub(crate) const PROBE_SAMPLE: usize = 16 << 10;
 /// A sample must shrink at least this much (as a fraction of its size) for
 /// its file to be deflated.
