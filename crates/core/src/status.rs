@@ -134,6 +134,15 @@ pub enum StatusReason {
         /// The kubelet's message.
         message: String,
     },
+    /// The job's pod cannot be created: the API server refuses it (a
+    /// missing service account, a ResourceQuota, a LimitRange, a
+    /// PodSecurity level), so the job has no pod at all. `message` is the
+    /// server's refusal as the Job controller recorded it (its
+    /// `FailedCreate` event).
+    PodCreationFailed {
+        /// The refusal (`Error creating: pods "…" is forbidden: …`).
+        message: String,
+    },
     /// The container was killed for exceeding its memory limit.
     OomKilled,
     /// The node was preempted (Spot / preemptible VM reclaimed).
@@ -175,13 +184,14 @@ pub enum StatusReason {
 
 impl StatusReason {
     /// True for a pending reason that will not resolve by itself: the pod
-    /// cannot be scheduled, its image cannot be pulled, or its container
-    /// cannot be created from its configuration.
+    /// cannot be scheduled or created, its image cannot be pulled, or its
+    /// container cannot be created from its configuration.
     pub fn is_blocking(&self) -> bool {
         match self {
             Self::Unschedulable { .. }
             | Self::ImagePullError { .. }
-            | Self::ContainerConfigError { .. } => true,
+            | Self::ContainerConfigError { .. }
+            | Self::PodCreationFailed { .. } => true,
             Self::PendingDeadlineExceeded { cause, .. } => {
                 cause.as_deref().is_some_and(Self::is_blocking)
             }
@@ -201,6 +211,9 @@ impl fmt::Display for StatusReason {
             } => write!(f, "cannot pull image {image} ({reason}): {message}"),
             Self::ContainerConfigError { reason, message } => {
                 write!(f, "container cannot be created ({reason}): {message}")
+            }
+            Self::PodCreationFailed { message } => {
+                write!(f, "its pod cannot be created: {message}")
             }
             Self::OomKilled => f.write_str("killed for running out of memory (OOMKilled)"),
             Self::Preempted => f.write_str("node was preempted"),
