@@ -181,27 +181,7 @@ impl GkeBackend {
                 match &self.source {
                     ClientSource::Given(c) => Ok(c.clone()),
                     ClientSource::Kubeconfig { path, context } => {
-                        let opts = kube::config::KubeConfigOptions {
-                            context: context.clone(),
-                            ..Default::default()
-                        };
-                        let config = match path {
-                            Some(p) => {
-                                let kc = kube::config::Kubeconfig::read_from(p).map_err(|e| {
-                                    BackendError::invalid_input(format!(
-                                        "cannot read the kubeconfig {}: {e}",
-                                        p.display()
-                                    ))
-                                    .with_source(e)
-                                })?;
-                                kube::Config::from_custom_kubeconfig(kc, &opts).await
-                            }
-                            None => kube::Config::from_kubeconfig(&opts).await,
-                        }
-                        .map_err(|e| BackendError::invalid_input(format!(
-                                "cannot load the Kubernetes configuration (kubeconfig{}): {e}; for GKE run `gcloud container clusters get-credentials CLUSTER`",
-                                path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default()
-                            )).with_source(e))?;
+                        let config = kube_config(path.as_deref(), context.as_deref()).await?;
                         kube::Client::try_from(config).map_err(|e| {
                             BackendError::other(format!("cannot build a Kubernetes client: {e}"))
                                 .with_source(e)
@@ -497,6 +477,72 @@ impl GkeBackend {
         }
         Ok(out)
     }
+}
+
+/// What the backend tells the API server it is: `kinetic/{version}`.
+pub const USER_AGENT: &str = concat!("kinetic/", env!("CARGO_PKG_VERSION"));
+
+/// The client configuration of `context` (else the current one) in the
+/// kubeconfig at `path` (else `KUBECONFIG`'s files merged, else
+/// `~/.kube/config`), identifying itself as [`USER_AGENT`]. A context the
+/// kubeconfig lacks is an error naming the contexts it has and how to add
+/// the cluster's.
+async fn kube_config(
+    path: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<kube::Config, BackendError> {
+    let location = || {
+        path.map_or_else(
+            || "KUBECONFIG / ~/.kube/config".to_owned(),
+            |p| p.display().to_string(),
+        )
+    };
+    let read = match path {
+        Some(p) => kube::config::Kubeconfig::read_from(p),
+        None => kube::config::Kubeconfig::read(),
+    };
+    let kubeconfig = read.map_err(|e| {
+        BackendError::invalid_input(format!(
+            "cannot read the kubeconfig ({}): {e}; for GKE run `gcloud container clusters get-credentials CLUSTER --zone ZONE --project PROJECT`",
+            location()
+        ))
+        .with_source(e)
+    })?;
+    if let Some(wanted) = context
+        && !kubeconfig.contexts.iter().any(|c| c.name == wanted)
+    {
+        let have: Vec<&str> = kubeconfig.contexts.iter().map(|c| c.name.as_str()).collect();
+        let fix = match wanted.strip_prefix("gke_").map(|r| r.splitn(3, '_').collect::<Vec<_>>()) {
+            Some(parts) if parts.len() == 3 => format!(
+                "run `gcloud container clusters get-credentials {} --zone {} --project {}`",
+                parts[2], parts[1], parts[0]
+            ),
+            _ => "add it (or choose another with KINETIC_KUBE_CONTEXT)".to_owned(),
+        };
+        return Err(BackendError::invalid_input(format!(
+            "the kubeconfig ({}) has no context '{wanted}' (it has: {}); {fix}, or set KINETIC_KUBE_CONTEXT to the context to use",
+            location(),
+            if have.is_empty() { "none".to_owned() } else { have.join(", ") }
+        )));
+    }
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..Default::default()
+    };
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| {
+            BackendError::invalid_input(format!(
+                "cannot load the Kubernetes configuration ({}): {e}; for GKE run `gcloud container clusters get-credentials CLUSTER --zone ZONE --project PROJECT`",
+                location()
+            ))
+            .with_source(e)
+        })?;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+    Ok(config)
 }
 
 fn is_finished(job: &Job) -> bool {

@@ -41,6 +41,6 @@ mod error;
 pub mod manifest;
 pub mod status;
 
-pub use backend::{GkeBackend, GkeOptions};
+pub use backend::{GkeBackend, GkeOptions, USER_AGENT};
 pub use error::api_status;
 pub use manifest::{FuseMount, ManifestOptions};

@@ -622,6 +622,51 @@ fn store_error(e: StoreError, what: &str) -> BuildError {
     kind.with_source(e)
 }
 
+/// The images that need neither a build nor a Google Cloud project: a
+/// prebuilt base image (`{repo}/base-{category}:{version}`, requirements
+/// installed at start) and a custom image URI, used as is. A bundled
+/// image is built by Cloud Build in the project's registry, so without a
+/// project it is refused ([`BuildError::Unsupported`]) with what to set.
+#[derive(Debug, Clone)]
+pub struct PrebuiltImages {
+    kinetic_version: String,
+}
+
+impl Default for PrebuiltImages {
+    fn default() -> Self {
+        Self {
+            kinetic_version: KINETIC_VERSION.to_owned(),
+        }
+    }
+}
+
+#[async_trait]
+impl ImageBuilder for PrebuiltImages {
+    fn capabilities(&self) -> ImageCapabilities {
+        ImageCapabilities::fixed()
+    }
+
+    async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
+        match &request.mode {
+            ImageMode::Custom { uri } => Ok(ResolvedImage::new(uri.clone(), true)),
+            ImageMode::Prebuilt { repo } => {
+                accelerator_packages(&request.category)?;
+                Ok(ResolvedImage::new(
+                    prebuilt_image_uri(
+                        repo.trim_end_matches('/'),
+                        &request.category,
+                        &self.kinetic_version,
+                    ),
+                    true,
+                ))
+            }
+            _ => Err(BuildError::unsupported(
+                "a bundled image is built by Cloud Build in your Google Cloud project, and no project is set: set --project, KINETIC_PROJECT or a profile (`kinetic profile create`), or run with --container-image prebuilt or an image URI",
+            )),
+        }
+    }
+}
+
 #[async_trait]
 impl ImageBuilder for CloudBuildImageBuilder {
     fn capabilities(&self) -> ImageCapabilities {

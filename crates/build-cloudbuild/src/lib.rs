@@ -53,6 +53,6 @@ pub use api::{
 };
 pub use builder::{
     BundledImage, CloudBuildConfig, CloudBuildImageBuilder, FinishedBuild, KINETIC_VERSION,
-    PublishRequest,
+    PrebuiltImages, PublishRequest,
 };
 pub use token::{GcpTokenSource, StaticToken, TokenError, TokenSource};

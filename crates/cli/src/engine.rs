@@ -13,8 +13,14 @@
 //! - Backends: `local` (always, in the `local_root` setting); the default for
 //!   single-host jobs is the `backend` setting.
 //! - `gke`, registered when a kubeconfig is there (`KUBECONFIG`, else
-//!   `~/.kube/config`); it connects on first use, in the configured
-//!   namespace, with the `pending_deadline` setting.
+//!   `~/.kube/config`); it connects on first use, to the `kube_context`
+//!   setting's context (the configured cluster's `gke_{project}_{zone}_{cluster}`,
+//!   else the current one), in the configured namespace, with the
+//!   `pending_deadline` setting. Jobs sent to it without a kubeconfig are
+//!   refused with what to run.
+//! - Which backend a job goes to: `Settings::choose_backend` (a configured
+//!   backend, else GPU and TPU jobs to the configured cluster, else local);
+//!   the store follows it (`Settings::store_for`).
 //! - Image: the `image` setting (`KINETIC_IMAGE`) names one prebuilt image
 //!   every job runs in (it must hold the runner at `/app/kinetic_runner.py`);
 //!   a bundled job whose project has requirements is refused with it, since
@@ -39,7 +45,7 @@ use std::sync::Arc;
 
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder};
+use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, PrebuiltImages};
 use kinetic_core::config::ProfileStore;
 use kinetic_core::engine::Engine;
 use kinetic_core::env::EnvSnapshot;
@@ -156,10 +162,51 @@ fn gke_backend(settings: &Settings) -> Option<GkeBackend> {
 }
 
 /// The engine for this invocation: built from `settings`, capturing job
-/// environments from the invocation's.
+/// environments from the invocation's, with the store of the configured
+/// backend.
 pub(crate) fn build(settings: &Settings, invocation: &Invocation) -> Result<Engine, CliError> {
+    build_for(settings, invocation, &settings.backend.value)
+}
+
+/// Why the `gke` backend cannot be set up, if it cannot: no kubeconfig.
+fn gke_missing(settings: &Settings) -> Option<String> {
+    if gke_backend(settings).is_some() {
+        return None;
+    }
+    let get_credentials = match &settings.project {
+        Some(p) => format!(
+            "gcloud container clusters get-credentials {} --zone {} --project {}",
+            settings.cluster.value, settings.zone.value, p.value
+        ),
+        None => "gcloud container clusters get-credentials CLUSTER --zone ZONE --project PROJECT"
+            .to_owned(),
+    };
+    let looked = settings
+        .kubeconfig
+        .as_ref()
+        .map_or_else(|| "no HOME to find ~/.kube/config in".to_owned(), |k| format!("none at {}", k.value));
+    Some(format!(
+        "the gke backend needs a kubeconfig for the cluster, and there is {looked} ({} is not set): run `{get_credentials}` (or `kinetic up` to create the cluster), or set {} to your kubeconfig",
+        vars::KUBECONFIG,
+        vars::KUBECONFIG
+    ))
+}
+
+/// The engine for jobs that go to `backend`: its store is the one that
+/// backend's jobs use (a remote backend's is the cluster's jobs bucket
+/// unless `KINETIC_STORE_URL` names one its pods can reach).
+pub(crate) fn build_for(
+    settings: &Settings,
+    invocation: &Invocation,
+    backend: &str,
+) -> Result<Engine, CliError> {
+    if backend == "gke"
+        && let Some(why) = gke_missing(settings)
+    {
+        return Err(CliError::usage(why));
+    }
     let root = settings.local_root().map_err(settings_error)?;
-    let store_url = settings.store_url().map_err(settings_error)?;
+    let store_url = settings.store_for(backend).map_err(settings_error)?;
     let gcs = GcsStore::open(&store_url.value, &gcs_options(settings))
         .map_err(|e| CliError::usage(format!("{}: {e}", vars::STORE_URL)))?;
     let store: Arc<dyn ObjectStore> = Arc::new(gcs);
@@ -185,6 +232,10 @@ pub(crate) fn build(settings: &Settings, invocation: &Invocation) -> Result<Engi
         builder = builder.image_builder(Arc::new(fixed));
     } else if settings.project.is_some() {
         builder = builder.image_builder(Arc::new(lazy_cloud_build(settings.clone())));
+    } else {
+        // Prebuilt and custom images need no project; a bundled one says
+        // which setting it lacks.
+        builder = builder.image_builder(Arc::new(PrebuiltImages::default()));
     }
     builder
         .default_backend(&settings.backend.value)
