@@ -448,9 +448,9 @@ impl GkeBackend {
                 .unwrap_or_default();
             by_job.entry(job_name).or_default().push(p);
         }
-        let podless = jobs
-            .iter()
-            .any(|j| status::needs_pods(j) && !by_job.contains_key(j.metadata.name.as_deref().unwrap_or("")));
+        let podless = jobs.iter().any(|j| {
+            status::needs_pods(j) && !by_job.contains_key(j.metadata.name.as_deref().unwrap_or(""))
+        });
         let events = if podless {
             self.job_events(namespace).await.unwrap_or_else(|e| {
                 tracing::debug!("cannot read the events of the batch's Jobs: {e}");
@@ -511,8 +511,15 @@ async fn kube_config(
     if let Some(wanted) = context
         && !kubeconfig.contexts.iter().any(|c| c.name == wanted)
     {
-        let have: Vec<&str> = kubeconfig.contexts.iter().map(|c| c.name.as_str()).collect();
-        let fix = match wanted.strip_prefix("gke_").map(|r| r.splitn(3, '_').collect::<Vec<_>>()) {
+        let have: Vec<&str> = kubeconfig
+            .contexts
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        let fix = match wanted
+            .strip_prefix("gke_")
+            .map(|r| r.splitn(3, '_').collect::<Vec<_>>())
+        {
             Some(parts) if parts.len() == 3 => format!(
                 "run `gcloud container clusters get-credentials {} --zone {} --project {}`",
                 parts[2], parts[1], parts[0]
@@ -522,7 +529,11 @@ async fn kube_config(
         return Err(BackendError::invalid_input(format!(
             "the kubeconfig ({}) has no context '{wanted}' (it has: {}); {fix}, or set KINETIC_KUBE_CONTEXT to the context to use",
             location(),
-            if have.is_empty() { "none".to_owned() } else { have.join(", ") }
+            if have.is_empty() {
+                "none".to_owned()
+            } else {
+                have.join(", ")
+            }
         )));
     }
     let options = kube::config::KubeConfigOptions {

@@ -154,7 +154,12 @@ pub fn pod_creation_failure(job: &Job, events: &[Event]) -> Option<String> {
     let newest = events
         .iter()
         .filter(|e| e.involved_object.uid.as_deref() == Some(uid))
-        .filter(|e| matches!(e.reason.as_deref(), Some("FailedCreate" | "SuccessfulCreate")))
+        .filter(|e| {
+            matches!(
+                e.reason.as_deref(),
+                Some("FailedCreate" | "SuccessfulCreate")
+            )
+        })
         .max_by_key(|e| (when(e), e.count.unwrap_or(1)))?;
     (newest.reason.as_deref() == Some("FailedCreate"))
         .then(|| newest.message.clone().unwrap_or_default())
@@ -162,7 +167,12 @@ pub fn pod_creation_failure(job: &Job, events: &[Event]) -> Option<String> {
 
 /// The job's state from its Job, its pods, the events about the Job
 /// (read when it has no pod) and the time `now`.
-pub fn job_state_with_events(job: &Job, pods: &[Pod], events: &[Event], now: SystemTime) -> JobState {
+pub fn job_state_with_events(
+    job: &Job,
+    pods: &[Pod],
+    events: &[Event],
+    now: SystemTime,
+) -> JobState {
     if let Some(state) = final_state(job) {
         return state;
     }
@@ -200,8 +210,10 @@ pub fn job_state_with_events(job: &Job, pods: &[Pod], events: &[Event], now: Sys
             let ready = job.status.as_ref().and_then(|s| s.ready).unwrap_or(0);
             if ready >= 1 && pods.is_empty() {
                 JobState::new(JobStatus::Running)
-            } else if let Some(message) =
-                pods.is_empty().then(|| pod_creation_failure(job, events)).flatten()
+            } else if let Some(message) = pods
+                .is_empty()
+                .then(|| pod_creation_failure(job, events))
+                .flatten()
             {
                 JobState::new(JobStatus::Pending)
                     .with_reason(StatusReason::PodCreationFailed { message })

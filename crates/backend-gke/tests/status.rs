@@ -208,7 +208,12 @@ fn a_blocked_job_fails_after_its_pending_deadline() {
     assert_eq!(job_state(&j, &[slow], at(600)).status, JobStatus::Pending);
 }
 
-fn job_event(uid: &str, reason: &str, message: &str, at: &str) -> k8s_openapi::api::core::v1::Event {
+fn job_event(
+    uid: &str,
+    reason: &str,
+    message: &str,
+    at: &str,
+) -> k8s_openapi::api::core::v1::Event {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": format!("kinetic-job-0a1b2c3d.{reason}"), "namespace": "default"},
@@ -229,7 +234,12 @@ fn a_job_whose_pod_is_refused_is_blocked_and_fails_after_its_pending_deadline() 
     let events = [
         job_event("uid-1", "FailedCreate", refused, "2026-03-25T10:00:01Z"),
         // Another Job's success says nothing about this one.
-        job_event("uid-2", "SuccessfulCreate", "Created pod: p", "2026-03-25T10:00:02Z"),
+        job_event(
+            "uid-2",
+            "SuccessfulCreate",
+            "Created pod: p",
+            "2026-03-25T10:00:02Z",
+        ),
     ];
     // Without its events the job is pending for no known reason.
     assert_eq!(job_state(&j, &[], at(5)), JobState::new(JobStatus::Pending));
@@ -249,7 +259,12 @@ fn a_job_whose_pod_is_refused_is_blocked_and_fails_after_its_pending_deadline() 
         "{state:?}"
     );
     // Created after all: the refusal is history.
-    let later = job_event("uid-1", "SuccessfulCreate", "Created pod: p", "2026-03-25T10:00:09Z");
+    let later = job_event(
+        "uid-1",
+        "SuccessfulCreate",
+        "Created pod: p",
+        "2026-03-25T10:00:09Z",
+    );
     let events = [events[0].clone(), later];
     assert_eq!(
         job_state_with_events(&j, &[], &events, at(10)),

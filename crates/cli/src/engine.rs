@@ -181,10 +181,10 @@ fn gke_missing(settings: &Settings) -> Option<String> {
         None => "gcloud container clusters get-credentials CLUSTER --zone ZONE --project PROJECT"
             .to_owned(),
     };
-    let looked = settings
-        .kubeconfig
-        .as_ref()
-        .map_or_else(|| "no HOME to find ~/.kube/config in".to_owned(), |k| format!("none at {}", k.value));
+    let looked = settings.kubeconfig.as_ref().map_or_else(
+        || "no HOME to find ~/.kube/config in".to_owned(),
+        |k| format!("none at {}", k.value),
+    );
     Some(format!(
         "the gke backend needs a kubeconfig for the cluster, and there is {looked} ({} is not set): run `{get_credentials}` (or `kinetic up` to create the cluster), or set {} to your kubeconfig",
         vars::KUBECONFIG,

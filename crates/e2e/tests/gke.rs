@@ -420,14 +420,10 @@ async fn a_pod_the_server_refuses_is_reported_and_fails_at_the_pending_deadline(
         .unwrap();
     let handle = w
         .engine()
-        .submit(
-            w.spec("work:square")
-                .arg(json!(2))
-                .deadlines(Deadlines {
-                    run: None,
-                    pending: Some(Duration::from_secs(3)),
-                }),
-        )
+        .submit(w.spec("work:square").arg(json!(2)).deadlines(Deadlines {
+            run: None,
+            pending: Some(Duration::from_secs(3)),
+        }))
         .await
         .unwrap();
     let state = wait_for(&handle, |s| s.reason.is_some() || s.status.is_terminal()).await;

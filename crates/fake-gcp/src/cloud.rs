@@ -135,7 +135,10 @@ impl FakeGcp {
         // A provisioned project's cluster has the jobs' service account
         // `kinetic up` makes; a new one has none until `up` runs.
         let accounts: Vec<(&str, &str)> = if config.provisioned {
-            vec![(config.namespace.as_str(), names.k8s_service_account.as_str())]
+            vec![(
+                config.namespace.as_str(),
+                names.k8s_service_account.as_str(),
+            )]
         } else {
             Vec::new()
         };

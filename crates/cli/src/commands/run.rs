@@ -224,7 +224,10 @@ impl JobFlags {
     fn settings_args(&self, inv: &Invocation) -> SettingsArgs {
         let mut a = inv.args();
         let target = [
-            (&self.project, SettingsArgs::project as fn(SettingsArgs, String) -> SettingsArgs),
+            (
+                &self.project,
+                SettingsArgs::project as fn(SettingsArgs, String) -> SettingsArgs,
+            ),
             (&self.zone, SettingsArgs::zone),
             (&self.cluster, SettingsArgs::cluster),
             (&self.namespace, SettingsArgs::namespace),

@@ -894,7 +894,7 @@ impl Settings {
             text(
                 "store_url",
                 store.as_ref(),
-                "needs HOME or KINETIC_LOCAL_ROOT",
+                "local jobs need HOME or KINETIC_LOCAL_ROOT; cluster jobs a project or KINETIC_STORE_URL=gs://BUCKET",
             ),
             text(
                 "cluster_store_url",

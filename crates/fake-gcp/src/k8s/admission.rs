@@ -63,7 +63,12 @@ pub(crate) fn format_milli(value: i128) -> String {
         return format!("{value}m");
     }
     let units = value / 1000;
-    for (suffix, size) in [("Ti", 1i128 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
+    for (suffix, size) in [
+        ("Ti", 1i128 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ] {
         if units != 0 && units % size == 0 && units >= size {
             return format!("{}{suffix}", units / size);
         }
@@ -72,8 +77,12 @@ pub(crate) fn format_milli(value: i128) -> String {
 }
 
 fn forbidden(name: &str, why: impl std::fmt::Display) -> ApiError {
-    ApiError::new(403, "Forbidden", format!("pods {name:?} is forbidden: {why}"))
-        .with_details(json!({"name": name, "kind": "pods"}))
+    ApiError::new(
+        403,
+        "Forbidden",
+        format!("pods {name:?} is forbidden: {why}"),
+    )
+    .with_details(json!({"name": name, "kind": "pods"}))
 }
 
 /// The name a refusal names: the pod's name, else its `generateName`.
@@ -187,7 +196,9 @@ fn apply_limit_defaults(ranges: &[Value], pod: &mut Value) {
         for c in cs.iter_mut() {
             for (which, values) in [("limits", &default), ("requests", &default_request)] {
                 for (resource, quantity) in values {
-                    if c.pointer(&format!("/resources/{which}/{resource}")).is_none() {
+                    if c.pointer(&format!("/resources/{which}/{resource}"))
+                        .is_none()
+                    {
                         if !c["resources"].is_object() {
                             c["resources"] = json!({});
                         }
@@ -300,7 +311,11 @@ fn baseline_violations(pod: &Value) -> Vec<String> {
     let mut out = Vec::new();
     let privileged: Vec<String> = containers(pod)
         .iter()
-        .filter(|c| c.pointer("/securityContext/privileged").and_then(Value::as_bool) == Some(true))
+        .filter(|c| {
+            c.pointer("/securityContext/privileged")
+                .and_then(Value::as_bool)
+                == Some(true)
+        })
         .map(|c| str_at(c, "/name").unwrap_or("").to_owned())
         .collect();
     if !privileged.is_empty() {
@@ -315,10 +330,7 @@ fn baseline_violations(pod: &Value) -> Vec<String> {
         .collect();
     if !host.is_empty() {
         let set: Vec<String> = host.iter().map(|k| format!("{k}=true")).collect();
-        out.push(format!(
-            "host namespaces ({})",
-            set.join(", ")
-        ));
+        out.push(format!("host namespaces ({})", set.join(", ")));
     }
     let host_paths: Vec<String> = pod
         .pointer("/spec/volumes")
@@ -341,7 +353,8 @@ fn baseline_violations(pod: &Value) -> Vec<String> {
 fn restricted_violations(pod: &Value) -> Vec<String> {
     let names = container_names(pod);
     let pod_sc = pod.pointer("/spec/securityContext");
-    let set_on = |c: &Value, pointer: &str| c.pointer(&format!("/securityContext{pointer}")).cloned();
+    let set_on =
+        |c: &Value, pointer: &str| c.pointer(&format!("/securityContext{pointer}")).cloned();
     let cs = containers(pod);
     let failing = |pred: &dyn Fn(&Value) -> bool| -> Vec<String> {
         cs.iter()
@@ -393,7 +406,11 @@ fn restricted_violations(pod: &Value) -> Vec<String> {
         v.and_then(|p| p.as_str().map(str::to_owned))
             .is_some_and(|t| t == "RuntimeDefault" || t == "Localhost")
     };
-    let pod_seccomp = allowed_profile(pod_sc.and_then(|s| s.pointer("/seccompProfile/type")).cloned());
+    let pod_seccomp = allowed_profile(
+        pod_sc
+            .and_then(|s| s.pointer("/seccompProfile/type"))
+            .cloned(),
+    );
     let seccomp = failing(&|c| {
         let own = set_on(c, "/seccompProfile/type");
         if own.is_some() {
@@ -457,10 +474,7 @@ fn check_quota(store: &Store, ns: &str, pod: &Value) -> Result<(), String> {
     }
     let mut used: BTreeMap<String, i128> = BTreeMap::new();
     for p in store.all("pods").into_iter().filter(|p| ns_of(p) == ns) {
-        let ended = matches!(
-            str_at(&p, "/status/phase"),
-            Some("Succeeded" | "Failed")
-        );
+        let ended = matches!(str_at(&p, "/status/phase"), Some("Succeeded" | "Failed"));
         if ended {
             continue;
         }
@@ -471,13 +485,21 @@ fn check_quota(store: &Store, ns: &str, pod: &Value) -> Result<(), String> {
     let requested = pod_usage(pod);
     for quota in quotas {
         let name = str_at(&quota, "/metadata/name").unwrap_or("").to_owned();
-        let hard: BTreeMap<String, i128> = quantities(quota.get("spec").unwrap_or(&Value::Null), "hard")
-            .into_iter()
-            .filter_map(|(k, v)| milli(&v).map(|m| (k, m)))
-            .collect();
+        let hard: BTreeMap<String, i128> =
+            quantities(quota.get("spec").unwrap_or(&Value::Null), "hard")
+                .into_iter()
+                .filter_map(|(k, v)| milli(&v).map(|m| (k, m)))
+                .collect();
         // Quota on compute resources needs every container to state them.
         let mut missing: Vec<String> = Vec::new();
-        for resource in ["limits.cpu", "limits.memory", "requests.cpu", "requests.memory", "cpu", "memory"] {
+        for resource in [
+            "limits.cpu",
+            "limits.memory",
+            "requests.cpu",
+            "requests.memory",
+            "cpu",
+            "memory",
+        ] {
             if !hard.contains_key(resource) {
                 continue;
             }
@@ -542,8 +564,12 @@ mod tests {
         let s = Store::new();
         s.create("namespaces", "", json!({"metadata": {"name": "ns"}}))
             .unwrap();
-        s.create("serviceaccounts", "ns", json!({"metadata": {"name": "kinetic"}}))
-            .unwrap();
+        s.create(
+            "serviceaccounts",
+            "ns",
+            json!({"metadata": {"name": "kinetic"}}),
+        )
+        .unwrap();
         s
     }
 
@@ -584,7 +610,10 @@ mod tests {
         .unwrap();
         let mut p = pod(json!({}));
         admit_pod(&s, "ns", &mut p).unwrap();
-        assert_eq!(p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "0");
+        assert_eq!(
+            p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+            "0"
+        );
         let mut gpu = pod(json!({}));
         gpu["spec"]["containers"][0]["resources"] =
             json!({"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}});
@@ -613,7 +642,10 @@ mod tests {
             "{}",
             e.message
         );
-        assert!(e.message.contains("seccompProfile (pod or container \"kinetic-worker\""));
+        assert!(
+            e.message
+                .contains("seccompProfile (pod or container \"kinetic-worker\"")
+        );
     }
 
     #[test]

@@ -96,9 +96,7 @@ const RESOURCES: &[(&str, &str, &str, bool)] = &[
 pub(crate) fn plural_of_kind(group: &str, kind: &str) -> Option<String> {
     RESOURCES
         .iter()
-        .find(|(_, k, av, _)| {
-            *k == kind && av.split_once('/').map_or("", |(g, _)| g) == group
-        })
+        .find(|(_, k, av, _)| *k == kind && av.split_once('/').map_or("", |(g, _)| g) == group)
         .map(|(r, _, _, _)| r.split('.').next().unwrap_or(r).to_owned())
 }
 
@@ -282,7 +280,10 @@ pub(crate) fn router(state: Shared) -> Router {
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}",
             get(group_get_sub).put(group_put_sub).patch(group_patch_sub),
         )
-        .layer(axum::middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ))
         .with_state(state)
 }
 
@@ -353,7 +354,12 @@ async fn authorize(
 
 /// The admission a write meets before it is stored, for plugins that ask
 /// who the caller is.
-fn admit_write(store: &Store, user: &User, info: &RequestInfo, body: &Bytes) -> Result<(), ApiError> {
+fn admit_write(
+    store: &Store,
+    user: &User,
+    info: &RequestInfo,
+    body: &Bytes,
+) -> Result<(), ApiError> {
     if info.subresource.is_some() {
         return Ok(());
     }

@@ -471,7 +471,13 @@ fn edit_rules() -> Vec<Value> {
         rule(
             READ,
             &[""],
-            &["pods/attach", "pods/proxy", "pods/exec", "pods/portforward", "secrets"],
+            &[
+                "pods/attach",
+                "pods/proxy",
+                "pods/exec",
+                "pods/portforward",
+                "secrets",
+            ],
         ),
         rule(&["impersonate"], &[""], &["serviceaccounts"]),
         rule(
@@ -569,7 +575,8 @@ mod tests {
             (i.verb.as_str(), i.resource_path().as_str()),
             ("get", "pods/log")
         );
-        let i = RequestInfo::parse("GET", "/api/v1/namespaces/ns/pods", Some("watch=true")).unwrap();
+        let i =
+            RequestInfo::parse("GET", "/api/v1/namespaces/ns/pods", Some("watch=true")).unwrap();
         assert_eq!(i.verb, "watch");
         let i = info("GET", "/api/v1/nodes");
         assert_eq!((i.verb.as_str(), i.namespace.as_str()), ("list", ""));

@@ -277,7 +277,13 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         let gone = active.is_empty() && terminating == 0;
         store.modify("jobs.batch", &ns, &name, |j| {
             if gone {
-                let text = |k: &str| target.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                let text = |k: &str| {
+                    target
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                };
                 push_condition(j, condition("Failed", &text("reason"), &text("message")));
             }
             counters(j, 0);
@@ -399,7 +405,8 @@ fn creation_due(store: &Store, job: &Value, now: SystemTime) -> bool {
         return true;
     };
     let count = event.get("count").and_then(Value::as_u64).unwrap_or(1);
-    let backoff = Duration::from_secs(1u64 << count.saturating_sub(1).min(6)).min(Duration::from_secs(60));
+    let backoff =
+        Duration::from_secs(1u64 << count.saturating_sub(1).min(6)).min(Duration::from_secs(60));
     let last = event
         .get("lastTimestamp")
         .and_then(Value::as_str)
