@@ -175,6 +175,13 @@ pub enum StatusReason {
     },
     /// The job was cancelled by a user.
     Cancelled,
+    /// The backend no longer holds the job because it was cleaned up: its
+    /// resources were removed (after its value was collected, or on
+    /// request); its folder in the store remains.
+    CleanedUp {
+        /// Whether its value had been collected first.
+        collected: bool,
+    },
     /// The backend could not tell (an API error while observing the job).
     BackendError {
         /// The backend's error text.
@@ -232,6 +239,10 @@ impl fmt::Display for StatusReason {
             }
             Self::ExitCode { code } => write!(f, "exited with code {code}"),
             Self::Cancelled => f.write_str("cancelled"),
+            Self::CleanedUp { collected: true } => {
+                f.write_str("cleaned up after its value was collected")
+            }
+            Self::CleanedUp { collected: false } => f.write_str("cleaned up"),
             Self::BackendError { message } => write!(f, "backend error: {message}"),
         }
     }

@@ -45,18 +45,21 @@ enum JobsCommand {
         #[arg(short = 'n', long, default_value_t = 100)]
         lines: usize,
     },
-    /// Wait for a job and print its value.
+    /// Wait for a job and print its value; a job that succeeded has its
+    /// backend resources removed (a failed one keeps them, for its logs).
+    /// Asked again, the value is read from the store.
     Result {
         /// The job id.
         job_id: String,
         /// Stop waiting after this many seconds (the job keeps running).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<f64>,
-        /// Keep the job's artifacts and backend resources.
+        /// Keep the backend resources of a job that succeeded.
         #[arg(long)]
         no_cleanup: bool,
     },
-    /// Stop a job; its artifacts stay.
+    /// Stop a job; its artifacts stay. A job that already finished is left
+    /// as it is (and said so).
     Cancel {
         /// The job id.
         job_id: String,
@@ -143,8 +146,13 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
             }
             JobsCommand::Cancel { job_id } => {
                 let handle = attach(&engine, job_id).await?;
-                handle.cancel().await.map_err(engine_error)?;
-                render::done("job_id", job_id, "cancelled", out)
+                match handle.cancel_if_running().await.map_err(engine_error)? {
+                    None => render::done("job_id", job_id, "cancelled", out),
+                    Some(state) => out.either(
+                        &json!({"job_id": job_id, "cancelled": false, "status": state.status, "reason": state.reason}),
+                        &format!("{job_id} had already finished ({state}): nothing to cancel\n"),
+                    ),
+                }
             }
             JobsCommand::Cleanup {
                 job_id,

@@ -41,7 +41,7 @@ pub(crate) struct RunArgs {
     /// Stop waiting after this many seconds (the job keeps running).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
-    /// Keep the job's artifacts and backend resources after it ends.
+    /// Keep the backend resources of a job that succeeds (a failed job keeps them anyway, for its logs).
     #[arg(long)]
     no_cleanup: bool,
     /// Do not stream the job's output.
