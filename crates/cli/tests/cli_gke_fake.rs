@@ -517,3 +517,47 @@ async fn what_the_gke_backend_lacks_is_named() {
         stderr(&o)
     );
 }
+
+/// After cleanup: `jobs status` says the job was cleaned up, `jobs result`
+/// asked twice gives the value twice, `jobs cancel` says it had finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_commands_after_cleanup_say_what_happened() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_project(dir.path());
+    let (_gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
+    let o = kinetic(
+        dir.path(),
+        env.clone(),
+        &[
+            "run",
+            "work.py:square",
+            "--arg",
+            "5",
+            "--backend",
+            "gke",
+            "--detach",
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let job_id = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    for _ in 0..2 {
+        let o = kinetic(dir.path(), env.clone(), &["jobs", "result", &job_id]).await;
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "25");
+    }
+    assert!(cluster.objects("jobs.batch", "default").is_empty());
+    let o = kinetic(dir.path(), env.clone(), &["jobs", "status", &job_id]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("{job_id}: NOT_FOUND (cleaned up after its value was collected)")
+    );
+    let o = kinetic(dir.path(), env, &["jobs", "cancel", &job_id]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("had already finished"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}

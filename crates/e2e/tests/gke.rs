@@ -562,3 +562,55 @@ async fn a_forbidden_call_names_the_permission_missing() {
         "{text}"
     );
 }
+
+/// Kinetic's FAQ: on success the Job and pod are removed, a failed job is
+/// kept so its logs can be read, bucket artifacts stay unless asked; a
+/// cleaned-up job says so and its value can be read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_follows_kinetics_faq() {
+    let w = World::new().await;
+    let engine = w.engine();
+    let ok = engine
+        .submit(w.spec("work:square").arg(json!(4)))
+        .await
+        .unwrap();
+    assert_eq!(ok.result(options()).await.unwrap(), json!(16));
+    assert!(
+        w.cluster
+            .object("jobs.batch", "default", &ok.record().k8s_name)
+            .is_none(),
+        "a succeeded job's Job is removed"
+    );
+    let state = ok.status().await.unwrap();
+    assert_eq!(state.status, JobStatus::NotFound);
+    assert_eq!(
+        state.reason,
+        Some(StatusReason::CleanedUp { collected: true })
+    );
+    assert_eq!(
+        state.to_string(),
+        "NOT_FOUND (cleaned up after its value was collected)"
+    );
+    // Asked again (from another process too): the value, from the bucket.
+    let again = engine.attach(ok.id().as_str()).await.unwrap();
+    assert_eq!(again.result(options()).await.unwrap(), json!(16));
+    // Cancelling it says it had finished.
+    let finished = again.cancel_if_running().await.unwrap();
+    assert!(finished.is_some(), "{finished:?}");
+
+    let failed = engine
+        .submit(w.spec("work:boom").arg(json!("kept")))
+        .await
+        .unwrap();
+    assert!(failed.result(options()).await.is_err());
+    assert!(
+        w.cluster
+            .object("jobs.batch", "default", &failed.record().k8s_name)
+            .is_some(),
+        "a failed job's Job is kept for its logs"
+    );
+    let logs = failed.logs().await.unwrap();
+    assert!(logs.contains("ValueError: kept"), "{logs}");
+    let finished = failed.cancel_if_running().await.unwrap();
+    assert_eq!(finished.map(|s| s.status), Some(JobStatus::Failed));
+}

@@ -228,11 +228,18 @@ impl JobHandle {
         let bytes = self
             .inner
             .store
-            .get(&layout::cleanup_note(&self.record.job_id), GetOptions::default())
+            .get(
+                &layout::cleanup_note(&self.record.job_id),
+                GetOptions::default(),
+            )
             .await
             .ok()?;
         let note: Value = serde_json::from_slice(&bytes).ok()?;
-        Some(note.get("collected").and_then(Value::as_bool).unwrap_or(false))
+        Some(
+            note.get("collected")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        )
     }
 
     /// Remove the backend's resources and leave the note that says so.

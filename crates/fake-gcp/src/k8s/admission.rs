@@ -196,9 +196,13 @@ fn apply_limit_defaults(ranges: &[Value], pod: &mut Value) {
         for c in cs.iter_mut() {
             for (which, values) in [("limits", &default), ("requests", &default_request)] {
                 for (resource, quantity) in values {
-                    if c.pointer(&format!("/resources/{which}/{resource}"))
-                        .is_none()
-                    {
+                    // Resource names hold a `/` (`nvidia.com/gpu`): no JSON pointer.
+                    let set = c
+                        .get("resources")
+                        .and_then(|r| r.get(which))
+                        .and_then(|m| m.get(resource))
+                        .is_some();
+                    if !set {
                         if !c["resources"].is_object() {
                             c["resources"] = json!({});
                         }
