@@ -1036,6 +1036,120 @@ mod tests {
         )
     }
 
+    fn accel(text: &str) -> AcceleratorSpec {
+        AcceleratorSpec::parse(text).unwrap()
+    }
+
+    #[test]
+    fn the_backend_follows_the_setting_then_the_accelerator_and_the_cluster() {
+        let home = [("HOME", "/home/u")];
+        let s = resolve(&home).unwrap();
+        let choice = s.choose_backend(&accel("l4")).unwrap();
+        assert_eq!(
+            (choice.name.as_str(), choice.source),
+            ("local", Source::Default)
+        );
+        assert!(
+            choice.why.contains("no cluster is configured"),
+            "{}",
+            choice.why
+        );
+        let s = resolve(&[("HOME", "/home/u"), ("KINETIC_PROJECT", "p")]).unwrap();
+        let choice = s.choose_backend(&accel("l4")).unwrap();
+        assert_eq!(choice.name, "gke");
+        assert!(choice.why.contains("cannot serve gpu:l4"), "{}", choice.why);
+        assert_eq!(s.choose_backend(&accel("cpu")).unwrap().name, "local");
+        assert_eq!(s.choose_backend(&accel("v5litepod-16")), None, "multi-host");
+        // A configured backend wins over the accelerator.
+        let s = resolve(&[
+            ("HOME", "/home/u"),
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_BACKEND", "local"),
+        ])
+        .unwrap();
+        let choice = s.choose_backend(&accel("l4")).unwrap();
+        assert_eq!(
+            (choice.name.as_str(), choice.source),
+            ("local", Source::Env("KINETIC_BACKEND"))
+        );
+    }
+
+    #[test]
+    fn a_remote_backend_gets_the_jobs_bucket_and_refuses_local_stores() {
+        let s = resolve(&[("HOME", "/home/u"), ("KINETIC_PROJECT", "p")]).unwrap();
+        assert_eq!(
+            s.store_for("local").unwrap().value,
+            "file:///home/u/.kinetic/local/store"
+        );
+        assert_eq!(
+            s.store_for("gke").unwrap().value,
+            "gs://p-kn-kinetic-cluster-jobs"
+        );
+        let s = resolve(&[("HOME", "/home/u")]).unwrap();
+        assert!(matches!(
+            s.store_for("gke"),
+            Err(SettingsError::RemoteStoreNeedsProject { .. })
+        ));
+        for url in ["file:///tmp/s", "memory://"] {
+            let s = resolve(&[
+                ("HOME", "/home/u"),
+                ("KINETIC_STORE_URL", url),
+                ("KINETIC_PROJECT", "p"),
+            ])
+            .unwrap();
+            let e = s.store_for("gke").unwrap_err();
+            assert!(e.is_invalid_input());
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!(
+                    "KINETIC_STORE_URL={url} cannot be used with the gke backend"
+                )) && text.contains("(gs://p-kn-kinetic-cluster-jobs)"),
+                "{text}"
+            );
+            assert_eq!(s.store_for("local").unwrap().value, url);
+        }
+        let s = resolve(&[("HOME", "/home/u"), ("KINETIC_STORE_URL", "gs://b/x")]).unwrap();
+        assert_eq!(s.store_for("gke").unwrap().value, "gs://b/x");
+    }
+
+    #[test]
+    fn the_kube_context_is_the_configured_clusters() {
+        let s = resolve(&[("HOME", "/home/u")]).unwrap();
+        assert_eq!(s.kube_context, None, "no project: the current context");
+        let s = resolve(&[
+            ("HOME", "/home/u"),
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_ZONE", "europe-west4-a"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.kube_context,
+            Some(Setting::new(
+                "gke_p_europe-west4-a_kinetic-cluster".to_owned(),
+                Source::Default
+            ))
+        );
+        let s = resolve(&[
+            ("HOME", "/home/u"),
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_KUBE_CONTEXT", "minikube"),
+        ])
+        .unwrap();
+        assert_eq!(s.kube_context.unwrap().value, "minikube");
+        let e = resolve(&[
+            ("HOME", "/home/u"),
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_KUBE_CONTEXT", "gke_q_us-east1-b_other"),
+        ])
+        .unwrap_err();
+        assert!(matches!(e, SettingsError::ContextMismatch { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("'gke_p_us-central1-a_kinetic-cluster'"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn defaults_follow_home() {
         let s = resolve(&[("HOME", "/h")]).unwrap();
