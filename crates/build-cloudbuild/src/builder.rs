@@ -640,6 +640,34 @@ impl Default for PrebuiltImages {
     }
 }
 
+/// The image of a request that needs no build: a custom URI as is
+/// (requirements ignored, logged), or the prebuilt base image of the
+/// request's category for `kinetic_version`.
+fn unbuilt(request: &ImageRequest, kinetic_version: &str) -> Result<ResolvedImage, BuildError> {
+    match &request.mode {
+        ImageMode::Custom { uri } => {
+            if blank_to_none(&request.requirements).is_some() {
+                tracing::warn!(image = %uri, "requirements are ignored with a custom image: it must already hold them");
+            }
+            Ok(ResolvedImage::new(uri.clone(), true))
+        }
+        ImageMode::Prebuilt { repo } => {
+            accelerator_packages(&request.category)?;
+            Ok(ResolvedImage::new(
+                prebuilt_image_uri(
+                    repo.trim_end_matches('/'),
+                    &request.category,
+                    kinetic_version,
+                ),
+                true,
+            ))
+        }
+        other => Err(BuildError::invalid_input(format!(
+            "{other:?} images are built, not resolved as they are"
+        ))),
+    }
+}
+
 #[async_trait]
 impl ImageBuilder for PrebuiltImages {
     fn capabilities(&self) -> ImageCapabilities {
@@ -648,17 +676,8 @@ impl ImageBuilder for PrebuiltImages {
 
     async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
         match &request.mode {
-            ImageMode::Custom { uri } => Ok(ResolvedImage::new(uri.clone(), true)),
-            ImageMode::Prebuilt { repo } => {
-                accelerator_packages(&request.category)?;
-                Ok(ResolvedImage::new(
-                    prebuilt_image_uri(
-                        repo.trim_end_matches('/'),
-                        &request.category,
-                        &self.kinetic_version,
-                    ),
-                    true,
-                ))
+            ImageMode::Custom { .. } | ImageMode::Prebuilt { .. } => {
+                unbuilt(request, &self.kinetic_version)
             }
             _ => Err(BuildError::unsupported(
                 "a bundled image is built by Cloud Build in your Google Cloud project, and no project is set: set --project, KINETIC_PROJECT or a profile (`kinetic profile create`), or run with --container-image prebuilt or an image URI",
@@ -675,22 +694,8 @@ impl ImageBuilder for CloudBuildImageBuilder {
 
     async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
         match &request.mode {
-            ImageMode::Custom { uri } => {
-                if blank_to_none(&request.requirements).is_some() {
-                    tracing::warn!(image = %uri, "requirements are ignored with a custom image: it must already hold them");
-                }
-                Ok(ResolvedImage::new(uri.clone(), true))
-            }
-            ImageMode::Prebuilt { repo } => {
-                accelerator_packages(&request.category)?;
-                Ok(ResolvedImage::new(
-                    prebuilt_image_uri(
-                        repo.trim_end_matches('/'),
-                        &request.category,
-                        &self.inner.config.kinetic_version,
-                    ),
-                    true,
-                ))
+            ImageMode::Custom { .. } | ImageMode::Prebuilt { .. } => {
+                unbuilt(request, &self.inner.config.kinetic_version)
             }
             ImageMode::Bundled => self.resolve_bundled(request).await,
             other => Err(BuildError::invalid_input(format!(

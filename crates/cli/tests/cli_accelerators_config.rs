@@ -767,7 +767,7 @@ fn config_shows_how_backend_store_image_and_cluster_are_chosen() {
             ("KINETIC_KUBE_CONTEXT", "gke_other_us-east1-b_c2"),
         ],
     )
-    .usage_error("the kubeconfig context 'gke_other_us-east1-b_c2' (env KINETIC_KUBE_CONTEXT) is GKE cluster 'c2' in project 'other', zone 'us-east1-b', but the configured cluster is 'gke_p_us-central1-a_kinetic-cluster'");
+    .usage_error("the kubeconfig context 'gke_other_us-east1-b_c2' (env KINETIC_KUBE_CONTEXT) is another GKE cluster than the configured one, whose context is 'gke_p_us-central1-a_kinetic-cluster'");
 }
 
 #[test]

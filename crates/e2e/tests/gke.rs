@@ -99,6 +99,20 @@ impl World {
         self.engine_over(backend, images, env)
     }
 
+    /// A backend that acts as the user `user`, bound to the ClusterRole
+    /// `role` in `default`, through a kubeconfig with their token.
+    fn backend_as(&self, user: &str, role: &str) -> GkeBackend {
+        let kubeconfig = self.dir.path().join(format!("kubeconfig-{user}"));
+        std::fs::write(
+            &kubeconfig,
+            FakeCluster::kubeconfig_with_contexts(&[(user, self.cluster.url())], user, "default"),
+        )
+        .unwrap();
+        self.cluster.add_user(user, "fake-token");
+        self.cluster.bind_role(user, role, "default").unwrap();
+        GkeBackend::from_kubeconfig(Some(kubeconfig), None, gke_options())
+    }
+
     fn engine_over(
         &self,
         backend: GkeBackend,
@@ -512,15 +526,7 @@ async fn a_cancelled_job_ends_and_the_cluster_collects_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_with_the_edit_role_runs_a_job_that_captures_env() {
     let w = World::new().await;
-    let kubeconfig = w.dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        FakeCluster::kubeconfig_with_contexts(&[("dev", w.cluster.url())], "dev", "default"),
-    )
-    .unwrap();
-    w.cluster.add_user("dev", "fake-token");
-    w.cluster.bind_role("dev", "edit", "default").unwrap();
-    let backend = GkeBackend::from_kubeconfig(Some(kubeconfig), None, gke_options());
+    let backend = w.backend_as("dev", "edit");
     let mut env = w.env.clone();
     env.insert("KERAS_BACKEND", "torch");
     let handle = w
@@ -541,15 +547,7 @@ async fn a_user_with_the_edit_role_runs_a_job_that_captures_env() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forbidden_call_names_the_permission_missing() {
     let w = World::new().await;
-    let kubeconfig = w.dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        FakeCluster::kubeconfig_with_contexts(&[("dev", w.cluster.url())], "dev", "default"),
-    )
-    .unwrap();
-    w.cluster.add_user("dev", "fake-token");
-    w.cluster.bind_role("dev", "view", "default").unwrap();
-    let backend = GkeBackend::from_kubeconfig(Some(kubeconfig), None, gke_options());
+    let backend = w.backend_as("dev", "view");
     let err = w
         .engine_over(backend, images(), w.env.clone())
         .submit(w.spec("work:square").arg(json!(2)))

@@ -262,19 +262,13 @@ pub enum SettingsError {
     /// The kubeconfig context names another GKE cluster than the
     /// configured one.
     #[error(
-        "the kubeconfig context '{context}' ({origin}) is GKE cluster '{cluster}' in project '{project}', zone '{zone}', but the configured cluster is '{expected}': set KINETIC_KUBE_CONTEXT to the configured cluster's context, or configure that cluster (--project, --zone, --cluster or a profile)"
+        "the kubeconfig context '{context}' ({origin}) is another GKE cluster than the configured one, whose context is '{expected}': set KINETIC_KUBE_CONTEXT to the configured cluster's context, or configure that cluster (--project, --zone, --cluster or a profile)"
     )]
     ContextMismatch {
-        /// The context.
+        /// The context (`gke_{project}_{zone}_{cluster}`).
         context: String,
         /// Where it was set.
         origin: Source,
-        /// Its project, zone and cluster.
-        project: String,
-        /// Its zone.
-        zone: String,
-        /// Its cluster.
-        cluster: String,
         /// The configured cluster's context.
         expected: String,
     },
@@ -446,15 +440,12 @@ fn kube_context(
         )));
     };
     if let Some(rest) = given.value.strip_prefix("gke_")
-        && let [project, zone, cluster] = rest.splitn(3, '_').collect::<Vec<_>>()[..]
+        && rest.splitn(3, '_').count() == 3
         && given.value != names.kube_context
     {
         return Err(SettingsError::ContextMismatch {
             context: given.value.clone(),
             origin: given.source.clone(),
-            project: project.to_owned(),
-            zone: zone.to_owned(),
-            cluster: cluster.to_owned(),
             expected: names.kube_context.clone(),
         });
     }

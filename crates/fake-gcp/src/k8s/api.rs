@@ -308,7 +308,7 @@ async fn authorize(
     {
         s.calls.saw_agent(agent);
     }
-    let user = s.users.from_header(
+    let user = s.users.of_header(
         request
             .headers()
             .get(header::AUTHORIZATION)

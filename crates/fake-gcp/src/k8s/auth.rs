@@ -71,7 +71,7 @@ impl Users {
     }
 
     /// The user a `Authorization` header value names.
-    pub(crate) fn from_header(&self, authorization: Option<&str>) -> User {
+    pub(crate) fn of_header(&self, authorization: Option<&str>) -> User {
         let token = authorization
             .and_then(|h| h.strip_prefix("Bearer "))
             .map(str::trim);

@@ -644,15 +644,20 @@ pub fn schedule(nodes: &[Value], pod: &Value) -> Result<String, String> {
 /// The namespaces every cluster starts with.
 const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// A namespace, as the API server makes it (labelled with its name), unless it exists.
+fn create_namespace(store: &store::Store, name: &str) {
+    let _ = store.create(
+        "namespaces",
+        "",
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name,
+                               "labels": {"kubernetes.io/metadata.name": name}},
+                           "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+    );
+}
+
 fn seed(store: &store::Store) {
     for ns in NAMESPACES {
-        let _ = store.create(
-            "namespaces",
-            "",
-            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns,
-                                   "labels": {"kubernetes.io/metadata.name": ns}},
-                               "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
-        );
+        create_namespace(store, ns);
     }
     auth::seed_roles(store);
     controller::default_service_accounts(store);
@@ -661,13 +666,7 @@ fn seed(store: &store::Store) {
 /// A service account (and its namespace, if missing), as `kinetic up`
 /// leaves them.
 fn create_service_account(store: &store::Store, namespace: &str, name: &str) {
-    let _ = store.create(
-        "namespaces",
-        "",
-        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace,
-                               "labels": {"kubernetes.io/metadata.name": namespace}},
-                           "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
-    );
+    create_namespace(store, namespace);
     let _ = store.create(
         "serviceaccounts",
         namespace,

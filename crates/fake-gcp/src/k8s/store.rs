@@ -54,8 +54,8 @@ pub struct ApiError {
     /// The message.
     pub message: String,
     /// The `details` field (`name`, `group`, `kind`…), when the API server
-    /// gives one.
-    pub details: Option<Value>,
+    /// gives one (boxed: errors travel in `Result`s and stay small).
+    pub details: Option<Box<Value>>,
 }
 
 impl ApiError {
@@ -72,7 +72,7 @@ impl ApiError {
     /// The same error with these `details`.
     #[must_use]
     pub fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -98,7 +98,7 @@ impl ApiError {
             "code": self.code,
         });
         if let Some(details) = &self.details {
-            status["details"] = details.clone();
+            status["details"] = (**details).clone();
         }
         status
     }
