@@ -3,7 +3,7 @@
 //! points the CLI): `up`, `pool add --accelerator l4`, a job on l4 whose
 //! pod lands on the pool's node, `status`, `down --yes`; an `up` killed
 //! midway and run again, with nothing created twice; `doctor` naming each
-//! missing piece in turn.
+//! missing piece in turn; the profile `up` saves and makes active.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -47,6 +47,10 @@ impl Client {
         self.dir.path().join("home/.kube/config")
     }
 
+    fn profiles_file(&self) -> PathBuf {
+        self.dir.path().join("profiles.json")
+    }
+
     fn command(&self, args: &[&str]) -> Command {
         let home = self.dir.path().join("home");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
@@ -55,10 +59,7 @@ impl Client {
             .env_clear()
             .env("HOME", &home)
             .env("KINETIC_LOCAL_ROOT", self.dir.path().join("local"))
-            .env(
-                "KINETIC_PROFILES_FILE",
-                self.dir.path().join("profiles.json"),
-            )
+            .env("KINETIC_PROFILES_FILE", self.profiles_file())
             .envs(self.env.iter().cloned())
             .stdin(Stdio::null());
         cmd
@@ -489,4 +490,115 @@ async fn doctor_names_every_missing_piece() {
         "check the project id",
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_saves_the_clusters_profile_and_makes_it_active() {
+    let cloud = new_project(Duration::from_millis(50)).await;
+    let c = Client::new(&cloud);
+    // Another tool's file: an active profile, and one named like the
+    // cluster with a key this version does not know.
+    let before = r#"{
+  "current": "dev",
+  "profiles": {
+    "dev": {
+      "cluster": "c",
+      "namespace": "default",
+      "project": "other",
+      "zone": "europe-west4-a"
+    },
+    "fake": {
+      "cluster": "old",
+      "project": "fake-project",
+      "state_backend": "gs://fake-project-kinetic-state",
+      "zone": "us-east1-b"
+    }
+  }
+}
+"#;
+    std::fs::write(c.profiles_file(), before).unwrap();
+    let profiles = || std::fs::read_to_string(c.profiles_file()).unwrap();
+
+    // Refused before anything is read or changed.
+    let o = c.run(&["up", "--profile-name", "has/slash", "--yes"]).await;
+    assert_eq!(o.status.code(), Some(2), "{:?}", texts(&o));
+    assert!(
+        texts(&o).1.contains("Invalid profile name 'has/slash'"),
+        "{:?}",
+        texts(&o)
+    );
+    let o = c
+        .run(&["up", "--profile-name", "x", "--no-profile", "--yes"])
+        .await;
+    assert_eq!(o.status.code(), Some(2), "{:?}", texts(&o));
+    assert!(
+        cloud.apis().calls().is_empty(),
+        "{:?}",
+        cloud.apis().calls()
+    );
+    // A plan alone saves nothing.
+    c.ok(&["up", "--dry-run"]).await;
+    assert_eq!(profiles(), before);
+
+    // Built: the profile named after the cluster is updated in place and
+    // made active, in Kinetic's format to the byte.
+    let (out, _) = c.ok(&["up", "--yes"]).await;
+    assert!(
+        out.contains(
+            "Profile 'fake' saved and made active (project fake-project, zone us-central1-a, cluster fake, namespace default).\nDone.\n"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        profiles(),
+        r#"{
+  "current": "fake",
+  "profiles": {
+    "dev": {
+      "cluster": "c",
+      "namespace": "default",
+      "project": "other",
+      "zone": "europe-west4-a"
+    },
+    "fake": {
+      "cluster": "fake",
+      "namespace": "default",
+      "project": "fake-project",
+      "state_backend": "gs://fake-project-kinetic-state",
+      "zone": "us-central1-a"
+    }
+  }
+}
+"#
+    );
+    let (code, list) = c.json(&["profile", "list", "--json"]).await;
+    assert_eq!((code, &list["active"]), (Some(0), &Value::from("fake")));
+
+    // Nothing left to build: the profile is still saved, under the name
+    // asked for, and --json says so.
+    let (code, v) = c
+        .json(&["up", "--yes", "--profile-name", "team_a", "--json"])
+        .await;
+    assert_eq!(code, Some(0), "{v:#}");
+    assert_eq!(v["applied"], false, "{v:#}");
+    assert_eq!(
+        v["profile"],
+        serde_json::json!({
+            "name": "team_a", "project": "fake-project", "zone": "us-central1-a",
+            "cluster": "fake", "namespace": "default", "active": true,
+        })
+    );
+    let file: Value = serde_json::from_str(&profiles()).unwrap();
+    assert_eq!(file["current"], "team_a");
+    assert_eq!(file["profiles"]["team_a"]["cluster"], "fake");
+    assert_eq!(file["profiles"]["fake"]["cluster"], "fake");
+
+    // --no-profile: the file is not touched.
+    let saved = profiles();
+    let (code, v) = c.json(&["up", "--yes", "--no-profile", "--json"]).await;
+    assert_eq!((code, &v["profile"]), (Some(0), &Value::Null), "{v:#}");
+    assert_eq!(profiles(), saved);
+    let (out, _) = c.ok(&["up", "--dry-run"]).await;
+    assert!(!out.contains("Profile"), "{out}");
+    assert_eq!(profiles(), saved);
 }

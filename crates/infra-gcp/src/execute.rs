@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use kinetic_core::infra::{Action, Binding, ManifestBundle, Plan, Resource};
+use kinetic_core::retry::{Backoff, Decision};
+use kinetic_gcp_common::GoogleError;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -20,28 +22,39 @@ use crate::http::{
 use crate::kubeconfig;
 use crate::{GcpInfra, Progress, kube, request};
 
-/// The longest pause between two polls.
-const MAX_POLL: Duration = Duration::from_secs(10);
+/// How long-running work is polled by default: the first poll after
+/// 250 ms, then waits growing by half up to 10 s.
+pub(crate) fn default_poll() -> Backoff {
+    Backoff::new(Duration::from_millis(250), Duration::from_secs(10)).with_multiplier(1.5)
+}
 
 /// Objects deleted at once when emptying a bucket.
 const DELETE_CONCURRENCY: usize = 16;
 
-/// Polls something until it is done, telling `progress`, within a deadline.
+/// Polls something until it is done, telling `progress`, within a
+/// deadline, the waits between polls growing as `poll` says.
 struct Waiter<'a> {
     what: String,
     progress: &'a dyn Progress,
-    start: Instant,
+    start: tokio::time::Instant,
+    poll: Backoff,
     pause: Duration,
     timeout: Duration,
 }
 
 impl<'a> Waiter<'a> {
-    fn new(what: impl Into<String>, progress: &'a dyn Progress, timeout: Duration) -> Self {
+    fn new(
+        what: impl Into<String>,
+        progress: &'a dyn Progress,
+        poll: Backoff,
+        timeout: Duration,
+    ) -> Self {
         Self {
             what: what.into(),
             progress,
-            start: Instant::now(),
-            pause: Duration::from_millis(250),
+            start: tokio::time::Instant::now(),
+            poll,
+            pause: poll.initial,
             timeout,
         }
     }
@@ -58,7 +71,7 @@ impl<'a> Waiter<'a> {
         }
         self.progress.waiting(&self.what, status, elapsed);
         tokio::time::sleep(self.pause.min(self.timeout - elapsed)).await;
-        self.pause = self.pause.mul_f64(1.5).min(MAX_POLL);
+        self.pause = self.poll.next(self.pause);
         Ok(())
     }
 }
@@ -77,9 +90,26 @@ fn encode(segment: &str) -> String {
         .collect()
 }
 
-fn incompatible(answer_error: &kinetic_gcp_common::GoogleError) -> bool {
+/// GKE's answer while another operation changes the cluster (or it is
+/// not running yet): 400 `FAILED_PRECONDITION`, worth waiting out.
+fn incompatible(answer_error: &GoogleError) -> bool {
     answer_error.status == "FAILED_PRECONDITION"
-        || answer_error.message.contains("incompatible operation")
+}
+
+/// How one read-modify-write of an IAM policy did not go through.
+#[derive(Debug)]
+enum PolicyWrite {
+    /// Someone wrote the policy in between: its etag changed (409 or 412).
+    Conflict {
+        service: Service,
+        google: GoogleError,
+    },
+    /// IAM does not know a member yet (a new service account): its message.
+    /// IAM's answer (400 `INVALID_ARGUMENT`) carries no reason to tell it
+    /// by, only its wording.
+    UnknownMember(String),
+    /// Anything else, final.
+    Failed(InfraError),
 }
 
 impl GcpInfra {
@@ -100,7 +130,12 @@ impl GcpInfra {
     }
 
     fn waiter<'a>(&self, what: impl Into<String>, progress: &'a dyn Progress) -> Waiter<'a> {
-        Waiter::new(what, progress, self.config.operation_timeout)
+        Waiter::new(
+            what,
+            progress,
+            self.config.poll,
+            self.config.operation_timeout,
+        )
     }
 
     async fn run(&self, action: &Action, progress: &dyn Progress) -> Result<(), InfraError> {
@@ -417,7 +452,6 @@ impl GcpInfra {
                             CONTAINER,
                             &self.desired.target.project,
                             what,
-                            400,
                             &error,
                             1,
                         ));
@@ -602,9 +636,9 @@ impl GcpInfra {
         }
     }
 
-    /// Read, modify and write a resource's IAM policy, again when someone
-    /// wrote it in between (its etag changed), and after a pause while IAM
-    /// does not see a new member yet.
+    /// Read, modify and write a resource's IAM policy: again, under the
+    /// retry policy, when someone wrote it in between (its etag changed),
+    /// and after a pause while IAM does not see a new member yet.
     async fn modify_policy(
         &self,
         resource: &Resource,
@@ -612,83 +646,124 @@ impl GcpInfra {
         change: fn(&Value, &[Binding]) -> Option<Value>,
         progress: &dyn Progress,
     ) -> Result<(), InfraError> {
-        let e = &self.config.endpoints;
-        let t = &self.desired.target;
         let what = format!("setting the IAM policy of {resource}");
-        let mut conflicts = 0;
         let mut waiter = self.waiter(
             format!("IAM to know the members granted on {resource}"),
             progress,
         );
         loop {
-            let policy = self
-                .policy(resource)
-                .await?
-                .ok_or_else(|| InfraError::InvalidInput {
-                    message: format!("{what} failed: {resource} does not exist"),
-                })?;
-            let Some(new) = change(&policy, bindings) else {
-                return Ok(());
+            let outcome = self
+                .config
+                .retry
+                .retry_if(
+                    |failure: &PolicyWrite| {
+                        Decision::from(matches!(failure, PolicyWrite::Conflict { .. }))
+                    },
+                    || self.write_policy(resource, bindings, change, &what),
+                )
+                .await;
+            let gave_up = match outcome {
+                Ok(()) => return Ok(()),
+                Err(gave_up) => gave_up,
             };
-            let (service, method, url, body) = match resource {
-                Resource::Project => (
-                    RESOURCE_MANAGER,
-                    Method::POST,
-                    format!(
-                        "{}/v1/projects/{}:setIamPolicy",
-                        e.resourcemanager, t.project
-                    ),
-                    json!({"policy": new}),
-                ),
-                Resource::Bucket(b) => (
-                    STORAGE,
-                    Method::PUT,
-                    format!("{}/storage/v1/b/{b}/iam", e.storage),
-                    new,
-                ),
-                Resource::Repository => (
-                    ARTIFACT_REGISTRY,
-                    Method::POST,
-                    format!(
-                        "{}/v1/{}:setIamPolicy",
-                        e.artifactregistry,
-                        t.repository_path()
-                    ),
-                    json!({"policy": new}),
-                ),
-                Resource::ServiceAccount(email) => (
-                    IAM,
-                    Method::POST,
-                    format!(
-                        "{}/v1/projects/{}/serviceAccounts/{email}:setIamPolicy",
-                        e.iam, t.project
-                    ),
-                    json!({"policy": new}),
-                ),
-                other => return Err(InfraError::other(format!("no IAM policy for {other}"))),
-            };
-            let answer = self
-                .rest
-                .send(service, &what, method, &url, Some(&body), &[400, 409, 412])
-                .await?;
-            match answer.status {
-                409 | 412 if conflicts < 5 => conflicts += 1,
-                400 if answer.error().message.contains("does not exist") => {
-                    waiter.tick(&answer.error().message).await?;
-                }
-                s if (200..300).contains(&s) => return Ok(()),
-                s => {
+            match gave_up.error {
+                PolicyWrite::UnknownMember(message) => waiter.tick(&message).await?,
+                PolicyWrite::Conflict { service, google } => {
                     return Err(crate::http::http_error(
                         service,
-                        &t.project,
+                        &self.desired.target.project,
                         &what,
-                        s,
-                        &answer.error(),
-                        1,
+                        &google,
+                        gave_up.attempts,
                     ));
                 }
+                PolicyWrite::Failed(e) => return Err(e),
             }
         }
+    }
+
+    /// One read-modify-write of `resource`'s IAM policy (nothing written
+    /// when `change` finds nothing to change).
+    async fn write_policy(
+        &self,
+        resource: &Resource,
+        bindings: &[Binding],
+        change: fn(&Value, &[Binding]) -> Option<Value>,
+        what: &str,
+    ) -> Result<(), PolicyWrite> {
+        let e = &self.config.endpoints;
+        let t = &self.desired.target;
+        let policy = self
+            .policy(resource)
+            .await
+            .map_err(PolicyWrite::Failed)?
+            .ok_or_else(|| {
+                PolicyWrite::Failed(InfraError::InvalidInput {
+                    message: format!("{what} failed: {resource} does not exist"),
+                })
+            })?;
+        let Some(new) = change(&policy, bindings) else {
+            return Ok(());
+        };
+        let (service, method, url, body) = match resource {
+            Resource::Project => (
+                RESOURCE_MANAGER,
+                Method::POST,
+                format!(
+                    "{}/v1/projects/{}:setIamPolicy",
+                    e.resourcemanager, t.project
+                ),
+                json!({"policy": new}),
+            ),
+            Resource::Bucket(b) => (
+                STORAGE,
+                Method::PUT,
+                format!("{}/storage/v1/b/{b}/iam", e.storage),
+                new,
+            ),
+            Resource::Repository => (
+                ARTIFACT_REGISTRY,
+                Method::POST,
+                format!(
+                    "{}/v1/{}:setIamPolicy",
+                    e.artifactregistry,
+                    t.repository_path()
+                ),
+                json!({"policy": new}),
+            ),
+            Resource::ServiceAccount(email) => (
+                IAM,
+                Method::POST,
+                format!(
+                    "{}/v1/projects/{}/serviceAccounts/{email}:setIamPolicy",
+                    e.iam, t.project
+                ),
+                json!({"policy": new}),
+            ),
+            other => {
+                return Err(PolicyWrite::Failed(InfraError::other(format!(
+                    "no IAM policy for {other}"
+                ))));
+            }
+        };
+        let answer = self
+            .rest
+            .send(service, what, method, &url, Some(&body), &[400, 409, 412])
+            .await
+            .map_err(PolicyWrite::Failed)?;
+        let google = match answer.status {
+            s if (200..300).contains(&s) => return Ok(()),
+            _ => answer.error(),
+        };
+        Err(match google.code {
+            409 | 412 => PolicyWrite::Conflict { service, google },
+            400 if google.message.contains("does not exist") => {
+                PolicyWrite::UnknownMember(google.message)
+            }
+            _ => PolicyWrite::Failed(crate::http::http_error(
+                service, &t.project, what, &google, 1,
+            )),
+        })
     }
 
     async fn install(&self, bundle: &ManifestBundle) -> Result<(), InfraError> {
