@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use kinetic_core::settings::vars;
 use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
 use serde_json::Value;
 
@@ -41,6 +42,25 @@ impl Client {
             ),
         ));
         Self { dir, env }
+    }
+
+    /// A client that names no project, zone, cluster or namespace, so
+    /// that they come from the active profile (or flags); its store is the
+    /// bare `gs://`, the jobs bucket of whatever cluster that names.
+    fn without_target(cloud: &FakeGcp) -> Self {
+        let mut c = Self::new(cloud);
+        c.env.retain(|(k, _)| {
+            ![
+                vars::PROJECT,
+                vars::ZONE,
+                vars::CLUSTER,
+                vars::NAMESPACE,
+                vars::STORE_URL,
+            ]
+            .contains(&k.as_str())
+        });
+        c.env.push((vars::STORE_URL.to_owned(), "gs://".to_owned()));
+        c
     }
 
     fn kubeconfig(&self) -> PathBuf {
@@ -163,13 +183,7 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
         out.contains("install the NVIDIA driver installer DaemonSet"),
         "{out}"
     );
-    let pool = cloud
-        .apis()
-        .node_pools("fake")
-        .into_iter()
-        .find(|(n, _)| n.starts_with("gpu-l4-"))
-        .unwrap()
-        .0;
+    let pool = l4_pool(&cloud);
     let (out, _) = c.ok(&["pool", "add", "--accelerator", "l4", "--yes"]).await;
     assert!(
         out.contains(&format!(
@@ -194,19 +208,7 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
         ])
         .await;
     assert_eq!(out.trim(), "49", "{err}");
-    let scheduled: Vec<String> = cloud
-        .cluster()
-        .objects("events", "default")
-        .into_iter()
-        .filter(|e| e["reason"] == "Scheduled")
-        .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    assert!(
-        scheduled
-            .iter()
-            .any(|m| m.contains(&format!("gke-fake-{pool}-"))),
-        "the pod went to the pool's node: {scheduled:?}"
-    );
+    assert_ran_on_pool(&cloud, &pool);
 
     let (code, status) = c.json(&["status", "--json"]).await;
     assert_eq!(code, Some(0), "{status}");
@@ -409,13 +411,7 @@ async fn doctor_names_every_missing_piece() {
         .cluster()
         .remove_object("daemonsets.apps", "kube-system", "nvidia-driver-installer");
     assert_named(&c, "NVIDIA driver installer", "missing", "kinetic up").await;
-    let pool = cloud
-        .apis()
-        .node_pools("fake")
-        .into_iter()
-        .find(|(n, _)| n.starts_with("gpu-l4-"))
-        .unwrap()
-        .0;
+    let pool = l4_pool(&cloud);
     cloud.apis().remove_node_pool("fake", &pool);
     assert_named(
         &c,
@@ -492,10 +488,49 @@ async fn doctor_names_every_missing_piece() {
     .await;
 }
 
+/// The name of the pool serving `gpu:l4` in cluster `fake`.
+fn l4_pool(cloud: &FakeGcp) -> String {
+    cloud
+        .apis()
+        .node_pools("fake")
+        .into_iter()
+        .find(|(n, _)| n.starts_with("gpu-l4-"))
+        .expect("a pool of L4 GPUs")
+        .0
+}
+
+/// Assert a pod was scheduled on a node of `pool`.
+fn assert_ran_on_pool(cloud: &FakeGcp, pool: &str) {
+    let scheduled: Vec<String> = cloud
+        .cluster()
+        .objects("events", "default")
+        .into_iter()
+        .filter(|e| e["reason"] == "Scheduled")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        scheduled
+            .iter()
+            .any(|m| m.contains(&format!("gke-fake-{pool}-"))),
+        "the pod went to the pool's node: {scheduled:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn up_saves_the_clusters_profile_and_makes_it_active() {
+async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
     let cloud = new_project(Duration::from_millis(50)).await;
-    let c = Client::new(&cloud);
+    let c = Client::without_target(&cloud);
+    let target = [
+        "--project",
+        "fake-project",
+        "--zone",
+        "us-central1-a",
+        "--cluster",
+        "fake",
+    ];
+    let with_target = |args: &[&'static str]| -> Vec<&'static str> {
+        args.iter().chain(target.iter()).copied().collect()
+    };
     // Another tool's file: an active profile, and one named like the
     // cluster with a key this version does not know.
     let before = r#"{
@@ -537,12 +572,14 @@ async fn up_saves_the_clusters_profile_and_makes_it_active() {
         cloud.apis().calls()
     );
     // A plan alone saves nothing.
-    c.ok(&["up", "--dry-run"]).await;
+    c.ok(&with_target(&["up", "--dry-run"])).await;
     assert_eq!(profiles(), before);
 
     // Built: the profile named after the cluster is updated in place and
     // made active, in Kinetic's format to the byte.
-    let (out, _) = c.ok(&["up", "--yes"]).await;
+    let (out, _) = c
+        .ok(&with_target(&["up", "--accelerator", "l4", "--yes"]))
+        .await;
     assert!(
         out.contains(
             "Profile 'fake' saved and made active (project fake-project, zone us-central1-a, cluster fake, namespace default).\nDone.\n"
@@ -573,6 +610,26 @@ async fn up_saves_the_clusters_profile_and_makes_it_active() {
     );
     let (code, list) = c.json(&["profile", "list", "--json"]).await;
     assert_eq!((code, &list["active"]), (Some(0), &Value::from("fake")));
+
+    // The next job names nothing but its accelerator: the project, zone,
+    // cluster and namespace (so the bucket, the registry and the
+    // kubeconfig context) come from the profile, and the job runs on the
+    // pool `up` added.
+    let (out, err) = c
+        .ok(&[
+            "run",
+            "work.py:square",
+            "--arg",
+            "7",
+            "--backend",
+            "gke",
+            "--accelerator",
+            "l4",
+            "--json",
+        ])
+        .await;
+    assert_eq!(out.trim(), "49", "{err}");
+    assert_ran_on_pool(&cloud, &l4_pool(&cloud));
 
     // Nothing left to build: the profile is still saved, under the name
     // asked for, and --json says so.
