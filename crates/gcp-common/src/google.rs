@@ -1,11 +1,13 @@
-//! Google's JSON error body, parsed once for every REST adapter.
+//! Google's error bodies, parsed once for every adapter.
 //!
-//! Two shapes exist: the current one (`status` and typed `details`, with
-//! `google.rpc.ErrorInfo` naming a `reason` and metadata such as the
-//! missing `permission` or the disabled `service`), and the older one the
+//! Three shapes exist: the current JSON one (`status` and typed `details`,
+//! with `google.rpc.ErrorInfo` naming a `reason` and metadata such as the
+//! missing `permission` or the disabled `service`), the older JSON one the
 //! Storage JSON API still sends (`errors[]` with a `reason` each, no
-//! `status`). [`GoogleError::parse`] reads both; a body that is not JSON
-//! keeps its first 300 characters as the message.
+//! `status`), and the Cloud Storage XML API's
+//! (`<Error><Code>NoSuchKey</Code><Message>…</Message></Error>`, its
+//! `Code` read as a reason). [`GoogleError::parse`] reads all three; any
+//! other body keeps its first 300 characters as the message.
 //!
 //! Callers decide from the fields (`status`, `reasons`, `info`), never
 //! from the message, which Google words as it likes.
@@ -13,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 /// `ErrorInfo` reason of a call to an API the project has not enabled.
@@ -45,10 +48,18 @@ pub struct GoogleError {
 }
 
 impl GoogleError {
-    /// Parse an error body of either shape, taking the code it states.
+    /// Parse an error body of any shape, taking the code it states (the
+    /// XML shape states none).
     pub fn parse(body: &[u8]) -> Self {
         let Ok(value) = serde_json::from_slice::<Value>(body) else {
             let text = String::from_utf8_lossy(body);
+            if let Some(xml) = XmlError::parse(&text) {
+                return Self {
+                    message: xml.message,
+                    reasons: vec![xml.code],
+                    ..Self::default()
+                };
+            }
             return Self {
                 message: text.chars().take(300).collect::<String>().trim().to_owned(),
                 ..Self::default()
@@ -114,6 +125,28 @@ impl GoogleError {
     }
 }
 
+/// The Cloud Storage XML API's error body.
+#[derive(Debug, Deserialize)]
+#[serde(rename = "Error")]
+struct XmlError {
+    #[serde(rename = "Code")]
+    code: String,
+    #[serde(rename = "Message", default)]
+    message: String,
+}
+
+impl XmlError {
+    /// The body's `Code` and `Message`, when it is such a body.
+    fn parse(text: &str) -> Option<Self> {
+        if !text.trim_start().starts_with('<') {
+            return None;
+        }
+        quick_xml::de::from_str::<Self>(text)
+            .ok()
+            .filter(|e| !e.code.trim().is_empty())
+    }
+}
+
 impl fmt::Display for GoogleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let code = (self.code != 0).then(|| format!("HTTP {}", self.code));
@@ -160,6 +193,18 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "HTTP 409: The bucket you tried to delete is not empty."
+        );
+
+        let e = GoogleError::from_answer(
+            404,
+            b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>NoSuchKey</Code><Message>The specified key does not exist: b/a&amp;b</Message><Details>No such object: b/a&amp;b</Details></Error>",
+        );
+        assert_eq!(e.reasons, ["NoSuchKey"]);
+        assert!(e.has_reason("NoSuchKey"));
+        assert_eq!(e.message, "The specified key does not exist: b/a&b");
+        assert_eq!(
+            e.to_string(),
+            "HTTP 404: The specified key does not exist: b/a&b"
         );
 
         let e = GoogleError::parse(b"<html>bad gateway</html>");
