@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use kinetic_core::infra::{Action, Binding, ManifestBundle, Plan, Resource};
-use kinetic_core::retry::{Backoff, Decision};
+use kinetic_core::retry::{Backoff, Decision, GaveUp, RetryPolicy};
 use kinetic_gcp_common::GoogleError;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -96,6 +96,24 @@ fn incompatible(answer_error: &GoogleError) -> bool {
     answer_error.status == "FAILED_PRECONDITION"
 }
 
+/// How [`GcpInfra::wait_out`] ended without success.
+#[derive(Debug)]
+enum WaitedOut<E> {
+    /// What was waited out was still there at the deadline.
+    Timeout(InfraError),
+    /// A failure not to wait out.
+    Failed(E),
+}
+
+/// How one change sent to GKE did not go through.
+#[derive(Debug)]
+enum Busy {
+    /// Another operation is changing the cluster: wait it out.
+    Busy(GoogleError),
+    /// Anything else, final.
+    Failed(InfraError),
+}
+
 /// How one read-modify-write of an IAM policy did not go through.
 #[derive(Debug)]
 enum PolicyWrite {
@@ -127,6 +145,48 @@ impl GcpInfra {
             progress.finished(action, start.elapsed());
         }
         Ok(())
+    }
+
+    /// Run `attempt` again while its failure is one to wait out (`busy`
+    /// gives the status to report for it), polling as the configuration
+    /// says within the operation timeout: the retry mechanism of
+    /// `kinetic_core::retry`, with a budget of time rather than attempts.
+    /// A failure `busy` does not name comes back as it is; one still
+    /// there at the deadline becomes a [`InfraError::Timeout`].
+    async fn wait_out<T, E, Fut>(
+        &self,
+        what: &str,
+        progress: &dyn Progress,
+        mut busy: impl FnMut(&E) -> Option<String>,
+        attempt: impl FnMut() -> Fut,
+    ) -> Result<T, WaitedOut<E>>
+    where
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let timeout = self.config.operation_timeout;
+        let policy = RetryPolicy::new(u32::MAX, self.config.poll).with_max_elapsed(timeout);
+        let start = tokio::time::Instant::now();
+        policy
+            .retry_if(
+                |failure: &E| match busy(failure) {
+                    Some(status) => {
+                        progress.waiting(what, &status, start.elapsed());
+                        Decision::Retry
+                    }
+                    None => Decision::Stop,
+                },
+                attempt,
+            )
+            .await
+            .map_err(|gave_up| match gave_up {
+                GaveUp {
+                    exhausted: true, ..
+                } => WaitedOut::Timeout(InfraError::Timeout {
+                    what: what.to_owned(),
+                    after: timeout,
+                }),
+                GaveUp { error, .. } => WaitedOut::Failed(error),
+            })
     }
 
     fn waiter<'a>(&self, what: impl Into<String>, progress: &'a dyn Progress) -> Waiter<'a> {
@@ -435,33 +495,44 @@ impl GcpInfra {
     ) -> Result<Value, InfraError> {
         let mut accepted = vec![400];
         accepted.extend_from_slice(accept);
-        let mut waiter = self.waiter(
-            format!("the cluster to finish its operation in progress before {what}"),
-            progress,
-        );
-        loop {
-            let answer = self
-                .rest
-                .send(CONTAINER, what, method.clone(), url, body, &accepted)
-                .await?;
-            match answer.status {
-                400 => {
-                    let error = answer.error();
-                    if !incompatible(&error) {
-                        return Err(crate::http::http_error(
-                            CONTAINER,
-                            &self.desired.target.project,
-                            what,
-                            &error,
-                            1,
-                        ));
+        let project = &self.desired.target.project;
+        let answer = self
+            .wait_out(
+                &format!("the cluster to finish its operation in progress before {what}"),
+                progress,
+                |failure: &Busy| match failure {
+                    Busy::Busy(error) => Some(error.message.clone()),
+                    Busy::Failed(_) => None,
+                },
+                || async {
+                    let answer = self
+                        .rest
+                        .send(CONTAINER, what, method.clone(), url, body, &accepted)
+                        .await
+                        .map_err(Busy::Failed)?;
+                    if answer.status != 400 {
+                        return Ok(answer);
                     }
-                    waiter.tick(&error.message).await?;
+                    let error = answer.error();
+                    Err(if incompatible(&error) {
+                        Busy::Busy(error)
+                    } else {
+                        Busy::Failed(crate::http::http_error(CONTAINER, project, what, &error, 1))
+                    })
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                WaitedOut::Timeout(e) | WaitedOut::Failed(Busy::Failed(e)) => e,
+                WaitedOut::Failed(Busy::Busy(error)) => {
+                    crate::http::http_error(CONTAINER, project, what, &error, 1)
                 }
-                s if accept.contains(&s) => return Ok(Value::Null),
-                _ => return Ok(answer.body),
-            }
-        }
+            })?;
+        Ok(if accept.contains(&answer.status) {
+            Value::Null
+        } else {
+            answer.body
+        })
     }
 
     /// Follow a Kubernetes Engine operation to its end.
@@ -647,39 +718,45 @@ impl GcpInfra {
         progress: &dyn Progress,
     ) -> Result<(), InfraError> {
         let what = format!("setting the IAM policy of {resource}");
-        let mut waiter = self.waiter(
-            format!("IAM to know the members granted on {resource}"),
-            progress,
-        );
-        loop {
-            let outcome = self
-                .config
-                .retry
-                .retry_if(
-                    |failure: &PolicyWrite| {
-                        Decision::from(matches!(failure, PolicyWrite::Conflict { .. }))
-                    },
-                    || self.write_policy(resource, bindings, change, &what),
-                )
-                .await;
-            let gave_up = match outcome {
-                Ok(()) => return Ok(()),
-                Err(gave_up) => gave_up,
-            };
-            match gave_up.error {
-                PolicyWrite::UnknownMember(message) => waiter.tick(&message).await?,
-                PolicyWrite::Conflict { service, google } => {
-                    return Err(crate::http::http_error(
-                        service,
-                        &self.desired.target.project,
-                        &what,
-                        &google,
-                        gave_up.attempts,
-                    ));
-                }
-                PolicyWrite::Failed(e) => return Err(e),
-            }
-        }
+        // Conflicts are retried under the retry policy's budget; a member
+        // IAM does not know yet is waited out within the operation timeout.
+        let write = || {
+            self.config.retry.retry_if(
+                |failure: &PolicyWrite| {
+                    Decision::from(matches!(failure, PolicyWrite::Conflict { .. }))
+                },
+                || self.write_policy(resource, bindings, change, &what),
+            )
+        };
+        let gave_up = match self
+            .wait_out(
+                &format!("IAM to know the members granted on {resource}"),
+                progress,
+                |failure: &GaveUp<PolicyWrite>| match &failure.error {
+                    PolicyWrite::UnknownMember(message) => Some(message.clone()),
+                    _ => None,
+                },
+                write,
+            )
+            .await
+        {
+            Ok(()) => return Ok(()),
+            Err(WaitedOut::Timeout(e)) => return Err(e),
+            Err(WaitedOut::Failed(gave_up)) => gave_up,
+        };
+        Err(match gave_up.error {
+            PolicyWrite::Conflict { service, google } => crate::http::http_error(
+                service,
+                &self.desired.target.project,
+                &what,
+                &google,
+                gave_up.attempts,
+            ),
+            PolicyWrite::Failed(e) => e,
+            PolicyWrite::UnknownMember(message) => InfraError::InvalidInput {
+                message: format!("{what} failed: {message}"),
+            },
+        })
     }
 
     /// One read-modify-write of `resource`'s IAM policy (nothing written

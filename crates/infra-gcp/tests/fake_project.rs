@@ -365,3 +365,75 @@ async fn a_call_is_retried_exactly_up_to_its_budget() {
         "the third write went through"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_waits_out_the_clusters_operation_in_progress() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    let infra = adapter(&cloud, &kubeconfig, Duration::from_secs(60));
+    up(&infra, &Recorded::default()).await.unwrap();
+    cloud.apis().set_operation_time(Duration::from_millis(600));
+    let target = infra.desired().target.clone();
+    let create = |suffix: &str| {
+        let pool = PoolSpec::new(
+            &target,
+            &PoolRequest::new(AcceleratorSpec::parse("l4").unwrap()),
+            suffix,
+        )
+        .unwrap();
+        let mut plan = infra::Plan::default();
+        plan.actions.push(Action::CreatePool { pool });
+        plan
+    };
+    let pools = || {
+        cloud
+            .apis()
+            .node_pools("fake")
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect::<Vec<_>>()
+    };
+
+    // GKE refuses a second change while the first runs (400
+    // FAILED_PRECONDITION): it is sent again until the cluster is free.
+    let progress = Recorded::default();
+    let (plan_a, plan_b) = (create("2c3d"), create("4e5f"));
+    let (first, second) = tokio::join!(infra.execute(&plan_a, &progress), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        infra.execute(&plan_b, &progress).await
+    });
+    first.unwrap();
+    second.unwrap();
+    let log = progress.0.lock().unwrap().clone();
+    assert!(
+        log.iter().any(|l| l.starts_with(
+            "wait the cluster to finish its operation in progress before creating node pool gpu-l4-4e5f: Cluster is running incompatible operation"
+        )),
+        "{log:#?}"
+    );
+    let names = pools();
+    assert!(
+        names.iter().any(|n| n == "gpu-l4-2c3d") && names.iter().any(|n| n == "gpu-l4-4e5f"),
+        "{names:?}"
+    );
+
+    // Not free within the operation timeout: a timeout that says to run
+    // the command again, and nothing made.
+    let impatient = adapter(&cloud, &kubeconfig, Duration::from_millis(100));
+    let (plan_a, plan_b) = (create("6a7b"), create("8c9d"));
+    let (first, second) = tokio::join!(infra.execute(&plan_a, &progress), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        impatient.execute(&plan_b, &Recorded::default()).await
+    });
+    first.unwrap();
+    let e = second.unwrap_err();
+    assert!(matches!(e, InfraError::Timeout { .. }), "{e}");
+    assert!(
+        e.to_string().contains(
+            "the cluster to finish its operation in progress before creating node pool gpu-l4-8c9d"
+        ),
+        "{e}"
+    );
+    assert!(!pools().iter().any(|n| n == "gpu-l4-8c9d"), "{:?}", pools());
+}
