@@ -194,20 +194,7 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
 
     // A job on l4: its pod waits for a node, the autoscaler adds one to
     // the pool, the pod runs there and returns its value.
-    let (out, err) = c
-        .ok(&[
-            "run",
-            "work.py:square",
-            "--arg",
-            "7",
-            "--backend",
-            "gke",
-            "--accelerator",
-            "l4",
-            "--json",
-        ])
-        .await;
-    assert_eq!(out.trim(), "49", "{err}");
+    square_on_l4(&c).await;
     assert_ran_on_pool(&cloud, &pool);
 
     let (code, status) = c.json(&["status", "--json"]).await;
@@ -488,6 +475,24 @@ async fn doctor_names_every_missing_piece() {
     .await;
 }
 
+/// `kinetic run work.py:square --arg 7` on GKE with an L4 GPU: 49.
+async fn square_on_l4(c: &Client) {
+    let (out, err) = c
+        .ok(&[
+            "run",
+            "work.py:square",
+            "--arg",
+            "7",
+            "--backend",
+            "gke",
+            "--accelerator",
+            "l4",
+            "--json",
+        ])
+        .await;
+    assert_eq!(out.trim(), "49", "{err}");
+}
+
 /// The name of the pool serving `gpu:l4` in cluster `fake`.
 fn l4_pool(cloud: &FakeGcp) -> String {
     cloud
@@ -615,20 +620,7 @@ async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
     // cluster and namespace (so the bucket, the registry and the
     // kubeconfig context) come from the profile, and the job runs on the
     // pool `up` added.
-    let (out, err) = c
-        .ok(&[
-            "run",
-            "work.py:square",
-            "--arg",
-            "7",
-            "--backend",
-            "gke",
-            "--accelerator",
-            "l4",
-            "--json",
-        ])
-        .await;
-    assert_eq!(out.trim(), "49", "{err}");
+    square_on_l4(&c).await;
     assert_ran_on_pool(&cloud, &l4_pool(&cloud));
 
     // Nothing left to build: the profile is still saved, under the name
