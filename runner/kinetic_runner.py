@@ -1153,6 +1153,9 @@ class Runner:
                 target = getattr(target, part)
             except AttributeError:
                 raise RunnerError("module %r has no attribute %r" % (owner, function)) from None
+        # A function decorated with the kinetic module's @kinetic.run is the
+        # decorator's wrapper here; the job runs the function it wraps.
+        target = getattr(target, "__kinetic_function__", target)
         if not callable(target):
             raise RunnerError("%s.%s is not callable (it is a %s)" % (owner, function, type(target).__name__))
         log(LOAD, "%s.%s" % (owner, function))

@@ -276,13 +276,14 @@ impl Client {
     /// An engine for the given target; each `None` falls back to its
     /// `KINETIC_*` variable, the active profile, then the default.
     #[new]
-    #[pyo3(signature = (project=None, zone=None, cluster=None, namespace=None, base_image_repo=None))]
+    #[pyo3(signature = (project=None, zone=None, cluster=None, namespace=None, base_image_repo=None, local_python=None))]
     fn new(
         project: Option<String>,
         zone: Option<String>,
         cluster: Option<String>,
         namespace: Option<String>,
         base_image_repo: Option<String>,
+        local_python: Option<PathBuf>,
     ) -> PyResult<Self> {
         let env = EnvSnapshot::from_process();
         let cwd = std::env::current_dir()
@@ -305,7 +306,11 @@ impl Client {
         }
         let settings = resolve_settings(&args, &env, &cwd)?;
         let _entered = runtime()?.enter();
-        let engine = kinetic_wiring::engine(&settings, env).map_err(|e| {
+        let mut options = kinetic_wiring::EngineOptions::default();
+        if let Some(python) = local_python {
+            options = options.local_python(python);
+        }
+        let engine = kinetic_wiring::engine_with(&settings, env, &options).map_err(|e| {
             if e.is_usage() {
                 bad(e.to_string())
             } else {

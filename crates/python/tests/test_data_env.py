@@ -74,7 +74,7 @@ def test_capture_env_vars_with_a_wildcard(monkeypatch):
 
     monkeypatch.setenv("WANDB_API_KEY", "secret-1")
     monkeypatch.setenv("WANDB_PROJECT", "demo")
-    monkeypatch.setenv("OTHER_VAR", "not-sent")
     fn = remote(work.env_values, capture_env_vars=["WANDB_*"])
-    assert fn(["WANDB_API_KEY", "WANDB_PROJECT", "OTHER_VAR"]) == {
-        "WANDB_API_KEY": "secret-1", "WANDB_PROJECT": "demo", "OTHER_VAR": None}
+    assert fn(["WANDB_API_KEY", "WANDB_PROJECT"]) == {"WANDB_API_KEY": "secret-1", "WANDB_PROJECT": "demo"}
+    with pytest.raises(ValueError, match="capture_env_vars"):
+        kinetic.run(accelerator="cpu", capture_env_vars="WANDB_*")

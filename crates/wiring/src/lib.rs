@@ -107,6 +107,34 @@ fn gke_backend(settings: &Settings) -> Option<GkeBackend> {
 /// Batches run their submission loops with `tokio::spawn`: call it, and use
 /// the engine, inside a tokio runtime (see [`runtime`]).
 pub fn engine(settings: &Settings, env: EnvSnapshot) -> Result<Engine, WiringError> {
+    engine_with(settings, env, &EngineOptions::default())
+}
+
+/// What an embedding program may choose beyond the settings.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct EngineOptions {
+    /// The interpreter the local backend runs jobs with (default `python3`
+    /// on `PATH`); the Python module passes its own, so local jobs see the
+    /// packages the caller sees.
+    pub local_python: Option<PathBuf>,
+}
+
+impl EngineOptions {
+    /// Run local jobs with `python`.
+    #[must_use]
+    pub fn local_python(mut self, python: impl Into<PathBuf>) -> Self {
+        self.local_python = Some(python.into());
+        self
+    }
+}
+
+/// [`engine`] with the embedding program's [`EngineOptions`].
+pub fn engine_with(
+    settings: &Settings,
+    env: EnvSnapshot,
+    options: &EngineOptions,
+) -> Result<Engine, WiringError> {
     let root = settings
         .local_root()
         .map_err(|e| WiringError::Usage(e.to_string()))?;
@@ -120,6 +148,9 @@ pub fn engine(settings: &Settings, env: EnvSnapshot) -> Result<Engine, WiringErr
     let mut local = LocalOptions::new(root.value.clone());
     if let Some(n) = &settings.local_max_concurrent {
         local = local.max_concurrent(n.value);
+    }
+    if let Some(python) = &options.local_python {
+        local = local.python(python);
     }
     let backend =
         LocalBackend::new(local, store.clone()).map_err(|e| WiringError::Failed(e.to_string()))?;

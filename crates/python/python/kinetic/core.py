@@ -183,6 +183,8 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
         def wrapper(*args, **kwargs):
             return run_async(*args, **kwargs).result()
 
+        # The runner calls this instead of the wrapper, so a job does not submit itself.
+        wrapper.__kinetic_function__ = fn
         wrapper.run_async = run_async
         wrapper.run_async_map = run_async_map
         wrapper.__signature__ = inspect.signature(fn)

@@ -15,8 +15,9 @@ logger = logging.getLogger("kinetic")
 
 
 def _client(project=None, zone=None, cluster=None, namespace=None, base_image_repo=None):
+    # Local jobs run on this interpreter, so they see the packages the caller sees.
     return _native.Client(project=project, zone=zone, cluster=cluster, namespace=namespace,
-                          base_image_repo=base_image_repo)
+                          base_image_repo=base_image_repo, local_python=sys.executable or None)
 
 
 def _check_seconds(name: str, value) -> None:
@@ -184,7 +185,8 @@ class JobHandle:
             print(_reattach_hint(self.job_id), file=sys.stderr)
             raise
         except _native.RemoteJobError as err:
-            raise translate(err) from None
+            exc = translate(err)
+            raise exc from exc.__cause__
         return decode(json.loads(text))
 
     def cancel(self, cleanup_timeout: float = 180, cleanup_poll_interval: float = 2) -> None:
