@@ -268,7 +268,10 @@ mod tests {
             python_values: None,
         };
         let value = serde_json::to_value(&spec).unwrap();
-        assert!(value.get("python_values").is_none(), "absent unless asked for");
+        assert!(
+            value.get("python_values").is_none(),
+            "absent unless asked for"
+        );
         assert_eq!(
             value["entrypoint"],
             json!({"kind": "function", "module": "work", "function": "square"})

@@ -27,9 +27,7 @@ use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::ImageMode;
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput};
 use pyo3::create_exception;
-use pyo3::exceptions::{
-    PyException, PyLookupError, PyRuntimeError, PyTimeoutError, PyValueError,
-};
+use pyo3::exceptions::{PyException, PyLookupError, PyRuntimeError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 use serde_json::Value;
 
@@ -286,8 +284,9 @@ impl Client {
         local_python: Option<PathBuf>,
     ) -> PyResult<Self> {
         let env = EnvSnapshot::from_process();
-        let cwd = std::env::current_dir()
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot read the current directory: {e}")))?;
+        let cwd = std::env::current_dir().map_err(|e| {
+            PyRuntimeError::new_err(format!("cannot read the current directory: {e}"))
+        })?;
         let mut args = SettingsArgs::new();
         if let Some(v) = project {
             args = args.project(v);
@@ -329,16 +328,24 @@ impl Client {
     fn submit(&self, py: Python<'_>, spec: &str) -> PyResult<Job> {
         let spec = self.spec(spec)?;
         let engine = self.engine.clone();
-        let handle = block(py, async move { engine.submit(spec).await }, &Listener::none())?
-            .map_err(|e| engine_error(&e))?;
+        let handle = block(
+            py,
+            async move { engine.submit(spec).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| engine_error(&e))?;
         Ok(Job { inner: handle })
     }
 
     /// The handle of a job by id, from its stored record.
     fn attach(&self, py: Python<'_>, job_id: String) -> PyResult<Job> {
         let engine = self.engine.clone();
-        let handle = block(py, async move { engine.attach(&job_id).await }, &Listener::none())?
-            .map_err(|e| engine_error(&e))?;
+        let handle = block(
+            py,
+            async move { engine.attach(&job_id).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| engine_error(&e))?;
         Ok(Job { inner: handle })
     }
 
@@ -354,8 +361,12 @@ impl Client {
     /// Every job the backends still hold, newest first.
     fn list_jobs(&self, py: Python<'_>) -> PyResult<Vec<Job>> {
         let engine = self.engine.clone();
-        let records = block(py, async move { engine.list_jobs().await }, &Listener::none())?
-            .map_err(|e| engine_error(&e))?;
+        let records = block(
+            py,
+            async move { engine.list_jobs().await },
+            &Listener::none(),
+        )?
+        .map_err(|e| engine_error(&e))?;
         records
             .iter()
             .map(|r| self.handle_from_json(&r.to_json()))
@@ -434,10 +445,18 @@ impl Client {
         if let Some(dir) = text_of("working_dir") {
             spec = spec.working_dir(dir);
         }
-        for arg in field("args").and_then(Value::as_array).into_iter().flatten() {
+        for arg in field("args")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             spec = spec.arg(self.arg(arg)?);
         }
-        for pair in field("kwargs").and_then(Value::as_array).into_iter().flatten() {
+        for pair in field("kwargs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let (Some(name), Some(value)) = (pair.get(0).and_then(Value::as_str), pair.get(1))
             else {
                 return Err(bad("job spec: kwargs must be [name, value] pairs"));
@@ -458,10 +477,16 @@ impl Client {
                 .map_err(|e| bad(format!("capture_env_vars: {e}")))?;
             spec = spec.env(entry);
         }
-        for pair in field("volumes").and_then(Value::as_array).into_iter().flatten() {
+        for pair in field("volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let (Some(mount), Some(value)) = (pair.get(0).and_then(Value::as_str), pair.get(1))
             else {
-                return Err(bad("volumes: expected a dict of mount path to kinetic.Data"));
+                return Err(bad(
+                    "volumes: expected a dict of mount path to kinetic.Data",
+                ));
             };
             let Some(data) = value.get(DATA_KEY) else {
                 return Err(bad(format!(
@@ -478,7 +503,9 @@ impl Client {
             Some("prebuilt") => ImageMode::Prebuilt {
                 repo: self.base_image_repo.clone(),
             },
-            Some(uri) => ImageMode::Custom { uri: uri.to_owned() },
+            Some(uri) => ImageMode::Custom {
+                uri: uri.to_owned(),
+            },
         };
         if let Some(version) = text_of("python_values") {
             spec = spec.python_values(version);
@@ -683,8 +710,12 @@ impl Job {
             backend: k8s,
             store: gcs,
         };
-        block(py, async move { job.cleanup(options).await }, &Listener::none())?
-            .map_err(|e| engine_error(&e))
+        block(
+            py,
+            async move { job.cleanup(options).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| engine_error(&e))
     }
 }
 
@@ -785,8 +816,12 @@ impl Batch {
     /// The counts of inputs by where they are, as JSON.
     fn status_counts(&self, py: Python<'_>) -> PyResult<String> {
         let batch = self.inner.clone();
-        let counts = block(py, async move { batch.status_counts().await }, &Listener::none())?
-            .map_err(|e| batch_error(py, e))?;
+        let counts = block(
+            py,
+            async move { batch.status_counts().await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))?;
         serde_json::to_string(&counts).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 
@@ -795,8 +830,12 @@ impl Batch {
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         let timeout = secs(timeout, "timeout")?;
         let batch = self.inner.clone();
-        block(py, async move { batch.wait(timeout).await }, &Listener::none())?
-            .map_err(|e| batch_error(py, e))
+        block(
+            py,
+            async move { batch.wait(timeout).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))
     }
 
     /// The jobs as they end.
@@ -826,8 +865,12 @@ impl Batch {
             options = options.timeout(t);
         }
         let batch = self.inner.clone();
-        let items = block(py, async move { batch.results(options).await }, &Listener::none())?
-            .map_err(|e| batch_error(py, e))?;
+        let items = block(
+            py,
+            async move { batch.results(options).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))?;
         Ok(items
             .into_iter()
             .map(|item| {
@@ -878,8 +921,12 @@ impl Batch {
             store: gcs,
         };
         let batch = self.inner.clone();
-        block(py, async move { batch.cleanup(options).await }, &Listener::none())?
-            .map_err(|e| batch_error(py, e))
+        block(
+            py,
+            async move { batch.cleanup(options).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))
     }
 }
 
