@@ -250,7 +250,11 @@ struct Client {
     home: Option<PathBuf>,
 }
 
-fn resolve_settings(args: &SettingsArgs, env: &EnvSnapshot, cwd: &PathBuf) -> PyResult<Settings> {
+fn resolve_settings(
+    args: &SettingsArgs,
+    env: &EnvSnapshot,
+    cwd: &std::path::Path,
+) -> PyResult<Settings> {
     let path = settings::profiles_file(env)
         .map_err(|e| bad(e.to_string()))?
         .value;
@@ -577,10 +581,11 @@ fn map_options(text: &str) -> PyResult<MapOptions> {
     if let Some(mode) = doc.get("input_mode").and_then(Value::as_str) {
         options = options.input_mode(mode.parse().map_err(|e| bad(format!("input_mode: {e}")))?);
     }
-    if let Some(s) = doc.get("poll_interval").and_then(Value::as_f64) {
-        if let Some(d) = secs(Some(s), "poll_interval")? {
-            options = options.poll_interval(d);
-        }
+    if let Some(d) = secs(
+        doc.get("poll_interval").and_then(Value::as_f64),
+        "poll_interval",
+    )? {
+        options = options.poll_interval(d);
     }
     Ok(options)
 }
