@@ -7,8 +7,8 @@ from kinetic import JobStatus
 
 
 def remote(fn, **options):
+    # The backend comes from KINETIC_BACKEND (conftest: local, then gke on the fake cloud).
     options.setdefault("accelerator", "cpu")
-    options.setdefault("backend", "local")
     return kinetic.run(**options)(fn)
 
 

@@ -17,8 +17,8 @@ from kinetic import JobStatus
 
 
 def remote(fn, **options):
+    # The backend comes from KINETIC_BACKEND (conftest: local, then gke on the fake cloud).
     options.setdefault("accelerator", "cpu")
-    options.setdefault("backend", "local")
     return kinetic.run(**options)(fn)
 
 
@@ -60,13 +60,13 @@ def test_values_that_are_not_json_travel_pickled():
 
 def test_a_lambda_or_closure_is_a_clear_error():
     with pytest.raises(TypeError, match="lambda or is defined inside another function"):
-        kinetic.run(accelerator="cpu", backend="local")(lambda x: x)
+        kinetic.run(accelerator="cpu")(lambda x: x)
 
     def inner(x):
         return x
 
     with pytest.raises(TypeError, match="inner"):
-        kinetic.run(accelerator="cpu", backend="local")(inner)
+        kinetic.run(accelerator="cpu")(inner)
 
 
 def test_parameters_the_engine_cannot_honour_are_errors():
@@ -160,7 +160,7 @@ def test_a_main_script_ships_by_its_file(tmp_path):
     script.write_text(textwrap.dedent("""
         import kinetic
 
-        @kinetic.run(accelerator="cpu", backend="local")
+        @kinetic.run(accelerator="cpu")
         def cube(x):
             return x ** 3
 
@@ -180,7 +180,7 @@ def test_ctrl_c_stops_the_wait_not_the_job(tmp_path):
         import kinetic
         import work
 
-        job = kinetic.run(accelerator="cpu", backend="local")(work.slow_square).run_async(5, seconds=4)
+        job = kinetic.run(accelerator="cpu")(work.slow_square).run_async(5, seconds=4)
         print(job.job_id, flush=True)
         job.result()
     """))
