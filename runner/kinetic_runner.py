@@ -721,6 +721,18 @@ def decode_python_values(value):
     return value
 
 
+RUNNER_MODULE = "__kinetic_runner__"
+
+
+def call_pickled(fn, *args, **kwargs):
+    """The entrypoint ``__kinetic_runner__:call_pickled``: calls the function
+    that came pickled by value (cloudpickle) as the first argument."""
+    if not callable(fn):
+        raise TypeError("__kinetic_runner__:call_pickled needs a pickled function as its first argument, got %s"
+                        % type(fn).__name__)
+    return fn(*args, **kwargs)
+
+
 def encode_python_value(value) -> dict:
     """``value`` pickled as a leaf a Python client of the same minor version reads back."""
     return {PICKLE_KEY: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii"),
@@ -1141,6 +1153,9 @@ class Runner:
     def load_entrypoint(self):
         entry = self.spec.entrypoint
         function = entry["function"]
+        if entry.get("module") == RUNNER_MODULE and function == "call_pickled":
+            log(LOAD, "%s.%s (a function pickled by value)" % (RUNNER_MODULE, function))
+            return call_pickled
         if entry.get("module") is not None:
             owner = entry["module"]
             module = importlib.import_module(owner)

@@ -62,6 +62,14 @@ class PythonValuesTest(RunnerTestCase):
                            python_values=MINOR)
         self.assertFailed(run, "data resolve", "PythonVersionMismatch", ["pickled by Python 2.7", MINOR])
 
+    def test_call_pickled_calls_its_first_argument(self):
+        import operator
+
+        run = self.run_job({"work.py": WORK}, {"kind": "function", "module": "__kinetic_runner__",
+                                               "function": "call_pickled"},
+                           args=[leaf(operator.add), 2, 3], python_values=MINOR)
+        self.assertSucceeded(run, 5)
+
     def test_a_decorated_function_runs_unwrapped(self):
         files = {"work.py": "def inner(x):\n    return x + 1\n\n"
                             "def wrapper(x):\n    raise AssertionError('the wrapper ran')\n\n"

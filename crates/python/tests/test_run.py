@@ -58,8 +58,9 @@ def test_values_that_are_not_json_travel_pickled():
     assert remote(work.as_tuple)([1, 2]) == ((1, 2), {1, 2})
 
 
-def test_a_lambda_or_closure_is_a_clear_error():
-    with pytest.raises(TypeError, match="lambda or is defined inside another function"):
+def test_a_lambda_or_closure_is_a_clear_error_without_cloudpickle(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)  # as if not installed
+    with pytest.raises(TypeError, match="lambda or is defined inside another function.*cloudpickle"):
         kinetic.run(accelerator="cpu")(lambda x: x)
 
     def inner(x):
@@ -67,6 +68,20 @@ def test_a_lambda_or_closure_is_a_clear_error():
 
     with pytest.raises(TypeError, match="inner"):
         kinetic.run(accelerator="cpu")(inner)
+
+
+def test_lambdas_and_closures_ship_by_value_with_cloudpickle():
+    import cloudpickle  # noqa: F401 - a test dependency (scripts/test.sh installs it); missing fails
+
+    offset = 10
+
+    def shifted(x):
+        return x + offset
+
+    assert kinetic.run(accelerator="cpu")(shifted)(5) == 15
+    assert kinetic.run(accelerator="cpu")(lambda x, y=1: x * y)(6, y=7) == 42
+    batch = kinetic.run(accelerator="cpu")(lambda x: -x).run_async_map([1, 2])
+    assert batch.results() == [-1, -2]
 
 
 def test_parameters_the_engine_cannot_honour_are_errors():
@@ -80,11 +95,12 @@ def test_parameters_the_engine_cannot_honour_are_errors():
         kinetic.run(backend="k8s")
 
 
-def test_run_async_then_result_reports_each_status_change():
+def test_run_async_then_result_reports_each_status_change(backend):
     import work
 
     job = remote(work.slow_square).run_async(6, seconds=0.5)
     assert isinstance(job, kinetic.JobHandle)
+    assert job.backend == backend
     assert job.job_id.startswith("job-") and job.func_name == "slow_square"
     seen = []
     assert job.result(on_status_change=seen.append) == 36

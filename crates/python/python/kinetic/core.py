@@ -1,5 +1,6 @@
 """``@kinetic.run``: run a function remotely."""
 
+import base64
 import functools
 import inspect
 import json
@@ -8,7 +9,7 @@ import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from kinetic import _native
-from kinetic._values import contains_data, encode, python_minor
+from kinetic._values import PICKLE_KEY, contains_data, encode, python_minor
 from kinetic.batch import BatchHandle, _batch_error
 from kinetic.data import Data
 from kinetic.jobs import JobHandle, _client
@@ -18,13 +19,24 @@ _BACKENDS = ("gke", "pathways", "local")
 
 def _function_reference(fn: Callable) -> Dict[str, Any]:
     """Where the runner finds ``fn``: its module (imported from the
-    directory that holds it) or, for a ``__main__`` script, its file."""
+    directory that holds it) or, for a ``__main__`` script, its file. A
+    lambda or closure has no such place: it travels pickled by value when
+    cloudpickle is installed (``prefix`` then holds it, the first argument of
+    the runner's ``call_pickled``), and is an error otherwise."""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     if not name or "<lambda>" in name or "<locals>" in name:
-        raise TypeError(
-            "@kinetic.run cannot ship %s: it is a lambda or is defined inside another function. "
-            "Functions ship by reference (module and name), so define it at module level"
-            % (name or repr(fn)))
+        try:
+            import cloudpickle
+        except ImportError:
+            raise TypeError(
+                "@kinetic.run cannot ship %s: it is a lambda or is defined inside another function. "
+                "Functions ship by reference (module and name), so define it at module level, "
+                "or install cloudpickle (on this machine and in the job's image) to ship it by value"
+                % (name or repr(fn))) from None
+        payload = base64.b64encode(cloudpickle.dumps(fn)).decode("ascii")
+        return {"entry": {"module": "__kinetic_runner__", "function": "call_pickled"},
+                "working_dir": os.getcwd(),
+                "prefix": [{PICKLE_KEY: payload, "python": python_minor()}]}
     module_name = getattr(fn, "__module__", None)
     module = sys.modules.get(module_name) if module_name else None
     file = getattr(module, "__file__", None)
@@ -33,12 +45,12 @@ def _function_reference(fn: Callable) -> Dict[str, Any]:
                         % (name, module_name))
     file = os.path.abspath(file)
     if module_name == "__main__":
-        return {"entry": {"path": file, "function": name}, "working_dir": os.getcwd()}
+        return {"entry": {"path": file, "function": name}, "working_dir": os.getcwd(), "prefix": []}
     root = os.path.dirname(file)
     depth = module_name.count(".") + (1 if os.path.basename(file) == "__init__.py" else 0)
     for _ in range(depth):
         root = os.path.dirname(root)
-    return {"entry": {"module": module_name, "function": name}, "working_dir": root}
+    return {"entry": {"module": module_name, "function": name}, "working_dir": root, "prefix": []}
 
 
 class _Options:
@@ -78,8 +90,9 @@ class _Options:
 
     def spec(self, fn, args, kwargs) -> str:
         doc = _function_reference(fn)
+        prefix = doc.pop("prefix")
         doc.update({
-            "args": [encode(a, "argument %d" % i) for i, a in enumerate(args)],
+            "args": prefix + [encode(a, "argument %d" % i) for i, a in enumerate(args)],
             "kwargs": [[k, encode(v, "keyword argument %r" % k)] for k, v in kwargs.items()],
             "accelerator": self.accelerator,
             "backend": self.backend,
@@ -149,7 +162,7 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
                        cluster, backend, namespace, volumes, spot, output_dir, debug)
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _function_reference(fn)  # a lambda or closure is an error at decoration time
+        _function_reference(fn)  # a lambda or closure without cloudpickle is an error at once
 
         def run_async(*args, **kwargs) -> JobHandle:
             spec = options.spec(fn, args, kwargs)
