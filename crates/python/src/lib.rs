@@ -308,6 +308,7 @@ impl Client {
             args = args.base_image_repo(v);
         }
         let settings = resolve_settings(&args, &env, &cwd)?;
+        let home = settings::home(&env);
         let _entered = runtime()?.enter();
         let mut options = kinetic_wiring::EngineOptions::default();
         if let Some(python) = local_python {
@@ -323,7 +324,7 @@ impl Client {
         Ok(Self {
             engine,
             base_image_repo: settings.base_image_repo.value.clone(),
-            home: settings::home(&EnvSnapshot::from_process()),
+            home,
             cwd,
         })
     }
