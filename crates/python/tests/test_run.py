@@ -154,6 +154,9 @@ def test_list_jobs_logs_tail_cancel_and_cleanup():
     assert done.job_id in ids and running.job_id in ids
     assert isinstance(done.logs(), str)
     assert isinstance(done.tail(5), str)
+    follow = remote(work.slow_square).run_async(7, seconds=0.2)
+    assert follow.logs(follow=True) is None
+    assert follow.result() == 49
     running.cancel()
     assert running.status() in (JobStatus.FAILED, JobStatus.NOT_FOUND)
     done.cleanup()
