@@ -652,6 +652,7 @@ pub fn job(
             num_gpus_per_node: facts.accelerator.count().unwrap_or(0),
             node_ips: Vec::new(),
         },
+        python_values: spec.python_values.clone(),
     };
     let spec_json = serde_json::to_string_pretty(&runner_spec).map_err(|e| PlanError::Encode {
         message: e.to_string(),
