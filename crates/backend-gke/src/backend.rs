@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use futures_util::{AsyncBufReadExt, Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{Event, Pod, Secret, ServiceAccount};
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
@@ -127,6 +127,8 @@ pub struct GkeBackend {
     source: ClientSource,
     client: OnceCell<kube::Client>,
     options: GkeOptions,
+    /// Namespaces whose service account was found.
+    accounts_seen: std::sync::Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for GkeBackend {
@@ -148,6 +150,7 @@ impl GkeBackend {
             source: ClientSource::Given(client.clone()),
             client: OnceCell::new_with(Some(client)),
             options,
+            accounts_seen: std::sync::Mutex::default(),
         }
     }
 
@@ -163,6 +166,7 @@ impl GkeBackend {
             source: ClientSource::Kubeconfig { path, context },
             client: OnceCell::new(),
             options,
+            accounts_seen: std::sync::Mutex::default(),
         }
     }
 
@@ -177,27 +181,7 @@ impl GkeBackend {
                 match &self.source {
                     ClientSource::Given(c) => Ok(c.clone()),
                     ClientSource::Kubeconfig { path, context } => {
-                        let opts = kube::config::KubeConfigOptions {
-                            context: context.clone(),
-                            ..Default::default()
-                        };
-                        let config = match path {
-                            Some(p) => {
-                                let kc = kube::config::Kubeconfig::read_from(p).map_err(|e| {
-                                    BackendError::invalid_input(format!(
-                                        "cannot read the kubeconfig {}: {e}",
-                                        p.display()
-                                    ))
-                                    .with_source(e)
-                                })?;
-                                kube::Config::from_custom_kubeconfig(kc, &opts).await
-                            }
-                            None => kube::Config::from_kubeconfig(&opts).await,
-                        }
-                        .map_err(|e| BackendError::invalid_input(format!(
-                                "cannot load the Kubernetes configuration (kubeconfig{}): {e}; for GKE run `gcloud container clusters get-credentials CLUSTER`",
-                                path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default()
-                            )).with_source(e))?;
+                        let config = kube_config(path.as_deref(), context.as_deref()).await?;
                         kube::Client::try_from(config).map_err(|e| {
                             BackendError::other(format!("cannot build a Kubernetes client: {e}"))
                                 .with_source(e)
@@ -275,8 +259,84 @@ impl GkeBackend {
         Ok(pods)
     }
 
-    /// Write a final state on the Job (and suspend it, which stops its
-    /// pods) unless it already ended. A concurrent change of the Job (409
+    /// The events about Jobs in `namespace` (one LIST, by field selector).
+    async fn job_events(&self, namespace: &str) -> Result<Vec<Event>, BackendError> {
+        let api: Api<Event> = Api::namespaced(self.client().await?, namespace);
+        api.list(&ListParams::default().fields("involvedObject.kind=Job"))
+            .await
+            .map(|l| l.items)
+            .map_err(|e| {
+                error::map(
+                    e,
+                    Context {
+                        verb: "list",
+                        resource: "events",
+                        name: None,
+                        namespace,
+                    },
+                )
+            })
+    }
+
+    /// The events of a Job that has no pod (where the API server's
+    /// refusal of its pod is told); none otherwise. Events the caller
+    /// may not read leave the state without that reason.
+    async fn events_if_podless(&self, job: &Job, pods: &[Pod], namespace: &str) -> Vec<Event> {
+        if !pods.is_empty() || !status::needs_pods(job) {
+            return Vec::new();
+        }
+        self.job_events(namespace).await.unwrap_or_else(|e| {
+            tracing::debug!("cannot read the events of the Job: {e}");
+            Vec::new()
+        })
+    }
+
+    /// Check that the service account the job's pod runs as exists in
+    /// `namespace` (once per namespace): without it the Job controller
+    /// cannot create the pod and the job would only wait. A caller that
+    /// may not read service accounts is not stopped here.
+    async fn check_service_account(&self, namespace: &str) -> Result<(), BackendError> {
+        let seen = |ns: &str| {
+            self.accounts_seen
+                .lock()
+                .map(|s| s.contains(ns))
+                .unwrap_or(false)
+        };
+        if seen(namespace) {
+            return Ok(());
+        }
+        let account = &self.options.manifest.service_account;
+        let api: Api<ServiceAccount> = Api::namespaced(self.client().await?, namespace);
+        match api.get(account).await {
+            Ok(_) => {
+                if let Ok(mut s) = self.accounts_seen.lock() {
+                    s.insert(namespace.to_owned());
+                }
+                Ok(())
+            }
+            Err(e) if error::code(&e) == Some(404) => Err(BackendError::invalid_input(format!(
+                "the service account '{account}' does not exist in namespace '{namespace}': the job's pod runs as it, so the cluster would refuse to create it; create it with `kinetic up` (or `kubectl create serviceaccount {account} -n {namespace}`)"
+            ))
+            .with_source(e)),
+            Err(e) if error::code(&e) == Some(403) => Ok(()),
+            Err(e) => Err(error::map(
+                e,
+                Context {
+                    verb: "get",
+                    resource: "serviceaccounts",
+                    name: Some(account),
+                    namespace,
+                },
+            )),
+        }
+    }
+
+    /// Write a final state on the Job unless it already ended, and end it:
+    /// its `activeDeadlineSeconds` becomes 1, so the Job controller stops
+    /// its pods and marks it `Failed` (`DeadlineExceeded`) — a terminal
+    /// condition, after which `ttlSecondsAfterFinished` removes it, its
+    /// pods and its Secret. (Suspending would stop the pods too, but a
+    /// suspended Job never finishes and is never collected.) A concurrent change of the Job (409
     /// on the resource version) is read again and retried under
     /// [`GkeOptions::conflict_retry`]; other failures go to the caller
     /// (the engine's retry decorator retries the transient ones).
@@ -302,7 +362,7 @@ impl GkeBackend {
                     "resourceVersion": job.metadata.resource_version,
                     "annotations": {ANNOTATION_FINAL_STATE: text},
                 },
-                "spec": {"suspend": true},
+                "spec": {"activeDeadlineSeconds": 1},
             });
             match api
                 .patch(
@@ -388,6 +448,17 @@ impl GkeBackend {
                 .unwrap_or_default();
             by_job.entry(job_name).or_default().push(p);
         }
+        let podless = jobs.iter().any(|j| {
+            status::needs_pods(j) && !by_job.contains_key(j.metadata.name.as_deref().unwrap_or(""))
+        });
+        let events = if podless {
+            self.job_events(namespace).await.unwrap_or_else(|e| {
+                tracing::debug!("cannot read the events of the batch's Jobs: {e}");
+                Vec::new()
+            })
+        } else {
+            Vec::new()
+        };
         let now = SystemTime::now();
         let mut out = BTreeMap::new();
         for job in &jobs {
@@ -402,10 +473,87 @@ impl GkeBackend {
             };
             let name = job.metadata.name.clone().unwrap_or_default();
             let pods = by_job.remove(&name).unwrap_or_default();
-            out.insert(id, status::job_state(job, &pods, now));
+            out.insert(id, status::job_state_with_events(job, &pods, &events, now));
         }
         Ok(out)
     }
+}
+
+/// What the backend tells the API server it is: `kinetic/{version}`.
+pub const USER_AGENT: &str = concat!("kinetic/", env!("CARGO_PKG_VERSION"));
+
+/// The client configuration of `context` (else the current one) in the
+/// kubeconfig at `path` (else `KUBECONFIG`'s files merged, else
+/// `~/.kube/config`), identifying itself as [`USER_AGENT`]. A context the
+/// kubeconfig lacks is an error naming the contexts it has and how to add
+/// the cluster's.
+async fn kube_config(
+    path: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<kube::Config, BackendError> {
+    let location = || {
+        path.map_or_else(
+            || "KUBECONFIG / ~/.kube/config".to_owned(),
+            |p| p.display().to_string(),
+        )
+    };
+    let read = match path {
+        Some(p) => kube::config::Kubeconfig::read_from(p),
+        None => kube::config::Kubeconfig::read(),
+    };
+    let kubeconfig = read.map_err(|e| {
+        BackendError::invalid_input(format!(
+            "cannot read the kubeconfig ({}): {e}; for GKE run `gcloud container clusters get-credentials CLUSTER --zone ZONE --project PROJECT`",
+            location()
+        ))
+        .with_source(e)
+    })?;
+    if let Some(wanted) = context
+        && !kubeconfig.contexts.iter().any(|c| c.name == wanted)
+    {
+        let have: Vec<&str> = kubeconfig
+            .contexts
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        let fix = match wanted
+            .strip_prefix("gke_")
+            .map(|r| r.splitn(3, '_').collect::<Vec<_>>())
+        {
+            Some(parts) if parts.len() == 3 => format!(
+                "run `gcloud container clusters get-credentials {} --zone {} --project {}`",
+                parts[2], parts[1], parts[0]
+            ),
+            _ => "add it (or choose another with KINETIC_KUBE_CONTEXT)".to_owned(),
+        };
+        return Err(BackendError::invalid_input(format!(
+            "the kubeconfig ({}) has no context '{wanted}' (it has: {}); {fix}, or set KINETIC_KUBE_CONTEXT to the context to use",
+            location(),
+            if have.is_empty() {
+                "none".to_owned()
+            } else {
+                have.join(", ")
+            }
+        )));
+    }
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..Default::default()
+    };
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| {
+            BackendError::invalid_input(format!(
+                "cannot load the Kubernetes configuration ({}): {e}; for GKE run `gcloud container clusters get-credentials CLUSTER --zone ZONE --project PROJECT`",
+                location()
+            ))
+            .with_source(e)
+        })?;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+    Ok(config)
 }
 
 fn is_finished(job: &Job) -> bool {
@@ -466,6 +614,7 @@ impl Backend for GkeBackend {
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
         let r = &job.record;
         let api = self.jobs(&r.namespace).await?;
+        self.check_service_account(&r.namespace).await?;
         let manifest = manifest::job_manifest(job, &self.options.manifest);
         let cx = |verb| Context {
             verb,
@@ -535,7 +684,8 @@ impl Backend for GkeBackend {
         } else {
             Vec::new()
         };
-        let state = status::job_state(&job, &pods, SystemTime::now());
+        let events = self.events_if_podless(&job, &pods, &record.namespace).await;
+        let state = status::job_state_with_events(&job, &pods, &events, SystemTime::now());
         if status::final_state(&job).is_none()
             && matches!(
                 state.reason,

@@ -48,9 +48,17 @@ pub(crate) fn map(err: kube::Error, cx: Context<'_>) -> BackendError {
                 401 => BackendError::permission_denied(format!(
                     "cannot {verb} {what} in namespace '{namespace}': the cluster refused the credentials: {text} (refresh them; for GKE run `gcloud container clusters get-credentials CLUSTER`)"
                 )),
-                403 => BackendError::permission_denied(format!(
-                    "cannot {verb} {what} in namespace '{namespace}': {text} (check with: kubectl auth can-i {verb} {resource} -n {namespace})"
-                )),
+                403 => {
+                    let needed = Permission::missing(&text).unwrap_or_else(|| Permission {
+                        verb: verb.to_owned(),
+                        resource: resource.to_owned(),
+                        group: String::new(),
+                    });
+                    BackendError::permission_denied(format!(
+                        "cannot {verb} {what} in namespace '{namespace}': {text} (missing permission: {needed} in namespace '{namespace}'; check with: {})",
+                        needed.can_i(namespace)
+                    ))
+                }
                 404 if verb == "create" || names_a_namespace(status) => {
                     BackendError::invalid_input(format!(
                         "cannot {verb} {what}: namespace '{namespace}' not found ({text}); create it with: kubectl create namespace {namespace}"
@@ -79,6 +87,77 @@ pub(crate) fn map(err: kube::Error, cx: Context<'_>) -> BackendError {
         )),
     };
     kind.with_source(err)
+}
+
+/// A permission as RBAC grants it: `verb` on `resource` (with its
+/// subresource after a `/`, as `jobs/finalizers`) in API `group`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Permission {
+    pub(crate) verb: String,
+    pub(crate) resource: String,
+    pub(crate) group: String,
+}
+
+impl Permission {
+    /// The permission a 403's message says is missing: the authorizer's
+    /// `… cannot VERB resource "R" in API group "G" …`, or the
+    /// `OwnerReferencesPermissionEnforcement` plugin's refusal to set
+    /// `blockOwnerDeletion`, which needs `update` on the owner's
+    /// finalizers (the owners this backend sets are Jobs).
+    pub(crate) fn missing(message: &str) -> Option<Self> {
+        if message.contains("cannot set blockOwnerDeletion") {
+            return Some(Self {
+                verb: "update".into(),
+                resource: "jobs/finalizers".into(),
+                group: "batch".into(),
+            });
+        }
+        let (_, rest) = message.split_once(" cannot ")?;
+        let (verb, rest) = rest.split_once(" resource \"")?;
+        let (resource, rest) = rest.split_once('"')?;
+        let group = rest
+            .strip_prefix(" in API group \"")
+            .and_then(|g| g.split_once('"'))
+            .map_or("", |(g, _)| g);
+        Some(Self {
+            verb: verb.to_owned(),
+            resource: resource.to_owned(),
+            group: group.to_owned(),
+        })
+    }
+
+    /// The `kubectl auth can-i` command that checks it in `namespace`.
+    pub(crate) fn can_i(&self, namespace: &str) -> String {
+        let (resource, sub) = match self.resource.split_once('/') {
+            Some((r, s)) => (r, Some(s)),
+            None => (self.resource.as_str(), None),
+        };
+        let mut out = format!("kubectl auth can-i {} {resource}", self.verb);
+        if !self.group.is_empty() {
+            out.push('.');
+            out.push_str(&self.group);
+        }
+        if let Some(sub) = sub {
+            out.push_str(&format!(" --subresource={sub}"));
+        }
+        out.push_str(&format!(" -n {namespace}"));
+        out
+    }
+}
+
+impl std::fmt::Display for Permission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        write!(
+            f,
+            "'{}' on '{}' (API group {group})",
+            self.verb, self.resource
+        )
+    }
 }
 
 /// True when a 404's details say the missing object is a namespace.
@@ -160,6 +239,37 @@ mod tests {
             map(api(409, "Conflict"), cx("patch")),
             BackendError::Other { .. }
         ));
+    }
+
+    #[test]
+    fn a_403_names_the_exact_permission_missing() {
+        let rbac = kube::Error::Api(
+            kube::core::Status::failure(
+                r#"secrets is forbidden: User "dev" cannot create resource "secrets" in API group "" in the namespace "ns""#,
+                "Forbidden",
+            )
+            .with_code(403)
+            .boxed(),
+        );
+        let e = map(rbac, cx("create")).to_string();
+        assert!(
+            e.contains("missing permission: 'create' on 'secrets' (API group core)"),
+            "{e}"
+        );
+        assert!(e.contains("kubectl auth can-i create secrets -n ns"), "{e}");
+        let owner = kube::Error::Api(
+            kube::core::Status::failure(
+                r#"secrets "j-env" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: , <nil>"#,
+                "Forbidden",
+            )
+            .with_code(403)
+            .boxed(),
+        );
+        let e = map(owner, cx("create")).to_string();
+        assert!(
+            e.contains("kubectl auth can-i update jobs.batch --subresource=finalizers -n ns"),
+            "{e}"
+        );
     }
 
     #[test]

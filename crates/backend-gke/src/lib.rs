@@ -16,11 +16,13 @@
 //!   killed, preempted, evicted, deadline exceeded). A job pending for a
 //!   blocking reason past its pending deadline (default 15 minutes) is
 //!   `FAILED` with `PendingDeadlineExceeded`, and the backend writes that
-//!   verdict on the Job and suspends it, so it stays failed.
+//!   verdict on the Job and ends it (`activeDeadlineSeconds: 1`), so it stays
+//!   failed and the cluster collects it after `ttlSecondsAfterFinished`.
 //! - [`GkeBackend`]: idempotent submit (a 409 for the same spec is
 //!   success), status, [`GkeBackend::group_status`] (one labelled LIST per
 //!   poll), logs across the pod's restarts (snapshot, tail, follow),
-//!   cancel (final state + suspend: the Job stays, failed, until cleanup),
+//!   cancel (final state, then the Job controller ends the Job: it fails,
+//!   terminal, and is collected after its TTL),
 //!   cleanup (foreground deletion: pods and Secret go first), list.
 //!
 //! ```no_run
@@ -39,6 +41,6 @@ mod error;
 pub mod manifest;
 pub mod status;
 
-pub use backend::{GkeBackend, GkeOptions};
+pub use backend::{GkeBackend, GkeOptions, USER_AGENT};
 pub use error::api_status;
 pub use manifest::{FuseMount, ManifestOptions};

@@ -232,12 +232,7 @@ pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
         name: CONTAINER_NAME.to_owned(),
         image: Some(r.image_uri.clone()),
         command: Some(command),
-        env: Some(vec![
-            env("KERAS_BACKEND", "jax"),
-            env("JAX_PLATFORMS", accel.jax_platform()),
-            env("JOB_ID", r.job_id.as_str()),
-            env("GCS_BUCKET", &r.bucket_name),
-        ]),
+        env: Some(container_env(job)),
         env_from,
         resources: Some(if resources.is_empty() {
             ResourceRequirements::default()
@@ -288,9 +283,38 @@ pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
     }
 }
 
+/// The container's own environment: the job's identity (`JOB_ID`,
+/// `GCS_BUCKET`, which the runner reads) and the defaults of the base
+/// environment (`KERAS_BACKEND`, `JAX_PLATFORMS`). A default the job
+/// captured is left out: explicit `env` entries beat `envFrom`, and a
+/// captured variable must override the container's own.
+fn container_env(job: &PreparedJob) -> Vec<EnvVar> {
+    let r = &job.record;
+    let captured = |name: &str| job.env.names().any(|n| n.as_str() == name);
+    let defaults = [
+        ("KERAS_BACKEND", "jax"),
+        ("JAX_PLATFORMS", job.accelerator.jax_platform()),
+    ];
+    defaults
+        .into_iter()
+        .filter(|(name, _)| !captured(name))
+        .map(|(name, value)| env(name, value))
+        .chain([
+            env("JOB_ID", r.job_id.as_str()),
+            env("GCS_BUCKET", &r.bucket_name),
+        ])
+        .collect()
+}
+
 /// The Secret that carries the job's captured environment to its pod
 /// (`envFrom`), owned by the Job so that it goes when the Job goes; `None`
 /// when nothing was captured. `job_uid` is the created Job's uid.
+///
+/// The owner reference does not set `blockOwnerDeletion`: that needs
+/// `update` on `jobs/finalizers` wherever the API server enforces owner
+/// references, which the built-in `edit` role lacks, and nothing needs
+/// the Job's deletion to wait for the Secret (cleanup deletes it by name,
+/// the garbage collector with its owner).
 ///
 /// The values are in `stringData`: the one place they are written.
 pub fn env_secret(job: &PreparedJob, job_uid: &str) -> Option<Secret> {
@@ -312,7 +336,7 @@ pub fn env_secret(job: &PreparedJob, job_uid: &str) -> Option<Secret> {
                 name: r.k8s_name.clone(),
                 uid: job_uid.to_owned(),
                 controller: Some(false),
-                block_owner_deletion: Some(true),
+                block_owner_deletion: None,
             }]),
             ..ObjectMeta::default()
         },

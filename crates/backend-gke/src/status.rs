@@ -14,7 +14,10 @@
 //!    with why (unschedulable with the scheduler's message and a hint,
 //!    image pull error, container config error, container creating).
 //!    Without pods, a Job whose `status.ready ≥ 1` is `RUNNING` (so a
-//!    batch poll can skip the pod LIST, see [`needs_pods`]).
+//!    batch poll can skip the pod LIST, see [`needs_pods`]); a Job whose
+//!    pod the API server refused (the Job controller's newest
+//!    `FailedCreate` event on it, see [`pod_creation_failure`]) is
+//!    `PENDING` with `PodCreationFailed` and the server's message.
 //! 5. A `PENDING` state whose reason is blocking, older than the Job's
 //!    pending deadline ([`ANNOTATION_PENDING_DEADLINE`]), becomes `FAILED`
 //!    with `PendingDeadlineExceeded` and that reason as its cause.
@@ -22,7 +25,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
@@ -130,8 +133,46 @@ fn first_container(pod: &Pod) -> Option<&ContainerStatus> {
     pod.status.as_ref()?.container_statuses.as_ref()?.first()
 }
 
-/// The job's state from its Job, its pods and the time `now`.
+/// The job's state from its Job, its pods and the time `now`, for a Job
+/// whose events were not read (see [`job_state_with_events`]).
 pub fn job_state(job: &Job, pods: &[Pod], now: SystemTime) -> JobState {
+    job_state_with_events(job, pods, &[], now)
+}
+
+/// Why the API server refused the Job's pod, from the events about the
+/// Job: the message of the newest `FailedCreate` (the Job controller's
+/// `Error creating: …`), unless a pod was created after it
+/// (`SuccessfulCreate`).
+pub fn pod_creation_failure(job: &Job, events: &[Event]) -> Option<String> {
+    let uid = job.metadata.uid.as_deref()?;
+    let when = |e: &Event| {
+        e.last_timestamp
+            .as_ref()
+            .or(e.first_timestamp.as_ref())
+            .map(|t| t.0)
+    };
+    let newest = events
+        .iter()
+        .filter(|e| e.involved_object.uid.as_deref() == Some(uid))
+        .filter(|e| {
+            matches!(
+                e.reason.as_deref(),
+                Some("FailedCreate" | "SuccessfulCreate")
+            )
+        })
+        .max_by_key(|e| (when(e), e.count.unwrap_or(1)))?;
+    (newest.reason.as_deref() == Some("FailedCreate"))
+        .then(|| newest.message.clone().unwrap_or_default())
+}
+
+/// The job's state from its Job, its pods, the events about the Job
+/// (read when it has no pod) and the time `now`.
+pub fn job_state_with_events(
+    job: &Job,
+    pods: &[Pod],
+    events: &[Event],
+    now: SystemTime,
+) -> JobState {
     if let Some(state) = final_state(job) {
         return state;
     }
@@ -169,6 +210,13 @@ pub fn job_state(job: &Job, pods: &[Pod], now: SystemTime) -> JobState {
             let ready = job.status.as_ref().and_then(|s| s.ready).unwrap_or(0);
             if ready >= 1 && pods.is_empty() {
                 JobState::new(JobStatus::Running)
+            } else if let Some(message) = pods
+                .is_empty()
+                .then(|| pod_creation_failure(job, events))
+                .flatten()
+            {
+                JobState::new(JobStatus::Pending)
+                    .with_reason(StatusReason::PodCreationFailed { message })
             } else {
                 JobState::new(JobStatus::Pending)
             }

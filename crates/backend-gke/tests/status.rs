@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kinetic_backend_gke::status::{job_state, needs_pods};
+use kinetic_backend_gke::status::{job_state, job_state_with_events, needs_pods};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use serde_json::{Value, json};
 
@@ -206,6 +206,70 @@ fn a_blocked_job_fails_after_its_pending_deadline() {
     // A slow but not blocked start is left alone.
     let slow = pod(waiting("ContainerCreating", ""));
     assert_eq!(job_state(&j, &[slow], at(600)).status, JobStatus::Pending);
+}
+
+fn job_event(
+    uid: &str,
+    reason: &str,
+    message: &str,
+    at: &str,
+) -> k8s_openapi::api::core::v1::Event {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": format!("kinetic-job-0a1b2c3d.{reason}"), "namespace": "default"},
+        "involvedObject": {"kind": "Job", "name": "kinetic-job-0a1b2c3d", "namespace": "default",
+                           "uid": uid, "apiVersion": "batch/v1"},
+        "reason": reason, "message": message, "type": "Warning",
+        "source": {"component": "job-controller"},
+        "firstTimestamp": at, "lastTimestamp": at, "count": 1,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_job_whose_pod_is_refused_is_blocked_and_fails_after_its_pending_deadline() {
+    let mut j = job(json!({"active": 0, "startTime": CREATED}));
+    j.metadata.uid = Some("uid-1".into());
+    let refused = "Error creating: pods \"kinetic-job-0a1b2c3d-x\" is forbidden: error looking up service account default/kinetic: serviceaccount \"kinetic\" not found";
+    let events = [
+        job_event("uid-1", "FailedCreate", refused, "2026-03-25T10:00:01Z"),
+        // Another Job's success says nothing about this one.
+        job_event(
+            "uid-2",
+            "SuccessfulCreate",
+            "Created pod: p",
+            "2026-03-25T10:00:02Z",
+        ),
+    ];
+    // Without its events the job is pending for no known reason.
+    assert_eq!(job_state(&j, &[], at(5)), JobState::new(JobStatus::Pending));
+    let state = job_state_with_events(&j, &[], &events, at(5));
+    assert_eq!(state.status, JobStatus::Pending);
+    assert_eq!(
+        state.reason,
+        Some(StatusReason::PodCreationFailed {
+            message: refused.to_owned()
+        })
+    );
+    assert!(state.is_blocked());
+    let state = job_state_with_events(&j, &[], &events, at(61));
+    assert_eq!(state.status, JobStatus::Failed);
+    assert!(
+        matches!(&state.reason, Some(StatusReason::PendingDeadlineExceeded { cause: Some(c), .. }) if matches!(**c, StatusReason::PodCreationFailed { .. })),
+        "{state:?}"
+    );
+    // Created after all: the refusal is history.
+    let later = job_event(
+        "uid-1",
+        "SuccessfulCreate",
+        "Created pod: p",
+        "2026-03-25T10:00:09Z",
+    );
+    let events = [events[0].clone(), later];
+    assert_eq!(
+        job_state_with_events(&j, &[], &events, at(10)),
+        JobState::new(JobStatus::Pending)
+    );
 }
 
 #[test]

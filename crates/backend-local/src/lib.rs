@@ -288,6 +288,11 @@ impl Backend for LocalBackend {
     }
 
     async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
+        if accelerator.spot() {
+            return Err(BackendError::unsupported(format!(
+                "the local backend runs jobs on this host, which is no Spot VM: '{accelerator}' asks for one; drop --spot (or the :spot suffix) to run here, or use a cluster backend (--backend gke)"
+            )));
+        }
         match accelerator.category() {
             Category::Cpu => Ok(()),
             Category::Gpu => {

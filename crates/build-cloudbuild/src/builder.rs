@@ -622,6 +622,70 @@ fn store_error(e: StoreError, what: &str) -> BuildError {
     kind.with_source(e)
 }
 
+/// The images that need neither a build nor a Google Cloud project: a
+/// prebuilt base image (`{repo}/base-{category}:{version}`, requirements
+/// installed at start) and a custom image URI, used as is. A bundled
+/// image is built by Cloud Build in the project's registry, so without a
+/// project it is refused ([`BuildError::Unsupported`]) with what to set.
+#[derive(Debug, Clone)]
+pub struct PrebuiltImages {
+    kinetic_version: String,
+}
+
+impl Default for PrebuiltImages {
+    fn default() -> Self {
+        Self {
+            kinetic_version: KINETIC_VERSION.to_owned(),
+        }
+    }
+}
+
+/// The image of a request that needs no build: a custom URI as is
+/// (requirements ignored, logged), or the prebuilt base image of the
+/// request's category for `kinetic_version`.
+fn unbuilt(request: &ImageRequest, kinetic_version: &str) -> Result<ResolvedImage, BuildError> {
+    match &request.mode {
+        ImageMode::Custom { uri } => {
+            if blank_to_none(&request.requirements).is_some() {
+                tracing::warn!(image = %uri, "requirements are ignored with a custom image: it must already hold them");
+            }
+            Ok(ResolvedImage::new(uri.clone(), true))
+        }
+        ImageMode::Prebuilt { repo } => {
+            accelerator_packages(&request.category)?;
+            Ok(ResolvedImage::new(
+                prebuilt_image_uri(
+                    repo.trim_end_matches('/'),
+                    &request.category,
+                    kinetic_version,
+                ),
+                true,
+            ))
+        }
+        other => Err(BuildError::invalid_input(format!(
+            "{other:?} images are built, not resolved as they are"
+        ))),
+    }
+}
+
+#[async_trait]
+impl ImageBuilder for PrebuiltImages {
+    fn capabilities(&self) -> ImageCapabilities {
+        ImageCapabilities::fixed()
+    }
+
+    async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
+        match &request.mode {
+            ImageMode::Custom { .. } | ImageMode::Prebuilt { .. } => {
+                unbuilt(request, &self.kinetic_version)
+            }
+            _ => Err(BuildError::unsupported(
+                "a bundled image is built by Cloud Build in your Google Cloud project, and no project is set: set --project, KINETIC_PROJECT or a profile (`kinetic profile create`), or run with --container-image prebuilt or an image URI",
+            )),
+        }
+    }
+}
+
 #[async_trait]
 impl ImageBuilder for CloudBuildImageBuilder {
     fn capabilities(&self) -> ImageCapabilities {
@@ -630,22 +694,8 @@ impl ImageBuilder for CloudBuildImageBuilder {
 
     async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
         match &request.mode {
-            ImageMode::Custom { uri } => {
-                if blank_to_none(&request.requirements).is_some() {
-                    tracing::warn!(image = %uri, "requirements are ignored with a custom image: it must already hold them");
-                }
-                Ok(ResolvedImage::new(uri.clone(), true))
-            }
-            ImageMode::Prebuilt { repo } => {
-                accelerator_packages(&request.category)?;
-                Ok(ResolvedImage::new(
-                    prebuilt_image_uri(
-                        repo.trim_end_matches('/'),
-                        &request.category,
-                        &self.inner.config.kinetic_version,
-                    ),
-                    true,
-                ))
+            ImageMode::Custom { .. } | ImageMode::Prebuilt { .. } => {
+                unbuilt(request, &self.inner.config.kinetic_version)
             }
             ImageMode::Bundled => self.resolve_bundled(request).await,
             other => Err(BuildError::invalid_input(format!(

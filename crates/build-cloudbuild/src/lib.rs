@@ -55,7 +55,7 @@ pub use kinetic_gcp_common::token;
 pub use api::{ARTIFACTREGISTRY_ENDPOINT, Build, BuildResults, BuiltImage, CLOUDBUILD_ENDPOINT};
 pub use builder::{
     BundledImage, CloudBuildConfig, CloudBuildImageBuilder, FinishedBuild, KINETIC_VERSION,
-    PublishRequest,
+    PrebuiltImages, PublishRequest,
 };
 pub use kinetic_gcp_common::GoogleError;
 pub use token::{GcpTokenSource, StaticToken, TokenError, TokenSource};

@@ -110,6 +110,17 @@ pub(crate) fn build(settings: &Settings, invocation: &Invocation) -> Result<Engi
     kinetic_wiring::engine(settings, invocation.env().clone()).map_err(wiring_error)
 }
 
+/// The engine for jobs that go to `backend`, with the store that
+/// backend's jobs use ([`kinetic_wiring::EngineOptions::backend`]).
+pub(crate) fn build_for(
+    settings: &Settings,
+    invocation: &Invocation,
+    backend: &str,
+) -> Result<Engine, CliError> {
+    let options = kinetic_wiring::EngineOptions::default().backend(backend);
+    kinetic_wiring::engine_with(settings, invocation.env().clone(), &options).map_err(wiring_error)
+}
+
 /// The Cloud Build builder for the configured project's cluster
 /// ([`kinetic_wiring::cloud_builder`]). `needs_store`: whether build
 /// contexts will be uploaded (otherwise no bucket is opened).

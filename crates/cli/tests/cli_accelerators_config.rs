@@ -670,8 +670,10 @@ fn config_show_lists_every_setting_with_its_source() {
     assert_eq!(v["backend"]["value"], "gke");
     assert_eq!(v["backend"]["source"], env("KINETIC_BACKEND"));
     assert_eq!(v["local_root"]["value"], "/var/kinetic");
-    assert_eq!(v["store_url"]["value"], "file:///var/kinetic/store");
-    assert_eq!(v["store_url"]["source"]["kind"], "default");
+    // gke's pods cannot read a local store, and without a project there
+    // is no jobs bucket: no store for the configured backend.
+    assert_eq!(v["store_url"], Value::Null);
+    assert_eq!(v["cluster_store_url"], Value::Null);
     assert_eq!(v["pending_deadline"]["value"], 30.0);
     assert_eq!(v["default_excludes"]["value"], false);
     assert_eq!(v["access_token"]["value"], "<redacted>");
@@ -708,6 +710,64 @@ fn config_show_lists_every_setting_with_its_source() {
     );
     sb.run_env(&["config"], &[("KINETIC_PENDING_DEADLINE", "soon")])
         .usage_error("KINETIC_PENDING_DEADLINE=\"soon\" is not accepted: expected a positive number of seconds");
+}
+
+/// How backend, store, image and cluster are chosen, each shown with its
+/// source.
+#[test]
+fn config_shows_how_backend_store_image_and_cluster_are_chosen() {
+    let sb = Sandbox::new();
+    let v = sb
+        .run_env(
+            &["--json", "config"],
+            &[
+                ("KINETIC_PROJECT", "p"),
+                ("KINETIC_LOCAL_ROOT", "/var/kinetic"),
+            ],
+        )
+        .ok()
+        .json();
+    let default = serde_json::json!({"kind": "default"});
+    assert_eq!(v["backend"]["value"], "local");
+    assert_eq!(v["backend"]["source"], default);
+    assert_eq!(v["accelerator_backend"]["value"], "gke");
+    assert_eq!(v["accelerator_backend"]["source"], default);
+    assert_eq!(v["store_url"]["value"], "file:///var/kinetic/store");
+    assert_eq!(
+        v["cluster_store_url"]["value"],
+        "gs://p-kn-kinetic-cluster-jobs"
+    );
+    assert_eq!(
+        v["kube_context"],
+        serde_json::json!({"value": "gke_p_us-central1-a_kinetic-cluster", "source": default})
+    );
+    assert_eq!(v["image"], Value::Null);
+    let v = sb
+        .run_env(
+            &["--json", "config"],
+            &[
+                ("KINETIC_PROJECT", "p"),
+                ("KINETIC_BACKEND", "gke"),
+                ("KINETIC_IMAGE", "us-docker.pkg.dev/p/r/img:1"),
+                ("KINETIC_KUBE_CONTEXT", "my-context"),
+            ],
+        )
+        .ok()
+        .json();
+    let env = |var: &str| serde_json::json!({"kind": "env", "var": var});
+    assert_eq!(v["store_url"]["value"], "gs://p-kn-kinetic-cluster-jobs");
+    assert_eq!(v["accelerator_backend"]["source"], env("KINETIC_BACKEND"));
+    assert_eq!(v["image"]["source"], env("KINETIC_IMAGE"));
+    assert_eq!(v["kube_context"]["source"], env("KINETIC_KUBE_CONTEXT"));
+    // A GKE context of another cluster is refused, naming both.
+    sb.run_env(
+        &["config"],
+        &[
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_KUBE_CONTEXT", "gke_other_us-east1-b_c2"),
+        ],
+    )
+    .usage_error("the kubeconfig context 'gke_other_us-east1-b_c2' (env KINETIC_KUBE_CONTEXT) is another GKE cluster than the configured one, whose context is 'gke_p_us-central1-a_kinetic-cluster'");
 }
 
 #[test]

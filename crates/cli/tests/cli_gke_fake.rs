@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 
 use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
 use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig, FakeGcs, GcsOp};
+use serde_json::{Value, json};
 
 const WORK_PY: &str = r#"
 def square(x):
@@ -18,6 +19,11 @@ def square(x):
 
 def fail():
     raise RuntimeError("deliberate failure")
+
+
+def envs():
+    import os
+    return [os.environ["KERAS_BACKEND"], os.environ["JAX_PLATFORMS"]]
 "#;
 
 /// `kinetic run work.py:square --arg 7 --backend gke --json` (prints 49).
@@ -205,5 +211,353 @@ async fn a_fixed_image_refuses_requirements_it_cannot_bake_in() {
         cluster.calls().count("create", "jobs.batch"),
         0,
         "nothing was submitted"
+    );
+}
+
+/// A project with `work.py` and no requirements.
+fn plain_project(dir: &Path) {
+    let project = dir.join("home/project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("pyproject.toml"),
+        "[project]\nname = \"p\"\ndependencies = []\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("work.py"), WORK_PY).unwrap();
+}
+
+fn without(env: &[(String, String)], names: &[&str]) -> Vec<(String, String)> {
+    env.iter()
+        .filter(|(k, _)| !names.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The one Job in `namespace`.
+fn only_job(cluster: &FakeCluster) -> Value {
+    let jobs = cluster.objects("jobs.batch", "default");
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    jobs[0].clone()
+}
+
+fn spot_scheduled(job: &Value) -> bool {
+    let pod = &job["spec"]["template"]["spec"];
+    pod["nodeSelector"]["cloud.google.com/gke-spot"] == "true"
+        && pod["tolerations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == "cloud.google.com/gke-spot" && t["value"] == "true")
+}
+
+/// With a cluster configured (here by per-run flags), a GPU job goes to
+/// it, not to the local backend: to the configured cluster's kubeconfig
+/// context (not the current one), keeping the job in the cluster's jobs
+/// bucket (no store configured), on Spot VMs with `--spot`; `-v` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_job_goes_to_the_configured_cluster_its_context_and_its_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_project(dir.path());
+    let cloud = FakeGcp::start(FakeGcpConfig::default()).await.unwrap();
+    let names = cloud.names().clone();
+    let kubeconfig = dir.path().join("kubeconfig");
+    // The current context is another cluster, which does not answer.
+    std::fs::write(
+        &kubeconfig,
+        FakeCluster::kubeconfig_with_contexts(
+            &[
+                ("elsewhere", "http://127.0.0.1:9"),
+                (&names.kube_context, cloud.cluster().url()),
+            ],
+            "elsewhere",
+            "default",
+        ),
+    )
+    .unwrap();
+    let env = without(
+        &cloud.cli_env(&kubeconfig),
+        &[
+            "KINETIC_STORE_URL",
+            "KINETIC_PROJECT",
+            "KINETIC_ZONE",
+            "KINETIC_CLUSTER",
+            "KINETIC_NAMESPACE",
+        ],
+    );
+    let target = [
+        "--project",
+        "fake-project",
+        "--zone",
+        "us-central1-a",
+        "--cluster",
+        "fake",
+        "--namespace",
+        "default",
+    ];
+    let mut args = vec![
+        "run",
+        "work.py:square",
+        "--arg",
+        "3",
+        "--accelerator",
+        "l4",
+        "--spot",
+        "--container-image",
+        "prebuilt",
+        "--detach",
+        "--json",
+        "-v",
+    ];
+    args.extend(target);
+    let o = kinetic(dir.path(), env.clone(), &args).await;
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["backend"], "gke", "{out}");
+    assert!(
+        err.contains("backend: gke (the local host cannot serve gpu:l4:spot, and cluster 'fake' of project 'fake-project'"),
+        "{err}"
+    );
+    let job = only_job(cloud.cluster());
+    let spec_uri = job["metadata"]["annotations"]["kinetic.dev/spec-uri"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        spec_uri.starts_with(&format!("gs://{}/", names.jobs_bucket)),
+        "{spec_uri}"
+    );
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["nodeSelector"]["cloud.google.com/gke-accelerator"],
+        "nvidia-l4"
+    );
+    assert!(spot_scheduled(&job), "{pod}");
+    let agents = cloud.cluster().calls().user_agents();
+    assert!(
+        !agents.is_empty()
+            && agents
+                .iter()
+                .all(|a| a == &format!("kinetic/{}", env!("CARGO_PKG_VERSION"))),
+        "{agents:?}"
+    );
+    // CPU on Spot too, by flag or suffix, on the cluster…
+    cloud.cluster().remove_object(
+        "jobs.batch",
+        "default",
+        job["metadata"]["name"].as_str().unwrap(),
+    );
+    let mut args = vec![
+        "run",
+        "work.py:square",
+        "--arg",
+        "3",
+        "--spot",
+        "--backend",
+        "gke",
+        "--container-image",
+        "prebuilt",
+        "--detach",
+    ];
+    args.extend(target);
+    let o = kinetic(dir.path(), env.clone(), &args).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(spot_scheduled(&only_job(cloud.cluster())));
+    // …and refused where it cannot be honoured.
+    let o = kinetic(
+        dir.path(),
+        env,
+        &[
+            "run",
+            "work.py:square",
+            "--arg",
+            "3",
+            "--accelerator",
+            "cpu:spot",
+            "--backend",
+            "local",
+        ],
+    )
+    .await;
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no Spot VM"), "{}", stderr(&o));
+}
+
+/// Captured variables beat the container's own environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captured_env_overrides_the_containers_own() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_project(dir.path());
+    let (_gcs, _cluster, env) = fixed_image_cluster(dir.path()).await;
+    let o = kinetic(
+        dir.path(),
+        env,
+        &[
+            "run",
+            "work.py:envs",
+            "--backend",
+            "gke",
+            "--json",
+            "--env",
+            "KERAS_BACKEND=torch",
+            "--env",
+            "JAX_PLATFORMS=cuda",
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out, json!(["torch", "cuda"]));
+}
+
+/// A pod the API server refuses (here a ResourceQuota) is reported with
+/// the server's message and fails at the pending deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_pod_fails_at_the_pending_deadline_with_the_servers_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_project(dir.path());
+    let (_gcs, cluster, mut env) = fixed_image_cluster(dir.path()).await;
+    cluster
+        .insert(
+            "resourcequotas",
+            "default",
+            json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                   "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}}),
+        )
+        .unwrap();
+    env.push(("KINETIC_PENDING_DEADLINE".into(), "2".into()));
+    let o = kinetic(
+        dir.path(),
+        env,
+        &["run", "work.py:square", "--arg", "3", "--backend", "gke"],
+    )
+    .await;
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("still pending after"), "{err}");
+    assert!(err.contains("exceeded quota: no-pods"), "{err}");
+}
+
+/// The gke backend refuses a store its pods cannot read, and says what is
+/// missing when there is no kubeconfig, no project for a bundled image, or
+/// no context for the configured cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_gke_backend_lacks_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_project(dir.path());
+    let (_gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
+    let run = ["run", "work.py:square", "--arg", "3", "--backend", "gke"];
+
+    let mut local_store = without(&env, &["KINETIC_STORE_URL"]);
+    local_store.push((
+        "KINETIC_STORE_URL".into(),
+        "file:///tmp/kinetic-store".into(),
+    ));
+    let o = kinetic(dir.path(), local_store, &run).await;
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "KINETIC_STORE_URL=file:///tmp/kinetic-store cannot be used with the gke backend"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let o = kinetic(dir.path(), without(&env, &["KINETIC_STORE_URL"]), &run).await;
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no project is configured"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = kinetic(dir.path(), without(&env, &["KUBECONFIG"]), &run).await;
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    for want in [
+        "needs a kubeconfig",
+        "KUBECONFIG",
+        "gcloud container clusters get-credentials",
+    ] {
+        assert!(stderr(&o).contains(want), "{want:?}: {}", stderr(&o));
+    }
+
+    // No project: a bundled image cannot be built, a prebuilt one needs none.
+    let no_image = without(&env, &["KINETIC_IMAGE"]);
+    let o = kinetic(dir.path(), no_image.clone(), &run).await;
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no project is set")
+            && stderr(&o).contains("--container-image prebuilt"),
+        "{}",
+        stderr(&o)
+    );
+    let mut prebuilt = run.to_vec();
+    prebuilt.extend(["--container-image", "prebuilt", "--detach"]);
+    let o = kinetic(dir.path(), no_image, &prebuilt).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let job = only_job(&cluster);
+    let image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(image.starts_with("kinetic/base-cpu:"), "{image}");
+
+    // A configured cluster the kubeconfig has no context for.
+    let mut configured = env.clone();
+    configured.push(("KINETIC_PROJECT".into(), "p".into()));
+    let o = kinetic(dir.path(), configured, &run).await;
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("has no context 'gke_p_us-central1-a_kinetic-cluster'")
+            && stderr(&o).contains("gcloud container clusters get-credentials kinetic-cluster --zone us-central1-a --project p"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// After cleanup: `jobs status` says the job was cleaned up, `jobs result`
+/// asked twice gives the value twice, `jobs cancel` says it had finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_commands_after_cleanup_say_what_happened() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_project(dir.path());
+    let (_gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
+    let o = kinetic(
+        dir.path(),
+        env.clone(),
+        &[
+            "run",
+            "work.py:square",
+            "--arg",
+            "5",
+            "--backend",
+            "gke",
+            "--detach",
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let job_id = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    for _ in 0..2 {
+        let o = kinetic(dir.path(), env.clone(), &["jobs", "result", &job_id]).await;
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "25");
+    }
+    assert!(cluster.objects("jobs.batch", "default").is_empty());
+    let o = kinetic(dir.path(), env.clone(), &["jobs", "status", &job_id]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("{job_id}: NOT_FOUND (cleaned up after its value was collected)")
+    );
+    let o = kinetic(dir.path(), env, &["jobs", "cancel", &job_id]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("had already finished"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
     );
 }

@@ -170,3 +170,66 @@ fn bad_input_files_and_flags_are_usage_errors() {
     let o = w.kinetic(&["batch", "status", "grp-nothex!"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `map` takes every job option `run` has, and the per-run target.
+#[test]
+fn map_accepts_every_job_option_of_run() {
+    let w = World::new();
+    let inputs = w.inputs("in.jsonl", &[json!(1), json!(2)]);
+    let o = w.kinetic(&[
+        "map",
+        "work.py:scaled",
+        "--inputs",
+        &inputs,
+        "--kwargs",
+        r#"{"scale": 10}"#,
+        "--output-dir",
+        "/tmp/kinetic-out",
+        "--run-deadline",
+        "120",
+        "--container-image",
+        "prebuilt",
+        "--base-image-repo",
+        "us-docker.pkg.dev/p/r",
+        "--namespace",
+        "ns",
+        "--project",
+        "p",
+        "--zone",
+        "europe-west4-a",
+        "--cluster",
+        "c",
+        "-v",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let values: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
+    assert_eq!(values, ["10", "20"], "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("backend: local (the default for CPU jobs)"),
+        "{}",
+        stderr(&o)
+    );
+    // The per-run target chooses the cluster a GPU batch goes to.
+    let o = w.kinetic(&[
+        "map",
+        "work.py:square",
+        "--inputs",
+        &inputs,
+        "--accelerator",
+        "l4",
+        "--project",
+        "p",
+        "--zone",
+        "europe-west4-a",
+        "--cluster",
+        "c",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "gcloud container clusters get-credentials c --zone europe-west4-a --project p"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}

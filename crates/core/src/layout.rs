@@ -57,6 +57,8 @@ pub const SPEC_FILE: &str = "spec.json";
 pub const RESULT_FILE: &str = "result.json";
 /// The durable job record, inside the job's folder.
 pub const RECORD_FILE: &str = "handle.json";
+/// The note that the job's backend resources were removed, inside the job's folder.
+pub const CLEANUP_FILE: &str = "cleanup.json";
 /// The packed project, inside the job's folder.
 pub const CONTEXT_FILE: &str = "context.zip";
 /// The requirements a prebuilt image installs, inside the job's folder.
@@ -121,6 +123,13 @@ pub fn host_result(job_id: &JobId, host_index: u32) -> ObjectPath {
 /// `{job_id}/handle.json`: the durable job record.
 pub fn record(job_id: &JobId) -> ObjectPath {
     job_file(job_id, RECORD_FILE)
+}
+
+/// `{job_id}/cleanup.json`: written when the job's backend resources are
+/// removed while its folder stays, so that a later status can say the job
+/// was cleaned up rather than lost.
+pub fn cleanup_note(job_id: &JobId) -> ObjectPath {
+    job_file(job_id, CLEANUP_FILE)
 }
 
 /// `{job_id}/context.zip`: a single job's packed project.

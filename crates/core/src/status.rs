@@ -134,6 +134,15 @@ pub enum StatusReason {
         /// The kubelet's message.
         message: String,
     },
+    /// The job's pod cannot be created: the API server refuses it (a
+    /// missing service account, a ResourceQuota, a LimitRange, a
+    /// PodSecurity level), so the job has no pod at all. `message` is the
+    /// server's refusal as the Job controller recorded it (its
+    /// `FailedCreate` event).
+    PodCreationFailed {
+        /// The refusal (`Error creating: pods "…" is forbidden: …`).
+        message: String,
+    },
     /// The container was killed for exceeding its memory limit.
     OomKilled,
     /// The node was preempted (Spot / preemptible VM reclaimed).
@@ -166,6 +175,13 @@ pub enum StatusReason {
     },
     /// The job was cancelled by a user.
     Cancelled,
+    /// The backend no longer holds the job because it was cleaned up: its
+    /// resources were removed (after its value was collected, or on
+    /// request); its folder in the store remains.
+    CleanedUp {
+        /// Whether its value had been collected first.
+        collected: bool,
+    },
     /// The backend could not tell (an API error while observing the job).
     BackendError {
         /// The backend's error text.
@@ -175,13 +191,14 @@ pub enum StatusReason {
 
 impl StatusReason {
     /// True for a pending reason that will not resolve by itself: the pod
-    /// cannot be scheduled, its image cannot be pulled, or its container
-    /// cannot be created from its configuration.
+    /// cannot be scheduled or created, its image cannot be pulled, or its
+    /// container cannot be created from its configuration.
     pub fn is_blocking(&self) -> bool {
         match self {
             Self::Unschedulable { .. }
             | Self::ImagePullError { .. }
-            | Self::ContainerConfigError { .. } => true,
+            | Self::ContainerConfigError { .. }
+            | Self::PodCreationFailed { .. } => true,
             Self::PendingDeadlineExceeded { cause, .. } => {
                 cause.as_deref().is_some_and(Self::is_blocking)
             }
@@ -202,6 +219,9 @@ impl fmt::Display for StatusReason {
             Self::ContainerConfigError { reason, message } => {
                 write!(f, "container cannot be created ({reason}): {message}")
             }
+            Self::PodCreationFailed { message } => {
+                write!(f, "its pod cannot be created: {message}")
+            }
             Self::OomKilled => f.write_str("killed for running out of memory (OOMKilled)"),
             Self::Preempted => f.write_str("node was preempted"),
             Self::Evicted { message } => write!(f, "pod was evicted: {message}"),
@@ -219,6 +239,10 @@ impl fmt::Display for StatusReason {
             }
             Self::ExitCode { code } => write!(f, "exited with code {code}"),
             Self::Cancelled => f.write_str("cancelled"),
+            Self::CleanedUp { collected: true } => {
+                f.write_str("cleaned up after its value was collected")
+            }
+            Self::CleanedUp { collected: false } => f.write_str("cleaned up"),
             Self::BackendError { message } => write!(f, "backend error: {message}"),
         }
     }

@@ -44,11 +44,34 @@ fn assert_err_contains(input: &str, needle: &str) {
 
 #[test]
 fn cpu_spellings() {
-    for s in ["cpu", "cpu:8", "CPU", " cpu ", "cpu:spot"] {
+    for s in ["cpu", "cpu:8", "CPU", " cpu "] {
         let spec = parse(s);
-        assert_eq!(spec, AcceleratorSpec::Cpu, "{s}");
+        assert_eq!(spec, AcceleratorSpec::CPU, "{s}");
         assert_eq!(spec.category(), Category::Cpu);
-        assert!(!spec.spot(), "{s}: CPU ignores spot, as in Kinetic");
+        assert!(!spec.spot(), "{s}");
+    }
+    // Spot is asked for on CPU as on any accelerator, and scheduled as such.
+    for spot in [
+        parse("cpu:spot"),
+        AcceleratorSpec::parse_with_spot("cpu", true).unwrap(),
+    ] {
+        assert_eq!(spot, AcceleratorSpec::Cpu { spot: true });
+        assert!(spot.spot());
+        assert_eq!(spot.to_string(), "cpu:spot");
+        assert_eq!(
+            spot.node_selector()
+                .get("cloud.google.com/gke-spot")
+                .map(String::as_str),
+            Some("true")
+        );
+        assert!(
+            spot.tolerations()
+                .iter()
+                .any(|t| t.key == "cloud.google.com/gke-spot" && t.value.as_deref() == Some("true")),
+            "{:?}",
+            spot.tolerations()
+        );
+        assert!(spot.resources().is_empty());
     }
     assert_err_contains("cpu:", "Unknown accelerator: 'cpu:'");
     assert_err_contains("cpu:x", "Unknown accelerator");
@@ -267,7 +290,7 @@ fn spot_suffix_and_flag() {
     assert!(!parse("l4").spot());
     assert!(AcceleratorSpec::parse_with_spot("l4", true).is_ok_and(|s| s.spot()));
     assert!(AcceleratorSpec::parse_with_spot("l4:spot", false).is_ok_and(|s| s.spot()));
-    assert!(AcceleratorSpec::parse_with_spot("cpu", true).is_ok_and(|s| !s.spot()));
+    assert!(AcceleratorSpec::parse_with_spot("cpu", true).is_ok_and(|s| s.spot()));
     // The suffix is taken once, and only at the very end.
     assert_err_contains("l4:spot:spot", "Unknown accelerator");
     // `:spot` on a bare family name keeps the family default.
@@ -278,7 +301,7 @@ fn spot_suffix_and_flag() {
 
 #[test]
 fn scheduling_cpu() {
-    let spec = AcceleratorSpec::Cpu;
+    let spec = AcceleratorSpec::CPU;
     assert!(spec.node_selector().is_empty());
     assert!(spec.resources().is_empty());
     assert!(spec.tolerations().is_empty());
@@ -385,7 +408,7 @@ fn serde_uses_the_canonical_string() {
     let json = serde_json::to_string(&spec).unwrap_or_default();
     assert_eq!(json, "\"tpu:v5litepod-8:spot\"");
     let back: AcceleratorSpec =
-        serde_json::from_str("\"v5litepod-8:spot\"").unwrap_or(AcceleratorSpec::Cpu);
+        serde_json::from_str("\"v5litepod-8:spot\"").unwrap_or(AcceleratorSpec::CPU);
     assert_eq!(back, spec);
     let bad = serde_json::from_str::<AcceleratorSpec>("\"tpu:v3-8\"");
     assert!(bad.is_err_and(|e| e.to_string().contains("Chip count 8")));

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 /// Every accelerator the registry can express, without spot.
 fn every_spec() -> Vec<AcceleratorSpec> {
-    let mut all = vec![AcceleratorSpec::Cpu];
+    let mut all = vec![AcceleratorSpec::CPU];
     for g in GPU_TYPES {
         for shape in g.counts {
             all.push(AcceleratorSpec::gpu(g.name, shape.count).expect("registry GPU"));
@@ -51,7 +51,7 @@ fn spellings(spec: &AcceleratorSpec) -> Vec<String> {
                 v.push(format!("{alias}-{}{spot}", t.chips()));
             }
         }
-        _ => v.push("cpu:4".to_owned()),
+        _ => v.push(format!("cpu:4{spot}")),
     }
     v
 }

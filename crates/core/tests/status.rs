@@ -53,6 +53,9 @@ fn all_reasons() -> Vec<StatusReason> {
             reason: "CreateContainerConfigError".into(),
             message: "secret \"kinetic-job-1\" not found".into(),
         },
+        StatusReason::PodCreationFailed {
+            message: "Error creating: pods \"j-\" is forbidden: exceeded quota: q".into(),
+        },
         StatusReason::OomKilled,
         StatusReason::Preempted,
         StatusReason::Evicted {
@@ -122,7 +125,8 @@ fn blocking_reasons() {
         let expected = match &reason {
             StatusReason::Unschedulable { .. }
             | StatusReason::ImagePullError { .. }
-            | StatusReason::ContainerConfigError { .. } => true,
+            | StatusReason::ContainerConfigError { .. }
+            | StatusReason::PodCreationFailed { .. } => true,
             StatusReason::PendingDeadlineExceeded { cause, .. } => {
                 cause.as_deref().is_some_and(StatusReason::is_blocking)
             }

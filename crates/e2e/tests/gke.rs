@@ -53,6 +53,10 @@ struct World {
 
 impl World {
     async fn new() -> Self {
+        Self::with_cluster(FakeClusterConfig::default()).await
+    }
+
+    async fn with_cluster(config: FakeClusterConfig) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("home/proj");
         std::fs::create_dir_all(&project).unwrap();
@@ -67,7 +71,7 @@ impl World {
             GcsStore::open("gs://kn-jobs", &GcsOptions::emulator(&gcs.endpoint())).unwrap(),
         );
         let cluster = FakeCluster::start(
-            FakeClusterConfig::default()
+            config
                 .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
                 .kill_grace(Duration::from_millis(500)),
         )
@@ -91,10 +95,30 @@ impl World {
     fn engine_with(&self, images: Arc<dyn ImageBuilder>, env: EnvSnapshot) -> Engine {
         let client =
             kube::Client::try_from(kube::Config::new(self.cluster.url().parse().unwrap())).unwrap();
-        let backend = GkeBackend::new(
-            client,
-            GkeOptions::new("default").poll_interval(Duration::from_millis(50)),
-        );
+        let backend = GkeBackend::new(client, gke_options());
+        self.engine_over(backend, images, env)
+    }
+
+    /// A backend that acts as the user `user`, bound to the ClusterRole
+    /// `role` in `default`, through a kubeconfig with their token.
+    fn backend_as(&self, user: &str, role: &str) -> GkeBackend {
+        let kubeconfig = self.dir.path().join(format!("kubeconfig-{user}"));
+        std::fs::write(
+            &kubeconfig,
+            FakeCluster::kubeconfig_with_contexts(&[(user, self.cluster.url())], user, "default"),
+        )
+        .unwrap();
+        self.cluster.add_user(user, "fake-token");
+        self.cluster.bind_role(user, role, "default").unwrap();
+        GkeBackend::from_kubeconfig(Some(kubeconfig), None, gke_options())
+    }
+
+    fn engine_over(
+        &self,
+        backend: GkeBackend,
+        images: Arc<dyn ImageBuilder>,
+        env: EnvSnapshot,
+    ) -> Engine {
         Engine::builder()
             .store(self.store.clone())
             .backend(Arc::new(backend))
@@ -116,6 +140,14 @@ impl World {
     fn spec(&self, entry: &str) -> JobSpec {
         JobSpec::new(Entrypoint::parse(entry).unwrap()).working_dir(self.project())
     }
+}
+
+fn gke_options() -> GkeOptions {
+    GkeOptions::new("default").poll_interval(Duration::from_millis(50))
+}
+
+fn images() -> Arc<dyn ImageBuilder> {
+    Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c"))
 }
 
 fn options() -> ResultOptions {
@@ -287,14 +319,12 @@ async fn an_image_pull_error_is_reported_as_such() {
         )
         .await
         .unwrap();
-    let mut state = handle.status().await.unwrap();
-    for _ in 0..100 {
-        if state.reason.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        state = handle.status().await.unwrap();
-    }
+    // The pod is created, scheduled, then its image pull fails: wait for
+    // that verdict (or any end), however slowly a loaded machine gets there.
+    let state = wait_for(&handle, |s| {
+        s.status.is_terminal() || matches!(s.reason, Some(StatusReason::ImagePullError { .. }))
+    })
+    .await;
     assert!(
         matches!(&state.reason, Some(StatusReason::ImagePullError { image, .. }) if image.contains("does-not-exist")),
         "{state:?}"
@@ -305,6 +335,21 @@ async fn an_image_pull_error_is_reported_as_such() {
         text.contains("cannot pull image registry.invalid/kinetic/does-not-exist:1"),
         "{text}"
     );
+}
+
+/// Poll the job's state until `done` says so (at most 60 s).
+async fn wait_for(
+    handle: &kinetic_core::engine::JobHandle,
+    done: impl Fn(&kinetic_core::status::JobState) -> bool,
+) -> kinetic_core::status::JobState {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let state = handle.status().await.unwrap();
+        if done(&state) || std::time::Instant::now() > until {
+            return state;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -374,4 +419,196 @@ async fn a_secret_reaches_the_pod_and_nothing_else() {
     handle.cleanup(Default::default()).await.unwrap();
     assert!(w.cluster.objects("jobs.batch", "default").is_empty());
     assert!(w.cluster.objects("secrets", "default").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_the_server_refuses_is_reported_and_fails_at_the_pending_deadline() {
+    let w = World::new().await;
+    w.cluster
+        .insert(
+            "resourcequotas",
+            "default",
+            json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                   "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}}),
+        )
+        .unwrap();
+    let handle = w
+        .engine()
+        .submit(w.spec("work:square").arg(json!(2)).deadlines(Deadlines {
+            run: None,
+            pending: Some(Duration::from_secs(3)),
+        }))
+        .await
+        .unwrap();
+    let state = wait_for(&handle, |s| s.reason.is_some() || s.status.is_terminal()).await;
+    assert_eq!(state.status, JobStatus::Pending, "{state:?}");
+    let Some(StatusReason::PodCreationFailed { message }) = &state.reason else {
+        panic!("{state:?}")
+    };
+    assert!(message.contains("exceeded quota: no-pods"), "{message}");
+    // The cluster's only trace is the Job controller's event.
+    let events = w.cluster.objects("events", "default");
+    assert!(
+        events.iter().any(|e| e["reason"] == "FailedCreate"
+            && e["involvedObject"]["name"] == json!(handle.record().k8s_name)),
+        "{events:?}"
+    );
+    let err = handle.result(options()).await.unwrap_err();
+    let EngineError::NoResult { state, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        matches!(&state.reason, Some(StatusReason::PendingDeadlineExceeded { cause: Some(c), .. }) if matches!(**c, StatusReason::PodCreationFailed { .. })),
+        "{state:?}"
+    );
+    assert!(err.to_string().contains("exceeded quota"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_service_account_is_refused_at_submit() {
+    let w = World::with_cluster(FakeClusterConfig::default().service_accounts(&[])).await;
+    let err = w
+        .engine()
+        .submit(w.spec("work:square").arg(json!(2)))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("service account 'kinetic' does not exist in namespace 'default'")
+            && text.contains("kubectl create serviceaccount kinetic -n default"),
+        "{text}"
+    );
+    assert!(w.cluster.objects("jobs.batch", "default").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_job_ends_and_the_cluster_collects_it() {
+    let w = World::new().await;
+    let client =
+        kube::Client::try_from(kube::Config::new(w.cluster.url().parse().unwrap())).unwrap();
+    let backend = GkeBackend::new(
+        client,
+        gke_options().manifest(
+            kinetic_backend_gke::ManifestOptions::default().with_ttl_seconds_after_finished(1),
+        ),
+    );
+    let handle = w
+        .engine_over(backend, images(), w.env.clone())
+        .submit(w.spec("work:sleep_forever"))
+        .await
+        .unwrap();
+    let state = wait_for(&handle, |s| s.status != JobStatus::Pending).await;
+    assert_eq!(state.status, JobStatus::Running, "{state:?}");
+    handle.cancel().await.unwrap();
+    let name = handle.record().k8s_name.clone();
+    // The Job controller ends it: a terminal condition, not a suspension…
+    let mut failed = false;
+    for _ in 0..400 {
+        let Some(job) = w.cluster.object("jobs.batch", "default", &name) else {
+            break;
+        };
+        assert_ne!(job["spec"]["suspend"], json!(true), "{job}");
+        failed |= job["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Failed" && c["status"] == "True");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(failed, "the cancelled Job never got a Failed condition");
+    // …so its TTL removes it, and with it its pod.
+    assert!(
+        w.cluster.object("jobs.batch", "default", &name).is_none(),
+        "the cancelled Job was never collected"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_with_the_edit_role_runs_a_job_that_captures_env() {
+    let w = World::new().await;
+    let backend = w.backend_as("dev", "edit");
+    let mut env = w.env.clone();
+    env.insert("KERAS_BACKEND", "torch");
+    let handle = w
+        .engine_over(backend, images(), env)
+        .submit(
+            w.spec("work:env_value_digest")
+                .arg(json!("KERAS_BACKEND"))
+                .env(EnvEntry::parse_cli("KERAS_BACKEND").unwrap()),
+        )
+        .await
+        .unwrap();
+    let value = handle.result(options()).await.unwrap();
+    use sha2::Digest;
+    // The captured value, not the container's default (`jax`).
+    assert_eq!(value, json!(hex::encode(sha2::Sha256::digest(b"torch"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_call_names_the_permission_missing() {
+    let w = World::new().await;
+    let backend = w.backend_as("dev", "view");
+    let err = w
+        .engine_over(backend, images(), w.env.clone())
+        .submit(w.spec("work:square").arg(json!(2)))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("missing permission: 'create' on 'jobs' (API group batch)")
+            && text.contains("kubectl auth can-i create jobs.batch -n default"),
+        "{text}"
+    );
+}
+
+/// Kinetic's FAQ: on success the Job and pod are removed, a failed job is
+/// kept so its logs can be read, bucket artifacts stay unless asked; a
+/// cleaned-up job says so and its value can be read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_follows_kinetics_faq() {
+    let w = World::new().await;
+    let engine = w.engine();
+    let ok = engine
+        .submit(w.spec("work:square").arg(json!(4)))
+        .await
+        .unwrap();
+    assert_eq!(ok.result(options()).await.unwrap(), json!(16));
+    assert!(
+        w.cluster
+            .object("jobs.batch", "default", &ok.record().k8s_name)
+            .is_none(),
+        "a succeeded job's Job is removed"
+    );
+    let state = ok.status().await.unwrap();
+    assert_eq!(state.status, JobStatus::NotFound);
+    assert_eq!(
+        state.reason,
+        Some(StatusReason::CleanedUp { collected: true })
+    );
+    assert_eq!(
+        state.to_string(),
+        "NOT_FOUND (cleaned up after its value was collected)"
+    );
+    // Asked again (from another process too): the value, from the bucket.
+    let again = engine.attach(ok.id().as_str()).await.unwrap();
+    assert_eq!(again.result(options()).await.unwrap(), json!(16));
+    // Cancelling it says it had finished.
+    let finished = again.cancel_if_running().await.unwrap();
+    assert!(finished.is_some(), "{finished:?}");
+
+    let failed = engine
+        .submit(w.spec("work:boom").arg(json!("kept")))
+        .await
+        .unwrap();
+    assert!(failed.result(options()).await.is_err());
+    assert!(
+        w.cluster
+            .object("jobs.batch", "default", &failed.record().k8s_name)
+            .is_some(),
+        "a failed job's Job is kept for its logs"
+    );
+    let logs = failed.logs().await.unwrap();
+    assert!(logs.contains("ValueError: kept"), "{logs}");
+    let finished = failed.cancel_if_running().await.unwrap();
+    assert_eq!(finished.map(|s| s.status), Some(JobStatus::Failed));
 }

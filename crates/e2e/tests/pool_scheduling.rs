@@ -127,7 +127,7 @@ fn every_job_schedules_on_its_own_pool_and_no_other() {
     }
     assert!(started.elapsed() < Duration::from_secs(60));
     // A CPU job stays off every accelerator pool: they are tainted.
-    let cpu = pod(&AcceleratorSpec::Cpu);
+    let cpu = pod(&AcceleratorSpec::CPU);
     let message = schedule(&nodes, &cpu).unwrap_err();
     assert!(message.contains("untolerated taint"), "{message}");
 }

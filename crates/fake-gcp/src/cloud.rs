@@ -132,12 +132,23 @@ impl FakeGcp {
     pub async fn start(config: FakeGcpConfig) -> std::io::Result<Self> {
         let names = DerivedNames::new(&config.project, &config.zone, &config.cluster);
         let gcs = FakeGcs::start()?;
+        // A provisioned project's cluster has the jobs' service account
+        // `kinetic up` makes; a new one has none until `up` runs.
+        let accounts: Vec<(&str, &str)> = if config.provisioned {
+            vec![(
+                config.namespace.as_str(),
+                names.k8s_service_account.as_str(),
+            )]
+        } else {
+            Vec::new()
+        };
         let cluster = Arc::new(
             FakeCluster::start(
                 FakeClusterConfig::default()
                     .python(&config.python)
                     .env(vars::GCS_ENDPOINT, &gcs.endpoint())
                     .nodes(Vec::new())
+                    .service_accounts(&accounts)
                     .scale_up_delay(config.scale_up_delay),
             )
             .await?,

@@ -3,17 +3,24 @@
 //! The `kinetic` command line and the Python module both build their
 //! engines here, so a setting means the same thing in both.
 //!
-//! - Store: the `store_url` setting (`KINETIC_STORE_URL`: `file:///dir`,
-//!   `memory://`, `gs://bucket[/prefix]`, or a bare `gs://` for the
-//!   configured cluster's jobs bucket; default `file://{local root}/store`).
+//! - Store: the one the jobs' backend uses (`Settings::store_for`): the
+//!   `store_url` setting (`KINETIC_STORE_URL`: `file:///dir`, `memory://`,
+//!   `gs://bucket[/prefix]`, or a bare `gs://` for the configured cluster's
+//!   jobs bucket); else `file://{local root}/store` for local jobs and the
+//!   cluster's jobs bucket for gke jobs, which refuse a local store.
 //!   `gs://` uses Application Default Credentials, or the `gcs_endpoint`
 //!   setting without auth (tests, emulators; the runner reads the same
 //!   variable).
 //! - Backends: `local` (always, in the `local_root` setting); the default for
 //!   single-host jobs is the `backend` setting.
 //! - `gke`, registered when a kubeconfig is there (`KUBECONFIG`, else
-//!   `~/.kube/config`); it connects on first use, in the configured
-//!   namespace, with the `pending_deadline` setting.
+//!   `~/.kube/config`); it connects on first use, to the `kube_context`
+//!   setting's context (the configured cluster's
+//!   `gke_{project}_{zone}_{cluster}`, else the current one), in the
+//!   configured namespace, with the `pending_deadline` setting. Jobs sent
+//!   to it without a kubeconfig are refused with what to run.
+//! - Image without `KINETIC_IMAGE` and without a project: prebuilt and
+//!   custom images (no build); a bundled one names the missing project.
 //! - Image: the `image` setting (`KINETIC_IMAGE`) names one prebuilt image
 //!   every job runs in (it must hold the runner at `/app/kinetic_runner.py`);
 //!   a bundled job whose project has requirements is refused with it, since
@@ -40,7 +47,7 @@ use std::sync::Arc;
 
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder};
+use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, PrebuiltImages};
 use kinetic_core::engine::Engine;
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::{
@@ -103,6 +110,30 @@ fn gke_backend(settings: &Settings) -> Option<GkeBackend> {
     ))
 }
 
+/// Why the `gke` backend cannot be set up, if it cannot: no kubeconfig.
+fn gke_missing(settings: &Settings) -> Option<String> {
+    if gke_backend(settings).is_some() {
+        return None;
+    }
+    let get_credentials = match &settings.project {
+        Some(p) => format!(
+            "gcloud container clusters get-credentials {} --zone {} --project {}",
+            settings.cluster.value, settings.zone.value, p.value
+        ),
+        None => "gcloud container clusters get-credentials CLUSTER --zone ZONE --project PROJECT"
+            .to_owned(),
+    };
+    let looked = settings.kubeconfig.as_ref().map_or_else(
+        || "no HOME to find ~/.kube/config in".to_owned(),
+        |k| format!("none at {}", k.value),
+    );
+    Some(format!(
+        "the gke backend needs a kubeconfig for the cluster, and there is {looked} ({} is not set): run `{get_credentials}` (or `kinetic up` to create the cluster), or set {} to your kubeconfig",
+        vars::KUBECONFIG,
+        vars::KUBECONFIG
+    ))
+}
+
 /// The engine for `settings`, capturing job environments from `env`.
 /// Batches run their submission loops with `tokio::spawn`: call it, and use
 /// the engine, inside a tokio runtime (see [`runtime`]).
@@ -118,9 +149,19 @@ pub struct EngineOptions {
     /// on `PATH`); the Python module passes its own, so local jobs see the
     /// packages the caller sees.
     pub local_python: Option<PathBuf>,
+    /// The backend the jobs go to, whose store the engine uses
+    /// ([`Settings::store_for`]; default: the `backend` setting).
+    pub backend: Option<String>,
 }
 
 impl EngineOptions {
+    /// Jobs go to `backend`: the engine uses the store its jobs use.
+    #[must_use]
+    pub fn backend(mut self, backend: impl Into<String>) -> Self {
+        self.backend = Some(backend.into());
+        self
+    }
+
     /// Run local jobs with `python`.
     #[must_use]
     pub fn local_python(mut self, python: impl Into<PathBuf>) -> Self {
@@ -135,11 +176,20 @@ pub fn engine_with(
     env: EnvSnapshot,
     options: &EngineOptions,
 ) -> Result<Engine, WiringError> {
+    let backend = options
+        .backend
+        .as_deref()
+        .unwrap_or(&settings.backend.value);
+    if backend == "gke"
+        && let Some(why) = gke_missing(settings)
+    {
+        return Err(WiringError::Usage(why));
+    }
     let root = settings
         .local_root()
         .map_err(|e| WiringError::Usage(e.to_string()))?;
     let store_url = settings
-        .store_url()
+        .store_for(backend)
         .map_err(|e| WiringError::Usage(e.to_string()))?;
     let gcs = GcsStore::open(&store_url.value, &gcs_options(settings))
         .map_err(|e| WiringError::Usage(format!("{}: {e}", vars::STORE_URL)))?;
@@ -169,6 +219,10 @@ pub fn engine_with(
         builder = builder.image_builder(Arc::new(fixed));
     } else if settings.project.is_some() {
         builder = builder.image_builder(Arc::new(lazy_cloud_build(settings.clone())));
+    } else {
+        // Prebuilt and custom images need no project; a bundled one says
+        // which setting it lacks.
+        builder = builder.image_builder(Arc::new(PrebuiltImages::default()));
     }
     builder
         .default_backend(&settings.backend.value)

@@ -84,7 +84,7 @@ impl PoolArgs {
     ) -> Result<Option<PoolSpec>, CliError> {
         let accel = AcceleratorSpec::parse_with_spot(accelerator, self.spot)
             .map_err(|e| CliError::usage(format!("--accelerator {accelerator}: {e}")))?;
-        if matches!(accel, AcceleratorSpec::Cpu) {
+        if matches!(accel, AcceleratorSpec::Cpu { .. }) {
             return Ok(None);
         }
         let mut request = PoolRequest::new(accel).min_nodes(self.min_nodes);

@@ -45,18 +45,21 @@ enum JobsCommand {
         #[arg(short = 'n', long, default_value_t = 100)]
         lines: usize,
     },
-    /// Wait for a job and print its value.
+    /// Wait for a job and print its value; a job that succeeded has its
+    /// backend resources removed (a failed one keeps them, for its logs).
+    /// Asked again, the value is read from the store.
     Result {
         /// The job id.
         job_id: String,
         /// Stop waiting after this many seconds (the job keeps running).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<f64>,
-        /// Keep the job's artifacts and backend resources.
+        /// Keep the backend resources of a job that succeeded.
         #[arg(long)]
         no_cleanup: bool,
     },
-    /// Stop a job; its artifacts stay.
+    /// Stop a job; its artifacts stay. A job that already finished is left
+    /// as it is (and said so).
     Cancel {
         /// The job id.
         job_id: String,
@@ -74,24 +77,54 @@ enum JobsCommand {
     },
 }
 
-async fn attach(engine: &Engine, job_id: &str) -> Result<JobHandle, CliError> {
+/// The engines whose stores may hold a job: the configured backend's, then
+/// (when it differs and can be set up) the configured cluster's, where GPU
+/// and TPU jobs went unless a store was set.
+struct Engines {
+    first: Engine,
+    cluster: Option<Engine>,
+}
+
+impl Engines {
+    fn new(
+        settings: &kinetic_core::settings::Settings,
+        inv: &Invocation,
+    ) -> Result<Self, CliError> {
+        let first = engine::build(settings, inv)?;
+        let own = settings.store_for(&settings.backend.value).ok();
+        let cluster = settings
+            .store_for("gke")
+            .ok()
+            .filter(|s| Some(&s.value) != own.as_ref().map(|o| &o.value))
+            .and_then(|_| engine::build_for(settings, inv, "gke").ok());
+        Ok(Self { first, cluster })
+    }
+}
+
+async fn attach(engines: &Engines, job_id: &str) -> Result<JobHandle, CliError> {
     if job_id.parse::<kinetic_core::ids::JobId>().is_err() {
         return Err(CliError::usage(format!(
             "{job_id:?} is not a job id: expected 'job-' followed by 8 lower-case hex digits"
         )));
     }
-    engine.attach(job_id).await.map_err(engine_error)
+    match engines.first.attach(job_id).await {
+        Err(e) if e.is_not_found() => match &engines.cluster {
+            Some(cluster) => cluster.attach(job_id).await.map_err(|_| engine_error(e)),
+            None => Err(engine_error(e)),
+        },
+        other => other.map_err(engine_error),
+    }
 }
 
 pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let settings = inv.settings(&inv.args())?;
-    let engine = engine::build(&settings, inv)?;
+    let engines = Engines::new(&settings, inv)?;
     let rt = engine::runtime()?;
     rt.block_on(async {
         match &args.command {
-            JobsCommand::List => list(&engine, out).await,
+            JobsCommand::List => list(&engines.first, out).await,
             JobsCommand::Status { job_id } => {
-                let handle = attach(&engine, job_id).await?;
+                let handle = attach(&engines, job_id).await?;
                 let state = handle.status().await.map_err(engine_error)?;
                 let text = match &state.reason {
                     Some(r) => format!("{job_id}: {} ({r})\n", state.status.as_str()),
@@ -107,7 +140,7 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 follow,
                 tail,
             } => {
-                let handle = attach(&engine, job_id).await?;
+                let handle = attach(&engines, job_id).await?;
                 if *follow {
                     let mut stream = handle.follow_logs().await.map_err(engine_error)?;
                     while let Some(line) = stream.next().await {
@@ -124,7 +157,7 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 logs_out(job_id, &text, out)
             }
             JobsCommand::Tail { job_id, lines } => {
-                let handle = attach(&engine, job_id).await?;
+                let handle = attach(&engines, job_id).await?;
                 let text = handle.tail(*lines).await.map_err(engine_error)?;
                 logs_out(job_id, &text, out)
             }
@@ -133,7 +166,7 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 timeout,
                 no_cleanup,
             } => {
-                let handle = attach(&engine, job_id).await?;
+                let handle = attach(&engines, job_id).await?;
                 let mut options = ResultOptions::default().cleanup(!no_cleanup);
                 if let Some(t) = timeout {
                     options = options.timeout(seconds("timeout", *t)?);
@@ -142,16 +175,21 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 render::value(&value, out)
             }
             JobsCommand::Cancel { job_id } => {
-                let handle = attach(&engine, job_id).await?;
-                handle.cancel().await.map_err(engine_error)?;
-                render::done("job_id", job_id, "cancelled", out)
+                let handle = attach(&engines, job_id).await?;
+                match handle.cancel_if_running().await.map_err(engine_error)? {
+                    None => render::done("job_id", job_id, "cancelled", out),
+                    Some(state) => out.either(
+                        &json!({"job_id": job_id, "cancelled": false, "status": state.status, "reason": state.reason}),
+                        &format!("{job_id} had already finished ({state}): nothing to cancel\n"),
+                    ),
+                }
             }
             JobsCommand::Cleanup {
                 job_id,
                 keep_backend,
                 keep_store,
             } => {
-                let handle = attach(&engine, job_id).await?;
+                let handle = attach(&engines, job_id).await?;
                 handle
                     .cleanup(CleanupOptions {
                         backend: !keep_backend,

@@ -63,6 +63,9 @@ pub(crate) struct MapArgs {
     /// Keep each job's artifacts and backend resources.
     #[arg(long)]
     no_cleanup: bool,
+    /// Show which backend the jobs go to and why.
+    #[arg(short, long)]
+    verbose: bool,
     /// Seconds between status polls (one backend call each).
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     poll_interval: f64,
@@ -173,12 +176,11 @@ pub(crate) async fn follow(
 }
 
 pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
-    let spec = build_spec(args, inv)?;
+    let mut spec = build_spec(args, inv)?;
     let options = map_options(args)?;
     let inputs = read_inputs(&args.inputs)?;
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
-    let settings = inv.settings(&inv.args())?;
-    let engine = engine::build(&settings, inv)?;
+    let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let rt = engine::runtime()?;
     rt.block_on(async {
         let total = inputs.len();

@@ -4,12 +4,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::engine::{
-    Arg, Data, EngineError, Entrypoint, JobSpec, ProgressEvent, ResultOptions, SubmitOptions,
+    Arg, Data, Engine, EngineError, Entrypoint, JobSpec, ProgressEvent, ResultOptions,
+    SubmitOptions,
 };
 use kinetic_core::env::EnvEntry;
 use kinetic_core::ports::{Deadlines, ImageMode};
-use kinetic_core::settings::Settings;
+use kinetic_core::settings::{Settings, SettingsArgs};
 use serde_json::Value;
 
 use super::seconds;
@@ -31,38 +33,22 @@ pub(crate) struct RunArgs {
     /// `data:PATH` for a local file or directory (or `gs://` URI) shipped as Data.
     #[arg(long = "arg", value_name = "JSON")]
     args: Vec<String>,
-    /// Keyword arguments as one JSON object.
-    #[arg(long, value_name = "JSON")]
-    kwargs: Option<String>,
     #[command(flatten)]
     job: JobFlags,
-    /// Where the job writes outputs (`KINETIC_OUTPUT_DIR`).
-    #[arg(long)]
-    output_dir: Option<String>,
-    /// The job's image, as Kinetic's `container_image`: `bundled` (built with
-    /// the requirements baked in, the default), `prebuilt` (a published base
-    /// image; requirements installed at start), or an image URI used as is.
-    #[arg(long, value_name = "bundled|prebuilt|URI")]
-    container_image: Option<String>,
-    /// Repository of the prebuilt base images (default `KINETIC_BASE_IMAGE_REPO`, else `kinetic`).
-    #[arg(long, value_name = "REPO")]
-    base_image_repo: Option<String>,
     /// Print the job id and return once it is submitted.
     #[arg(long)]
     detach: bool,
     /// Stop waiting after this many seconds (the job keeps running).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
-    /// Fail the job if it runs longer than this many seconds.
-    #[arg(long, value_name = "SECONDS")]
-    run_deadline: Option<f64>,
-    /// Keep the job's artifacts and backend resources after it ends.
+    /// Keep the backend resources of a job that succeeds (a failed job keeps them anyway, for its logs).
     #[arg(long)]
     no_cleanup: bool,
     /// Do not stream the job's output.
     #[arg(long)]
     no_logs: bool,
-    /// Also show the runner's own lines (`[kinetic] …`) while streaming.
+    /// Also show the runner's own lines (`[kinetic] …`) while streaming,
+    /// and which backend the job goes to and why.
     #[arg(short, long)]
     verbose: bool,
 }
@@ -101,15 +87,34 @@ fn parse_arg(text: &str, base: PathBase<'_>) -> Result<Arg, CliError> {
     Ok(Arg::Json(value))
 }
 
-/// The job flags `kinetic run` and `kinetic map` share.
+/// The job flags `kinetic run` and `kinetic map` share: where the job
+/// goes (accelerator, spot, backend, project, zone, cluster, namespace),
+/// what it gets (environment, volumes, keyword arguments), its image,
+/// outputs and deadline.
 #[derive(Debug, clap::Args)]
 pub(crate) struct JobFlags {
-    /// Accelerator (`cpu`, `l4`, `a100x4`, `v5litepod-4`, …).
+    /// Accelerator (`cpu`, `l4`, `a100x4`, `v5litepod-4`, …; `:spot` asks for Spot VMs).
     #[arg(long)]
     accelerator: Option<String>,
-    /// Backend (`local`, or one a plugin registered); default from the accelerator.
+    /// Run on Spot (preemptible) VMs, as a `:spot` suffix does (Kinetic's `spot=True`).
+    #[arg(long)]
+    spot: bool,
+    /// Backend (`local`, `gke`); default: `KINETIC_BACKEND`, else the
+    /// configured cluster for a GPU or TPU, else `local`.
     #[arg(long)]
     backend: Option<String>,
+    /// GCP project (beats `KINETIC_PROJECT` and the profile).
+    #[arg(long)]
+    project: Option<String>,
+    /// GCP zone (beats `KINETIC_ZONE` and the profile).
+    #[arg(long)]
+    zone: Option<String>,
+    /// GKE cluster (beats `KINETIC_CLUSTER` and the profile).
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Kubernetes namespace (beats `KINETIC_NAMESPACE` and the profile).
+    #[arg(long)]
+    namespace: Option<String>,
     /// Send an environment variable: `NAME` (must be set here), `NAME=VALUE`, or `PREFIX*`.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
@@ -119,6 +124,23 @@ pub(crate) struct JobFlags {
     /// Mount data at an absolute path in the job (every job of a batch): `MOUNT=PATH`.
     #[arg(long = "volume", value_name = "MOUNT=PATH")]
     volumes: Vec<String>,
+    /// Keyword arguments as one JSON object (every job of a batch gets them).
+    #[arg(long, value_name = "JSON")]
+    kwargs: Option<String>,
+    /// Where the job writes outputs (`KINETIC_OUTPUT_DIR`).
+    #[arg(long)]
+    output_dir: Option<String>,
+    /// The job's image, as Kinetic's `container_image`: `bundled` (built with
+    /// the requirements baked in, the default), `prebuilt` (a published base
+    /// image; requirements installed at start), or an image URI used as is.
+    #[arg(long, value_name = "bundled|prebuilt|URI")]
+    container_image: Option<String>,
+    /// Repository of the prebuilt base images (default `KINETIC_BASE_IMAGE_REPO`, else `kinetic`).
+    #[arg(long, value_name = "REPO")]
+    base_image_repo: Option<String>,
+    /// Fail the job if it runs longer than this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    run_deadline: Option<f64>,
 }
 
 impl JobFlags {
@@ -134,11 +156,8 @@ impl JobFlags {
         for a in args {
             spec = spec.arg(parse_arg(a, base)?);
         }
-        if let Some(a) = &self.accelerator {
-            spec = spec.accelerator(a);
-        }
-        if let Some(b) = &self.backend {
-            spec = spec.backend(b);
+        if let Some(a) = self.accelerator_text() {
+            spec = spec.accelerator(&a);
         }
         for e in &self.env {
             spec = spec.env(
@@ -162,7 +181,93 @@ impl JobFlags {
                 .map_err(|e| CliError::usage(format!("--volume {v}: {e}")))?;
             spec = spec.volume(mount, data);
         }
+        if let Some(kwargs) = &self.kwargs {
+            let value: Value = serde_json::from_str(kwargs).map_err(|e| {
+                CliError::usage(format!(
+                    "--kwargs is not JSON ({e}); expected an object like '{{\"lr\": 0.1}}'"
+                ))
+            })?;
+            let Value::Object(map) = value else {
+                return Err(CliError::usage(
+                    "--kwargs must be a JSON object like '{\"lr\": 0.1}'",
+                ));
+            };
+            for (k, v) in map {
+                spec = spec.kwarg(&k, v);
+            }
+        }
+        if let Some(dir) = &self.output_dir {
+            spec = spec.output_dir(dir);
+        }
+        if let Some(s) = self.run_deadline {
+            spec = spec.deadlines(Deadlines {
+                run: Some(seconds("run-deadline", s)?),
+                pending: None,
+            });
+        }
         Ok(spec)
+    }
+
+    /// The accelerator as asked: `--accelerator`, with `:spot` for `--spot`.
+    fn accelerator_text(&self) -> Option<String> {
+        match (&self.accelerator, self.spot) {
+            (Some(a), true) if !a.trim().to_ascii_lowercase().ends_with(":spot") => {
+                Some(format!("{}:spot", a.trim()))
+            }
+            (Some(a), _) => Some(a.clone()),
+            (None, true) => Some("cpu:spot".to_owned()),
+            (None, false) => None,
+        }
+    }
+
+    /// The settings arguments these flags give, on top of the invocation's.
+    fn settings_args(&self, inv: &Invocation) -> SettingsArgs {
+        let mut a = inv.args();
+        let target = [
+            (
+                &self.project,
+                SettingsArgs::project as fn(SettingsArgs, String) -> SettingsArgs,
+            ),
+            (&self.zone, SettingsArgs::zone),
+            (&self.cluster, SettingsArgs::cluster),
+            (&self.namespace, SettingsArgs::namespace),
+            (&self.backend, SettingsArgs::backend),
+            (&self.base_image_repo, SettingsArgs::base_image_repo),
+        ];
+        for (value, set) in target {
+            if let Some(v) = value {
+                a = set(a, v.clone());
+            }
+        }
+        a
+    }
+
+    /// Settings and engine for `spec`: the flags' settings, the image
+    /// mode, and the backend chosen for the job's accelerator (shown with
+    /// why when `verbose`), whose store the engine uses.
+    pub(crate) fn engine(
+        &self,
+        spec: &mut JobSpec,
+        inv: &Invocation,
+        verbose: bool,
+    ) -> Result<Engine, CliError> {
+        let image = ImageArg::parse(self.container_image.as_deref())?;
+        let settings = inv.settings(&self.settings_args(inv))?;
+        spec.image = image.mode(&settings);
+        let text = self.accelerator_text().unwrap_or_else(|| "cpu".to_owned());
+        let accelerator = AcceleratorSpec::parse(&text)
+            .map_err(|e| CliError::usage(format!("--accelerator: {e}")))?;
+        let backend = match settings.choose_backend(&accelerator) {
+            Some(choice) => {
+                if verbose {
+                    render::info(&format!("backend: {} ({})", choice.name, choice.why));
+                }
+                spec.backend = Some(choice.name.clone());
+                choice.name
+            }
+            None => settings.backend.value.clone(),
+        };
+        engine::build_for(&settings, inv, &backend)
     }
 }
 
@@ -200,7 +305,7 @@ impl ImageArg {
     }
 }
 
-fn build_spec(args: &RunArgs, inv: &Invocation) -> Result<(JobSpec, ImageArg), CliError> {
+fn build_spec(args: &RunArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
     let cwd = inv.cwd()?;
     let home = inv.home();
     let base = PathBase {
@@ -225,45 +330,13 @@ fn build_spec(args: &RunArgs, inv: &Invocation) -> Result<(JobSpec, ImageArg), C
             ));
         }
     };
-    let mut spec = args.job.apply(JobSpec::new(entrypoint), base, &args.args)?;
-    if let Some(kwargs) = &args.kwargs {
-        let value: Value = serde_json::from_str(kwargs).map_err(|e| {
-            CliError::usage(format!(
-                "--kwargs is not JSON ({e}); expected an object like '{{\"lr\": 0.1}}'"
-            ))
-        })?;
-        let Value::Object(map) = value else {
-            return Err(CliError::usage(
-                "--kwargs must be a JSON object like '{\"lr\": 0.1}'",
-            ));
-        };
-        for (k, v) in map {
-            spec = spec.kwarg(&k, v);
-        }
-    }
-    if let Some(dir) = &args.output_dir {
-        spec = spec.output_dir(dir);
-    }
-    let image = ImageArg::parse(args.container_image.as_deref())?;
-    if let Some(s) = args.run_deadline {
-        spec = spec.deadlines(Deadlines {
-            run: Some(seconds("run-deadline", s)?),
-            pending: None,
-        });
-    }
-    Ok((spec, image))
+    args.job.apply(JobSpec::new(entrypoint), base, &args.args)
 }
 
 pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
-    let (mut spec, image) = build_spec(args, inv)?;
+    let mut spec = build_spec(args, inv)?;
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
-    let mut settings_args = inv.args();
-    if let Some(repo) = &args.base_image_repo {
-        settings_args = settings_args.base_image_repo(repo);
-    }
-    let settings = inv.settings(&settings_args)?;
-    spec.image = image.mode(&settings);
-    let engine = engine::build(&settings, inv)?;
+    let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let progress = Progress::new();
     let rt = engine::runtime()?;
     rt.block_on(async {

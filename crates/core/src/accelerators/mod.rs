@@ -117,8 +117,11 @@ impl FromStr for Category {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum AcceleratorSpec {
-    /// No accelerator (Kinetic's `None`).
-    Cpu,
+    /// No accelerator (Kinetic's `None`), on Spot VMs if `spot`.
+    Cpu {
+        /// Whether the job asks for Spot VMs.
+        spot: bool,
+    },
     /// GPUs on one node.
     Gpu(GpuSpec),
     /// A TPU slice.
@@ -352,6 +355,9 @@ impl Toleration {
 }
 
 impl AcceleratorSpec {
+    /// A CPU job on on-demand VMs.
+    pub const CPU: Self = Self::Cpu { spot: false };
+
     /// Parse any spelling Kinetic accepts: `cpu`, `cpu:8`,
     /// `gpu`, `tpu`, `l4`, `gpu-l4`, `gpu:nvidia-l4`, `a100x4`, `gpu:4`,
     /// `v5litepod-4`, `tpu-v5litepod-2x4`, `v5e-8`, bare digits, with an
@@ -390,11 +396,11 @@ impl AcceleratorSpec {
         TpuSpec::new(name, chips).map(Self::Tpu)
     }
 
-    /// The same accelerator with Spot VMs asked for or not (no effect on CPU).
+    /// The same accelerator with Spot VMs asked for or not.
     #[must_use]
     pub fn with_spot(self, spot: bool) -> Self {
         match self {
-            Self::Cpu => Self::Cpu,
+            Self::Cpu { .. } => Self::Cpu { spot },
             Self::Gpu(g) => Self::Gpu(GpuSpec { spot, ..g }),
             Self::Tpu(t) => Self::Tpu(TpuSpec { spot, ..t }),
         }
@@ -403,7 +409,7 @@ impl AcceleratorSpec {
     /// CPU, GPU or TPU.
     pub fn category(&self) -> Category {
         match self {
-            Self::Cpu => Category::Cpu,
+            Self::Cpu { .. } => Category::Cpu,
             Self::Gpu(_) => Category::Gpu,
             Self::Tpu(_) => Category::Tpu,
         }
@@ -412,7 +418,7 @@ impl AcceleratorSpec {
     /// Model or generation name (`l4`, `v5litepod`); `cpu` for CPU.
     pub fn name(&self) -> &'static str {
         match self {
-            Self::Cpu => "cpu",
+            Self::Cpu { .. } => "cpu",
             Self::Gpu(g) => g.name(),
             Self::Tpu(t) => t.name(),
         }
@@ -445,7 +451,7 @@ impl AcceleratorSpec {
     /// Machine type of the node pool, for a GPU or TPU request.
     pub fn machine_type(&self) -> Option<&'static str> {
         match self {
-            Self::Cpu => None,
+            Self::Cpu { .. } => None,
             Self::Gpu(g) => Some(g.machine_type()),
             Self::Tpu(t) => Some(t.machine_type()),
         }
@@ -454,7 +460,7 @@ impl AcceleratorSpec {
     /// The GKE accelerator label value (`nvidia-l4`, `tpu-v6e-slice`).
     pub fn gke_accelerator(&self) -> Option<&'static str> {
         match self {
-            Self::Cpu => None,
+            Self::Cpu { .. } => None,
             Self::Gpu(g) => Some(g.gke_label()),
             Self::Tpu(t) => Some(t.gke_accelerator()),
         }
@@ -473,10 +479,10 @@ impl AcceleratorSpec {
         self.num_hosts() > 1
     }
 
-    /// Whether the job asks for Spot VMs (always false for CPU).
+    /// Whether the job asks for Spot VMs.
     pub fn spot(&self) -> bool {
         match self {
-            Self::Cpu => false,
+            Self::Cpu { spot } => *spot,
             Self::Gpu(g) => g.spot(),
             Self::Tpu(t) => t.spot(),
         }
@@ -491,7 +497,7 @@ impl AcceleratorSpec {
     pub fn node_selector(&self) -> BTreeMap<String, String> {
         let mut m = BTreeMap::new();
         match self {
-            Self::Cpu => return m,
+            Self::Cpu { .. } => {}
             Self::Gpu(g) => {
                 m.insert(LABEL_GPU_ACCELERATOR.to_owned(), g.gke_label().to_owned());
             }
@@ -512,7 +518,7 @@ impl AcceleratorSpec {
     /// Pod tolerations; the spot one keeps `value: "true"`.
     pub fn tolerations(&self) -> Vec<Toleration> {
         let mut v = match self {
-            Self::Cpu => return Vec::new(),
+            Self::Cpu { .. } => Vec::new(),
             Self::Gpu(_) => vec![Toleration::exists(RESOURCE_GPU)],
             Self::Tpu(_) => vec![Toleration::exists(RESOURCE_TPU)],
         };
@@ -527,7 +533,7 @@ impl AcceleratorSpec {
     pub fn resources(&self) -> BTreeMap<String, String> {
         let mut m = BTreeMap::new();
         match self {
-            Self::Cpu => {}
+            Self::Cpu { .. } => {}
             Self::Gpu(g) => {
                 m.insert(RESOURCE_GPU.to_owned(), g.count().to_string());
             }
@@ -542,7 +548,7 @@ impl AcceleratorSpec {
     /// random suffix (`gpu-l4-1a2b`); `None` for CPU.
     pub fn pool_name(&self, suffix: &str) -> Option<String> {
         match self {
-            Self::Cpu => None,
+            Self::Cpu { .. } => None,
             Self::Gpu(g) => Some(format!("gpu-{}-{suffix}", g.name())),
             Self::Tpu(t) => Some(format!("tpu-{}-{suffix}", t.name())),
         }
@@ -614,7 +620,7 @@ impl fmt::Display for AcceleratorSpec {
     /// `tpu:v5litepod-4`, with `:spot` appended when asked for.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Cpu => f.write_str("cpu")?,
+            Self::Cpu { .. } => f.write_str("cpu")?,
             Self::Gpu(g) if g.count() == 1 => write!(f, "gpu:{}", g.name())?,
             Self::Gpu(g) => write!(f, "gpu:{}x{}", g.name(), g.count())?,
             Self::Tpu(t) => write!(f, "tpu:{}-{}", t.name(), t.chips())?,

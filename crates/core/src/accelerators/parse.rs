@@ -69,7 +69,7 @@ pub(super) fn parse(input: &str) -> Result<AcceleratorSpec, AcceleratorError> {
 fn parse_normalised(s: &str, input: &str) -> Result<AcceleratorSpec, AcceleratorError> {
     // 3. CPU.
     if s == "cpu" || s.strip_prefix("cpu:").is_some_and(is_digits) {
-        return Ok(AcceleratorSpec::Cpu);
+        return Ok(AcceleratorSpec::CPU);
     }
     // 4. Family defaults.
     if s == "gpu" {

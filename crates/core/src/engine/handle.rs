@@ -7,13 +7,15 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::ids::JobId;
+use crate::layout;
 use crate::ports::{
-    Backend, BackendCapabilities, GetOptions, LogOptions, LogStream, ObjectPath, StoreError,
+    Backend, BackendCapabilities, GetOptions, LogOptions, LogStream, ObjectPath, PutOptions,
+    StoreError,
 };
 use crate::protocol::RunnerResult;
 use crate::record::JobRecord;
 use crate::retry::{Backoff, RetryPolicy};
-use crate::status::{JobState, JobStatus};
+use crate::status::{JobState, JobStatus, StatusReason};
 
 use super::{EngineError, EngineInner};
 
@@ -29,10 +31,14 @@ pub type LogCallback = Arc<dyn Fn(&str) + Send + Sync>;
 pub struct ResultOptions {
     /// Give up waiting after this long (the job keeps running).
     pub timeout: Option<Duration>,
-    /// Clean up when done: the backend's resources always; the job's
-    /// artifacts in the store only when the value was returned (so a failed
-    /// job can still be inspected). Default true.
+    /// Clean up when done, as Kinetic does: the backend's resources (a
+    /// Kubernetes Job and its pod) of a job whose value came back; a job
+    /// that failed keeps them, so its logs can still be read (the cluster
+    /// collects it after its TTL). Default true.
     pub cleanup: bool,
+    /// Also remove the job's artifacts in the store once its value came
+    /// back (only when asked: default false).
+    pub remove_artifacts: bool,
     /// Deliver the job's output lines to `on_log` while it runs.
     pub stream_logs: bool,
     /// Receives each new state.
@@ -50,6 +56,7 @@ impl Default for ResultOptions {
         Self {
             timeout: None,
             cleanup: true,
+            remove_artifacts: false,
             stream_logs: false,
             on_status_change: None,
             on_log: None,
@@ -64,6 +71,7 @@ impl std::fmt::Debug for ResultOptions {
         f.debug_struct("ResultOptions")
             .field("timeout", &self.timeout)
             .field("cleanup", &self.cleanup)
+            .field("remove_artifacts", &self.remove_artifacts)
             .field("stream_logs", &self.stream_logs)
             .field("poll_interval", &self.poll_interval)
             .field("max_poll_interval", &self.max_poll_interval)
@@ -81,6 +89,12 @@ impl ResultOptions {
     /// Clean up afterwards, or not.
     pub fn cleanup(mut self, cleanup: bool) -> Self {
         self.cleanup = cleanup;
+        self
+    }
+
+    /// Remove the job's store artifacts too once its value came back, or not.
+    pub fn remove_artifacts(mut self, remove: bool) -> Self {
+        self.remove_artifacts = remove;
         self
     }
 
@@ -195,9 +209,66 @@ impl JobHandle {
         }
     }
 
-    /// The job's current state.
+    /// The job's current state. A job the backend no longer holds because
+    /// it was cleaned up is `NOT_FOUND` with [`StatusReason::CleanedUp`].
     pub async fn status(&self) -> Result<JobState, EngineError> {
-        Ok(self.backend.status(&self.record).await?)
+        let state = self.backend.status(&self.record).await?;
+        if state.status != JobStatus::NotFound || state.reason.is_some() {
+            return Ok(state);
+        }
+        Ok(match self.cleanup_note().await {
+            Some(collected) => state.with_reason(StatusReason::CleanedUp { collected }),
+            None => state,
+        })
+    }
+
+    /// What the cleanup note says (whether the value had been collected),
+    /// if the job was cleaned up.
+    async fn cleanup_note(&self) -> Option<bool> {
+        let bytes = self
+            .inner
+            .store
+            .get(
+                &layout::cleanup_note(&self.record.job_id),
+                GetOptions::default(),
+            )
+            .await
+            .ok()?;
+        let note: Value = serde_json::from_slice(&bytes).ok()?;
+        Some(
+            note.get("collected")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        )
+    }
+
+    /// Remove the backend's resources and leave the note that says so.
+    async fn clean_backend(&self, collected: bool) -> Result<(), EngineError> {
+        self.backend.cleanup(&self.record).await?;
+        let note = serde_json::json!({
+            "collected": collected,
+            "at": (self.inner.clock)().to_string(),
+        });
+        self.inner
+            .store
+            .put(
+                &layout::cleanup_note(&self.record.job_id),
+                bytes::Bytes::from(note.to_string()),
+                PutOptions::default(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Stop the job unless it already ended: `Some(state)` says it had
+    /// (and nothing was done), `None` that it was stopped.
+    pub async fn cancel_if_running(&self) -> Result<Option<JobState>, EngineError> {
+        let state = self.status().await?;
+        if state.status.is_terminal() || state.status == JobStatus::NotFound {
+            return Ok(Some(state));
+        }
+        self.cancel().await?;
+        Ok(None)
     }
 
     /// All of the job's output so far. An invalid-input error when the
@@ -234,7 +305,17 @@ impl JobHandle {
     /// Remove the job's backend resources and/or its store objects.
     pub async fn cleanup(&self, options: CleanupOptions) -> Result<(), EngineError> {
         if options.backend {
-            self.backend.cleanup(&self.record).await?;
+            if options.store {
+                self.backend.cleanup(&self.record).await?;
+            } else {
+                let collected = self
+                    .inner
+                    .store
+                    .head(&self.path(layout::RESULT_FILE)?)
+                    .await
+                    .is_ok();
+                self.clean_backend(collected).await?;
+            }
         }
         if options.store {
             self.inner.store.delete_prefix(&self.prefix()?).await?;
@@ -250,12 +331,15 @@ impl JobHandle {
     /// ends the wait with its error (the job keeps running). Streaming
     /// logs from a backend that does not declare
     /// [`BackendCapabilities::follow_logs`] is an invalid-input error.
-    /// With `cleanup` (the default) the backend's resources are removed
-    /// however the job ended, and its store objects only when the value
-    /// came back; cleanup failures are logged, never raised.
+    /// With `cleanup` (the default) the backend's resources of a job whose
+    /// value came back are removed (a failed job keeps them, for its logs),
+    /// and its store objects too with `remove_artifacts`; cleanup failures
+    /// are logged, never raised. Asked again, a cleaned-up job's value is
+    /// still read from the store.
     pub async fn result(&self, options: ResultOptions) -> Result<Value, EngineError> {
         let state = self.wait(&options).await?;
-        self.collect_ended(&state, options.cleanup).await
+        self.collect_ended(&state, options.cleanup, options.remove_artifacts)
+            .await
     }
 
     /// The value of a job already seen in the terminal `state` (a batch
@@ -264,14 +348,15 @@ impl JobHandle {
         &self,
         state: &JobState,
         cleanup: bool,
+        remove_artifacts: bool,
     ) -> Result<Value, EngineError> {
         let outcome = self.collect(state).await;
-        if cleanup {
-            let collected = outcome.is_ok();
-            if let Err(e) = self.backend.cleanup(&self.record).await {
+        if cleanup && outcome.is_ok() {
+            let already = matches!(state.reason, Some(StatusReason::CleanedUp { .. }));
+            if !already && let Err(e) = self.clean_backend(true).await {
                 tracing::warn!(job_id = %self.record.job_id, "cleanup of backend resources failed: {e}");
             }
-            if collected {
+            if remove_artifacts {
                 let deleted = match self.prefix() {
                     Ok(prefix) => self
                         .inner

@@ -108,7 +108,7 @@ pub fn doctor(desired: &Desired, observed: &Observed, facts: &DoctorFacts) -> Ve
     }
     let pools = observed.cluster.iter().flat_map(|c| &c.pools);
     match &facts.accelerator {
-        Some(AcceleratorSpec::Cpu) | None if observed.cluster.is_some() => {
+        Some(AcceleratorSpec::Cpu { .. }) | None if observed.cluster.is_some() => {
             let names: Vec<String> = pools
                 .filter(|p| p.accelerator.is_some())
                 .map(|p| {
@@ -134,7 +134,7 @@ pub fn doctor(desired: &Desired, observed: &Observed, facts: &DoctorFacts) -> Ve
                 },
             ));
         }
-        Some(accel) if !matches!(accel, AcceleratorSpec::Cpu) => {
+        Some(accel) if !matches!(accel, AcceleratorSpec::Cpu { .. }) => {
             let what = format!("node pool for {accel}");
             let found = pools
                 .into_iter()

@@ -313,7 +313,7 @@ pub fn accelerator_of_pool(
     if let Some(spec) = labels
         .get(LABEL_POOL_ACCELERATOR)
         .and_then(|l| AcceleratorSpec::parse(l).ok())
-        .filter(|s| !matches!(s, AcceleratorSpec::Cpu))
+        .filter(|s| !matches!(s, AcceleratorSpec::Cpu { .. }))
     {
         return Some(spec.with_spot(spot));
     }

@@ -51,6 +51,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::accelerators::{AcceleratorSpec, Category};
 use crate::config::{
     ConfigArgs, ConfigError, DerivedNames, PartialConfig, ProfileError, ProfileStore,
     resolve_partial,
@@ -63,6 +64,29 @@ use crate::packaging::DEFAULT_SIZE_WARN_BYTES;
 /// The backend jobs go to when neither the job nor `KINETIC_BACKEND` names one.
 pub const DEFAULT_BACKEND: &str = "local";
 
+/// The backends whose jobs run in the cluster: their pods read the job's
+/// objects from the jobs store, so it must be one they can reach.
+pub const REMOTE_BACKENDS: [&str; 2] = ["gke", "pathways"];
+
+/// True for a backend whose jobs run in the cluster ([`REMOTE_BACKENDS`]).
+pub fn is_remote(backend: &str) -> bool {
+    REMOTE_BACKENDS.contains(&backend)
+}
+
+/// The backend a job goes to, where that came from, and why, in words
+/// (`run -v` and `kinetic config` show it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendChoice {
+    /// The backend's name.
+    pub name: String,
+    /// Where the choice came from: the argument or variable that named the
+    /// backend, or `Default` when the accelerator and the configured
+    /// cluster chose it.
+    pub source: Source,
+    /// Why, in words.
+    pub why: String,
+}
+
 /// Values given explicitly (API arguments, command-line flags); each beats
 /// the environment and the profile. Build with [`SettingsArgs::new`] and
 /// the setters.
@@ -71,8 +95,10 @@ pub const DEFAULT_BACKEND: &str = "local";
 pub struct SettingsArgs {
     /// Project, zone, cluster, namespace and profile.
     pub target: ConfigArgs,
-    /// The kubeconfig context to use (default: the kubeconfig's current one).
+    /// The kubeconfig context to use (default: the configured cluster's).
     pub kube_context: Option<String>,
+    /// The backend (`--backend`).
+    pub backend: Option<String>,
     /// Repository of the prebuilt base images.
     pub base_image_repo: Option<String>,
     /// The reservation new node pools consume.
@@ -124,6 +150,13 @@ impl SettingsArgs {
     #[must_use]
     pub fn kube_context(mut self, context: impl Into<String>) -> Self {
         self.kube_context = Some(context.into());
+        self
+    }
+
+    /// Send jobs to the backend `name`.
+    #[must_use]
+    pub fn backend(mut self, name: impl Into<String>) -> Self {
+        self.backend = Some(name.into());
         self
     }
 
@@ -200,6 +233,45 @@ pub enum SettingsError {
         var = vars::STORE_URL
     )]
     StoreNeedsProject,
+    /// A store the backend's pods cannot reach.
+    #[error(
+        "{var}={url} cannot be used with the {backend} backend: its jobs run in the cluster, whose pods cannot read a {scheme} store; unset {var} to use the cluster's jobs bucket{bucket}, or set it to gs://BUCKET",
+        var = vars::STORE_URL,
+        bucket = jobs_bucket.as_ref().map(|b| format!(" (gs://{b})")).unwrap_or_default()
+    )]
+    StoreUnreachable {
+        /// The backend.
+        backend: String,
+        /// The store URL.
+        url: String,
+        /// Its scheme (`file://`, `memory://`).
+        scheme: &'static str,
+        /// The configured cluster's jobs bucket, when a project is known.
+        jobs_bucket: Option<String>,
+    },
+    /// A remote backend without a store URL and without a project to
+    /// name the jobs bucket after.
+    #[error(
+        "the {backend} backend keeps each job in the cluster's jobs bucket, named after the project, and no project is configured: set --project, KINETIC_PROJECT or a profile (`kinetic profile create`), or set {var}=gs://BUCKET",
+        var = vars::STORE_URL
+    )]
+    RemoteStoreNeedsProject {
+        /// The backend.
+        backend: String,
+    },
+    /// The kubeconfig context names another GKE cluster than the
+    /// configured one.
+    #[error(
+        "the kubeconfig context '{context}' ({origin}) is another GKE cluster than the configured one, whose context is '{expected}': set KINETIC_KUBE_CONTEXT to the configured cluster's context, or configure that cluster (--project, --zone, --cluster or a profile)"
+    )]
+    ContextMismatch {
+        /// The context (`gke_{project}_{zone}_{cluster}`).
+        context: String,
+        /// Where it was set.
+        origin: Source,
+        /// The configured cluster's context.
+        expected: String,
+    },
     /// The local backend's directory has no default without `HOME`.
     #[error(
         "cannot find the home directory for ~/.kinetic/local: set HOME or {var}",
@@ -215,7 +287,11 @@ impl SettingsError {
         match self {
             Self::Config(e) => e.is_invalid_input(),
             Self::Profile(e) => e.is_invalid_input(),
-            Self::Invalid { .. } | Self::StoreNeedsProject => true,
+            Self::Invalid { .. }
+            | Self::StoreNeedsProject
+            | Self::StoreUnreachable { .. }
+            | Self::RemoteStoreNeedsProject { .. }
+            | Self::ContextMismatch { .. } => true,
             Self::NoLocalRoot => false,
         }
     }
@@ -337,6 +413,43 @@ impl SettingEntry {
 fn from_env(env: &dyn EnvLookup, var: &'static str) -> Option<Setting<String>> {
     env.non_empty(var)
         .map(|v| Setting::new(v, Source::Env(var)))
+}
+
+/// The kubeconfig context: the argument, else `KINETIC_KUBE_CONTEXT`, else
+/// the configured cluster's (`gke_{project}_{zone}_{cluster}`, as gcloud
+/// names it) when a project is known; `None` leaves the kubeconfig's
+/// current one. A GKE context that names another cluster than the
+/// configured one is refused.
+fn kube_context(
+    args: &SettingsArgs,
+    env: &dyn EnvLookup,
+    names: Option<&DerivedNames>,
+) -> Result<Option<Setting<String>>, SettingsError> {
+    let given = args
+        .kube_context
+        .clone()
+        .map(|c| Setting::new(c, Source::Argument))
+        .or_else(|| from_env(env, vars::KUBE_CONTEXT));
+    let Some(names) = names else {
+        return Ok(given);
+    };
+    let Some(given) = given else {
+        return Ok(Some(Setting::new(
+            names.kube_context.clone(),
+            Source::Default,
+        )));
+    };
+    if let Some(rest) = given.value.strip_prefix("gke_")
+        && rest.splitn(3, '_').count() == 3
+        && given.value != names.kube_context
+    {
+        return Err(SettingsError::ContextMismatch {
+            context: given.value.clone(),
+            origin: given.source.clone(),
+            expected: names.kube_context.clone(),
+        });
+    }
+    Ok(Some(given))
 }
 
 /// The home directory: `HOME`, when set and not empty.
@@ -497,6 +610,7 @@ impl Settings {
                 .map(|n| Setting::new(format!("gs://{}", n.builds_bucket), Source::Default))
         });
         let (context_size_warn_bytes, size_warning) = context_size_warn(env);
+        let kube_context = kube_context(args, env, names.as_ref())?;
 
         Ok(Self {
             profiles_file,
@@ -505,12 +619,13 @@ impl Settings {
             zone,
             cluster,
             namespace,
-            kube_context: args
-                .kube_context
-                .clone()
-                .map(|c| Setting::new(c, Source::Argument)),
+            kube_context,
             kubeconfig,
-            backend: from_env(env, vars::BACKEND)
+            backend: args
+                .backend
+                .clone()
+                .map(|b| Setting::new(b, Source::Argument))
+                .or_else(|| from_env(env, vars::BACKEND))
                 .unwrap_or_else(|| Setting::new(DEFAULT_BACKEND.to_owned(), Source::Default)),
             store_url,
             gcs_endpoint: from_env(env, vars::GCS_ENDPOINT),
@@ -546,6 +661,94 @@ impl Settings {
             home,
             warnings: size_warning.into_iter().collect(),
         })
+    }
+
+    /// The backend a job on `accelerator` goes to, unless it names one:
+    ///
+    /// 1. a configured backend (`--backend`, `KINETIC_BACKEND`) wins;
+    /// 2. else an accelerator the local host cannot serve (a GPU or TPU)
+    ///    goes to the configured cluster: `gke` for one host (a multi-host
+    ///    slice is left to the engine, which sends it to `pathways`);
+    /// 3. else the default, `local`.
+    ///
+    /// `None` for a multi-host slice with no backend configured.
+    pub fn choose_backend(&self, accelerator: &AcceleratorSpec) -> Option<BackendChoice> {
+        if self.backend.source != Source::Default {
+            return Some(BackendChoice {
+                name: self.backend.value.clone(),
+                source: self.backend.source.clone(),
+                why: format!("set by {}", self.backend.source),
+            });
+        }
+        if accelerator.is_multi_host() {
+            return None;
+        }
+        let cluster = self
+            .project
+            .as_ref()
+            .filter(|_| accelerator.category() != Category::Cpu);
+        Some(match cluster {
+            Some(project) => BackendChoice {
+                name: "gke".to_owned(),
+                source: Source::Default,
+                why: format!(
+                    "the local host cannot serve {accelerator}, and cluster '{}' of project '{}' (zone '{}') is configured",
+                    self.cluster.value, project.value, self.zone.value
+                ),
+            },
+            None => BackendChoice {
+                name: DEFAULT_BACKEND.to_owned(),
+                source: Source::Default,
+                why: if accelerator.category() == Category::Cpu {
+                    "the default for CPU jobs".to_owned()
+                } else {
+                    format!(
+                        "the default: no cluster is configured to send {accelerator} to (set a project and cluster, or --backend gke)"
+                    )
+                },
+            },
+        })
+    }
+
+    /// The jobs store for jobs on `backend`: `KINETIC_STORE_URL` when set
+    /// (a remote backend refuses a `file://` or `memory://` one, which its
+    /// pods cannot read); else, for a remote backend, the configured
+    /// cluster's jobs bucket; else the local store.
+    ///
+    /// # Errors
+    /// [`SettingsError::StoreUnreachable`],
+    /// [`SettingsError::RemoteStoreNeedsProject`],
+    /// [`SettingsError::NoLocalRoot`].
+    pub fn store_for(&self, backend: &str) -> Result<Setting<String>, SettingsError> {
+        let explicit = self
+            .store_url
+            .as_ref()
+            .filter(|s| s.source != Source::Default);
+        if !is_remote(backend) {
+            return self.store_url().cloned();
+        }
+        match explicit {
+            Some(s) => {
+                let scheme = ["file://", "memory://"]
+                    .into_iter()
+                    .find(|p| s.value.starts_with(p));
+                match scheme {
+                    Some(scheme) => Err(SettingsError::StoreUnreachable {
+                        backend: backend.to_owned(),
+                        url: s.value.clone(),
+                        scheme,
+                        jobs_bucket: self.names().map(|n| n.jobs_bucket),
+                    }),
+                    None => Ok(s.clone()),
+                }
+            }
+            None => self
+                .names()
+                .map(|n| Setting::new(format!("gs://{}", n.jobs_bucket), Source::Default))
+                .ok_or_else(|| SettingsError::RemoteStoreNeedsProject {
+                    backend: backend.to_owned(),
+                }),
+        }
     }
 
     /// The names derived from project, zone and cluster, when the project is known.
@@ -647,6 +850,17 @@ impl Settings {
                 unset,
             }
         }
+        // Where GPU and TPU jobs go when no backend is configured, and the
+        // stores jobs use: the configured backend's, and the cluster's.
+        let accelerator_backend = if self.backend.source == Source::Default {
+            self.project
+                .as_ref()
+                .map(|_| Setting::new("gke".to_owned(), Source::Default))
+        } else {
+            Some(self.backend.clone())
+        };
+        let store = self.store_for(&self.backend.value).ok();
+        let cluster_store = self.store_for("gke").ok();
         vec![
             text(
                 "project",
@@ -664,9 +878,19 @@ impl Settings {
             text("base_image_repo", Some(&self.base_image_repo), ""),
             text("backend", Some(&self.backend), ""),
             text(
+                "accelerator_backend",
+                accelerator_backend.as_ref(),
+                "the backend setting: no cluster is configured for GPU and TPU jobs",
+            ),
+            text(
                 "store_url",
-                self.store_url.as_ref(),
-                "needs HOME or KINETIC_LOCAL_ROOT",
+                store.as_ref(),
+                "local jobs need HOME or KINETIC_LOCAL_ROOT; cluster jobs a project or KINETIC_STORE_URL=gs://BUCKET",
+            ),
+            text(
+                "cluster_store_url",
+                cluster_store.as_ref(),
+                "needs a project, or KINETIC_STORE_URL=gs://BUCKET",
             ),
             text("gcs_endpoint", self.gcs_endpoint.as_ref(), "Google's"),
             path(
@@ -801,6 +1025,120 @@ mod tests {
             &SettingsArgs::new(),
             &SettingsInput::new(&env, &profiles, Path::new("/work")),
         )
+    }
+
+    fn accel(text: &str) -> AcceleratorSpec {
+        AcceleratorSpec::parse(text).unwrap()
+    }
+
+    #[test]
+    fn the_backend_follows_the_setting_then_the_accelerator_and_the_cluster() {
+        let home = [("HOME", "/home/u")];
+        let s = resolve(&home).unwrap();
+        let choice = s.choose_backend(&accel("l4")).unwrap();
+        assert_eq!(
+            (choice.name.as_str(), choice.source),
+            ("local", Source::Default)
+        );
+        assert!(
+            choice.why.contains("no cluster is configured"),
+            "{}",
+            choice.why
+        );
+        let s = resolve(&[("HOME", "/home/u"), ("KINETIC_PROJECT", "p")]).unwrap();
+        let choice = s.choose_backend(&accel("l4")).unwrap();
+        assert_eq!(choice.name, "gke");
+        assert!(choice.why.contains("cannot serve gpu:l4"), "{}", choice.why);
+        assert_eq!(s.choose_backend(&accel("cpu")).unwrap().name, "local");
+        assert_eq!(s.choose_backend(&accel("v5litepod-16")), None, "multi-host");
+        // A configured backend wins over the accelerator.
+        let s = resolve(&[
+            ("HOME", "/home/u"),
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_BACKEND", "local"),
+        ])
+        .unwrap();
+        let choice = s.choose_backend(&accel("l4")).unwrap();
+        assert_eq!(
+            (choice.name.as_str(), choice.source),
+            ("local", Source::Env("KINETIC_BACKEND"))
+        );
+    }
+
+    #[test]
+    fn a_remote_backend_gets_the_jobs_bucket_and_refuses_local_stores() {
+        let s = resolve(&[("HOME", "/home/u"), ("KINETIC_PROJECT", "p")]).unwrap();
+        assert_eq!(
+            s.store_for("local").unwrap().value,
+            "file:///home/u/.kinetic/local/store"
+        );
+        assert_eq!(
+            s.store_for("gke").unwrap().value,
+            "gs://p-kn-kinetic-cluster-jobs"
+        );
+        let s = resolve(&[("HOME", "/home/u")]).unwrap();
+        assert!(matches!(
+            s.store_for("gke"),
+            Err(SettingsError::RemoteStoreNeedsProject { .. })
+        ));
+        for url in ["file:///tmp/s", "memory://"] {
+            let s = resolve(&[
+                ("HOME", "/home/u"),
+                ("KINETIC_STORE_URL", url),
+                ("KINETIC_PROJECT", "p"),
+            ])
+            .unwrap();
+            let e = s.store_for("gke").unwrap_err();
+            assert!(e.is_invalid_input());
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!(
+                    "KINETIC_STORE_URL={url} cannot be used with the gke backend"
+                )) && text.contains("(gs://p-kn-kinetic-cluster-jobs)"),
+                "{text}"
+            );
+            assert_eq!(s.store_for("local").unwrap().value, url);
+        }
+        let s = resolve(&[("HOME", "/home/u"), ("KINETIC_STORE_URL", "gs://b/x")]).unwrap();
+        assert_eq!(s.store_for("gke").unwrap().value, "gs://b/x");
+    }
+
+    #[test]
+    fn the_kube_context_is_the_configured_clusters() {
+        let s = resolve(&[("HOME", "/home/u")]).unwrap();
+        assert_eq!(s.kube_context, None, "no project: the current context");
+        let s = resolve(&[
+            ("HOME", "/home/u"),
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_ZONE", "europe-west4-a"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.kube_context,
+            Some(Setting::new(
+                "gke_p_europe-west4-a_kinetic-cluster".to_owned(),
+                Source::Default
+            ))
+        );
+        let s = resolve(&[
+            ("HOME", "/home/u"),
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_KUBE_CONTEXT", "minikube"),
+        ])
+        .unwrap();
+        assert_eq!(s.kube_context.unwrap().value, "minikube");
+        let e = resolve(&[
+            ("HOME", "/home/u"),
+            ("KINETIC_PROJECT", "p"),
+            ("KINETIC_KUBE_CONTEXT", "gke_q_us-east1-b_other"),
+        ])
+        .unwrap_err();
+        assert!(matches!(e, SettingsError::ContextMismatch { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("'gke_p_us-central1-a_kinetic-cluster'"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -6,6 +6,9 @@ pub const PROJECT: &str = "KINETIC_PROJECT";
 pub const ZONE: &str = "KINETIC_ZONE";
 /// GKE cluster.
 pub const CLUSTER: &str = "KINETIC_CLUSTER";
+/// The kubeconfig context the gke backend uses (default: the configured
+/// cluster's, `gke_{project}_{zone}_{cluster}`, else the current one).
+pub const KUBE_CONTEXT: &str = "KINETIC_KUBE_CONTEXT";
 /// Kubernetes namespace.
 pub const NAMESPACE: &str = "KINETIC_NAMESPACE";
 /// Profile to use instead of the stored current one.

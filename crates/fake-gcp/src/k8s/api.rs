@@ -14,6 +14,7 @@ use axum::routing::get;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use super::auth::{self, RequestInfo, User, Users};
 use super::logs::{LogBook, LogRequest};
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{ApiError, Change, Store};
@@ -26,6 +27,8 @@ const RESOURCES: &[(&str, &str, &str, bool)] = &[
     ("events", "Event", "v1", true),
     ("configmaps", "ConfigMap", "v1", true),
     ("serviceaccounts", "ServiceAccount", "v1", true),
+    ("limitranges", "LimitRange", "v1", true),
+    ("resourcequotas", "ResourceQuota", "v1", true),
     ("services", "Service", "v1", true),
     ("namespaces", "Namespace", "v1", false),
     ("nodes", "Node", "v1", false),
@@ -80,7 +83,22 @@ const RESOURCES: &[(&str, &str, &str, bool)] = &[
         "leaderworkerset.x-k8s.io/v1",
         true,
     ),
+    (
+        "selfsubjectaccessreviews.authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "authorization.k8s.io/v1",
+        false,
+    ),
 ];
+
+/// The plural of `kind` in API group `group` (`Job` in `batch` → `jobs`),
+/// as the API server's REST mapper finds it.
+pub(crate) fn plural_of_kind(group: &str, kind: &str) -> Option<String> {
+    RESOURCES
+        .iter()
+        .find(|(_, k, av, _)| *k == kind && av.split_once('/').map_or("", |(g, _)| g) == group)
+        .map(|(r, _, _, _)| r.split('.').next().unwrap_or(r).to_owned())
+}
 
 fn kind_of(resource: &str) -> String {
     RESOURCES
@@ -97,13 +115,33 @@ fn kind_of(resource: &str) -> String {
         })
 }
 
-/// Counted API calls, by `"{verb} {resource}"` (`"list jobs.batch"`).
+/// Counted API calls, by `"{verb} {resource}"` (`"list jobs.batch"`),
+/// and the `User-Agent`s that made them.
 #[derive(Debug, Default)]
 pub struct ApiCalls {
     counts: Mutex<BTreeMap<String, u64>>,
+    agents: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl ApiCalls {
+    fn saw_agent(&self, agent: &str) {
+        self.agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(agent.to_owned());
+    }
+
+    /// Every `User-Agent` header the API server was sent so far
+    /// (requests without one are not counted here).
+    pub fn user_agents(&self) -> Vec<String> {
+        self.agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
     fn add(&self, verb: &str, resource: &str) {
         *self
             .counts
@@ -145,6 +183,7 @@ impl ApiCalls {
 
 pub(crate) struct ApiState {
     pub(crate) store: Arc<Store>,
+    pub(crate) users: Arc<Users>,
     pub(crate) logs: Arc<LogBook>,
     pub(crate) calls: Arc<ApiCalls>,
     pub(crate) faults: Arc<FaultPlan<ApiError>>,
@@ -241,7 +280,107 @@ pub(crate) fn router(state: Shared) -> Router {
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/{sub}",
             get(group_get_sub).put(group_put_sub).patch(group_patch_sub),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ))
         .with_state(state)
+}
+
+/// The most a request body may hold (the API server's own limit is 3 MiB
+/// for most objects).
+const BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// Authentication, authorisation and the admission the authorizer takes
+/// part in, before any route: the caller from its bearer token, RBAC on
+/// what the request asks ([`RequestInfo`]), `OwnerReferencesPermissionEnforcement`
+/// on what a write would store, and `SelfSubjectAccessReview`s answered
+/// for the caller.
+async fn authorize(
+    State(s): State<Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(agent) = request
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+    {
+        s.calls.saw_agent(agent);
+    }
+    let user = s.users.of_header(
+        request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let Some(info) = RequestInfo::parse(
+        request.method().as_str(),
+        request.uri().path(),
+        request.uri().query(),
+    ) else {
+        return next.run(request).await;
+    };
+    if !auth::allowed(&s.store, &user, &info) {
+        return error_response(&auth::forbidden(&user, &info));
+    }
+    if !matches!(info.verb.as_str(), "create" | "update" | "patch") {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, BODY_LIMIT).await {
+        Ok(b) => b,
+        Err(e) => {
+            return error_response(&ApiError::bad_request(format!(
+                "cannot read the request body: {e}"
+            )));
+        }
+    };
+    if info.group == "authorization.k8s.io" && info.resource == "selfsubjectaccessreviews" {
+        return match parse_body(&bytes) {
+            Ok(review) => json_response(
+                StatusCode::CREATED,
+                &auth::self_subject_access_review(&s.store, &user, &review),
+            ),
+            Err(e) => error_response(&e),
+        };
+    }
+    if let Err(e) = admit_write(&s.store, &user, &info, &bytes) {
+        return error_response(&e);
+    }
+    next.run(axum::extract::Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// The admission a write meets before it is stored, for plugins that ask
+/// who the caller is.
+fn admit_write(
+    store: &Store,
+    user: &User,
+    info: &RequestInfo,
+    body: &Bytes,
+) -> Result<(), ApiError> {
+    if info.subresource.is_some() {
+        return Ok(());
+    }
+    let Ok(sent) = serde_json::from_slice::<Value>(body) else {
+        // The route answers a body that is not JSON.
+        return Ok(());
+    };
+    let resource = resource_id(Some(&info.group), &info.resource);
+    let old = info
+        .name
+        .as_ref()
+        .and_then(|name| store.get(&resource, &info.namespace, name).ok());
+    let new = match (info.verb.as_str(), &old) {
+        ("patch", Some(old)) => {
+            let mut merged = old.clone();
+            super::store::merge_patch(&mut merged, &sent);
+            merged
+        }
+        _ => sent,
+    };
+    auth::check_owner_references(store, user, info, &new, old.as_ref())
 }
 
 async fn version() -> Response {
@@ -796,6 +935,9 @@ async fn create(s: Shared, resource: String, ns: String, body: Bytes) -> Respons
         }
         if resource == "jobs.batch" && obj.get("status").is_none() {
             obj["status"] = json!({});
+        }
+        if resource == "pods" {
+            super::admission::admit_pod(&s.store, &ns, &mut obj)?;
         }
         s.store.create(&resource, &ns, obj)
     });

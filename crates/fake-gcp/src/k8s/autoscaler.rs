@@ -9,12 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::FakeNode;
-use super::meta::{name_of, ns_of, uid_of};
+use super::meta::{name_of, uid_of};
 use super::scheduler;
-use super::store::{Store, now_rfc3339};
+use super::store::Store;
 
 /// A group of identical nodes the autoscaler sizes: one GKE node pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,24 +132,15 @@ impl Autoscaler {
         if !lock(&self.events).insert((uid_of(pod).to_owned(), reason)) {
             return;
         }
-        let now = now_rfc3339();
-        let _ = store.create(
-            "events",
-            ns_of(pod),
-            json!({
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"generateName": format!("{}.", name_of(pod))},
-                "involvedObject": {"kind": "Pod", "name": name_of(pod), "namespace": ns_of(pod),
-                                   "uid": uid_of(pod), "apiVersion": "v1"},
-                "reason": reason,
-                "message": message,
-                "type": kind,
-                "source": {"component": "cluster-autoscaler"},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-            }),
+        super::events::record(
+            store,
+            pod,
+            super::events::Event {
+                kind,
+                reason,
+                message,
+                component: "cluster-autoscaler",
+            },
         );
     }
 

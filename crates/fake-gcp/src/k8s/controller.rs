@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
+use super::events;
 use super::meta::{name_of, ns_of, str_at, uid_of};
 use super::store::{ApiError, Store, now_rfc3339, parse_time};
 
@@ -95,9 +96,11 @@ pub(crate) fn delete(
     }
 }
 
-/// One pass of the garbage collector and the Job controller over everything.
+/// One pass of the garbage collector, the service account controller and
+/// the Job controller over everything.
 pub(crate) fn reconcile(store: &Store) {
     collect_garbage(store);
+    default_service_accounts(store);
     let pods = store.all("pods");
     let mut pods_by_owner: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for p in &pods {
@@ -189,23 +192,58 @@ fn seconds_at(v: &Value, pointer: &str) -> Option<u64> {
     v.pointer(pointer).and_then(Value::as_u64)
 }
 
+/// The time `job` finished: its `Complete` or `Failed` condition's
+/// `lastTransitionTime`, as the TTL-after-finished controller reads it.
+fn finish_time(job: &Value) -> Option<SystemTime> {
+    job.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| {
+            matches!(
+                c.get("type").and_then(Value::as_str),
+                Some("Complete" | "Failed")
+            ) && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+        .and_then(|c| c.get("lastTransitionTime"))
+        .and_then(Value::as_str)
+        .and_then(parse_time)
+}
+
+fn condition_of<'a>(job: &'a Value, kind: &str) -> Option<&'a Value> {
+    job.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| {
+            c.get("type").and_then(Value::as_str) == Some(kind)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+}
+
+/// The Job controller's pass over one Job, as the real one (v1.32, with
+/// `JobManagedBy` and `JobPodReplacementPolicy` on) behaves:
+///
+/// - a finished Job (`Complete` or `Failed`) is left alone, and removed
+///   (foreground) `ttlSecondsAfterFinished` after it finished;
+/// - a failure (`backoffLimit` exceeded, `activeDeadlineSeconds` passed
+///   while not suspended) first adds `FailureTarget` and deletes the active
+///   pods; `Failed`, with the same reason and message, follows once no pod
+///   is left running or terminating; success adds `SuccessCriteriaMet`,
+///   then `Complete` with `completionTime`;
+/// - `spec.suspend` deletes the active pods and sets `Suspended`; while
+///   suspended the deadline does not count, and resuming restarts it
+///   (`startTime` is set again);
+/// - otherwise a pod is created from the template, through admission; a
+///   refusal is a `FailedCreate` event on the Job (`Error creating: …`),
+///   and creation is tried again after a back-off of 1 s doubling up to
+///   60 s; each pod created is a `SuccessfulCreate` event.
 fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
     let (ns, name) = (ns_of(job).to_owned(), name_of(job).to_owned());
     let now = SystemTime::now();
     if has_condition(job, "Complete") || has_condition(job, "Failed") {
-        if let Some(ttl) = seconds_at(job, "/spec/ttlSecondsAfterFinished") {
-            let finished = str_at(job, "/status/completionTime")
-                .or_else(|| {
-                    job.pointer("/status/conditions")
-                        .and_then(Value::as_array)
-                        .and_then(|cs| cs.last())
-                        .and_then(|c| c.get("lastTransitionTime"))
-                        .and_then(Value::as_str)
-                })
-                .and_then(parse_time);
-            if finished.is_some_and(|t| now >= t + Duration::from_secs(ttl)) {
-                let _ = delete(store, "jobs.batch", &ns, &name, "Background");
-            }
+        if let Some(ttl) = seconds_at(job, "/spec/ttlSecondsAfterFinished")
+            && finish_time(job).is_some_and(|t| now >= t + Duration::from_secs(ttl))
+        {
+            let _ = delete(store, "jobs.batch", &ns, &name, "Foreground");
         }
         return;
     }
@@ -213,100 +251,193 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         .iter()
         .filter(|p| !deleting(p) && !matches!(phase(p), "Succeeded" | "Failed"))
         .collect();
-    if job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
-        for p in &active {
-            let _ = delete(store, "pods", ns_of(p), name_of(p), "Background");
-        }
-        store.modify("jobs.batch", &ns, &name, |j| {
-            if !has_condition(j, "Suspended") {
-                push_condition(j, condition("Suspended", "JobSuspended", "Job suspended"));
-            }
-            j["status"]["active"] = json!(0);
-            j["status"]["ready"] = json!(0);
-        });
-        return;
-    }
-    let started = str_at(job, "/status/startTime").and_then(parse_time);
-    if started.is_none() {
-        store.modify("jobs.batch", &ns, &name, |j| {
-            j["status"]["startTime"] = Value::String(now_rfc3339());
-        });
-    }
-    let started = started.unwrap_or(now);
-    if let Some(deadline) = seconds_at(job, "/spec/activeDeadlineSeconds")
-        && now >= started + Duration::from_secs(deadline)
-    {
-        for p in &active {
-            let _ = delete(store, "pods", ns_of(p), name_of(p), "Background");
-        }
-        let failed = pods.iter().filter(|p| phase(p) == "Failed").count() + active.len();
-        store.modify("jobs.batch", &ns, &name, |j| {
-            push_condition(
-                j,
-                condition(
-                    "Failed",
-                    "DeadlineExceeded",
-                    "Job was active longer than specified deadline",
-                ),
-            );
-            j["status"]["active"] = json!(0);
-            j["status"]["ready"] = json!(0);
-            j["status"]["failed"] = json!(failed);
-        });
-        return;
-    }
+    let terminating = pods
+        .iter()
+        .filter(|p| deleting(p) && !matches!(phase(p), "Succeeded" | "Failed"))
+        .count();
     let succeeded = pods.iter().filter(|p| phase(p) == "Succeeded").count();
     let failed = pods.iter().filter(|p| phase(p) == "Failed").count();
-    let completions = seconds_at(job, "/spec/completions").unwrap_or(1) as usize;
-    let backoff = seconds_at(job, "/spec/backoffLimit").unwrap_or(6) as usize;
     let ready = active.iter().filter(|p| pod_ready(p)).count();
-    let active_count = active.len();
-    if succeeded >= completions {
+    let delete_active = || {
+        for p in &active {
+            let _ = delete(store, "pods", ns_of(p), name_of(p), "Background");
+        }
+    };
+    let counters = |j: &mut Value, active_now: usize| {
+        j["status"]["active"] = json!(active_now);
+        j["status"]["ready"] = json!(if active_now == 0 { 0 } else { ready });
+        j["status"]["terminating"] = json!(terminating);
+        j["status"]["failed"] = json!(failed);
+        j["status"]["succeeded"] = json!(succeeded);
+    };
+
+    // A decided outcome waits for the pods to be gone, then becomes final.
+    if let Some(target) = condition_of(job, "FailureTarget").cloned() {
+        delete_active();
+        let gone = active.is_empty() && terminating == 0;
+        store.modify("jobs.batch", &ns, &name, |j| {
+            if gone {
+                let text = |k: &str| {
+                    target
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                };
+                push_condition(j, condition("Failed", &text("reason"), &text("message")));
+            }
+            counters(j, 0);
+        });
+        return;
+    }
+    if condition_of(job, "SuccessCriteriaMet").is_some() {
+        let gone = active.is_empty() && terminating == 0;
+        store.modify("jobs.batch", &ns, &name, |j| {
+            if gone {
+                push_condition(
+                    j,
+                    condition(
+                        "Complete",
+                        "CompletionsReached",
+                        "Reached expected number of succeeded pods",
+                    ),
+                );
+                j["status"]["completionTime"] = Value::String(now_rfc3339());
+            }
+            counters(j, active.len());
+        });
+        return;
+    }
+
+    let suspended = job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+    let started = str_at(job, "/status/startTime").and_then(parse_time);
+    let backoff = seconds_at(job, "/spec/backoffLimit").unwrap_or(6) as usize;
+    let completions = seconds_at(job, "/spec/completions").unwrap_or(1) as usize;
+    let past_deadline = !suspended
+        && seconds_at(job, "/spec/activeDeadlineSeconds")
+            .zip(started)
+            .is_some_and(|(d, start)| now >= start + Duration::from_secs(d));
+    let failure = if failed > backoff {
+        Some((
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+        ))
+    } else if past_deadline {
+        Some((
+            "DeadlineExceeded",
+            "Job was active longer than specified deadline",
+        ))
+    } else {
+        None
+    };
+    if let Some((reason, message)) = failure {
+        delete_active();
+        store.modify("jobs.batch", &ns, &name, |j| {
+            push_condition(j, condition("FailureTarget", reason, message));
+            counters(j, 0);
+        });
+        return;
+    }
+    if succeeded >= completions && active.is_empty() {
         store.modify("jobs.batch", &ns, &name, |j| {
             push_condition(
                 j,
                 condition(
-                    "Complete",
+                    "SuccessCriteriaMet",
                     "CompletionsReached",
                     "Reached expected number of succeeded pods",
                 ),
             );
-            j["status"]["completionTime"] = Value::String(now_rfc3339());
-            j["status"]["succeeded"] = json!(succeeded);
-            j["status"]["failed"] = json!(failed);
-            j["status"]["active"] = json!(0);
-            j["status"]["ready"] = json!(0);
+            counters(j, 0);
         });
         return;
     }
-    if failed > backoff {
+    if suspended {
+        delete_active();
+        let newly = !has_condition(job, "Suspended");
         store.modify("jobs.batch", &ns, &name, |j| {
-            push_condition(
-                j,
-                condition(
-                    "Failed",
-                    "BackoffLimitExceeded",
-                    "Job has reached the specified backoff limit",
-                ),
-            );
-            j["status"]["failed"] = json!(failed);
-            j["status"]["active"] = json!(0);
-            j["status"]["ready"] = json!(0);
+            if newly {
+                set_condition(j, condition("Suspended", "JobSuspended", "Job suspended"));
+            }
+            counters(j, 0);
         });
+        if newly {
+            job_event(store, job, "Normal", "Suspended", "Job suspended");
+        }
         return;
     }
-    let terminating = pods.iter().any(deleting);
-    if active.is_empty() && !terminating {
-        create_pod(store, job);
+    let resumed = has_condition(job, "Suspended");
+    if resumed {
+        job_event(store, job, "Normal", "Resumed", "Job resumed");
+    }
+    let mut active_now = active.len();
+    if active.is_empty() && terminating == 0 && creation_due(store, job, now) {
+        match create_pod(store, job) {
+            Ok(pod) => {
+                active_now = 1;
+                let message = format!("Created pod: {}", name_of(&pod));
+                job_event(store, job, "Normal", "SuccessfulCreate", &message);
+            }
+            Err(e) => {
+                let message = format!("Error creating: {}", e.message);
+                job_event(store, job, "Warning", "FailedCreate", &message);
+            }
+        }
     }
     store.modify("jobs.batch", &ns, &name, |j| {
-        j["status"]["active"] =
-            json!(active_count.max(usize::from(active.is_empty() && !terminating)));
-        j["status"]["ready"] = json!(ready);
-        if failed > 0 {
-            j["status"]["failed"] = json!(failed);
+        if started.is_none() || resumed {
+            j["status"]["startTime"] = Value::String(now_rfc3339());
         }
+        if resumed {
+            let mut c = condition("Suspended", "JobResumed", "Job resumed");
+            c["status"] = json!("False");
+            set_condition(j, c);
+        }
+        counters(j, active_now);
     });
+}
+
+/// Whether the Job controller tries to create the Job's pod now: yes,
+/// unless its last attempt was refused less than the back-off ago (1 s,
+/// doubling with each refusal, at most 60 s).
+fn creation_due(store: &Store, job: &Value, now: SystemTime) -> bool {
+    let Some(event) = events::latest(store, job, "FailedCreate") else {
+        return true;
+    };
+    let count = event.get("count").and_then(Value::as_u64).unwrap_or(1);
+    let backoff =
+        Duration::from_secs(1u64 << count.saturating_sub(1).min(6)).min(Duration::from_secs(60));
+    let last = event
+        .get("lastTimestamp")
+        .and_then(Value::as_str)
+        .and_then(parse_time);
+    // The timestamp is whole seconds: the attempt was at most 1 s later.
+    last.is_none_or(|t| now >= t + Duration::from_secs(1) + backoff)
+}
+
+fn job_event(store: &Store, job: &Value, kind: &str, reason: &str, message: &str) {
+    events::record(
+        store,
+        job,
+        events::Event {
+            kind,
+            reason,
+            message,
+            component: "job-controller",
+        },
+    );
+}
+
+/// Replace the condition of the same type, or add it.
+fn set_condition(job: &mut Value, c: Value) {
+    let kind = c.get("type").cloned();
+    if let Some(Value::Array(cs)) = job.pointer_mut("/status/conditions")
+        && let Some(existing) = cs.iter_mut().find(|x| x.get("type") == kind.as_ref())
+    {
+        *existing = c;
+        return;
+    }
+    push_condition(job, c);
 }
 
 fn push_condition(job: &mut Value, c: Value) {
@@ -318,18 +449,10 @@ fn push_condition(job: &mut Value, c: Value) {
     }
 }
 
-fn random_suffix() -> String {
-    uuid::Uuid::new_v4()
-        .simple()
-        .to_string()
-        .chars()
-        .filter(char::is_ascii_lowercase)
-        .chain("abcde".chars())
-        .take(5)
-        .collect()
-}
-
-fn create_pod(store: &Store, job: &Value) {
+/// Create the Job's pod from its template, as the controller does
+/// (`generateName: {job}-`, the Job as its controlling owner), through the
+/// pod admission plugins.
+fn create_pod(store: &Store, job: &Value) -> Result<Value, ApiError> {
     let name = name_of(job);
     let uid = uid_of(job);
     let template = job.pointer("/spec/template").cloned().unwrap_or(json!({}));
@@ -345,11 +468,11 @@ fn create_pod(store: &Store, job: &Value) {
     ] {
         labels[k] = Value::String(v.to_owned());
     }
-    let pod = json!({
+    let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": format!("{name}-{}", random_suffix()),
+            "generateName": format!("{name}-"),
             "labels": labels,
             "annotations": template.pointer("/metadata/annotations").cloned().unwrap_or(json!({})),
             "ownerReferences": [{
@@ -360,10 +483,22 @@ fn create_pod(store: &Store, job: &Value) {
         "spec": template.get("spec").cloned().unwrap_or(json!({})),
         "status": {"phase": "Pending", "conditions": []},
     });
-    if let Err(e) = store.create("pods", ns_of(job), pod) {
-        tracing::warn!(
-            "fake job controller could not create a pod for {name}: {}",
-            e.message
+    super::admission::admit_pod(store, ns_of(job), &mut pod)?;
+    store.create("pods", ns_of(job), pod)
+}
+
+/// Give every namespace its `default` service account, as the service
+/// account controller does.
+pub(crate) fn default_service_accounts(store: &Store) {
+    for ns in store.all("namespaces") {
+        let name = name_of(&ns);
+        if deleting(&ns) || store.get("serviceaccounts", name, "default").is_ok() {
+            continue;
+        }
+        let _ = store.create(
+            "serviceaccounts",
+            name,
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
         );
     }
 }

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::PodScript;
 use super::b64;
+use super::events;
 use super::logs::{LogBook, container_name};
 use super::meta::{name_of, ns_of, uid_of};
 use super::runtime::{self, ExitCell, ProcessSpec, exit_code, kill_group, record_exit};
@@ -597,22 +598,21 @@ fn once_event(
         return;
     }
     rt.events.push(reason);
-    let now = now_rfc3339();
-    let ev = json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": format!("{}.", name_of(pod))},
-        "involvedObject": {"kind": "Pod", "name": name_of(pod), "namespace": ns_of(pod),
-                           "uid": uid_of(pod), "apiVersion": "v1"},
-        "reason": reason,
-        "message": message,
-        "type": kind,
-        "source": {"component": if reason == "FailedScheduling" { "default-scheduler" } else { "kubelet" }},
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    });
-    let _ = store.create("events", ns_of(pod), ev);
+    let component = if reason == "FailedScheduling" {
+        "default-scheduler"
+    } else {
+        "kubelet"
+    };
+    events::record(
+        store,
+        pod,
+        events::Event {
+            kind,
+            reason,
+            message,
+            component,
+        },
+    );
 }
 
 fn set_running(store: &Store, ns: &str, name: &str, cname: &str, image: &str) {

@@ -51,10 +51,13 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod api;
+mod auth;
 mod autoscaler;
 mod b64;
 mod controller;
+mod events;
 mod kubelet;
 mod logs;
 mod meta;
@@ -239,6 +242,7 @@ pub struct FakeClusterConfig {
     port: u16,
     scale_up_delay: Duration,
     scale_down_after: Duration,
+    service_accounts: Vec<(String, String)>,
 }
 
 impl Default for FakeClusterConfig {
@@ -255,6 +259,7 @@ impl Default for FakeClusterConfig {
             port: 0,
             scale_up_delay: Duration::from_millis(300),
             scale_down_after: Duration::from_secs(600),
+            service_accounts: vec![("default".to_owned(), "kinetic".to_owned())],
         }
     }
 }
@@ -325,6 +330,18 @@ impl FakeClusterConfig {
         self.port = port;
         self
     }
+
+    /// The service accounts the cluster starts with, as `(namespace,
+    /// name)`, besides each namespace's `default` (which the cluster makes
+    /// itself). Default: `kinetic` in `default`, as `kinetic up` leaves a
+    /// cluster; pods whose service account is missing are refused.
+    pub fn service_accounts(mut self, accounts: &[(&str, &str)]) -> Self {
+        self.service_accounts = accounts
+            .iter()
+            .map(|(ns, name)| ((*ns).to_owned(), (*name).to_owned()))
+            .collect();
+        self
+    }
 }
 
 /// A running fake cluster. Dropping it stops the server and kills every
@@ -336,6 +353,7 @@ pub struct FakeCluster {
     kubelet: Arc<kubelet::Kubelet>,
     autoscaler: Arc<autoscaler::Autoscaler>,
     calls: Arc<ApiCalls>,
+    users: Arc<auth::Users>,
     faults: Arc<FaultPlan<ApiError>>,
     server: tokio::task::JoinHandle<()>,
     controller: Option<tokio::task::JoinHandle<()>>,
@@ -372,6 +390,9 @@ impl FakeCluster {
             logs.clone(),
         ));
         seed(&store);
+        for (ns, name) in &config.service_accounts {
+            create_service_account(&store, ns, name);
+        }
         for node in &config.nodes {
             store
                 .create("nodes", "", node.to_json())
@@ -382,11 +403,13 @@ impl FakeCluster {
             scale_down_after: config.scale_down_after,
         }));
         let calls = Arc::new(ApiCalls::default());
+        let users = Arc::new(auth::Users::default());
         let faults = Arc::new(FaultPlan::default());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
         let url = format!("http://{}", listener.local_addr()?);
         let app = api::router(Arc::new(api::ApiState {
             store: store.clone(),
+            users: users.clone(),
             logs,
             calls: calls.clone(),
             faults: faults.clone(),
@@ -410,6 +433,7 @@ impl FakeCluster {
             kubelet,
             autoscaler,
             calls,
+            users,
             faults,
             server,
             controller,
@@ -461,6 +485,51 @@ impl FakeCluster {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect()
+    }
+
+    /// A kubeconfig (YAML) whose contexts are `contexts`, each `(name,
+    /// server URL)`, with `current` as the current one; every context uses
+    /// the token `fake-token` and `namespace`.
+    pub fn kubeconfig_with_contexts(
+        contexts: &[(&str, &str)],
+        current: &str,
+        namespace: &str,
+    ) -> String {
+        let mut clusters = String::new();
+        let mut ctxs = String::new();
+        let mut users = String::new();
+        for (name, url) in contexts {
+            clusters.push_str(&format!("- name: {name}\n  cluster:\n    server: {url}\n"));
+            ctxs.push_str(&format!(
+                "- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: {namespace}\n"
+            ));
+            users.push_str(&format!("- name: {name}\n  user:\n    token: fake-token\n"));
+        }
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n{clusters}contexts:\n{ctxs}current-context: {current}\nusers:\n{users}"
+        )
+    }
+
+    /// Register a user: requests with the bearer `token` act as `name`
+    /// (group `system:authenticated`), allowed what RBAC bindings give
+    /// them. Other tokens act as the cluster's administrator.
+    pub fn add_user(&self, name: &str, token: &str) {
+        self.users.add(name, token);
+    }
+
+    /// Bind `user` to the ClusterRole `role` (`edit`, `view`, `admin`…) in
+    /// `namespace`, as `kubectl create rolebinding` does.
+    pub fn bind_role(&self, user: &str, role: &str, namespace: &str) -> Result<Value, ApiError> {
+        self.store.create(
+            "rolebindings.rbac.authorization.k8s.io",
+            namespace,
+            serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": format!("{user}-{role}")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            }),
+        )
     }
 
     /// Pods of the job `job_id` (label `job-id`) follow `script`.
@@ -575,15 +644,34 @@ pub fn schedule(nodes: &[Value], pod: &Value) -> Result<String, String> {
 /// The namespaces every cluster starts with.
 const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// A namespace, as the API server makes it (labelled with its name), unless it exists.
+fn create_namespace(store: &store::Store, name: &str) {
+    let _ = store.create(
+        "namespaces",
+        "",
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name,
+                               "labels": {"kubernetes.io/metadata.name": name}},
+                           "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+    );
+}
+
 fn seed(store: &store::Store) {
     for ns in NAMESPACES {
-        let _ = store.create(
-            "namespaces",
-            "",
-            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
-                               "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
-        );
+        create_namespace(store, ns);
     }
+    auth::seed_roles(store);
+    controller::default_service_accounts(store);
+}
+
+/// A service account (and its namespace, if missing), as `kinetic up`
+/// leaves them.
+fn create_service_account(store: &store::Store, namespace: &str, name: &str) {
+    create_namespace(store, namespace);
+    let _ = store.create(
+        "serviceaccounts",
+        namespace,
+        serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}),
+    );
 }
 
 /// The control plane, the kubelet and the autoscaler, until the task is

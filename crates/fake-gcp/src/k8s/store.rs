@@ -53,6 +53,9 @@ pub struct ApiError {
     pub reason: String,
     /// The message.
     pub message: String,
+    /// The `details` field (`name`, `group`, `kind`…), when the API server
+    /// gives one (boxed: errors travel in `Result`s and stay small).
+    pub details: Option<Box<Value>>,
 }
 
 impl ApiError {
@@ -62,11 +65,21 @@ impl ApiError {
             code,
             reason: reason.to_owned(),
             message: message.into(),
+            details: None,
         }
     }
 
+    /// The same error with these `details`.
+    #[must_use]
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(Box::new(details));
+        self
+    }
+
     pub(crate) fn not_found(resource: &str, name: &str) -> Self {
+        let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
         Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
+            .with_details(json!({"name": name, "group": group, "kind": plural}))
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
@@ -75,7 +88,7 @@ impl ApiError {
 
     /// The `Status` document.
     pub fn to_status(&self) -> Value {
-        json!({
+        let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
@@ -83,7 +96,11 @@ impl ApiError {
             "message": self.message,
             "reason": self.reason,
             "code": self.code,
-        })
+        });
+        if let Some(details) = &self.details {
+            status["details"] = (**details).clone();
+        }
+        status
     }
 }
 

@@ -474,7 +474,7 @@ impl BatchHandle {
                 let state = state
                     .filter(|s| s.status.is_terminal())
                     .unwrap_or_else(|| JobState::new(status));
-                job.collect_ended(&state, cleanup)
+                job.collect_ended(&state, cleanup, false)
                     .await
                     .map_err(|e| ChildError::Job {
                         index,
