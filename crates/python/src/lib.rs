@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::config::ProfileStore;
 use kinetic_core::engine::{
     Arg, AttachOptions, BatchError, BatchHandle, BatchResultsOptions, ChildError, CleanupOptions,
@@ -245,6 +246,9 @@ fn bad(message: impl Into<String>) -> PyErr {
 #[pyclass(frozen, module = "kinetic._native")]
 struct Client {
     engine: Engine,
+    /// The backend chosen for this client's jobs (`None`: the engine's
+    /// own rule, as for a multi-host slice).
+    backend: Option<String>,
     base_image_repo: String,
     cwd: PathBuf,
     home: Option<PathBuf>,
@@ -276,9 +280,14 @@ fn resolve_settings(
 #[pymethods]
 impl Client {
     /// An engine for the given target; each `None` falls back to its
-    /// `KINETIC_*` variable, the active profile, then the default.
+    /// `KINETIC_*` variable, the active profile, then the default. The
+    /// backend is chosen as the CLI chooses it: `backend` (or
+    /// `KINETIC_BACKEND`) when given, else the configured cluster for an
+    /// `accelerator` the local host cannot serve, else `local`; the engine
+    /// uses the store that backend's jobs can reach.
     #[new]
-    #[pyo3(signature = (project=None, zone=None, cluster=None, namespace=None, base_image_repo=None, local_python=None))]
+    #[pyo3(signature = (project=None, zone=None, cluster=None, namespace=None, base_image_repo=None, local_python=None, backend=None, accelerator=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         project: Option<String>,
         zone: Option<String>,
@@ -286,6 +295,8 @@ impl Client {
         namespace: Option<String>,
         base_image_repo: Option<String>,
         local_python: Option<PathBuf>,
+        backend: Option<String>,
+        accelerator: Option<String>,
     ) -> PyResult<Self> {
         let env = EnvSnapshot::from_process();
         let cwd = std::env::current_dir().map_err(|e| {
@@ -307,12 +318,22 @@ impl Client {
         if let Some(v) = base_image_repo {
             args = args.base_image_repo(v);
         }
+        if let Some(v) = backend {
+            args = args.backend(v);
+        }
         let settings = resolve_settings(&args, &env, &cwd)?;
+        let accelerator = accelerator.as_deref().unwrap_or("cpu");
+        let accelerator = AcceleratorSpec::parse(accelerator)
+            .map_err(|e| bad(format!("accelerator={accelerator:?}: {e}")))?;
+        let backend = settings.choose_backend(&accelerator).map(|c| c.name);
         let home = settings::home(&env);
         let _entered = runtime()?.enter();
         let mut options = kinetic_wiring::EngineOptions::default();
         if let Some(python) = local_python {
             options = options.local_python(python);
+        }
+        if let Some(b) = &backend {
+            options = options.backend(b.clone());
         }
         let engine = kinetic_wiring::engine_with(&settings, env, &options).map_err(|e| {
             if e.is_usage() {
@@ -323,6 +344,7 @@ impl Client {
         })?;
         Ok(Self {
             engine,
+            backend,
             base_image_repo: settings.base_image_repo.value.clone(),
             home,
             cwd,
@@ -471,7 +493,7 @@ impl Client {
         if let Some(a) = text_of("accelerator") {
             spec = spec.accelerator(a);
         }
-        if let Some(b) = text_of("backend") {
+        if let Some(b) = text_of("backend").or(self.backend.as_deref()) {
             spec = spec.backend(b);
         }
         for pattern in field("env").and_then(Value::as_array).into_iter().flatten() {

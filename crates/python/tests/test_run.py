@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 
 import pytest
 
@@ -28,6 +29,27 @@ def test_a_decorated_call_returns_the_value():
     square = remote(work.square)
     assert square(7) == 49
     assert remote(work.add)(2, b=40) == 42
+
+
+def test_the_backend_argument_chooses_the_store_its_jobs_can_reach(backend, monkeypatch):
+    # Only the decorator names the backend: on gke the job must go to the
+    # configured cluster's jobs bucket, never the local file:// store a pod
+    # cannot read.
+    import work
+
+    monkeypatch.delenv("KINETIC_BACKEND")
+    monkeypatch.delenv("KINETIC_STORE_URL")
+    square = kinetic.run(accelerator="cpu", backend=backend)(work.square)
+    handle = square.run_async(7)
+    assert handle.result(timeout=120) == 49
+    assert handle.backend == backend
+    if backend == "gke":
+        # The job's spec is in the cluster's jobs bucket on the fake GCS.
+        endpoint = os.environ["KINETIC_GCS_ENDPOINT"].rstrip("/")
+        url = "%s/%s?list-type=2&prefix=%s/" % (endpoint, handle.bucket_name, handle.job_id)
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            listing = answer.read().decode()
+        assert "%s/spec.json" % handle.job_id in listing, listing
 
 
 def test_a_remote_exception_is_raised_with_its_type_and_traceback():

@@ -86,7 +86,7 @@ class _Options:
 
     def client(self):
         return _client(project=self.project, zone=self.zone, cluster=self.cluster, namespace=self.namespace,
-                       base_image_repo=self.base_image_repo)
+                       base_image_repo=self.base_image_repo, backend=self.backend, accelerator=self.accelerator)
 
     def spec(self, fn, args, kwargs) -> str:
         doc = _function_reference(fn)

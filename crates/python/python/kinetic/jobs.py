@@ -14,10 +14,13 @@ from kinetic.job_status import JobStatus
 logger = logging.getLogger("kinetic")
 
 
-def _client(project=None, zone=None, cluster=None, namespace=None, base_image_repo=None):
+def _client(project=None, zone=None, cluster=None, namespace=None, base_image_repo=None,
+            backend=None, accelerator=None):
     # Local jobs run on this interpreter, so they see the packages the caller sees.
+    # The backend is chosen as the CLI chooses it, and the engine uses its store.
     return _native.Client(project=project, zone=zone, cluster=cluster, namespace=namespace,
-                          base_image_repo=base_image_repo, local_python=sys.executable or None)
+                          base_image_repo=base_image_repo, local_python=sys.executable or None,
+                          backend=backend, accelerator=accelerator)
 
 
 def _check_seconds(name: str, value) -> None:
