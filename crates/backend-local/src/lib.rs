@@ -90,9 +90,10 @@ impl LocalOptions {
         self
     }
 
-    /// Run at most `n` jobs at once (at least 1).
+    /// Run at most `n` jobs at once (at least 1, at most
+    /// [`MAX_LOCAL_CONCURRENT`](kinetic_core::settings::MAX_LOCAL_CONCURRENT)).
     pub fn max_concurrent(mut self, n: usize) -> Self {
-        self.max_concurrent = n.max(1);
+        self.max_concurrent = n.clamp(1, kinetic_core::settings::MAX_LOCAL_CONCURRENT);
         self
     }
 

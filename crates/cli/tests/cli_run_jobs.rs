@@ -212,7 +212,7 @@ fn settings_reach_the_job_through_the_cli() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(
         stderr(&o),
-        "error: KINETIC_LOCAL_MAX_CONCURRENT=\"lots\" is not accepted: expected a positive integer\n"
+        "error: KINETIC_LOCAL_MAX_CONCURRENT=\"lots\" is not accepted: expected a positive integer, at most 1024\n"
     );
 }
 

@@ -292,7 +292,8 @@ impl JobHandle {
     /// Poll until a terminal state, streaming logs meanwhile when asked.
     async fn wait(&self, options: &ResultOptions) -> Result<JobState, EngineError> {
         let started = Instant::now();
-        let deadline = options.timeout.map(|t| started + t);
+        // A timeout too long for the clock to reach is no timeout.
+        let deadline = options.timeout.and_then(|t| started.checked_add(t));
         let mut last: Option<JobState> = None;
         let mut interval = options.poll_interval;
         let mut logs: Option<LogStream> = None;

@@ -157,6 +157,11 @@ impl fmt::Display for HashKind {
     }
 }
 
+/// The most worker threads hashing and packing start; asking for more
+/// gives this many (each thread holds a read buffer and a share of the
+/// in-flight window, so the bound also bounds memory).
+pub const MAX_THREADS: usize = 256;
+
 /// Knobs of [`content_hash_with`]. The result never depends on them.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -166,9 +171,10 @@ pub struct HashOptions {
 }
 
 impl HashOptions {
-    /// Uses `n` worker threads (`0` means all cores).
+    /// Uses `n` worker threads (`0` means all cores; at most
+    /// [`MAX_THREADS`]).
     pub fn threads(mut self, n: usize) -> Self {
-        self.threads = NonZeroUsize::new(n);
+        self.threads = NonZeroUsize::new(n.min(MAX_THREADS));
         self
     }
 
@@ -358,7 +364,7 @@ fn hash_dir(root: PathBuf, threads: usize) -> Result<HashReport, HashError> {
     let mut bytes = 0u64;
     ordered_map(
         threads,
-        threads * WINDOW_PER_THREAD,
+        threads.saturating_mul(WINDOW_PER_THREAD),
         batched(walk.by_ref(), BATCH),
         || vec![0u8; WORKER_BUFFER],
         |buf, jobs: Vec<FileJob>| {
