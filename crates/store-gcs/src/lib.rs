@@ -621,7 +621,6 @@ impl ObjectStore for GcsStore {
 /// Deletes of one `delete_prefix` in flight at once.
 const DELETE_CONCURRENCY: usize = 8;
 
-/// A temporary name next to `file`, so the final rename stays on one filesystem.
 /// Where a download to `file` may be renamed to (refusing directories,
 /// devices and the like, which a rename would replace).
 fn local_target(file: &Path) -> Result<PathBuf, StoreError> {
@@ -630,6 +629,7 @@ fn local_target(file: &Path) -> Result<PathBuf, StoreError> {
     })
 }
 
+/// A temporary name next to `file`, so the final rename stays on one filesystem.
 fn temp_sibling(file: &Path) -> PathBuf {
     let name = file
         .file_name()
