@@ -160,7 +160,14 @@ impl LocalBackend {
     /// A backend keeping its state under `options.root` and copying logs to
     /// `store` (the engine's jobs store). Installs the runner and supervisor
     /// programs under the root.
+    ///
+    /// # Errors
+    /// [`BackendError::Unsupported`] when the runner, a separate process,
+    /// could not read `store` by its URIs (an in-process `memory://`
+    /// store): only `file://` and `gs://` stores are accepted. Other
+    /// errors when the root cannot be written.
     pub fn new(options: LocalOptions, store: Arc<dyn ObjectStore>) -> Result<Self, BackendError> {
+        check_store(store.as_ref())?;
         let bin = options.root.join("bin");
         std::fs::create_dir_all(&bin).map_err(|e| io_err(&bin, &e))?;
         std::fs::create_dir_all(options.root.join("jobs"))
@@ -325,6 +332,22 @@ fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, S
             .map(|(name, value)| (name.as_str().to_owned(), value.expose().to_owned())),
     );
     env
+}
+
+/// Refuses a store whose URIs a runner process cannot open: the runner
+/// reads `gs://` and `file://` URIs, and anything else (an in-process
+/// `memory://` store) would make every job fail after its upload.
+fn check_store(store: &dyn ObjectStore) -> Result<(), BackendError> {
+    let probe = kinetic_core::ports::ObjectPath::parse("probe")
+        .map_err(|e| BackendError::other(e.to_string()))?;
+    let uri = store.uri(&probe);
+    if uri.starts_with("gs://") || uri.starts_with("file://") {
+        return Ok(());
+    }
+    let scheme = uri.split_once(':').map_or(uri.as_str(), |(s, _)| s);
+    Err(BackendError::unsupported(format!(
+        "the local backend cannot use a {scheme}:// store: its jobs run as separate processes that read their files from the store, and only this process can see a {scheme}:// store; use a directory (file:///absolute/dir) or a bucket (gs://bucket)"
+    )))
 }
 
 fn hex_digest(bytes: &[u8]) -> String {

@@ -44,7 +44,8 @@ use kinetic_core::config::ProfileStore;
 use kinetic_core::engine::Engine;
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::{
-    BuildError, FixedImage, ImageBuilder, ImageCapabilities, LazyImageBuilder, ObjectStore,
+    BackendError, BuildError, FixedImage, ImageBuilder, ImageCapabilities, LazyImageBuilder,
+    ObjectStore,
 };
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput, vars};
 use kinetic_gcp_common::{GcpTokenSource, StaticToken, TokenSource};
@@ -160,16 +161,35 @@ fn gke_backend(settings: &Settings) -> Option<GkeBackend> {
 pub(crate) fn build(settings: &Settings, invocation: &Invocation) -> Result<Engine, CliError> {
     let root = settings.local_root().map_err(settings_error)?;
     let store_url = settings.store_url().map_err(settings_error)?;
+    // A store URL derived from the local root is that setting's fault.
+    let store_setting = if store_url.source == settings::Source::Default {
+        format!("{}={}", vars::LOCAL_ROOT, root.value.display())
+    } else {
+        vars::STORE_URL.to_owned()
+    };
     let gcs = GcsStore::open(&store_url.value, &gcs_options(settings))
-        .map_err(|e| CliError::usage(format!("{}: {e}", vars::STORE_URL)))?;
+        .map_err(|e| CliError::usage(format!("{store_setting}: {e}")))?;
     let store: Arc<dyn ObjectStore> = Arc::new(gcs);
 
     let mut local = LocalOptions::new(root.value.clone());
     if let Some(n) = &settings.local_max_concurrent {
         local = local.max_concurrent(n.value);
     }
-    let backend =
-        LocalBackend::new(local, store.clone()).map_err(|e| CliError::failed(e.to_string()))?;
+    let backend = LocalBackend::new(local, store.clone()).map_err(|e| match e {
+        // The store, not the machine, is what cannot work: a usage error
+        // naming the setting that chose it.
+        BackendError::Unsupported { .. } => CliError::usage(format!(
+            "{}={}: {e}",
+            vars::STORE_URL,
+            store_url.value
+        )),
+        // The root cannot be made or written: name the setting when the
+        // user chose it.
+        e if root.source == settings::Source::Env(vars::LOCAL_ROOT) => {
+            CliError::failed(format!("{}: {e}", vars::LOCAL_ROOT))
+        }
+        e => CliError::failed(e.to_string()),
+    })?;
     let mut builder = Engine::builder()
         .settings(settings.engine())
         .store(store)

@@ -12,6 +12,7 @@ pub(crate) mod batch;
 pub(crate) mod build_image;
 pub(crate) mod config;
 pub(crate) mod deps;
+pub(crate) mod entry_check;
 pub(crate) mod hash;
 pub(crate) mod image;
 pub(crate) mod infra;

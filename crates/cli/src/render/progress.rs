@@ -115,6 +115,12 @@ impl Progress {
         self.step(text);
     }
 
+    /// A message about the work on stderr, above the spinner when there
+    /// is one, plainly otherwise.
+    pub(crate) fn note(&self, text: &str) {
+        self.line(text);
+    }
+
     /// A line of the job's output.
     pub(crate) fn log_line(&self, line: &str) {
         self.line(line);

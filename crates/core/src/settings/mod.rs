@@ -486,8 +486,19 @@ impl Settings {
             None => base_image_repo,
         };
 
-        let local_root = from_env(env, vars::LOCAL_ROOT)
-            .map(|s| Setting::new(PathBuf::from(s.value), s.source))
+        let local_root = match from_env(env, vars::LOCAL_ROOT) {
+            // The jobs run elsewhere (their own directories): a relative
+            // root would mean something else to each of them.
+            Some(s) if !Path::new(&s.value).is_absolute() => {
+                return Err(SettingsError::Invalid {
+                    var: vars::LOCAL_ROOT,
+                    value: s.value,
+                    expected: "an absolute directory path",
+                });
+            }
+            other => other,
+        }
+        .map(|s| Setting::new(PathBuf::from(s.value), s.source))
             .or_else(|| {
                 home.as_ref()
                     .map(|h| Setting::new(h.join(".kinetic").join("local"), Source::Default))
