@@ -67,9 +67,10 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 /// Variables of this host that every local job receives from the process
 /// that submits it, as a pod receives its image's: where programs are
 /// (`PATH`, pyenv's interpreter choice), the home and temporary directories,
-/// the locale, the time zone and the proxy. Nothing else of the submitting
+/// the locale, the time zone, the proxy and the metadata server (which
+/// gives the runner its credentials). Nothing else of the submitting
 /// process's environment reaches a job unless it is captured (`--env`).
-pub const HOST_ENV: [&str; 15] = [
+pub const HOST_ENV: [&str; 16] = [
     "PATH",
     "HOME",
     "TMPDIR",
@@ -85,6 +86,7 @@ pub const HOST_ENV: [&str; 15] = [
     "http_proxy",
     "https_proxy",
     "no_proxy",
+    "GCE_METADATA_HOST",
 ];
 
 /// Settings of a [`LocalBackend`].

@@ -407,4 +407,75 @@ mod tests {
         write_atomic(&job.file("started"), "{}").unwrap();
         assert_eq!(job.observe(), Observed::Vanished);
     }
+
+    #[test]
+    fn a_passed_deadline_is_reported_unless_the_job_succeeded() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("j"));
+        job.claim("s").unwrap();
+        job.record_pid(std::process::id()).unwrap();
+        write_atomic(&job.file("started"), "{}").unwrap();
+        write_atomic(&job.file("deadline_exceeded"), "2\n").unwrap();
+        assert_eq!(job.observe(), Observed::DeadlineExceeded, "still dying");
+        write_atomic(&job.file("exit_code"), "-15\n").unwrap();
+        assert_eq!(job.observe(), Observed::DeadlineExceeded);
+        write_atomic(&job.file("exit_code"), "0\n").unwrap();
+        assert_eq!(job.observe(), Observed::Exited(0), "it ended in time");
+    }
+
+    #[test]
+    fn a_runner_outliving_its_supervisor_is_still_running() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("j"));
+        job.claim("s").unwrap();
+        write_atomic(&job.file("started"), "{}").unwrap();
+        // A group whose leader (the "supervisor") exits at once, leaving
+        // its child (the "runner") behind.
+        let mut leader = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & exit 0"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = leader.id() as i32;
+        job.record_pid(leader.id()).unwrap();
+        leader.wait().unwrap();
+        assert_eq!(job.observe(), Observed::Running);
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while job.observe() == Observed::Running {
+            assert!(Instant::now() < deadline, "the group never emptied");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(job.observe(), Observed::Vanished);
+    }
+
+    #[test]
+    fn following_a_log_hands_out_every_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("j"));
+        job.claim("s").unwrap();
+        let mut follow = Follow {
+            dir: job.clone(),
+            offset: 0,
+            partial: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            done: false,
+        };
+        // Lines cut across reads, and more than one chunk of them.
+        let line = "x".repeat(99);
+        let mut text = String::new();
+        for i in 0..(FOLLOW_CHUNK / 50) {
+            text.push_str(&format!("{i} {line}\n"));
+        }
+        std::fs::write(job.log_path(), &text[..1000]).unwrap();
+        assert!(follow.read_more().unwrap());
+        std::fs::write(job.log_path(), &text).unwrap();
+        while follow.read_more().unwrap() {}
+        let got: Vec<String> = follow.pending.drain(..).collect();
+        let want: Vec<&str> = text.lines().collect();
+        assert_eq!(got.len(), want.len());
+        assert!(got.iter().zip(&want).all(|(g, w)| g == w));
+        assert!(follow.partial.is_empty());
+    }
 }

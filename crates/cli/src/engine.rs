@@ -172,6 +172,10 @@ pub(crate) fn build(settings: &Settings, invocation: &Invocation) -> Result<Engi
     let store: Arc<dyn ObjectStore> = Arc::new(gcs);
 
     let mut local = LocalOptions::new(root.value.clone());
+    // The runner reads the store where this process does.
+    if let Some(endpoint) = &settings.gcs_endpoint {
+        local = local.runner_env(vars::GCS_ENDPOINT, &endpoint.value);
+    }
     if let Some(n) = &settings.local_max_concurrent {
         local = local.max_concurrent(n.value);
     }

@@ -136,7 +136,9 @@ fn run_prints_the_value_and_streams_logs_to_stderr() {
     ]);
     assert_eq!(stdout(&o), "hello ada?\n");
     let o = sb.kinetic(&["--json", "run", "work.py:greet", "--arg", "\"ada\""]);
-    assert_eq!(stdout(&o), "\"hello ada!\"\n");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    assert_eq!(v["value"], "hello ada!", "{v}");
+    assert!(v["job_id"].as_str().unwrap().starts_with("job-"), "{v}");
     let o = sb.kinetic(&["run", "-v", "work:square", "--arg", "2"]);
     assert!(stderr(&o).contains("[kinetic] startup"), "{}", stderr(&o));
 }
@@ -222,8 +224,16 @@ fn failures_exit_one_with_the_remote_traceback() {
     let o = sb.kinetic(&["run", "work:fail"]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(err.contains("--- remote traceback ---"), "{err}");
-    assert!(err.contains("in fail"), "{err}");
+    // The streamed output carried the user's traceback: it is not printed
+    // again, and no runner frame is in it.
+    assert_eq!(err.matches("in fail").count(), 1, "{err}");
+    assert!(!err.contains("--- remote traceback ---"), "{err}");
+    assert!(!err.contains("kinetic_runner"), "{err}");
+    // Without the streamed output, it is printed once with the error.
+    let o = sb.kinetic(&["run", "--no-logs", "work:fail"]);
+    let quiet = stderr(&o);
+    assert_eq!(quiet.matches("in fail").count(), 1, "{quiet}");
+    assert!(quiet.contains("--- remote traceback ---"), "{quiet}");
     assert!(
         err.contains("error: job job-") && err.contains("RuntimeError: deliberate failure"),
         "{err}"
