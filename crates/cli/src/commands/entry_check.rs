@@ -103,7 +103,6 @@ pub(crate) fn check(entry: &Entrypoint, cwd: &Path) -> Result<(), CliError> {
             (file, function)
         }
         Entrypoint::Command { .. } => return Ok(()),
-        _ => return Ok(()),
     };
     let Ok(output) = Command::new("python3")
         .args(["-I", "-S", "-c", CHECK_PY])
