@@ -224,12 +224,20 @@ impl LocalBackend {
     async fn observe_state(&self, job_id: &JobId, dir: &JobDir) -> JobState {
         let state = match dir.observe() {
             Observed::Missing => JobState::new(JobStatus::NotFound),
-            Observed::Queued => JobState::new(JobStatus::Pending).with_reason(StatusReason::WaitingForResources),
+            Observed::Queued => {
+                JobState::new(JobStatus::Pending).with_reason(StatusReason::WaitingForResources)
+            }
             Observed::Running => JobState::new(JobStatus::Running),
             Observed::Exited(0) => JobState::new(JobStatus::Succeeded),
-            Observed::Exited(code) => JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code }),
-            Observed::Cancelled => JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled),
-            Observed::DeadlineExceeded => JobState::new(JobStatus::Failed).with_reason(StatusReason::DeadlineExceeded),
+            Observed::Exited(code) => {
+                JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code })
+            }
+            Observed::Cancelled => {
+                JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled)
+            }
+            Observed::DeadlineExceeded => {
+                JobState::new(JobStatus::Failed).with_reason(StatusReason::DeadlineExceeded)
+            }
             Observed::Vanished => self.vanished_state(job_id).await,
         };
         if state.status.is_terminal() && state.status != JobStatus::NotFound {
@@ -323,7 +331,10 @@ fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, S
     let record = &job.record;
     env.extend([
         ("KERAS_BACKEND".into(), "jax".into()),
-        ("JAX_PLATFORMS".into(), job.accelerator.jax_platform().into()),
+        (
+            "JAX_PLATFORMS".into(),
+            job.accelerator.jax_platform().into(),
+        ),
         ("JOB_ID".into(), record.job_id.to_string()),
         ("GCS_BUCKET".into(), record.bucket_name.clone()),
     ]);

@@ -238,7 +238,11 @@ fn group_alive(pgid: i32) -> bool {
         return true; // no /proc: trust the signal check
     };
     entries.filter_map(Result::ok).any(|entry| {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             return false;
         };
         std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -182,11 +182,9 @@ pub(crate) fn build(settings: &Settings, invocation: &Invocation) -> Result<Engi
     let backend = LocalBackend::new(local, store.clone()).map_err(|e| match e {
         // The store, not the machine, is what cannot work: a usage error
         // naming the setting that chose it.
-        BackendError::Unsupported { .. } => CliError::usage(format!(
-            "{}={}: {e}",
-            vars::STORE_URL,
-            store_url.value
-        )),
+        BackendError::Unsupported { .. } => {
+            CliError::usage(format!("{}={}: {e}", vars::STORE_URL, store_url.value))
+        }
         // The root cannot be made or written: name the setting when the
         // user chose it.
         e if root.source == settings::Source::Env(vars::LOCAL_ROOT) => {

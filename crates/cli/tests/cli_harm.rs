@@ -217,10 +217,7 @@ fn a_record_whose_ids_were_edited_is_never_acted_on() {
     let o = sb.kinetic(&["jobs", "cleanup", &a]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("job_id"), "{}", stderr(&o));
-    assert!(
-        record_of(&b).is_file(),
-        "cleaning up A deleted B's objects"
-    );
+    assert!(record_of(&b).is_file(), "cleaning up A deleted B's objects");
     assert!(store.join(&b).join("result.json").is_file());
 
     // Only the Kubernetes object name was changed: refused as well.

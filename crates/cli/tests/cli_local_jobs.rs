@@ -272,10 +272,7 @@ fn env_star_works_from_a_shell_through_an_interpreter_shim() {
     let shim = bin.join("python3");
     std::fs::write(
         &shim,
-        format!(
-            "#!/bin/sh\nexec env -u _ {} \"$@\"\n",
-            python3().display()
-        ),
+        format!("#!/bin/sh\nexec env -u _ {} \"$@\"\n", python3().display()),
     )
     .unwrap();
     let mut perms = std::fs::metadata(&shim).unwrap().permissions();
@@ -403,10 +400,15 @@ fn an_entry_that_cannot_resolve_is_refused_before_upload() {
     let o = sb.kinetic(&["run", "broken:f"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("SyntaxError") && err.contains("line 1"), "{err}");
+    assert!(
+        err.contains("SyntaxError") && err.contains("line 1"),
+        "{err}"
+    );
     // Nothing was uploaded or submitted.
     assert!(!sb.path("local/store").exists(), "something was uploaded");
-    assert!(!sb.path("local/jobs").exists() || sb.kinetic(&["jobs", "list"]).stdout == b"no jobs\n");
+    assert!(
+        !sb.path("local/jobs").exists() || sb.kinetic(&["jobs", "list"]).stdout == b"no jobs\n"
+    );
 }
 
 #[test]
@@ -462,16 +464,28 @@ fn machine_readable_runs_lists_and_logs() {
 #[test]
 fn errors_blame_the_setting_or_flag_at_fault_and_exit_two() {
     let sb = Sandbox::new();
-    let o = sb.kinetic_env(&["jobs", "list"], &[("KINETIC_LOCAL_ROOT", "relative/root")]);
+    let o = sb.kinetic_env(
+        &["jobs", "list"],
+        &[("KINETIC_LOCAL_ROOT", "relative/root")],
+    );
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("KINETIC_LOCAL_ROOT") && !err.contains("KINETIC_STORE_URL"), "{err}");
+    assert!(
+        err.contains("KINETIC_LOCAL_ROOT") && !err.contains("KINETIC_STORE_URL"),
+        "{err}"
+    );
 
     let file = sb.path("a-file");
     std::fs::write(&file, "").unwrap();
-    let o = sb.kinetic_env(&["jobs", "list"], &[("KINETIC_LOCAL_ROOT", file.to_str().unwrap())]);
+    let o = sb.kinetic_env(
+        &["jobs", "list"],
+        &[("KINETIC_LOCAL_ROOT", file.to_str().unwrap())],
+    );
     let err = stderr(&o);
-    assert!(err.contains("KINETIC_LOCAL_ROOT") && !err.contains("KINETIC_STORE_URL"), "{err}");
+    assert!(
+        err.contains("KINETIC_LOCAL_ROOT") && !err.contains("KINETIC_STORE_URL"),
+        "{err}"
+    );
 
     let o = sb.kinetic(&["build-image", "--repo", "example.com/r", "--tag", "bad tag"]);
     let err = stderr(&o);

@@ -156,7 +156,8 @@ fn data_arguments_and_commands() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), "", "a command's null value prints nothing");
     let o = sb.kinetic(&["--json", "run", "--", "python3", "-c", "pass"]);
-    assert_eq!(stdout(&o), "null\n");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    assert_eq!(v["value"], serde_json::Value::Null, "{v}");
     let o = sb.kinetic(&["run", "--", "python3", "-c", "import sys; sys.exit(4)"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("CommandFailed"), "{}", stderr(&o));

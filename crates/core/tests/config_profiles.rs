@@ -166,7 +166,10 @@ fn unreadable_and_invalid_files() -> Result<(), Box<dyn std::error::Error>> {
     let err = ProfileStore::load(dir.path()).expect_err("a directory is not a file");
     assert!(matches!(err, ProfileError::NotAFile(_)), "{err}");
     assert!(err.to_string().contains("is a directory"), "{err}");
-    assert!(!err.is_invalid_input(), "a broken profiles file is a failure");
+    assert!(
+        !err.is_invalid_input(),
+        "a broken profiles file is a failure"
+    );
 
     for text in ["", "{", "{\"current\": }", "not json"] {
         let err = parse(text).expect_err(text);

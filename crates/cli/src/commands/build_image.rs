@@ -209,7 +209,16 @@ mod tag_tests {
         for ok in ["0.1.0", "latest", "_x", "v1.2-rc_3", &"a".repeat(128)] {
             assert!(is_docker_tag(ok), "{ok}");
         }
-        for bad in ["", "bad tag", ".x", "-x", "a:b", "a/b", &"a".repeat(129), "é"] {
+        for bad in [
+            "",
+            "bad tag",
+            ".x",
+            "-x",
+            "a:b",
+            "a/b",
+            &"a".repeat(129),
+            "é",
+        ] {
             assert!(!is_docker_tag(bad), "{bad}");
         }
     }

@@ -165,7 +165,13 @@ mod tests {
             "import os\nfrom json import dumps as d\nif True:\n    def inner():\n        pass\nX = 1\ndef square(x):\n    return x * x\n",
         )
         .unwrap();
-        for ok in ["work:square", "work:inner", "work:X", "work:d", "work.py:square"] {
+        for ok in [
+            "work:square",
+            "work:inner",
+            "work:X",
+            "work:d",
+            "work.py:square",
+        ] {
             check(&entry(ok), cwd).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
         let err = check(&entry("work:sqare"), cwd).unwrap_err();

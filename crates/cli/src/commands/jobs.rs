@@ -232,7 +232,14 @@ async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
         })
         .collect();
     emit(&table(
-        &["JOB ID", "STATUS", "FUNCTION", "ACCELERATOR", "BACKEND", "CREATED"],
+        &[
+            "JOB ID",
+            "STATUS",
+            "FUNCTION",
+            "ACCELERATOR",
+            "BACKEND",
+            "CREATED",
+        ],
         &rows,
     ))
 }

@@ -9,8 +9,8 @@ use kinetic_core::packaging::{
 };
 use kinetic_core::settings;
 
-use crate::engine::Invocation;
 use super::threads_arg;
+use crate::engine::Invocation;
 use crate::error::CliError;
 use crate::render::{self, Output, emit};
 

@@ -365,7 +365,10 @@ impl RecentLines {
     const KEEP: usize = 400;
 
     fn push(&self, line: &str) {
-        let mut lines = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if lines.len() == Self::KEEP {
             lines.pop_front();
         }
@@ -374,7 +377,10 @@ impl RecentLines {
 
     /// True when every line of `text` was among the recent lines.
     fn contains_all(&self, text: &str) -> bool {
-        let lines = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let seen: std::collections::HashSet<&str> = lines.iter().map(|l| l.trim_end()).collect();
         text.lines()
             .filter(|l| !l.trim().is_empty())

@@ -400,8 +400,7 @@ pub fn context_size_warn(env: &dyn EnvLookup) -> (Setting<u64>, Option<String>) 
 pub const MAX_SECONDS: u64 = 365 * 24 * 3600;
 
 /// What a seconds value accepts, in words (for error messages).
-pub const SECONDS_EXPECTED: &str =
-    "a positive number of seconds, at most 31536000 (365 days)";
+pub const SECONDS_EXPECTED: &str = "a positive number of seconds, at most 31536000 (365 days)";
 
 /// `value` seconds as a duration, when it is positive and at most
 /// [`MAX_SECONDS`]; `None` otherwise (zero, negative, NaN, too long).
@@ -499,10 +498,10 @@ impl Settings {
             other => other,
         }
         .map(|s| Setting::new(PathBuf::from(s.value), s.source))
-            .or_else(|| {
-                home.as_ref()
-                    .map(|h| Setting::new(h.join(".kinetic").join("local"), Source::Default))
-            });
+        .or_else(|| {
+            home.as_ref()
+                .map(|h| Setting::new(h.join(".kinetic").join("local"), Source::Default))
+        });
         let store_url = match from_env(env, vars::STORE_URL) {
             Some(s) if s.value == "gs://" => {
                 let names = names.as_ref().ok_or(SettingsError::StoreNeedsProject)?;

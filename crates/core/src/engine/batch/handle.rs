@@ -227,7 +227,9 @@ pub(super) async fn attach(
         let now = Instant::now();
         core.manifest_poll = Some(ManifestPoll {
             interval: options.manifest_poll_interval,
-            deadline: options.manifest_poll_timeout.and_then(|t| now.checked_add(t)),
+            deadline: options
+                .manifest_poll_timeout
+                .and_then(|t| now.checked_add(t)),
             next: now + options.manifest_poll_interval,
         });
     }
