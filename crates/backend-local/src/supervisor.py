@@ -17,8 +17,9 @@ renamed). The job's environment is inherited and never written anywhere.
 
 With ``--run-deadline``, a job still running that many seconds after it
 started is stopped: ``DIR/deadline_exceeded`` is written first, then the
-whole process group gets SIGTERM and, after ``--grace`` seconds, SIGKILL
-(which ends the supervisor too: the marker says why).
+whole process group gets SIGTERM and, once the runner ended or after
+``--grace`` seconds, SIGKILL, which also ends whatever the job started in
+the group and the supervisor itself (the marker says why).
 
 Files in DIR: ``queued`` (waiting for a slot), ``started`` (slot taken, JSON
 with the slot and time), ``exit_code`` (the runner's exit code; negative =

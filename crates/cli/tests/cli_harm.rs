@@ -3,89 +3,21 @@
 //! record whose ids were edited is never acted on, and no count or
 //! duration a user gives makes the program panic or run away.
 
+mod sandbox;
+
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+
+use sandbox::{Sandbox, stderr, stdout};
 
 const WORK_PY: &str = "def square(x):\n    return x * x\n";
 
-struct Sandbox {
-    dir: tempfile::TempDir,
-}
-
-impl Sandbox {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let project = dir.path().join("home/project");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-        std::fs::write(project.join("inputs.jsonl"), "1\n2\n").unwrap();
-        Self { dir }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
-        cmd.args(args)
-            .current_dir(self.path("home/project"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("KINETIC_LOCAL_ROOT", self.path("local"))
-            .env("KINETIC_PROFILES_FILE", self.path("profiles.json"))
-            .stdin(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        cmd
-    }
-
-    fn kinetic(&self, args: &[&str]) -> Output {
-        self.kinetic_env(args, &[])
-    }
-
-    fn kinetic_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        output_within(self.command(args, env), Duration::from_secs(120))
-    }
-}
-
-/// Run `cmd` and collect its output, failing the test (and killing the
-/// process) if it has not ended after `limit`: a command that blocks on
-/// its input is a failure, not a hung test run.
-fn output_within(mut cmd: Command, limit: Duration) -> Output {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "kinetic {:?} did not end within {limit:?}; stderr: {}",
-                cmd.get_args().collect::<Vec<_>>(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+fn sandbox() -> Sandbox {
+    let sb = Sandbox::new(WORK_PY);
+    std::fs::write(sb.path("home/project/inputs.jsonl"), "1\n2\n").unwrap();
+    sb
 }
 
 fn s(p: &Path) -> &str {
@@ -127,7 +59,7 @@ fn assert_refused(o: &Output, needle: &str) {
 
 #[test]
 fn pack_never_replaces_an_out_that_is_not_a_regular_file() {
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let src = sb.path("home/project");
 
     // A FIFO (as a device like /dev/null would be) stays what it is.
@@ -165,7 +97,7 @@ fn pack_never_replaces_an_out_that_is_not_a_regular_file() {
 
 #[test]
 fn a_profiles_file_that_is_not_a_regular_file_is_neither_read_nor_replaced() {
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let fifo = sb.path("profiles.fifo");
     mkfifo(&fifo);
     // Reading a FIFO would block forever; writing would replace it.
@@ -194,7 +126,7 @@ fn a_profiles_file_that_is_not_a_regular_file_is_neither_read_nor_replaced() {
 
 #[test]
 fn a_record_whose_ids_were_edited_is_never_acted_on() {
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let submit = |x: &str| {
         let o = sb.kinetic(&["run", "--detach", "work:square", "--arg", x]);
         assert!(o.status.success(), "{}", stderr(&o));
@@ -238,7 +170,7 @@ fn a_record_whose_ids_were_edited_is_never_acted_on() {
 
 #[test]
 fn counts_and_durations_are_bounded_never_a_panic() {
-    let sb = Sandbox::new();
+    let sb = sandbox();
     let src = sb.path("home/project");
     let out = sb.path("out.zip");
     for (args, needle) in [

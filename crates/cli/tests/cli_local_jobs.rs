@@ -3,10 +3,14 @@
 //! `--env '*'` from a shell, a killed supervisor, a store no job can read,
 //! Ctrl-C, entries that cannot resolve, and the machine-readable outputs.
 
+mod sandbox;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use sandbox::{Sandbox, output_within, stderr, stdout, wait_within};
 
 const WORK_PY: &str = r#"
 import os
@@ -45,47 +49,14 @@ def fail():
     raise RuntimeError("deliberate failure")
 "#;
 
-struct Sandbox {
-    dir: tempfile::TempDir,
+trait LocalJobs {
+    fn detach(&self, args: &[&str]) -> String;
+    fn status(&self, job: &str) -> String;
+    fn wait_ended(&self, job: &str) -> String;
+    fn job_dir(&self, job: &str) -> PathBuf;
 }
 
-impl Sandbox {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let project = dir.path().join("home/project");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-        Self { dir }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
-        cmd.args(args)
-            .current_dir(self.path("home/project"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.path("home"))
-            .env("KINETIC_LOCAL_ROOT", self.path("local"))
-            .env("KINETIC_PROFILES_FILE", self.path("profiles.json"))
-            .stdin(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        cmd
-    }
-
-    fn kinetic(&self, args: &[&str]) -> Output {
-        self.kinetic_env(args, &[])
-    }
-
-    fn kinetic_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        output_within(self.command(args, env), Duration::from_secs(120))
-    }
-
+impl LocalJobs for Sandbox {
     fn detach(&self, args: &[&str]) -> String {
         let mut all = vec!["run", "--detach"];
         all.extend_from_slice(args);
@@ -114,43 +85,6 @@ impl Sandbox {
     fn job_dir(&self, job: &str) -> PathBuf {
         self.path("local/jobs").join(job)
     }
-}
-
-/// The output of `cmd`, failing the test (and killing the process) if it
-/// has not ended after `limit`: a hang is a failure, not a stuck run.
-fn output_within(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_within(child, limit)
-}
-
-fn wait_within(mut child: Child, limit: Duration) -> Output {
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "kinetic did not end within {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn json(o: &Output) -> serde_json::Value {
@@ -186,7 +120,7 @@ fn python3() -> PathBuf {
 
 #[test]
 fn a_run_deadline_kills_the_job_and_its_children_and_says_so() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     let pid_file = sb.path("child.pid");
     let pid_arg = format!("\"{}\"", pid_file.display());
     let started = Instant::now();
@@ -232,7 +166,7 @@ fn a_run_deadline_kills_the_job_and_its_children_and_says_so() {
 
 #[test]
 fn a_job_gets_a_pods_environment_not_the_clients() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     let env = [("LEAKY_SETTING", "from-the-client")];
     let o = sb.kinetic_env(&["--json", "run", "work:env_names"], &env);
     let v = json(&o);
@@ -264,7 +198,7 @@ fn a_job_gets_a_pods_environment_not_the_clients() {
 
 #[test]
 fn env_star_works_from_a_shell_through_an_interpreter_shim() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     // A `python3` that, like pyenv's shims, is a script that starts the
     // real interpreter without the shell's `_`.
     let bin = sb.path("bin");
@@ -308,7 +242,7 @@ fn env_star_works_from_a_shell_through_an_interpreter_shim() {
 
 #[test]
 fn a_killed_supervisor_does_not_turn_a_success_into_a_failure() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     let job = sb.detach(&["work:nap", "--arg", "2"]);
     let pid_file = sb.job_dir(&job).join("pid");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -335,7 +269,7 @@ fn a_killed_supervisor_does_not_turn_a_success_into_a_failure() {
 
 #[test]
 fn an_in_process_store_is_refused_up_front() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     let o = sb.kinetic_env(
         &["run", "work:square", "--arg", "2"],
         &[("KINETIC_STORE_URL", "memory://")],
@@ -356,7 +290,7 @@ fn an_in_process_store_is_refused_up_front() {
 
 #[test]
 fn ctrl_c_names_the_job_and_how_to_reattach() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     let mut child = sb
         .command(&["run", "work:nap", "--arg", "30"], &[])
         .stdout(Stdio::piped())
@@ -388,7 +322,7 @@ fn ctrl_c_names_the_job_and_how_to_reattach() {
 
 #[test]
 fn an_entry_that_cannot_resolve_is_refused_before_upload() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     let o = sb.kinetic(&["run", "work:sqare", "--arg", "2"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -413,7 +347,7 @@ fn an_entry_that_cannot_resolve_is_refused_before_upload() {
 
 #[test]
 fn machine_readable_runs_lists_and_logs() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     // run --json: the job id with the value, or a JSON error object.
     let v = json(&sb.kinetic(&["--json", "run", "work:square", "--arg", "3", "--no-cleanup"]));
     assert_eq!(v["value"], 9, "{v}");
@@ -463,7 +397,7 @@ fn machine_readable_runs_lists_and_logs() {
 
 #[test]
 fn errors_blame_the_setting_or_flag_at_fault_and_exit_two() {
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     let o = sb.kinetic_env(
         &["jobs", "list"],
         &[("KINETIC_LOCAL_ROOT", "relative/root")],
@@ -530,7 +464,7 @@ fn messages_point_only_to_commands_that_exist() {
         }
     }
     assert!(commands.len() > 10, "{commands:?}");
-    let sb = Sandbox::new();
+    let sb = Sandbox::new(WORK_PY);
     for words in &commands {
         let mut args: Vec<&str> = words.iter().map(String::as_str).collect();
         // A second word may be an argument (`kinetic run work:f`): only a

@@ -3,7 +3,7 @@
 //! nothing but warnings and the job's output otherwise. The job's output
 //! always goes to stderr, so stdout holds only the value.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,11 +58,20 @@ impl Progress {
         }
     }
 
-    /// Print a line above the spinner (or plainly without one).
+    /// Print a line above the spinner (or plainly without one), in one
+    /// write: a job's output passes here line by line, and stderr is not
+    /// buffered.
     fn line(&self, text: &str) {
+        let write = || {
+            let mut line = String::with_capacity(text.len() + 1);
+            line.push_str(text);
+            line.push('\n');
+            // Like eprintln, minus its panic when stderr is gone.
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        };
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{text}")),
-            None => eprintln!("{text}"),
+            Some(bar) => bar.suspend(write),
+            None => write(),
         }
     }
 
