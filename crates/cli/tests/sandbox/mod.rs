@@ -9,15 +9,15 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long one `kinetic` command may take before the test fails.
-pub const COMMAND_LIMIT: Duration = Duration::from_secs(120);
+pub(crate) const COMMAND_LIMIT: Duration = Duration::from_secs(120);
 
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     dir: tempfile::TempDir,
 }
 
 impl Sandbox {
     /// A home with `project/work.py` holding `work_py`.
-    pub fn new(work_py: &str) -> Self {
+    pub(crate) fn new(work_py: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("home/project");
         std::fs::create_dir_all(&project).unwrap();
@@ -26,12 +26,12 @@ impl Sandbox {
     }
 
     /// A path inside the sandbox.
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
 
     /// `kinetic ARGS` from the project, with `env` on top of the sandbox's.
-    pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+    pub(crate) fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
         cmd.args(args)
             .current_dir(self.path("home/project"))
@@ -47,11 +47,11 @@ impl Sandbox {
         cmd
     }
 
-    pub fn kinetic(&self, args: &[&str]) -> Output {
+    pub(crate) fn kinetic(&self, args: &[&str]) -> Output {
         self.kinetic_env(args, &[])
     }
 
-    pub fn kinetic_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+    pub(crate) fn kinetic_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         output_within(self.command(args, env), COMMAND_LIMIT)
     }
 }
@@ -59,7 +59,7 @@ impl Sandbox {
 /// The output of `cmd`, failing the test (and killing the process) if it
 /// has not ended after `limit`: a command that hangs is a failure, not a
 /// stuck test run.
-pub fn output_within(mut cmd: Command, limit: Duration) -> Output {
+pub(crate) fn output_within(mut cmd: Command, limit: Duration) -> Output {
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,7 +69,7 @@ pub fn output_within(mut cmd: Command, limit: Duration) -> Output {
 }
 
 /// `child`'s output, failing the test if it has not ended after `limit`.
-pub fn wait_within(mut child: Child, limit: Duration) -> Output {
+pub(crate) fn wait_within(mut child: Child, limit: Duration) -> Output {
     let started = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -87,10 +87,10 @@ pub fn wait_within(mut child: Child, limit: Duration) -> Output {
     }
 }
 
-pub fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-pub fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
