@@ -85,7 +85,8 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
         String::from_utf8_lossy(&o.stderr),
     );
     assert!(o.status.success(), "stdout: {out}\nstderr: {err}");
-    assert_eq!(out.trim(), "49", "stderr: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["value"], 49, "stderr: {err}");
     assert!(
         cluster.calls().count("create", "jobs.batch") == 1,
         "{:?}",

@@ -192,7 +192,8 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
             "--json",
         ])
         .await;
-    assert_eq!(out.trim(), "49", "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["value"], 49, "{err}");
     let scheduled: Vec<String> = cloud
         .cluster()
         .objects("events", "default")

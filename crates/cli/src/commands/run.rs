@@ -281,6 +281,10 @@ pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), 
                 &format!("{job_id}\n"),
             );
         }
+        // Ctrl-C is caught from here on (the listener is in place before
+        // the id is shown, so one pressed at once is caught too).
+        let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}")))?;
         // The id goes to stderr whatever it is (a terminal, a file, a
         // pipe): the job outlives this process, and this is its name.
         progress.note(&format!(
@@ -309,7 +313,7 @@ pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), 
         }
         let result = tokio::select! {
             result = handle.result(options) => result,
-            _ = tokio::signal::ctrl_c() => {
+            _ = interrupt.recv() => {
                 progress.finish();
                 return Err(CliError::interrupted(format!(
                     "interrupted; job {job_id} keeps running: reattach with `kinetic jobs result {job_id}` (stop it with `kinetic jobs cancel {job_id}`)"
