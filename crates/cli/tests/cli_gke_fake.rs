@@ -146,7 +146,8 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
     let o = kinetic(dir.path(), env.clone(), &SQUARE_7_ON_GKE).await;
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "49", "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["value"], 49, "{err}");
     let builds = cloud.cloud_build().builds();
     assert_eq!(builds.len(), 1, "one image built");
     let build = &builds[0];
