@@ -173,7 +173,8 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
 
     let o = kinetic(dir.path(), env, &SQUARE_7_ON_GKE).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "49");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["value"], 49);
     assert_eq!(
         cloud.cloud_build().builds_created(),
         1,
