@@ -21,7 +21,18 @@
 //! - A batch child is also named by an empty file
 //!   `{root}/groups/{group_id}/{job_id}`, so a batch's status is one
 //!   directory listing ([`Backend::group_status`]).
-//! - Captured environment values go into the child's environment only.
+//! - A job's environment is what a pod's would be, not the client's: the
+//!   host variables of [`HOST_ENV`] (where programs and the locale are, the
+//!   proxy), the variables a pod's spec sets (`KERAS_BACKEND`,
+//!   `JAX_PLATFORMS`, `JOB_ID`, `GCS_BUCKET`), [`LocalOptions::runner_env`],
+//!   and the job's captured variables, which win. Captured values go into
+//!   the child's environment only.
+//! - A run deadline ([`Deadlines::run`](kinetic_core::ports::Deadlines)) is
+//!   enforced by the supervisor: past it the job's whole process group is
+//!   killed and the job is `FAILED` with `DeadlineExceeded`.
+//! - A job's state is read from what is on disk: when its processes are
+//!   gone without an exit code (the supervisor was killed), the result the
+//!   runner wrote decides.
 //! - No image is built: jobs run on the host. A job that asks for a GPU or
 //!   TPU the host does not have is refused before anything is uploaded, with
 //!   a message saying so.
@@ -39,7 +50,7 @@ use kinetic_core::accelerators::{AcceleratorSpec, Category};
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
     Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
-    ObjectStore, PreparedJob, PutOptions, tail_lines,
+    ObjectStore, ObjectStoreExt, PreparedJob, PutOptions, tail_lines,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
@@ -53,6 +64,31 @@ const SUPERVISOR_SOURCE: &str = include_str!("supervisor.py");
 /// How long `cancel` waits after SIGTERM before SIGKILL.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
+/// Variables of this host that every local job receives from the process
+/// that submits it, as a pod receives its image's: where programs are
+/// (`PATH`, pyenv's interpreter choice), the home and temporary directories,
+/// the locale, the time zone, the proxy and the metadata server (which
+/// gives the runner its credentials). Nothing else of the submitting
+/// process's environment reaches a job unless it is captured (`--env`).
+pub const HOST_ENV: [&str; 16] = [
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "PYENV_VERSION",
+    "PYENV_ROOT",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "GCE_METADATA_HOST",
+];
+
 /// Settings of a [`LocalBackend`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -65,9 +101,10 @@ pub struct LocalOptions {
     pub max_concurrent: usize,
     /// GPUs the host has (default: counted with `nvidia-smi -L` when present).
     pub gpus: Option<u32>,
-    /// Extra environment for every runner, on top of this process's (which
-    /// children inherit): non-secret settings such as `KINETIC_GCS_ENDPOINT`
-    /// for a store on a fake GCS server. A job's captured variables win.
+    /// Extra environment for every runner, on top of the base (the
+    /// [`HOST_ENV`] variables and a pod's): non-secret settings such as
+    /// `KINETIC_GCS_ENDPOINT` for a store on a fake GCS server. A job's
+    /// captured variables win.
     pub runner_env: Vec<(String, String)>,
 }
 
@@ -90,9 +127,10 @@ impl LocalOptions {
         self
     }
 
-    /// Run at most `n` jobs at once (at least 1).
+    /// Run at most `n` jobs at once (at least 1, at most
+    /// [`MAX_LOCAL_CONCURRENT`](kinetic_core::settings::MAX_LOCAL_CONCURRENT)).
     pub fn max_concurrent(mut self, n: usize) -> Self {
-        self.max_concurrent = n.max(1);
+        self.max_concurrent = n.clamp(1, kinetic_core::settings::MAX_LOCAL_CONCURRENT);
         self
     }
 
@@ -124,7 +162,14 @@ impl LocalBackend {
     /// A backend keeping its state under `options.root` and copying logs to
     /// `store` (the engine's jobs store). Installs the runner and supervisor
     /// programs under the root.
+    ///
+    /// # Errors
+    /// [`BackendError::Unsupported`] when the runner, a separate process,
+    /// could not read `store` by its URIs (an in-process `memory://`
+    /// store): only `file://` and `gs://` stores are accepted. Other
+    /// errors when the root cannot be written.
     pub fn new(options: LocalOptions, store: Arc<dyn ObjectStore>) -> Result<Self, BackendError> {
+        check_store(store.as_ref())?;
         let bin = options.root.join("bin");
         std::fs::create_dir_all(&bin).map_err(|e| io_err(&bin, &e))?;
         std::fs::create_dir_all(options.root.join("jobs"))
@@ -179,19 +224,53 @@ impl LocalBackend {
     async fn observe_state(&self, job_id: &JobId, dir: &JobDir) -> JobState {
         let state = match dir.observe() {
             Observed::Missing => JobState::new(JobStatus::NotFound),
-            Observed::Queued => JobState::new(JobStatus::Pending).with_reason(StatusReason::WaitingForResources),
+            Observed::Queued => {
+                JobState::new(JobStatus::Pending).with_reason(StatusReason::WaitingForResources)
+            }
             Observed::Running => JobState::new(JobStatus::Running),
             Observed::Exited(0) => JobState::new(JobStatus::Succeeded),
-            Observed::Exited(code) => JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code }),
-            Observed::Cancelled => JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled),
-            Observed::Vanished => JobState::new(JobStatus::Failed).with_reason(StatusReason::BackendError {
-                message: "the job's local processes ended without recording an exit code (killed, or the machine restarted)".into(),
-            }),
+            Observed::Exited(code) => {
+                JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code })
+            }
+            Observed::Cancelled => {
+                JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled)
+            }
+            Observed::DeadlineExceeded => {
+                JobState::new(JobStatus::Failed).with_reason(StatusReason::DeadlineExceeded)
+            }
+            Observed::Vanished => self.vanished_state(job_id).await,
         };
         if state.status.is_terminal() && state.status != JobStatus::NotFound {
             self.archive_logs(job_id, dir).await;
         }
         state
+    }
+
+    /// The state of a job whose processes are gone without an exit code
+    /// (the supervisor was killed, the machine restarted): what the runner
+    /// left in the store decides. A result it wrote is the outcome it
+    /// exited with (0 after a success, 1 after a failure); no result means
+    /// the job died with its processes.
+    async fn vanished_state(&self, job_id: &JobId) -> JobState {
+        let path = kinetic_core::layout::result(job_id);
+        let written = match self.store.get_if_exists(&path).await {
+            Ok(Some(bytes)) => kinetic_core::protocol::RunnerResult::from_json(&bytes)
+                .ok()
+                .map(|r| r.success),
+            Ok(None) => None,
+            Err(e) => {
+                return JobState::new(JobStatus::Failed).with_reason(StatusReason::BackendError {
+                    message: format!("the job's local processes ended without recording an exit code, and its result could not be read: {e}"),
+                });
+            }
+        };
+        match written {
+            Some(true) => JobState::new(JobStatus::Succeeded),
+            Some(false) => JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code: 1 }),
+            None => JobState::new(JobStatus::Failed).with_reason(StatusReason::BackendError {
+                message: "the job's local processes ended without recording an exit code or writing a result (killed, or the machine restarted)".into(),
+            }),
+        }
     }
 
     /// Copy the job's log to the store once it ended (idempotent).
@@ -239,6 +318,49 @@ impl LocalBackend {
             )),
         }
     }
+}
+
+/// A job's whole environment, in the order later entries win: the host's
+/// [`HOST_ENV`] variables, what a pod's spec sets, `runner_env`, then the
+/// job's captured variables.
+fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = HOST_ENV
+        .iter()
+        .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
+        .collect();
+    let record = &job.record;
+    env.extend([
+        ("KERAS_BACKEND".into(), "jax".into()),
+        (
+            "JAX_PLATFORMS".into(),
+            job.accelerator.jax_platform().into(),
+        ),
+        ("JOB_ID".into(), record.job_id.to_string()),
+        ("GCS_BUCKET".into(), record.bucket_name.clone()),
+    ]);
+    env.extend(runner_env.iter().cloned());
+    env.extend(
+        job.env
+            .iter()
+            .map(|(name, value)| (name.as_str().to_owned(), value.expose().to_owned())),
+    );
+    env
+}
+
+/// Refuses a store whose URIs a runner process cannot open: the runner
+/// reads `gs://` and `file://` URIs, and anything else (an in-process
+/// `memory://` store) would make every job fail after its upload.
+fn check_store(store: &dyn ObjectStore) -> Result<(), BackendError> {
+    let probe = kinetic_core::ports::ObjectPath::parse("probe")
+        .map_err(|e| BackendError::other(e.to_string()))?;
+    let uri = store.uri(&probe);
+    if uri.starts_with("gs://") || uri.starts_with("file://") {
+        return Ok(());
+    }
+    let scheme = uri.split_once(':').map_or(uri.as_str(), |(s, _)| s);
+    Err(BackendError::unsupported(format!(
+        "the local backend cannot use a {scheme}:// store: its jobs run as separate processes that read their files from the store, and only this process can see a {scheme}:// store; use a directory (file:///absolute/dir) or a bucket (gs://bucket)"
+    )))
 }
 
 fn hex_digest(bytes: &[u8]) -> String {
@@ -336,7 +458,12 @@ impl Backend for LocalBackend {
             .arg(self.options.root.join("slots"))
             .arg("--max-concurrent")
             .arg(self.options.max_concurrent.to_string())
-            .arg("--")
+            .arg("--grace")
+            .arg(CANCEL_GRACE.as_secs_f64().to_string());
+        if let Some(run) = job.deadlines.run {
+            cmd.arg("--run-deadline").arg(run.as_secs_f64().to_string());
+        }
+        cmd.arg("--")
             .arg(&self.options.python)
             .arg("-u")
             .arg(&self.runner)
@@ -353,11 +480,9 @@ impl Backend for LocalBackend {
                 dir.open_log().map_err(|e| io_err(&dir.log_path(), &e))?,
             ))
             .process_group(0);
-        for (name, value) in &self.options.runner_env {
+        cmd.env_clear();
+        for (name, value) in job_env(job, &self.options.runner_env) {
             cmd.env(name, value);
-        }
-        for (name, value) in job.env.iter() {
-            cmd.env(name.as_str(), value.expose());
         }
         let mut child = cmd.spawn().map_err(|e| BackendError::unsupported(format!(
                 "the local backend could not start '{}': {e} (it needs a Python 3.9+ interpreter on this host)",

@@ -26,6 +26,8 @@ pub(crate) enum Observed {
     Exited(i32),
     /// Cancelled by a user.
     Cancelled,
+    /// Stopped by the supervisor: it ran longer than its run deadline.
+    DeadlineExceeded,
     /// The processes are gone and no exit code was recorded.
     Vanished,
 }
@@ -118,16 +120,16 @@ impl JobDir {
     }
 
     /// True while the supervisor process lives (and is the one we started,
-    /// not a later process that reused its pid).
+    /// not a later process that reused its pid), or while any process of
+    /// its group does: a runner whose supervisor was killed still runs.
     fn alive(&self) -> Option<bool> {
         let (pid, start) = self.pid()?;
-        if kill(Pid::from_raw(pid), None).is_err() {
-            return Some(false);
-        }
-        match process_start_time(pid as u32) {
-            Some(now) if !start.is_empty() => Some(now == start && !is_zombie(pid as u32)),
-            _ => Some(!is_zombie(pid as u32)),
-        }
+        let supervisor = kill(Pid::from_raw(pid), None).is_ok()
+            && match process_start_time(pid as u32) {
+                Some(now) if !start.is_empty() => now == start && !is_zombie(pid as u32),
+                _ => !is_zombie(pid as u32),
+            };
+        Some(supervisor || group_alive(pid))
     }
 
     /// The exit code the supervisor recorded, if any.
@@ -144,26 +146,29 @@ impl JobDir {
             return Observed::Missing;
         }
         let cancelled = self.file("cancelled").exists();
-        if let Some(code) = self.exit_code() {
-            return if cancelled && code != 0 {
-                Observed::Cancelled
-            } else {
-                Observed::Exited(code)
-            };
-        }
-        if cancelled {
-            return Observed::Cancelled;
+        let deadline = self.file("deadline_exceeded").exists();
+        let exit_code = self.exit_code();
+        match exit_code {
+            Some(0) => return Observed::Exited(0),
+            _ if deadline => return Observed::DeadlineExceeded,
+            _ if cancelled => return Observed::Cancelled,
+            Some(code) => return Observed::Exited(code),
+            None => {}
         }
         let started = self.file("started").exists();
         match (self.alive(), started) {
             (Some(true), true) => Observed::Running,
             (Some(true), false) | (None, false) => Observed::Queued,
             (None, true) | (Some(false), _) => {
-                // The exit code may have landed between the reads above.
-                if let Some(code) = self.exit_code() {
-                    return Observed::Exited(code);
+                // The exit code or a deadline may have landed between the
+                // reads above: read again now that every process is gone.
+                if self.file("deadline_exceeded").exists() {
+                    return Observed::DeadlineExceeded;
                 }
-                Observed::Vanished
+                match self.exit_code() {
+                    Some(code) => Observed::Exited(code),
+                    None => Observed::Vanished,
+                }
             }
         }
     }
@@ -223,6 +228,36 @@ fn process_start_time(pid: u32) -> Option<String> {
     after.split_whitespace().nth(19).map(str::to_owned)
 }
 
+/// True while process group `pgid` has a member that is not a zombie.
+fn group_alive(pgid: i32) -> bool {
+    if killpg(Pid::from_raw(pgid), None).is_err() {
+        return false;
+    }
+    // A zombie leader keeps the group answering; look for a live member.
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true; // no /proc: trust the signal check
+    };
+    entries.filter_map(Result::ok).any(|entry| {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            return false;
+        };
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let after = stat.rsplit_once(')')?.1.to_owned();
+                let mut fields = after.split_whitespace();
+                let state = fields.next()?.to_owned();
+                let pgrp: i32 = fields.nth(1)?.parse().ok()?;
+                Some(pgrp == pgid && state != "Z")
+            })
+            .unwrap_or(false)
+    })
+}
+
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -241,37 +276,55 @@ struct Follow {
     done: bool,
 }
 
+/// The most a followed log reads at once: lines are handed out a chunk at
+/// a time, so a huge log never sits in memory whole.
+const FOLLOW_CHUNK: usize = 1 << 20;
+
 impl Follow {
-    /// Read what was appended since the last call; true if anything was.
+    /// Read what was appended since the last call (at most
+    /// [`FOLLOW_CHUNK`]); true if anything was. Linear in the bytes read:
+    /// complete lines are cut from the buffer in one pass, and only the
+    /// unfinished last line is kept for the next read.
     fn read_more(&mut self) -> Result<bool, BackendError> {
+        let read_err = |e: std::io::Error| {
+            BackendError::other(format!(
+                "cannot read {}: {e}",
+                self.dir.log_path().display()
+            ))
+            .with_source(e)
+        };
         let mut file = match File::open(self.dir.log_path()) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => {
-                return Err(BackendError::other(format!(
-                    "cannot read {}: {e}",
-                    self.dir.log_path().display()
-                ))
-                .with_source(e));
-            }
+            Err(e) => return Err(read_err(e)),
         };
-        file.seek(SeekFrom::Start(self.offset))
-            .map_err(|e| BackendError::other(e.to_string()).with_source(e))?;
-        let mut buf = Vec::new();
-        file.read_to_end(&mut buf)
-            .map_err(|e| BackendError::other(e.to_string()).with_source(e))?;
-        if buf.is_empty() {
+        file.seek(SeekFrom::Start(self.offset)).map_err(read_err)?;
+        let before = self.partial.len();
+        file.take(FOLLOW_CHUNK as u64)
+            .read_to_end(&mut self.partial)
+            .map_err(read_err)?;
+        let read = self.partial.len() - before;
+        if read == 0 {
             return Ok(false);
         }
-        self.offset += buf.len() as u64;
-        self.partial.extend_from_slice(&buf);
-        while let Some(pos) = self.partial.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=pos).collect();
-            let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+        self.offset += read as u64;
+        // Only the new bytes can hold a newline not yet seen.
+        let mut start = 0;
+        let mut scan = before;
+        while let Some(pos) = memchr_newline(&self.partial[scan..]) {
+            let end = scan + pos;
+            let text = String::from_utf8_lossy(&self.partial[start..end]);
             self.pending.push_back(terminal_line(&text).to_owned());
+            start = end + 1;
+            scan = start;
         }
+        self.partial.drain(..start);
         Ok(true)
     }
+}
+
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
 }
 
 /// A stream of the job's output lines that ends when the job has ended
@@ -357,5 +410,76 @@ mod tests {
         write_atomic(&job.file("pid"), "2147483646 1\n").unwrap();
         write_atomic(&job.file("started"), "{}").unwrap();
         assert_eq!(job.observe(), Observed::Vanished);
+    }
+
+    #[test]
+    fn a_passed_deadline_is_reported_unless_the_job_succeeded() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("j"));
+        job.claim("s").unwrap();
+        job.record_pid(std::process::id()).unwrap();
+        write_atomic(&job.file("started"), "{}").unwrap();
+        write_atomic(&job.file("deadline_exceeded"), "2\n").unwrap();
+        assert_eq!(job.observe(), Observed::DeadlineExceeded, "still dying");
+        write_atomic(&job.file("exit_code"), "-15\n").unwrap();
+        assert_eq!(job.observe(), Observed::DeadlineExceeded);
+        write_atomic(&job.file("exit_code"), "0\n").unwrap();
+        assert_eq!(job.observe(), Observed::Exited(0), "it ended in time");
+    }
+
+    #[test]
+    fn a_runner_outliving_its_supervisor_is_still_running() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("j"));
+        job.claim("s").unwrap();
+        write_atomic(&job.file("started"), "{}").unwrap();
+        // A group whose leader (the "supervisor") exits at once, leaving
+        // its child (the "runner") behind.
+        let mut leader = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & exit 0"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = leader.id() as i32;
+        job.record_pid(leader.id()).unwrap();
+        leader.wait().unwrap();
+        assert_eq!(job.observe(), Observed::Running);
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while job.observe() == Observed::Running {
+            assert!(Instant::now() < deadline, "the group never emptied");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(job.observe(), Observed::Vanished);
+    }
+
+    #[test]
+    fn following_a_log_hands_out_every_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("j"));
+        job.claim("s").unwrap();
+        let mut follow = Follow {
+            dir: job.clone(),
+            offset: 0,
+            partial: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            done: false,
+        };
+        // Lines cut across reads, and more than one chunk of them.
+        let line = "x".repeat(99);
+        let mut text = String::new();
+        for i in 0..(FOLLOW_CHUNK / 50) {
+            text.push_str(&format!("{i} {line}\n"));
+        }
+        std::fs::write(job.log_path(), &text[..1000]).unwrap();
+        assert!(follow.read_more().unwrap());
+        std::fs::write(job.log_path(), &text).unwrap();
+        while follow.read_more().unwrap() {}
+        let got: Vec<String> = follow.pending.drain(..).collect();
+        let want: Vec<&str> = text.lines().collect();
+        assert_eq!(got.len(), want.len());
+        assert!(got.iter().zip(&want).all(|(g, w)| g == w));
+        assert!(follow.partial.is_empty());
     }
 }

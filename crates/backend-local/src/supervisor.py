@@ -2,9 +2,12 @@
 
 Started by the local backend in a process group of its own:
 
-    python3 supervisor.py --job-dir DIR --slots-dir DIR --max-concurrent N -- ARGV...
+    python3 supervisor.py --job-dir DIR --slots-dir DIR --max-concurrent N \
+        [--run-deadline SECONDS] [--grace SECONDS] -- ARGV...
 
-It waits for one of N slots (an flock on ``slots/slot-{i}.lock``, so the
+It records its own pid (``DIR/pid``, with its start time, so the job's
+state can be read even when the process that started it died at once),
+waits for one of N slots (an flock on ``slots/slot-{i}.lock``, so the
 limit holds across every process that uses the same local root, and a
 queued job needs no one to stay alive to start it; queued supervisors line
 up on ``slots/queue.lock`` so only one of them polls), records that the job
@@ -12,10 +15,17 @@ started, runs ARGV with stdout and stderr appended to ``DIR/output.log``,
 and records its exit code in ``DIR/exit_code`` (written aside, then
 renamed). The job's environment is inherited and never written anywhere.
 
+With ``--run-deadline``, a job still running that many seconds after it
+started is stopped: ``DIR/deadline_exceeded`` is written first, then the
+whole process group gets SIGTERM and, once the runner ended or after
+``--grace`` seconds, SIGKILL, which also ends whatever the job started in
+the group and the supervisor itself (the marker says why).
+
 Files in DIR: ``queued`` (waiting for a slot), ``started`` (slot taken, JSON
 with the slot and time), ``exit_code`` (the runner's exit code; negative =
 killed by that signal), ``cancelled`` (written by the backend before it
-kills the group; the supervisor then exits without starting the job).
+kills the group; the supervisor then exits without starting the job),
+``deadline_exceeded`` (the run deadline passed and the group was killed).
 """
 
 import fcntl
@@ -43,12 +53,23 @@ def parse_args(argv):
         arg = argv[i]
         if arg == "--":
             return opts, argv[i + 1:]
-        if arg in ("--job-dir", "--slots-dir", "--max-concurrent") and i + 1 < len(argv):
+        if arg in ("--job-dir", "--slots-dir", "--max-concurrent", "--run-deadline", "--grace") and i + 1 < len(argv):
             opts[arg] = argv[i + 1]
             i += 2
             continue
         raise SystemExit("supervisor: unexpected argument %r" % arg)
     raise SystemExit("supervisor: missing '--' before the job's command")
+
+
+def start_time(pid):
+    """Field 22 of /proc/PID/stat (start time in clock ticks), or ''."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return ""
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else ""
 
 
 def try_slots(slots_dir, max_concurrent):
@@ -98,8 +119,14 @@ def main():
     max_concurrent = max(1, int(opts.get("--max-concurrent", "1")))
     if not command:
         raise SystemExit("supervisor: no command to run")
+    deadline = float(opts["--run-deadline"]) if "--run-deadline" in opts else None
+    grace = float(opts.get("--grace", "3"))
     cancelled = os.path.join(job_dir, "cancelled")
 
+    # The backend writes this file too, after the spawn; written here as
+    # well, it is there even when the process that started us died at once.
+    pid = os.getpid()
+    write_atomic(os.path.join(job_dir, "pid"), "%d %s\n" % (pid, start_time(pid)))
     write_atomic(os.path.join(job_dir, "queued"), json.dumps({"at": time.time()}))
     slot = acquire_slot(slots_dir, max_concurrent, cancelled)
     if slot is None:
@@ -125,9 +152,34 @@ def main():
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    code = child.wait()
+    try:
+        code = child.wait(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        code = stop_for_deadline(job_dir, child, deadline, grace, log)
     write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
     return 0
+
+
+def stop_for_deadline(job_dir, child, deadline, grace, log):
+    """Kill the job's process group once its run deadline passed; the
+    runner's exit code when it ended within the grace period."""
+    write_atomic(os.path.join(job_dir, "deadline_exceeded"), "%s\n" % deadline)
+    log.write(("[kinetic] the job ran longer than its run deadline (%gs): stopping it\n" % deadline).encode())
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    group = os.getpgrp()
+    try:
+        os.killpg(group, signal.SIGTERM)
+    except OSError:
+        pass
+    try:
+        code = child.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        code = -signal.SIGKILL
+    # Whatever else the job started in this group goes too (and this
+    # process with it when the runner did not end: the marker says why).
+    write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
+    os.killpg(group, signal.SIGKILL)
+    return code
 
 
 if __name__ == "__main__":

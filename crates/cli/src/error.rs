@@ -19,6 +19,9 @@ pub(crate) enum CliError {
     Usage(String),
     /// The input was fine but the work failed.
     Failed(String),
+    /// The user interrupted the command (Ctrl-C); the message says what
+    /// goes on and how to reattach. Exits 130, as a shell reports SIGINT.
+    Interrupted(String),
 }
 
 impl CliError {
@@ -39,10 +42,15 @@ impl CliError {
         }
     }
 
+    pub(crate) fn interrupted(msg: impl Into<String>) -> Self {
+        Self::Interrupted(msg.into())
+    }
+
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             Self::Usage(_) => 2,
             Self::Failed(_) => 1,
+            Self::Interrupted(_) => 130,
         }
     }
 }
@@ -51,7 +59,7 @@ impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // One line, always: a multi-line message is folded so scripts can grep it.
         let msg = match self {
-            Self::Usage(m) | Self::Failed(m) => m,
+            Self::Usage(m) | Self::Failed(m) | Self::Interrupted(m) => m,
         };
         write!(f, "{}", msg.trim().replace('\n', " "))
     }
@@ -76,6 +84,13 @@ pub(crate) fn engine_error(err: EngineError) -> CliError {
     if let Some(tb) = err.remote().and_then(|r| r.traceback.as_ref()) {
         render::remote_traceback(tb);
     }
+    engine_error_quiet(err)
+}
+
+/// [`engine_error`] without printing the remote traceback, for a caller
+/// that has shown it already (`kinetic run` streamed it with the job's
+/// output) or prints it elsewhere (in `--json` output).
+pub(crate) fn engine_error_quiet(err: EngineError) -> CliError {
     let message = err.to_string();
     match err {
         EngineError::InvalidInput { .. } => CliError::usage(message),

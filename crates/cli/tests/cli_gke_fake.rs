@@ -91,7 +91,8 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
         String::from_utf8_lossy(&o.stderr),
     );
     assert!(o.status.success(), "stdout: {out}\nstderr: {err}");
-    assert_eq!(out.trim(), "49", "stderr: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["value"], 49, "stderr: {err}");
     assert!(
         cluster.calls().count("create", "jobs.batch") == 1,
         "{:?}",
@@ -151,7 +152,8 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
     let o = kinetic(dir.path(), env.clone(), &SQUARE_7_ON_GKE).await;
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "49", "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["value"], 49, "{err}");
     let builds = cloud.cloud_build().builds();
     assert_eq!(builds.len(), 1, "one image built");
     let build = &builds[0];
@@ -177,7 +179,8 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
 
     let o = kinetic(dir.path(), env, &SQUARE_7_ON_GKE).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "49");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["value"], 49);
     assert_eq!(
         cloud.cloud_build().builds_created(),
         1,

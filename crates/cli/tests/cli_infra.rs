@@ -490,7 +490,8 @@ async fn square_on_l4(c: &Client) {
             "--json",
         ])
         .await;
-    assert_eq!(out.trim(), "49", "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["value"], 49, "{err}");
 }
 
 /// The name of the pool serving `gpu:l4` in cluster `fake`.

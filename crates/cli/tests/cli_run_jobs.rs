@@ -136,7 +136,9 @@ fn run_prints_the_value_and_streams_logs_to_stderr() {
     ]);
     assert_eq!(stdout(&o), "hello ada?\n");
     let o = sb.kinetic(&["--json", "run", "work.py:greet", "--arg", "\"ada\""]);
-    assert_eq!(stdout(&o), "\"hello ada!\"\n");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    assert_eq!(v["value"], "hello ada!", "{v}");
+    assert!(v["job_id"].as_str().unwrap().starts_with("job-"), "{v}");
     let o = sb.kinetic(&["run", "-v", "work:square", "--arg", "2"]);
     assert!(stderr(&o).contains("[kinetic] startup"), "{}", stderr(&o));
 }
@@ -154,7 +156,8 @@ fn data_arguments_and_commands() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), "", "a command's null value prints nothing");
     let o = sb.kinetic(&["--json", "run", "--", "python3", "-c", "pass"]);
-    assert_eq!(stdout(&o), "null\n");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    assert_eq!(v["value"], serde_json::Value::Null, "{v}");
     let o = sb.kinetic(&["run", "--", "python3", "-c", "import sys; sys.exit(4)"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("CommandFailed"), "{}", stderr(&o));
@@ -212,7 +215,7 @@ fn settings_reach_the_job_through_the_cli() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(
         stderr(&o),
-        "error: KINETIC_LOCAL_MAX_CONCURRENT=\"lots\" is not accepted: expected a positive integer\n"
+        "error: KINETIC_LOCAL_MAX_CONCURRENT=\"lots\" is not accepted: expected a positive integer, at most 1024\n"
     );
 }
 
@@ -222,8 +225,16 @@ fn failures_exit_one_with_the_remote_traceback() {
     let o = sb.kinetic(&["run", "work:fail"]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(err.contains("--- remote traceback ---"), "{err}");
-    assert!(err.contains("in fail"), "{err}");
+    // The streamed output carried the user's traceback: it is not printed
+    // again, and no runner frame is in it.
+    assert_eq!(err.matches("in fail").count(), 1, "{err}");
+    assert!(!err.contains("--- remote traceback ---"), "{err}");
+    assert!(!err.contains("kinetic_runner"), "{err}");
+    // Without the streamed output, it is printed once with the error.
+    let o = sb.kinetic(&["run", "--no-logs", "work:fail"]);
+    let quiet = stderr(&o);
+    assert_eq!(quiet.matches("in fail").count(), 1, "{quiet}");
+    assert!(quiet.contains("--- remote traceback ---"), "{quiet}");
     assert!(
         err.contains("error: job job-") && err.contains("RuntimeError: deliberate failure"),
         "{err}"

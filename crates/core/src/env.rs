@@ -8,6 +8,12 @@
 //! - an exact name is captured when set and silently skipped when not;
 //! - a wildcard match skips the names of [`WILDCARD_BLOCKLIST`] unless the
 //!   same name is also listed exactly ([`EnvWarning::BlocklistSkipped`]);
+//! - a wildcard match also skips, silently, the names of [`SHELL_INTERNAL`]
+//!   (`_`, `SHLVL`, `PWD`, `OLDPWD`), which every shell sets anew for each
+//!   program it starts: captured, they would describe the client's shell,
+//!   and a shell between the job's start and its interpreter (a pyenv shim,
+//!   a wrapper script) replaces or drops them, so they never arrive as
+//!   sent;
 //! - captured names that look like credentials (`TOKEN`, `SECRET`, `KEY`,
 //!   `PASSWORD`, `CREDENTIAL`, any case) are reported in one
 //!   [`EnvWarning::CredentialLikeNames`].
@@ -70,6 +76,10 @@ pub const WILDCARD_BLOCKLIST: [&str; 18] = [
     "KUBERNETES_SERVICE_HOST",
     "KERAS_BACKEND",
 ];
+
+/// Names a shell sets itself for every program it starts; a wildcard
+/// pattern never captures them (an exact entry still does).
+pub const SHELL_INTERNAL: [&str; 4] = ["_", "SHLVL", "PWD", "OLDPWD"];
 
 /// Upper-case fragments that make a name look like a credential.
 pub const CREDENTIAL_FRAGMENTS: [&str; 5] = ["TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL"];
@@ -554,8 +564,8 @@ pub fn capture(entries: &[EnvEntry], snapshot: &EnvSnapshot) -> Result<CapturedE
                     .iter()
                     .filter(|(n, _)| n.starts_with(prefix.as_str()))
                 {
-                    if listed.contains(&raw.as_str()) {
-                        continue; // captured by its exact entry
+                    if listed.contains(&raw.as_str()) || SHELL_INTERNAL.contains(&raw.as_str()) {
+                        continue; // captured by its exact entry, or the shell's own
                     }
                     if WILDCARD_BLOCKLIST.contains(&raw.as_str()) {
                         blocked.push(raw.clone());

@@ -90,6 +90,7 @@ pub mod batch;
 pub mod config;
 pub mod engine;
 pub mod env;
+pub mod files;
 pub mod hashing;
 pub mod ids;
 pub mod image;

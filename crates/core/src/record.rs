@@ -172,6 +172,24 @@ pub enum RecordError {
     },
 }
 
+/// A record's ids do not match where it was read from: it names another
+/// job, Kubernetes object or batch (an edited or misplaced `handle.json`).
+/// Acting on it could touch what belongs to that other job, so it is
+/// refused ([`JobRecord::check_ids`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "job record key '{key}' is '{found}' but the record belongs to {expected}: refusing a record whose ids do not match where it was read from (was handle.json edited or copied?)"
+)]
+#[non_exhaustive]
+pub struct IdMismatch {
+    /// The key (`job_id`, `k8s_name`, `group_id`).
+    pub key: &'static str,
+    /// What the record says.
+    pub found: String,
+    /// What it must say, in words (`job job-0a1b2c3d`, …).
+    pub expected: String,
+}
+
 /// The durable description of a submitted job (`{job_id}/handle.json`).
 ///
 /// Field order is alphabetical, which is also the key order of the JSON.
@@ -271,6 +289,58 @@ impl JobRecord {
             message: e.to_string(),
         })?;
         Self::try_from(value)
+    }
+
+    /// Checks that the record's ids are those of job `job_id` (the id its
+    /// key names): `job_id` itself, and the Kubernetes object name derived
+    /// from it ([`crate::ids::k8s_name_for_backend`]), which backends
+    /// delete on cleanup. Every reader of a stored record calls this before
+    /// acting on it.
+    ///
+    /// ```
+    /// # use kinetic_core::record::JobRecord;
+    /// let json = r#"{"accelerator":"cpu","backend":"gke","bucket_name":"b","cluster_name":"c",
+    ///   "created_at":"2026-03-25T10:00:00Z","debug":false,"display_name":"kinetic-f-job-1a2b3c4d",
+    ///   "func_name":"f","image_uri":"","job_id":"job-1a2b3c4d","k8s_name":"kinetic-job-1a2b3c4d",
+    ///   "namespace":"default","project":"p","zone":"z"}"#;
+    /// let record = JobRecord::from_json(json).unwrap();
+    /// assert!(record.check_ids(&"job-1a2b3c4d".parse().unwrap()).is_ok());
+    /// let err = record.check_ids(&"job-00000000".parse().unwrap()).unwrap_err();
+    /// assert_eq!(err.key, "job_id");
+    /// ```
+    pub fn check_ids(&self, job_id: &JobId) -> Result<(), IdMismatch> {
+        if &self.job_id != job_id {
+            return Err(IdMismatch {
+                key: "job_id",
+                found: self.job_id.to_string(),
+                expected: format!("job {job_id}"),
+            });
+        }
+        let k8s_name = crate::ids::k8s_name_for_backend(&self.backend, job_id);
+        if self.k8s_name != k8s_name {
+            return Err(IdMismatch {
+                key: "k8s_name",
+                found: self.k8s_name.clone(),
+                expected: format!("job {job_id} (whose object is {k8s_name})"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks that the record belongs to batch `group_id` (its `group_id`
+    /// key), as a batch child must, besides [`JobRecord::check_ids`].
+    pub fn check_group(&self, group_id: &GroupId) -> Result<(), IdMismatch> {
+        if self.group_id.as_ref() == Some(group_id) {
+            return Ok(());
+        }
+        Err(IdMismatch {
+            key: "group_id",
+            found: self
+                .group_id
+                .as_ref()
+                .map_or_else(|| "(none)".to_owned(), ToString::to_string),
+            expected: format!("batch {group_id}"),
+        })
     }
 
     /// Where this record is stored: `{job_id}/handle.json` ([`crate::layout::record`]).

@@ -164,8 +164,12 @@ fn unreadable_and_invalid_files() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     // A directory where the file should be.
     let err = ProfileStore::load(dir.path()).expect_err("a directory is not a file");
-    assert!(matches!(err, ProfileError::Read { .. }), "{err}");
-    assert!(err.to_string().starts_with("Failed to read"), "{err}");
+    assert!(matches!(err, ProfileError::NotAFile(_)), "{err}");
+    assert!(err.to_string().contains("is a directory"), "{err}");
+    assert!(
+        !err.is_invalid_input(),
+        "a broken profiles file is a failure"
+    );
 
     for text in ["", "{", "{\"current\": }", "not json"] {
         let err = parse(text).expect_err(text);

@@ -199,6 +199,19 @@ fn wildcard_skips_names_that_are_not_variable_names() {
 }
 
 #[test]
+fn wildcards_skip_the_names_a_shell_sets_for_each_program() {
+    let env = snapshot(&["_", "SHLVL", "PWD", "OLDPWD", "MY_FLAG", "PWD_HINT"]);
+    let c = capture_kinetic(&["*"], &env).expect("ok");
+    assert_eq!(names(&c), set(&["MY_FLAG", "PWD_HINT"]));
+    // Silently: these are the shell's, not the user's.
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    let c = capture_kinetic(&["PWD*", "SHLVL"], &env).expect("ok");
+    assert_eq!(names(&c), set(&["PWD_HINT", "SHLVL"]));
+    let c = capture(&[EnvEntry::parse_cli("_").expect("name")], &env).expect("ok");
+    assert_eq!(names(&c), set(&["_"]), "an exact entry still captures it");
+}
+
+#[test]
 fn name_validation() {
     for good in ["A", "_", "_x1", "HF_TOKEN", "a1_B2"] {
         assert!(good.parse::<EnvName>().is_ok(), "{good}");

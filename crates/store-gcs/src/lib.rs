@@ -530,6 +530,8 @@ impl ObjectStore for GcsStore {
     }
 
     async fn get_to_file(&self, path: &ObjectPath, file: &Path) -> Result<u64, StoreError> {
+        let target = local_target(file)?;
+        let file = target.as_path();
         let result = self
             .inner
             .get(&os_path(path))
@@ -620,6 +622,14 @@ impl ObjectStore for GcsStore {
 
 /// Deletes of one `delete_prefix` in flight at once.
 const DELETE_CONCURRENCY: usize = 8;
+
+/// Where a download to `file` may be renamed to (refusing directories,
+/// devices and the like, which a rename would replace).
+fn local_target(file: &Path) -> Result<PathBuf, StoreError> {
+    kinetic_core::files::replace_target(file).map_err(|e| {
+        StoreError::invalid_input(format!("cannot write local file: {e}")).with_source(e)
+    })
+}
 
 /// A temporary name next to `file`, so the final rename stays on one filesystem.
 fn temp_sibling(file: &Path) -> PathBuf {

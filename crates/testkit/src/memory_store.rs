@@ -119,6 +119,10 @@ impl ObjectStore for MemoryStore {
 
     async fn get_to_file(&self, path: &ObjectPath, file: &Path) -> Result<u64, StoreError> {
         self.enter();
+        let target = kinetic_core::files::replace_target(file).map_err(|e| {
+            StoreError::invalid_input(format!("cannot write local file: {e}")).with_source(e)
+        })?;
+        let file = target.as_path();
         let data = self.read(path)?;
         let tmp = file.with_extension("kinetic-part");
         let local_err = |e: std::io::Error| {

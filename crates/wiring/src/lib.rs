@@ -51,7 +51,8 @@ use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, Prebuil
 use kinetic_core::engine::Engine;
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::{
-    BuildError, FixedImage, ImageBuilder, ImageCapabilities, LazyImageBuilder, ObjectStore,
+    BackendError, BuildError, FixedImage, ImageBuilder, ImageCapabilities, LazyImageBuilder,
+    ObjectStore,
 };
 use kinetic_core::settings::{self, Settings, vars};
 use kinetic_gcp_common::{GcpTokenSource, StaticToken, TokenSource};
@@ -191,19 +192,41 @@ pub fn engine_with(
     let store_url = settings
         .store_for(backend)
         .map_err(|e| WiringError::Usage(e.to_string()))?;
+    // A store URL derived from the local root is that setting's fault.
+    let store_setting =
+        if store_url.source == settings::Source::Default && !settings::is_remote(backend) {
+            format!("{}={}", vars::LOCAL_ROOT, root.value.display())
+        } else {
+            vars::STORE_URL.to_owned()
+        };
     let gcs = GcsStore::open(&store_url.value, &gcs_options(settings))
-        .map_err(|e| WiringError::Usage(format!("{}: {e}", vars::STORE_URL)))?;
+        .map_err(|e| WiringError::Usage(format!("{store_setting}: {e}")))?;
     let store: Arc<dyn ObjectStore> = Arc::new(gcs);
 
     let mut local = LocalOptions::new(root.value.clone());
+    // The runner reads the store where this process does.
+    if let Some(endpoint) = &settings.gcs_endpoint {
+        local = local.runner_env(vars::GCS_ENDPOINT, &endpoint.value);
+    }
     if let Some(n) = &settings.local_max_concurrent {
         local = local.max_concurrent(n.value);
     }
     if let Some(python) = &options.local_python {
         local = local.python(python);
     }
-    let backend =
-        LocalBackend::new(local, store.clone()).map_err(|e| WiringError::Failed(e.to_string()))?;
+    let backend = LocalBackend::new(local, store.clone()).map_err(|e| match e {
+        // The store, not the machine, is what cannot work: a usage error
+        // naming the setting that chose it.
+        BackendError::Unsupported { .. } => {
+            WiringError::Usage(format!("{}={}: {e}", vars::STORE_URL, store_url.value))
+        }
+        // The root cannot be made or written: name the setting when the
+        // user chose it.
+        e if root.source == settings::Source::Env(vars::LOCAL_ROOT) => {
+            WiringError::Failed(format!("{}: {e}", vars::LOCAL_ROOT))
+        }
+        e => WiringError::Failed(e.to_string()),
+    })?;
     let mut builder = Engine::builder()
         .settings(settings.engine())
         .store(store)

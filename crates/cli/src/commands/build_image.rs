@@ -83,6 +83,11 @@ pub(crate) fn run(args: &BuildImageArgs, inv: &Invocation, out: &Output) -> Resu
         .tag
         .clone()
         .unwrap_or_else(|| KINETIC_VERSION.to_owned());
+    if !is_docker_tag(&tag) {
+        return Err(CliError::usage(format!(
+            "--tag {tag:?} is not accepted: expected an image tag of 1 to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'"
+        )));
+    }
     let base = base_image(args.python.as_deref())?;
     let dockerfile = match &args.dockerfile {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
@@ -182,4 +187,39 @@ fn report(
         }
     }
     emit(&s)
+}
+
+/// A tag as the Docker reference grammar allows it: `[A-Za-z0-9_]`
+/// followed by up to 127 of `[A-Za-z0-9_.-]`.
+fn is_docker_tag(tag: &str) -> bool {
+    let mut chars = tag.chars();
+    tag.len() <= 128
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+#[cfg(test)]
+mod tag_tests {
+    use super::is_docker_tag;
+
+    #[test]
+    fn tags_follow_the_docker_grammar() {
+        for ok in ["0.1.0", "latest", "_x", "v1.2-rc_3", &"a".repeat(128)] {
+            assert!(is_docker_tag(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "bad tag",
+            ".x",
+            "-x",
+            "a:b",
+            "a/b",
+            &"a".repeat(129),
+            "é",
+        ] {
+            assert!(!is_docker_tag(bad), "{bad}");
+        }
+    }
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use kinetic_core::hashing::{HashError, HashOptions, content_hash_with};
 
+use super::threads_arg;
 use crate::error::CliError;
 use crate::render::{self, Output, emit};
 
@@ -14,9 +15,9 @@ use crate::render::{self, Output, emit};
 pub(crate) struct HashArgs {
     /// File or directory to hash (a symlink to either is followed).
     path: PathBuf,
-    /// Hashing threads for a directory (default: all cores).
-    #[arg(long, value_name = "N")]
-    threads: Option<usize>,
+    /// Hashing threads for a directory (default: all cores; at most 256).
+    #[arg(long, value_name = "N", value_parser = threads_arg())]
+    threads: Option<u32>,
 }
 
 pub(crate) fn run(args: &HashArgs, out: &Output) -> Result<(), CliError> {
@@ -27,7 +28,7 @@ pub(crate) fn run(args: &HashArgs, out: &Output) -> Result<(), CliError> {
             path.display()
         )));
     }
-    let options = HashOptions::default().threads(args.threads.unwrap_or(0));
+    let options = HashOptions::default().threads(args.threads.map_or(0, |n| n as usize));
     let started = Instant::now();
     let report = content_hash_with(path, &options).map_err(|e| match e {
         HashError::NotFound { .. } => CliError::usage(e.to_string()),

@@ -222,6 +222,7 @@ pub(crate) fn apply(
         match e {
             CliError::Usage(_) => CliError::usage(text),
             CliError::Failed(_) => CliError::failed(text),
+            CliError::Interrupted(_) => CliError::interrupted(text),
         }
     })?;
     Ok(report(true))

@@ -19,14 +19,15 @@ pub(crate) struct JobsArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum JobsCommand {
-    /// Jobs the backends still hold, newest first.
+    /// Jobs the backends still hold, newest first, with their status.
     List,
     /// A job's status (and why, when known).
     Status {
         /// The job id (`job-` + 8 hex).
         job_id: String,
     },
-    /// A job's output.
+    /// A job's output (with `--json` and `--follow`: one JSON object per
+    /// line, `{"job_id": …, "line": …}`).
     Logs {
         /// The job id.
         job_id: String,
@@ -145,7 +146,12 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                     let mut stream = handle.follow_logs().await.map_err(engine_error)?;
                     while let Some(line) = stream.next().await {
                         let line = line.map_err(|e| engine_error(e.into()))?;
-                        emit(&format!("{line}\n"))?;
+                        if out.is_json() {
+                            // JSON Lines: one compact object per line, as it comes.
+                            emit(&format!("{}\n", json!({"job_id": job_id, "line": line})))?;
+                        } else {
+                            emit(&format!("{line}\n"))?;
+                        }
                     }
                     return Ok(());
                 }
@@ -209,10 +215,37 @@ fn logs_out(job_id: &str, text: &str, out: &Output) -> Result<(), CliError> {
 
 async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
     let records = engine.list_jobs().await.map_err(engine_error)?;
+    // Each job's status, asked of its backend; one that cannot be read is
+    // shown as UNKNOWN with why.
+    let mut statuses = Vec::with_capacity(records.len());
+    for record in &records {
+        let state = match engine.handle_from_json(&record.to_json()) {
+            Ok(handle) => handle.status().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        statuses.push(state);
+    }
     if out.is_json() {
         let values: Vec<serde_json::Value> = records
             .iter()
-            .map(|r| serde_json::from_str(&r.to_json()).unwrap_or(serde_json::Value::Null))
+            .zip(&statuses)
+            .map(|(r, state)| {
+                let mut value =
+                    serde_json::from_str(&r.to_json()).unwrap_or(serde_json::Value::Null);
+                if let Some(map) = value.as_object_mut() {
+                    match state {
+                        Ok(state) => {
+                            map.insert("status".into(), json!(state.status));
+                            map.insert("reason".into(), json!(state.reason));
+                        }
+                        Err(e) => {
+                            map.insert("status".into(), json!("UNKNOWN"));
+                            map.insert("status_error".into(), json!(e));
+                        }
+                    }
+                }
+                value
+            })
             .collect();
         return out.json(&values);
     }
@@ -221,9 +254,14 @@ async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
     }
     let rows: Vec<Vec<String>> = records
         .iter()
-        .map(|r| {
+        .zip(&statuses)
+        .map(|(r, state)| {
             vec![
                 r.job_id.to_string(),
+                match state {
+                    Ok(state) => state.status.as_str().to_owned(),
+                    Err(_) => "UNKNOWN".to_owned(),
+                },
                 r.func_name.clone(),
                 r.accelerator.clone(),
                 r.backend.clone(),
@@ -232,7 +270,14 @@ async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
         })
         .collect();
     emit(&table(
-        &["JOB ID", "FUNCTION", "ACCELERATOR", "BACKEND", "CREATED"],
+        &[
+            "JOB ID",
+            "STATUS",
+            "FUNCTION",
+            "ACCELERATOR",
+            "BACKEND",
+            "CREATED",
+        ],
         &rows,
     ))
 }

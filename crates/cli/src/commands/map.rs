@@ -113,6 +113,8 @@ fn build_spec(args: &MapArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
     let cwd = inv.cwd()?;
     let home = inv.home();
     let entrypoint = Entrypoint::parse(&args.entry).map_err(|e| CliError::usage(e.to_string()))?;
+    // Before a single input is submitted.
+    super::entry_check::check(&entrypoint, cwd)?;
     let base = PathBase {
         cwd,
         home: home.as_deref(),

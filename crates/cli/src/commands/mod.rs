@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use kinetic_core::settings;
+
 use crate::error::CliError;
 
 pub(crate) mod accelerators;
@@ -10,6 +12,7 @@ pub(crate) mod batch;
 pub(crate) mod build_image;
 pub(crate) mod config;
 pub(crate) mod deps;
+pub(crate) mod entry_check;
 pub(crate) mod hash;
 pub(crate) mod image;
 pub(crate) mod infra;
@@ -20,14 +23,20 @@ pub(crate) mod pool;
 pub(crate) mod profile;
 pub(crate) mod run;
 
-/// A `--{flag} SECONDS` value: a positive number of seconds.
+/// The parser of a `--threads N` flag: `0` (all cores) up to
+/// [`MAX_THREADS`](kinetic_core::hashing::MAX_THREADS); clap names the flag
+/// and the range when a value is outside it.
+pub(crate) fn threads_arg() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(0..=kinetic_core::hashing::MAX_THREADS as i64)
+}
+
+/// A `--{flag} SECONDS` value: a positive number of seconds, at most
+/// [`MAX_SECONDS`](kinetic_core::settings::MAX_SECONDS).
 pub(crate) fn seconds(flag: &str, value: f64) -> Result<Duration, CliError> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "--{flag} {value} is not accepted: expected a positive number of seconds"
-            ))
-        })
+    settings::positive_seconds(value).ok_or_else(|| {
+        CliError::usage(format!(
+            "--{flag} {value} is not accepted: expected {}",
+            settings::SECONDS_EXPECTED
+        ))
+    })
 }

@@ -9,6 +9,7 @@ use kinetic_core::packaging::{
 };
 use kinetic_core::settings;
 
+use super::threads_arg;
 use crate::engine::Invocation;
 use crate::error::CliError;
 use crate::render::{self, Output, emit};
@@ -32,9 +33,9 @@ pub(crate) struct PackArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_COMPRESSION_LEVEL,
           value_parser = clap::value_parser!(u32).range(1..=9))]
     level: u32,
-    /// Compression threads (default: all cores).
-    #[arg(long, value_name = "N")]
-    threads: Option<usize>,
+    /// Compression threads (default: all cores; at most 256).
+    #[arg(long, value_name = "N", value_parser = threads_arg())]
+    threads: Option<u32>,
 }
 
 pub(crate) fn run(args: &PackArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
@@ -47,7 +48,7 @@ pub(crate) fn run(args: &PackArgs, inv: &Invocation, out: &Output) -> Result<(),
         .default_excludes(settings::default_excludes(inv.env()).value)
         .size_warn_bytes(size_warn.value)
         .compression_level(args.level)
-        .threads(args.threads.unwrap_or(0));
+        .threads(args.threads.map_or(0, |n| n as usize));
     for path in &args.exclude {
         options = options.exclude(path);
     }
@@ -70,6 +71,9 @@ pub(crate) fn run(args: &PackArgs, inv: &Invocation, out: &Output) -> Result<(),
         PackError::RootNotFound { .. } | PackError::RootNotADirectory { .. } => {
             CliError::usage(format!("{e} (SRC must be an existing directory)"))
         }
+        PackError::OutputNotAFile(_) => CliError::usage(format!(
+            "OUT: {e}: refusing to replace it (give the path of a new or regular file)"
+        )),
         other => CliError::failed(other.to_string()),
     })?;
     let seconds = started.elapsed().as_secs_f64();

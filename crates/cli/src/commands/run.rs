@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::seconds;
 use crate::engine::{self, Invocation};
-use crate::error::{CliError, engine_error};
+use crate::error::{CliError, engine_error, engine_error_quiet};
 use crate::render::progress::Progress;
 use crate::render::{self, Output};
 
@@ -336,6 +336,9 @@ fn build_spec(args: &RunArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
 pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let mut spec = build_spec(args, inv)?;
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
+    // A wrong function name or a syntax error is found here, before
+    // anything is hashed, uploaded or submitted.
+    super::entry_check::check(&spec.entrypoint, inv.cwd()?)?;
     let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let progress = Progress::new();
     let rt = engine::runtime()?;
@@ -343,41 +346,123 @@ pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), 
         let p = progress.clone();
         let submit_options = SubmitOptions::with_progress(Arc::new(move |event: &ProgressEvent| p.event(event)));
         let handle = engine.submit_with(spec, submit_options).await.map_err(engine_error)?;
+        let job_id = handle.id().to_string();
         if args.detach {
             progress.finish();
             return out.either(
-                &serde_json::json!({"job_id": handle.id().as_str(), "backend": handle.record().backend}),
-                &format!("{}\n", handle.id()),
+                &serde_json::json!({"job_id": job_id, "backend": handle.record().backend}),
+                &format!("{job_id}\n"),
             );
         }
-        progress.waiting(handle.id().as_str());
+        // Ctrl-C is caught from here on (the listener is in place before
+        // the id is shown, so one pressed at once is caught too).
+        let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}")))?;
+        // The id goes to stderr whatever it is (a terminal, a file, a
+        // pipe): the job outlives this process, and this is its name.
+        progress.note(&format!(
+            "submitted {job_id} ({} backend)",
+            handle.record().backend
+        ));
+        progress.waiting(&job_id);
         let mut options = ResultOptions::default().cleanup(!args.no_cleanup);
         if let Some(t) = timeout {
             options = options.timeout(t);
         }
         let p = progress.clone();
-        let job_id = handle.id().to_string();
-        options = options.on_status_change(Arc::new(move |state| p.status(&job_id, state)));
+        let id = job_id.clone();
+        options = options.on_status_change(Arc::new(move |state| p.status(&id, state)));
+        let streamed = RecentLines::default();
         if !args.no_logs {
             let p = progress.clone();
             let verbose = args.verbose;
+            let recent = streamed.clone();
             options = options.stream_logs(Arc::new(move |line: &str| {
                 if verbose || !line.starts_with(RUNNER_LINE_PREFIX) {
                     p.log_line(line);
+                    recent.push(line);
                 }
             }));
         }
-        let result = handle.result(options).await;
+        let result = tokio::select! {
+            result = handle.result(options) => result,
+            _ = interrupt.recv() => {
+                progress.finish();
+                return Err(CliError::interrupted(format!(
+                    "interrupted; job {job_id} keeps running: reattach with `kinetic jobs result {job_id}` (stop it with `kinetic jobs cancel {job_id}`)"
+                )));
+            }
+        };
         progress.finish();
         match result {
+            Ok(value) if out.is_json() => out.json(&serde_json::json!({"job_id": job_id, "value": value})),
             Ok(value) => render::value(&value, out),
-            Err(EngineError::Timeout { job_id, after }) => Err(CliError::failed(format!(
-                "timed out after {} waiting for job {job_id}; it keeps running: `kinetic jobs result {job_id}` collects it later",
-                humantime_secs(after)
-            ))),
-            Err(e) => Err(engine_error(e)),
+            Err(e) => {
+                let err = match e {
+                    EngineError::Timeout { job_id, after } => CliError::failed(format!(
+                        "timed out after {} waiting for job {job_id}; it keeps running: `kinetic jobs result {job_id}` collects it later",
+                        humantime_secs(after)
+                    )),
+                    e => {
+                        let remote = e.remote().cloned();
+                        // The user's traceback is shown once: the streamed
+                        // output carried it already, or it is printed now
+                        // (into the JSON object with --json).
+                        let shown = remote
+                            .as_ref()
+                            .and_then(|r| r.traceback.as_deref())
+                            .is_some_and(|tb| out.is_json() || streamed.contains_all(tb));
+                        let err = if shown { engine_error_quiet(e) } else { engine_error(e) };
+                        if out.is_json() {
+                            out.json(&serde_json::json!({
+                                "job_id": job_id,
+                                "error": {
+                                    "message": err.to_string(),
+                                    "exit_code": err.exit_code(),
+                                    "remote": remote,
+                                },
+                            }))?;
+                        }
+                        err
+                    }
+                };
+                Err(err)
+            }
         }
     })
+}
+
+/// The last lines of the job's output the user saw, to tell whether a
+/// traceback was among them.
+#[derive(Clone, Default)]
+struct RecentLines(Arc<std::sync::Mutex<std::collections::VecDeque<String>>>);
+
+impl RecentLines {
+    /// How many lines are kept (a traceback is printed last).
+    const KEEP: usize = 400;
+
+    fn push(&self, line: &str) {
+        let mut lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lines.len() == Self::KEEP {
+            lines.pop_front();
+        }
+        lines.push_back(line.to_owned());
+    }
+
+    /// True when every line of `text` was among the recent lines.
+    fn contains_all(&self, text: &str) -> bool {
+        let lines = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seen: std::collections::HashSet<&str> = lines.iter().map(|l| l.trim_end()).collect();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .all(|l| seen.contains(l.trim_end()))
+    }
 }
 
 fn humantime_secs(d: Duration) -> String {

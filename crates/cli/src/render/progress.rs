@@ -3,7 +3,7 @@
 //! nothing but warnings and the job's output otherwise. The job's output
 //! always goes to stderr, so stdout holds only the value.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +30,76 @@ pub(crate) fn spinner() -> Option<ProgressBar> {
 #[derive(Clone)]
 pub(crate) struct Progress {
     bar: Option<Arc<ProgressBar>>,
+    logs: Arc<LogBuffer>,
+}
+
+/// How much of a job's output is gathered before it is written out.
+const LOG_FLUSH_BYTES: usize = 64 * 1024;
+
+/// How long a line of the job's output may wait in the buffer.
+const LOG_FLUSH_EVERY: Duration = Duration::from_millis(50);
+
+/// The job's output on its way to stderr: lines are gathered and written
+/// in large writes (stderr is unbuffered, and a write per line caps a
+/// fast log at a few tens of MB/s), at the latest [`LOG_FLUSH_EVERY`]
+/// after they came, and always before anything else is printed.
+struct LogBuffer {
+    bar: Option<Arc<ProgressBar>>,
+    pending: std::sync::Mutex<Vec<u8>>,
+    flusher: std::sync::Once,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl LogBuffer {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn push(self: &Arc<Self>, line: &str) {
+        let mut pending = self.pending();
+        pending.extend_from_slice(line.as_bytes());
+        pending.push(b'\n');
+        if pending.len() >= LOG_FLUSH_BYTES {
+            self.write(&mut pending);
+        }
+        drop(pending);
+        self.flusher.call_once(|| {
+            let logs = Arc::clone(self);
+            // Without the thread, lines would still come out at the next
+            // flush; with it, a quiet job's last lines are not held back.
+            let _ = std::thread::Builder::new()
+                .name("kinetic-log-flush".into())
+                .spawn(move || {
+                    while !logs.done.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(LOG_FLUSH_EVERY);
+                        logs.flush();
+                    }
+                });
+        });
+    }
+
+    fn flush(&self) {
+        let mut pending = self.pending();
+        self.write(&mut pending);
+    }
+
+    /// Write out and empty `pending` (its lock held, so lines keep their order).
+    fn write(&self, pending: &mut Vec<u8>) {
+        if pending.is_empty() {
+            return;
+        }
+        let write = || {
+            // Like eprint, minus its panic when stderr is gone.
+            let _ = std::io::stderr().lock().write_all(pending);
+        };
+        match &self.bar {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        }
+        pending.clear();
+    }
 }
 
 impl std::fmt::Debug for Progress {
@@ -47,8 +117,15 @@ fn mb(bytes: u64) -> String {
 impl Progress {
     /// A spinner when stderr is a terminal, silence otherwise.
     pub(crate) fn new() -> Self {
+        let bar = spinner().map(Arc::new);
         Self {
-            bar: spinner().map(Arc::new),
+            logs: Arc::new(LogBuffer {
+                bar: bar.clone(),
+                pending: std::sync::Mutex::new(Vec::new()),
+                flusher: std::sync::Once::new(),
+                done: std::sync::atomic::AtomicBool::new(false),
+            }),
+            bar,
         }
     }
 
@@ -58,11 +135,21 @@ impl Progress {
         }
     }
 
-    /// Print a line above the spinner (or plainly without one).
+    /// Print a line above the spinner (or plainly without one), in one
+    /// write: a job's output passes here line by line, and stderr is not
+    /// buffered.
     fn line(&self, text: &str) {
+        self.logs.flush();
+        let write = || {
+            let mut line = String::with_capacity(text.len() + 1);
+            line.push_str(text);
+            line.push('\n');
+            // Like eprintln, minus its panic when stderr is gone.
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        };
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{text}")),
-            None => eprintln!("{text}"),
+            Some(bar) => bar.suspend(write),
+            None => write(),
         }
     }
 
@@ -115,13 +202,23 @@ impl Progress {
         self.step(text);
     }
 
-    /// A line of the job's output.
-    pub(crate) fn log_line(&self, line: &str) {
-        self.line(line);
+    /// A message about the work on stderr, above the spinner when there
+    /// is one, plainly otherwise.
+    pub(crate) fn note(&self, text: &str) {
+        self.line(text);
     }
 
-    /// Remove the spinner.
+    /// A line of the job's output (written out with the next lines, soon).
+    pub(crate) fn log_line(&self, line: &str) {
+        self.logs.push(line);
+    }
+
+    /// Write out the job's output still buffered and remove the spinner.
     pub(crate) fn finish(&self) {
+        self.logs.flush();
+        self.logs
+            .done
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }

@@ -97,6 +97,10 @@ pub enum ProfileError {
         /// The name asked for.
         name: String,
     },
+    /// The profiles file's path holds something other than a regular file
+    /// (a directory, a device, a FIFO…): it is neither read nor replaced.
+    #[error("profiles file: {0} (set KINETIC_PROFILES_FILE to the path of a regular file)")]
+    NotAFile(#[source] crate::files::NotReplaceable),
     /// Neither `KINETIC_PROFILES_FILE` nor `HOME` is set.
     #[error("Cannot locate the profiles file: set HOME, or KINETIC_PROFILES_FILE to its path.")]
     NoHome,
@@ -272,8 +276,11 @@ impl ProfileStore {
     ///
     /// # Errors
     /// [`ProfileError::Read`], [`ProfileError::InvalidJson`],
-    /// [`ProfileError::MalformedFile`], [`ProfileError::MalformedProfile`].
+    /// [`ProfileError::MalformedFile`], [`ProfileError::MalformedProfile`],
+    /// [`ProfileError::NotAFile`].
     pub fn load(path: &Path) -> Result<Self, ProfileError> {
+        // A FIFO would block the read forever; a device is no profiles file.
+        crate::files::replace_target(path).map_err(ProfileError::NotAFile)?;
         match std::fs::read_to_string(path) {
             Ok(text) => Self::from_json(&text, path),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self::new()),
@@ -286,15 +293,21 @@ impl ProfileStore {
 
     /// Write the store to `path` atomically, creating its directory: the
     /// text goes to `.profiles-XXXXXXXX.json.tmp` beside it (mode 0600 on
-    /// Unix), which is then renamed over `path`.
+    /// Unix), which is then renamed over `path` (over the file a symlink at
+    /// `path` leads to).
     ///
     /// # Errors
-    /// [`ProfileError::Write`].
+    /// [`ProfileError::Write`]; [`ProfileError::NotAFile`] when `path`
+    /// holds a directory, a device or anything but a regular file.
     pub fn save(&self, path: &Path) -> Result<(), ProfileError> {
         let write_err = |source| ProfileError::Write {
             path: path.to_owned(),
             source,
         };
+        // Never rename over a directory or a device; a symlinked file is
+        // written through, its symlink kept.
+        let target = crate::files::replace_target(path).map_err(ProfileError::NotAFile)?;
+        let path = target.as_path();
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
             _ => PathBuf::from("."),

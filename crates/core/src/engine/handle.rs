@@ -377,10 +377,11 @@ impl JobHandle {
     /// Poll until a terminal state, streaming logs meanwhile when asked.
     async fn wait(&self, options: &ResultOptions) -> Result<JobState, EngineError> {
         let started = Instant::now();
-        let deadline = options.timeout.map(|t| started + t);
+        // A timeout too long for the clock to reach is no timeout.
+        let deadline = options.timeout.and_then(|t| started.checked_add(t));
         let mut last: Option<JobState> = None;
         let mut interval = options.poll_interval;
-        let mut logs: Option<LogStream> = None;
+        let mut logs: Option<LineChunks> = None;
         // A stream is opened once: it replays the output from the start.
         let mut logs_opened = false;
         // Streaming logs is a request the backend must be able to honour.
@@ -402,7 +403,7 @@ impl JobHandle {
             if follow && !logs_opened && state.status != JobStatus::Pending {
                 match self.backend.follow_logs(&self.record).await {
                     Ok(stream) => {
-                        logs = Some(stream);
+                        logs = Some(stream.ready_chunks(LOG_CHUNK));
                         logs_opened = true;
                     }
                     Err(e) => {
@@ -505,20 +506,33 @@ impl JobHandle {
     }
 }
 
+/// A followed log, its lines taken as many at a time as are ready (up to
+/// [`LOG_CHUNK`]), so a fast log costs one wake-up per chunk, not per line.
+type LineChunks = futures_util::stream::ReadyChunks<LogStream>;
+
+/// The most lines of a followed log handled in one go.
+const LOG_CHUNK: usize = 4096;
+
 /// Deliver log lines for up to `pause`; false when the stream ended.
-async fn pump_logs(stream: &mut LogStream, on_log: Option<&LogCallback>, pause: Duration) -> bool {
+async fn pump_logs(stream: &mut LineChunks, on_log: Option<&LogCallback>, pause: Duration) -> bool {
     let mut sleep = std::pin::pin!(tokio::time::sleep(pause));
     loop {
         let next = stream.next();
         match futures_util::future::select(next, sleep.as_mut()).await {
-            futures_util::future::Either::Left((Some(Ok(line)), _)) => {
-                if let Some(cb) = on_log {
-                    cb(&line);
+            futures_util::future::Either::Left((Some(lines), _)) => {
+                for line in lines {
+                    match line {
+                        Ok(line) => {
+                            if let Some(cb) = on_log {
+                                cb(&line);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::debug!("log stream error: {e}");
+                            return false;
+                        }
+                    }
                 }
-            }
-            futures_util::future::Either::Left((Some(Err(e)), _)) => {
-                tracing::debug!("log stream error: {e}");
-                return false;
             }
             futures_util::future::Either::Left((None, _)) => return false,
             futures_util::future::Either::Right(_) => return true,
@@ -527,6 +541,6 @@ async fn pump_logs(stream: &mut LogStream, on_log: Option<&LogCallback>, pause: 
 }
 
 /// Deliver what is left of a log stream once the job ended, for at most `limit`.
-async fn drain_logs(mut stream: LogStream, on_log: Option<&LogCallback>, limit: Duration) {
+async fn drain_logs(mut stream: LineChunks, on_log: Option<&LogCallback>, limit: Duration) {
     let _ = pump_logs(&mut stream, on_log, limit).await;
 }

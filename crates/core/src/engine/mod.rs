@@ -362,6 +362,13 @@ impl Engine {
     /// A handle from a record's JSON (as `JobHandle::to_json` wrote it).
     pub fn handle_from_json(&self, json: &str) -> Result<JobHandle, EngineError> {
         let record = parse_record(json.as_bytes(), "", "(JSON given)")?;
+        record
+            .check_ids(&record.job_id)
+            .map_err(|e| EngineError::InvalidResult {
+                job_id: record.job_id.to_string(),
+                uri: "(JSON given)".to_owned(),
+                message: e.to_string(),
+            })?;
         let backend = self.inner.backends.get(&record.backend)?;
         Ok(JobHandle::new(self.inner.clone(), backend, record))
     }
@@ -408,7 +415,17 @@ async fn read_record(inner: &Arc<EngineInner>, job_id: &JobId) -> Result<JobReco
     let Some(bytes) = inner.store.get_if_exists(&key).await? else {
         return Err(EngineError::job_not_found(job_id.as_str(), &uri));
     };
-    parse_record(&bytes, job_id.as_str(), &uri)
+    let record = parse_record(&bytes, job_id.as_str(), &uri)?;
+    // A record names what cleanup deletes: one whose ids are not those of
+    // the key it was read from is never acted on.
+    record
+        .check_ids(job_id)
+        .map_err(|e| EngineError::InvalidResult {
+            job_id: job_id.to_string(),
+            uri,
+            message: e.to_string(),
+        })?;
+    Ok(record)
 }
 
 fn parse_record(bytes: &[u8], job_id: &str, uri: &str) -> Result<JobRecord, EngineError> {

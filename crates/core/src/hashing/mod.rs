@@ -169,6 +169,11 @@ impl fmt::Display for HashKind {
     }
 }
 
+/// The most worker threads hashing and packing start; asking for more
+/// gives this many (each thread holds a read buffer and a share of the
+/// in-flight window, so the bound also bounds memory).
+pub const MAX_THREADS: usize = 256;
+
 /// Read-ahead threads of a cold directory unless [`HashOptions::readers`]
 /// says otherwise.
 pub const DEFAULT_READERS: usize = 16;
@@ -187,27 +192,31 @@ pub struct HashOptions {
 }
 
 impl HashOptions {
-    /// Uses `n` hashing threads (`0` means all cores).
+    /// Uses `n` hashing threads (`0` means all cores; at most
+    /// [`MAX_THREADS`]).
     pub fn threads(mut self, n: usize) -> Self {
-        self.threads = NonZeroUsize::new(n);
+        self.threads = NonZeroUsize::new(n.min(MAX_THREADS));
         self
     }
 
     /// Uses `n` read-ahead threads for a cold directory (`0` means
-    /// [`DEFAULT_READERS`]).
+    /// [`DEFAULT_READERS`]; at most [`MAX_THREADS`]).
     pub fn readers(mut self, n: usize) -> Self {
-        self.readers = NonZeroUsize::new(n);
+        self.readers = NonZeroUsize::new(n.min(MAX_THREADS));
         self
     }
 
     fn reader_count(&self) -> usize {
-        self.readers.map_or(DEFAULT_READERS, NonZeroUsize::get)
+        self.readers
+            .map_or(DEFAULT_READERS, NonZeroUsize::get)
+            .min(MAX_THREADS)
     }
 
     fn thread_count(&self) -> usize {
         self.threads
             .or_else(|| std::thread::available_parallelism().ok())
             .map_or(1, NonZeroUsize::get)
+            .min(MAX_THREADS)
     }
 }
 
@@ -420,7 +429,7 @@ fn hash_dir(
         });
         ordered_map(
             threads,
-            threads * WINDOW_PER_THREAD,
+            threads.saturating_mul(WINDOW_PER_THREAD),
             batches,
             || vec![0u8; WORKER_BUFFER],
             |buf, (first, jobs): (u64, Vec<FileJob>)| {

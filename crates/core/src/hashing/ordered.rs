@@ -50,6 +50,8 @@ where
     Work: Fn(&mut S, T) -> R + Sync,
     Consume: FnMut(R) -> Result<(), E>,
 {
+    // However many threads were asked for, no more than MAX_THREADS start.
+    let threads = threads.min(super::MAX_THREADS);
     if threads <= 1 {
         let mut state = init();
         for item in items {

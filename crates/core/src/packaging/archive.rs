@@ -120,7 +120,7 @@ pub(crate) fn write_archive<W: Write + Seek>(
 
     ordered_map(
         threads,
-        threads * WINDOW_PER_THREAD,
+        threads.saturating_mul(WINDOW_PER_THREAD),
         batched_by_weight(
             steps.into_iter().map(Ok::<Step, io::Error>),
             BATCH,

@@ -132,9 +132,10 @@ impl PackOptions {
         self
     }
 
-    /// Uses `n` compression threads (`0` means all cores).
+    /// Uses `n` compression threads (`0` means all cores; at most
+    /// [`crate::hashing::MAX_THREADS`]).
     pub fn threads(mut self, n: usize) -> Self {
-        self.threads = NonZeroUsize::new(n);
+        self.threads = NonZeroUsize::new(n.min(crate::hashing::MAX_THREADS));
         self
     }
 
@@ -196,6 +197,10 @@ pub enum PackError {
         #[source]
         source: io::Error,
     },
+    /// The output path holds something other than a regular file (a
+    /// directory, a device, a FIFO…), which the archive must not replace.
+    #[error(transparent)]
+    OutputNotAFile(#[from] crate::files::NotReplaceable),
     /// Creating, writing or renaming the archive failed.
     #[error("{}: cannot write the archive: {source}", path.display())]
     Write {
@@ -221,6 +226,9 @@ pub fn pack(
     };
     let root = as_abs(root.as_ref())?;
     let out = as_abs(out.as_ref())?;
+    // Refuse an output that is not a file before doing any work; a symlink
+    // is written through, so the temporary file goes beside its target.
+    let target = crate::files::replace_target(&out)?;
     match fs::metadata(&root) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => return Err(PackError::RootNotADirectory { path: root }),
@@ -269,7 +277,7 @@ pub fn pack(
         .or_else(|| std::thread::available_parallelism().ok())
         .map_or(1, NonZeroUsize::get);
     let plan_json = options.plan.as_ref().map(PackagingPlan::to_python_json);
-    let temp = TempFile::create_next_to(&out)?;
+    let temp = TempFile::create_next_to(&target)?;
     let write_err = |source: io::Error| PackError::Write {
         path: temp.path.clone(),
         source,
@@ -290,7 +298,9 @@ pub fn pack(
     let bytes_out = file.metadata().map_err(write_err)?.len();
     drop(file);
     let sha256 = hex::encode(file_sha256(&temp.path).map_err(|e| write_err(io::Error::other(e)))?);
-    temp.persist(&out)?;
+    // Checked again at the rename: a path that became a directory or a
+    // device meanwhile is still not replaced.
+    temp.persist(&crate::files::replace_target(&out)?)?;
 
     warnings.extend(written.warnings);
     if !written.secrets.is_empty() {

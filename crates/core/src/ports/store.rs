@@ -324,7 +324,11 @@ pub trait ObjectStore: fmt::Debug + Send + Sync + 'static {
     /// Copy an object into the local file `file`, streaming it, and return
     /// its size. The file MUST appear only once complete (written aside, then
     /// renamed). A missing object MUST be [`StoreError::NotFound`] and leave
-    /// no file behind.
+    /// no file behind. A `file` that holds anything but a regular file (a
+    /// directory, a device, a FIFO) MUST be refused with
+    /// [`StoreError::InvalidInput`] and left as it is; a symlink to a
+    /// regular file is written through
+    /// ([`crate::files::replace_target`]).
     async fn get_to_file(&self, path: &ObjectPath, file: &Path) -> Result<u64, StoreError>;
 
     /// Size of an object. A missing object MUST be [`StoreError::NotFound`].

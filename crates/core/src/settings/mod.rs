@@ -507,6 +507,23 @@ pub fn context_size_warn(env: &dyn EnvLookup) -> (Setting<u64>, Option<String>) 
     }
 }
 
+/// The longest duration a setting or flag in seconds takes (365 days):
+/// a timeout or deadline past it is a mistake, and a bound keeps every
+/// clock computation from overflowing.
+pub const MAX_SECONDS: u64 = 365 * 24 * 3600;
+
+/// What a seconds value accepts, in words (for error messages).
+pub const SECONDS_EXPECTED: &str = "a positive number of seconds, at most 31536000 (365 days)";
+
+/// `value` seconds as a duration, when it is positive and at most
+/// [`MAX_SECONDS`]; `None` otherwise (zero, negative, NaN, too long).
+pub fn positive_seconds(value: f64) -> Option<Duration> {
+    (value > 0.0 && value <= MAX_SECONDS as f64)
+        .then(|| Duration::try_from_secs_f64(value).ok())
+        .flatten()
+        .filter(|d| !d.is_zero())
+}
+
 fn parse_positive_seconds(
     env: &dyn EnvLookup,
     var: &'static str,
@@ -514,33 +531,40 @@ fn parse_positive_seconds(
     let Some(raw) = env.non_empty(var) else {
         return Ok(None);
     };
-    raw.parse::<f64>()
+    raw.trim()
+        .parse::<f64>()
         .ok()
-        .filter(|v| *v > 0.0)
-        .and_then(|v| Duration::try_from_secs_f64(v).ok())
+        .and_then(positive_seconds)
         .map(|d| Some(Setting::new(d, Source::Env(var))))
         .ok_or(SettingsError::Invalid {
             var,
             value: raw,
-            expected: "a positive number of seconds",
+            expected: SECONDS_EXPECTED,
         })
 }
+
+/// The most jobs the local backend runs at once (each holds a slot file
+/// and a process; the bound keeps a typo from opening millions of files).
+pub const MAX_LOCAL_CONCURRENT: usize = 1024;
 
 fn parse_positive_count(
     env: &dyn EnvLookup,
     var: &'static str,
+    max: usize,
+    expected: &'static str,
 ) -> Result<Option<Setting<usize>>, SettingsError> {
     let Some(raw) = env.non_empty(var) else {
         return Ok(None);
     };
-    raw.parse::<usize>()
+    raw.trim()
+        .parse::<usize>()
         .ok()
-        .filter(|n| *n > 0)
+        .filter(|n| (1..=max).contains(n))
         .map(|n| Some(Setting::new(n, Source::Env(var))))
         .ok_or(SettingsError::Invalid {
             var,
             value: raw,
-            expected: "a positive integer",
+            expected,
         })
 }
 
@@ -574,12 +598,23 @@ impl Settings {
             None => base_image_repo,
         };
 
-        let local_root = from_env(env, vars::LOCAL_ROOT)
-            .map(|s| Setting::new(PathBuf::from(s.value), s.source))
-            .or_else(|| {
-                home.as_ref()
-                    .map(|h| Setting::new(h.join(".kinetic").join("local"), Source::Default))
-            });
+        let local_root = match from_env(env, vars::LOCAL_ROOT) {
+            // The jobs run elsewhere (their own directories): a relative
+            // root would mean something else to each of them.
+            Some(s) if !Path::new(&s.value).is_absolute() => {
+                return Err(SettingsError::Invalid {
+                    var: vars::LOCAL_ROOT,
+                    value: s.value,
+                    expected: "an absolute directory path",
+                });
+            }
+            other => other,
+        }
+        .map(|s| Setting::new(PathBuf::from(s.value), s.source))
+        .or_else(|| {
+            home.as_ref()
+                .map(|h| Setting::new(h.join(".kinetic").join("local"), Source::Default))
+        });
         let store_url = match from_env(env, vars::STORE_URL) {
             Some(s) if s.value == "gs://" => {
                 let names = names.as_ref().ok_or(SettingsError::StoreNeedsProject)?;
@@ -656,7 +691,12 @@ impl Settings {
             context_size_warn_bytes,
             pending_deadline: parse_positive_seconds(env, vars::PENDING_DEADLINE)?,
             local_root,
-            local_max_concurrent: parse_positive_count(env, vars::LOCAL_MAX_CONCURRENT)?,
+            local_max_concurrent: parse_positive_count(
+                env,
+                vars::LOCAL_MAX_CONCURRENT,
+                MAX_LOCAL_CONCURRENT,
+                "a positive integer, at most 1024",
+            )?,
             cwd: input.cwd.to_path_buf(),
             home,
             warnings: size_warning.into_iter().collect(),
@@ -1181,23 +1221,25 @@ mod tests {
     #[test]
     fn invalid_values_name_the_variable_and_what_is_accepted() {
         for (var, value, expected) in [
+            ("KINETIC_PENDING_DEADLINE", "soon", SECONDS_EXPECTED),
+            ("KINETIC_PENDING_DEADLINE", "-1", SECONDS_EXPECTED),
+            ("KINETIC_PENDING_DEADLINE", "1e30", SECONDS_EXPECTED),
+            ("KINETIC_PENDING_DEADLINE", "31536001", SECONDS_EXPECTED),
             (
-                "KINETIC_PENDING_DEADLINE",
-                "soon",
-                "a positive number of seconds",
+                "KINETIC_LOCAL_MAX_CONCURRENT",
+                "0",
+                "a positive integer, at most 1024",
             ),
             (
-                "KINETIC_PENDING_DEADLINE",
-                "-1",
-                "a positive number of seconds",
+                "KINETIC_LOCAL_MAX_CONCURRENT",
+                "two",
+                "a positive integer, at most 1024",
             ),
             (
-                "KINETIC_PENDING_DEADLINE",
-                "1e30",
-                "a positive number of seconds",
+                "KINETIC_LOCAL_MAX_CONCURRENT",
+                "1000000000000",
+                "a positive integer, at most 1024",
             ),
-            ("KINETIC_LOCAL_MAX_CONCURRENT", "0", "a positive integer"),
-            ("KINETIC_LOCAL_MAX_CONCURRENT", "two", "a positive integer"),
         ] {
             let err = resolve(&[("HOME", "/h"), (var, value)]).unwrap_err();
             assert_eq!(

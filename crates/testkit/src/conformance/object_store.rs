@@ -54,6 +54,7 @@ pub async fn run(store: &dyn ObjectStore) {
     delete_prefix_counts_and_spares_siblings(store).await;
     put_file_streams_a_local_file(store).await;
     get_to_file_writes_whole_files_only(store).await;
+    get_to_file_never_replaces_what_is_not_a_file(store).await;
     concurrent_puts_are_all_visible(store).await;
 }
 
@@ -359,6 +360,36 @@ pub async fn get_to_file_writes_whole_files_only(store: &dyn ObjectStore) {
         vec!["down.txt"],
         "a failed download MUST leave no file behind"
     );
+}
+
+/// `get_to_file` refuses a destination that is a directory or a FIFO (a
+/// rename would replace it) with `InvalidInput`, and leaves it as it was.
+pub async fn get_to_file_never_replaces_what_is_not_a_file(store: &dyn ObjectStore) {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = fresh_prefix().child("down.txt").expect("path");
+    put(store, &p, b"downloaded").await;
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success(), "mkfifo failed");
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).expect("mkdir");
+    for dest in [&fifo, &sub] {
+        let err = store
+            .get_to_file(&p, dest)
+            .await
+            .expect_err("a FIFO or a directory MUST be refused");
+        assert!(
+            matches!(err, StoreError::InvalidInput { .. }),
+            "MUST be InvalidInput, got {err:?}"
+        );
+    }
+    let kind = std::fs::symlink_metadata(&fifo).expect("fifo").file_type();
+    assert!(kind.is_fifo(), "the FIFO MUST stay a FIFO");
+    assert!(sub.is_dir(), "the directory MUST stay a directory");
 }
 
 /// Puts from many tasks at once are all visible afterwards.

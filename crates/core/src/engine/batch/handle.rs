@@ -227,7 +227,9 @@ pub(super) async fn attach(
         let now = Instant::now();
         core.manifest_poll = Some(ManifestPoll {
             interval: options.manifest_poll_interval,
-            deadline: options.manifest_poll_timeout.map(|t| now + t),
+            deadline: options
+                .manifest_poll_timeout
+                .and_then(|t| now.checked_add(t)),
             next: now + options.manifest_poll_interval,
         });
     }
@@ -343,7 +345,7 @@ impl BatchHandle {
 
     /// Wait until every input is submitted (or failed to be, or skipped).
     pub async fn wait_submitted(&self, timeout: Option<Duration>) -> Result<(), BatchError> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             if self.is_submission_complete() {
                 return Ok(());
@@ -362,7 +364,7 @@ impl BatchHandle {
     /// Wait until every input ended (or failed to be submitted, or was
     /// skipped). A timeout is [`BatchError::Timeout`]; the batch goes on.
     pub async fn wait(&self, timeout: Option<Duration>) -> Result<(), BatchError> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             if self.shared.lock().machine.is_done() {
                 let failed = self.shared.lock().submission_errors.len();
@@ -416,7 +418,7 @@ impl BatchHandle {
         let state = State {
             handle: self.clone(),
             cursor: 0,
-            deadline: timeout.map(|t| Instant::now() + t),
+            deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
             timeout,
             done: false,
         };

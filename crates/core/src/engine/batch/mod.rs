@@ -239,9 +239,23 @@ impl MapOptions {
                     .into(),
             });
         }
-        if self.poll_interval.is_zero() {
+        if self.poll_interval.is_zero()
+            || self.poll_interval > Duration::from_secs(crate::settings::MAX_SECONDS)
+        {
             return Err(BatchError::InvalidInput {
-                message: "poll_interval must be longer than zero".into(),
+                message: format!(
+                    "poll_interval must be longer than zero and at most {} s",
+                    crate::settings::MAX_SECONDS
+                ),
+            });
+        }
+        if self.retries >= crate::batch::MAX_DETERMINISTIC_ATTEMPT {
+            return Err(BatchError::InvalidInput {
+                message: format!(
+                    "retries must be at most {}, got {}",
+                    crate::batch::MAX_DETERMINISTIC_ATTEMPT - 1,
+                    self.retries
+                ),
             });
         }
         Ok(())

@@ -429,9 +429,9 @@ impl BatchShared {
         if wanted.is_empty() {
             return 0;
         }
-        let loads: Vec<(ManifestChild, Arc<EngineInner>)> = wanted
+        let loads: Vec<(ManifestChild, Arc<EngineInner>, GroupId)> = wanted
             .into_iter()
-            .map(|c| (c, self.engine.clone()))
+            .map(|c| (c, self.engine.clone(), self.group_id.clone()))
             .collect();
         let loaded: Vec<(ManifestChild, Result<JobHandle, EngineError>)> =
             futures_util::stream::iter(loads)
@@ -602,9 +602,22 @@ async fn stored_outcome(
 }
 
 async fn load_child(
-    (child, engine): (ManifestChild, Arc<EngineInner>),
+    (child, engine, group_id): (ManifestChild, Arc<EngineInner>, GroupId),
 ) -> (ManifestChild, Result<JobHandle, EngineError>) {
-    let handle = load_handle(&engine, &child.job_id).await;
+    let handle = load_handle(&engine, &child.job_id)
+        .await
+        .and_then(|handle| {
+            // A child's record must say it belongs to this batch.
+            handle
+                .record()
+                .check_group(&group_id)
+                .map_err(|e| EngineError::InvalidResult {
+                    job_id: child.job_id.to_string(),
+                    uri: engine.store.uri(&layout::record(&child.job_id)),
+                    message: e.to_string(),
+                })?;
+            Ok(handle)
+        });
     (child, handle)
 }
 
