@@ -414,7 +414,7 @@ async fn captured_env_overrides_the_containers_own() {
     .await;
     assert!(o.status.success(), "{}", stderr(&o));
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(out, json!(["torch", "cuda"]));
+    assert_eq!(out["value"], json!(["torch", "cuda"]), "{out}");
 }
 
 /// A pod the API server refuses (here a ResourceQuota) is reported with
