@@ -88,13 +88,11 @@ fn read_inputs(path: &PathBuf) -> Result<Vec<Value>, CliError> {
         if line.trim().is_empty() {
             continue;
         }
-        let value = serde_json::from_str(line).map_err(|e| {
-            CliError::usage(format!(
-                "--inputs {} line {}: not JSON ({e}); expected one JSON value per line",
-                path.display(),
-                n + 1
-            ))
-        })?;
+        let value = super::parse_json(
+            &format!("--inputs {} line {}", path.display(), n + 1),
+            line,
+            "expected one JSON value per line",
+        )?;
         inputs.push(value);
     }
     if inputs.is_empty() {

@@ -334,8 +334,8 @@ pub fn decode_inputs(bytes: &[u8]) -> Result<Vec<Value>, ManifestError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(n, l)| {
-            serde_json::from_str(l).map_err(|e| ManifestError {
-                message: format!("line {} is not JSON: {e}", n + 1),
+            crate::json::parse(l.as_bytes()).map_err(|e| ManifestError {
+                message: format!("line {}: {e}", n + 1),
             })
         })
         .collect()

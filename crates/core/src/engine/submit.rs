@@ -28,6 +28,7 @@ use crate::plan::{
 };
 use crate::ports::{Backend, ObjectStore, PreparedJob, PutOptions};
 use crate::record::JobRecord;
+use crate::redact::Redactor;
 use crate::requirements;
 
 use super::blocking::blocking;
@@ -219,7 +220,8 @@ async fn finish_submit(
             inner.clone(),
             resolved.backend.clone(),
             record,
-        )),
+        )
+        .with_redactor(Redactor::from_captured(&resolved.env))),
         Err(err) => {
             // Nothing of a job that was not submitted stays behind as if it
             // were: its prefix goes (cached data, complete or marked, stays).
@@ -361,6 +363,11 @@ async fn submit_prepared(
         .names()
         .map(|n| n.as_str().to_owned())
         .collect();
+    facts.secret_names = resolved
+        .env
+        .secret_names()
+        .map(|n| n.as_str().to_owned())
+        .collect();
     facts.image_uri.clone_from(&shared.image_uri);
     facts.extra_args.clone_from(&call.args);
     facts.extra_kwargs.clone_from(&call.kwargs);
@@ -411,8 +418,8 @@ async fn hash_data(
     for path in plan::local_data(spec) {
         options.emit(ProgressEvent::HashingData { path: path.clone() });
         let hashed = path.clone();
-        let (hash, is_dir) = blocking(move || project::hash_data(&hashed)).await??;
-        facts.insert(path, DataFacts::new(hash, is_dir));
+        let found = blocking(move || project::hash_data(&hashed)).await??;
+        facts.insert(path, found);
     }
     Ok(facts)
 }
@@ -433,6 +440,7 @@ async fn pack_context(
     let packing = project::PackSettings {
         default_excludes: inner.settings.default_excludes,
         size_warn_bytes: inner.settings.context_size_warn_bytes,
+        limits: inner.settings.extract_limits,
     };
     let packed = {
         let project = project.clone();
@@ -459,6 +467,14 @@ async fn execute_shared(
 ) -> Result<(), EngineError> {
     for data in &plan.data {
         let cached = ensure_cached(store, data).await?;
+        if let Some(why) = &cached.repaired {
+            options.emit(ProgressEvent::Warning(format!(
+                "the data cache entry of '{}' ({}) did not match its marker ({why}); repaired: {} file(s) uploaded again",
+                data.local.display(),
+                cached.uri,
+                cached.objects
+            )));
+        }
         options.emit(ProgressEvent::DataReady {
             path: data.local.clone(),
             cache_hit: cached.hit,

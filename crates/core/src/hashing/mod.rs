@@ -163,12 +163,20 @@ impl fmt::Display for HashKind {
 pub struct HashOptions {
     /// Worker threads for the files of a directory; `None` = all cores.
     pub threads: Option<NonZeroUsize>,
+    /// Keep each file's name, size and digest in [`HashReport::listing`].
+    pub listing: bool,
 }
 
 impl HashOptions {
     /// Uses `n` worker threads (`0` means all cores).
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = NonZeroUsize::new(n);
+        self
+    }
+
+    /// Keep the listing of what was hashed ([`HashReport::listing`]).
+    pub fn listing(mut self, listing: bool) -> Self {
+        self.listing = listing;
         self
     }
 
@@ -194,6 +202,42 @@ pub struct HashReport {
     /// Subdirectories that could not be listed and were skipped, as Kinetic
     /// skips them (they do not change the hash).
     pub skipped_dirs: Vec<PathBuf>,
+    /// With [`HashOptions::listing`]: every file hashed, in the hash's
+    /// order (empty otherwise).
+    pub listing: Vec<HashedFile>,
+}
+
+/// One file that went into a content hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HashedFile {
+    /// Its name in the hash: the path relative to the directory, joined
+    /// with `/` (for a single file, its base name).
+    pub name: String,
+    /// Where it was read (through symlinks).
+    pub path: PathBuf,
+    /// Bytes read.
+    pub size: u64,
+    /// `H(name ‖ 0x00 ‖ bytes)`: its part of the content hash.
+    pub digest: [u8; 32],
+}
+
+/// The content hash of a listing of files (their digests in order):
+/// `H("dir:" ‖ D1 ‖ … ‖ Dn)` for a directory, `H("file:" ‖ D)` for a single
+/// file. Whoever holds a listing can check it against the hash it claims.
+pub fn hash_of_listing<'a>(
+    kind: HashKind,
+    digests: impl IntoIterator<Item = &'a [u8; 32]>,
+) -> ContentHash {
+    let mut outer = Sha256::new();
+    outer.update(match kind {
+        HashKind::Dir => b"dir:".as_slice(),
+        HashKind::File => b"file:".as_slice(),
+    });
+    for d in digests {
+        outer.update(d);
+    }
+    ContentHash(outer.finalize().into())
 }
 
 /// Why a content hash could not be computed. Every variant names the path.
@@ -284,9 +328,9 @@ pub fn content_hash_with(
         Err(source) => return Err(HashError::Io { path, source }),
     };
     if meta.is_dir() {
-        hash_dir(path, options.thread_count())
+        hash_dir(path, options.thread_count(), options.listing)
     } else {
-        hash_single_file(path, &meta)
+        hash_single_file(path, &meta, options.listing)
     }
 }
 
@@ -311,7 +355,11 @@ pub fn file_sha256(path: impl AsRef<Path>) -> Result<[u8; 32], HashError> {
     Ok(hasher.finalize().into())
 }
 
-fn hash_single_file(path: PathBuf, meta: &std::fs::Metadata) -> Result<HashReport, HashError> {
+fn hash_single_file(
+    path: PathBuf,
+    meta: &std::fs::Metadata,
+    listing: bool,
+) -> Result<HashReport, HashError> {
     if is_special(meta) {
         return Err(HashError::NotAFile { path });
     }
@@ -338,24 +386,34 @@ fn hash_single_file(path: PathBuf, meta: &std::fs::Metadata) -> Result<HashRepor
         path: path.clone(),
         source,
     })?;
-    let mut outer = Sha256::new();
-    outer.update(b"file:");
-    outer.update(inner.finalize());
+    let digest: [u8; 32] = inner.finalize().into();
+    let files = if listing {
+        vec![HashedFile {
+            name: name.to_owned(),
+            path: path.clone(),
+            size: bytes,
+            digest,
+        }]
+    } else {
+        Vec::new()
+    };
     Ok(HashReport {
-        hash: ContentHash(outer.finalize().into()),
+        hash: hash_of_listing(HashKind::File, [&digest]),
         kind: HashKind::File,
         files: 1,
         bytes,
         skipped_dirs: Vec::new(),
+        listing: files,
     })
 }
 
-fn hash_dir(root: PathBuf, threads: usize) -> Result<HashReport, HashError> {
+fn hash_dir(root: PathBuf, threads: usize, listing: bool) -> Result<HashReport, HashError> {
     let mut walk = DataWalk::new(root);
     let mut outer = Sha256::new();
     outer.update(b"dir:");
     let mut files = 0u64;
     let mut bytes = 0u64;
+    let mut listed = Vec::new();
     ordered_map(
         threads,
         threads * WINDOW_PER_THREAD,
@@ -375,10 +433,18 @@ fn hash_dir(root: PathBuf, threads: usize) -> Result<HashReport, HashError> {
         },
         |digests| {
             for result in digests {
-                let (digest, n) = result?;
+                let (job, digest, n) = result?;
                 outer.update(digest);
                 files += 1;
                 bytes += n;
+                if listing {
+                    listed.push(HashedFile {
+                        name: job.rel,
+                        path: job.path,
+                        size: n,
+                        digest,
+                    });
+                }
             }
             Ok(())
         },
@@ -389,22 +455,23 @@ fn hash_dir(root: PathBuf, threads: usize) -> Result<HashReport, HashError> {
         files,
         bytes,
         skipped_dirs: walk.into_skipped_dirs(),
+        listing: listed,
     })
 }
 
-/// `H(relpath ‖ 0x00 ‖ bytes)` of one file of a directory.
-fn hash_one(buf: &mut [u8], job: FileJob) -> Result<([u8; 32], u64), HashError> {
+/// `H(relpath ‖ 0x00 ‖ bytes)` of one file of a directory, with the file.
+fn hash_one(buf: &mut [u8], job: FileJob) -> Result<(FileJob, [u8; 32], u64), HashError> {
     let mut hasher = Sha256::new();
     hasher.update(job.rel.as_bytes());
     hasher.update([0u8]);
     let mut file = open(&job.path, job.symlink)?;
     let n = read::read_inline(&mut file, buf, |chunk| hasher.update(chunk)).map_err(|source| {
         HashError::Io {
-            path: job.path,
+            path: job.path.clone(),
             source,
         }
     })?;
-    Ok((hasher.finalize().into(), n))
+    Ok((job, hasher.finalize().into(), n))
 }
 
 fn open(path: &Path, symlink: bool) -> Result<File, HashError> {
@@ -500,6 +567,40 @@ mod tests {
         ] {
             assert!(bad.parse::<ContentHash>().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_listing_is_what_the_hash_covers_in_its_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        std::fs::create_dir_all(root.join("sub/deep")).unwrap();
+        std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+        std::fs::write(root.join("b.txt"), "bb").unwrap();
+        std::fs::write(root.join("sub/deep/c.txt"), "c").unwrap();
+        std::fs::write(dir.path().join("target.txt"), "t").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("target.txt"), root.join("a-link.txt"))
+            .unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("linkdir")).unwrap();
+        for threads in [1, 4] {
+            let options = HashOptions::default().threads(threads).listing(true);
+            let report = content_hash_with(&root, &options).unwrap();
+            let names: Vec<&str> = report.listing.iter().map(|f| f.name.as_str()).collect();
+            assert_eq!(names, ["a-link.txt", "b.txt", "sub/deep/c.txt"]);
+            assert_eq!(report.listing[1].size, 2);
+            assert_eq!(
+                hash_of_listing(HashKind::Dir, report.listing.iter().map(|f| &f.digest)),
+                report.hash
+            );
+        }
+        let single = content_hash_with(root.join("b.txt"), &HashOptions::default().listing(true))
+            .unwrap();
+        assert_eq!(single.listing[0].name, "b.txt");
+        assert_eq!(
+            hash_of_listing(HashKind::File, [&single.listing[0].digest]),
+            single.hash
+        );
+        let plain = content_hash_with(&root, &HashOptions::default()).unwrap();
+        assert!(plain.listing.is_empty());
     }
 
     #[test]
