@@ -10,7 +10,8 @@
 //! - [`retry`]: which answers are retried; how long, and the loop, are
 //!   `kinetic_core::retry`'s (one policy for the whole engine).
 //! - [`token`]: [`TokenSource`], with the production [`GcpTokenSource`]
-//!   (object_store's GCP credentials) and [`StaticToken`] for tests.
+//!   (object_store's GCP credentials) and [`StaticToken`] for tests; it
+//!   lives in `kinetic-gcp-common`, shared with the other Google adapters.
 //!
 //! HTTP goes through the `reqwest` that `object_store` already brings (one
 //! TLS stack: rustls with aws-lc-rs); the context tarball and the build log
@@ -45,7 +46,7 @@ mod builder;
 pub mod dockerfile;
 pub mod request;
 pub mod retry;
-pub mod token;
+pub use kinetic_gcp_common::token;
 
 pub use api::{
     ARTIFACTREGISTRY_ENDPOINT, Build, BuildResults, BuiltImage, CLOUDBUILD_ENDPOINT, GoogleApiError,

@@ -27,15 +27,19 @@
 //!   `access_token` setting, else Application Default Credentials; endpoints
 //!   from the `cloudbuild_endpoint` and `artifactregistry_endpoint` settings
 //!   (test servers); the builds bucket from `builds_store_url`.
+//! - The infrastructure ([`infra`], for `up`, `down`, `status`, `pool`,
+//!   `doctor`): the same tokens; the APIs' endpoints from the
+//!   `*_endpoint` settings (Cloud Storage's from `gcs_endpoint`); the
+//!   cluster's kubeconfig context written to the first `KUBECONFIG` file,
+//!   else `~/.kube/config`; operations waited on up to
+//!   `operation_timeout`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_build_cloudbuild::{
-    CloudBuildConfig, CloudBuildImageBuilder, GcpTokenSource, StaticToken, TokenSource,
-};
+use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder};
 use kinetic_core::config::ProfileStore;
 use kinetic_core::engine::Engine;
 use kinetic_core::env::EnvSnapshot;
@@ -43,6 +47,8 @@ use kinetic_core::ports::{
     BuildError, FixedImage, ImageBuilder, ImageCapabilities, LazyImageBuilder, ObjectStore,
 };
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput, vars};
+use kinetic_gcp_common::{GcpTokenSource, StaticToken, TokenSource};
+use kinetic_infra_gcp::{Endpoints, GcpInfra, GcpInfraConfig};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 
 use crate::error::{CliError, profile_error, settings_error};
@@ -212,16 +218,7 @@ pub(crate) fn cloud_builder(
     if let Some(e) = &settings.artifactregistry_endpoint {
         config.artifactregistry_endpoint.clone_from(&e.value);
     }
-    let tokens: Arc<dyn TokenSource> = match &settings.access_token {
-        Some(token) => Arc::new(StaticToken::new(token.value.expose())),
-        None => Arc::new(GcpTokenSource::application_default(
-            &config.builds_bucket,
-            settings
-                .application_credentials
-                .as_ref()
-                .map(|f| f.value.clone()),
-        )),
-    };
+    let tokens = tokens(settings, &config.builds_bucket);
     let store_url = if needs_store {
         settings
             .builds_store_url
@@ -243,6 +240,56 @@ pub(crate) fn cloud_builder(
         })?,
     );
     CloudBuildImageBuilder::new(config, tokens, store).map_err(|e| CliError::failed(e.to_string()))
+}
+
+/// Tokens for the Google APIs: the `access_token` setting, else
+/// Application Default Credentials (`bucket` only satisfies the GCS
+/// client that provides them; nothing is sent to it).
+fn tokens(settings: &Settings, bucket: &str) -> Arc<dyn TokenSource> {
+    match &settings.access_token {
+        Some(token) => Arc::new(StaticToken::new(token.value.expose())),
+        None => Arc::new(GcpTokenSource::application_default(
+            bucket,
+            settings
+                .application_credentials
+                .as_ref()
+                .map(|f| f.value.clone()),
+        )),
+    }
+}
+
+/// The configured cluster's infrastructure on Google Cloud.
+pub(crate) fn infra(settings: &Settings) -> Result<GcpInfra, CliError> {
+    let desired = kinetic_core::infra::Desired::from_settings(settings)
+        .map_err(crate::error::core_infra_error)?;
+    let mut endpoints = Endpoints::default();
+    for (endpoint, setting) in [
+        (&mut endpoints.container, &settings.container_endpoint),
+        (&mut endpoints.iam, &settings.iam_endpoint),
+        (
+            &mut endpoints.resourcemanager,
+            &settings.resourcemanager_endpoint,
+        ),
+        (&mut endpoints.serviceusage, &settings.serviceusage_endpoint),
+        (
+            &mut endpoints.artifactregistry,
+            &settings.artifactregistry_endpoint,
+        ),
+        (&mut endpoints.storage, &settings.gcs_endpoint),
+    ] {
+        if let Some(s) = setting {
+            endpoint.clone_from(&s.value);
+        }
+    }
+    let mut config = GcpInfraConfig::default().endpoints(endpoints);
+    if let Some(k) = &settings.kubeconfig {
+        config = config.kubeconfig(kinetic_infra_gcp::kubeconfig::path(&k.value));
+    }
+    if let Some(t) = &settings.operation_timeout {
+        config = config.operation_timeout(t.value);
+    }
+    let tokens = tokens(settings, &desired.target.names.jobs_bucket);
+    GcpInfra::new(desired, config, tokens).map_err(crate::error::infra_error)
 }
 
 /// The Cloud Build image builder, set up when the first image is needed.

@@ -104,6 +104,17 @@ pub(crate) fn engine_error(err: EngineError) -> CliError {
     }
 }
 
+/// A planning error: a bad name or value, a missing pool, is the user's
+/// input; a cluster in the wrong state is a failure.
+pub(crate) fn core_infra_error(e: kinetic_core::infra::InfraError) -> CliError {
+    CliError::of(e.is_invalid_input(), e.to_string())
+}
+
+/// An error of the infrastructure adapter.
+pub(crate) fn infra_error(e: kinetic_infra_gcp::InfraError) -> CliError {
+    CliError::of(e.is_invalid_input(), e.to_string())
+}
+
 /// A batch error: the caller's input exits 2, an engine error maps as
 /// [`engine_error`] does, anything else (some inputs failed, no such
 /// batch, a timeout) exits 1.

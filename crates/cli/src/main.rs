@@ -62,6 +62,17 @@ enum Command {
     Map(commands::map::MapArgs),
     /// Follow a batch submitted earlier: status, results, wait, cancel, cleanup.
     Batch(commands::batch::BatchArgs),
+    /// Create what the cluster needs, or finish what an earlier run left:
+    /// APIs, buckets, registry, service accounts, GKE cluster, `kinetic` service account.
+    Up(commands::infra::UpArgs),
+    /// Remove what `kinetic up` created (the buckets only with --delete-buckets).
+    Down(commands::infra::DownArgs),
+    /// The cluster, its node pools, buckets and registry, and what is missing.
+    Status(commands::infra::StatusArgs),
+    /// Add, list or remove accelerator node pools.
+    Pool(commands::pool::PoolCommandArgs),
+    /// Check, before a first job, that everything a job needs is there.
+    Doctor(commands::infra::DoctorArgs),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +100,11 @@ fn main() -> ExitCode {
         Command::BuildImage(args) => commands::build_image::run(args, &inv, &out),
         Command::Map(args) => commands::map::run(args, &inv, &out),
         Command::Batch(args) => commands::batch::run(args, &inv, &out),
+        Command::Up(args) => commands::infra::up(args, &inv, &out),
+        Command::Down(args) => commands::infra::down(args, &inv, &out),
+        Command::Status(args) => commands::infra::status(args, &inv, &out),
+        Command::Pool(args) => commands::pool::run(args, &inv, &out),
+        Command::Doctor(args) => commands::infra::doctor(args, &inv, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

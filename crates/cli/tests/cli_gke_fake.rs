@@ -152,7 +152,7 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
     assert_eq!(build.status, "SUCCESS");
     let image = build.images().pop().unwrap();
     assert!(
-        image.starts_with("us-docker.pkg.dev/fake/kn-fake/base:cpu-"),
+        image.starts_with("us-docker.pkg.dev/fake-project/kn-fake/base:cpu-"),
         "{image}"
     );
     assert!(cloud.cloud_build().has_image(&image));

@@ -22,7 +22,9 @@
 //! - **Where it goes**: [`settings`] resolves every setting once, with its
 //!   source, from values the caller passes in (arguments, an environment
 //!   lookup, the profiles of [`config`], the working directory);
-//!   [`layout`] names every object in the bucket.
+//!   [`layout`] names every object in the bucket; [`infra`] is the cloud a
+//!   cluster needs (what `kinetic up` provisions) and the plan that builds
+//!   it from what exists.
 //! - **How it runs**: [`plan`] turns a job spec, the settings and the facts
 //!   found by IO into what to upload and submit, without doing any of it;
 //!   the [`engine`] gathers the facts, follows the plan through the
@@ -94,6 +96,7 @@ pub mod env;
 pub mod hashing;
 pub mod ids;
 pub mod image;
+pub mod infra;
 pub mod json;
 pub mod layout;
 pub mod packaging;

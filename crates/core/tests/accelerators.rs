@@ -141,7 +141,7 @@ fn tpu_names_and_chips() {
     for s in ["tpu:v3-4", "tpu-v3-4", "v3-4"] {
         assert_tpu(s, "v3", 4, "2x2");
         let spec = parse(s);
-        assert_eq!(spec.gke_accelerator(), Some("tpu-v3-podslice"));
+        assert_eq!(spec.gke_accelerator(), Some("tpu-v3-device"));
         assert_eq!(spec.machine_type(), Some("ct3-hightpu-4t"));
         assert_eq!(spec.num_hosts(), 1);
         assert!(!spec.is_multi_host());
@@ -314,7 +314,7 @@ fn scheduling_tpu_is_per_host() {
     assert_eq!(
         v["node_selector"],
         serde_json::json!({
-            "cloud.google.com/gke-tpu-accelerator": "tpu-v3-podslice",
+            "cloud.google.com/gke-tpu-accelerator": "tpu-v3-slice",
             "cloud.google.com/gke-tpu-topology": "4x4",
         })
     );

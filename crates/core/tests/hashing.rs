@@ -307,3 +307,67 @@ fn content_hash_display_round_trips() {
     let back: ContentHash = h.to_string().parse().expect("parse");
     assert_eq!(back, h);
 }
+
+/// Drops `path` from the page cache without privileges: `fsync` (only clean
+/// pages can be dropped), then `POSIX_FADV_DONTNEED`.
+fn evict(path: &Path) {
+    use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+    let file = fs::File::open(path).expect("open");
+    file.sync_all().expect("fsync");
+    posix_fadvise(&file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).expect("fadvise");
+}
+
+/// Whether reading `path` (just evicted) shows a cold disk as the hash
+/// sees one: the kernel refuses a read that may not wait, and the read that
+/// waits takes 50 µs or more. Evicts the file again.
+fn reads_cold(path: &Path) -> bool {
+    use rustix::io::{Errno, ReadWriteFlags, preadv2};
+    use std::io::Read;
+    let mut file = fs::File::open(path).expect("open");
+    let mut buf = vec![0u8; 1 << 16];
+    let mut slices = [std::io::IoSliceMut::new(&mut buf)];
+    let refused = matches!(
+        preadv2(&file, &mut slices, 0, ReadWriteFlags::NOWAIT),
+        Err(Errno::AGAIN)
+    );
+    let started = std::time::Instant::now();
+    let n = file.read(&mut buf).expect("read");
+    assert!(n > 0, "{} is empty", path.display());
+    let slow = started.elapsed() >= std::time::Duration::from_micros(50);
+    evict(path);
+    refused && slow
+}
+
+#[test]
+fn a_tree_dropped_from_the_page_cache_hashes_the_same() {
+    // Under the target directory: a real disk, where a temporary file
+    // system could not drop anything.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let root = dir.path().join("data");
+    let mut paths = Vec::new();
+    for i in 0..600u32 {
+        let path = root.join(format!("d{}/f{i:03}.bin", i % 9));
+        let body: Vec<u8> = (0..(4096 + i * 37)).map(|j| (j * 7 + i) as u8).collect();
+        write(&path, &body);
+        paths.push(path);
+    }
+    let warm = content_hash_with(&root, &HashOptions::default()).expect("hash");
+    assert_eq!((warm.files, warm.read_ahead), (600, 0));
+
+    for threads in [1, 2] {
+        for path in &paths {
+            evict(path);
+        }
+        let cold_disk = reads_cold(&paths[0]);
+        let options = HashOptions::default().threads(threads).readers(8);
+        let cold = content_hash_with(&root, &options).expect("hash");
+        assert_eq!(cold.hash, warm.hash, "threads {threads}");
+        assert_eq!((cold.files, cold.bytes), (warm.files, warm.bytes));
+        if cold_disk {
+            // The first file missed, so the rest was handed to the readers.
+            assert!(cold.read_ahead > 0, "threads {threads}: nothing read ahead");
+        } else {
+            eprintln!("note: this file system kept the files cached; read-ahead not exercised");
+        }
+    }
+}

@@ -11,6 +11,10 @@ use std::time::UNIX_EPOCH;
 use kinetic_core::packaging::{PackOptions, PackReport, PackWarning, PackagingPlan, pack};
 use sha2::{Digest, Sha256};
 
+#[path = "support/noise.rs"]
+mod support;
+use support::noise;
+
 fn write(path: &Path, bytes: &[u8]) {
     fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     fs::write(path, bytes).expect("write");
@@ -344,6 +348,61 @@ fn large_files_are_streamed_and_round_trip() {
     assert_eq!(report.bytes_in, big.len() as u64 + 1);
     let entries = read_zip(&c.out());
     assert_eq!(entries["assets/big.bin"].1, big);
+}
+
+/// name -> compression method
+fn methods(path: &Path) -> BTreeMap<String, zip::CompressionMethod> {
+    let mut archive = zip::ZipArchive::new(File::open(path).expect("open")).expect("zip");
+    (0..archive.len())
+        .map(|i| {
+            let entry = archive.by_index_raw(i).expect("entry");
+            (
+                entry.name().expect("utf-8").into_owned(),
+                entry.compression(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn what_deflate_cannot_shrink_is_stored_and_the_rest_deflated() {
+    use zip::CompressionMethod::{Deflated, Stored};
+    let c = Case::new();
+    let text = "def f(x):\n    return x * 2\n".repeat(4000).into_bytes();
+    let random = noise(300 << 10, 7);
+    let random_big = noise((5 << 20) + 11, 8); // streamed
+    // Random at the start only: the samples further in show text.
+    let mut mixed = noise(30 << 10, 9);
+    mixed.extend_from_slice(&text);
+    // Text with one random stretch in the middle.
+    let mut text_big = text.repeat(50);
+    text_big.splice(3 << 20..3 << 20, noise(64 << 10, 10));
+    c.file("code.py", &text);
+    c.file("weights.bin", &random);
+    c.file("big/weights.bin", &random_big);
+    c.file("mixed.bin", &mixed);
+    c.file("big/log.txt", &text_big);
+    c.file("empty.txt", b"");
+    let report = c.pack(&PackOptions::default());
+    let got = methods(&c.out());
+    let want = BTreeMap::from([
+        ("big/log.txt".to_owned(), Deflated),
+        ("big/weights.bin".to_owned(), Stored),
+        ("code.py".to_owned(), Deflated),
+        ("empty.txt".to_owned(), Stored),
+        ("mixed.bin".to_owned(), Deflated),
+        ("weights.bin".to_owned(), Stored),
+    ]);
+    assert_eq!(got, want);
+    assert_eq!(report.stored, 3);
+    // Stored entries hold the bytes as they are and round-trip.
+    let entries = read_zip(&c.out());
+    assert_eq!(entries["weights.bin"].1, random);
+    assert_eq!(entries["big/weights.bin"].1, random_big);
+    assert_eq!(entries["big/log.txt"].1, text_big);
+    // Storing costs nothing over the bytes themselves.
+    let archive = fs::metadata(c.out()).expect("stat").len();
+    assert!(archive < (random.len() + random_big.len()) as u64 + (400 << 10));
 }
 
 #[test]

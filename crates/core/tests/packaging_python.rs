@@ -3,7 +3,9 @@
 //! `tests/reference/zip_reference.py` packs the tree with `zipfile`, then
 //! dumps both archives; names, order, directory entries, sizes, CRCs,
 //! external attributes (mode and file-type bits), creator system,
-//! compression method, timestamps and contents must all be equal.
+//! timestamps and contents must all be equal. The compression method too,
+//! except where we store a file that Python deflates: that is allowed only
+//! when Python's deflate did not shrink it either.
 //!
 //! Needs `python3` (3.11 in CI): without it these tests fail.
 
@@ -15,6 +17,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kinetic_core::packaging::{PackOptions, PackWarning, PackagingPlan, pack};
 use serde_json::Value;
+
+#[path = "support/noise.rs"]
+mod support;
+use support::noise;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/zip_reference.py")
@@ -71,6 +77,16 @@ fn build_tree(base: &Path) -> (PathBuf, Vec<PathBuf>) {
         .map(|i| b"abcdefgh\n"[(i % 9) as usize])
         .collect();
     write(&root.join("assets/big.txt"), &big);
+    // Incompressible: in memory, and streamed; and a file whose start is
+    // random but whose rest is text (deflated: only its start looks random).
+    write(&root.join("assets/noise.bin"), &noise(40 << 10, 1));
+    write(
+        &root.join("assets/noise_big.bin"),
+        &noise((4 << 20) + 5000, 2),
+    );
+    let mut mixed = noise(20 << 10, 3);
+    mixed.extend(big.iter().take(200 << 10));
+    write(&root.join("assets/mixed.bin"), &mixed);
 
     // Always and default exclusions.
     write(&root.join(".git/HEAD"), b"ref: refs/heads/main\n");
@@ -144,7 +160,9 @@ fn entries(dump: &Value) -> &Vec<Value> {
     dump["entries"].as_array().expect("entries")
 }
 
-fn compare(rust_zip: &Path, python_zip: &Path) {
+/// Compares the archives entry by entry; returns the names of the files we
+/// stored where Python deflated.
+fn compare(rust_zip: &Path, python_zip: &Path) -> Vec<String> {
     let ours = python(&["dump", rust_zip.to_str().expect("utf-8")]);
     let theirs = python(&["dump", python_zip.to_str().expect("utf-8")]);
     let (ours, theirs) = (entries(&ours), entries(&theirs));
@@ -154,6 +172,7 @@ fn compare(rust_zip: &Path, python_zip: &Path) {
             .collect()
     };
     assert_eq!(names(ours), names(theirs), "entry names and order");
+    let mut stored = Vec::new();
     for (a, b) in ours.iter().zip(theirs) {
         let name = a["name"].as_str().expect("name");
         for field in [
@@ -162,7 +181,6 @@ fn compare(rust_zip: &Path, python_zip: &Path) {
             "crc",
             "external_attr",
             "create_system",
-            "compress_type",
             "sha256",
         ] {
             assert_eq!(a[field], b[field], "{field} of {name}");
@@ -171,7 +189,27 @@ fn compare(rust_zip: &Path, python_zip: &Path) {
         if name != ".kinetic/plan.json" {
             assert_eq!(a["date_time"], b["date_time"], "date_time of {name}");
         }
+        const STORED: u64 = 0;
+        const DEFLATED: u64 = 8;
+        let (ours_method, theirs_method) = (&a["compress_type"], &b["compress_type"]);
+        if ours_method != theirs_method {
+            assert_eq!(
+                (ours_method.as_u64(), theirs_method.as_u64()),
+                (Some(STORED), Some(DEFLATED)),
+                "compress_type of {name}"
+            );
+            // Another deflater may win a few bytes where ours does not
+            // (tiny files), but never a real share of the file.
+            let size = b["file_size"].as_u64().expect("size");
+            let deflated = b["compress_size"].as_u64().expect("size");
+            assert!(
+                deflated + (size / 50).max(16) >= size,
+                "{name} was stored, but Python's deflate shrank it ({size} -> {deflated} bytes)"
+            );
+            stored.push(name.to_owned());
+        }
     }
+    stored
 }
 
 #[test]
@@ -202,7 +240,25 @@ fn archive_entries_equal_pythons_zipfile() {
         "--plan-json",
         &plan_json,
     ]);
-    compare(&rust_zip, &python_zip);
+    let stored = compare(&rust_zip, &python_zip);
+    // Random bytes are stored, whether held in memory or streamed; so are
+    // files too small for deflate to win; text and a file that is random
+    // only at its start are deflated as Python deflates them.
+    for name in [
+        "assets/noise.bin",
+        "assets/noise_big.bin",
+        "empty.txt",
+        "setgid.bin",
+    ] {
+        assert!(
+            stored.contains(&name.to_owned()),
+            "{name} not stored: {stored:?}"
+        );
+    }
+    for name in ["assets/big.txt", "assets/mixed.bin", ".kinetic/plan.json"] {
+        assert!(!stored.contains(&name.to_owned()), "{name} stored");
+    }
+    assert_eq!(report.stored, stored.len());
 
     // The same skips, in the same order.
     let theirs: Vec<(String, String)> = py["warnings"]

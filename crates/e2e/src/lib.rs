@@ -14,6 +14,10 @@
 //! - `tests/gke.rs`, `tests/gke_conformance.rs`, `tests/gke_fake_cluster.rs`:
 //!   the GKE backend over the fake Kubernetes cluster, whose kubelet runs
 //!   the runner against the fake GCS server or a directory store.
+//! - `tests/pool_scheduling.rs`: for every accelerator of the registry, a
+//!   job's pod (the GKE backend's manifest) schedules onto the node pool
+//!   `kinetic pool add` makes for it (the infrastructure adapter's request,
+//!   turned into a node as the fake GKE makes one), and onto no other.
 //! - `benches/engine.rs`: client-side submit overhead and the round trip of
 //!   a trivial Python job (`cargo bench -p kinetic-e2e --bench engine`).
 //!

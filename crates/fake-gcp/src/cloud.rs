@@ -1,11 +1,14 @@
-//! [`FakeGcp`]: the fake GCS, Kubernetes cluster and Cloud Build wired as one
-//! project, as `kinetic-fake-gcp` serves them.
+//! [`FakeGcp`]: the fake GCS, Kubernetes cluster, Cloud Build and control
+//! plane APIs wired as one project, as `kinetic-fake-gcp` serves them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use kinetic_core::config::{DEFAULT_NAMESPACE, DEFAULT_ZONE, DerivedNames};
 use kinetic_core::settings::vars;
 
+use crate::apis::FakeGoogleApis;
 use crate::cloudbuild::{BuildSchedule, FakeCloudBuild};
 use crate::gcs::FakeGcs;
 use crate::k8s::{FakeCluster, FakeClusterConfig};
@@ -18,24 +21,31 @@ pub struct FakeGcpConfig {
     cluster: String,
     namespace: String,
     python: PathBuf,
+    provisioned: bool,
+    operation_time: Duration,
+    scale_up_delay: Duration,
 }
 
 impl Default for FakeGcpConfig {
-    /// Project `fake`, cluster `fake` in the default zone, namespace
-    /// `default`, pods run by `python3`.
+    /// Project `fake-project`, cluster `fake` in the default zone, namespace
+    /// `default`, pods run by `python3`; provisioned (the cluster, its
+    /// buckets and registry exist); operations take 200 ms.
     fn default() -> Self {
         Self {
-            project: "fake".into(),
+            project: "fake-project".into(),
             zone: DEFAULT_ZONE.into(),
             cluster: "fake".into(),
             namespace: DEFAULT_NAMESPACE.into(),
             python: PathBuf::from("python3"),
+            provisioned: true,
+            operation_time: Duration::from_millis(200),
+            scale_up_delay: Duration::from_millis(300),
         }
     }
 }
 
 impl FakeGcpConfig {
-    /// The project (default `fake`); its buckets are named as Kinetic names them.
+    /// The project (default `fake-project`); its buckets are named as Kinetic names them.
     pub fn project(mut self, project: &str) -> Self {
         self.project = project.to_owned();
         self
@@ -58,46 +68,115 @@ impl FakeGcpConfig {
         self.python = python.into();
         self
     }
+
+    /// Whether the project starts with its cluster (running, default pool
+    /// of one CPU node), jobs and builds buckets and image repository
+    /// (default true), or new: nothing but Service Usage, Resource Manager
+    /// and Cloud Storage enabled, for `kinetic up` to build.
+    pub fn provisioned(mut self, provisioned: bool) -> Self {
+        self.provisioned = provisioned;
+        self
+    }
+
+    /// How long long-running operations take (default 200 ms; creating a
+    /// cluster takes this, a node pool half of it).
+    pub fn operation_time(mut self, time: Duration) -> Self {
+        self.operation_time = time;
+        self
+    }
+
+    /// How long the cluster autoscaler takes to add a node (default 300 ms).
+    pub fn scale_up_delay(mut self, delay: Duration) -> Self {
+        self.scale_up_delay = delay;
+        self
+    }
 }
+
+/// The LeaderWorkerSet manifests the fake serves in place of the release's
+/// (the same kinds of object, much smaller).
+pub const LWS_MANIFESTS: &str = include_str!("apis/lws-manifests.yaml");
+
+/// The NVIDIA driver installer manifest the fake serves.
+pub const NVIDIA_DRIVER_MANIFEST: &str = include_str!("apis/nvidia-driver-installer.yaml");
+
+/// Where [`FakeGcp`] serves them, under its APIs' endpoint.
+const LWS_PATH: &str = "kubernetes-sigs/lws/releases/download/v0.5.1/manifests.yaml";
+const NVIDIA_PATH: &str = "GoogleCloudPlatform/container-engine-accelerators/master/nvidia-driver-installer/cos/daemonset-preloaded.yaml";
+
+/// The credential plugin kubeconfigs of GKE clusters run (`gcloud`'s).
+pub const AUTH_PLUGIN: &str = "gke-gcloud-auth-plugin";
 
 /// A fake project: GCS with the cluster's jobs and builds buckets, a
 /// Kubernetes cluster whose pods read and write them (through
-/// `KINETIC_GCS_ENDPOINT`), and Cloud Build with Artifact Registry reading
-/// build sources from the builds bucket. Dropping it stops everything.
+/// `KINETIC_GCS_ENDPOINT`), Cloud Build with Artifact Registry reading
+/// build sources from the builds bucket, and the control-plane APIs
+/// (Service Usage, Kubernetes Engine, IAM, Resource Manager, Artifact
+/// Registry repositories) whose GKE cluster is that Kubernetes cluster.
+/// One endpoint serves every Google API but Cloud Storage. Dropping it
+/// stops everything.
 #[derive(Debug)]
 pub struct FakeGcp {
     config: FakeGcpConfig,
     names: DerivedNames,
     gcs: FakeGcs,
-    cluster: FakeCluster,
+    cluster: Arc<FakeCluster>,
     cloud_build: FakeCloudBuild,
+    apis: FakeGoogleApis,
 }
 
 impl FakeGcp {
-    /// The bearer token the fake Cloud Build requires, and the CLI is given.
+    /// The bearer token the fake APIs require, and the CLI is given.
     pub const ACCESS_TOKEN: &str = "fake-gcp-token";
 
-    /// Start the three fakes on loopback. Needs a multi-threaded tokio runtime.
+    /// Start the fakes on loopback. Needs a multi-threaded tokio runtime.
     pub async fn start(config: FakeGcpConfig) -> std::io::Result<Self> {
         let names = DerivedNames::new(&config.project, &config.zone, &config.cluster);
-        let gcs = FakeGcs::with_buckets(&[&names.jobs_bucket, &names.builds_bucket])?;
-        let cluster = FakeCluster::start(
-            FakeClusterConfig::default()
-                .python(&config.python)
-                .env(vars::GCS_ENDPOINT, &gcs.endpoint()),
-        )
-        .await?;
+        let gcs = FakeGcs::start()?;
+        let cluster = Arc::new(
+            FakeCluster::start(
+                FakeClusterConfig::default()
+                    .python(&config.python)
+                    .env(vars::GCS_ENDPOINT, &gcs.endpoint())
+                    .nodes(Vec::new())
+                    .scale_up_delay(config.scale_up_delay),
+            )
+            .await?,
+        );
         let cloud_build = FakeCloudBuild::start().await?;
         cloud_build.require_token(Self::ACCESS_TOKEN);
         // The first poll of a build sees it done: a job waits one poll.
         cloud_build.set_schedule(BuildSchedule::success().with_polls(0, 0));
         cloud_build.attach_gcs(&gcs);
+        let apis = FakeGoogleApis::start_with(
+            &config.project,
+            Some(cluster.clone()),
+            Some(cloud_build.routes()),
+        )
+        .await?;
+        apis.require_token(Self::ACCESS_TOKEN);
+        apis.set_operation_time(config.operation_time);
+        apis.serve_manifest(LWS_PATH, LWS_MANIFESTS);
+        apis.serve_manifest(NVIDIA_PATH, NVIDIA_DRIVER_MANIFEST);
+        if config.provisioned {
+            gcs.create_bucket_in(&names.jobs_bucket, &config.project, &names.region);
+            gcs.create_bucket_in(&names.builds_bucket, &config.project, &names.ar_location);
+            apis.provision(
+                &config.zone,
+                &config.cluster,
+                &format!(
+                    "projects/{}/locations/{}/repositories/{}",
+                    config.project, names.ar_location, names.ar_repository
+                ),
+                &names.node_service_account,
+            );
+        }
         Ok(Self {
             config,
             names,
             gcs,
             cluster,
             cloud_build,
+            apis,
         })
     }
 
@@ -106,7 +185,7 @@ impl FakeGcp {
         &self.gcs
     }
 
-    /// The fake Kubernetes cluster.
+    /// The fake Kubernetes cluster (the GKE cluster's API server).
     pub fn cluster(&self) -> &FakeCluster {
         &self.cluster
     }
@@ -114,6 +193,16 @@ impl FakeGcp {
     /// The fake Cloud Build and Artifact Registry.
     pub fn cloud_build(&self) -> &FakeCloudBuild {
         &self.cloud_build
+    }
+
+    /// The fake control-plane APIs.
+    pub fn apis(&self) -> &FakeGoogleApis {
+        &self.apis
+    }
+
+    /// The names derived from the project, zone and cluster.
+    pub fn names(&self) -> &DerivedNames {
+        &self.names
     }
 
     /// The cluster's jobs bucket (`{project}-kn-{cluster}-jobs`).
@@ -126,18 +215,52 @@ impl FakeGcp {
         &self.names.builds_bucket
     }
 
-    /// Write a kubeconfig for the cluster, in the configured namespace.
+    /// The kubeconfig a user of this project has: for a provisioned
+    /// project, the cluster's context `gke_{project}_{zone}_{cluster}` (as
+    /// `gcloud container clusters get-credentials` writes it, with a
+    /// token), current, in the configured namespace; for a new project,
+    /// an empty one (`kinetic up` adds the context).
+    pub fn kubeconfig(&self) -> String {
+        if !self.config.provisioned {
+            return "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\npreferences: {}\n"
+                .to_owned();
+        }
+        self.cluster
+            .kubeconfig_named(&self.names.kube_context, &self.config.namespace)
+    }
+
+    /// Write [`FakeGcp::kubeconfig`] to `path`.
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
-        self.cluster.write_kubeconfig(path, &self.config.namespace)
+        std::fs::write(path, self.kubeconfig())
+    }
+
+    /// Write a `gke-gcloud-auth-plugin` into `bin` that gives the fake's
+    /// token, as the real plugin gives gcloud's (kubeconfigs `kinetic up`
+    /// writes run it). Returns its path.
+    pub fn write_auth_plugin(&self, bin: &Path) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(bin)?;
+        let path = bin.join(AUTH_PLUGIN);
+        let credential = format!(
+            "{{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{}\"}}}}",
+            Self::ACCESS_TOKEN
+        );
+        std::fs::write(&path, format!("#!/bin/sh\nprintf '%s\\n' '{credential}'\n"))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        }
+        Ok(path)
     }
 
     /// The environment that points the `kinetic` CLI at this project, given
     /// the kubeconfig written at `kubeconfig`: the cluster, the jobs bucket
-    /// on the fake GCS server (which the runner reads too), and Cloud Build
-    /// for images (bundled images are built there, from the builds bucket).
+    /// on the fake GCS server (which the runner reads too), every Google
+    /// API on the fakes' endpoint, the manifests `kinetic up` installs,
+    /// and the token.
     pub fn cli_env(&self, kubeconfig: &Path) -> Vec<(String, String)> {
         let gcs = self.gcs.endpoint();
-        let cloud_build = self.cloud_build.endpoint();
+        let apis = self.apis.endpoint().to_owned();
         [
             (vars::KUBECONFIG, kubeconfig.display().to_string()),
             (vars::PROJECT, self.config.project.clone()),
@@ -146,8 +269,20 @@ impl FakeGcp {
             (vars::NAMESPACE, self.config.namespace.clone()),
             (vars::STORE_URL, format!("gs://{}", self.names.jobs_bucket)),
             (vars::GCS_ENDPOINT, gcs),
-            (vars::CLOUDBUILD_ENDPOINT, cloud_build.clone()),
-            (vars::ARTIFACTREGISTRY_ENDPOINT, cloud_build),
+            (vars::CLOUDBUILD_ENDPOINT, apis.clone()),
+            (vars::ARTIFACTREGISTRY_ENDPOINT, apis.clone()),
+            (vars::CONTAINER_ENDPOINT, apis.clone()),
+            (vars::IAM_ENDPOINT, apis.clone()),
+            (vars::RESOURCEMANAGER_ENDPOINT, apis.clone()),
+            (vars::SERVICEUSAGE_ENDPOINT, apis.clone()),
+            (
+                vars::LWS_MANIFESTS_URL,
+                format!("{apis}/manifests/{LWS_PATH}"),
+            ),
+            (
+                vars::NVIDIA_DRIVER_MANIFEST_URL,
+                format!("{apis}/manifests/{NVIDIA_PATH}"),
+            ),
             (vars::ACCESS_TOKEN, Self::ACCESS_TOKEN.to_owned()),
             ("KINETIC_FAKE_K8S_URL", self.cluster.url().to_owned()),
         ]

@@ -14,9 +14,16 @@
 //!   ([`FakeCluster`]).
 //! - [`cloudbuild`]: Cloud Build and Artifact Registry ([`FakeCloudBuild`]),
 //!   reading build sources from a fake GCS server's buckets.
-//! - [`FakeGcp`]: the three wired together as one project, and the
-//!   environment that points the `kinetic` CLI at them; the
-//!   `kinetic-fake-gcp` binary serves it until stopped.
+//! - [`apis`]: the control-plane APIs `kinetic up` drives
+//!   ([`FakeGoogleApis`]): Service Usage, Kubernetes Engine (clusters and
+//!   node pools whose nodes join the fake cluster, long-running
+//!   operations), IAM, Resource Manager and Artifact Registry
+//!   repositories, with Google's errors (API disabled, permission denied)
+//!   and failures on demand; GCS also speaks the JSON API's bucket calls.
+//! - [`FakeGcp`]: all of them wired together as one project (provisioned,
+//!   or new for `kinetic up` to build), and the environment that points
+//!   the `kinetic` CLI at them; the `kinetic-fake-gcp` binary serves it
+//!   until stopped.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -31,12 +38,15 @@
 //! # Ok(()) }
 //! ```
 
+pub mod apis;
 mod cloud;
 pub mod cloudbuild;
 pub mod gcs;
+mod google;
 pub mod k8s;
 
-pub use cloud::{FakeGcp, FakeGcpConfig};
+pub use apis::FakeGoogleApis;
+pub use cloud::{AUTH_PLUGIN, FakeGcp, FakeGcpConfig, LWS_MANIFESTS, NVIDIA_DRIVER_MANIFEST};
 pub use cloudbuild::FakeCloudBuild;
 pub use gcs::{FakeGcs, GcsFault, GcsOp, GcsRequest};
 pub use k8s::{FakeCluster, FakeClusterConfig};

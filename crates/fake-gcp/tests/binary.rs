@@ -45,10 +45,13 @@ fn writes_env_serves_and_stops() {
         "{env}"
     );
     assert!(
-        env.contains("export KINETIC_STORE_URL='gs://fake-kn-fake-jobs'"),
+        env.contains("export KINETIC_STORE_URL='gs://fake-project-kn-fake-jobs'"),
         "{env}"
     );
-    assert!(env.contains("export KINETIC_PROJECT='fake'"), "{env}");
+    assert!(
+        env.contains("export KINETIC_PROJECT='fake-project'"),
+        "{env}"
+    );
     assert!(env.contains("export KINETIC_CLUSTER='fake'"), "{env}");
     assert!(env.contains("export KINETIC_NAMESPACE='team-a'"), "{env}");
     assert!(
@@ -82,7 +85,7 @@ fn writes_env_serves_and_stops() {
     let gcs = exported("KINETIC_GCS_ENDPOINT");
     let gcs = gcs.strip_prefix("http://").unwrap();
     assert!(gcs.starts_with("127.0.0.1:"), "loopback only: {gcs}");
-    for bucket in ["fake-kn-fake-jobs", "fake-kn-fake-builds"] {
+    for bucket in ["fake-project-kn-fake-jobs", "fake-project-kn-fake-builds"] {
         let listing = http_get(gcs, &format!("/{bucket}?list-type=2"));
         assert!(listing.contains(" 200 "), "{bucket}: {listing}");
     }

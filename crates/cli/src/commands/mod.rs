@@ -15,9 +15,11 @@ pub(crate) mod config;
 pub(crate) mod deps;
 pub(crate) mod hash;
 pub(crate) mod image;
+pub(crate) mod infra;
 pub(crate) mod jobs;
 pub(crate) mod map;
 pub(crate) mod pack;
+pub(crate) mod pool;
 pub(crate) mod profile;
 pub(crate) mod run;
 

@@ -1,8 +1,10 @@
 //! Everything the commands print: data on stdout (text for people, JSON
 //! with `--json`), warnings and the job's own output on stderr, tables,
-//! and the progress displays ([`progress`]). Commands print through here
+//! the progress displays ([`progress`]), and what the infrastructure
+//! commands print ([`infra`]). Commands print through here
 //! and nowhere else.
 
+pub(crate) mod infra;
 pub(crate) mod progress;
 
 use std::io::Write;

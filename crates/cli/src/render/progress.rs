@@ -12,6 +12,20 @@ use kinetic_core::batch::BatchCounts;
 use kinetic_core::engine::{BatchHandle, ProgressEvent};
 use kinetic_core::status::JobState;
 
+/// A spinner with a message and the time elapsed, when stderr is a
+/// terminal; `None` otherwise.
+pub(crate) fn spinner() -> Option<ProgressBar> {
+    std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(100));
+        bar
+    })
+}
+
 /// Shared progress display.
 #[derive(Clone)]
 pub(crate) struct Progress {
@@ -33,16 +47,9 @@ fn mb(bytes: u64) -> String {
 impl Progress {
     /// A spinner when stderr is a terminal, silence otherwise.
     pub(crate) fn new() -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(Duration::from_millis(100));
-            Arc::new(bar)
-        });
-        Self { bar }
+        Self {
+            bar: spinner().map(Arc::new),
+        }
     }
 
     fn step(&self, message: String) {

@@ -1,13 +1,12 @@
-//! Shared helpers of the bench binaries: data-set generation in a temp dir,
-//! the openssl reference figure, timing, and the result table.
+//! Helpers of the speed bench: data sets in a temp dir, page-cache eviction
+//! and its check, the cold-read floor, CPU time and the openssl figure.
 
-#![allow(dead_code, missing_docs)] // each bench uses a subset
+#![allow(missing_docs)]
 
 use std::fs;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 /// Size scale from `KINETIC_BENCH_SCALE` (default 1.0): `0.05` makes a quick
 /// run with data sets twenty times smaller.
@@ -192,24 +191,6 @@ pub(crate) fn python_like_source(rng: &mut Rng, target: usize) -> Vec<u8> {
     out
 }
 
-/// `count` source-like files averaging 40 KB in a package layout. Returns
-/// the total size.
-pub(crate) fn write_source_tree(root: &Path, count: usize, seed: u64) -> u64 {
-    let mut rng = Rng::new(seed);
-    let mut total = 0u64;
-    for i in 0..count {
-        let dir = root.join(format!("pkg{:02}/mod{:02}", i / 500, (i / 50) % 10));
-        if i % 50 == 0 {
-            fs::create_dir_all(&dir).expect("mkdir");
-        }
-        let len = (8 << 10) + rng.below(64 << 10) as usize;
-        let src = python_like_source(&mut rng, len);
-        fs::write(dir.join(format!("file_{i:05}.py")), &src).expect("write");
-        total += src.len() as u64;
-    }
-    total
-}
-
 /// openssl's single-core SHA-256 speed on 16 KiB blocks, in bytes/s.
 pub(crate) fn openssl_sha256_bytes_per_sec(seconds: u32) -> Option<f64> {
     let output = Command::new("openssl")
@@ -253,60 +234,225 @@ pub(crate) fn process_cpu_seconds() -> Option<f64> {
     Some((utime + stime) / ticks)
 }
 
-/// Runs `f` `runs()` times; returns the best wall time in seconds, the CPU
-/// seconds that run used (all threads), and the last result.
-pub(crate) fn best_of<T>(mut f: impl FnMut() -> T) -> (f64, f64, T) {
-    let mut best = (f64::INFINITY, 0.0);
-    let mut last = None;
-    for _ in 0..runs() {
-        let cpu0 = process_cpu_seconds().unwrap_or(0.0);
-        let t = Instant::now();
-        let r = f();
-        let wall = t.elapsed().as_secs_f64();
-        let cpu = process_cpu_seconds().unwrap_or(0.0) - cpu0;
-        if wall < best.0 {
-            best = (wall, cpu);
+/// Where the source part of [`write_mixed_tree`] comes from.
+pub(crate) enum Source {
+    /// The `.py` files of the standard library of `python3` (real code).
+    PythonStdlib(Vec<std::path::PathBuf>),
+    /// [`python_like_source`]: words drawn uniformly from a small list, a
+    /// worst case for deflate's matching (no phrase ever repeats).
+    Synthetic,
+}
+
+impl Source {
+    /// `KINETIC_BENCH_SOURCE=synthetic` picks the generator; otherwise the
+    /// standard library of `python3`, or the generator when it has none.
+    pub(crate) fn from_env() -> Self {
+        if std::env::var("KINETIC_BENCH_SOURCE").is_ok_and(|s| s == "synthetic") {
+            return Self::Synthetic;
         }
-        last = Some(r);
+        let stdlib = Command::new("python3")
+            .args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
+            ])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        let mut files = Vec::new();
+        if let Some(dir) = stdlib {
+            collect_py(Path::new(&dir), &mut files);
+        }
+        files.sort();
+        if files.is_empty() {
+            println!("no Python standard library found: using synthetic source");
+            Self::Synthetic
+        } else {
+            Self::PythonStdlib(files)
+        }
     }
-    (best.0, best.1, last.expect("at least one run"))
+
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Self::PythonStdlib(files) => {
+                format!(
+                    "the {} .py files of python3's standard library",
+                    files.len()
+                )
+            }
+            Self::Synthetic => "synthetic word salad (python_like_source)".to_owned(),
+        }
+    }
 }
 
-/// One row of the result table.
-pub(crate) struct Row {
-    pub(crate) case: String,
-    pub(crate) bytes: u64,
-    pub(crate) files: u64,
-    pub(crate) seconds: f64,
-    /// CPU seconds of the run (all threads): `cpu / seconds` is how many
-    /// cores it actually got; well below the thread count means other load.
-    pub(crate) cpu: f64,
-    /// The figure compared with the target (a ratio or MB/s).
-    pub(crate) figure: f64,
-    pub(crate) unit: &'static str,
-    pub(crate) target: f64,
+fn collect_py(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name();
+        if kind.is_dir() && name != "site-packages" && name != "__pycache__" {
+            collect_py(&path, out);
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "py") {
+            out.push(path);
+        }
+    }
 }
 
-pub(crate) fn print_table(title: &str, rows: &[Row]) {
-    println!("\n{title}");
-    println!(
-        "{:<34} {:>9} {:>6} {:>8} {:>6} {:>8} {:>14} {:>10}  met",
-        "case", "MB", "files", "seconds", "cores", "MB/s", "figure", "target"
-    );
-    for r in rows {
-        println!(
-            "{:<34} {:>9.1} {:>6} {:>8.3} {:>6.2} {:>8.1} {:>9.3} {:<4} {:>10} {}",
-            r.case,
-            r.bytes as f64 / 1e6,
-            r.files,
-            r.seconds,
-            r.cpu / r.seconds,
-            r.bytes as f64 / r.seconds / 1e6,
-            r.figure,
-            r.unit,
-            format!(">= {}", r.target),
-            if r.figure >= r.target { "yes" } else { "NO" }
-        );
+/// A project tree of about `total` bytes of which `incompressible` (a
+/// fraction) is random bytes, as model weights, images or archives are, and
+/// the rest source code from `source` (cycled through as often as needed,
+/// in a package layout). The random part is spread over files of
+/// 64 KiB–1 MiB and one file above the archive's in-memory limit (so it is
+/// streamed). Returns (total bytes, random bytes).
+pub(crate) fn write_mixed_tree(
+    root: &Path,
+    total: u64,
+    incompressible: f64,
+    source: &Source,
+    seed: u64,
+) -> (u64, u64) {
+    let mut rng = Rng::new(seed);
+    let random_target = (total as f64 * incompressible) as u64;
+    let source_target = total - random_target;
+    let mut random = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    let assets = root.join("assets");
+    fs::create_dir_all(&assets).expect("mkdir");
+    // One large file (streamed by the packer), then smaller ones.
+    let big = (random_target / 4).min(12 << 20);
+    if big > (4 << 20) {
+        write_random_file(&assets.join("weights.bin"), big, rng.next_u64());
+        random += big;
     }
-    println!("(cores = CPU time / wall time of the run: how many cores it actually got)");
+    let mut i = 0;
+    while random < random_target {
+        let len = ((64 << 10) + rng.below(960 << 10)).min(random_target - random) as usize;
+        rng.fill(&mut buf[..len]);
+        let ext = ["npy", "png", "gz", "pt"][i % 4];
+        fs::write(assets.join(format!("blob_{i:04}.{ext}")), &buf[..len]).expect("write");
+        random += len as u64;
+        i += 1;
+    }
+    let mut i = 0;
+    let mut written = 0u64;
+    while written < source_target {
+        let dir = root.join(format!("pkg{:02}/mod{:02}", i / 500, (i / 50) % 10));
+        if i % 50 == 0 {
+            fs::create_dir_all(&dir).expect("mkdir");
+        }
+        let (name, mut src) = match source {
+            Source::PythonStdlib(files) => {
+                let from = &files[i % files.len()];
+                let name = from
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+                (name, fs::read(from).expect("read stdlib file"))
+            }
+            Source::Synthetic => {
+                let want = (8 << 10) + rng.below(64 << 10) as usize;
+                ("gen.py".to_owned(), python_like_source(&mut rng, want))
+            }
+        };
+        src.truncate((source_target - written) as usize);
+        fs::write(dir.join(format!("f{i:05}_{name}")), &src).expect("write");
+        written += src.len() as u64;
+        i += 1;
+    }
+    (random + written, random)
+}
+
+/// Every regular file under `root`, in sorted walk order.
+pub(crate) fn list_files(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut entries: Vec<_> = fs::read_dir(root)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            out.extend(list_files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Drops the files' pages from the page cache without privileges: `fsync`
+/// (only clean pages can be dropped), then `POSIX_FADV_DONTNEED`. Inodes and
+/// directory entries stay cached.
+pub(crate) fn evict(paths: &[std::path::PathBuf]) {
+    use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+    for path in paths {
+        let file = fs::File::open(path).expect("open");
+        file.sync_all().expect("fsync");
+        posix_fadvise(&file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).expect("fadvise");
+    }
+}
+
+/// Bytes of `paths` resident in the page cache, from util-linux `fincore`
+/// (`None` when it is not installed). Used to check that [`evict`] worked.
+pub(crate) fn cached_bytes(paths: &[std::path::PathBuf]) -> Option<u64> {
+    let mut total = 0;
+    for chunk in paths.chunks(500) {
+        let output = Command::new("fincore")
+            .args(["--bytes", "--noheadings", "--output", "RES"])
+            .args(chunk)
+            .output()
+            .ok()?;
+        if !output.status.success() {
+            return None;
+        }
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            total += line.trim().parse::<u64>().ok()?;
+        }
+    }
+    Some(total)
+}
+
+/// The floor of a cold read: `inflight` threads, each reading whole files
+/// (taken in order from a shared counter) and doing nothing with the bytes.
+/// Returns the bytes read.
+pub(crate) fn plain_read(paths: &[std::path::PathBuf], inflight: usize) -> u64 {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let total = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..inflight {
+            scope.spawn(|| {
+                let mut buf = vec![0u8; 256 << 10];
+                let mut mine = 0u64;
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(path) = paths.get(i) else { break };
+                    let mut file = fs::File::open(path).expect("open");
+                    loop {
+                        let n = file.read(&mut buf).expect("read");
+                        if n == 0 {
+                            break;
+                        }
+                        mine += n as u64;
+                    }
+                }
+                total.fetch_add(mine, Ordering::Relaxed);
+            });
+        }
+    });
+    total.into_inner()
+}
+
+/// The load averages from `/proc/loadavg` ("1-min 5-min 15-min").
+pub(crate) fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
 }

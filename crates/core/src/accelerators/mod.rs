@@ -32,6 +32,9 @@
 //! - CPU jobs ignore `spot`, as Kinetic does: `cpu:spot` is plain `cpu`.
 //! - Unlike Kinetic's GKE backend, the spot toleration keeps
 //!   `value: "true"`.
+//! - TPU v3 nodes carry GKE's own label values, `tpu-v3-device` (one
+//!   host) and `tpu-v3-slice` (several), where Kinetic selects
+//!   `tpu-v3-podslice`, which no GKE node carries.
 
 mod error;
 mod parse;
@@ -263,9 +266,13 @@ impl TpuSpec {
         self.kind.name
     }
 
-    /// Value of the `cloud.google.com/gke-tpu-accelerator` label.
+    /// Value of the `cloud.google.com/gke-tpu-accelerator` label GKE puts
+    /// on the slice's nodes.
     pub fn gke_accelerator(&self) -> &'static str {
-        self.kind.gke_accelerator
+        match self.kind.single_host_accelerator {
+            Some(single) if !self.slice.is_multi_host() => single,
+            _ => self.kind.gke_accelerator,
+        }
     }
 
     /// Chips in the whole slice.

@@ -43,6 +43,9 @@ pub struct TpuType {
     pub alias: Option<&'static str>,
     /// Value of the `cloud.google.com/gke-tpu-accelerator` node label.
     pub gke_accelerator: &'static str,
+    /// The label's value on single-host slices, when GKE names them
+    /// apart (`tpu-v3-device` for v3; multi-host v3 is `tpu-v3-slice`).
+    pub single_host_accelerator: Option<&'static str>,
     /// Chips used when only the name is given (`tpu:v5p` → 8).
     pub default_chips: u32,
     /// Supported slices, ascending by chips.
@@ -248,7 +251,8 @@ pub static TPU_TYPES: &[TpuType] = &[
     TpuType {
         name: "v3",
         alias: None,
-        gke_accelerator: "tpu-v3-podslice",
+        gke_accelerator: "tpu-v3-slice",
+        single_host_accelerator: Some("tpu-v3-device"),
         default_chips: 4,
         slices: &[
             tpu(4, "2x2", "ct3-hightpu-4t", 1),
@@ -266,6 +270,7 @@ pub static TPU_TYPES: &[TpuType] = &[
         name: "v4",
         alias: None,
         gke_accelerator: "tpu-v4-podslice",
+        single_host_accelerator: None,
         default_chips: 4,
         slices: &[
             tpu(4, "2x2x1", V4P, 1),
@@ -285,6 +290,7 @@ pub static TPU_TYPES: &[TpuType] = &[
         name: "v5litepod",
         alias: Some("v5e"),
         gke_accelerator: "tpu-v5-lite-podslice",
+        single_host_accelerator: None,
         default_chips: 4,
         slices: &[
             tpu(1, "1x1", "ct5lp-hightpu-1t", 1),
@@ -301,6 +307,7 @@ pub static TPU_TYPES: &[TpuType] = &[
         name: "v5p",
         alias: None,
         gke_accelerator: "tpu-v5p-slice",
+        single_host_accelerator: None,
         default_chips: 8,
         slices: &[
             tpu(8, "2x2x2", V5P, 2),
@@ -312,6 +319,7 @@ pub static TPU_TYPES: &[TpuType] = &[
         name: "v6e",
         alias: None,
         gke_accelerator: "tpu-v6e-slice",
+        single_host_accelerator: None,
         default_chips: 8,
         slices: &[tpu(8, "2x4", V6E, 2), tpu(16, "4x4", V6E, 4)],
     },

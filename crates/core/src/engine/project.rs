@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::hashing::{ContentHash, HashKind, HashOptions, content_hash_with};
+use crate::hashing::{HashKind, HashOptions, content_hash_with};
 use crate::packaging::{self, PackageRootInputs, PackagingPlan};
 use crate::plan::ProjectFacts;
 use crate::protocol::{RunnerEntrypoint, RunnerPlan};

@@ -14,11 +14,15 @@
 //!   to files are read through; a broken symlink is an error; empty
 //!   directories contribute nothing, so an empty root hashes to `H("dir:")`.
 //!
-//! Files of a directory are hashed in parallel (one reusable buffer per
-//! thread, each file streamed) and the per-file digests folded in walk
-//! order, so the result does not depend on the thread count. A single large
-//! file is read on a helper thread while the calling thread hashes, which
-//! keeps SHA-256 busy all the time.
+//! Files of a directory are hashed in parallel (one thread per core, each
+//! with one reusable buffer, each file streamed) and the per-file digests
+//! folded in walk order, so the result does not depend on the thread count.
+//! When the files turn out not to be in the page cache, a pool of reader
+//! threads asks the kernel to read the files ahead of the hashing threads,
+//! so that a cold disk has hundreds of reads in flight instead of one per
+//! core ([`HashOptions::readers`]). A single large file is read on a helper
+//! thread while the calling thread hashes, which keeps SHA-256 busy all the
+//! time.
 //!
 //! Where Kinetic's behaviour is an accident we still match it, and say so:
 //! a subdirectory that cannot be listed is skipped silently (`os.walk`
@@ -41,6 +45,7 @@
 //! ```
 
 mod ordered;
+mod prefetch;
 mod read;
 mod walk;
 
@@ -52,19 +57,26 @@ use std::io;
 use std::num::NonZeroUsize;
 use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+use self::prefetch::{CacheState, Prefetcher, Probe};
 use self::walk::{DataWalk, FileJob};
 
 /// Size of the read buffer each hashing thread reuses for its files.
 const WORKER_BUFFER: usize = 256 << 10;
 /// Files handed to a hashing thread at once: per-message costs (channel
 /// operations, wake-ups of the folding thread) are paid once per batch.
-const BATCH: usize = 128;
+/// With the window below this also sets how far ahead of the hashing the
+/// walk runs, and so how many files a cold tree has in flight.
+const BATCH: usize = 32;
 /// How many batches may be in flight (queued, hashing, or waiting to be
 /// folded) per thread.
 const WINDOW_PER_THREAD: usize = 4;
+/// A read of an uncached file taking at least this long means the disk is
+/// cold (a read from the page cache takes a few microseconds).
+const COLD_READ: Duration = Duration::from_micros(50);
 
 /// A SHA-256 content hash, shown and parsed as 64 lower-case hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -157,20 +169,36 @@ impl fmt::Display for HashKind {
     }
 }
 
+/// Read-ahead threads of a cold directory unless [`HashOptions::readers`]
+/// says otherwise.
+pub const DEFAULT_READERS: usize = 16;
+
 /// Knobs of [`content_hash_with`]. The result never depends on them.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct HashOptions {
-    /// Worker threads for the files of a directory; `None` = all cores.
+    /// Threads hashing the files of a directory; `None` = all cores.
     pub threads: Option<NonZeroUsize>,
+    /// Threads that, once files turn out not to be in the page cache, open
+    /// the files ahead of the hashing threads and ask the kernel to read
+    /// them, so that a cold disk has many reads in flight; `None` =
+    /// [`DEFAULT_READERS`]. They start only when a file is found uncached.
+    pub readers: Option<NonZeroUsize>,
     /// Keep each file's name, size and digest in [`HashReport::listing`].
     pub listing: bool,
 }
 
 impl HashOptions {
-    /// Uses `n` worker threads (`0` means all cores).
+    /// Uses `n` hashing threads (`0` means all cores).
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = NonZeroUsize::new(n);
+        self
+    }
+
+    /// Uses `n` read-ahead threads for a cold directory (`0` means
+    /// [`DEFAULT_READERS`]).
+    pub fn readers(mut self, n: usize) -> Self {
+        self.readers = NonZeroUsize::new(n);
         self
     }
 
@@ -178,6 +206,10 @@ impl HashOptions {
     pub fn listing(mut self, listing: bool) -> Self {
         self.listing = listing;
         self
+    }
+
+    fn reader_count(&self) -> usize {
+        self.readers.map_or(DEFAULT_READERS, NonZeroUsize::get)
     }
 
     fn thread_count(&self) -> usize {
@@ -202,6 +234,9 @@ pub struct HashReport {
     /// Subdirectories that could not be listed and were skipped, as Kinetic
     /// skips them (they do not change the hash).
     pub skipped_dirs: Vec<PathBuf>,
+    /// Files handed to the read-ahead threads because the directory was
+    /// found not to be in the page cache (0 for a warm tree or a file).
+    pub read_ahead: u64,
     /// With [`HashOptions::listing`]: every file hashed, in the hash's
     /// order (empty otherwise).
     pub listing: Vec<HashedFile>,
@@ -328,7 +363,13 @@ pub fn content_hash_with(
         Err(source) => return Err(HashError::Io { path, source }),
     };
     if meta.is_dir() {
-        hash_dir(path, options.thread_count(), options.listing)
+        hash_dir(
+            path,
+            options.thread_count(),
+            options.reader_count(),
+            &CacheState::default(),
+            options.listing,
+        )
     } else {
         hash_single_file(path, &meta, options.listing)
     }
@@ -403,90 +444,153 @@ fn hash_single_file(
         files: 1,
         bytes,
         skipped_dirs: Vec::new(),
+        read_ahead: 0,
         listing: files,
     })
 }
 
-fn hash_dir(root: PathBuf, threads: usize, listing: bool) -> Result<HashReport, HashError> {
+/// The hash of a directory: `threads` hash, `readers` read ahead when
+/// `cache` finds the files cold.
+fn hash_dir(
+    root: PathBuf,
+    threads: usize,
+    readers: usize,
+    cache: &CacheState,
+    listing: bool,
+) -> Result<HashReport, HashError> {
     let mut walk = DataWalk::new(root);
     let mut outer = Sha256::new();
     outer.update(b"dir:");
     let mut files = 0u64;
     let mut bytes = 0u64;
     let mut listed = Vec::new();
-    ordered_map(
-        threads,
-        threads * WINDOW_PER_THREAD,
-        batched(walk.by_ref(), BATCH),
-        || vec![0u8; WORKER_BUFFER],
-        |buf, jobs: Vec<FileJob>| {
-            let mut digests = Vec::with_capacity(jobs.len());
-            for job in jobs {
-                let result = hash_one(buf, job);
-                let failed = result.is_err();
-                digests.push(result);
-                if failed {
-                    break; // the whole hash fails; do not read further
-                }
+    std::thread::scope(|scope| {
+        let mut prefetcher = Prefetcher::new(scope, cache, readers);
+        // Files are numbered from 1 in walk order; a batch carries the
+        // number of its first file.
+        let mut seq = 0u64;
+        let batches = batched(walk.by_ref(), BATCH).map(|batch| {
+            let batch: Vec<FileJob> = batch?;
+            let first = seq + 1;
+            for job in &batch {
+                seq += 1;
+                prefetcher.offer(seq, &job.path);
             }
-            digests
-        },
-        |digests| {
-            for result in digests {
-                let (job, digest, n) = result?;
-                outer.update(digest);
-                files += 1;
-                bytes += n;
-                if listing {
-                    listed.push(HashedFile {
-                        name: job.rel,
-                        path: job.path,
-                        size: n,
-                        digest,
-                    });
+            Ok((first, batch))
+        });
+        ordered_map(
+            threads,
+            threads * WINDOW_PER_THREAD,
+            batches,
+            || vec![0u8; WORKER_BUFFER],
+            |buf, (first, jobs): (u64, Vec<FileJob>)| {
+                let mut digests = Vec::with_capacity(jobs.len());
+                for (seq, job) in (first..).zip(jobs) {
+                    let result = hash_one(buf, job, seq, cache);
+                    let failed = result.is_err();
+                    digests.push(result);
+                    if failed {
+                        break; // the whole hash fails; do not read further
+                    }
                 }
-            }
-            Ok(())
-        },
-    )?;
+                (first, digests)
+            },
+            |(first, digests)| {
+                let last = first + digests.len() as u64 - 1;
+                for result in digests {
+                    let (job, digest, n) = result?;
+                    outer.update(digest);
+                    files += 1;
+                    bytes += n;
+                    if listing {
+                        listed.push(HashedFile {
+                            name: job.rel,
+                            path: job.path,
+                            size: n,
+                            digest,
+                        });
+                    }
+                }
+                cache.hashed_up_to(last);
+                Ok(())
+            },
+        )
+    })?;
     Ok(HashReport {
         hash: ContentHash(outer.finalize().into()),
         kind: HashKind::Dir,
         files,
         bytes,
         skipped_dirs: walk.into_skipped_dirs(),
+        read_ahead: cache.queued(),
         listing: listed,
     })
 }
 
-/// `H(relpath ‖ 0x00 ‖ bytes)` of one file of a directory, with the file.
-fn hash_one(buf: &mut [u8], job: FileJob) -> Result<(FileJob, [u8; 32], u64), HashError> {
+/// `H(relpath ‖ 0x00 ‖ bytes)` of one file of a directory (the `seq`-th of
+/// the walk). The first read may not wait for the disk: when it finds the
+/// file uncached, the cache state learns that the tree is cold.
+fn hash_one(
+    buf: &mut [u8],
+    job: FileJob,
+    seq: u64,
+    cache: &CacheState,
+) -> Result<(FileJob, [u8; 32], u64), HashError> {
     let mut hasher = Sha256::new();
     hasher.update(job.rel.as_bytes());
     hasher.update([0u8]);
-    let mut file = open(&job.path, job.symlink)?;
-    let n = read::read_inline(&mut file, buf, |chunk| hasher.update(chunk)).map_err(|source| {
-        HashError::Io {
-            path: job.path.clone(),
-            source,
+    let mut file = job
+        .open()
+        .map_err(|source| open_error(&job.path, job.symlink, source))?;
+    let io_error = |source| HashError::Io {
+        path: job.path.clone(),
+        source,
+    };
+    let probe = if cache.probing() {
+        prefetch::probe(&file, buf)
+    } else {
+        Probe::Unknown
+    };
+    let cached = match probe {
+        Probe::Cached(n) => {
+            hasher.update(&buf[..n]);
+            n as u64
         }
-    })?;
-    Ok((job, hasher.finalize().into(), n))
+        Probe::Missed => {
+            // A page marked for read-ahead refuses a non-blocking read too,
+            // so the tree counts as cold only if the read has to wait.
+            let started = Instant::now();
+            let n = read::read_some(&mut file, buf).map_err(io_error)?;
+            if started.elapsed() >= COLD_READ {
+                cache.miss(seq);
+            }
+            hasher.update(&buf[..n]);
+            n as u64
+        }
+        Probe::Unknown => {
+            cache.cannot_probe();
+            0
+        }
+    };
+    let n = read::read_inline(&mut file, buf, |chunk| hasher.update(chunk)).map_err(io_error)?;
+    Ok((job, hasher.finalize().into(), cached + n))
 }
 
 fn open(path: &Path, symlink: bool) -> Result<File, HashError> {
-    File::open(path).map_err(|source| {
-        if symlink && source.kind() == io::ErrorKind::NotFound {
-            HashError::BrokenSymlink {
-                path: path.to_path_buf(),
-            }
-        } else {
-            HashError::Io {
-                path: path.to_path_buf(),
-                source,
-            }
+    File::open(path).map_err(|source| open_error(path, symlink, source))
+}
+
+fn open_error(path: &Path, symlink: bool, source: io::Error) -> HashError {
+    if symlink && source.kind() == io::ErrorKind::NotFound {
+        HashError::BrokenSymlink {
+            path: path.to_path_buf(),
         }
-    })
+    } else {
+        HashError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 fn is_special(meta: &std::fs::Metadata) -> bool {
@@ -610,6 +714,30 @@ mod tests {
         assert_eq!(json, format!("\"{}\"", "ab".repeat(32)));
         let back: ContentHash = serde_json::from_str(&json).expect("decode");
         assert_eq!(back, h);
+    }
+
+    #[test]
+    fn a_cold_tree_is_read_ahead_and_hashes_the_same() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for i in 0..300 {
+            let sub = dir.path().join(format!("d{}", i % 7));
+            std::fs::create_dir_all(&sub).expect("mkdir");
+            let body = format!("file {i}\n").repeat(i % 50 + 1);
+            std::fs::write(sub.join(format!("f{i:03}.txt")), body).expect("write");
+        }
+        // Just written, so cached: nothing is read ahead.
+        let warm = content_hash_with(dir.path(), &HashOptions::default().threads(1)).expect("hash");
+        assert_eq!((warm.files, warm.read_ahead), (300, 0));
+        for (threads, readers) in [(1, 1), (2, 4), (3, 16)] {
+            // As if the first file had been found uncached.
+            let cache = CacheState::default();
+            cache.miss(1);
+            let root = dir.path().to_path_buf();
+            let cold = hash_dir(root, threads, readers, &cache, false).expect("hash");
+            assert_eq!(cold.hash, warm.hash, "threads {threads}, readers {readers}");
+            assert_eq!((cold.files, cold.bytes), (warm.files, warm.bytes));
+            assert_eq!(cold.read_ahead, 300, "every file is handed to the readers");
+        }
     }
 
     #[test]

@@ -40,6 +40,16 @@ pub(crate) fn read_inline(
     }
 }
 
+/// One read into `buf` (retried when interrupted); 0 at the end of the file.
+pub(crate) fn read_some(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match file.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
 /// Fills `buf` as far as the file allows; returns the number of bytes read
 /// (less than `buf.len()` only at end of file).
 fn fill(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {

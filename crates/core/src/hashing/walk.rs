@@ -20,9 +20,14 @@
 //! cannot be hashed (Kinetic fails encoding it), so it becomes an error at
 //! its place in the order.
 
-use std::fs;
+use std::fs::{self, File};
+use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags};
 
 use super::HashError;
 
@@ -33,6 +38,23 @@ pub(crate) struct FileJob {
     pub(crate) path: PathBuf,
     /// True when the directory entry is a symlink (for error messages).
     pub(crate) symlink: bool,
+    /// The directory holding the file, opened once for all its files, so
+    /// that opening one looks up a single name rather than the whole path.
+    dir: Option<Arc<OwnedFd>>,
+}
+
+impl FileJob {
+    /// Opens the file for reading (through a symlink, as `File::open`).
+    pub(crate) fn open(&self) -> io::Result<File> {
+        match (&self.dir, self.path.file_name()) {
+            (Some(dir), Some(name)) => {
+                rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                    .map(File::from)
+                    .map_err(io::Error::from)
+            }
+            _ => File::open(&self.path),
+        }
+    }
 }
 
 /// A directory waiting to be listed. `rel` is `None` when some component of
@@ -99,6 +121,14 @@ impl DataWalk {
         files.sort_unstable_by(|a, b| a.0.as_encoded_bytes().cmp(b.0.as_encoded_bytes()));
         dirs.sort_unstable_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
 
+        // Without this handle files are opened by their whole path.
+        let handle = rustix::fs::open(
+            &dir.path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+        .map(Arc::new);
         let jobs: Vec<Result<FileJob, HashError>> = files
             .into_iter()
             .map(|(name, symlink, special)| {
@@ -110,7 +140,12 @@ impl DataWalk {
                 if special {
                     return Err(HashError::NotAFile { path });
                 }
-                Ok(FileJob { rel, path, symlink })
+                Ok(FileJob {
+                    rel,
+                    path,
+                    symlink,
+                    dir: handle.clone(),
+                })
             })
             .collect();
         self.ready = jobs.into_iter();

@@ -76,6 +76,8 @@ pub struct SettingsArgs {
     pub kube_context: Option<String>,
     /// Repository of the prebuilt base images.
     pub base_image_repo: Option<String>,
+    /// The reservation new node pools consume.
+    pub reservation: Option<String>,
 }
 
 impl SettingsArgs {
@@ -130,6 +132,13 @@ impl SettingsArgs {
     #[must_use]
     pub fn base_image_repo(mut self, repo: impl Into<String>) -> Self {
         self.base_image_repo = Some(repo.into());
+        self
+    }
+
+    /// New node pools consume the reservation `name`.
+    #[must_use]
+    pub fn reservation(mut self, name: impl Into<String>) -> Self {
+        self.reservation = Some(name.into());
         self
     }
 }
@@ -260,6 +269,25 @@ pub struct Settings {
     pub artifactregistry_endpoint: Option<Setting<String>>,
     /// A bearer token for the Google APIs; `None` = Application Default Credentials.
     pub access_token: Option<Setting<SecretValue>>,
+    /// Kubernetes Engine API endpoint; `None` = Google's.
+    pub container_endpoint: Option<Setting<String>>,
+    /// IAM API endpoint; `None` = Google's.
+    pub iam_endpoint: Option<Setting<String>>,
+    /// Cloud Resource Manager API endpoint; `None` = Google's.
+    pub resourcemanager_endpoint: Option<Setting<String>>,
+    /// Service Usage API endpoint; `None` = Google's.
+    pub serviceusage_endpoint: Option<Setting<String>>,
+    /// Where the LeaderWorkerSet manifests are fetched; `None` = the
+    /// release `kinetic up` installs.
+    pub lws_manifests_url: Option<Setting<String>>,
+    /// Where the NVIDIA driver installer manifest is fetched; `None` = the
+    /// one GKE's documentation applies.
+    pub nvidia_driver_manifest_url: Option<Setting<String>>,
+    /// How long one cloud operation (creating a cluster, a pool) may take;
+    /// `None` = the adapter's default.
+    pub operation_timeout: Option<Setting<Duration>>,
+    /// The Compute Engine reservation new node pools consume; `None` = none.
+    pub reservation: Option<Setting<String>>,
     /// Where jobs write outputs; `None` = `outputs/{job_id}` in the jobs store.
     pub output_dir: Option<Setting<String>>,
     /// The package root; `None` = detected from the entrypoint.
@@ -528,6 +556,18 @@ impl Settings {
             artifactregistry_endpoint: from_env(env, vars::ARTIFACTREGISTRY_ENDPOINT),
             access_token: from_env(env, vars::ACCESS_TOKEN)
                 .map(|s| Setting::new(SecretValue::new(s.value), s.source)),
+            container_endpoint: from_env(env, vars::CONTAINER_ENDPOINT),
+            iam_endpoint: from_env(env, vars::IAM_ENDPOINT),
+            resourcemanager_endpoint: from_env(env, vars::RESOURCEMANAGER_ENDPOINT),
+            serviceusage_endpoint: from_env(env, vars::SERVICEUSAGE_ENDPOINT),
+            lws_manifests_url: from_env(env, vars::LWS_MANIFESTS_URL),
+            nvidia_driver_manifest_url: from_env(env, vars::NVIDIA_DRIVER_MANIFEST_URL),
+            operation_timeout: parse_positive_seconds(env, vars::OPERATION_TIMEOUT)?,
+            reservation: args
+                .reservation
+                .clone()
+                .map(|r| Setting::new(r, Source::Argument))
+                .or_else(|| from_env(env, vars::RESERVATION)),
             output_dir,
             package_root: from_env(env, vars::PACKAGE_ROOT),
             default_excludes: default_excludes(env),
@@ -724,6 +764,43 @@ impl Settings {
                 self.access_token.as_ref(),
                 |_| json!("<redacted>"),
                 "Application Default Credentials",
+            ),
+            text(
+                "container_endpoint",
+                self.container_endpoint.as_ref(),
+                "Google's",
+            ),
+            text("iam_endpoint", self.iam_endpoint.as_ref(), "Google's"),
+            text(
+                "resourcemanager_endpoint",
+                self.resourcemanager_endpoint.as_ref(),
+                "Google's",
+            ),
+            text(
+                "serviceusage_endpoint",
+                self.serviceusage_endpoint.as_ref(),
+                "Google's",
+            ),
+            text(
+                "lws_manifests_url",
+                self.lws_manifests_url.as_ref(),
+                "the LeaderWorkerSet v0.5.1 release",
+            ),
+            text(
+                "nvidia_driver_manifest_url",
+                self.nvidia_driver_manifest_url.as_ref(),
+                "the installer GKE's documentation applies",
+            ),
+            of(
+                "operation_timeout",
+                self.operation_timeout.as_ref(),
+                |d| json!(d.as_secs_f64()),
+                "45 minutes per cloud operation",
+            ),
+            text(
+                "reservation",
+                self.reservation.as_ref(),
+                "new node pools consume no reservation",
             ),
             text(
                 "package_root",
@@ -980,6 +1057,40 @@ mod tests {
             .unwrap();
         assert_eq!(token.text().as_deref(), Some("<redacted>"));
         assert_eq!(token.source, Some(Source::Env("KINETIC_ACCESS_TOKEN")));
+    }
+
+    #[test]
+    fn infrastructure_settings() {
+        let s = resolve(&[
+            ("HOME", "/h"),
+            ("KINETIC_CONTAINER_ENDPOINT", "http://127.0.0.1:9"),
+            ("KINETIC_LWS_MANIFESTS_URL", "http://127.0.0.1:9/lws.yaml"),
+            ("KINETIC_OPERATION_TIMEOUT", "90"),
+            ("KINETIC_RESERVATION", "env-res"),
+        ])
+        .unwrap();
+        assert_eq!(s.container_endpoint.unwrap().value, "http://127.0.0.1:9");
+        assert_eq!(s.iam_endpoint, None);
+        assert_eq!(
+            s.lws_manifests_url.unwrap().value,
+            "http://127.0.0.1:9/lws.yaml"
+        );
+        assert_eq!(s.operation_timeout.unwrap().value, Duration::from_secs(90));
+        assert_eq!(
+            s.reservation.unwrap(),
+            Setting::new("env-res".into(), Source::Env("KINETIC_RESERVATION"))
+        );
+        let env = env(&[("HOME", "/h"), ("KINETIC_RESERVATION", "env-res")]);
+        let profiles = ProfileStore::new();
+        let input = SettingsInput::new(&env, &profiles, Path::new("/"));
+        let s = Settings::resolve(&SettingsArgs::new().reservation("arg-res"), &input).unwrap();
+        assert_eq!(s.reservation.unwrap().source, Source::Argument);
+        let err = resolve(&[("HOME", "/h"), ("KINETIC_OPERATION_TIMEOUT", "never")]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("KINETIC_OPERATION_TIMEOUT=\"never\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -47,6 +47,22 @@ pub const BUILDS_STORE_URL: &str = "KINETIC_BUILDS_STORE_URL";
 pub const CLOUDBUILD_ENDPOINT: &str = "KINETIC_CLOUDBUILD_ENDPOINT";
 /// Artifact Registry endpoint (test servers).
 pub const ARTIFACTREGISTRY_ENDPOINT: &str = "KINETIC_ARTIFACTREGISTRY_ENDPOINT";
+/// Kubernetes Engine (Container) API endpoint (test servers).
+pub const CONTAINER_ENDPOINT: &str = "KINETIC_CONTAINER_ENDPOINT";
+/// IAM API endpoint (test servers).
+pub const IAM_ENDPOINT: &str = "KINETIC_IAM_ENDPOINT";
+/// Cloud Resource Manager API endpoint (test servers).
+pub const RESOURCEMANAGER_ENDPOINT: &str = "KINETIC_RESOURCEMANAGER_ENDPOINT";
+/// Service Usage API endpoint (test servers).
+pub const SERVICEUSAGE_ENDPOINT: &str = "KINETIC_SERVICEUSAGE_ENDPOINT";
+/// Where `kinetic up` fetches the LeaderWorkerSet manifests.
+pub const LWS_MANIFESTS_URL: &str = "KINETIC_LWS_MANIFESTS_URL";
+/// Where `kinetic up` and `pool add` fetch the NVIDIA driver installer manifest.
+pub const NVIDIA_DRIVER_MANIFEST_URL: &str = "KINETIC_NVIDIA_DRIVER_MANIFEST_URL";
+/// Seconds `kinetic up`, `down` and `pool` wait for one cloud operation.
+pub const OPERATION_TIMEOUT: &str = "KINETIC_OPERATION_TIMEOUT";
+/// The Compute Engine reservation `kinetic pool add` consumes.
+pub const RESERVATION: &str = "KINETIC_RESERVATION";
 /// A bearer token for the Google APIs, used as is.
 pub const ACCESS_TOKEN: &str = "KINETIC_ACCESS_TOKEN";
 /// Seconds a job may stay pending for a blocking reason on Kubernetes.

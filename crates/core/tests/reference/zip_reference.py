@@ -157,6 +157,7 @@ def dump(path):
                     "external_attr": info.external_attr,
                     "create_system": info.create_system,
                     "compress_type": info.compress_type,
+                    "compress_size": info.compress_size,
                     "date_time": list(info.date_time),
                     "sha256": hashlib.sha256(data).hexdigest(),
                 }

@@ -1,9 +1,11 @@
 //! `kinetic-fake-gcp`: a fake Google Cloud for the `kinetic` CLI, on
 //! loopback only — a fake Kubernetes cluster (API server, controller,
-//! scheduler and a kubelet that runs pods as local processes), a fake GCS
-//! server (XML API) holding the cluster's jobs and builds buckets, and a
-//! fake Cloud Build with Artifact Registry that builds the jobs' images
-//! from the builds bucket.
+//! scheduler, autoscaler and a kubelet that runs pods as local processes),
+//! a fake GCS server (XML and JSON APIs) holding the cluster's jobs and
+//! builds buckets, a fake Cloud Build with Artifact Registry that builds
+//! the jobs' images from the builds bucket, and the control-plane APIs
+//! `kinetic up` drives (Service Usage, Kubernetes Engine, IAM, Resource
+//! Manager). With `--empty` the project starts new, for `kinetic up`.
 //!
 //! Writes `DIR/kubeconfig` and `DIR/env` (shell `export` lines that point
 //! the CLI at the fakes), prints `ready` and serves until SIGINT or
@@ -20,9 +22,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
 
-/// A fake Google Cloud on 127.0.0.1 for the `kinetic` CLI: Kubernetes, GCS
-/// and Cloud Build. Writes DIR/kubeconfig and DIR/env (`source DIR/env`
-/// points the CLI at the fakes) and serves until SIGINT or SIGTERM.
+/// A fake Google Cloud on 127.0.0.1 for the `kinetic` CLI: Kubernetes, GCS,
+/// Cloud Build and the APIs `kinetic up` drives. Writes DIR/kubeconfig,
+/// DIR/bin/gke-gcloud-auth-plugin and DIR/env (`source DIR/env` points the
+/// CLI at the fakes) and serves until SIGINT or SIGTERM.
 #[derive(Debug, Parser)]
 #[command(name = "kinetic-fake-gcp", version)]
 struct Args {
@@ -33,7 +36,7 @@ struct Args {
     #[arg(long, value_name = "NS", default_value = "default")]
     namespace: String,
     /// The fake project (its buckets are `{project}-kn-{cluster}-jobs` and `-builds`).
-    #[arg(long, value_name = "PROJECT", default_value = "fake")]
+    #[arg(long, value_name = "PROJECT", default_value = "fake-project")]
     project: String,
     /// The fake cluster.
     #[arg(long, value_name = "CLUSTER", default_value = "fake")]
@@ -41,6 +44,14 @@ struct Args {
     /// The interpreter that runs the pods' `python3`.
     #[arg(long, value_name = "PYTHON", default_value = "python3")]
     python: PathBuf,
+    /// Start with a new project (no cluster, buckets or registry; most
+    /// APIs disabled), for `kinetic up` to build.
+    #[arg(long)]
+    empty: bool,
+    /// Seconds each long-running operation (creating a cluster, a node
+    /// pool) takes.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    operation_time: f64,
 }
 
 /// Quote a value for a POSIX shell.
@@ -59,31 +70,48 @@ async fn serve(args: Args) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", args.state_dir.display()))?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
 
+    let operation_time =
+        std::time::Duration::try_from_secs_f64(args.operation_time).map_err(|_| {
+            format!(
+                "--operation-time {}: expected a number of seconds",
+                args.operation_time
+            )
+        })?;
     let config = FakeGcpConfig::default()
         .project(&args.project)
         .cluster(&args.cluster)
         .namespace(&args.namespace)
-        .python(&args.python);
+        .python(&args.python)
+        .provisioned(!args.empty)
+        .operation_time(operation_time);
     let cloud = FakeGcp::start(config)
         .await
         .map_err(|e| format!("cannot start the fakes: {e}"))?;
 
     let kubeconfig = dir.join("kubeconfig");
-    let kubeconfig_text = cloud.cluster().kubeconfig(&args.namespace);
-    write_atomic(&kubeconfig, &kubeconfig_text)
+    write_atomic(&kubeconfig, &cloud.kubeconfig())
         .map_err(|e| format!("{}: {e}", kubeconfig.display()))?;
-    let env_text: String = cloud
+    let bin = dir.join("bin");
+    cloud
+        .write_auth_plugin(&bin)
+        .map_err(|e| format!("{}: {e}", bin.display()))?;
+    let mut env_text: String = cloud
         .cli_env(&kubeconfig)
         .iter()
         .map(|(k, v)| format!("export {k}={}\n", shell_quote(v)))
         .collect();
+    // The kubeconfig `kinetic up` writes runs gke-gcloud-auth-plugin.
+    env_text.push_str(&format!(
+        "export PATH={}:\"$PATH\"\n",
+        shell_quote(&bin.display().to_string())
+    ));
     let env_file = dir.join("env");
     write_atomic(&env_file, &env_text).map_err(|e| format!("{}: {e}", env_file.display()))?;
     println!(
-        "ready: Kubernetes API at {}, GCS at {}, Cloud Build at {}; source {}",
+        "ready: Kubernetes API at {}, GCS at {}, Google APIs at {}; source {}",
         cloud.cluster().url(),
         cloud.gcs().endpoint(),
-        cloud.cloud_build().endpoint(),
+        cloud.apis().endpoint(),
         env_file.display()
     );
 

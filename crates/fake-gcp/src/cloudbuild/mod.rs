@@ -40,6 +40,7 @@ use kinetic_core::ports::{ObjectPath, ObjectStore, PutOptions};
 use serde_json::Value;
 
 use crate::gcs::{FakeGcs, GcsBuckets};
+pub(crate) use crate::google::google_error;
 
 /// How a build ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,42 +289,6 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The Google status name of an HTTP status.
-fn google_status(status: u16) -> &'static str {
-    match status {
-        400 => "INVALID_ARGUMENT",
-        401 => "UNAUTHENTICATED",
-        403 => "PERMISSION_DENIED",
-        404 => "NOT_FOUND",
-        409 => "ALREADY_EXISTS",
-        429 => "RESOURCE_EXHAUSTED",
-        500 => "INTERNAL",
-        501 => "UNIMPLEMENTED",
-        503 => "UNAVAILABLE",
-        504 => "DEADLINE_EXCEEDED",
-        _ => "UNKNOWN",
-    }
-}
-
-/// Google's error body.
-pub(crate) fn google_error(status: u16, message: &str, reason: Option<&str>) -> Value {
-    let details = match reason {
-        Some(r) => serde_json::json!([{
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": r,
-        }]),
-        None => serde_json::json!([]),
-    };
-    serde_json::json!({
-        "error": {
-            "code": status,
-            "message": message,
-            "status": google_status(status),
-            "details": details,
-        }
-    })
-}
-
 /// The Artifact Registry tag resource of an image in a `*-docker.pkg.dev`
 /// repository (`us-docker.pkg.dev/p/repo/base:tag` →
 /// `projects/p/locations/us/repositories/repo/packages/base/tags/tag`), or
@@ -353,6 +318,12 @@ impl FakeCloudBuild {
             let _ = axum::serve(listener, app).await;
         });
         Ok(Self { state, addr, task })
+    }
+
+    /// The fake's routes over its state, for another server to serve as
+    /// well (one endpoint for every Google API of a fake project).
+    pub(crate) fn routes(&self) -> axum::Router {
+        server::routes().with_state(self.state.clone())
     }
 
     /// `http://127.0.0.1:{port}`: the endpoint of both APIs.

@@ -28,6 +28,13 @@ pub(super) fn route_name(route: FakeRoute) -> &'static str {
 }
 
 pub(super) fn router(state: Shared) -> Router {
+    routes()
+        .fallback(|| async { respond(404, &google_error(404, "no such route in the fake", None)) })
+        .with_state(state)
+}
+
+/// The routes, without a fallback (so other fakes can serve them too).
+pub(super) fn routes() -> Router<Shared> {
     Router::new()
         .route(
             "/v1/projects/{project}/locations/{location}/builds",
@@ -43,8 +50,6 @@ pub(super) fn router(state: Shared) -> Router {
             "/v1/projects/{project}/locations/{location}/repositories/{repository}/packages/{package}/tags/{tag}",
             get(get_tag),
         )
-        .fallback(|| async { respond(404, &google_error(404, "no such route in the fake", None)) })
-        .with_state(state)
 }
 
 fn respond(status: u16, body: &Value) -> Response {

@@ -13,6 +13,14 @@
 //! | `GET /{bucket}?list-type=2` | list: `prefix`, `delimiter`, `continuation-token`, `start-after`, `max-keys` |
 //! | `POST …?uploads`, `PUT …?partNumber&uploadId`, `POST …?uploadId`, `DELETE …?uploadId` | multipart: initiate, part, complete, abort |
 //!
+//! and, like `storage.googleapis.com`, the JSON API's bucket calls on the
+//! same buckets: `POST /storage/v1/b?project=` (insert: location, labels,
+//! lifecycle rules, uniform access; 409 when the name is taken), `GET`,
+//! `PATCH`, `DELETE /storage/v1/b/{bucket}` (409 while it holds objects),
+//! its IAM policy (`/iam`, with etags; `/iam/testPermissions`), and
+//! listing and deleting objects (`/o`, `/o/{object}`); a permission can be
+//! denied ([`FakeGcs::deny`]) for 403s naming it.
+//!
 //! Errors carry GCS's XML body (`<Error><Code>NoSuchKey</Code>…`); faults
 //! ([`GcsFault`]) answer a chosen status (404, 412, 429, 503…) to chosen
 //! requests. Multipart parts below GCS's 5 MiB minimum (but the last) are
@@ -35,9 +43,11 @@
 //! gcs.inject(GcsFault::status(503).on(GcsOp::Put).under("default/data-cache/").after(2));
 //! ```
 
+mod json;
 mod server;
 mod state;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -253,9 +263,73 @@ impl FakeGcs {
         self.lock().create_bucket(bucket);
     }
 
+    /// Create a bucket owned by `project` in `location` (no-op when it
+    /// exists), as the JSON API would.
+    pub fn create_bucket_in(&self, bucket: &str, project: &str, location: &str) {
+        let mut state = self.lock();
+        if state.bucket_meta(bucket).is_none() {
+            state.insert_bucket(bucket, json::BucketMeta::new(Some(project), location));
+        }
+    }
+
+    /// Remove a bucket and its objects (a test taking it away).
+    pub fn remove_bucket(&self, bucket: &str) {
+        self.lock().remove_bucket(bucket);
+    }
+
     /// The buckets, sorted.
     pub fn buckets(&self) -> Vec<String> {
         self.lock().bucket_names()
+    }
+
+    /// The JSON API's answers fail with 403 for `permission`
+    /// (`storage.buckets.create`, `storage.buckets.getIamPolicy`, …).
+    pub fn deny(&self, permission: &str) {
+        self.lock().json_denied.insert(permission.to_owned());
+    }
+
+    /// Grant `permission` again.
+    pub fn allow(&self, permission: &str) {
+        self.lock().json_denied.remove(permission);
+    }
+
+    /// The buckets created through the JSON API's `insert`, in order.
+    pub fn bucket_inserts(&self) -> Vec<String> {
+        self.lock().bucket_inserts.clone()
+    }
+
+    /// Every JSON API call so far, as `"{verb} {bucket}"` (`insert b`,
+    /// `get b`, `patch b`, `delete b`, `setIamPolicy b`).
+    pub fn json_calls(&self) -> Vec<String> {
+        self.lock().json_calls.clone()
+    }
+
+    /// A bucket's labels and the age of its `Delete` lifecycle rule.
+    pub fn bucket_rules(&self, bucket: &str) -> Option<(BTreeMap<String, String>, Option<u64>)> {
+        let state = self.lock();
+        let meta = state.bucket_meta(bucket)?;
+        let age = meta.lifecycle.as_ref().and_then(|l| {
+            l["rule"].as_array()?.iter().find_map(|r| {
+                (r.pointer("/action/type")? == "Delete")
+                    .then(|| r.pointer("/condition/age")?.as_u64())
+                    .flatten()
+            })
+        });
+        Some((meta.labels.clone(), age))
+    }
+
+    /// Whether `member` holds `role` on `bucket`.
+    pub fn bucket_binding(&self, bucket: &str, role: &str, member: &str) -> bool {
+        self.lock()
+            .bucket_meta(bucket)
+            .is_some_and(|m| m.policy.has(role, member))
+    }
+
+    /// Remove a binding from a bucket's policy (a test taking it away).
+    pub fn remove_bucket_binding(&self, bucket: &str, role: &str, member: &str) {
+        if let Some(m) = self.lock().bucket_meta_mut(bucket) {
+            m.policy.remove(role, member);
+        }
     }
 
     /// Store an object directly (test setup), creating its bucket if needed.

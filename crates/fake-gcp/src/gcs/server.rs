@@ -21,7 +21,7 @@ type Shared = Arc<Mutex<State>>;
 const CHUNK: usize = 1024 * 1024;
 
 pub(crate) fn router(state: Shared) -> Router {
-    Router::new().fallback(handle).with_state(state)
+    super::json::routes().fallback(handle).with_state(state)
 }
 
 fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {

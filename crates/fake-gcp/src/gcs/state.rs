@@ -2,12 +2,13 @@
 //! scripted faults and the request log. Plain synchronous code; the HTTP
 //! layer (`server.rs`) only parses requests and renders answers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
+use super::json::BucketMeta;
 use super::{GcsFault, GcsOp, GcsRequest};
 
 /// GCS's smallest multipart part (every part but the last): 5 MiB.
@@ -140,6 +141,16 @@ pub(crate) struct State {
     /// Requests being answered now, and the most there ever were at once.
     pub(crate) in_flight: usize,
     pub(crate) max_in_flight: usize,
+    /// JSON API: what each bucket is besides its objects.
+    meta: BTreeMap<String, BucketMeta>,
+    /// JSON API: permissions the caller lacks.
+    pub(crate) json_denied: BTreeSet<String>,
+    /// JSON API: who the caller is, in permission errors.
+    pub(crate) caller: String,
+    /// JSON API: every call, as `"{verb} {bucket}"`.
+    pub(crate) json_calls: Vec<String>,
+    /// JSON API: every bucket created by `insert`, in order.
+    pub(crate) bucket_inserts: Vec<String>,
 }
 
 /// A page of a listing.
@@ -173,6 +184,7 @@ impl State {
             page_size: 1000,
             min_part_size: MIN_PART_SIZE,
             next_generation: 1_700_000_000_000_000,
+            caller: "user@example.com".to_owned(),
             ..Self::default()
         }
     }
@@ -181,6 +193,29 @@ impl State {
 
     pub(crate) fn create_bucket(&mut self, bucket: &str) {
         self.buckets.entry(bucket.to_owned()).or_default();
+        self.meta
+            .entry(bucket.to_owned())
+            .or_insert_with(|| BucketMeta::new(None, "US"));
+    }
+
+    pub(crate) fn bucket_meta(&self, bucket: &str) -> Option<&BucketMeta> {
+        self.meta.get(bucket)
+    }
+
+    pub(crate) fn bucket_meta_mut(&mut self, bucket: &str) -> Option<&mut BucketMeta> {
+        self.meta.get_mut(bucket)
+    }
+
+    /// Create (or replace the metadata of) a bucket.
+    pub(crate) fn insert_bucket(&mut self, bucket: &str, meta: BucketMeta) {
+        self.buckets.entry(bucket.to_owned()).or_default();
+        self.meta.insert(bucket.to_owned(), meta);
+    }
+
+    /// Remove a bucket with whatever it holds.
+    pub(crate) fn remove_bucket(&mut self, bucket: &str) {
+        self.buckets.remove(bucket);
+        self.meta.remove(bucket);
     }
 
     pub(crate) fn bucket_names(&self) -> Vec<String> {

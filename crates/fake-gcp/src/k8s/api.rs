@@ -19,29 +19,74 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::store::{ApiError, Change, Store};
 use kinetic_core::ports::FaultPlan;
 
-/// Known resources: plural (with group) → (kind, apiVersion).
-const RESOURCES: &[(&str, &str, &str)] = &[
-    ("pods", "Pod", "v1"),
-    ("secrets", "Secret", "v1"),
-    ("events", "Event", "v1"),
-    ("configmaps", "ConfigMap", "v1"),
-    ("serviceaccounts", "ServiceAccount", "v1"),
-    ("services", "Service", "v1"),
-    ("namespaces", "Namespace", "v1"),
-    ("nodes", "Node", "v1"),
-    ("jobs.batch", "Job", "batch/v1"),
+/// Known resources: plural (with group) → (kind, apiVersion, namespaced).
+const RESOURCES: &[(&str, &str, &str, bool)] = &[
+    ("pods", "Pod", "v1", true),
+    ("secrets", "Secret", "v1", true),
+    ("events", "Event", "v1", true),
+    ("configmaps", "ConfigMap", "v1", true),
+    ("serviceaccounts", "ServiceAccount", "v1", true),
+    ("services", "Service", "v1", true),
+    ("namespaces", "Namespace", "v1", false),
+    ("nodes", "Node", "v1", false),
+    ("jobs.batch", "Job", "batch/v1", true),
+    ("deployments.apps", "Deployment", "apps/v1", true),
+    ("daemonsets.apps", "DaemonSet", "apps/v1", true),
+    (
+        "roles.rbac.authorization.k8s.io",
+        "Role",
+        "rbac.authorization.k8s.io/v1",
+        true,
+    ),
+    (
+        "rolebindings.rbac.authorization.k8s.io",
+        "RoleBinding",
+        "rbac.authorization.k8s.io/v1",
+        true,
+    ),
+    (
+        "clusterroles.rbac.authorization.k8s.io",
+        "ClusterRole",
+        "rbac.authorization.k8s.io/v1",
+        false,
+    ),
+    (
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        "rbac.authorization.k8s.io/v1",
+        false,
+    ),
+    (
+        "customresourcedefinitions.apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io/v1",
+        false,
+    ),
+    (
+        "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+        "admissionregistration.k8s.io/v1",
+        false,
+    ),
+    (
+        "validatingwebhookconfigurations.admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+        "admissionregistration.k8s.io/v1",
+        false,
+    ),
     (
         "leaderworkersets.leaderworkerset.x-k8s.io",
         "LeaderWorkerSet",
         "leaderworkerset.x-k8s.io/v1",
+        true,
     ),
 ];
 
 fn kind_of(resource: &str) -> String {
     RESOURCES
         .iter()
-        .find(|(r, _, _)| *r == resource)
-        .map(|(_, k, _)| (*k).to_owned())
+        .find(|(r, _, _, _)| *r == resource)
+        .map(|(_, k, _, _)| (*k).to_owned())
         .unwrap_or_else(|| {
             let plural = resource.split('.').next().unwrap_or(resource);
             let singular = plural.strip_suffix('s').unwrap_or(plural);
@@ -131,7 +176,30 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/apis", get(api_groups))
         .route("/api/v1", get(core_resources))
         .route("/apis/{group}/{version}", get(group_resources))
-        .route("/api/v1/{plural}", get(core_list_all))
+        .route(
+            "/api/v1/{plural}",
+            get(core_list_all).post(cluster_core_create),
+        )
+        .route(
+            "/api/v1/{plural}/{name}",
+            get(cluster_core_get)
+                .put(cluster_core_put)
+                .patch(cluster_core_patch)
+                .delete(cluster_core_delete),
+        )
+        .route(
+            "/api/v1/{plural}/{name}/{sub}",
+            get(cluster_core_get_sub)
+                .put(cluster_core_put_sub)
+                .patch(cluster_core_patch_sub),
+        )
+        .route(
+            "/api/v1/namespaces/{name}",
+            get(namespace_get)
+                .put(namespace_put)
+                .patch(namespace_patch)
+                .delete(namespace_delete),
+        )
         .route(
             "/api/v1/namespaces/{ns}/{plural}",
             get(core_list).post(core_create),
@@ -147,7 +215,17 @@ pub(crate) fn router(state: Shared) -> Router {
             "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}",
             get(core_sub_get).put(core_sub_put).patch(core_sub_patch),
         )
-        .route("/apis/{group}/{version}/{plural}", get(group_list_all))
+        .route(
+            "/apis/{group}/{version}/{plural}",
+            get(group_list_all).post(cluster_group_create),
+        )
+        .route(
+            "/apis/{group}/{version}/{plural}/{name}",
+            get(cluster_group_get)
+                .put(cluster_group_put)
+                .patch(cluster_group_patch)
+                .delete(cluster_group_delete),
+        )
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}",
             get(group_list).post(group_create),
@@ -185,10 +263,15 @@ async fn api_groups() -> Response {
         json!({"name": name, "versions": [{"groupVersion": format!("{name}/{version}"), "version": version}],
                "preferredVersion": {"groupVersion": format!("{name}/{version}"), "version": version}})
     };
+    let mut groups: Vec<&str> = RESOURCES
+        .iter()
+        .filter_map(|(_, _, av, _)| av.split_once('/').map(|(g, _)| g))
+        .collect();
+    groups.dedup();
+    let groups: Vec<Value> = groups.into_iter().map(|g| group(g, "v1")).collect();
     json_response(
         StatusCode::OK,
-        &json!({"kind": "APIGroupList", "apiVersion": "v1",
-                "groups": [group("batch", "v1"), group("leaderworkerset.x-k8s.io", "v1")]}),
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
     )
 }
 
@@ -198,10 +281,10 @@ fn resource_list(group_version: &str) -> Value {
     ]);
     let resources: Vec<Value> = RESOURCES
         .iter()
-        .filter(|(_, _, av)| *av == group_version)
-        .flat_map(|(r, k, _)| {
+        .filter(|(_, _, av, _)| *av == group_version)
+        .flat_map(|(r, k, _, namespaced)| {
             let plural = r.split('.').next().unwrap_or(r);
-            let mut v = vec![json!({"name": plural, "singularName": "", "namespaced": plural != "namespaces" && plural != "nodes", "kind": k, "verbs": verbs})];
+            let mut v = vec![json!({"name": plural, "singularName": "", "namespaced": namespaced, "kind": k, "verbs": verbs})];
             if plural == "pods" {
                 v.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
             }
@@ -407,6 +490,147 @@ async fn group_patch_sub(
     .await
 }
 
+// Cluster-scoped objects live in the store under the namespace "".
+
+async fn cluster_core_create(
+    State(s): State<Shared>,
+    Path(plural): Path<String>,
+    body: Bytes,
+) -> Response {
+    create(s, plural, String::new(), body).await
+}
+async fn cluster_core_get(
+    State(s): State<Shared>,
+    Path((plural, name)): Path<(String, String)>,
+) -> Response {
+    get_one(s, plural, String::new(), name).await
+}
+async fn cluster_core_put(
+    State(s): State<Shared>,
+    Path((plural, name)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    put(s, plural, String::new(), name, body).await
+}
+async fn cluster_core_patch(
+    State(s): State<Shared>,
+    Path((plural, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(s, plural, String::new(), name, headers, body).await
+}
+async fn cluster_core_delete(
+    State(s): State<Shared>,
+    Path((plural, name)): Path<(String, String)>,
+    Query(q): Params,
+    body: Bytes,
+) -> Response {
+    delete(s, plural, String::new(), name, q, body).await
+}
+async fn cluster_core_get_sub(
+    State(s): State<Shared>,
+    Path((plural, name, _sub)): Path<(String, String, String)>,
+) -> Response {
+    get_one(s, plural, String::new(), name).await
+}
+async fn cluster_core_put_sub(
+    State(s): State<Shared>,
+    Path((plural, name, _sub)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    put(s, plural, String::new(), name, body).await
+}
+async fn cluster_core_patch_sub(
+    State(s): State<Shared>,
+    Path((plural, name, _sub)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(s, plural, String::new(), name, headers, body).await
+}
+async fn namespace_get(State(s): State<Shared>, Path(name): Path<String>) -> Response {
+    get_one(s, "namespaces".into(), String::new(), name).await
+}
+async fn namespace_put(State(s): State<Shared>, Path(name): Path<String>, body: Bytes) -> Response {
+    put(s, "namespaces".into(), String::new(), name, body).await
+}
+async fn namespace_patch(
+    State(s): State<Shared>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(s, "namespaces".into(), String::new(), name, headers, body).await
+}
+async fn namespace_delete(
+    State(s): State<Shared>,
+    Path(name): Path<String>,
+    Query(q): Params,
+    body: Bytes,
+) -> Response {
+    delete(s, "namespaces".into(), String::new(), name, q, body).await
+}
+async fn cluster_group_create(
+    State(s): State<Shared>,
+    Path((group, _v, plural)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    create(s, resource_id(Some(&group), &plural), String::new(), body).await
+}
+async fn cluster_group_get(
+    State(s): State<Shared>,
+    Path((group, _v, plural, name)): Path<(String, String, String, String)>,
+) -> Response {
+    get_one(s, resource_id(Some(&group), &plural), String::new(), name).await
+}
+async fn cluster_group_put(
+    State(s): State<Shared>,
+    Path((group, _v, plural, name)): Path<(String, String, String, String)>,
+    body: Bytes,
+) -> Response {
+    put(
+        s,
+        resource_id(Some(&group), &plural),
+        String::new(),
+        name,
+        body,
+    )
+    .await
+}
+async fn cluster_group_patch(
+    State(s): State<Shared>,
+    Path((group, _v, plural, name)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(
+        s,
+        resource_id(Some(&group), &plural),
+        String::new(),
+        name,
+        headers,
+        body,
+    )
+    .await
+}
+async fn cluster_group_delete(
+    State(s): State<Shared>,
+    Path((group, _v, plural, name)): Path<(String, String, String, String)>,
+    Query(q): Params,
+    body: Bytes,
+) -> Response {
+    delete(
+        s,
+        resource_id(Some(&group), &plural),
+        String::new(),
+        name,
+        q,
+        body,
+    )
+    .await
+}
+
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the request body is not JSON: {e}")))
@@ -442,8 +666,8 @@ async fn list(
     let (items, rv) = s.store.list(&resource, ns.as_deref(), &labels, &fields);
     let api_version = RESOURCES
         .iter()
-        .find(|(r, _, _)| *r == resource)
-        .map_or("v1", |(_, _, av)| *av);
+        .find(|(r, _, _, _)| *r == resource)
+        .map_or("v1", |(_, _, av, _)| *av);
     json_response(
         StatusCode::OK,
         &json!({

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
+use super::PodScript;
 use super::b64;
 use super::logs::{LogBook, container_name};
 use super::meta::{name_of, ns_of, uid_of};
 use super::runtime::{self, ExitCell, ProcessSpec, exit_code, kill_group, record_exit};
 use super::scheduler;
 use super::store::{Store, now_rfc3339};
-use super::{FakeNode, PodScript};
 
 /// Settings of the kubelet.
 #[derive(Debug, Clone)]
@@ -28,7 +28,6 @@ pub(crate) struct KubeletConfig {
     pub(crate) python: PathBuf,
     pub(crate) path_map: BTreeMap<String, PathBuf>,
     pub(crate) extra_env: BTreeMap<String, String>,
-    pub(crate) nodes: Vec<FakeNode>,
     pub(crate) missing_image_marker: String,
     pub(crate) kill_grace: Duration,
     pub(crate) root: PathBuf,
@@ -36,7 +35,11 @@ pub(crate) struct KubeletConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Decision {
+    /// Scripted: never scheduled, with this message.
     Unschedulable(String),
+    /// No node fits yet (the scheduler's message); tried again every pass.
+    Waiting(String),
+    /// Scheduled; runs as the script says.
     Script(PodScript),
 }
 
@@ -47,6 +50,8 @@ struct PodRuntime {
     namespace: String,
     name: String,
     decision: Decision,
+    /// The script for when the pod is scheduled.
+    script: Option<PodScript>,
     node: String,
     since: Instant,
     dir: PathBuf,
@@ -129,26 +134,24 @@ impl Kubelet {
         }
     }
 
-    fn decide(&self, pod: &Value) -> Decision {
+    /// The pod's script (per job, else the next queued one), taken once.
+    fn script_of(&self, pod: &Value) -> Option<PodScript> {
         let job_id = pod
             .pointer("/metadata/labels/job-id")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let scripted = {
-            let mut s = lock(&self.scripts);
-            s.by_job
-                .get(&job_id)
-                .cloned()
-                .or_else(|| s.next.pop_front())
-        };
-        if let Some(PodScript::Unschedulable { message }) = &scripted {
-            return Decision::Unschedulable(message.clone());
-        }
-        if let Err(message) = scheduler::place(&self.config.nodes, pod) {
-            return Decision::Unschedulable(message);
-        }
-        if let Some(s) = scripted {
+        let mut s = lock(&self.scripts);
+        s.by_job
+            .get(&job_id)
+            .cloned()
+            .or_else(|| s.next.pop_front())
+    }
+
+    /// What a scheduled pod does: its script, else run (or fail to pull
+    /// an image marked missing).
+    fn run_decision(&self, pod: &Value, script: Option<PodScript>) -> Decision {
+        if let Some(s) = script {
             return Decision::Script(s);
         }
         if !self.config.missing_image_marker.is_empty()
@@ -200,24 +203,20 @@ impl Kubelet {
         }
         let mut rts = lock(&self.pods);
         let rt = rts.entry(uid.clone()).or_insert_with(|| {
-            let decision = self.decide(pod);
-            let node = match &decision {
-                Decision::Unschedulable(_) => String::new(),
-                Decision::Script(_) => {
-                    scheduler::place(&self.config.nodes, pod).unwrap_or_else(|_| {
-                        self.config
-                            .nodes
-                            .first()
-                            .map_or_else(|| "fake-node-0".to_owned(), |n| n.name.clone())
-                    })
+            let script = self.script_of(pod);
+            let decision = match &script {
+                Some(PodScript::Unschedulable { message }) => {
+                    Decision::Unschedulable(message.clone())
                 }
+                _ => Decision::Waiting(String::new()),
             };
             PodRuntime {
                 uid: uid.clone(),
                 namespace: ns.clone(),
                 name: name.clone(),
                 decision,
-                node,
+                script,
+                node: String::new(),
                 since: Instant::now(),
                 dir: self.config.root.join(&uid),
                 pgid: None,
@@ -226,15 +225,27 @@ impl Kubelet {
                 events: Vec::new(),
             }
         });
+        if let Decision::Waiting(_) = rt.decision {
+            // The scheduler tries again: nodes come and go (autoscaling).
+            let pods = store.all("pods");
+            match scheduler::place(&store.all("nodes"), pod, &scheduler::usage(&pods)) {
+                Ok(node) => {
+                    rt.node = node;
+                    rt.since = Instant::now();
+                    rt.decision = self.run_decision(pod, rt.script.take());
+                }
+                Err(message) => rt.decision = Decision::Waiting(message),
+            }
+        }
         let elapsed = rt.since.elapsed();
         let cname = container_name(pod);
         let image = image_of(pod);
         match rt.decision.clone() {
-            Decision::Unschedulable(message) => {
+            Decision::Unschedulable(message) | Decision::Waiting(message) => {
                 let marked = pod
-                    .pointer("/status/conditions/0/reason")
+                    .pointer("/status/conditions/0/message")
                     .and_then(Value::as_str)
-                    == Some("Unschedulable");
+                    == Some(message.as_str());
                 if marked {
                     return;
                 }

@@ -16,8 +16,19 @@
 //!   completes or fails the Job (`backoffLimit`), `activeDeadlineSeconds`
 //!   fails it with `DeadlineExceeded`, `suspend` stops its pods, and
 //!   `ttlSecondsAfterFinished` removes it.
-//! - **Scheduler**: a Pod whose node selector or accelerator requests fit
-//!   no [`FakeNode`] stays Pending with the scheduler's message.
+//! - **Nodes and scheduler**: nodes are Node objects (labels, taints,
+//!   allocatable extended resources); a Pod goes to a ready node whose
+//!   taints it tolerates, whose labels match its node selector and whose
+//!   free GPUs or TPU chips cover its requests; otherwise it stays Pending
+//!   with kube-scheduler's message (`1 node(s) had untolerated taint
+//!   {nvidia.com/gpu: present}`, `1 Insufficient nvidia.com/gpu`), and is
+//!   tried again as nodes come and go.
+//! - **Autoscaler**: [`NodeGroup`]s (the node pools of the fake GKE) grow
+//!   when a pending pod would fit one of their nodes (`TriggeredScaleUp`)
+//!   and shrink when a node stays idle, within their bounds.
+//! - Cluster-scoped objects (Namespaces, Nodes, CRDs, cluster roles,
+//!   webhook configurations) and Deployments and DaemonSets are stored and
+//!   discoverable, so published manifests can be applied.
 //! - **Kubelet**: an image whose name holds the configured marker (default
 //!   `does-not-exist`) fails to pull; otherwise the container command runs
 //!   through the **process runtime** as a local process in its own process
@@ -41,6 +52,7 @@
 //! ```
 
 mod api;
+mod autoscaler;
 mod b64;
 mod controller;
 mod kubelet;
@@ -61,6 +73,7 @@ use kinetic_core::settings::vars;
 use serde_json::Value;
 
 pub use api::ApiCalls;
+pub use autoscaler::NodeGroup;
 pub use store::ApiError;
 
 use kinetic_core::ports::FaultPlan;
@@ -77,16 +90,20 @@ pub const FAKE_IMAGE: &str = "fake.registry.invalid/kinetic/runner:latest";
 /// The default marker of images that do not exist.
 pub const MISSING_IMAGE_MARKER: &str = "does-not-exist";
 
-/// A node of the fake cluster: labels for node selectors and a capacity
-/// of extended resources (`nvidia.com/gpu`, `google.com/tpu`).
+/// A node of the fake cluster: labels for node selectors, taints, and a
+/// capacity of extended resources (`nvidia.com/gpu`, `google.com/tpu`).
+/// It is stored as a Node object ([`FakeNode::to_json`]), which the
+/// scheduler reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FakeNode {
     /// Node name.
     pub name: String,
     /// Node labels.
     pub labels: BTreeMap<String, String>,
-    /// Extended resources it offers, per pod.
+    /// Extended resources it offers in all (shared by its pods).
     pub capacity: BTreeMap<String, u64>,
+    /// Taints: (key, value, effect).
+    pub taints: Vec<(String, String, String)>,
 }
 
 impl FakeNode {
@@ -98,7 +115,60 @@ impl FakeNode {
             name: name.to_owned(),
             labels,
             capacity: BTreeMap::new(),
+            taints: Vec::new(),
         }
+    }
+
+    /// The same node with a taint (`NoSchedule`, `NoExecute`, `PreferNoSchedule`).
+    pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
+        self.taints
+            .push((key.to_owned(), value.to_owned(), effect.to_owned()));
+        self
+    }
+
+    /// The same node under another name (its hostname label follows).
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.to_owned();
+        self.labels
+            .insert("kubernetes.io/hostname".to_owned(), name.to_owned());
+        self
+    }
+
+    /// The Node object, ready, as a kubelet registers it.
+    pub fn to_json(&self) -> Value {
+        let resources: serde_json::Map<String, Value> = [
+            ("cpu".to_owned(), Value::String("4".into())),
+            ("memory".to_owned(), Value::String("16Gi".into())),
+            ("pods".to_owned(), Value::String("110".into())),
+        ]
+        .into_iter()
+        .chain(
+            self.capacity
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.to_string()))),
+        )
+        .collect();
+        let taints: Vec<Value> = self
+            .taints
+            .iter()
+            .map(|(k, v, e)| serde_json::json!({"key": k, "value": v, "effect": e}))
+            .collect();
+        let now = store::now_rfc3339();
+        serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "labels": self.labels},
+            "spec": {"taints": taints},
+            "status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                "message": "kubelet is posting ready status",
+                                "lastHeartbeatTime": now, "lastTransitionTime": now}],
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+                              {"type": "Hostname", "address": self.name}],
+            },
+        })
     }
 
     /// The same node with a label.
@@ -167,6 +237,8 @@ pub struct FakeClusterConfig {
     tick: Duration,
     controller: bool,
     port: u16,
+    scale_up_delay: Duration,
+    scale_down_after: Duration,
 }
 
 impl Default for FakeClusterConfig {
@@ -181,6 +253,8 @@ impl Default for FakeClusterConfig {
             tick: Duration::from_millis(20),
             controller: true,
             port: 0,
+            scale_up_delay: Duration::from_millis(300),
+            scale_down_after: Duration::from_secs(600),
         }
     }
 }
@@ -232,6 +306,20 @@ impl FakeClusterConfig {
         self
     }
 
+    /// How long the autoscaler takes to add nodes for a pending pod
+    /// (default 300 ms; GKE takes minutes).
+    pub fn scale_up_delay(mut self, delay: Duration) -> Self {
+        self.scale_up_delay = delay;
+        self
+    }
+
+    /// How long a node of a node group stays idle before the autoscaler
+    /// removes it (default 10 minutes, as GKE's `OPTIMIZE_UTILIZATION`).
+    pub fn scale_down_after(mut self, after: Duration) -> Self {
+        self.scale_down_after = after;
+        self
+    }
+
     /// Listen on this loopback port (default 0: any free one).
     pub fn port(mut self, port: u16) -> Self {
         self.port = port;
@@ -246,6 +334,7 @@ pub struct FakeCluster {
     url: String,
     store: Arc<store::Store>,
     kubelet: Arc<kubelet::Kubelet>,
+    autoscaler: Arc<autoscaler::Autoscaler>,
     calls: Arc<ApiCalls>,
     faults: Arc<FaultPlan<ApiError>>,
     server: tokio::task::JoinHandle<()>,
@@ -276,13 +365,22 @@ impl FakeCluster {
                 python: config.python.clone(),
                 path_map,
                 extra_env: config.env.clone(),
-                nodes: config.nodes.clone(),
                 missing_image_marker: config.missing_image_marker.clone(),
                 kill_grace: config.kill_grace,
                 root: pods_root,
             },
             logs.clone(),
         ));
+        seed(&store);
+        for node in &config.nodes {
+            store
+                .create("nodes", "", node.to_json())
+                .map_err(|e| std::io::Error::other(e.message))?;
+        }
+        let autoscaler = Arc::new(autoscaler::Autoscaler::new(autoscaler::AutoscalerTiming {
+            scale_up_delay: config.scale_up_delay,
+            scale_down_after: config.scale_down_after,
+        }));
         let calls = Arc::new(ApiCalls::default());
         let faults = Arc::new(FaultPlan::default());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
@@ -298,13 +396,19 @@ impl FakeCluster {
                 tracing::warn!("fake Kubernetes API server stopped: {e}");
             }
         });
-        let controller = config
-            .controller
-            .then(|| tokio::spawn(control_loop(store.clone(), kubelet.clone(), config.tick)));
+        let controller = config.controller.then(|| {
+            tokio::spawn(control_loop(
+                store.clone(),
+                kubelet.clone(),
+                autoscaler.clone(),
+                config.tick,
+            ))
+        });
         Ok(Self {
             url,
             store,
             kubelet,
+            autoscaler,
             calls,
             faults,
             server,
@@ -321,8 +425,14 @@ impl FakeCluster {
     /// A kubeconfig (YAML) whose current context points at this cluster,
     /// with `namespace` as the default namespace.
     pub fn kubeconfig(&self, namespace: &str) -> String {
+        self.kubeconfig_named("kinetic-fake", namespace)
+    }
+
+    /// A kubeconfig whose current context, cluster and user are named
+    /// `name` (GKE's `gke_{project}_{zone}_{cluster}`, say).
+    pub fn kubeconfig_named(&self, name: &str, namespace: &str) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: kinetic-fake\n  cluster:\n    server: {url}\ncontexts:\n- name: kinetic-fake\n  context:\n    cluster: kinetic-fake\n    user: kinetic-fake\n    namespace: {namespace}\ncurrent-context: kinetic-fake\nusers:\n- name: kinetic-fake\n  user:\n    token: fake-token\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: {namespace}\ncurrent-context: {name}\nusers:\n- name: {name}\n  user:\n    token: fake-token\n",
             url = self.url
         )
     }
@@ -400,6 +510,12 @@ impl FakeCluster {
         self.store.create(resource, namespace, object)
     }
 
+    /// Remove an object directly (a test taking it away); `namespace` is
+    /// empty for cluster-scoped objects.
+    pub fn remove_object(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.store.remove(resource, namespace, name)
+    }
+
     /// Merge-patch an object directly (e.g. to set a Job's status).
     pub fn patch(
         &self,
@@ -415,16 +531,76 @@ impl FakeCluster {
     pub fn resource_version(&self) -> u64 {
         self.store.resource_version()
     }
+
+    /// Register a node (as its kubelet would).
+    pub fn add_node(&self, node: &FakeNode) -> Result<Value, ApiError> {
+        self.store.create("nodes", "", node.to_json())
+    }
+
+    /// Every Node object.
+    pub fn nodes(&self) -> Vec<Value> {
+        self.store.all("nodes")
+    }
+
+    /// Let the autoscaler size `group` between its bounds, starting with
+    /// `initial` nodes (as GKE does for a new node pool).
+    pub fn set_node_group(&self, group: NodeGroup, initial: u32) {
+        self.autoscaler.add_nodes(&self.store, &group, initial);
+        self.autoscaler.set_group(group);
+    }
+
+    /// Remove the node group `name` and its nodes (its pool was deleted).
+    pub fn remove_node_group(&self, name: &str) {
+        self.autoscaler.remove_group(&self.store, name);
+    }
+
+    /// Forget everything: every object, node and node group goes, every
+    /// pod process is killed; the cluster is as new, without nodes (its
+    /// control plane was deleted and made again).
+    pub fn reset(&self) {
+        self.autoscaler.clear();
+        self.kubelet.kill_all();
+        self.store.clear();
+        seed(&self.store);
+    }
 }
 
-/// The control plane and the kubelet, until the task is aborted: after
-/// every change (or every `tick`), one pass of the garbage collector and
-/// the Job controller, then of the kubelet over every pod.
-async fn control_loop(store: Arc<store::Store>, kubelet: Arc<kubelet::Kubelet>, tick: Duration) {
+/// Where kube-scheduler, as this fake models it, would put `pod` among
+/// `nodes` (Node objects, none of them running anything yet): the node's
+/// name, or the `FailedScheduling` message.
+pub fn schedule(nodes: &[Value], pod: &Value) -> Result<String, String> {
+    scheduler::place(nodes, pod, &BTreeMap::new())
+}
+
+/// The namespaces every cluster starts with.
+const NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+fn seed(store: &store::Store) {
+    for ns in NAMESPACES {
+        let _ = store.create(
+            "namespaces",
+            "",
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                               "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+        );
+    }
+}
+
+/// The control plane, the kubelet and the autoscaler, until the task is
+/// aborted: after every change (or every `tick`), one pass of the garbage
+/// collector and the Job controller, of the kubelet over every pod, then
+/// of the autoscaler.
+async fn control_loop(
+    store: Arc<store::Store>,
+    kubelet: Arc<kubelet::Kubelet>,
+    autoscaler: Arc<autoscaler::Autoscaler>,
+    tick: Duration,
+) {
     loop {
         let changed = store.changed.notified();
         controller::reconcile(&store);
         kubelet.reconcile(&store);
+        autoscaler.reconcile(&store);
         tokio::select! {
             () = changed => tokio::time::sleep(Duration::from_millis(2)).await,
             () = tokio::time::sleep(tick) => {}

@@ -236,7 +236,12 @@ impl Store {
         inner.rv += 1;
         let rv = inner.rv;
         meta.insert("name".into(), Value::String(name));
-        meta.insert("namespace".into(), Value::String(namespace.to_owned()));
+        if namespace.is_empty() {
+            // Cluster-scoped objects have no namespace.
+            meta.remove("namespace");
+        } else {
+            meta.insert("namespace".into(), Value::String(namespace.to_owned()));
+        }
         meta.insert("uid".into(), Value::String(new_uid()));
         meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
         meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
@@ -413,6 +418,14 @@ impl Store {
             },
         );
         Ok(next)
+    }
+
+    /// Remove every object (each removal emits `DELETED`).
+    pub(crate) fn clear(&self) {
+        let keys: Vec<Key> = self.lock().objects.keys().cloned().collect();
+        for (resource, namespace, name) in keys {
+            self.remove(&resource, &namespace, &name);
+        }
     }
 
     /// Remove an object for good (emits `DELETED`).

@@ -1,4 +1,5 @@
-//! OAuth access tokens for the Cloud Build and Artifact Registry APIs.
+//! OAuth access tokens for the Google Cloud REST APIs (Cloud Build,
+//! Artifact Registry, Container, IAM, Service Usage, Resource Manager).
 //!
 //! [`TokenSource`] is the seam: production uses [`GcpTokenSource`] (the
 //! credential chain of `object_store`'s GCS client: a service-account key in

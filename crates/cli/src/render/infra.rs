@@ -1,0 +1,238 @@
+//! What `up`, `down`, `pool`, `status` and `doctor` print: the plan, the
+//! progress of long operations (a spinner on a terminal, plain lines
+//! otherwise), the status of each piece, the pools, the doctor's checks,
+//! and the confirmation asked before acting.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::ProgressBar;
+use kinetic_core::infra::{Action, Check, InfraTarget, Plan, PoolStatus, StatusReport};
+use kinetic_infra_gcp::Progress;
+
+use super::{key_values, table};
+use crate::error::CliError;
+
+/// The plan, numbered, with its notes.
+pub(crate) fn plan(target: &InfraTarget, plan: &Plan) -> String {
+    let mut s = String::new();
+    if plan.is_empty() {
+        s.push_str(&format!(
+            "{target}: nothing to do, everything is in place.\n"
+        ));
+    } else {
+        s.push_str(&format!("Plan for {target}:\n"));
+        for (i, a) in plan.actions.iter().enumerate() {
+            s.push_str(&format!("  {:>2}. {}\n", i + 1, a.describe()));
+        }
+    }
+    for n in &plan.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    s
+}
+
+/// Ask `question` on the terminal; `--yes` answers for the user. Without
+/// a terminal to ask on, refuse to act.
+pub(crate) fn confirm(question: &str, yes: bool) -> Result<bool, CliError> {
+    if yes {
+        return Ok(true);
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(CliError::usage(format!(
+            "{question} needs a yes: pass --yes to go ahead without being asked"
+        )));
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| CliError::failed(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes" | "Yes"))
+}
+
+/// `ready/total` or `-` when not known.
+fn nodes(p: &PoolStatus) -> String {
+    match (p.nodes_ready, p.nodes_total) {
+        (Some(r), Some(t)) => format!("{r}/{t}"),
+        _ => "-".to_owned(),
+    }
+}
+
+/// The node pools as a table.
+pub(crate) fn pools(pools: &[PoolStatus]) -> String {
+    if pools.is_empty() {
+        return "No node pools.\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = pools
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.accelerator.clone().unwrap_or_else(|| "cpu".to_owned()),
+                p.machine_type.clone(),
+                if p.spot { "spot" } else { "on-demand" }.to_owned(),
+                nodes(p),
+                match (p.min_nodes, p.max_nodes) {
+                    (Some(min), Some(max)) => format!("{min}-{max}"),
+                    _ => "fixed".to_owned(),
+                },
+                p.reservation.clone().unwrap_or_else(|| "-".to_owned()),
+                p.status.clone(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "POOL",
+            "ACCELERATOR",
+            "MACHINE",
+            "PROVISIONING",
+            "NODES",
+            "SCALE",
+            "RESERVATION",
+            "STATUS",
+        ],
+        &rows,
+    )
+}
+
+fn check_line(c: &Check) -> String {
+    let mut s = format!(
+        "{} {}: {}\n",
+        if c.ok { "ok  " } else { "FAIL" },
+        c.what,
+        c.detail
+    );
+    if let Some(fix) = c.fix.as_ref().filter(|_| !c.ok) {
+        s.push_str(&format!("     fix: {fix}\n"));
+    }
+    s
+}
+
+/// `kinetic status`: the cluster, the registry, the pools, every piece
+/// checked, what is missing with the command that adds it.
+pub(crate) fn status(report: &StatusReport, unreadable: &[(String, String)]) -> String {
+    let t = &report.target;
+    let mut s = key_values(&[
+        ("project", t.project.clone()),
+        ("zone", t.zone.clone()),
+        (
+            "cluster",
+            format!(
+                "{} ({})",
+                t.cluster,
+                report.cluster.as_deref().unwrap_or("not created")
+            ),
+        ),
+        (
+            "endpoint",
+            report.endpoint.clone().unwrap_or_else(|| "-".to_owned()),
+        ),
+        ("registry", report.registry.clone()),
+        ("jobs bucket", format!("gs://{}", t.names.jobs_bucket)),
+    ]);
+    s.push('\n');
+    s.push_str(&pools(&report.pools));
+    s.push('\n');
+    for c in &report.checks {
+        s.push_str(&check_line(c));
+    }
+    for (what, e) in unreadable {
+        s.push_str(&format!("FAIL {what}: cannot be read: {e}\n"));
+    }
+    if report.fixes.is_empty() && unreadable.is_empty() {
+        s.push_str("\nEverything is in place.\n");
+    } else if !report.fixes.is_empty() {
+        s.push_str("\nMissing pieces are added by:\n");
+        for f in &report.fixes {
+            s.push_str(&format!("  {f}\n"));
+        }
+    }
+    s
+}
+
+/// `kinetic doctor`: one line per check, with the fix under a failure.
+pub(crate) fn doctor(checks: &[Check]) -> String {
+    let mut s: String = checks.iter().map(check_line).collect();
+    let failed = checks.iter().filter(|c| !c.ok).count();
+    if failed == 0 {
+        s.push_str(&format!("\nAll {} checks passed.\n", checks.len()));
+    } else {
+        s.push_str(&format!("\n{failed} of {} checks failed.\n", checks.len()));
+    }
+    s
+}
+
+/// What an action is doing, on stderr: a spinner on a terminal, plain
+/// lines otherwise (a waiting line when a wait starts, then at most every
+/// 10 seconds).
+pub(crate) struct InfraProgress {
+    bar: Option<ProgressBar>,
+    /// The last waiting line printed without a terminal: what, and when.
+    last_plain: Mutex<Option<(String, std::time::Instant)>>,
+}
+
+impl InfraProgress {
+    pub(crate) fn new() -> Self {
+        let bar = super::progress::spinner();
+        Self {
+            bar,
+            last_plain: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
+    }
+}
+
+impl Progress for InfraProgress {
+    fn started(&self, action: &Action, index: usize, total: usize) {
+        let text = format!("[{}/{total}] {}", index + 1, action.describe());
+        match &self.bar {
+            Some(bar) => {
+                bar.reset_elapsed();
+                bar.set_message(text);
+            }
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn waiting(&self, what: &str, status: &str, elapsed: Duration) {
+        match &self.bar {
+            Some(bar) => bar.set_message(format!("waiting for {what}: {status}")),
+            None => {
+                let mut last = self.last_plain.lock().unwrap_or_else(|p| p.into_inner());
+                let due = last
+                    .as_ref()
+                    .is_none_or(|(w, t)| w != what || t.elapsed() >= Duration::from_secs(10));
+                if due {
+                    *last = Some((what.to_owned(), std::time::Instant::now()));
+                    eprintln!("  waiting for {what}: {status} ({}s)", elapsed.as_secs());
+                }
+            }
+        }
+    }
+
+    fn finished(&self, action: &Action, elapsed: Duration) {
+        self.line(&format!(
+            "done: {} ({:.1}s)",
+            action.describe(),
+            elapsed.as_secs_f64()
+        ));
+    }
+}

@@ -1,0 +1,492 @@
+//! The real `kinetic` binary against a new fake project (every fake in
+//! this test process, on loopback, pointed at as `kinetic-fake-gcp`
+//! points the CLI): `up`, `pool add --accelerator l4`, a job on l4 whose
+//! pod lands on the pool's node, `status`, `down --yes`; an `up` killed
+//! midway and run again, with nothing created twice; `doctor` naming each
+//! missing piece in turn.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
+use serde_json::Value;
+
+const WORK_PY: &str = "def square(x):\n    print('squaring', x, flush=True)\n    return x * x\n";
+
+struct Client {
+    dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Client {
+    fn new(cloud: &FakeGcp) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("home/project");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("work.py"), WORK_PY).unwrap();
+        let kubeconfig = dir.path().join("home/.kube/config");
+        std::fs::create_dir_all(kubeconfig.parent().unwrap()).unwrap();
+        cloud.write_kubeconfig(&kubeconfig).unwrap();
+        let bin = dir.path().join("bin");
+        cloud.write_auth_plugin(&bin).unwrap();
+        let mut env = cloud.cli_env(&kubeconfig);
+        env.push((
+            "PATH".into(),
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        ));
+        Self { dir, env }
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("home/.kube/config")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let home = self.dir.path().join("home");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
+        cmd.args(args)
+            .current_dir(home.join("project"))
+            .env_clear()
+            .env("HOME", &home)
+            .env("KINETIC_LOCAL_ROOT", self.dir.path().join("local"))
+            .env(
+                "KINETIC_PROFILES_FILE",
+                self.dir.path().join("profiles.json"),
+            )
+            .envs(self.env.iter().cloned())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    async fn run(&self, args: &[&str]) -> Output {
+        let mut cmd = self.command(args);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
+    }
+
+    async fn ok(&self, args: &[&str]) -> (String, String) {
+        let o = self.run(args).await;
+        let (out, err) = texts(&o);
+        assert!(
+            o.status.success(),
+            "kinetic {args:?} failed\nstdout: {out}\nstderr: {err}"
+        );
+        (out, err)
+    }
+
+    async fn json(&self, args: &[&str]) -> (Option<i32>, Value) {
+        let o = self.run(args).await;
+        let (out, err) = texts(&o);
+        let v = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}\nstdout: {out}\nstderr: {err}"));
+        (o.status.code(), v)
+    }
+}
+
+fn texts(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+async fn new_project(operation_time: Duration) -> FakeGcp {
+    FakeGcp::start(
+        FakeGcpConfig::default()
+            .provisioned(false)
+            .operation_time(operation_time),
+    )
+    .await
+    .unwrap()
+}
+
+fn assert_nothing_created_twice(cloud: &FakeGcp) {
+    let creations = cloud.apis().creations();
+    let mut seen = BTreeSet::new();
+    for c in &creations {
+        assert!(seen.insert(c), "{c} created twice: {creations:#?}");
+    }
+    let inserts = cloud.gcs().bucket_inserts();
+    assert_eq!(
+        inserts.iter().collect::<BTreeSet<_>>().len(),
+        inserts.len(),
+        "{inserts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_pool_add_a_job_on_l4_status_and_down() {
+    let cloud = new_project(Duration::from_millis(100)).await;
+    let c = Client::new(&cloud);
+
+    // The plan alone changes nothing.
+    let (out, _) = c.ok(&["up", "--dry-run"]).await;
+    assert!(
+        out.starts_with("Plan for cluster fake in us-central1-a (project fake-project):"),
+        "{out}"
+    );
+    assert!(
+        out.contains("create GKE cluster fake in us-central1-a"),
+        "{out}"
+    );
+    assert!(cloud.apis().creations().is_empty());
+    // Without a terminal to ask on, it needs --yes.
+    let o = c.run(&["up"]).await;
+    assert_eq!(o.status.code(), Some(2), "{:?}", texts(&o));
+    assert!(texts(&o).1.contains("pass --yes"), "{:?}", texts(&o));
+
+    let (out, err) = c.ok(&["up", "--yes"]).await;
+    assert!(out.ends_with("Done.\n"), "{out}");
+    assert!(err.contains("[1/15] enable APIs"), "{err}");
+    assert!(
+        err.contains("waiting for creating GKE cluster fake"),
+        "{err}"
+    );
+    assert_eq!(
+        cloud.apis().clusters(),
+        vec![("fake".to_owned(), "RUNNING".to_owned())]
+    );
+    let (out, _) = c.ok(&["up", "--yes"]).await;
+    assert!(out.contains("nothing to do"), "idempotent: {out}");
+
+    let (out, _) = c.ok(&["pool", "add", "--accelerator", "l4", "--yes"]).await;
+    assert!(out.contains("create node pool gpu-l4-"), "{out}");
+    assert!(
+        out.contains("install the NVIDIA driver installer DaemonSet"),
+        "{out}"
+    );
+    let pool = cloud
+        .apis()
+        .node_pools("fake")
+        .into_iter()
+        .find(|(n, _)| n.starts_with("gpu-l4-"))
+        .unwrap()
+        .0;
+    let (out, _) = c.ok(&["pool", "add", "--accelerator", "l4", "--yes"]).await;
+    assert!(
+        out.contains(&format!(
+            "node pool {pool} (0–10 nodes) already serves gpu:l4"
+        )),
+        "{out}"
+    );
+
+    // A job on l4: its pod waits for a node, the autoscaler adds one to
+    // the pool, the pod runs there and returns its value.
+    let (out, err) = c
+        .ok(&[
+            "run",
+            "work.py:square",
+            "--arg",
+            "7",
+            "--backend",
+            "gke",
+            "--accelerator",
+            "l4",
+            "--json",
+        ])
+        .await;
+    assert_eq!(out.trim(), "49", "{err}");
+    let scheduled: Vec<String> = cloud
+        .cluster()
+        .objects("events", "default")
+        .into_iter()
+        .filter(|e| e["reason"] == "Scheduled")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        scheduled
+            .iter()
+            .any(|m| m.contains(&format!("gke-fake-{pool}-"))),
+        "the pod went to the pool's node: {scheduled:?}"
+    );
+
+    let (code, status) = c.json(&["status", "--json"]).await;
+    assert_eq!(code, Some(0), "{status}");
+    assert_eq!(status["complete"], true, "{status:#}");
+    let pools = status["status"]["pools"].as_array().unwrap();
+    let gpu = pools.iter().find(|p| p["name"] == pool.as_str()).unwrap();
+    assert_eq!(
+        (
+            gpu["accelerator"].as_str(),
+            gpu["nodes_total"].as_u64(),
+            gpu["spot"].as_bool()
+        ),
+        (Some("gpu:l4"), Some(1), Some(false))
+    );
+    let (out, _) = c.ok(&["status"]).await;
+    assert!(out.contains("Everything is in place."), "{out}");
+    assert!(out.contains(&pool) && out.contains("gpu:l4"), "{out}");
+    let (out, _) = c.ok(&["pool", "list"]).await;
+    assert!(out.starts_with("POOL"), "{out}");
+    let (out, _) = c.ok(&["doctor", "--accelerator", "l4"]).await;
+    assert!(out.contains("checks passed"), "{out}");
+
+    let (out, _) = c.ok(&["down", "--yes"]).await;
+    assert!(
+        out.contains("delete GKE cluster fake with its node pools"),
+        "{out}"
+    );
+    assert!(out.contains("is kept with its objects"), "{out}");
+    assert!(cloud.apis().clusters().is_empty());
+    assert_eq!(cloud.gcs().buckets().len(), 2, "the buckets stay");
+    let (code, status) = c.json(&["status", "--json"]).await;
+    assert_eq!(code, Some(0));
+    assert_eq!(status["status"]["cluster"], Value::Null);
+    assert_eq!(status["status"]["fixes"][0], "kinetic up");
+    let (out, _) = c.ok(&["down", "--delete-buckets", "--yes"]).await;
+    assert!(
+        out.contains("delete bucket gs://fake-project-kn-fake-jobs"),
+        "{out}"
+    );
+    assert!(cloud.gcs().buckets().is_empty());
+    assert_nothing_created_twice(&cloud);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_up_killed_midway_is_finished_by_the_next() {
+    let cloud = new_project(Duration::from_secs(3)).await;
+    let c = Client::new(&cloud);
+    let mut child = c
+        .command(&["up", "--yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while cloud.apis().clusters().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the cluster never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        cloud.apis().clusters(),
+        vec![("fake".to_owned(), "PROVISIONING".to_owned())]
+    );
+
+    let (out, _) = c.ok(&["up", "--yes"]).await;
+    assert!(
+        out.contains("wait for the cluster's operation in progress to finish"),
+        "{out}"
+    );
+    assert!(!out.contains("create GKE cluster"), "{out}");
+    assert_eq!(
+        cloud.apis().clusters(),
+        vec![("fake".to_owned(), "RUNNING".to_owned())]
+    );
+    let (out, _) = c.ok(&["up", "--dry-run"]).await;
+    assert!(out.contains("nothing to do"), "{out}");
+    assert_nothing_created_twice(&cloud);
+}
+
+/// `doctor --json`'s failing checks, by what they check.
+async fn failing(c: &Client) -> Vec<(String, String, String)> {
+    let (code, v) = c.json(&["doctor", "--accelerator", "l4", "--json"]).await;
+    let failing: Vec<(String, String, String)> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| {
+            (
+                c["what"].as_str().unwrap().to_owned(),
+                c["detail"].as_str().unwrap().to_owned(),
+                c["fix"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(code, Some(if failing.is_empty() { 0 } else { 1 }), "{v:#}");
+    failing
+}
+
+async fn assert_named(c: &Client, what: &str, detail: &str, fix: &str) {
+    let failing = failing(c).await;
+    assert!(
+        failing
+            .iter()
+            .any(|(w, d, f)| w.starts_with(what) && d.contains(detail) && f.contains(fix)),
+        "doctor does not name {what:?} ({detail:?}, fix {fix:?}): {failing:#?}"
+    );
+}
+
+fn edit_kubeconfig(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains(from), "{text}");
+    std::fs::write(path, text.replace(from, to)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_every_missing_piece() {
+    let cloud = new_project(Duration::from_millis(50)).await;
+    let c = Client::new(&cloud);
+    assert_named(
+        &c,
+        "API container.googleapis.com",
+        "not enabled",
+        "kinetic up",
+    )
+    .await;
+    c.ok(&["up", "--accelerator", "l4", "--yes"]).await;
+    assert!(failing(&c).await.is_empty(), "all pass after up");
+    let names = cloud.names().clone();
+    let context = names.kube_context.clone();
+
+    // Each piece taken away in turn is named, with its fix.
+    edit_kubeconfig(
+        &c.kubeconfig(),
+        &format!("current-context: {context}"),
+        "current-context: elsewhere",
+    );
+    assert_named(
+        &c,
+        &format!("kubeconfig context {context}"),
+        "not the current context",
+        "kubectl config use-context",
+    )
+    .await;
+    let server = cloud.cluster().url().to_owned();
+    edit_kubeconfig(
+        &c.kubeconfig(),
+        &format!("server: {server}"),
+        "server: http://127.0.0.1:9",
+    );
+    assert_named(
+        &c,
+        &format!("kubeconfig context {context}"),
+        "points at http://127.0.0.1:9",
+        "kinetic up",
+    )
+    .await;
+    assert_named(
+        &c,
+        "cluster API through kubeconfig context",
+        "cannot reach",
+        "get-credentials",
+    )
+    .await;
+
+    let nodes_sa = names.node_service_account.clone();
+    cloud.apis().remove_service_account_binding(
+        &nodes_sa,
+        "roles/iam.workloadIdentityUser",
+        "serviceAccount:fake-project.svc.id.goog[default/kinetic]",
+    );
+    assert_named(
+        &c,
+        "Workload Identity binding",
+        "roles/iam.workloadIdentityUser",
+        "kinetic up",
+    )
+    .await;
+    cloud
+        .cluster()
+        .remove_object("serviceaccounts", "default", "kinetic");
+    assert_named(
+        &c,
+        "Kubernetes service account default/kinetic",
+        "missing",
+        "kinetic up",
+    )
+    .await;
+    cloud.cluster().remove_object(
+        "customresourcedefinitions.apiextensions.k8s.io",
+        "",
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+    );
+    assert_named(&c, "LeaderWorkerSet CRD", "missing", "kinetic up").await;
+    cloud
+        .cluster()
+        .remove_object("daemonsets.apps", "kube-system", "nvidia-driver-installer");
+    assert_named(&c, "NVIDIA driver installer", "missing", "kinetic up").await;
+    let pool = cloud
+        .apis()
+        .node_pools("fake")
+        .into_iter()
+        .find(|(n, _)| n.starts_with("gpu-l4-"))
+        .unwrap()
+        .0;
+    cloud.apis().remove_node_pool("fake", &pool);
+    assert_named(
+        &c,
+        "node pool for gpu:l4",
+        "no pool has this accelerator",
+        "kinetic pool add --accelerator gpu-l4",
+    )
+    .await;
+    cloud.gcs().deny("storage.objects.create");
+    assert_named(
+        &c,
+        &format!("access to gs://{}", names.jobs_bucket),
+        "storage.objects.create",
+        "roles/storage.objectAdmin",
+    )
+    .await;
+    cloud.gcs().remove_bucket(&names.builds_bucket);
+    assert_named(
+        &c,
+        &format!("bucket gs://{}", names.builds_bucket),
+        "missing",
+        "kinetic up",
+    )
+    .await;
+    cloud.apis().remove_repository(&format!(
+        "projects/fake-project/locations/us/repositories/{}",
+        names.ar_repository
+    ));
+    assert_named(
+        &c,
+        &format!("Artifact Registry repository {}", names.ar_repository),
+        "missing",
+        "kinetic up",
+    )
+    .await;
+    cloud
+        .apis()
+        .remove_service_account(&names.build_service_account);
+    assert_named(
+        &c,
+        &format!("service account {}", names.build_service_account),
+        "missing",
+        "kinetic up",
+    )
+    .await;
+    cloud.apis().disable("cloudbuild.googleapis.com");
+    assert_named(
+        &c,
+        "API cloudbuild.googleapis.com",
+        "not enabled",
+        "gcloud services enable cloudbuild.googleapis.com",
+    )
+    .await;
+    c.ok(&["down", "--yes"]).await;
+    assert_named(
+        &c,
+        "GKE cluster fake in us-central1-a",
+        "missing",
+        "kinetic up",
+    )
+    .await;
+
+    // Bad credentials: the project cannot be read.
+    let mut bad = Client::new(&cloud);
+    bad.env.retain(|(k, _)| k != "KINETIC_ACCESS_TOKEN");
+    bad.env
+        .push(("KINETIC_ACCESS_TOKEN".into(), "expired".into()));
+    assert_named(
+        &bad,
+        "project fake-project",
+        "refused the credentials",
+        "check the project id",
+    )
+    .await;
+}

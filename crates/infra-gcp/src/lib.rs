@@ -1,0 +1,213 @@
+//! # kinetic-infra-gcp
+//!
+//! The Google Cloud side of `kinetic up`, `down`, `status`, `pool` and
+//! `doctor`: [`GcpInfra`] reads what exists back from the cloud's APIs
+//! into a [`kinetic_core::infra::Observed`] ([`GcpInfra::observe`]) and
+//! carries out the plan `kinetic_core::infra` makes from it
+//! ([`GcpInfra::execute`]). There is no state file: the cloud is the state,
+//! so a run that stopped midway is finished by running it again.
+//!
+//! - REST, over the one HTTP stack (`reqwest`, rustls with aws-lc-rs) and
+//!   the shared token source: Service Usage (APIs), Cloud Storage's JSON
+//!   API (buckets, their lifecycle rule, labels and IAM policy), Artifact
+//!   Registry (the repository and its policy), IAM (service accounts and
+//!   their policies), Resource Manager (the project's policy, read,
+//!   modified and written back with its etag), Kubernetes Engine (the
+//!   cluster and node pools, long-running operations polled with a
+//!   timeout and progress). Request bodies are pure ([`request`]).
+//! - Inside the cluster, through `kube` with the caller's Google token
+//!   (no kubeconfig needed): the jobs' service account with its Workload
+//!   Identity annotation, and published manifests (LeaderWorkerSet, the
+//!   NVIDIA driver installer) applied object by object.
+//! - The user's kubeconfig gets the cluster's context as `gcloud container
+//!   clusters get-credentials` writes it ([`kubeconfig`]).
+//!
+//! ```no_run
+//! # async fn demo(settings: &kinetic_core::settings::Settings) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use kinetic_core::infra::{self, Desired};
+//! use kinetic_gcp_common::GcpTokenSource;
+//! use kinetic_infra_gcp::{GcpInfra, GcpInfraConfig, PlainProgress};
+//!
+//! let desired = Desired::from_settings(settings)?;
+//! let tokens = Arc::new(GcpTokenSource::application_default(&desired.buckets[0].name, None));
+//! let cloud = GcpInfra::new(desired.clone(), GcpInfraConfig::default(), tokens)?;
+//! let observation = cloud.observe().await;
+//! let plan = infra::plan_up(&desired, &observation.complete()?, None)?;
+//! cloud.execute(&plan, &PlainProgress).await?;
+//! # Ok(()) }
+//! ```
+
+mod doctor;
+mod error;
+mod execute;
+mod http;
+pub mod kube;
+pub mod kubeconfig;
+mod observe;
+pub mod request;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kinetic_core::infra::{Action, Desired};
+use kinetic_gcp_common::TokenSource;
+
+pub use error::InfraError;
+pub use observe::Observation;
+
+/// Where each API is served (Google's by default; test servers otherwise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Endpoints {
+    /// Service Usage.
+    pub serviceusage: String,
+    /// Kubernetes Engine.
+    pub container: String,
+    /// IAM.
+    pub iam: String,
+    /// Cloud Resource Manager.
+    pub resourcemanager: String,
+    /// Cloud Storage (the JSON API).
+    pub storage: String,
+    /// Artifact Registry.
+    pub artifactregistry: String,
+}
+
+impl Default for Endpoints {
+    fn default() -> Self {
+        Self {
+            serviceusage: "https://serviceusage.googleapis.com".into(),
+            container: "https://container.googleapis.com".into(),
+            iam: "https://iam.googleapis.com".into(),
+            resourcemanager: "https://cloudresourcemanager.googleapis.com".into(),
+            storage: "https://storage.googleapis.com".into(),
+            artifactregistry: "https://artifactregistry.googleapis.com".into(),
+        }
+    }
+}
+
+impl Endpoints {
+    /// Every API at `base` (one test server serving them all).
+    pub fn all_at(base: &str) -> Self {
+        let b = base.trim_end_matches('/').to_owned();
+        Self {
+            serviceusage: b.clone(),
+            container: b.clone(),
+            iam: b.clone(),
+            resourcemanager: b.clone(),
+            storage: b.clone(),
+            artifactregistry: b,
+        }
+    }
+}
+
+/// How [`GcpInfra`] works.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GcpInfraConfig {
+    /// The APIs' endpoints.
+    pub endpoints: Endpoints,
+    /// The kubeconfig file the cluster's context is read from and written
+    /// to (`None`: it is neither read nor written).
+    pub kubeconfig: Option<PathBuf>,
+    /// How long one long-running operation may take (default 45 minutes;
+    /// creating a cluster takes 5–10).
+    pub operation_timeout: Duration,
+}
+
+impl Default for GcpInfraConfig {
+    fn default() -> Self {
+        Self {
+            endpoints: Endpoints::default(),
+            kubeconfig: None,
+            operation_timeout: Duration::from_secs(45 * 60),
+        }
+    }
+}
+
+impl GcpInfraConfig {
+    /// The same configuration with these endpoints.
+    #[must_use]
+    pub fn endpoints(mut self, endpoints: Endpoints) -> Self {
+        self.endpoints = endpoints;
+        self
+    }
+
+    /// The same configuration with this kubeconfig file.
+    #[must_use]
+    pub fn kubeconfig(mut self, path: impl Into<PathBuf>) -> Self {
+        self.kubeconfig = Some(path.into());
+        self
+    }
+
+    /// The same configuration with this operation timeout.
+    #[must_use]
+    pub fn operation_timeout(mut self, timeout: Duration) -> Self {
+        self.operation_timeout = timeout;
+        self
+    }
+}
+
+/// What a caller is told while a plan runs.
+pub trait Progress: Send + Sync {
+    /// Action `index` (0-based) of `total` starts.
+    fn started(&self, action: &Action, index: usize, total: usize);
+    /// Still waiting on `what` (a long-running operation), in `status`,
+    /// for `elapsed` so far.
+    fn waiting(&self, what: &str, status: &str, elapsed: Duration);
+    /// The action finished after `elapsed`.
+    fn finished(&self, action: &Action, elapsed: Duration);
+}
+
+/// Progress as plain lines on stderr.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlainProgress;
+
+impl Progress for PlainProgress {
+    fn started(&self, action: &Action, index: usize, total: usize) {
+        eprintln!("[{}/{total}] {}", index + 1, action.describe());
+    }
+
+    fn waiting(&self, what: &str, status: &str, elapsed: Duration) {
+        eprintln!("  waiting for {what}: {status} ({}s)", elapsed.as_secs());
+    }
+
+    fn finished(&self, _action: &Action, elapsed: Duration) {
+        eprintln!("  done in {:.1}s", elapsed.as_secs_f64());
+    }
+}
+
+/// A cluster's infrastructure on Google Cloud: observed and provisioned.
+#[derive(Debug, Clone)]
+pub struct GcpInfra {
+    desired: Desired,
+    config: GcpInfraConfig,
+    rest: http::Rest,
+}
+
+impl GcpInfra {
+    /// The infrastructure `desired`, reached with `config` and tokens from
+    /// `tokens`.
+    ///
+    /// # Errors
+    /// [`InfraError::Other`] when the HTTP client cannot be built.
+    pub fn new(
+        desired: Desired,
+        config: GcpInfraConfig,
+        tokens: Arc<dyn TokenSource>,
+    ) -> Result<Self, InfraError> {
+        let rest = http::Rest::new(tokens, &desired.target.project, http::Backoff::default())?;
+        Ok(Self {
+            desired,
+            config,
+            rest,
+        })
+    }
+
+    /// What it provisions.
+    pub fn desired(&self) -> &Desired {
+        &self.desired
+    }
+}

@@ -1,0 +1,303 @@
+//! The adapter against a new fake project: `up`'s plan carried out builds
+//! everything (checked on the fakes' side), a second observation plans
+//! nothing; a run stopped midway is finished by the next with nothing
+//! created twice; `down` takes it away.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::infra::{self, Action, Desired, InfraTarget, PoolRequest, PoolSpec};
+use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
+use kinetic_gcp_common::StaticToken;
+use kinetic_infra_gcp::{Endpoints, GcpInfra, GcpInfraConfig, InfraError, Progress};
+
+/// Records what the adapter reports.
+#[derive(Debug, Default)]
+struct Recorded(Mutex<Vec<String>>);
+
+impl Progress for Recorded {
+    fn started(&self, action: &Action, index: usize, total: usize) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("start {}/{total} {}", index + 1, action.describe()));
+    }
+    fn waiting(&self, what: &str, status: &str, _elapsed: Duration) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("wait {what}: {status}"));
+    }
+    fn finished(&self, action: &Action, _elapsed: Duration) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("done {}", action.describe()));
+    }
+}
+
+fn desired(cloud: &FakeGcp) -> Desired {
+    let target = InfraTarget::new("fake-proj", "us-central1-a", "fake", "default").unwrap();
+    let apis = cloud.apis().endpoint();
+    Desired::new(&target).with_manifest_urls(
+        Some(&format!("{apis}/manifests/kubernetes-sigs/lws/releases/download/v0.5.1/manifests.yaml")),
+        Some(&format!("{apis}/manifests/GoogleCloudPlatform/container-engine-accelerators/master/nvidia-driver-installer/cos/daemonset-preloaded.yaml")),
+    )
+}
+
+fn adapter(cloud: &FakeGcp, kubeconfig: &std::path::Path, timeout: Duration) -> GcpInfra {
+    let mut endpoints = Endpoints::all_at(cloud.apis().endpoint());
+    endpoints.storage = cloud.gcs().endpoint();
+    GcpInfra::new(
+        desired(cloud),
+        GcpInfraConfig::default()
+            .endpoints(endpoints)
+            .kubeconfig(kubeconfig)
+            .operation_timeout(timeout),
+        Arc::new(StaticToken::new(FakeGcp::ACCESS_TOKEN)),
+    )
+    .unwrap()
+}
+
+async fn new_project() -> FakeGcp {
+    FakeGcp::start(
+        FakeGcpConfig::default()
+            .project("fake-proj")
+            .provisioned(false)
+            .operation_time(Duration::from_millis(150)),
+    )
+    .await
+    .unwrap()
+}
+
+fn l4_pool(d: &Desired) -> PoolSpec {
+    PoolSpec::new(
+        &d.target,
+        &PoolRequest::new(AcceleratorSpec::parse("l4").unwrap()),
+        "0a1b",
+    )
+    .unwrap()
+}
+
+async fn up(infra: &GcpInfra, progress: &Recorded) -> Result<infra::Plan, InfraError> {
+    let observed = infra.observe().await.complete()?;
+    let plan = infra::plan_up(infra.desired(), &observed, Some(&l4_pool(infra.desired())))?;
+    infra.execute(&plan, progress).await?;
+    Ok(plan)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_builds_a_new_project_and_down_takes_it_away() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kube/config");
+    let infra = adapter(&cloud, &kubeconfig, Duration::from_secs(60));
+    let progress = Recorded::default();
+    let plan = up(&infra, &progress).await.unwrap();
+    assert_eq!(plan.actions.len(), 17, "{:#?}", plan.actions);
+    let log = progress.0.lock().unwrap().clone();
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("wait creating GKE cluster fake: RUNNING")),
+        "{log:#?}"
+    );
+
+    // The fakes' side of it.
+    let names = cloud.names().clone();
+    assert!(cloud.apis().enabled().contains("container.googleapis.com"));
+    let (labels, ttl) = cloud.gcs().bucket_rules(&names.jobs_bucket).unwrap();
+    assert_eq!(
+        (labels["goog-packaged-solution"].as_str(), ttl),
+        ("kinetic", Some(30))
+    );
+    let nodes = "serviceAccount:kn-fake-nodes@fake-proj.iam.gserviceaccount.com";
+    assert!(
+        cloud
+            .apis()
+            .project_binding("roles/container.defaultNodeServiceAccount", nodes)
+    );
+    assert!(
+        cloud
+            .gcs()
+            .bucket_binding(&names.builds_bucket, "roles/storage.objectAdmin", nodes)
+    );
+    assert!(cloud.apis().service_account_binding(
+        "kn-fake-nodes@fake-proj.iam.gserviceaccount.com",
+        "roles/iam.workloadIdentityUser",
+        "serviceAccount:fake-proj.svc.id.goog[default/kinetic]",
+    ));
+    assert_eq!(
+        cloud.apis().node_pools("fake"),
+        vec![
+            ("default-pool".to_owned(), "RUNNING".to_owned()),
+            ("gpu-l4-0a1b".to_owned(), "RUNNING".to_owned()),
+        ]
+    );
+    let ksa = cloud
+        .cluster()
+        .object("serviceaccounts", "default", "kinetic")
+        .unwrap();
+    assert_eq!(
+        ksa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"],
+        "kn-fake-nodes@fake-proj.iam.gserviceaccount.com"
+    );
+    assert!(
+        cloud
+            .cluster()
+            .object(
+                "customresourcedefinitions.apiextensions.k8s.io",
+                "",
+                "leaderworkersets.leaderworkerset.x-k8s.io"
+            )
+            .is_some()
+    );
+    assert!(
+        cloud
+            .cluster()
+            .object("deployments.apps", "lws-system", "lws-controller-manager")
+            .is_some()
+    );
+    assert!(
+        cloud
+            .cluster()
+            .object("daemonsets.apps", "kube-system", "nvidia-driver-installer")
+            .is_some()
+    );
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    assert_eq!(
+        kc.current_context.as_deref(),
+        Some("gke_fake-proj_us-central1-a_fake")
+    );
+
+    // Nothing left to do, and status says so.
+    let observed = infra.observe().await.complete().unwrap();
+    let again =
+        infra::plan_up(infra.desired(), &observed, Some(&l4_pool(infra.desired()))).unwrap();
+    assert!(again.is_empty(), "{:#?}", again.actions);
+    let report = infra::status(infra.desired(), &observed);
+    assert!(report.complete(), "{:?}", report.fixes);
+    let gpu = report
+        .pools
+        .iter()
+        .find(|p| p.name == "gpu-l4-0a1b")
+        .unwrap();
+    assert_eq!(
+        (gpu.accelerator.as_deref(), gpu.nodes_total),
+        (Some("gpu:l4"), Some(0)),
+        "scaled to zero"
+    );
+    assert_eq!(
+        report.pools[0].nodes_ready,
+        Some(1),
+        "the default pool's node"
+    );
+
+    // Down, buckets and all.
+    cloud
+        .gcs()
+        .put_object(&names.jobs_bucket, "job-1/spec.json", b"{}");
+    let down = infra::plan_down(infra.desired(), &observed, true);
+    infra.execute(&down, &progress).await.unwrap();
+    assert!(cloud.apis().clusters().is_empty());
+    assert!(cloud.apis().repositories().is_empty());
+    assert!(cloud.apis().service_accounts().is_empty());
+    assert!(cloud.gcs().buckets().is_empty());
+    assert!(
+        !cloud
+            .apis()
+            .project_binding("roles/container.defaultNodeServiceAccount", nodes)
+    );
+    assert!(
+        cloud.cluster().nodes().is_empty(),
+        "the cluster's nodes went with it"
+    );
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    assert!(kc.contexts.is_empty());
+    let observed = infra.observe().await.complete().unwrap();
+    assert!(infra::plan_down(infra.desired(), &observed, true).is_empty());
+}
+
+fn assert_nothing_twice(cloud: &FakeGcp) {
+    let creations = cloud.apis().creations();
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &creations {
+        assert!(seen.insert(c), "{c} created twice: {creations:#?}");
+    }
+    let inserts = cloud.gcs().bucket_inserts();
+    assert_eq!(inserts.len(), 2, "{inserts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stopped_midway_is_finished_by_the_next() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+
+    // The second service account cannot be made: the run stops there.
+    cloud
+        .apis()
+        .fail("iam.projects.serviceAccounts.create", 403, 1, 1);
+    let infra = adapter(&cloud, &kubeconfig, Duration::from_secs(60));
+    let e = up(&infra, &Recorded::default()).await.unwrap_err();
+    assert!(matches!(e, InfraError::PermissionDenied { .. }), "{e}");
+    assert_eq!(cloud.apis().service_accounts().len(), 1);
+
+    // Stopped while the cluster is being created (the operation outlives
+    // the run, as when the process is killed).
+    let impatient = adapter(&cloud, &kubeconfig, Duration::from_millis(60));
+    let e = up(&impatient, &Recorded::default()).await.unwrap_err();
+    assert!(matches!(e, InfraError::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("run the command again"), "{e}");
+    assert_eq!(
+        cloud.apis().clusters(),
+        vec![("fake".to_owned(), "PROVISIONING".to_owned())]
+    );
+
+    // The next run waits for that cluster instead of making another, and
+    // finishes the rest.
+    let progress = Recorded::default();
+    let plan = up(&infra, &progress).await.unwrap();
+    assert!(
+        plan.actions.contains(&Action::WaitCluster),
+        "{:#?}",
+        plan.actions
+    );
+    assert!(!plan.actions.iter().any(|a| matches!(
+        a,
+        Action::CreateCluster { .. } | Action::CreateBucket { .. }
+    )));
+    let observed = infra.observe().await.complete().unwrap();
+    assert!(
+        infra::plan_up(infra.desired(), &observed, None)
+            .unwrap()
+            .is_empty()
+    );
+    assert_nothing_twice(&cloud);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_cannot_be_read_is_named_and_iam_lag_is_waited_out() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let infra = adapter(&cloud, &dir.path().join("config"), Duration::from_secs(60));
+    // IAM sees new accounts only after a while: the grants wait for it.
+    cloud.apis().set_iam_propagation(Duration::from_millis(400));
+    let progress = Recorded::default();
+    up(&infra, &progress).await.unwrap();
+    let log = progress.0.lock().unwrap().clone();
+    assert!(
+        log.iter().any(
+            |l| l.starts_with("wait IAM to know the members granted on the project")
+                && l.contains("does not exist")
+        ),
+        "{log:#?}"
+    );
+
+    cloud.gcs().deny("storage.buckets.get");
+    let observation = infra.observe().await;
+    let (what, e) = &observation.unreadable[0];
+    assert!(what.starts_with("bucket gs://fake-proj-kn-fake-"), "{what}");
+    assert!(e.to_string().contains("storage.buckets.get"), "{e}");
+    assert!(observation.complete().is_err());
+}
