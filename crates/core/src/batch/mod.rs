@@ -40,5 +40,6 @@ pub use machine::{
 };
 pub use manifest::{
     GROUP_KIND_MAP, GroupManifest, MAX_DETERMINISTIC_ATTEMPT, MAX_DETERMINISTIC_INDEX,
-    ManifestChild, ManifestError, child_job_id, child_position, decode_inputs, encode_inputs,
+    ChildOutcome, ManifestChild, ManifestError, child_job_id, child_position, decode_inputs,
+    encode_inputs,
 };

@@ -43,7 +43,7 @@ use crate::retry::RetryPolicy;
 
 pub use batch::{
     AttachOptions, BatchDriver, BatchError, BatchFailure, BatchHandle, BatchItem,
-    BatchResultsOptions, ChildError, FailedChild, MapOptions, Spawner,
+    BatchResultsOptions, BatchSummary, ChildError, FailedChild, MapOptions, Spawner,
 };
 pub use error::EngineError;
 pub use handle::{CleanupOptions, JobHandle, LogCallback, ResultOptions, StatusCallback};

@@ -233,6 +233,24 @@ async fn finish_submit(
     }
 }
 
+/// The spec's working directory, absolute: a relative one (or none) is
+/// taken from the settings' working directory, else the process's.
+pub(crate) fn working_dir(
+    settings: &super::EngineSettings,
+    spec: &JobSpec,
+) -> Result<std::path::PathBuf, EngineError> {
+    let base = match &settings.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().map_err(|e| {
+            EngineError::project_caused_by(format!("cannot read the current directory: {e}"), e)
+        })?,
+    };
+    Ok(match &spec.working_dir {
+        Some(dir) => super::spec::absolute(dir, &base),
+        None => base,
+    })
+}
+
 /// Check everything that can be checked before uploading, and resolve the
 /// backend, environment, project and image plan.
 pub(crate) async fn resolve(
@@ -256,17 +274,7 @@ pub(crate) async fn resolve(
     for warning in env.warnings() {
         options.emit(ProgressEvent::Warning(warning.to_string()));
     }
-    let base = match &settings.cwd {
-        Some(cwd) => cwd.clone(),
-        None => std::env::current_dir().map_err(|e| {
-            EngineError::project_caused_by(format!("cannot read the current directory: {e}"), e)
-        })?,
-    };
-    // A relative working directory is taken from the settings' (or the process's).
-    let cwd = match &spec.working_dir {
-        Some(dir) => super::spec::absolute(dir, &base),
-        None => base,
-    };
+    let cwd = working_dir(settings, spec)?;
     let entrypoint = spec.entrypoint.clone();
     let (home, package_root) = (settings.home.clone(), settings.package_root.clone());
     let project = blocking(move || {
