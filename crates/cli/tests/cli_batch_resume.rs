@@ -154,7 +154,7 @@ fn a_map_killed_once_its_manifest_exists_resumes_even_after_a_killed_resume() {
     // The batch commands tell the truth about the stranded inputs, at once.
     let started = Instant::now();
     let o = w.kinetic(&["batch", "wait", &group]);
-    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(started.elapsed() < Duration::from_secs(120), "no command waits on inputs it cannot find");
     let err = stderr(&o);
     if !w.manifest(&group)["submission_complete"].as_bool().unwrap_or(false) {
         assert!(
@@ -200,7 +200,7 @@ fn detach_returns_with_every_child_named_and_results_read_the_same_twice() {
     let second = w.kinetic(&["batch", "results", &group]);
     assert!(second.status.success(), "{}", stderr(&second));
     assert_eq!(stdout(&second), expected_values());
-    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(started.elapsed() < Duration::from_secs(120), "no command waits on inputs it cannot find");
     let manifest = w.manifest(&group);
     let outcomes: Vec<&Value> = manifest["children"]
         .as_array()
@@ -249,5 +249,5 @@ fn inputs_no_job_is_known_for_are_named_at_once() {
             "{command}: {err}"
         );
     }
-    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(started.elapsed() < Duration::from_secs(120), "no command waits on inputs it cannot find");
 }

@@ -246,7 +246,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                         .map(|(i, s)| {
                             json!({
                                 "index": i,
-                                "job_id": batch.job(*i).map(|j| j.id().to_string()),
+                                "job_id": batch.job_id(*i).map(|j| j.to_string()),
                                 "status": s.status,
                                 "reason": s.reason,
                             })
@@ -269,8 +269,8 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                             vec![
                                 i.to_string(),
                                 batch
-                                    .job(*i)
-                                    .map(|j| j.id().to_string())
+                                    .job_id(*i)
+                                    .map(|j| j.to_string())
                                     .unwrap_or_default(),
                                 s.status.to_string(),
                                 s.reason

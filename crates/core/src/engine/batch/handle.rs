@@ -283,6 +283,18 @@ impl BatchHandle {
         self.shared.lock().jobs.get(index).cloned().flatten()
     }
 
+    /// The job id of input `index`, once submitted (also for a job cleaned
+    /// up after its outcome was recorded, which has no handle any more).
+    pub fn job_id(&self, index: usize) -> Option<JobId> {
+        let core = self.shared.lock();
+        core.jobs
+            .get(index)
+            .cloned()
+            .flatten()
+            .map(|j| j.id().clone())
+            .or_else(|| core.machine.slot(index).and_then(Slot::job_id).cloned())
+    }
+
     /// The counts as last seen, without polling.
     pub fn counts(&self) -> BatchCounts {
         self.shared.lock().machine.counts()

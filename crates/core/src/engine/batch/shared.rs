@@ -457,10 +457,20 @@ impl BatchShared {
             }
             best.into_values().collect()
         };
-        // A child whose outcome was recorded at collection is settled as
-        // recorded: its job may be cleaned up since.
-        let (recorded, wanted): (Vec<ManifestChild>, Vec<ManifestChild>) =
-            wanted.into_iter().partition(|c| c.outcome.is_some());
+        // A child whose outcome was recorded at collection reads as
+        // recorded; one whose job was cleaned up since is settled without
+        // loading its record.
+        {
+            let mut core = self.lock();
+            for c in &wanted {
+                if let Some(outcome) = &c.outcome {
+                    core.outcomes.insert(c.group_index, outcome.clone());
+                }
+            }
+        }
+        let (recorded, wanted): (Vec<ManifestChild>, Vec<ManifestChild>) = wanted
+            .into_iter()
+            .partition(|c| c.outcome.as_ref().is_some_and(ChildOutcome::cleaned));
         let mut adopted = recorded.len();
         if !recorded.is_empty() {
             let mut core = self.lock();
@@ -471,9 +481,7 @@ impl BatchShared {
                     Some(ChildOutcome::Succeeded { .. }) => JobStatus::Succeeded,
                     _ => JobStatus::Failed,
                 };
-                if let Some(outcome) = child.outcome {
-                    core.outcomes.insert(index, outcome);
-                }
+                core.states[index] = Some(JobState::new(status));
                 for event in [
                     Event::Adopt {
                         index,
