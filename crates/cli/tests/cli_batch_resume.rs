@@ -137,7 +137,11 @@ fn resume_to_the_end(w: &World, group: &str) {
     let o = w.kinetic(&["batch", "resume", group]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), expected_values(), "{}", stderr(&o));
-    assert_eq!(w.calls(), (0..INPUTS).collect::<Vec<_>>(), "each input runs once");
+    assert_eq!(
+        w.calls(),
+        (0..INPUTS).collect::<Vec<_>>(),
+        "each input runs once"
+    );
     // The values were recorded before the jobs were cleaned: asking again
     // gives the same, at once.
     let o = w.kinetic(&["batch", "results", group]);
@@ -154,11 +158,18 @@ fn a_map_killed_once_its_manifest_exists_resumes_even_after_a_killed_resume() {
     // The batch commands tell the truth about the stranded inputs, at once.
     let started = Instant::now();
     let o = w.kinetic(&["batch", "wait", &group]);
-    assert!(started.elapsed() < Duration::from_secs(120), "no command waits on inputs it cannot find");
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "no command waits on inputs it cannot find"
+    );
     let err = stderr(&o);
-    if !w.manifest(&group)["submission_complete"].as_bool().unwrap_or(false) {
+    if !w.manifest(&group)["submission_complete"]
+        .as_bool()
+        .unwrap_or(false)
+    {
         assert!(
-            err.contains("never submitted") && err.contains(&format!("kinetic batch resume {group}")),
+            err.contains("never submitted")
+                && err.contains(&format!("kinetic batch resume {group}")),
             "{err}"
         );
     }
@@ -173,7 +184,9 @@ fn a_map_killed_midway_or_late_resumes_with_nothing_twice_and_nothing_lost() {
     for calls in [3, INPUTS - 2] {
         let w = World::new();
         let child = w.spawn(&map_args());
-        kill_when(child, &format!("{calls} calls"), || w.calls().len() >= calls);
+        kill_when(child, &format!("{calls} calls"), || {
+            w.calls().len() >= calls
+        });
         let group = w.group_id().expect("group");
         resume_to_the_end(&w, &group);
     }
@@ -188,7 +201,11 @@ fn detach_returns_with_every_child_named_and_results_read_the_same_twice() {
     assert!(o.status.success(), "{}", stderr(&o));
     let group = stdout(&o).trim().to_owned();
     let manifest = w.manifest(&group);
-    assert_eq!(manifest["children"].as_array().map(Vec::len), Some(INPUTS), "{manifest}");
+    assert_eq!(
+        manifest["children"].as_array().map(Vec::len),
+        Some(INPUTS),
+        "{manifest}"
+    );
     assert_eq!(manifest["submission_complete"], Value::Bool(true));
     // What resume needs, with no environment value in it.
     assert_eq!(manifest["resume"]["max_concurrent"], Value::from(2));
@@ -200,7 +217,10 @@ fn detach_returns_with_every_child_named_and_results_read_the_same_twice() {
     let second = w.kinetic(&["batch", "results", &group]);
     assert!(second.status.success(), "{}", stderr(&second));
     assert_eq!(stdout(&second), expected_values());
-    assert!(started.elapsed() < Duration::from_secs(120), "no command waits on inputs it cannot find");
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "no command waits on inputs it cannot find"
+    );
     let manifest = w.manifest(&group);
     let outcomes: Vec<&Value> = manifest["children"]
         .as_array()
@@ -208,7 +228,12 @@ fn detach_returns_with_every_child_named_and_results_read_the_same_twice() {
         .iter()
         .map(|c| &c["outcome"])
         .collect();
-    assert!(outcomes.iter().all(|o| o["status"] == "SUCCEEDED" && o["cleaned"] == true), "{manifest}");
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o["status"] == "SUCCEEDED" && o["cleaned"] == true),
+        "{manifest}"
+    );
 
     let o = w.kinetic(&["batch", "list", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -218,7 +243,10 @@ fn detach_returns_with_every_child_named_and_results_read_the_same_twice() {
 
     let o = w.kinetic(&["batch", "cleanup", &group]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(!w.groups().join(&group).exists(), "the batch's folder is gone");
+    assert!(
+        !w.groups().join(&group).exists(),
+        "the batch's folder is gone"
+    );
     let o = w.kinetic(&["batch", "list"]);
     assert!(!stdout(&o).contains(&group), "{}", stdout(&o));
 }
@@ -238,7 +266,10 @@ fn inputs_no_job_is_known_for_are_named_at_once() {
     let path = w.groups().join(&group).join("manifest.json");
     let mut manifest = w.manifest(&group);
     manifest["children"] = Value::Array(vec![]);
-    manifest.as_object_mut().unwrap().remove("submission_complete");
+    manifest
+        .as_object_mut()
+        .unwrap()
+        .remove("submission_complete");
     fs::write(&path, manifest.to_string()).expect("write");
     let started = Instant::now();
     for command in ["status", "wait", "results"] {
@@ -249,5 +280,8 @@ fn inputs_no_job_is_known_for_are_named_at_once() {
             "{command}: {err}"
         );
     }
-    assert!(started.elapsed() < Duration::from_secs(120), "no command waits on inputs it cannot find");
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "no command waits on inputs it cannot find"
+    );
 }

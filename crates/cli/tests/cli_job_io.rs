@@ -150,7 +150,10 @@ fn nesting_beyond_the_protocol_limit_is_a_clear_error_not_a_crash() {
     let o = p.kinetic(&["run", "values:nested", "--arg", "2000"], &[]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("ResultNotJSON") && err.contains("512"), "{err}");
+    assert!(
+        err.contains("ResultNotJSON") && err.contains("512"),
+        "{err}"
+    );
     let deep = format!("{}1{}", "[".repeat(600), "]".repeat(600));
     let o = p.kinetic(&["run", "values:depth", "--arg", &deep], &[]);
     assert_eq!(o.status.code(), Some(2));
@@ -200,7 +203,10 @@ fn a_project_beyond_the_extraction_limits_is_refused_before_upload() {
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
         .unwrap_or_default();
     assert!(uploaded.is_empty(), "{uploaded:?}");
-    let o = p.kinetic(&["run", "values:big"], &[("KINETIC_CONTEXT_MAX_RATIO", "x")]);
+    let o = p.kinetic(
+        &["run", "values:big"],
+        &[("KINETIC_CONTEXT_MAX_RATIO", "x")],
+    );
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -232,9 +238,9 @@ fn secret_values_are_redacted_from_errors_tracebacks_and_logs() {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-            } else if std::fs::read(&path).is_ok_and(|b| {
-                b.windows(secret.len()).any(|w| w == secret.as_bytes())
-            }) {
+            } else if std::fs::read(&path)
+                .is_ok_and(|b| b.windows(secret.len()).any(|w| w == secret.as_bytes()))
+            {
                 leaks.push(path);
             }
         }
@@ -247,7 +253,10 @@ fn secret_values_are_redacted_from_errors_tracebacks_and_logs() {
         .expect("a job id in the error");
     let o = p.kinetic(&["jobs", "logs", job], &[("API_KEY_TWO", secret)]);
     let logs = String::from_utf8_lossy(&o.stdout);
-    assert!(logs.contains("<redacted>") && !logs.contains(secret), "{logs}");
+    assert!(
+        logs.contains("<redacted>") && !logs.contains(secret),
+        "{logs}"
+    );
     let o = p.kinetic(&["run", "values:big", "--secret", "API_KEY_TWO=x"], &[]);
     assert_eq!(o.status.code(), Some(2));
 }

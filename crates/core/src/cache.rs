@@ -182,7 +182,8 @@ impl DataMarker {
             .files
             .iter()
             .map(|f| {
-                let mut v = json!({"name": f.name, "size": f.size, "digest": hex::encode(f.digest)});
+                let mut v =
+                    json!({"name": f.name, "size": f.size, "digest": hex::encode(f.digest)});
                 if let Some(tag) = &f.e_tag {
                     v["etag"] = json!(tag);
                 }
@@ -311,10 +312,8 @@ impl DataMarker {
     /// This marker with each file's etag taken from `stored` (the listing
     /// made right after uploading).
     pub fn with_e_tags(mut self, stored: &[StoredFile]) -> Self {
-        let tags: std::collections::BTreeMap<&str, &Option<String>> = stored
-            .iter()
-            .map(|s| (s.name.as_str(), &s.e_tag))
-            .collect();
+        let tags: std::collections::BTreeMap<&str, &Option<String>> =
+            stored.iter().map(|s| (s.name.as_str(), &s.e_tag)).collect();
         for f in &mut self.files {
             f.e_tag = tags.get(f.name.as_str()).and_then(|t| (*t).clone());
         }

@@ -182,7 +182,10 @@ mod tests {
     fn depth_is_bounded_before_parsing() {
         assert_eq!(depth(&parse(nested(512).as_bytes()).unwrap()), 512);
         let err = parse(nested(513).as_bytes()).unwrap_err();
-        assert!(matches!(err, JsonError::TooDeep { limit: 512, .. }), "{err}");
+        assert!(
+            matches!(err, JsonError::TooDeep { limit: 512, .. }),
+            "{err}"
+        );
         // A hostile document is refused on its text, whatever its depth.
         assert!(parse(nested(1_000_000).as_bytes()).is_err());
         // Brackets inside strings do not count.

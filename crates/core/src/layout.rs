@@ -183,7 +183,9 @@ pub fn groups_root() -> ObjectPath {
 pub fn manifest_group(path: &ObjectPath) -> Option<GroupId> {
     let rest = path.as_str().strip_prefix(GROUPS_DIR)?.strip_prefix('/')?;
     let (group, file) = rest.split_once('/')?;
-    (file == MANIFEST_FILE).then(|| group.parse().ok()).flatten()
+    (file == MANIFEST_FILE)
+        .then(|| group.parse().ok())
+        .flatten()
 }
 
 /// `_groups/{group_id}`: a batch's folder.

@@ -59,8 +59,8 @@ use serde_json::{Map, Value};
 use sha2::Digest as _;
 
 use crate::accelerators::{AcceleratorError, AcceleratorSpec};
-use crate::engine::{Data, DataSource, EngineSettings, JobSpec};
 use crate::cache::DataMarker;
+use crate::engine::{Data, DataSource, EngineSettings, JobSpec};
 use crate::hashing::{ContentHash, HashKind, HashedFile};
 use crate::ids::{GroupId, JobId, display_name, k8s_name_for_backend};
 use crate::image::{DOCKERFILE_TEMPLATE, python_base_image};

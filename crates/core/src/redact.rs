@@ -65,7 +65,10 @@ impl Redactor {
 
     /// The values `snapshot` holds for `names` (a job's `secret_names`,
     /// read back from its `spec.json` by a process that did not submit it).
-    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>, snapshot: &EnvSnapshot) -> Self {
+    pub fn from_names<'a>(
+        names: impl IntoIterator<Item = &'a str>,
+        snapshot: &EnvSnapshot,
+    ) -> Self {
         Self::new(
             names
                 .into_iter()

@@ -5,7 +5,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use kinetic_core::engine::{Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions};
+use kinetic_core::engine::{
+    Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions,
+};
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::redact::REDACTED;
 use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
@@ -61,7 +63,10 @@ async fn secret_values_never_reach_what_the_engine_shows() {
     assert_eq!(error.message, format!("token {REDACTED} refused"));
     assert!(!err.to_string().contains(SECRET), "{err}");
     let streamed = lines.lock().unwrap().join("\n");
-    assert!(streamed.contains(&format!("connecting with {REDACTED}")), "{streamed}");
+    assert!(
+        streamed.contains(&format!("connecting with {REDACTED}")),
+        "{streamed}"
+    );
     assert!(!streamed.contains(SECRET));
 
     // Another handle on the same job, as `kinetic jobs logs ID` makes one:

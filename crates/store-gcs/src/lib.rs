@@ -583,7 +583,9 @@ impl ObjectStore for GcsStore {
             .map_err(|e| self.fail(e, what))?;
         let mut out = Vec::with_capacity(metas.len());
         for meta in metas {
-            out.push(ObjectMeta::new(self.port_path(&meta.location)?, meta.size).with_e_tag(meta.e_tag));
+            out.push(
+                ObjectMeta::new(self.port_path(&meta.location)?, meta.size).with_e_tag(meta.e_tag),
+            );
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)

@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use kinetic_core::cache::DataMarker;
 use kinetic_core::engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::env::EnvSnapshot;
-use kinetic_core::cache::DataMarker;
 use kinetic_core::hashing::content_hash;
 use kinetic_core::layout::{data_entry, data_marker};
 use kinetic_core::ports::{ObjectPath, ObjectStore};
@@ -224,7 +224,10 @@ async fn an_entry_that_does_not_match_its_marker_is_repaired() {
     w.gcs.put_object(BUCKET, &stray, b"");
     w.gcs.clear_requests();
     w.engine.submit(w.spec()).await.unwrap();
-    assert!(w.gcs.object(BUCKET, &stray).is_none(), "the stray object is gone");
+    assert!(
+        w.gcs.object(BUCKET, &stray).is_none(),
+        "the stray object is gone"
+    );
     assert!(uploads(&w).is_empty(), "{:?}", uploads(&w));
 
     // A file gone, and one edited in the bucket (same size, other bytes):
@@ -233,7 +236,8 @@ async fn an_entry_that_does_not_match_its_marker_is_repaired() {
     let edited = format!("{entry}/f04.txt");
     let original = w.gcs.object(BUCKET, &edited).unwrap();
     w.delete(&gone).await;
-    w.gcs.put_object(BUCKET, &edited, &vec![b'x'; original.len()]);
+    w.gcs
+        .put_object(BUCKET, &edited, &vec![b'x'; original.len()]);
     w.gcs.clear_requests();
     w.engine.submit(w.spec()).await.unwrap();
     let mut again = uploads(&w);

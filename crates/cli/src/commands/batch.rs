@@ -166,7 +166,10 @@ fn list(batches: &[BatchSummary], out: &Output) -> Result<(), CliError> {
             } else if b.submission_complete {
                 "submitted".to_owned()
             } else if b.resumable {
-                format!("{} never submitted or running: resume", b.total - b.submitted)
+                format!(
+                    "{} never submitted or running: resume",
+                    b.total - b.submitted
+                )
             } else {
                 format!("{} not named", b.total - b.submitted)
             };
@@ -215,10 +218,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
             } => {
                 check_group_id(group_id)?;
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
-                let batch = engine
-                    .resume_batch(group_id)
-                    .await
-                    .map_err(batch_error)?;
+                let batch = engine.resume_batch(group_id).await.map_err(batch_error)?;
                 render::info(&format!(
                     "batch {}: resuming {} inputs",
                     batch.group_id(),
@@ -268,10 +268,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                         .map(|(i, s)| {
                             vec![
                                 i.to_string(),
-                                batch
-                                    .job_id(*i)
-                                    .map(|j| j.to_string())
-                                    .unwrap_or_default(),
+                                batch.job_id(*i).map(|j| j.to_string()).unwrap_or_default(),
                                 s.status.to_string(),
                                 s.reason
                                     .as_ref()

@@ -207,9 +207,9 @@ pub(crate) fn batch_items(
     if failed.is_empty() {
         Ok(())
     } else if !missing.is_empty() {
-        Err(CliError::failed(
-            crate::commands::batch::never_submitted(batch, &missing),
-        ))
+        Err(CliError::failed(crate::commands::batch::never_submitted(
+            batch, &missing,
+        )))
     } else {
         Err(CliError::failed(format!(
             "batch {}: {} of {} inputs failed",

@@ -394,8 +394,7 @@ impl GroupManifest {
                 input_mode,
                 inputs: text(&mut map, "inputs"),
                 resume: map.remove("resume").filter(|r| r.is_object()),
-                submission_complete: map.remove("submission_complete")
-                    == Some(Value::Bool(true)),
+                submission_complete: map.remove("submission_complete") == Some(Value::Bool(true)),
             },
             warnings,
         ))

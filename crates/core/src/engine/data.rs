@@ -74,7 +74,10 @@ pub(crate) async fn ensure_cached(
                         });
                     }
                     Ok(found) => (to_upload(&wanted, &found), Some(describe(&found))),
-                    Err(why) => (wanted.files.iter().map(|f| f.name.as_str()).collect(), Some(why)),
+                    Err(why) => (
+                        wanted.files.iter().map(|f| f.name.as_str()).collect(),
+                        Some(why),
+                    ),
                 }
             }
         };

@@ -216,12 +216,10 @@ async fn finish_submit(
     result: Result<JobRecord, EngineError>,
 ) -> Result<JobHandle, EngineError> {
     match result {
-        Ok(record) => Ok(JobHandle::new(
-            inner.clone(),
-            resolved.backend.clone(),
-            record,
-        )
-        .with_redactor(Redactor::from_captured(&resolved.env))),
+        Ok(record) => Ok(
+            JobHandle::new(inner.clone(), resolved.backend.clone(), record)
+                .with_redactor(Redactor::from_captured(&resolved.env)),
+        ),
         Err(err) => {
             // Nothing of a job that was not submitted stays behind as if it
             // were: its prefix goes (cached data, complete or marked, stays).

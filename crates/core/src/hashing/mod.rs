@@ -682,8 +682,7 @@ mod tests {
         std::fs::write(root.join("b.txt"), "bb").unwrap();
         std::fs::write(root.join("sub/deep/c.txt"), "c").unwrap();
         std::fs::write(dir.path().join("target.txt"), "t").unwrap();
-        std::os::unix::fs::symlink(dir.path().join("target.txt"), root.join("a-link.txt"))
-            .unwrap();
+        std::os::unix::fs::symlink(dir.path().join("target.txt"), root.join("a-link.txt")).unwrap();
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("linkdir")).unwrap();
         for threads in [1, 4] {
             let options = HashOptions::default().threads(threads).listing(true);
@@ -696,8 +695,8 @@ mod tests {
                 report.hash
             );
         }
-        let single = content_hash_with(root.join("b.txt"), &HashOptions::default().listing(true))
-            .unwrap();
+        let single =
+            content_hash_with(root.join("b.txt"), &HashOptions::default().listing(true)).unwrap();
         assert_eq!(single.listing[0].name, "b.txt");
         assert_eq!(
             hash_of_listing(HashKind::File, [&single.listing[0].digest]),

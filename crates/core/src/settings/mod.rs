@@ -58,8 +58,8 @@ use crate::config::{
 pub use crate::config::{EnvLookup, ProfileRef, Setting, Source};
 use crate::engine::EngineSettings;
 use crate::env::SecretValue;
-use crate::protocol::ExtractLimits;
 use crate::packaging::DEFAULT_SIZE_WARN_BYTES;
+use crate::protocol::ExtractLimits;
 
 /// The backend jobs go to when neither the job nor `KINETIC_BACKEND` names one.
 pub const DEFAULT_BACKEND: &str = "local";

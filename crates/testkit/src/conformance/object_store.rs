@@ -187,7 +187,6 @@ pub async fn head_reports_size(store: &dyn ObjectStore) {
     let meta = store.head(&p).await.expect("head");
     assert_eq!(meta.size, 5);
     assert_eq!(meta.path, p);
-
 }
 
 /// A store that gives version tags gives the same one from `head` and

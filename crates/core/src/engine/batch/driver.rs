@@ -255,7 +255,8 @@ async fn run(
         // Done: nothing to submit, retry or write.
         if idle && chores.is_empty() && manifest_write.is_none() && poll.is_none() {
             let mut core = shared.lock();
-            let unwritten = core.machine.is_submission_complete() && !core.complete_manifest_written;
+            let unwritten =
+                core.machine.is_submission_complete() && !core.complete_manifest_written;
             if !core.machine.needs_driver() && !core.manifest_dirty && !unwritten {
                 core.driver = DriverState::Finished;
                 core.submit_tx = None;

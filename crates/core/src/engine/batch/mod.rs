@@ -448,7 +448,9 @@ impl Engine {
         &self,
         group_id: &str,
     ) -> Result<(BatchHandle, BatchDriver), BatchError> {
-        let handle = self.attach_batch(group_id, AttachOptions::default()).await?;
+        let handle = self
+            .attach_batch(group_id, AttachOptions::default())
+            .await?;
         let recipe = handle.recipe().ok_or_else(|| BatchError::InvalidInput {
             message: format!(
                 "batch {group_id} does not record how it was submitted (it was started by Kinetic or an older version): resume it from code with BatchHandle::resume(spec, options)"
@@ -543,8 +545,11 @@ impl BatchSummary {
             .map(|c| c.group_index)
             .filter(|i| *i < m.total_expected)
             .collect();
-        let outcomes: Vec<&ChildOutcome> =
-            m.children.iter().filter_map(|c| c.outcome.as_ref()).collect();
+        let outcomes: Vec<&ChildOutcome> = m
+            .children
+            .iter()
+            .filter_map(|c| c.outcome.as_ref())
+            .collect();
         Self {
             group_id: m.group_id.clone(),
             name: m.group_name.clone(),

@@ -204,7 +204,11 @@ fn decode_entrypoint(v: &Value) -> Result<Entrypoint, String> {
     if let Some(argv) = m.get("command") {
         let argv: Vec<String> = argv
             .as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
             .ok_or("the command is not a list of strings")?;
         return Entrypoint::command(argv).map_err(|e| e.to_string());
     }
@@ -276,8 +280,14 @@ mod tests {
         let data = Data::new("d.txt", dir.path()).unwrap();
         let spec = JobSpec::new(Entrypoint::parse("work:f").unwrap())
             .arg(json!(1267650600228229401496703205376_u128.to_string()))
-            .arg(Arg::List(vec![Arg::Data(data.clone()), Arg::Json(json!(2))]))
-            .kwarg("k", Arg::Object(vec![("d".into(), Arg::Data(data.clone()))]))
+            .arg(Arg::List(vec![
+                Arg::Data(data.clone()),
+                Arg::Json(json!(2)),
+            ]))
+            .kwarg(
+                "k",
+                Arg::Object(vec![("d".into(), Arg::Data(data.clone()))]),
+            )
             .accelerator("cpu")
             .env(EnvEntry::parse_cli("LIT=top-secret-value").unwrap())
             .env(EnvEntry::parse_secret("TOKEN").unwrap())
@@ -306,7 +316,12 @@ mod tests {
         assert_eq!(back.env[0], EnvEntry::parse_cli("LIT").unwrap());
         assert_eq!(&back.env[1..], &spec.env[1..]);
         assert_eq!(
-            (opts.max_concurrent, opts.retries, opts.fail_fast, opts.cancel_running_on_fail),
+            (
+                opts.max_concurrent,
+                opts.retries,
+                opts.fail_fast,
+                opts.cancel_running_on_fail
+            ),
             (Some(3), 2, true, true)
         );
         // Data that is gone is named.

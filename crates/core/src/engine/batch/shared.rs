@@ -362,8 +362,8 @@ impl BatchShared {
         // Complete once the submitting loop submitted everything (or the
         // manifest said so already).
         let submitting = matches!(core.driver, DriverState::Running | DriverState::Finished);
-        m.submission_complete = base.submission_complete
-            || (submitting && core.machine.is_submission_complete());
+        m.submission_complete =
+            base.submission_complete || (submitting && core.machine.is_submission_complete());
         m.children = core
             .machine
             .children()
