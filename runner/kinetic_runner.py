@@ -1081,13 +1081,7 @@ class DataResolver:
 
 def entry_digest(name: str, path: str) -> str:
     """``SHA-256(name ‖ 0x00 ‖ bytes)``: a file's part of a content hash."""
-    digest = hashlib.sha256(name.encode("utf-8") + b"\0")
-    with open(path, "rb") as f:
-        while True:
-            chunk = f.read(CHUNK)
-            if not chunk:
-                return digest.hexdigest()
-            digest.update(chunk)
+    return sha256_file(path, prefix=name.encode("utf-8") + b"\0")
 
 
 def read_cache_marker(storage: Storage, uri: str, marker_uri: str) -> list:
@@ -1623,8 +1617,9 @@ def module_name_for_path(rel: str) -> str:
     return ".".join(cleaned)
 
 
-def sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
+def sha256_file(path: str, prefix: bytes = b"") -> str:
+    """SHA-256 of ``prefix`` then the file's bytes, as hex."""
+    digest = hashlib.sha256(prefix)
     with open(path, "rb") as f:
         while True:
             chunk = f.read(CHUNK)
