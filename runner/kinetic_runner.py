@@ -17,6 +17,7 @@ printed.
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
 import concurrent.futures
 import contextlib
@@ -27,6 +28,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import pickle
 import re
 import select
 import shlex
@@ -586,6 +588,10 @@ class Spec:
         self.node_ips = _field(cluster, "node_ips", list, [], "spec.cluster.")
         if not all(isinstance(ip, str) for ip in self.node_ips):
             raise RunnerError("spec.cluster.node_ips must be a list of strings")
+        python_values = doc.get("python_values")
+        if python_values is not None and not isinstance(python_values, str):
+            raise RunnerError("spec.python_values must be a Python version string ('3.11') or null")
+        self.python_values = python_values
 
 
 _MISSING = object()
@@ -893,6 +899,58 @@ def plan_actions(plan, workspace: str) -> PlanActions:
     elif cwd_rel not in ("", None):
         warnings.append("plan client_cwd_rel is a %s, not a string; staying at the workspace root" % type(cwd_rel).__name__)
     return PlanActions(entries, cwd, False, warnings)
+
+
+# --------------------------------------------------------------------------
+# Pickled Python values
+
+PICKLE_KEY = "__kinetic_pickle__"
+
+
+def python_minor() -> str:
+    return "%d.%d" % sys.version_info[:2]
+
+
+def is_pickled(value) -> bool:
+    return isinstance(value, dict) and isinstance(value.get(PICKLE_KEY), str)
+
+
+def decode_python_values(value):
+    """``value`` with every pickled leaf (``{"__kinetic_pickle__": base64, "python": "3.11"}``) unpickled.
+
+    A value pickled by another Python minor version is refused: pickles of
+    the standard library's and of most packages' objects differ between them.
+    """
+    if is_pickled(value):
+        made_by = value.get("python")
+        if made_by != python_minor():
+            raise PhaseFailure(DATA, "PythonVersionMismatch",
+                               "an argument was pickled by Python %s but this job runs Python %s; "
+                               "pass JSON values, or run the client on Python %s" % (made_by, python_minor(), python_minor()), "")
+        return pickle.loads(base64.b64decode(value[PICKLE_KEY]))
+    if isinstance(value, list):
+        return [decode_python_values(v) for v in value]
+    if isinstance(value, dict):
+        return {k: decode_python_values(v) for k, v in value.items()}
+    return value
+
+
+RUNNER_MODULE = "__kinetic_runner__"
+
+
+def call_pickled(fn, *args, **kwargs):
+    """The entrypoint ``__kinetic_runner__:call_pickled``: calls the function
+    that came pickled by value (cloudpickle) as the first argument."""
+    if not callable(fn):
+        raise TypeError("__kinetic_runner__:call_pickled needs a pickled function as its first argument, got %s"
+                        % type(fn).__name__)
+    return fn(*args, **kwargs)
+
+
+def encode_python_value(value) -> dict:
+    """``value`` pickled as a leaf a Python client of the same minor version reads back."""
+    return {PICKLE_KEY: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii"),
+            "python": python_minor()}
 
 
 # --------------------------------------------------------------------------
@@ -1363,6 +1421,9 @@ class Runner:
                 value = self._phase(EXECUTE, self.run_command)
             else:
                 fn = self._phase(LOAD, self.load_entrypoint, user_code=True)
+                if self.spec.python_values is not None:
+                    args, kwargs = self._phase(DATA, lambda: (decode_python_values(args), decode_python_values(kwargs)),
+                                               user_code=True)
                 value = self.call(fn, args, kwargs)
             if self.host_index != 0:
                 log(EXECUTE, "host %d succeeded (only the leader writes a success result)" % self.host_index)
@@ -1514,6 +1575,9 @@ class Runner:
     def load_entrypoint(self):
         entry = self.spec.entrypoint
         function = entry["function"]
+        if entry.get("module") == RUNNER_MODULE and function == "call_pickled":
+            log(LOAD, "%s.%s (a function pickled by value)" % (RUNNER_MODULE, function))
+            return call_pickled
         if entry.get("module") is not None:
             owner = entry["module"]
             module = importlib.import_module(owner)
@@ -1526,6 +1590,9 @@ class Runner:
                 target = getattr(target, part)
             except AttributeError:
                 raise RunnerError("module %r has no attribute %r" % (owner, function)) from None
+        # A function decorated with the kinetic module's @kinetic.run is the
+        # decorator's wrapper here; the job runs the function it wraps.
+        target = getattr(target, "__kinetic_function__", target)
         if not callable(target):
             raise RunnerError("%s.%s is not callable (it is a %s)" % (owner, function, type(target).__name__))
         log(LOAD, "%s.%s" % (owner, function))
@@ -1596,6 +1663,12 @@ class Runner:
         try:
             return success_document(value, self.host_index)
         except (TypeError, ValueError, RecursionError) as err:
+            if self.spec.python_values is not None:
+                # The client reads pickles: a value JSON cannot hold goes back pickled.
+                try:
+                    return success_document(encode_python_value(value), self.host_index)
+                except Exception as pickle_err:  # noqa: BLE001 - reported below with the JSON error
+                    err = TypeError("%s; pickling it failed too: %s: %s" % (err, type(pickle_err).__name__, pickle_err))
             raise PhaseFailure(
                 SERIALIZE, "ResultNotJSON",
                 "the return value cannot be encoded as JSON (%s): %s" % (err, _safe_repr(value)),

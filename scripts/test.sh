@@ -37,6 +37,19 @@ if [[ -d runner/tests ]]; then
   python3 -m unittest discover -s runner/tests -t . 2>&1 | tail -n 5
 fi
 
+step "python module (maturin develop into a venv, pytest)"
+# The kinetic Python module, built into a venv under target/ (kept between
+# runs) with maturin from PyPI, then its pytest suite: the reference's
+# examples as a user writes them, on the local backend and with
+# backend="gke" on kinetic-fake-gcp.
+venv=target/python-venv
+[[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest cloudpickle
+# The gke half of the suite runs on the fake cloud of kinetic-fake-gcp.
+cargo build -p kinetic-fake-gcp --locked --quiet
+(cd crates/python && VIRTUAL_ENV="$PWD/../../$venv" "../../$venv/bin/maturin" develop --locked -q)
+"$venv/bin/python" -m pytest -q crates/python/tests
+
 step "rust tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast

@@ -4,12 +4,15 @@
 //! 429, 5xx and transport failures under one `kinetic_core::retry` policy
 //! ([`crate::retry`]); 401/403 become [`BuildError::PermissionDenied`]
 //! naming the missing permission or API. Each error keeps the answer
-//! ([`GoogleApiError`]) or the transport error as its source.
+//! ([`GoogleError`], parsed by `kinetic-gcp-common` as for every Google
+//! adapter) or the transport error as its source.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kinetic_core::ports::BuildError;
+use kinetic_gcp_common::GoogleError;
+use kinetic_gcp_common::retry::retry_after;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -131,73 +134,10 @@ impl Call<'_> {
     }
 }
 
-/// An error answer of a Google API: the HTTP code and what its body said
-/// (`{"error": {"code", "message", "status", "details"}}`). The source of
-/// every [`BuildError`] made from an API answer, so that a program can read
-/// the code, the status (`PERMISSION_DENIED`…) and the `ErrorInfo`
-/// reasons (`SERVICE_DISABLED`…).
-#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
-#[error("HTTP {code}{}{}", prefixed(" ", .status), prefixed(": ", .message))]
-#[non_exhaustive]
-pub struct GoogleApiError {
-    /// The HTTP status code.
-    pub code: u16,
-    /// The error's canonical status (`PERMISSION_DENIED`, `NOT_FOUND`…).
-    pub status: String,
-    /// Its message (or the start of a body that is not Google's JSON).
-    pub message: String,
-    /// The `reason` of each `ErrorInfo` in its details.
-    pub reasons: Vec<String>,
-}
-
-fn prefixed(prefix: &str, text: &str) -> String {
-    if text.is_empty() {
-        String::new()
-    } else {
-        format!("{prefix}{text}")
-    }
-}
-
-impl GoogleApiError {
-    /// Parse an error answer with HTTP code `code`.
-    pub fn parse(code: u16, body: &[u8]) -> Self {
-        let Ok(value) = serde_json::from_slice::<Value>(body) else {
-            let text = String::from_utf8_lossy(body);
-            return Self {
-                code,
-                message: text.chars().take(300).collect::<String>().trim().to_owned(),
-                ..Self::default()
-            };
-        };
-        let error = &value["error"];
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        Self {
-            code,
-            message: text(&error["message"]),
-            status: text(&error["status"]),
-            reasons: error["details"]
-                .as_array()
-                .map(|d| {
-                    d.iter()
-                        .filter_map(|x| x["reason"].as_str())
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default(),
-        }
-    }
-
-    /// True when the API is not enabled in the project (the `ErrorInfo`
-    /// reason Google sends for it).
-    pub fn service_disabled(&self) -> bool {
-        self.reasons.iter().any(|r| r == "SERVICE_DISABLED")
-    }
-}
-
 /// The port error for a final HTTP error answer (not retried, or out of
 /// retries after `attempts` attempts), with the answer as its source.
 pub(crate) fn http_error(call: &Call<'_>, status: u16, body: &[u8], attempts: u32) -> BuildError {
-    let google = GoogleApiError::parse(status, body);
+    let google = GoogleError::from_answer(status, body);
     let (api_name, service) = call.api();
     let project = call.project();
     let said = google.to_string();
@@ -332,12 +272,7 @@ impl Api {
         }
         let response = request.send().await.map_err(Failure::Transport)?;
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = retry_after(response.headers());
         let body = response.bytes().await.unwrap_or_default();
         if (200..300).contains(&status) || status == 404 {
             return Ok(Answer { status, body });
@@ -544,7 +479,7 @@ mod tests {
         );
         assert!(e.to_string().contains("bad token"), "{e}");
         let google = std::error::Error::source(&e)
-            .and_then(|s| s.downcast_ref::<GoogleApiError>())
+            .and_then(|s| s.downcast_ref::<GoogleError>())
             .expect("the answer is the source");
         assert_eq!(google.code, 401);
         assert_eq!(google.status, "UNAUTHENTICATED");

@@ -7,8 +7,12 @@
 //!
 //! - [`dockerfile`]: the Dockerfile and build context (pure).
 //! - [`request`]: the `CreateBuild` body (pure, golden-tested).
-//! - [`retry`]: which answers are retried; how long, and the loop, are
+//! - [`retry`]: which answers are retried (the rule every Google adapter
+//!   shares, from `kinetic-gcp-common`); how long, and the loop, are
 //!   `kinetic_core::retry`'s (one policy for the whole engine).
+//! - [`GoogleError`]: a failed answer, the source of the
+//!   [`BuildError`](kinetic_core::ports::BuildError) made from it (shared
+//!   with the other Google adapters, from `kinetic-gcp-common`).
 //! - [`token`]: [`TokenSource`], with the production [`GcpTokenSource`]
 //!   (object_store's GCP credentials) and [`StaticToken`] for tests; it
 //!   lives in `kinetic-gcp-common`, shared with the other Google adapters.
@@ -48,11 +52,10 @@ pub mod request;
 pub mod retry;
 pub use kinetic_gcp_common::token;
 
-pub use api::{
-    ARTIFACTREGISTRY_ENDPOINT, Build, BuildResults, BuiltImage, CLOUDBUILD_ENDPOINT, GoogleApiError,
-};
+pub use api::{ARTIFACTREGISTRY_ENDPOINT, Build, BuildResults, BuiltImage, CLOUDBUILD_ENDPOINT};
 pub use builder::{
     BundledImage, CloudBuildConfig, CloudBuildImageBuilder, FinishedBuild, KINETIC_VERSION,
     PublishRequest,
 };
+pub use kinetic_gcp_common::GoogleError;
 pub use token::{GcpTokenSource, StaticToken, TokenError, TokenSource};

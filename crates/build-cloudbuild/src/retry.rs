@@ -1,34 +1,15 @@
 //! Which Cloud Build and Artifact Registry answers are worth another try:
-//! the *which failures* part of the retry policy. How long to keep trying,
-//! the backoff and the loop itself are `kinetic_core::retry`'s, shared with
-//! the rest of the engine ([`RetryPolicy`], [`Backoff`]); what the client
-//! gives up on is reported as already retried, so that no caller retries
-//! it again.
+//! the *which failures* part of the retry policy, [`decide`], the rule
+//! every Google adapter shares (`kinetic_gcp_common::retry`). How long to
+//! keep trying, the backoff and the loop itself are `kinetic_core::retry`'s,
+//! shared with the rest of the engine ([`RetryPolicy`], [`Backoff`]); what
+//! the client gives up on is reported as already retried, so that no
+//! caller retries it again.
 
 use std::time::Duration;
 
 pub use kinetic_core::retry::{Backoff, Decision, RetryPolicy};
-
-/// The decision for an HTTP status (`None`: a transport failure, such as
-/// a refused or reset connection or a timeout), honouring the server's
-/// `Retry-After` where it sent one.
-///
-/// ```
-/// use std::time::Duration;
-/// use kinetic_build_cloudbuild::retry::{Decision, decide};
-/// assert_eq!(decide(Some(503), None), Decision::Retry);
-/// assert_eq!(decide(Some(429), Some(Duration::from_secs(3))), Decision::RetryAfter(Duration::from_secs(3)));
-/// assert_eq!(decide(None, None), Decision::Retry);
-/// assert_eq!(decide(Some(403), None), Decision::Stop);
-/// assert_eq!(decide(Some(404), None), Decision::Stop);
-/// ```
-pub fn decide(status: Option<u16>, retry_after: Option<Duration>) -> Decision {
-    match (status, retry_after) {
-        (None | Some(429 | 500..=599), Some(after)) => Decision::RetryAfter(after),
-        (None | Some(429 | 500..=599), None) => Decision::Retry,
-        (Some(_), _) => Decision::Stop,
-    }
-}
+pub use kinetic_gcp_common::retry::decide;
 
 /// The policy of every API call by default: 6 attempts within 60 s,
 /// waiting 0.5 s doubling up to 16 s with a quarter of each wait drawn at
@@ -50,21 +31,6 @@ pub fn default_poll() -> Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_status_class_is_decided() {
-        for s in [200, 201, 204, 301, 400, 401, 403, 404, 409, 412] {
-            assert_eq!(decide(Some(s), None), Decision::Stop, "{s}");
-            assert_eq!(
-                decide(Some(s), Some(Duration::from_secs(1))),
-                Decision::Stop,
-                "{s}"
-            );
-        }
-        for s in [429, 500, 502, 503, 504, 599] {
-            assert_eq!(decide(Some(s), None), Decision::Retry, "{s}");
-        }
-    }
 
     #[test]
     fn polls_slow_down_to_the_cap() {

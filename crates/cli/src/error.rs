@@ -39,11 +39,6 @@ impl CliError {
         }
     }
 
-    /// True for a usage error (the user's input).
-    pub(crate) fn is_usage(&self) -> bool {
-        matches!(self, Self::Usage(_))
-    }
-
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             Self::Usage(_) => 2,

@@ -3,13 +3,14 @@
 //! points the CLI): `up`, `pool add --accelerator l4`, a job on l4 whose
 //! pod lands on the pool's node, `status`, `down --yes`; an `up` killed
 //! midway and run again, with nothing created twice; `doctor` naming each
-//! missing piece in turn.
+//! missing piece in turn; the profile `up` saves and makes active.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use kinetic_core::settings::vars;
 use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
 use serde_json::Value;
 
@@ -43,8 +44,31 @@ impl Client {
         Self { dir, env }
     }
 
+    /// A client that names no project, zone, cluster or namespace, so
+    /// that they come from the active profile (or flags); its store is the
+    /// bare `gs://`, the jobs bucket of whatever cluster that names.
+    fn without_target(cloud: &FakeGcp) -> Self {
+        let mut c = Self::new(cloud);
+        c.env.retain(|(k, _)| {
+            ![
+                vars::PROJECT,
+                vars::ZONE,
+                vars::CLUSTER,
+                vars::NAMESPACE,
+                vars::STORE_URL,
+            ]
+            .contains(&k.as_str())
+        });
+        c.env.push((vars::STORE_URL.to_owned(), "gs://".to_owned()));
+        c
+    }
+
     fn kubeconfig(&self) -> PathBuf {
         self.dir.path().join("home/.kube/config")
+    }
+
+    fn profiles_file(&self) -> PathBuf {
+        self.dir.path().join("profiles.json")
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -55,10 +79,7 @@ impl Client {
             .env_clear()
             .env("HOME", &home)
             .env("KINETIC_LOCAL_ROOT", self.dir.path().join("local"))
-            .env(
-                "KINETIC_PROFILES_FILE",
-                self.dir.path().join("profiles.json"),
-            )
+            .env("KINETIC_PROFILES_FILE", self.profiles_file())
             .envs(self.env.iter().cloned())
             .stdin(Stdio::null());
         cmd
@@ -162,13 +183,7 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
         out.contains("install the NVIDIA driver installer DaemonSet"),
         "{out}"
     );
-    let pool = cloud
-        .apis()
-        .node_pools("fake")
-        .into_iter()
-        .find(|(n, _)| n.starts_with("gpu-l4-"))
-        .unwrap()
-        .0;
+    let pool = l4_pool(&cloud);
     let (out, _) = c.ok(&["pool", "add", "--accelerator", "l4", "--yes"]).await;
     assert!(
         out.contains(&format!(
@@ -179,33 +194,8 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
 
     // A job on l4: its pod waits for a node, the autoscaler adds one to
     // the pool, the pod runs there and returns its value.
-    let (out, err) = c
-        .ok(&[
-            "run",
-            "work.py:square",
-            "--arg",
-            "7",
-            "--backend",
-            "gke",
-            "--accelerator",
-            "l4",
-            "--json",
-        ])
-        .await;
-    assert_eq!(out.trim(), "49", "{err}");
-    let scheduled: Vec<String> = cloud
-        .cluster()
-        .objects("events", "default")
-        .into_iter()
-        .filter(|e| e["reason"] == "Scheduled")
-        .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    assert!(
-        scheduled
-            .iter()
-            .any(|m| m.contains(&format!("gke-fake-{pool}-"))),
-        "the pod went to the pool's node: {scheduled:?}"
-    );
+    square_on_l4(&c).await;
+    assert_ran_on_pool(&cloud, &pool);
 
     let (code, status) = c.json(&["status", "--json"]).await;
     assert_eq!(code, Some(0), "{status}");
@@ -408,13 +398,7 @@ async fn doctor_names_every_missing_piece() {
         .cluster()
         .remove_object("daemonsets.apps", "kube-system", "nvidia-driver-installer");
     assert_named(&c, "NVIDIA driver installer", "missing", "kinetic up").await;
-    let pool = cloud
-        .apis()
-        .node_pools("fake")
-        .into_iter()
-        .find(|(n, _)| n.starts_with("gpu-l4-"))
-        .unwrap()
-        .0;
+    let pool = l4_pool(&cloud);
     cloud.apis().remove_node_pool("fake", &pool);
     assert_named(
         &c,
@@ -489,4 +473,181 @@ async fn doctor_names_every_missing_piece() {
         "check the project id",
     )
     .await;
+}
+
+/// `kinetic run work.py:square --arg 7` on GKE with an L4 GPU: 49.
+async fn square_on_l4(c: &Client) {
+    let (out, err) = c
+        .ok(&[
+            "run",
+            "work.py:square",
+            "--arg",
+            "7",
+            "--backend",
+            "gke",
+            "--accelerator",
+            "l4",
+            "--json",
+        ])
+        .await;
+    assert_eq!(out.trim(), "49", "{err}");
+}
+
+/// The name of the pool serving `gpu:l4` in cluster `fake`.
+fn l4_pool(cloud: &FakeGcp) -> String {
+    cloud
+        .apis()
+        .node_pools("fake")
+        .into_iter()
+        .find(|(n, _)| n.starts_with("gpu-l4-"))
+        .expect("a pool of L4 GPUs")
+        .0
+}
+
+/// Assert a pod was scheduled on a node of `pool`.
+fn assert_ran_on_pool(cloud: &FakeGcp, pool: &str) {
+    let scheduled: Vec<String> = cloud
+        .cluster()
+        .objects("events", "default")
+        .into_iter()
+        .filter(|e| e["reason"] == "Scheduled")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        scheduled
+            .iter()
+            .any(|m| m.contains(&format!("gke-fake-{pool}-"))),
+        "the pod went to the pool's node: {scheduled:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
+    let cloud = new_project(Duration::from_millis(50)).await;
+    let c = Client::without_target(&cloud);
+    let target = [
+        "--project",
+        "fake-project",
+        "--zone",
+        "us-central1-a",
+        "--cluster",
+        "fake",
+    ];
+    let with_target = |args: &[&'static str]| -> Vec<&'static str> {
+        args.iter().chain(target.iter()).copied().collect()
+    };
+    // Another tool's file: an active profile, and one named like the
+    // cluster with a key this version does not know.
+    let before = r#"{
+  "current": "dev",
+  "profiles": {
+    "dev": {
+      "cluster": "c",
+      "namespace": "default",
+      "project": "other",
+      "zone": "europe-west4-a"
+    },
+    "fake": {
+      "cluster": "old",
+      "project": "fake-project",
+      "state_backend": "gs://fake-project-kinetic-state",
+      "zone": "us-east1-b"
+    }
+  }
+}
+"#;
+    std::fs::write(c.profiles_file(), before).unwrap();
+    let profiles = || std::fs::read_to_string(c.profiles_file()).unwrap();
+
+    // Refused before anything is read or changed.
+    let o = c.run(&["up", "--profile-name", "has/slash", "--yes"]).await;
+    assert_eq!(o.status.code(), Some(2), "{:?}", texts(&o));
+    assert!(
+        texts(&o).1.contains("Invalid profile name 'has/slash'"),
+        "{:?}",
+        texts(&o)
+    );
+    let o = c
+        .run(&["up", "--profile-name", "x", "--no-profile", "--yes"])
+        .await;
+    assert_eq!(o.status.code(), Some(2), "{:?}", texts(&o));
+    assert!(
+        cloud.apis().calls().is_empty(),
+        "{:?}",
+        cloud.apis().calls()
+    );
+    // A plan alone saves nothing.
+    c.ok(&with_target(&["up", "--dry-run"])).await;
+    assert_eq!(profiles(), before);
+
+    // Built: the profile named after the cluster is updated in place and
+    // made active, in Kinetic's format to the byte.
+    let (out, _) = c
+        .ok(&with_target(&["up", "--accelerator", "l4", "--yes"]))
+        .await;
+    assert!(
+        out.contains(
+            "Profile 'fake' saved and made active (project fake-project, zone us-central1-a, cluster fake, namespace default).\nDone.\n"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        profiles(),
+        r#"{
+  "current": "fake",
+  "profiles": {
+    "dev": {
+      "cluster": "c",
+      "namespace": "default",
+      "project": "other",
+      "zone": "europe-west4-a"
+    },
+    "fake": {
+      "cluster": "fake",
+      "namespace": "default",
+      "project": "fake-project",
+      "state_backend": "gs://fake-project-kinetic-state",
+      "zone": "us-central1-a"
+    }
+  }
+}
+"#
+    );
+    let (code, list) = c.json(&["profile", "list", "--json"]).await;
+    assert_eq!((code, &list["active"]), (Some(0), &Value::from("fake")));
+
+    // The next job names nothing but its accelerator: the project, zone,
+    // cluster and namespace (so the bucket, the registry and the
+    // kubeconfig context) come from the profile, and the job runs on the
+    // pool `up` added.
+    square_on_l4(&c).await;
+    assert_ran_on_pool(&cloud, &l4_pool(&cloud));
+
+    // Nothing left to build: the profile is still saved, under the name
+    // asked for, and --json says so.
+    let (code, v) = c
+        .json(&["up", "--yes", "--profile-name", "team_a", "--json"])
+        .await;
+    assert_eq!(code, Some(0), "{v:#}");
+    assert_eq!(v["applied"], false, "{v:#}");
+    assert_eq!(
+        v["profile"],
+        serde_json::json!({
+            "name": "team_a", "project": "fake-project", "zone": "us-central1-a",
+            "cluster": "fake", "namespace": "default", "active": true,
+        })
+    );
+    let file: Value = serde_json::from_str(&profiles()).unwrap();
+    assert_eq!(file["current"], "team_a");
+    assert_eq!(file["profiles"]["team_a"]["cluster"], "fake");
+    assert_eq!(file["profiles"]["fake"]["cluster"], "fake");
+
+    // --no-profile: the file is not touched.
+    let saved = profiles();
+    let (code, v) = c.json(&["up", "--yes", "--no-profile", "--json"]).await;
+    assert_eq!((code, &v["profile"]), (Some(0), &Value::Null), "{v:#}");
+    assert_eq!(profiles(), saved);
+    let (out, _) = c.ok(&["up", "--dry-run"]).await;
+    assert!(!out.contains("Profile"), "{out}");
+    assert_eq!(profiles(), saved);
 }

@@ -692,6 +692,7 @@ pub fn job(
             node_ips: Vec::new(),
         },
         extract_limits: settings.extract_limits,
+        python_values: spec.python_values.clone(),
     };
     let spec_json = serde_json::to_string_pretty(&runner_spec).map_err(|e| PlanError::Encode {
         message: e.to_string(),

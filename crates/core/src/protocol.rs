@@ -67,6 +67,12 @@ pub struct RunnerSpec {
     pub worker_result_uris: Vec<String>,
     /// What the job runs on.
     pub cluster: ClusterInfo,
+    /// The client's Python minor version when it exchanges pickled Python
+    /// values (argument leaves `{"__kinetic_pickle__": base64, "python":
+    /// "3.11"}`, unpickled by a runner of the same version; results JSON
+    /// cannot hold come back the same way). Absent: JSON only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_values: Option<String>,
     /// What `context.zip` may expand to; the runner refuses a larger
     /// archive before extracting anything. Absent: the runner's defaults
     /// (the same as [`ExtractLimits::default`]).
@@ -362,9 +368,14 @@ mod tests {
                 num_gpus_per_node: 0,
                 node_ips: vec![],
             },
+            python_values: None,
             extract_limits: ExtractLimits::default(),
         };
         let value = serde_json::to_value(&spec).unwrap();
+        assert!(
+            value.get("python_values").is_none(),
+            "absent unless asked for"
+        );
         assert_eq!(
             value["extract_limits"],
             json!({"max_bytes": 4u64 << 30, "max_entries": 50000, "max_ratio": 200})

@@ -16,8 +16,11 @@
 //!   retries backend calls (job and batch polling, submit, cancel…) under
 //!   one policy ([`EngineBuilder::retry`](crate::engine::EngineBuilder::retry));
 //! - adapters that loop on their own (the GKE backend writing a final
-//!   state, the Cloud Build client) use this same mechanism and report
-//!   what they gave up on as retried, which no layer above retries again.
+//!   state, the Cloud Build client, the infrastructure adapter's API calls
+//!   and its waits for a busy cluster) use this same mechanism and report
+//!   what they gave up on as retried, which no layer above retries again;
+//!   the Google adapters decide alike which answers to retry
+//!   (`kinetic_gcp_common::retry`).
 //!
 //! Waiting uses `tokio::time` (the core has no runtime of its own; a test
 //! with a paused clock runs the waits instantly).

@@ -83,8 +83,8 @@ fn assert_retried_store_error(err: &EngineError) {
         .expect("the store's error is kept");
     assert!(store.is_retried(), "{store:?}");
     assert!(
-        err.downcast_ref::<kinetic_store_gcs::HttpStatus>()
-            .is_some_and(|s| s.status == 503),
+        err.downcast_ref::<kinetic_store_gcs::GoogleError>()
+            .is_some_and(|s| s.code == 503),
         "the HTTP answer is kept below it: {err:?}"
     );
 }

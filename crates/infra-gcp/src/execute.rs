@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use kinetic_core::infra::{Action, Binding, ManifestBundle, Plan, Resource};
+use kinetic_core::retry::{Backoff, Decision, GaveUp, RetryPolicy};
+use kinetic_gcp_common::GoogleError;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -20,28 +22,39 @@ use crate::http::{
 use crate::kubeconfig;
 use crate::{GcpInfra, Progress, kube, request};
 
-/// The longest pause between two polls.
-const MAX_POLL: Duration = Duration::from_secs(10);
+/// How long-running work is polled by default: the first poll after
+/// 250 ms, then waits growing by half up to 10 s.
+pub(crate) fn default_poll() -> Backoff {
+    Backoff::new(Duration::from_millis(250), Duration::from_secs(10)).with_multiplier(1.5)
+}
 
 /// Objects deleted at once when emptying a bucket.
 const DELETE_CONCURRENCY: usize = 16;
 
-/// Polls something until it is done, telling `progress`, within a deadline.
+/// Polls something until it is done, telling `progress`, within a
+/// deadline, the waits between polls growing as `poll` says.
 struct Waiter<'a> {
     what: String,
     progress: &'a dyn Progress,
-    start: Instant,
+    start: tokio::time::Instant,
+    poll: Backoff,
     pause: Duration,
     timeout: Duration,
 }
 
 impl<'a> Waiter<'a> {
-    fn new(what: impl Into<String>, progress: &'a dyn Progress, timeout: Duration) -> Self {
+    fn new(
+        what: impl Into<String>,
+        progress: &'a dyn Progress,
+        poll: Backoff,
+        timeout: Duration,
+    ) -> Self {
         Self {
             what: what.into(),
             progress,
-            start: Instant::now(),
-            pause: Duration::from_millis(250),
+            start: tokio::time::Instant::now(),
+            poll,
+            pause: poll.initial,
             timeout,
         }
     }
@@ -58,7 +71,7 @@ impl<'a> Waiter<'a> {
         }
         self.progress.waiting(&self.what, status, elapsed);
         tokio::time::sleep(self.pause.min(self.timeout - elapsed)).await;
-        self.pause = self.pause.mul_f64(1.5).min(MAX_POLL);
+        self.pause = self.poll.next(self.pause);
         Ok(())
     }
 }
@@ -77,9 +90,44 @@ fn encode(segment: &str) -> String {
         .collect()
 }
 
-fn incompatible(answer_error: &kinetic_gcp_common::GoogleError) -> bool {
+/// GKE's answer while another operation changes the cluster (or it is
+/// not running yet): 400 `FAILED_PRECONDITION`, worth waiting out.
+fn incompatible(answer_error: &GoogleError) -> bool {
     answer_error.status == "FAILED_PRECONDITION"
-        || answer_error.message.contains("incompatible operation")
+}
+
+/// How [`GcpInfra::wait_out`] ended without success.
+#[derive(Debug)]
+enum WaitedOut<E> {
+    /// What was waited out was still there at the deadline.
+    Timeout(InfraError),
+    /// A failure not to wait out.
+    Failed(E),
+}
+
+/// How one change sent to GKE did not go through.
+#[derive(Debug)]
+enum Busy {
+    /// Another operation is changing the cluster: wait it out.
+    Busy(GoogleError),
+    /// Anything else, final.
+    Failed(InfraError),
+}
+
+/// How one read-modify-write of an IAM policy did not go through.
+#[derive(Debug)]
+enum PolicyWrite {
+    /// Someone wrote the policy in between: its etag changed (409 or 412).
+    Conflict {
+        service: Service,
+        google: GoogleError,
+    },
+    /// IAM does not know a member yet (a new service account): its message.
+    /// IAM's answer (400 `INVALID_ARGUMENT`) carries no reason to tell it
+    /// by, only its wording.
+    UnknownMember(String),
+    /// Anything else, final.
+    Failed(InfraError),
 }
 
 impl GcpInfra {
@@ -99,8 +147,55 @@ impl GcpInfra {
         Ok(())
     }
 
+    /// Run `attempt` again while its failure is one to wait out (`busy`
+    /// gives the status to report for it), polling as the configuration
+    /// says within the operation timeout: the retry mechanism of
+    /// `kinetic_core::retry`, with a budget of time rather than attempts.
+    /// A failure `busy` does not name comes back as it is; one still
+    /// there at the deadline becomes a [`InfraError::Timeout`].
+    async fn wait_out<T, E, Fut>(
+        &self,
+        what: &str,
+        progress: &dyn Progress,
+        mut busy: impl FnMut(&E) -> Option<String>,
+        attempt: impl FnMut() -> Fut,
+    ) -> Result<T, WaitedOut<E>>
+    where
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let timeout = self.config.operation_timeout;
+        let policy = RetryPolicy::new(u32::MAX, self.config.poll).with_max_elapsed(timeout);
+        let start = tokio::time::Instant::now();
+        policy
+            .retry_if(
+                |failure: &E| match busy(failure) {
+                    Some(status) => {
+                        progress.waiting(what, &status, start.elapsed());
+                        Decision::Retry
+                    }
+                    None => Decision::Stop,
+                },
+                attempt,
+            )
+            .await
+            .map_err(|gave_up| match gave_up {
+                GaveUp {
+                    exhausted: true, ..
+                } => WaitedOut::Timeout(InfraError::Timeout {
+                    what: what.to_owned(),
+                    after: timeout,
+                }),
+                GaveUp { error, .. } => WaitedOut::Failed(error),
+            })
+    }
+
     fn waiter<'a>(&self, what: impl Into<String>, progress: &'a dyn Progress) -> Waiter<'a> {
-        Waiter::new(what, progress, self.config.operation_timeout)
+        Waiter::new(
+            what,
+            progress,
+            self.config.poll,
+            self.config.operation_timeout,
+        )
     }
 
     async fn run(&self, action: &Action, progress: &dyn Progress) -> Result<(), InfraError> {
@@ -400,34 +495,44 @@ impl GcpInfra {
     ) -> Result<Value, InfraError> {
         let mut accepted = vec![400];
         accepted.extend_from_slice(accept);
-        let mut waiter = self.waiter(
-            format!("the cluster to finish its operation in progress before {what}"),
-            progress,
-        );
-        loop {
-            let answer = self
-                .rest
-                .send(CONTAINER, what, method.clone(), url, body, &accepted)
-                .await?;
-            match answer.status {
-                400 => {
-                    let error = answer.error();
-                    if !incompatible(&error) {
-                        return Err(crate::http::http_error(
-                            CONTAINER,
-                            &self.desired.target.project,
-                            what,
-                            400,
-                            &error,
-                            1,
-                        ));
+        let project = &self.desired.target.project;
+        let answer = self
+            .wait_out(
+                &format!("the cluster to finish its operation in progress before {what}"),
+                progress,
+                |failure: &Busy| match failure {
+                    Busy::Busy(error) => Some(error.message.clone()),
+                    Busy::Failed(_) => None,
+                },
+                || async {
+                    let answer = self
+                        .rest
+                        .send(CONTAINER, what, method.clone(), url, body, &accepted)
+                        .await
+                        .map_err(Busy::Failed)?;
+                    if answer.status != 400 {
+                        return Ok(answer);
                     }
-                    waiter.tick(&error.message).await?;
+                    let error = answer.error();
+                    Err(if incompatible(&error) {
+                        Busy::Busy(error)
+                    } else {
+                        Busy::Failed(crate::http::http_error(CONTAINER, project, what, &error, 1))
+                    })
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                WaitedOut::Timeout(e) | WaitedOut::Failed(Busy::Failed(e)) => e,
+                WaitedOut::Failed(Busy::Busy(error)) => {
+                    crate::http::http_error(CONTAINER, project, what, &error, 1)
                 }
-                s if accept.contains(&s) => return Ok(Value::Null),
-                _ => return Ok(answer.body),
-            }
-        }
+            })?;
+        Ok(if accept.contains(&answer.status) {
+            Value::Null
+        } else {
+            answer.body
+        })
     }
 
     /// Follow a Kubernetes Engine operation to its end.
@@ -602,9 +707,9 @@ impl GcpInfra {
         }
     }
 
-    /// Read, modify and write a resource's IAM policy, again when someone
-    /// wrote it in between (its etag changed), and after a pause while IAM
-    /// does not see a new member yet.
+    /// Read, modify and write a resource's IAM policy: again, under the
+    /// retry policy, when someone wrote it in between (its etag changed),
+    /// and after a pause while IAM does not see a new member yet.
     async fn modify_policy(
         &self,
         resource: &Resource,
@@ -612,83 +717,130 @@ impl GcpInfra {
         change: fn(&Value, &[Binding]) -> Option<Value>,
         progress: &dyn Progress,
     ) -> Result<(), InfraError> {
+        let what = format!("setting the IAM policy of {resource}");
+        // Conflicts are retried under the retry policy's budget; a member
+        // IAM does not know yet is waited out within the operation timeout.
+        let write = || {
+            self.config.retry.retry_if(
+                |failure: &PolicyWrite| {
+                    Decision::from(matches!(failure, PolicyWrite::Conflict { .. }))
+                },
+                || self.write_policy(resource, bindings, change, &what),
+            )
+        };
+        let gave_up = match self
+            .wait_out(
+                &format!("IAM to know the members granted on {resource}"),
+                progress,
+                |failure: &GaveUp<PolicyWrite>| match &failure.error {
+                    PolicyWrite::UnknownMember(message) => Some(message.clone()),
+                    _ => None,
+                },
+                write,
+            )
+            .await
+        {
+            Ok(()) => return Ok(()),
+            Err(WaitedOut::Timeout(e)) => return Err(e),
+            Err(WaitedOut::Failed(gave_up)) => gave_up,
+        };
+        Err(match gave_up.error {
+            PolicyWrite::Conflict { service, google } => crate::http::http_error(
+                service,
+                &self.desired.target.project,
+                &what,
+                &google,
+                gave_up.attempts,
+            ),
+            PolicyWrite::Failed(e) => e,
+            PolicyWrite::UnknownMember(message) => InfraError::InvalidInput {
+                message: format!("{what} failed: {message}"),
+            },
+        })
+    }
+
+    /// One read-modify-write of `resource`'s IAM policy (nothing written
+    /// when `change` finds nothing to change).
+    async fn write_policy(
+        &self,
+        resource: &Resource,
+        bindings: &[Binding],
+        change: fn(&Value, &[Binding]) -> Option<Value>,
+        what: &str,
+    ) -> Result<(), PolicyWrite> {
         let e = &self.config.endpoints;
         let t = &self.desired.target;
-        let what = format!("setting the IAM policy of {resource}");
-        let mut conflicts = 0;
-        let mut waiter = self.waiter(
-            format!("IAM to know the members granted on {resource}"),
-            progress,
-        );
-        loop {
-            let policy = self
-                .policy(resource)
-                .await?
-                .ok_or_else(|| InfraError::InvalidInput {
+        let policy = self
+            .policy(resource)
+            .await
+            .map_err(PolicyWrite::Failed)?
+            .ok_or_else(|| {
+                PolicyWrite::Failed(InfraError::InvalidInput {
                     message: format!("{what} failed: {resource} does not exist"),
-                })?;
-            let Some(new) = change(&policy, bindings) else {
-                return Ok(());
-            };
-            let (service, method, url, body) = match resource {
-                Resource::Project => (
-                    RESOURCE_MANAGER,
-                    Method::POST,
-                    format!(
-                        "{}/v1/projects/{}:setIamPolicy",
-                        e.resourcemanager, t.project
-                    ),
-                    json!({"policy": new}),
+                })
+            })?;
+        let Some(new) = change(&policy, bindings) else {
+            return Ok(());
+        };
+        let (service, method, url, body) = match resource {
+            Resource::Project => (
+                RESOURCE_MANAGER,
+                Method::POST,
+                format!(
+                    "{}/v1/projects/{}:setIamPolicy",
+                    e.resourcemanager, t.project
                 ),
-                Resource::Bucket(b) => (
-                    STORAGE,
-                    Method::PUT,
-                    format!("{}/storage/v1/b/{b}/iam", e.storage),
-                    new,
+                json!({"policy": new}),
+            ),
+            Resource::Bucket(b) => (
+                STORAGE,
+                Method::PUT,
+                format!("{}/storage/v1/b/{b}/iam", e.storage),
+                new,
+            ),
+            Resource::Repository => (
+                ARTIFACT_REGISTRY,
+                Method::POST,
+                format!(
+                    "{}/v1/{}:setIamPolicy",
+                    e.artifactregistry,
+                    t.repository_path()
                 ),
-                Resource::Repository => (
-                    ARTIFACT_REGISTRY,
-                    Method::POST,
-                    format!(
-                        "{}/v1/{}:setIamPolicy",
-                        e.artifactregistry,
-                        t.repository_path()
-                    ),
-                    json!({"policy": new}),
+                json!({"policy": new}),
+            ),
+            Resource::ServiceAccount(email) => (
+                IAM,
+                Method::POST,
+                format!(
+                    "{}/v1/projects/{}/serviceAccounts/{email}:setIamPolicy",
+                    e.iam, t.project
                 ),
-                Resource::ServiceAccount(email) => (
-                    IAM,
-                    Method::POST,
-                    format!(
-                        "{}/v1/projects/{}/serviceAccounts/{email}:setIamPolicy",
-                        e.iam, t.project
-                    ),
-                    json!({"policy": new}),
-                ),
-                other => return Err(InfraError::other(format!("no IAM policy for {other}"))),
-            };
-            let answer = self
-                .rest
-                .send(service, &what, method, &url, Some(&body), &[400, 409, 412])
-                .await?;
-            match answer.status {
-                409 | 412 if conflicts < 5 => conflicts += 1,
-                400 if answer.error().message.contains("does not exist") => {
-                    waiter.tick(&answer.error().message).await?;
-                }
-                s if (200..300).contains(&s) => return Ok(()),
-                s => {
-                    return Err(crate::http::http_error(
-                        service,
-                        &t.project,
-                        &what,
-                        s,
-                        &answer.error(),
-                        1,
-                    ));
-                }
+                json!({"policy": new}),
+            ),
+            other => {
+                return Err(PolicyWrite::Failed(InfraError::other(format!(
+                    "no IAM policy for {other}"
+                ))));
             }
-        }
+        };
+        let answer = self
+            .rest
+            .send(service, what, method, &url, Some(&body), &[400, 409, 412])
+            .await
+            .map_err(PolicyWrite::Failed)?;
+        let google = match answer.status {
+            s if (200..300).contains(&s) => return Ok(()),
+            _ => answer.error(),
+        };
+        Err(match google.code {
+            409 | 412 => PolicyWrite::Conflict { service, google },
+            400 if google.message.contains("does not exist") => {
+                PolicyWrite::UnknownMember(google.message)
+            }
+            _ => PolicyWrite::Failed(crate::http::http_error(
+                service, &t.project, what, &google, 1,
+            )),
+        })
     }
 
     async fn install(&self, bundle: &ManifestBundle) -> Result<(), InfraError> {

@@ -3,13 +3,19 @@
 //! and Google's error bodies turned into [`InfraError`]s that name the
 //! missing permission or API and the way to get it.
 //!
-//! Retrying is a decision ([`retry_after`]) apart from the loop in
-//! [`Rest::send`], so it can move to a shared retry policy without
-//! touching the calls.
+//! Retrying is the project's one mechanism: the adapter's
+//! [`RetryPolicy`] (how many attempts, how long between them) runs the
+//! loop of `kinetic_core::retry`, asking [`decision`] which failures to
+//! try again — the rule every Google adapter shares
+//! ([`kinetic_gcp_common::retry::decide`]: throttling, server errors,
+//! transport failures, `Retry-After` honoured), and an API that `up` has
+//! just enabled but Google has not propagated yet.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kinetic_core::retry::{Backoff, Decision, GaveUp, RetryPolicy};
+use kinetic_gcp_common::retry::{decide, retry_after};
 use kinetic_gcp_common::{GoogleError, TokenSource};
 use serde_json::Value;
 
@@ -64,48 +70,59 @@ pub(crate) struct Answer {
 impl Answer {
     /// Google's error in the body.
     pub(crate) fn error(&self) -> GoogleError {
-        GoogleError::parse(&self.raw)
+        GoogleError::from_answer(self.status, &self.raw)
     }
 }
 
-/// Attempts, and the wait before each retry.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Backoff {
-    pub(crate) attempts: u32,
-    pub(crate) initial: Duration,
-    pub(crate) max: Duration,
+/// The retries of every API call by default: 6 attempts, waiting 0.5 s
+/// doubling up to 8 s (15.5 s of waiting in all).
+pub(crate) fn default_retry() -> RetryPolicy {
+    RetryPolicy::new(
+        6,
+        Backoff::new(Duration::from_millis(500), Duration::from_secs(8)),
+    )
 }
 
-impl Default for Backoff {
-    /// 6 attempts, 0.5 s doubling up to 8 s.
-    fn default() -> Self {
-        Self {
-            attempts: 6,
-            initial: Duration::from_millis(500),
-            max: Duration::from_secs(8),
-        }
-    }
+/// How one attempt at a call failed.
+#[derive(Debug)]
+enum Failure {
+    /// An answer that is neither a success nor one the caller accepts.
+    Status {
+        google: GoogleError,
+        retry_after: Option<Duration>,
+    },
+    /// No answer: the request or its body failed on the way.
+    Transport(reqwest::Error),
+    /// No token to send.
+    Token(InfraError),
 }
 
-impl Backoff {
-    /// The wait after failed attempt `n` (1-based), or `None` when none is left.
-    pub(crate) fn wait(&self, n: u32) -> Option<Duration> {
-        (n < self.attempts).then(|| {
-            self.initial
-                .saturating_mul(1 << (n - 1).min(16))
-                .min(self.max)
-        })
-    }
-}
-
-/// Whether an answer is worth another try: throttling, server errors,
-/// transport failures (`None`), and an API we just enabled that Google has
-/// not propagated yet.
-pub(crate) fn retry_after(status: Option<u16>, error: &GoogleError, propagating: bool) -> bool {
+/// Whether an answer with HTTP `status` (`None`: a transport failure) is
+/// worth another try: what every Google adapter retries
+/// ([`decide`], honouring `retry_after`), and, while APIs just enabled
+/// are `propagating`, a "not enabled" answer.
+pub(crate) fn decision(
+    status: Option<u16>,
+    error: &GoogleError,
+    retry_after: Option<Duration>,
+    propagating: bool,
+) -> Decision {
     match status {
-        None | Some(429 | 500..=599) => true,
-        Some(403) => propagating && error.service_disabled(),
-        _ => false,
+        Some(403) if propagating && error.service_disabled() => Decision::Retry,
+        _ => decide(status, retry_after),
+    }
+}
+
+impl Failure {
+    fn decision(&self, propagating: bool) -> Decision {
+        match self {
+            Self::Status {
+                google,
+                retry_after,
+            } => decision(Some(google.code), google, *retry_after, propagating),
+            Self::Transport(_) => decide(None, None),
+            Self::Token(_) => Decision::Stop,
+        }
     }
 }
 
@@ -115,7 +132,7 @@ pub(crate) struct Rest {
     http: reqwest::Client,
     tokens: Arc<dyn TokenSource>,
     project: String,
-    backoff: Backoff,
+    retry: RetryPolicy,
     enabled_at: Arc<Mutex<Option<Instant>>>,
 }
 
@@ -123,7 +140,7 @@ impl Rest {
     pub(crate) fn new(
         tokens: Arc<dyn TokenSource>,
         project: &str,
-        backoff: Backoff,
+        retry: RetryPolicy,
     ) -> Result<Self, InfraError> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(120))
@@ -133,7 +150,7 @@ impl Rest {
             http,
             tokens,
             project: project.to_owned(),
-            backoff,
+            retry,
             enabled_at: Arc::default(),
         })
     }
@@ -166,10 +183,42 @@ impl Rest {
             .is_some_and(|t| t.elapsed() < PROPAGATION)
     }
 
-    /// Send a request, retrying what [`retry_after`] says to. Returns the
-    /// answer for 2xx and for the statuses in `accept` (the caller decides
-    /// what a 404 or 409 means); every other status becomes an error
-    /// naming `what` was being done.
+    /// One attempt: the answer for 2xx and the statuses in `accept`, or
+    /// how it failed.
+    async fn attempt(
+        &self,
+        method: &reqwest::Method,
+        url: &str,
+        body: Option<&Value>,
+        accept: &[u16],
+    ) -> Result<Answer, Failure> {
+        let token = self.token().await.map_err(Failure::Token)?;
+        let mut request = self
+            .http
+            .request(method.clone(), url)
+            .bearer_auth(token)
+            .header("x-goog-user-project", &self.project);
+        if let Some(b) = body {
+            request = request.json(b);
+        }
+        let response = request.send().await.map_err(Failure::Transport)?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers());
+        let raw = response.bytes().await.map_err(Failure::Transport)?;
+        if (200..300).contains(&status) || accept.contains(&status) {
+            let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+            return Ok(Answer { status, body, raw });
+        }
+        Err(Failure::Status {
+            google: GoogleError::from_answer(status, &raw),
+            retry_after,
+        })
+    }
+
+    /// Send a request under the client's [`RetryPolicy`], retrying what
+    /// [`decision`] says to. Returns the answer for 2xx and for the
+    /// statuses in `accept` (the caller decides what a 404 or 409 means);
+    /// every other status becomes an error naming `what` was being done.
     pub(crate) async fn send(
         &self,
         service: Service,
@@ -179,81 +228,51 @@ impl Rest {
         body: Option<&Value>,
         accept: &[u16],
     ) -> Result<Answer, InfraError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let token = self.token().await?;
-            let mut request = self
-                .http
-                .request(method.clone(), url)
-                .bearer_auth(token)
-                .header("x-goog-user-project", &self.project);
-            if let Some(b) = body {
-                request = request.json(b);
-            }
-            let (status, raw) = match request.send().await {
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    (Some(status), response.bytes().await.unwrap_or_default())
-                }
-                Err(e) => {
-                    tracing::debug!(attempt, "{what}: {e}");
-                    (None, bytes::Bytes::from(e.to_string()))
-                }
-            };
-            if let Some(s) = status
-                && ((200..300).contains(&s) || accept.contains(&s))
-            {
-                let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-                return Ok(Answer {
-                    status: s,
-                    body,
-                    raw,
-                });
-            }
-            let google = GoogleError::parse(&raw);
-            if retry_after(status, &google, self.propagating())
-                && let Some(wait) = self.backoff.wait(attempt)
-            {
-                tracing::debug!(attempt, ?wait, "retrying {what}");
-                tokio::time::sleep(wait).await;
-                continue;
-            }
-            return Err(match status {
-                None => InfraError::Unavailable {
-                    message: format!(
-                        "{what} failed after {attempt} attempt(s): cannot reach {url}: {}",
-                        String::from_utf8_lossy(&raw)
-                    ),
+        self.retry
+            .retry_if(
+                |failure: &Failure| failure.decision(self.propagating()),
+                || self.attempt(&method, url, body, accept),
+            )
+            .await
+            .map_err(
+                |GaveUp {
+                     error, attempts, ..
+                 }| match error {
+                    Failure::Status { google, .. } => {
+                        http_error(service, &self.project, what, &google, attempts)
+                    }
+                    Failure::Transport(e) => InfraError::Unavailable {
+                        message: format!(
+                            "{what} failed after {attempts} attempt(s): cannot reach {url}: {e}"
+                        ),
+                    },
+                    Failure::Token(e) => e,
                 },
-                Some(s) => http_error(service, &self.project, what, s, &google, attempt),
-            });
-        }
+            )
     }
 }
 
-/// The error for a final HTTP answer.
+/// The error for a final HTTP answer, `google` (its code is the HTTP
+/// status), after `attempts` attempts.
 pub(crate) fn http_error(
     service: Service,
     project: &str,
     what: &str,
-    status: u16,
     google: &GoogleError,
     attempts: u32,
 ) -> InfraError {
     let title = service.title;
-    let said = google.said(status);
-    match status {
+    match google.code {
         401 => InfraError::PermissionDenied {
             message: format!(
-                "{what} failed: {title} refused the credentials: refresh them (gcloud auth application-default login) or set GOOGLE_APPLICATION_CREDENTIALS to a valid key; {title} said {said}"
+                "{what} failed: {title} refused the credentials: refresh them (gcloud auth application-default login) or set GOOGLE_APPLICATION_CREDENTIALS to a valid key; {title} said {google}"
             ),
         },
         403 if google.service_disabled() => {
             let api = google.metadata("service").unwrap_or(service.name);
             InfraError::PermissionDenied {
                 message: format!(
-                    "{what} failed: the {api} API is not enabled in project {project}: run `kinetic up` (it enables it), or gcloud services enable {api} --project {project}; {title} said {said}"
+                    "{what} failed: the {api} API is not enabled in project {project}: run `kinetic up` (it enables it), or gcloud services enable {api} --project {project}; {title} said {google}"
                 ),
             }
         }
@@ -264,18 +283,18 @@ pub(crate) fn http_error(
                 .unwrap_or_else(|| "your account lacks a permission".to_owned());
             InfraError::PermissionDenied {
                 message: format!(
-                    "{what} failed: {permission} (roles/owner, or roles/editor with roles/resourcemanager.projectIamAdmin, grant what `kinetic up` needs); {title} said {said}"
+                    "{what} failed: {permission} (roles/owner, or roles/editor with roles/resourcemanager.projectIamAdmin, grant what `kinetic up` needs); {title} said {google}"
                 ),
             }
         }
         400 | 404 | 409 | 412 => InfraError::InvalidInput {
-            message: format!("{what} failed: {title} refused it: {said}"),
+            message: format!("{what} failed: {title} refused it: {google}"),
         },
         429 | 500..=599 => InfraError::Unavailable {
-            message: format!("{what} failed after {attempts} attempt(s): {title} said {said}"),
+            message: format!("{what} failed after {attempts} attempt(s): {title} said {google}"),
         },
         _ => InfraError::Other {
-            message: format!("{what} failed: {title} said {said}"),
+            message: format!("{what} failed: {title} said {google}"),
         },
     }
 }
@@ -292,21 +311,45 @@ mod tests {
     fn retries_what_retrying_can_fix() {
         let none = GoogleError::default();
         for s in [429, 500, 502, 503] {
-            assert!(retry_after(Some(s), &none, false), "{s}");
+            assert_eq!(
+                decision(Some(s), &none, None, false),
+                Decision::Retry,
+                "{s}"
+            );
         }
-        assert!(retry_after(None, &none, false));
+        assert_eq!(decision(None, &none, None, false), Decision::Retry);
         for s in [400, 401, 403, 404, 409, 412] {
-            assert!(!retry_after(Some(s), &none, false), "{s}");
+            assert_eq!(decision(Some(s), &none, None, false), Decision::Stop, "{s}");
         }
         let disabled = google(
             r#"{"error":{"code":403,"status":"PERMISSION_DENIED","message":"x","details":[{"reason":"SERVICE_DISABLED"}]}}"#,
         );
-        assert!(retry_after(Some(403), &disabled, true));
-        assert!(!retry_after(Some(403), &disabled, false));
-        let b = Backoff::default();
-        assert_eq!(b.wait(1), Some(Duration::from_millis(500)));
-        assert_eq!(b.wait(5), Some(Duration::from_secs(8)));
-        assert_eq!(b.wait(6), None);
+        assert_eq!(decision(Some(403), &disabled, None, true), Decision::Retry);
+        assert_eq!(decision(Some(403), &disabled, None, false), Decision::Stop);
+        let b = default_retry();
+        assert_eq!(
+            b.next_delay(1, Duration::ZERO),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            b.next_delay(5, Duration::ZERO),
+            Some(Duration::from_secs(8))
+        );
+        assert_eq!(b.next_delay(6, Duration::ZERO), None);
+    }
+
+    #[test]
+    fn a_server_asking_to_wait_is_waited_for() {
+        let none = GoogleError::default();
+        let after = Some(Duration::from_secs(3));
+        for s in [429, 503] {
+            assert_eq!(
+                decision(Some(s), &none, after, false),
+                Decision::RetryAfter(Duration::from_secs(3)),
+                "{s}"
+            );
+        }
+        assert_eq!(decision(Some(404), &none, after, false), Decision::Stop);
     }
 
     #[test]
@@ -315,7 +358,6 @@ mod tests {
             IAM,
             "p",
             "creating service account kn-c-nodes",
-            403,
             &google(
                 r#"{"error":{"code":403,"status":"PERMISSION_DENIED","message":"Permission 'iam.serviceAccounts.create' denied","details":[{"reason":"IAM_PERMISSION_DENIED","metadata":{"permission":"iam.serviceAccounts.create"}}]}}"#,
             ),
@@ -331,7 +373,6 @@ mod tests {
             CONTAINER,
             "p",
             "reading cluster c",
-            403,
             &google(
                 r#"{"error":{"code":403,"status":"PERMISSION_DENIED","message":"Kubernetes Engine API has not been used","details":[{"reason":"SERVICE_DISABLED","metadata":{"service":"container.googleapis.com"}}]}}"#,
             ),
@@ -342,7 +383,7 @@ mod tests {
                 .contains("gcloud services enable container.googleapis.com --project p"),
             "{e}"
         );
-        let e = http_error(STORAGE, "p", "x", 503, &GoogleError::default(), 6);
+        let e = http_error(STORAGE, "p", "x", &GoogleError::from_answer(503, b""), 6);
         assert!(
             e.is_retryable() && e.to_string().contains("after 6 attempt(s)"),
             "{e}"

@@ -15,6 +15,10 @@
 //!   modified and written back with its etag), Kubernetes Engine (the
 //!   cluster and node pools, long-running operations polled with a
 //!   timeout and progress). Request bodies are pure ([`request`]).
+//!   Failed calls are retried under one `kinetic_core::retry` policy
+//!   ([`GcpInfraConfig::retry`]) deciding as every Google adapter does
+//!   (`kinetic_gcp_common::retry`); operations are polled with its
+//!   [`Backoff`] ([`GcpInfraConfig::poll`]).
 //! - Inside the cluster, through `kube` with the caller's Google token
 //!   (no kubeconfig needed): the jobs' service account with its Workload
 //!   Identity annotation, and published manifests (LeaderWorkerSet, the
@@ -52,6 +56,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kinetic_core::infra::{Action, Desired};
+use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_gcp_common::TokenSource;
 
 pub use error::InfraError;
@@ -115,6 +120,15 @@ pub struct GcpInfraConfig {
     /// How long one long-running operation may take (default 45 minutes;
     /// creating a cluster takes 5–10).
     pub operation_timeout: Duration,
+    /// How long-running operations (and clusters, pools, IAM catching up)
+    /// are polled: the first poll after 250 ms, then waits growing by
+    /// half up to 10 s, within `operation_timeout`.
+    pub poll: Backoff,
+    /// Retries of each API call (throttling, server errors, transport
+    /// failures, `Retry-After` honoured, an API just enabled that Google
+    /// has not propagated yet) and of IAM policy writes that met a
+    /// concurrent change: 6 attempts, waiting 0.5 s doubling up to 8 s.
+    pub retry: RetryPolicy,
 }
 
 impl Default for GcpInfraConfig {
@@ -123,6 +137,8 @@ impl Default for GcpInfraConfig {
             endpoints: Endpoints::default(),
             kubeconfig: None,
             operation_timeout: Duration::from_secs(45 * 60),
+            poll: execute::default_poll(),
+            retry: http::default_retry(),
         }
     }
 }
@@ -146,6 +162,20 @@ impl GcpInfraConfig {
     #[must_use]
     pub fn operation_timeout(mut self, timeout: Duration) -> Self {
         self.operation_timeout = timeout;
+        self
+    }
+
+    /// The same configuration polling operations with these waits.
+    #[must_use]
+    pub fn poll(mut self, poll: Backoff) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// The same configuration retrying API calls under this policy.
+    #[must_use]
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
         self
     }
 }
@@ -198,7 +228,7 @@ impl GcpInfra {
         config: GcpInfraConfig,
         tokens: Arc<dyn TokenSource>,
     ) -> Result<Self, InfraError> {
-        let rest = http::Rest::new(tokens, &desired.target.project, http::Backoff::default())?;
+        let rest = http::Rest::new(tokens, &desired.target.project, config.retry)?;
         Ok(Self {
             desired,
             config,

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::infra::{self, Action, Desired, InfraTarget, PoolRequest, PoolSpec};
+use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
 use kinetic_gcp_common::StaticToken;
-use kinetic_infra_gcp::{Endpoints, GcpInfra, GcpInfraConfig, InfraError, Progress};
+use kinetic_infra_gcp::{Endpoints, GcpInfra, GcpInfraConfig, InfraError, Observation, Progress};
 
 /// Records what the adapter reports.
 #[derive(Debug, Default)]
@@ -47,14 +48,17 @@ fn desired(cloud: &FakeGcp) -> Desired {
 }
 
 fn adapter(cloud: &FakeGcp, kubeconfig: &std::path::Path, timeout: Duration) -> GcpInfra {
+    adapter_with(cloud, |c| {
+        c.kubeconfig(kubeconfig).operation_timeout(timeout)
+    })
+}
+
+fn adapter_with(cloud: &FakeGcp, edit: impl FnOnce(GcpInfraConfig) -> GcpInfraConfig) -> GcpInfra {
     let mut endpoints = Endpoints::all_at(cloud.apis().endpoint());
     endpoints.storage = cloud.gcs().endpoint();
     GcpInfra::new(
         desired(cloud),
-        GcpInfraConfig::default()
-            .endpoints(endpoints)
-            .kubeconfig(kubeconfig)
-            .operation_timeout(timeout),
+        edit(GcpInfraConfig::default().endpoints(endpoints)),
         Arc::new(StaticToken::new(FakeGcp::ACCESS_TOKEN)),
     )
     .unwrap()
@@ -300,4 +304,136 @@ async fn what_cannot_be_read_is_named_and_iam_lag_is_waited_out() {
     assert!(what.starts_with("bucket gs://fake-proj-kn-fake-"), "{what}");
     assert!(e.to_string().contains("storage.buckets.get"), "{e}");
     assert!(observation.complete().is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_is_retried_exactly_up_to_its_budget() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let wait = Duration::from_millis(20);
+    let infra = adapter_with(&cloud, |c| {
+        c.kubeconfig(dir.path().join("config"))
+            .retry(RetryPolicy::new(3, Backoff::new(wait, wait)))
+    });
+    const LIST: &str = "serviceusage.services.list";
+    let calls = |call: &str| cloud.apis().calls().get(call).copied().unwrap_or(0);
+    fn enabled_apis(o: &Observation) -> Option<&InfraError> {
+        o.unreadable
+            .iter()
+            .find(|(what, _)| what == "the project's enabled APIs")
+            .map(|(_, e)| e)
+    }
+
+    // Overloaded past the budget: three attempts, two waits, then an
+    // error that can be retried later and says how often it was tried.
+    cloud.apis().fail(LIST, 503, 0, 3);
+    let started = std::time::Instant::now();
+    let observation = infra.observe().await;
+    assert_eq!(calls(LIST), 3, "exactly the budget");
+    assert!(started.elapsed() >= wait * 2, "waited between attempts");
+    let e = enabled_apis(&observation).expect("the APIs could not be read");
+    assert!(matches!(e, InfraError::Unavailable { .. }), "{e}");
+    assert!(e.is_retryable(), "{e}");
+    assert!(e.to_string().contains("after 3 attempt(s)"), "{e}");
+    assert!(e.to_string().contains("HTTP 503"), "{e}");
+
+    // Within the budget: the third attempt answers.
+    cloud.apis().fail(LIST, 429, 0, 2);
+    let observation = infra.observe().await;
+    assert_eq!(calls(LIST), 6);
+    assert!(enabled_apis(&observation).is_none());
+
+    // A refusal is final: one attempt.
+    cloud.apis().fail(LIST, 403, 0, 1);
+    let observation = infra.observe().await;
+    assert_eq!(calls(LIST), 7);
+    let e = enabled_apis(&observation).expect("refused");
+    assert!(matches!(e, InfraError::PermissionDenied { .. }), "{e}");
+    assert!(!e.to_string().contains("attempt"), "{e}");
+
+    // A policy write that meets a concurrent change (its etag is stale)
+    // is read, modified and written again, under the same budget.
+    const SET_POLICY: &str = "cloudresourcemanager.projects.setIamPolicy";
+    cloud.apis().fail(SET_POLICY, 409, 0, 2);
+    up(&infra, &Recorded::default()).await.unwrap();
+    assert_eq!(calls(SET_POLICY), 3);
+    assert!(
+        cloud.apis().project_binding(
+            "roles/container.defaultNodeServiceAccount",
+            "serviceAccount:kn-fake-nodes@fake-proj.iam.gserviceaccount.com"
+        ),
+        "the third write went through"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_waits_out_the_clusters_operation_in_progress() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    let infra = adapter(&cloud, &kubeconfig, Duration::from_secs(60));
+    up(&infra, &Recorded::default()).await.unwrap();
+    cloud.apis().set_operation_time(Duration::from_millis(600));
+    let target = infra.desired().target.clone();
+    let create = |suffix: &str| {
+        let pool = PoolSpec::new(
+            &target,
+            &PoolRequest::new(AcceleratorSpec::parse("l4").unwrap()),
+            suffix,
+        )
+        .unwrap();
+        let mut plan = infra::Plan::default();
+        plan.actions.push(Action::CreatePool { pool });
+        plan
+    };
+    let pools = || {
+        cloud
+            .apis()
+            .node_pools("fake")
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect::<Vec<_>>()
+    };
+
+    // GKE refuses a second change while the first runs (400
+    // FAILED_PRECONDITION): it is sent again until the cluster is free.
+    let progress = Recorded::default();
+    let (plan_a, plan_b) = (create("2c3d"), create("4e5f"));
+    let (first, second) = tokio::join!(infra.execute(&plan_a, &progress), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        infra.execute(&plan_b, &progress).await
+    });
+    first.unwrap();
+    second.unwrap();
+    let log = progress.0.lock().unwrap().clone();
+    assert!(
+        log.iter().any(|l| l.starts_with(
+            "wait the cluster to finish its operation in progress before creating node pool gpu-l4-4e5f: Cluster is running incompatible operation"
+        )),
+        "{log:#?}"
+    );
+    let names = pools();
+    assert!(
+        names.iter().any(|n| n == "gpu-l4-2c3d") && names.iter().any(|n| n == "gpu-l4-4e5f"),
+        "{names:?}"
+    );
+
+    // Not free within the operation timeout: a timeout that says to run
+    // the command again, and nothing made.
+    let impatient = adapter(&cloud, &kubeconfig, Duration::from_millis(100));
+    let (plan_a, plan_b) = (create("6a7b"), create("8c9d"));
+    let (first, second) = tokio::join!(infra.execute(&plan_a, &progress), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        impatient.execute(&plan_b, &Recorded::default()).await
+    });
+    first.unwrap();
+    let e = second.unwrap_err();
+    assert!(matches!(e, InfraError::Timeout { .. }), "{e}");
+    assert!(
+        e.to_string().contains(
+            "the cluster to finish its operation in progress before creating node pool gpu-l4-8c9d"
+        ),
+        "{e}"
+    );
+    assert!(!pools().iter().any(|n| n == "gpu-l4-8c9d"), "{:?}", pools());
 }

@@ -6,8 +6,10 @@
 //! `Generic`, with the status kept only in a private type. So the HTTP
 //! client this crate hands `object_store` (`StatusConnector`) turns each
 //! such answer into the public `HttpError` type `object_store` already
-//! retries, with the status and body as its source ([`HttpStatus`]); the
-//! mapping below finds one or the other in the error's chain by type.
+//! retries, with the answer parsed as its source ([`GoogleError`], the one
+//! parser of Google's error bodies every Google adapter uses; its `code`
+//! is the HTTP status); the mapping below finds one or the other in the
+//! error's chain by type.
 //! No message text is ever parsed.
 //!
 //! The original `object_store::Error` is kept as the port error's source.
@@ -16,25 +18,12 @@ use std::error::Error as StdError;
 
 use async_trait::async_trait;
 use kinetic_core::ports::StoreError;
+use kinetic_gcp_common::GoogleError;
 use object_store::ClientOptions;
 use object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
     ReqwestConnector,
 };
-
-/// An HTTP answer that ended a request in failure: its status and the start
-/// of its body. The GCS store's HTTP client returns it, as the source of an
-/// `object_store` `HttpError`, in place of a failed answer whose status
-/// `object_store` does not type itself; it is then in the chain of causes
-/// of the port error (`std::error::Error::source`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("HTTP {status}: {body}")]
-pub struct HttpStatus {
-    /// The status code.
-    pub status: u16,
-    /// The body, cut to a few hundred characters.
-    pub body: String,
-}
 
 /// Statuses `object_store` maps to typed kinds itself; every other failed
 /// answer is turned into an `HttpError` so that its status survives.
@@ -55,7 +44,8 @@ impl HttpConnector for StatusConnector {
 }
 
 /// Turns a failed answer whose status `object_store` does not type into an
-/// `HttpError` carrying [`HttpStatus`]. Its kind keeps `object_store`'s
+/// `HttpError` carrying the answer, parsed ([`GoogleError`]): the source
+/// of the port error, in its chain of causes (`std::error::Error::source`). Its kind keeps `object_store`'s
 /// retry decision as it was: a status it retries (408, 429, 5xx) becomes
 /// `Request` (always retried, as those statuses are), any other `Unknown`
 /// (never retried, as those statuses are not).
@@ -77,13 +67,11 @@ impl HttpService for StatusService {
         } else {
             HttpErrorKind::Unknown
         };
-        let body = response
-            .into_body()
-            .bytes()
-            .await
-            .map(|b| String::from_utf8_lossy(&b).chars().take(300).collect())
-            .unwrap_or_default();
-        Err(HttpError::new(kind, HttpStatus { status, body }))
+        let body = response.into_body().bytes().await.unwrap_or_default();
+        Err(HttpError::new(
+            kind,
+            GoogleError::from_answer(status, &body),
+        ))
     }
 }
 
@@ -107,13 +95,13 @@ enum Failure {
 fn failure_of(err: &(dyn StdError + 'static)) -> Failure {
     let mut current = Some(err);
     while let Some(e) = current {
-        if let Some(s) = e.downcast_ref::<HttpStatus>() {
-            return Failure::Status(s.status);
+        if let Some(s) = e.downcast_ref::<GoogleError>() {
+            return Failure::Status(s.code);
         }
         if let Some(http) = e.downcast_ref::<HttpError>() {
             // The status, when the source below is ours, wins over the kind.
-            if let Some(s) = http.source().and_then(|s| s.downcast_ref::<HttpStatus>()) {
-                return Failure::Status(s.status);
+            if let Some(s) = http.source().and_then(|s| s.downcast_ref::<GoogleError>()) {
+                return Failure::Status(s.code);
             }
             return Failure::Transport(http.kind());
         }
@@ -228,13 +216,7 @@ mod tests {
             } else {
                 HttpErrorKind::Unknown
             };
-            generic(HttpError::new(
-                kind,
-                HttpStatus {
-                    status: s,
-                    body: "x".into(),
-                },
-            ))
+            generic(HttpError::new(kind, GoogleError::from_answer(s, b"x")))
         };
         for s in [503, 500, 429, 408] {
             let e = map_error(status(s), "gs://b/x".into(), true);

@@ -21,9 +21,11 @@
 //!
 //! Errors are classified from `object_store`'s types, never from message
 //! text, and keep the `object_store::Error` as their source. The HTTP
-//! client handed to `object_store` keeps the status and body of each failed
-//! answer as a typed [`HttpStatus`] in that chain, so that a 503 after the
-//! retries is told from a 400 without reading the message.
+//! client handed to `object_store` keeps each failed answer, parsed as
+//! every Google adapter parses them ([`GoogleError`]: the HTTP status as
+//! its `code`, Google's status, reasons and message), in that chain, so
+//! that a 503 after the retries is told from a 400 without reading the
+//! message.
 //!
 //! Streaming: `put_file` sends files larger than [`GcsOptions::part_size`]
 //! as multipart uploads with a bounded number of parts in flight, and
@@ -57,7 +59,7 @@
 mod error;
 mod options;
 
-pub use error::HttpStatus;
+pub use kinetic_gcp_common::GoogleError;
 pub use options::{GCS_ENDPOINT_VAR, GcsCredentials, GcsOptions, MIN_PART_SIZE, RetrySettings};
 
 use std::path::{Path, PathBuf};

@@ -242,9 +242,13 @@ async fn retries_happen_once_inside_the_client() {
         .unwrap_err();
     assert!(err.is_retryable(), "{err:?}");
     assert!(err.is_retried(), "reported as retried already: {err:?}");
-    let status = find::<kinetic_store_gcs::HttpStatus>(&err)
+    let answer = find::<kinetic_store_gcs::GoogleError>(&err)
         .expect("the HTTP answer is in the error's chain");
-    assert_eq!(status.status, 503);
+    assert_eq!(answer.code, 503);
+    assert!(
+        answer.has_reason("ServiceUnavailable"),
+        "GCS's XML error body is parsed: {answer:?}"
+    );
     assert_eq!(gcs.count(GcsOp::Put), 3, "1 attempt + 2 retries, no more");
     gcs.clear_faults();
 

@@ -8,14 +8,16 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 
 use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::config as core_config;
 use kinetic_core::infra::{self, Observed, Plan, PoolRequest, PoolSpec};
 use kinetic_core::settings::{Settings, SettingsArgs};
 use kinetic_infra_gcp::GcpInfra;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::image::TargetArgs;
+use super::profile;
 use crate::engine::{self, Invocation};
-use crate::error::{CliError, core_infra_error, infra_error};
+use crate::error::{CliError, core_infra_error, infra_error, profile_error};
 use crate::render::{self, Output, emit};
 
 /// `--project`, `--zone`, `--cluster`, `--namespace`.
@@ -119,6 +121,13 @@ pub(crate) struct UpArgs {
     /// Do not ask before changing anything.
     #[arg(long, short = 'y')]
     yes: bool,
+    /// Save the cluster's project, zone, cluster and namespace as this
+    /// profile and make it the active one (default: the cluster's name).
+    #[arg(long, value_name = "NAME")]
+    profile_name: Option<String>,
+    /// Save no profile.
+    #[arg(long, conflicts_with = "profile_name")]
+    no_profile: bool,
 }
 
 /// Arguments of `kinetic down`.
@@ -155,9 +164,33 @@ pub(crate) struct DoctorArgs {
     accelerator: Option<String>,
 }
 
+/// What [`apply`] did, for the command to report.
+#[derive(Debug)]
+#[must_use = "print it: it is the command's last words"]
+pub(crate) struct Applied {
+    /// The `--json` report: target, plan, `dry_run`, `applied`.
+    report: Value,
+    /// True when actions were carried out.
+    applied: bool,
+}
+
+impl Applied {
+    /// The report with `--json`; else "Done." when something was done.
+    pub(crate) fn print(&self, out: &Output) -> Result<(), CliError> {
+        if out.is_json() {
+            out.json(&self.report)
+        } else if self.applied {
+            emit("Done.\n")
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// The plan of a command that changes the cloud: print it, and unless
 /// `dry_run`, ask (`yes` answers) and carry it out. `again` is the
-/// command that finishes the job after a failure.
+/// command that finishes the job after a failure. What was done is for
+/// the caller to print ([`Applied::print`]).
 pub(crate) fn apply(
     out: &Output,
     infra: &GcpInfra,
@@ -165,18 +198,17 @@ pub(crate) fn apply(
     dry_run: bool,
     yes: bool,
     again: &str,
-) -> Result<(), CliError> {
+) -> Result<Applied, CliError> {
     let target = &infra.desired().target;
-    let report = |applied: bool| json!({"target": target, "plan": plan, "dry_run": dry_run, "applied": applied});
+    let report = |applied: bool| Applied {
+        report: json!({"target": target, "plan": plan, "dry_run": dry_run, "applied": applied}),
+        applied,
+    };
     if !out.is_json() {
         emit(&render::infra::plan(target, plan))?;
     }
     if dry_run || plan.is_empty() {
-        return if out.is_json() {
-            out.json(&report(false))
-        } else {
-            Ok(())
-        };
+        return Ok(report(false));
     }
     if !render::infra::confirm("Carry out this plan?", yes)? {
         return Err(CliError::failed("nothing was changed"));
@@ -192,11 +224,7 @@ pub(crate) fn apply(
             CliError::Failed(_) => CliError::failed(text),
         }
     })?;
-    if out.is_json() {
-        out.json(&report(true))
-    } else {
-        emit("Done.\n")
-    }
+    Ok(report(true))
 }
 
 /// The infrastructure and what the cloud holds of it, all of it readable.
@@ -213,6 +241,9 @@ pub(crate) fn up(args: &UpArgs, inv: &Invocation, out: &Output) -> Result<(), Cl
             "--min-nodes, --max-nodes, --spot and --reservation shape the pool of --accelerator: give --accelerator too (or use `kinetic pool add`)",
         ));
     }
+    if let Some(name) = &args.profile_name {
+        core_config::validate_profile_name(name).map_err(profile_error)?;
+    }
     let settings = inv.settings(&args.pool.settings_args(args.target.settings_args(inv)))?;
     let infra = engine::infra(&settings)?;
     let first_pool = match &args.accelerator {
@@ -222,7 +253,22 @@ pub(crate) fn up(args: &UpArgs, inv: &Invocation, out: &Output) -> Result<(), Cl
     let observed = observe(&infra)?;
     let plan = infra::plan_up(infra.desired(), &observed, first_pool.as_ref())
         .map_err(core_infra_error)?;
-    apply(out, &infra, &plan, args.dry_run, args.yes, "kinetic up")?;
+    let mut applied = apply(out, &infra, &plan, args.dry_run, args.yes, "kinetic up")?;
+    let saved = if args.dry_run || args.no_profile {
+        None
+    } else {
+        Some(save_profile(args, inv, &infra)?)
+    };
+    applied.report["profile"] = saved
+        .as_ref()
+        .map_or(Value::Null, |p| profile::profile_json(p, true));
+    if let (Some(p), false) = (&saved, out.is_json()) {
+        emit(&format!(
+            "Profile '{}' saved and made active (project {}, zone {}, cluster {}, namespace {}).\n",
+            p.name, p.project, p.zone, p.cluster, p.namespace
+        ))?;
+    }
+    applied.print(out)?;
     if !out.is_json() && !args.dry_run {
         render::info(&format!(
             "Jobs run on it with `--backend gke` (kubeconfig context {}); `kinetic status` shows it, `kinetic pool add --accelerator A` adds accelerators.",
@@ -232,12 +278,33 @@ pub(crate) fn up(args: &UpArgs, inv: &Invocation, out: &Output) -> Result<(), Cl
     Ok(())
 }
 
+/// The profile of the cluster `up` built (`--profile-name`, default the
+/// cluster's name), saved and made the active one.
+fn save_profile(
+    args: &UpArgs,
+    inv: &Invocation,
+    infra: &GcpInfra,
+) -> Result<core_config::Profile, CliError> {
+    let t = &infra.desired().target;
+    let name = args.profile_name.as_deref().unwrap_or(&t.cluster);
+    let profile = core_config::Profile::new(name, &t.project)
+        .zone(&t.zone)
+        .cluster(&t.cluster)
+        .namespace(&t.namespace);
+    profile::save_active(inv, profile).map_err(|e| {
+        CliError::failed(format!(
+            "the cluster is ready, but its profile could not be saved: {e}; save it with `kinetic profile create {name} --project {} --zone {} --cluster {} --namespace {} --force`",
+            t.project, t.zone, t.cluster, t.namespace
+        ))
+    })
+}
+
 pub(crate) fn down(args: &DownArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
     let observed = observe(&infra)?;
     let plan = infra::plan_down(infra.desired(), &observed, args.delete_buckets);
-    apply(out, &infra, &plan, args.dry_run, args.yes, "kinetic down")
+    apply(out, &infra, &plan, args.dry_run, args.yes, "kinetic down")?.print(out)
 }
 
 pub(crate) fn status(args: &StatusArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {

@@ -88,7 +88,8 @@ fn add(args: &AddArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
         args.dry_run,
         args.yes,
         "kinetic pool add",
-    )?;
+    )?
+    .print(out)?;
     if !out.is_json() && !args.dry_run {
         render::info(&format!(
             "Jobs with --accelerator {} run on it; its nodes start when a job asks for them.",
@@ -128,5 +129,6 @@ fn remove(args: &RemoveArgs, inv: &Invocation, out: &Output) -> Result<(), CliEr
         args.dry_run,
         args.yes,
         &format!("kinetic pool remove {}", args.name),
-    )
+    )?
+    .print(out)
 }

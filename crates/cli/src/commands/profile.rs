@@ -96,7 +96,8 @@ fn effective<'a>(
     store.active(None, env).map(|a| a.map(|a| a.profile))
 }
 
-fn profile_json(p: &Profile, active: bool) -> serde_json::Value {
+/// A profile as the commands' `--json` shows it.
+pub(crate) fn profile_json(p: &Profile, active: bool) -> serde_json::Value {
     json!({
         "name": p.name,
         "project": p.project,
@@ -261,14 +262,7 @@ fn use_profile(
 ) -> Result<(), CliError> {
     store.set_current(name).map_err(profile_error)?;
     store.save(path).map_err(profile_error)?;
-    if let Some(env_name) = env.non_empty(vars::PROFILE)
-        && env_name != name
-    {
-        render::warn(&format!(
-            "KINETIC_PROFILE='{env_name}' is set and takes precedence over the active profile; \
-             unset it to use '{name}'."
-        ));
-    }
+    warn_if_overridden(env, name);
     let profile = store.require(name).map_err(profile_error)?;
     if out.is_json() {
         return out.json(&json!({ "active": profile_json(profile, true) }));
@@ -277,6 +271,43 @@ fn use_profile(
         "Active profile: {name}\n{}",
         profile_text(profile)
     ))
+}
+
+/// Warn when `KINETIC_PROFILE` names another profile than `name`, the
+/// one just made active: it still takes precedence.
+fn warn_if_overridden(env: &dyn EnvLookup, name: &str) {
+    if let Some(env_name) = env.non_empty(vars::PROFILE)
+        && env_name != name
+    {
+        render::warn(&format!(
+            "KINETIC_PROFILE='{env_name}' is set and takes precedence over the active profile; \
+             unset it to use '{name}'."
+        ));
+    }
+}
+
+/// Save `profile` and make it the active one, as `kinetic up` does for
+/// the cluster it built. A profile of that name is updated in place, so
+/// keys another tool stored in it are kept.
+pub(crate) fn save_active(inv: &Invocation, profile: Profile) -> Result<Profile, ProfileError> {
+    let path = core_config::profiles_path(inv.env())?;
+    let mut store = ProfileStore::load(&path)?;
+    let saved = match store.get(&profile.name) {
+        Some(existing) => {
+            let mut updated = existing.clone();
+            updated.project = profile.project;
+            updated.zone = profile.zone;
+            updated.cluster = profile.cluster;
+            updated.namespace = profile.namespace;
+            updated
+        }
+        None => profile,
+    };
+    store.upsert(saved.clone())?;
+    store.set_current(&saved.name)?;
+    store.save(&path)?;
+    warn_if_overridden(inv.env(), &saved.name);
+    Ok(saved)
 }
 
 fn unset(

@@ -82,20 +82,21 @@ pub(crate) async fn ensure_cached(
             }
         };
     let wanted_names: BTreeSet<&str> = upload.iter().copied().collect();
-    let files: Vec<_> = data
+    // Owned, so that the upload future holds no borrow (it must be `Send`
+    // for any lifetime, as a spawned task's is).
+    let files: Vec<(String, std::path::PathBuf)> = data
         .listing
         .iter()
         .filter(|f| wanted_names.contains(f.name.as_str()))
+        .map(|f| (f.name.clone(), f.path.clone()))
         .collect();
     let objects = files.len();
     let hash = data.hash;
-    let bytes: u64 = futures_util::stream::iter(files.into_iter().map(|file| {
+    let bytes: u64 = futures_util::stream::iter(files.into_iter().map(|(name, path)| {
         let store = store.clone();
         async move {
-            let object = crate::layout::data_entry_file(&hash, &file.name)?;
-            store
-                .put_file(&object, &file.path, PutOptions::default())
-                .await
+            let object = crate::layout::data_entry_file(&hash, &name)?;
+            store.put_file(&object, &path, PutOptions::default()).await
         }
     }))
     .buffer_unordered(UPLOAD_CONCURRENCY)

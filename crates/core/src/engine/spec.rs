@@ -361,6 +361,11 @@ pub struct JobSpec {
     pub image: ImageMode,
     /// Running and pending deadlines.
     pub deadlines: Deadlines,
+    /// The client's Python minor version (`3.11`) when it reads and writes
+    /// pickled Python values: the runner then unpickles argument leaves
+    /// marked `__kinetic_pickle__` and pickles a result JSON cannot hold.
+    /// `None` (the default): JSON only.
+    pub python_values: Option<String>,
 }
 
 impl JobSpec {
@@ -378,6 +383,7 @@ impl JobSpec {
             working_dir: None,
             image: ImageMode::default(),
             deadlines: Deadlines::default(),
+            python_values: None,
         }
     }
 
@@ -426,6 +432,13 @@ impl JobSpec {
     /// Set the output directory.
     pub fn output_dir(mut self, dir: &str) -> Self {
         self.output_dir = Some(dir.to_owned());
+        self
+    }
+
+    /// Let the job exchange pickled Python values with a client running
+    /// Python `version` (`3.11`); see [`JobSpec::python_values`].
+    pub fn python_values(mut self, version: &str) -> Self {
+        self.python_values = Some(version.to_owned());
         self
     }
 

@@ -1,0 +1,76 @@
+"""Remote exceptions rebuilt on the client, with the remote traceback attached."""
+
+import builtins
+import importlib
+import sys
+
+from kinetic import _native
+
+
+class RemoteTraceback(Exception):
+    """The remote traceback, chained as ``__cause__`` of a rebuilt exception
+    (as :mod:`concurrent.futures` does for a process pool's)."""
+
+    def __init__(self, tb: str):
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self):
+        return "\n\n" + self.tb.rstrip("\n")
+
+
+class RemoteError(RuntimeError):
+    """A job's error whose type cannot be rebuilt here (or a runner phase's own)."""
+
+    def __init__(self, type_name: str, message: str):
+        super().__init__("%s: %s" % (type_name, message))
+        self.type_name = type_name
+
+
+def _resolve(type_name: str):
+    module, _, name = type_name.rpartition(".")
+    try:
+        if not module:
+            target = getattr(builtins, name, None)
+        else:
+            mod = sys.modules.get(module) or importlib.import_module(module)
+            target = mod
+            for part in name.split("."):
+                target = getattr(target, part)
+    except Exception:  # noqa: BLE001 - an unknown type is reported as RemoteError
+        return None
+    if isinstance(target, type) and issubclass(target, Exception):
+        return target
+    return None
+
+
+def rebuild(err: "_native.RemoteJobError") -> BaseException:
+    """The user's exception from a job's error: its type where it can be
+    rebuilt (built-in or importable here, constructed from the message),
+    else :class:`RemoteError`; ``remote_traceback``, ``job_id`` and ``phase``
+    set, and the remote traceback chained as ``__cause__``."""
+    job_id, type_name, message, tb, phase = err.args
+    exc = None
+    cls = _resolve(type_name) if phase in (None, "execute", "entrypoint load", "data resolve") else None
+    if cls is not None:
+        try:
+            exc = cls(message)
+        except Exception:  # noqa: BLE001 - a constructor that needs other arguments
+            exc = None
+    if exc is None:
+        exc = RemoteError(type_name, message if phase in (None, "execute") else "%s (in the runner's %s phase)" % (message, phase))
+    for name, value in (("remote_traceback", tb), ("job_id", job_id), ("phase", phase)):
+        try:
+            setattr(exc, name, value)
+        except Exception:  # noqa: BLE001 - exceptions with __slots__
+            pass
+    if tb:
+        exc.__cause__ = RemoteTraceback(tb)
+    return exc
+
+
+def translate(err: BaseException) -> BaseException:
+    """``err`` as the user sees it: remote errors rebuilt, others as they are."""
+    if isinstance(err, _native.RemoteJobError):
+        return rebuild(err)
+    return err

@@ -1,0 +1,206 @@
+"""``@kinetic.run``: run a function remotely."""
+
+import base64
+import functools
+import inspect
+import json
+import os
+import sys
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+from kinetic import _native
+from kinetic._values import PICKLE_KEY, contains_data, encode, python_minor
+from kinetic.batch import BatchHandle, _batch_error
+from kinetic.data import Data
+from kinetic.jobs import JobHandle, _client
+
+_BACKENDS = ("gke", "pathways", "local")
+
+
+def _function_reference(fn: Callable) -> Dict[str, Any]:
+    """Where the runner finds ``fn``: its module (imported from the
+    directory that holds it) or, for a ``__main__`` script, its file. A
+    lambda or closure has no such place: it travels pickled by value when
+    cloudpickle is installed (``prefix`` then holds it, the first argument of
+    the runner's ``call_pickled``), and is an error otherwise."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if not name or "<lambda>" in name or "<locals>" in name:
+        try:
+            import cloudpickle
+        except ImportError:
+            raise TypeError(
+                "@kinetic.run cannot ship %s: it is a lambda or is defined inside another function. "
+                "Functions ship by reference (module and name), so define it at module level, "
+                "or install cloudpickle (on this machine and in the job's image) to ship it by value"
+                % (name or repr(fn))) from None
+        payload = base64.b64encode(cloudpickle.dumps(fn)).decode("ascii")
+        return {"entry": {"module": "__kinetic_runner__", "function": "call_pickled"},
+                "working_dir": os.getcwd(),
+                "prefix": [{PICKLE_KEY: payload, "python": python_minor()}]}
+    module_name = getattr(fn, "__module__", None)
+    module = sys.modules.get(module_name) if module_name else None
+    file = getattr(module, "__file__", None)
+    if not file:
+        raise TypeError("@kinetic.run cannot ship %s: its module %r has no file to ship"
+                        % (name, module_name))
+    file = os.path.abspath(file)
+    if module_name == "__main__":
+        return {"entry": {"path": file, "function": name}, "working_dir": os.getcwd(), "prefix": []}
+    root = os.path.dirname(file)
+    depth = module_name.count(".") + (1 if os.path.basename(file) == "__init__.py" else 0)
+    for _ in range(depth):
+        root = os.path.dirname(root)
+    return {"entry": {"module": module_name, "function": name}, "working_dir": root, "prefix": []}
+
+
+class _Options:
+    def __init__(self, accelerator, container_image, base_image_repo, zone, project, capture_env_vars,
+                 cluster, backend, namespace, volumes, spot, output_dir, debug):
+        if debug:
+            raise ValueError("@kinetic.run(debug=True): debugpy remote debugging is not supported by this engine yet")
+        if not isinstance(accelerator, str) or not accelerator:
+            raise ValueError("@kinetic.run(accelerator=%r): expected an accelerator name such as "
+                             "'cpu', 'gpu-l4' or 'tpu-v5e-1'" % (accelerator,))
+        if backend is not None and backend not in _BACKENDS:
+            raise ValueError("@kinetic.run(backend=%r): expected one of %s, or None to choose from the accelerator"
+                             % (backend, ", ".join(repr(b) for b in _BACKENDS)))
+        if capture_env_vars is not None and (isinstance(capture_env_vars, str)
+                                             or not all(isinstance(v, str) for v in capture_env_vars)):
+            raise ValueError("@kinetic.run(capture_env_vars=%r): expected a list of names or patterns ending in '*'"
+                             % (capture_env_vars,))
+        if volumes is not None:
+            if not isinstance(volumes, dict):
+                raise ValueError("@kinetic.run(volumes=%r): expected a dict of absolute mount path to kinetic.Data"
+                                 % (volumes,))
+            for mount, data in volumes.items():
+                if not isinstance(mount, str) or not isinstance(data, Data):
+                    raise ValueError("@kinetic.run(volumes): %r: %r is not a mount path and kinetic.Data" % (mount, data))
+        self.accelerator = accelerator + (":spot" if spot and not accelerator.endswith(":spot") else "")
+        self.container_image = container_image
+        self.base_image_repo = base_image_repo
+        self.zone, self.project, self.cluster, self.namespace = zone, project, cluster, namespace
+        self.capture_env_vars = list(capture_env_vars or [])
+        self.backend = backend
+        self.volumes = dict(volumes or {})
+        self.output_dir = output_dir
+
+    def client(self):
+        return _client(project=self.project, zone=self.zone, cluster=self.cluster, namespace=self.namespace,
+                       base_image_repo=self.base_image_repo)
+
+    def spec(self, fn, args, kwargs) -> str:
+        doc = _function_reference(fn)
+        prefix = doc.pop("prefix")
+        doc.update({
+            "args": prefix + [encode(a, "argument %d" % i) for i, a in enumerate(args)],
+            "kwargs": [[k, encode(v, "keyword argument %r" % k)] for k, v in kwargs.items()],
+            "accelerator": self.accelerator,
+            "backend": self.backend,
+            "env": self.capture_env_vars,
+            "volumes": [[m, {"__kinetic_data__": d._spec()}] for m, d in self.volumes.items()],
+            "output_dir": self.output_dir,
+            "container_image": self.container_image,
+            "python_values": python_minor(),
+        })
+        return json.dumps(doc)
+
+
+def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
+        base_image_repo: Optional[str] = None, zone: Optional[str] = None, project: Optional[str] = None,
+        capture_env_vars: Optional[List[str]] = None, cluster: Optional[str] = None,
+        backend: Optional[str] = None, namespace: Optional[str] = None,
+        volumes: Optional[Dict[str, Data]] = None, spot: bool = False, output_dir: Optional[str] = None,
+        debug: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Execute function on remote TPU/GPU (or on this machine with ``backend="local"``).
+
+    Args:
+        accelerator: TPU/GPU type (e.g., 'tpu-v3-8', 'tpu-v5litepod-4', 'gpu-l4', 'gpu-a100', 'cpu').
+        container_image: None or "bundled" (default) builds an image with all
+            dependencies baked in via Cloud Build; "prebuilt" uses a prebuilt
+            base image and installs the requirements when the job starts; any
+            other string is a custom container image URI.
+        base_image_repo: Repository of the prebuilt base images. Defaults to
+            KINETIC_BASE_IMAGE_REPO, then "kinetic". Only used with "prebuilt".
+        zone: GCP zone. Falls back to KINETIC_ZONE, then the active profile's
+            zone (from ~/.kinetic/profiles.json), then 'us-central1-a'.
+        project: GCP project. Falls back to KINETIC_PROJECT, then the active
+            profile's project, then GOOGLE_CLOUD_PROJECT.
+        capture_env_vars: Environment variable names or patterns (ending in
+            ``*``) to propagate to the remote environment.
+        cluster: GKE cluster name. Falls back to KINETIC_CLUSTER, then the
+            active profile's cluster, then the built-in default.
+        backend: 'gke', 'pathways' or 'local'; None chooses from KINETIC_BACKEND
+            and the accelerator.
+        namespace: Kubernetes namespace. Falls back to KINETIC_NAMESPACE, then
+            the active profile's namespace, then 'default'.
+        volumes: Dict mapping absolute mount paths to Data objects, e.g.
+            ``{"/data": Data("./dataset/")}``; the data is placed there before
+            the function runs.
+        spot: If True, use preemptible/spot VMs for the job.
+        output_dir: Where job outputs go, exported to the job as
+            KINETIC_OUTPUT_DIR. Defaults to the jobs bucket's outputs/{job_id}.
+        debug: debugpy remote debugging; not supported by this engine yet
+            (True raises ``ValueError``).
+
+    Returns:
+        A decorator that returns a wrapper function. When called, the wrapper
+        executes the function remotely and blocks until completion, returning
+        its value or raising its exception (its type where it can be rebuilt,
+        the remote traceback as ``__cause__``). The wrapper also has:
+
+        * ``run_async(*args, **kwargs)``: submits the job and returns a
+          :class:`JobHandle` immediately.
+        * ``run_async_map(inputs, **kwargs)``: fans out over a collection of
+          inputs, returning a :class:`BatchHandle`.
+
+    The function ships by reference (its module and qualified name; a
+    ``__main__`` script by its file), so it must be defined at module level.
+    Arguments and results that are JSON travel as JSON; other values travel
+    pickled when the client and the job run the same Python minor version.
+    """
+    options = _Options(accelerator, container_image, base_image_repo, zone, project, capture_env_vars,
+                       cluster, backend, namespace, volumes, spot, output_dir, debug)
+
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _function_reference(fn)  # a lambda or closure without cloudpickle is an error at once
+
+        def run_async(*args, **kwargs) -> JobHandle:
+            spec = options.spec(fn, args, kwargs)
+            return JobHandle._from_native(options.client().submit(spec))
+
+        def run_async_map(inputs: Iterable[Any], input_mode: str = "auto", max_concurrent: Optional[int] = None,
+                          retries: int = 0, fail_fast: bool = False, cancel_running_on_fail: bool = False,
+                          name: Optional[str] = None, tags: Optional[Dict[str, str]] = None) -> BatchHandle:
+            """Fan out over ``inputs``: each becomes one job (``input_mode``:
+            'auto', 'single', 'args' or 'kwargs' says how an input becomes the
+            call's arguments), at most ``max_concurrent`` at a time, each
+            retried ``retries`` times; ``fail_fast`` stops submitting after a
+            failure (``cancel_running_on_fail`` also cancels running jobs)."""
+            encoded = [encode(x, "input %d" % i) for i, x in enumerate(inputs)]
+            if contains_data(encoded):
+                raise ValueError("run_async_map: kinetic.Data in inputs is not supported yet; "
+                                 "mount it with volumes= instead")
+            if cancel_running_on_fail and not fail_fast:
+                raise ValueError("run_async_map: cancel_running_on_fail=True needs fail_fast=True")
+            map_options = {"input_mode": input_mode, "max_concurrent": max_concurrent, "retries": retries,
+                           "fail_fast": bool(fail_fast), "cancel_running_on_fail": bool(cancel_running_on_fail),
+                           "name": name, "tags": dict(tags or {})}
+            spec = options.spec(fn, (), {})
+            try:
+                native = options.client().map(spec, json.dumps(encoded), json.dumps(map_options))
+            except _native.BatchFailed as err:
+                raise _batch_error(err) from None
+            return BatchHandle(native)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return run_async(*args, **kwargs).result()
+
+        # The runner calls this instead of the wrapper, so a job does not submit itself.
+        wrapper.__kinetic_function__ = fn
+        wrapper.run_async = run_async
+        wrapper.run_async_map = run_async_map
+        wrapper.__signature__ = inspect.signature(fn)
+        return wrapper
+
+    return decorator

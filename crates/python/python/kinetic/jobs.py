@@ -1,0 +1,230 @@
+"""Detached jobs: :class:`JobHandle`, :func:`attach`, :func:`list_jobs`."""
+
+import dataclasses
+import json
+import logging
+import sys
+from typing import Any, Callable, Dict, List, Optional
+
+from kinetic import _native
+from kinetic._errors import translate
+from kinetic._values import decode
+from kinetic.job_status import JobStatus
+
+logger = logging.getLogger("kinetic")
+
+
+def _client(project=None, zone=None, cluster=None, namespace=None, base_image_repo=None):
+    # Local jobs run on this interpreter, so they see the packages the caller sees.
+    return _native.Client(project=project, zone=zone, cluster=cluster, namespace=namespace,
+                          base_image_repo=base_image_repo, local_python=sys.executable or None)
+
+
+def _check_seconds(name: str, value) -> None:
+    if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
+        raise ValueError("%s=%r: expected a number of seconds, zero or more" % (name, value))
+
+
+def _reattach_hint(job_id: str) -> str:
+    return ("kinetic: stopped waiting for job %s; the job keeps running. "
+            "Reattach with kinetic.attach(%r).result() (or cancel it with kinetic.attach(%r).cancel())"
+            % (job_id, job_id, job_id))
+
+
+@dataclasses.dataclass
+class JobHandle:
+    """Durable description of a submitted remote job.
+
+    All fields are JSON-serializable strings. No func object or closure state
+    is stored — only the metadata needed to observe, collect, and clean up the
+    job from any machine (the job's ``handle.json``).
+    """
+
+    job_id: str
+    backend: str
+    project: str
+    cluster_name: str
+    zone: str
+    namespace: str
+    bucket_name: str
+    k8s_name: str
+    image_uri: str
+    accelerator: str
+    func_name: str
+    display_name: str
+    created_at: str
+    group_id: Optional[str] = None
+    group_kind: Optional[str] = None
+    group_index: Optional[int] = None
+    debug: bool = False
+    _record: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    _job: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def _from_native(cls, job) -> "JobHandle":
+        handle = cls.from_dict(json.loads(job.record_json()))
+        handle._job = job
+        return handle
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "JobHandle":
+        """Reconstruct a JobHandle from a plain dict.
+
+        Unknown keys are silently ignored so that handles persisted by a
+        future version (with extra fields) can still be loaded.
+        """
+        names = {f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")}
+        missing = [f.name for f in dataclasses.fields(cls)
+                   if f.name in names and f.default is dataclasses.MISSING and f.name not in d]
+        if missing:
+            raise ValueError("JobHandle.from_dict: missing field(s) %s" % ", ".join(missing))
+        handle = cls(**{k: v for k, v in d.items() if k in names})
+        handle._record = dict(d)
+        return handle
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Serialize the handle to a JSON-safe payload."""
+        out = dict(self._record)
+        for f in dataclasses.fields(self):
+            if not f.name.startswith("_"):
+                out[f.name] = getattr(self, f.name)
+        return out
+
+    def _native(self):
+        if self._job is None:
+            client = _client(project=self.project or None, zone=self.zone or None,
+                             cluster=self.cluster_name or None, namespace=self.namespace or None)
+            self._job = client.handle_from_json(json.dumps(self.to_dict()))
+        return self._job
+
+    def status(self) -> JobStatus:
+        """Return the current execution status of the job."""
+        status, _reason = self._native().status()
+        return JobStatus(status)
+
+    def logs(self, follow: bool = False) -> Optional[str]:
+        """Return logs, or (``follow=True``) stream them to stdout until the job terminates."""
+        if not follow:
+            return self._native().logs()
+
+        def write(chunk):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+
+        try:
+            self._native().follow_logs(write)
+        except KeyboardInterrupt:
+            print(_reattach_hint(self.job_id), file=sys.stderr)
+            raise
+        return None
+
+    def tail(self, n: int = 100) -> str:
+        """Return the last ``n`` log lines."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError("tail(n=%r): expected a whole number, zero or more" % (n,))
+        return self._native().tail(n)
+
+    def debug_attach(self, local_port: int = 5678, working_dir: Optional[str] = None):
+        """Not supported by this engine yet: raises ``NotImplementedError``."""
+        raise NotImplementedError("JobHandle.debug_attach: debugpy jobs (debug=True) are not supported by this engine yet")
+
+    def result(self, timeout: Optional[float] = None, cleanup: Optional[bool] = None,
+               cleanup_timeout: float = 180, cleanup_poll_interval: float = 2,
+               stream_logs: Optional[bool] = None,
+               on_status_change: Optional[Callable[[JobStatus], None]] = None) -> Any:
+        """Wait for the job result and return it or re-raise the user exception.
+
+        Args:
+            timeout: Maximum seconds to wait. None means wait forever. If
+                reached, ``TimeoutError`` is raised but the job keeps running
+                and the handle remains valid.
+            cleanup: When True (the default), delete the job's backend object
+                and stored artifacts after the result is downloaded.
+            cleanup_timeout: Maximum seconds for the cleanup (the engine
+                returns once the deletion is accepted).
+            cleanup_poll_interval: Seconds between deletion-confirmation polls.
+            stream_logs: When True (the default), print the job's output to
+                stdout while waiting.
+            on_status_change: Called with the new :class:`JobStatus` each time
+                the polled status differs from the previous one, including the
+                first observation and the final terminal status, on the calling
+                thread. Exceptions it raises are logged and swallowed.
+
+        Returns:
+            The function's return value.
+
+        Raises:
+            TimeoutError: If timeout is exceeded.
+            RuntimeError: If the job failed without uploading a result.
+            Exception: Re-raised from the remote function on user failure,
+                with the remote traceback as its ``__cause__`` and in
+                ``remote_traceback``.
+            KeyboardInterrupt: Ctrl-C stops the wait (not the job) and prints
+                how to reattach.
+        """
+        _check_seconds("timeout", timeout)
+        _check_seconds("cleanup_timeout", cleanup_timeout)
+        _check_seconds("cleanup_poll_interval", cleanup_poll_interval)
+        on_status = None
+        if on_status_change is not None:
+            def on_status(text, callback=on_status_change):
+                try:
+                    callback(JobStatus(text))
+                except Exception:  # noqa: BLE001 - the reference: logged and swallowed
+                    logger.exception("on_status_change callback raised; ignored")
+
+        def on_log(line):
+            sys.stdout.write(line if line.endswith("\n") else line + "\n")
+            sys.stdout.flush()
+
+        streaming = True if stream_logs is None else bool(stream_logs)
+        try:
+            text = self._native().result(timeout=timeout, cleanup=True if cleanup is None else bool(cleanup),
+                                         on_status=on_status, on_log=on_log if streaming else None)
+        except KeyboardInterrupt:
+            print(_reattach_hint(self.job_id), file=sys.stderr)
+            raise
+        except _native.RemoteJobError as err:
+            exc = translate(err)
+            raise exc from exc.__cause__
+        return decode(json.loads(text))
+
+    def cancel(self, cleanup_timeout: float = 180, cleanup_poll_interval: float = 2) -> None:
+        """Cancel the running job by deleting its backend object."""
+        _check_seconds("cleanup_timeout", cleanup_timeout)
+        _check_seconds("cleanup_poll_interval", cleanup_poll_interval)
+        self._native().cancel()
+
+    def cleanup(self, k8s: bool = True, gcs: bool = True, cleanup_timeout: float = 180,
+                cleanup_poll_interval: float = 2) -> None:
+        """Clean up the backend object (``k8s``) and/or the stored artifacts (``gcs``)."""
+        _check_seconds("cleanup_timeout", cleanup_timeout)
+        _check_seconds("cleanup_poll_interval", cleanup_poll_interval)
+        self._native().cleanup(k8s=bool(k8s), gcs=bool(gcs))
+
+
+def attach(job_id: str, project: Optional[str] = None, cluster: Optional[str] = None) -> JobHandle:
+    """Reconstruct a persisted handle from the jobs bucket.
+
+    Args:
+        job_id: The job identifier (e.g. "job-a1b2c3d4").
+        project: GCP project. Falls back to KINETIC_PROJECT, then the active
+            profile's project, then GOOGLE_CLOUD_PROJECT.
+        cluster: GKE cluster name. Falls back to KINETIC_CLUSTER, then the
+            active profile's cluster, then the built-in default.
+
+    Returns:
+        A hydrated JobHandle ready for status(), result(), etc.
+    """
+    return JobHandle._from_native(_client(project=project, cluster=cluster).attach(job_id))
+
+
+def list_jobs(project: Optional[str] = None, zone: Optional[str] = None, cluster: Optional[str] = None,
+              namespace: Optional[str] = None) -> List[JobHandle]:
+    """List live jobs, newest first, by hydrating durable handles from the
+    jobs the backends hold. Jobs whose handle.json is missing are skipped
+    with a warning. Each argument falls back through KINETIC_* env vars, the
+    active profile, and finally the built-in defaults — matching kinetic.run.
+    """
+    client = _client(project=project, zone=zone, cluster=cluster, namespace=namespace)
+    return [JobHandle._from_native(job) for job in client.list_jobs()]

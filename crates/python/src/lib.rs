@@ -1,0 +1,972 @@
+//! `kinetic._native`: the Rust half of the `kinetic` Python module.
+//!
+//! A thin layer over `kinetic_core`'s engine, built by `kinetic_wiring`
+//! exactly as the command line builds it: settings are resolved by
+//! `kinetic_core::settings` (argument > `KINETIC_*` > profile > default),
+//! jobs are specified as JSON documents the Python half writes, and every
+//! blocking call runs on one shared tokio runtime with the GIL released,
+//! waking every 100 ms on the calling thread to deliver status changes and
+//! log lines to Python callbacks and to let Ctrl-C interrupt the wait.
+//! The Python half (`python/kinetic/`) holds what is Python's own: naming
+//! the function, pickling values, rebuilding exceptions, the public classes.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use kinetic_core::config::ProfileStore;
+use kinetic_core::engine::{
+    Arg, AttachOptions, BatchError, BatchHandle, BatchResultsOptions, ChildError, CleanupOptions,
+    Data, Engine, EngineError, Entrypoint, JobHandle, JobSpec, MapOptions, ResultOptions,
+};
+use kinetic_core::env::{EnvEntry, EnvSnapshot};
+use kinetic_core::ports::ImageMode;
+use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyLookupError, PyRuntimeError, PyTimeoutError, PyValueError};
+use pyo3::prelude::*;
+use serde_json::Value;
+
+create_exception!(
+    _native,
+    RemoteJobError,
+    PyException,
+    "A job's own error: args are (job_id, type, message, traceback, phase)."
+);
+create_exception!(
+    _native,
+    BatchFailed,
+    PyException,
+    "A batch with failed inputs: args are (group_id, failures, partial_results)."
+);
+
+/// Marks a data argument in the JSON documents the Python half writes:
+/// `{"__kinetic_data__": {"path": ..., "fuse": bool, "hf_trust_remote_code": bool}}`.
+const DATA_KEY: &str = "__kinetic_data__";
+
+static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+
+fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let rt = kinetic_wiring::runtime().map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok(RUNTIME.get_or_init(|| rt))
+}
+
+/// What the engine reports while a call waits, delivered on the calling thread.
+enum Event {
+    Status(String),
+    Log(String),
+}
+
+/// Python callbacks for the events of one wait.
+struct Listener {
+    events: Option<Receiver<Event>>,
+    on_status: Option<Py<PyAny>>,
+    on_log: Option<Py<PyAny>>,
+}
+
+impl Listener {
+    fn none() -> Self {
+        Self {
+            events: None,
+            on_status: None,
+            on_log: None,
+        }
+    }
+
+    fn deliver(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(events) = &self.events else {
+            return Ok(());
+        };
+        while let Ok(event) = events.try_recv() {
+            let (callback, text) = match event {
+                Event::Status(s) => (&self.on_status, s),
+                Event::Log(s) => (&self.on_log, s),
+            };
+            if let Some(cb) = callback {
+                cb.call1(py, (text,))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Run `fut` on the shared runtime and wait for it with the GIL released,
+/// delivering `listener`'s events and checking for signals every 100 ms. A
+/// signal (Ctrl-C) abandons the wait, not the work the engine started
+/// elsewhere: a job keeps running.
+fn block<T: Send + 'static>(
+    py: Python<'_>,
+    fut: impl Future<Output = T> + Send + 'static,
+    listener: &Listener,
+) -> PyResult<T> {
+    let rt = runtime()?;
+    let (tx, rx) = mpsc::channel();
+    let task = rt.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    let mut rx = rx;
+    loop {
+        let (back, got) = py.detach(move || {
+            let got = rx.recv_timeout(Duration::from_millis(100));
+            (rx, got)
+        });
+        rx = back;
+        match got {
+            Ok(value) => {
+                listener.deliver(py)?;
+                return Ok(value);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(
+                    "the engine's task ended without an answer (it panicked)",
+                ));
+            }
+        }
+        if let Err(e) = py.check_signals().and_then(|()| listener.deliver(py)) {
+            task.abort();
+            return Err(e);
+        }
+    }
+}
+
+fn engine_error(e: &EngineError) -> PyErr {
+    match e {
+        EngineError::Remote { job_id, error } => RemoteJobError::new_err((
+            job_id.clone(),
+            error.type_name.clone(),
+            error.message.clone(),
+            error.traceback.clone(),
+            error.phase.clone(),
+        )),
+        EngineError::Timeout { .. } => PyTimeoutError::new_err(e.to_string()),
+        EngineError::InvalidInput { .. } | EngineError::Project { .. } => {
+            PyValueError::new_err(e.to_string())
+        }
+        EngineError::NotFound { .. } => PyLookupError::new_err(e.to_string()),
+        _ => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+fn child_error(e: &ChildError) -> PyErr {
+    match e {
+        ChildError::Job { error, .. } => engine_error(error),
+        // The text names the input and the attempts; the type follows the cause.
+        ChildError::Submission { error, .. } => match error.as_ref() {
+            EngineError::InvalidInput { .. } | EngineError::Project { .. } => {
+                PyValueError::new_err(e.to_string())
+            }
+            _ => PyRuntimeError::new_err(e.to_string()),
+        },
+        _ => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+fn batch_error(py: Python<'_>, e: BatchError) -> PyErr {
+    match e {
+        BatchError::Failed(failure) => {
+            let built = (|| -> PyResult<PyErr> {
+                let failures: Vec<(usize, Job, Py<PyAny>)> = failure
+                    .failures
+                    .iter()
+                    .map(|f| {
+                        (
+                            f.index,
+                            Job {
+                                inner: f.job.clone(),
+                            },
+                            child_error(&f.error).into_value(py).into_any(),
+                        )
+                    })
+                    .collect();
+                let submissions: Vec<(usize, Py<PyAny>)> = failure
+                    .submission_failures
+                    .iter()
+                    .map(|(i, err)| (*i, child_error(err).into_value(py).into_any()))
+                    .collect();
+                let partial: Vec<Option<String>> = failure
+                    .partial_results
+                    .iter()
+                    .map(|v| v.as_ref().map(Value::to_string))
+                    .collect();
+                let message = e_text(&failure);
+                let exc = py.get_type::<BatchFailed>().call1((
+                    failure.group_id.to_string(),
+                    failures,
+                    partial,
+                    submissions,
+                    message,
+                ))?;
+                Ok(PyErr::from_value(exc))
+            })();
+            built.unwrap_or_else(|err| err)
+        }
+        BatchError::Timeout { .. } => PyTimeoutError::new_err(e.to_string()),
+        BatchError::InvalidInput { .. } => PyValueError::new_err(e.to_string()),
+        BatchError::GroupNotFound { .. } => PyLookupError::new_err(e.to_string()),
+        BatchError::Engine(inner) => engine_error(&inner),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+fn e_text(failure: &kinetic_core::engine::BatchFailure) -> String {
+    format!(
+        "batch {}: {} of {} input(s) failed",
+        failure.group_id,
+        failure.failed_count(),
+        failure.total
+    )
+}
+
+fn secs(value: Option<f64>, name: &str) -> PyResult<Option<Duration>> {
+    value
+        .map(|s| {
+            Duration::try_from_secs_f64(s).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "{name}={s}: expected a number of seconds, zero or more"
+                ))
+            })
+        })
+        .transpose()
+}
+
+fn bad(message: impl Into<String>) -> PyErr {
+    PyValueError::new_err(message.into())
+}
+
+/// The engine and what building job specs needs from the settings.
+#[pyclass(frozen, module = "kinetic._native")]
+struct Client {
+    engine: Engine,
+    base_image_repo: String,
+    cwd: PathBuf,
+    home: Option<PathBuf>,
+}
+
+fn resolve_settings(
+    args: &SettingsArgs,
+    env: &EnvSnapshot,
+    cwd: &std::path::Path,
+) -> PyResult<Settings> {
+    let path = settings::profiles_file(env)
+        .map_err(|e| bad(e.to_string()))?
+        .value;
+    let profiles = ProfileStore::load(&path).map_err(|e| bad(e.to_string()))?;
+    let settings =
+        Settings::resolve(args, &SettingsInput::new(env, &profiles, cwd)).map_err(|e| {
+            if e.is_invalid_input() {
+                bad(e.to_string())
+            } else {
+                PyRuntimeError::new_err(e.to_string())
+            }
+        })?;
+    for warning in &settings.warnings {
+        eprintln!("kinetic: warning: {warning}");
+    }
+    Ok(settings)
+}
+
+#[pymethods]
+impl Client {
+    /// An engine for the given target; each `None` falls back to its
+    /// `KINETIC_*` variable, the active profile, then the default.
+    #[new]
+    #[pyo3(signature = (project=None, zone=None, cluster=None, namespace=None, base_image_repo=None, local_python=None))]
+    fn new(
+        project: Option<String>,
+        zone: Option<String>,
+        cluster: Option<String>,
+        namespace: Option<String>,
+        base_image_repo: Option<String>,
+        local_python: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let env = EnvSnapshot::from_process();
+        let cwd = std::env::current_dir().map_err(|e| {
+            PyRuntimeError::new_err(format!("cannot read the current directory: {e}"))
+        })?;
+        let mut args = SettingsArgs::new();
+        if let Some(v) = project {
+            args = args.project(v);
+        }
+        if let Some(v) = zone {
+            args = args.zone(v);
+        }
+        if let Some(v) = cluster {
+            args = args.cluster(v);
+        }
+        if let Some(v) = namespace {
+            args = args.namespace(v);
+        }
+        if let Some(v) = base_image_repo {
+            args = args.base_image_repo(v);
+        }
+        let settings = resolve_settings(&args, &env, &cwd)?;
+        let home = settings::home(&env);
+        let _entered = runtime()?.enter();
+        let mut options = kinetic_wiring::EngineOptions::default();
+        if let Some(python) = local_python {
+            options = options.local_python(python);
+        }
+        let engine = kinetic_wiring::engine_with(&settings, env, &options).map_err(|e| {
+            if e.is_usage() {
+                bad(e.to_string())
+            } else {
+                PyRuntimeError::new_err(e.to_string())
+            }
+        })?;
+        Ok(Self {
+            engine,
+            base_image_repo: settings.base_image_repo.value.clone(),
+            home,
+            cwd,
+        })
+    }
+
+    /// Submit the job a JSON spec describes; the handle once accepted.
+    fn submit(&self, py: Python<'_>, spec: &str) -> PyResult<Job> {
+        let spec = self.spec(spec)?;
+        let engine = self.engine.clone();
+        let handle = block(
+            py,
+            async move { engine.submit(spec).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| engine_error(&e))?;
+        Ok(Job { inner: handle })
+    }
+
+    /// The handle of a job by id, from its stored record.
+    fn attach(&self, py: Python<'_>, job_id: String) -> PyResult<Job> {
+        let engine = self.engine.clone();
+        let handle = block(
+            py,
+            async move { engine.attach(&job_id).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| engine_error(&e))?;
+        Ok(Job { inner: handle })
+    }
+
+    /// A handle from a record's JSON (`Job.record_json`).
+    fn handle_from_json(&self, record: &str) -> PyResult<Job> {
+        let handle = self
+            .engine
+            .handle_from_json(record)
+            .map_err(|e| engine_error(&e))?;
+        Ok(Job { inner: handle })
+    }
+
+    /// Every job the backends still hold, newest first.
+    fn list_jobs(&self, py: Python<'_>) -> PyResult<Vec<Job>> {
+        let engine = self.engine.clone();
+        let records = block(
+            py,
+            async move { engine.list_jobs().await },
+            &Listener::none(),
+        )?
+        .map_err(|e| engine_error(&e))?;
+        records
+            .iter()
+            .map(|r| self.handle_from_json(&r.to_json()))
+            .collect()
+    }
+
+    /// Map the spec's function over JSON `inputs` (a JSON array) with the
+    /// JSON `options` (`max_concurrent`, `retries`, `fail_fast`,
+    /// `cancel_running_on_fail`, `name`, `tags`, `input_mode`).
+    fn map(&self, py: Python<'_>, spec: &str, inputs: &str, options: &str) -> PyResult<Batch> {
+        let spec = self.spec(spec)?;
+        let inputs: Vec<Value> =
+            serde_json::from_str(inputs).map_err(|e| bad(format!("inputs: {e}")))?;
+        let options = map_options(options)?;
+        let engine = self.engine.clone();
+        let handle = block(
+            py,
+            async move { engine.map(spec, inputs, options).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))?;
+        Ok(Batch { inner: handle })
+    }
+
+    /// The handle of a batch by group id, from its manifest.
+    #[pyo3(signature = (group_id, poll_interval=10.0, poll_timeout=None))]
+    fn attach_batch(
+        &self,
+        py: Python<'_>,
+        group_id: String,
+        poll_interval: f64,
+        poll_timeout: Option<f64>,
+    ) -> PyResult<Batch> {
+        let interval = secs(Some(poll_interval), "poll_interval")?.unwrap_or_default();
+        let timeout = secs(poll_timeout, "poll_timeout")?;
+        let options = AttachOptions::default().manifest_polling(interval, timeout);
+        let engine = self.engine.clone();
+        let handle = block(
+            py,
+            async move { engine.attach_batch(&group_id, options).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))?;
+        Ok(Batch { inner: handle })
+    }
+}
+
+impl Client {
+    /// A [`JobSpec`] from the JSON document the Python half writes.
+    fn spec(&self, text: &str) -> PyResult<JobSpec> {
+        let doc: Value = serde_json::from_str(text).map_err(|e| bad(format!("job spec: {e}")))?;
+        let field = |name: &str| doc.get(name).filter(|v| !v.is_null());
+        let text_of = |name: &str| field(name).and_then(Value::as_str);
+        let entry = field("entry").ok_or_else(|| bad("job spec: no entry"))?;
+        let function = entry
+            .get("function")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("job spec: entry.function"))?
+            .to_owned();
+        let entrypoint = if let Some(path) = entry.get("path").and_then(Value::as_str) {
+            Entrypoint::File {
+                path: PathBuf::from(path),
+                function,
+            }
+        } else {
+            let module = entry
+                .get("module")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("job spec: entry.module or entry.path"))?;
+            Entrypoint::Module {
+                module: module.to_owned(),
+                function,
+            }
+        };
+        let mut spec = JobSpec::new(entrypoint);
+        if let Some(dir) = text_of("working_dir") {
+            spec = spec.working_dir(dir);
+        }
+        for arg in field("args")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            spec = spec.arg(self.arg(arg)?);
+        }
+        for pair in field("kwargs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(name), Some(value)) = (pair.get(0).and_then(Value::as_str), pair.get(1))
+            else {
+                return Err(bad("job spec: kwargs must be [name, value] pairs"));
+            };
+            spec = spec.kwarg(name, self.arg(value)?);
+        }
+        if let Some(a) = text_of("accelerator") {
+            spec = spec.accelerator(a);
+        }
+        if let Some(b) = text_of("backend") {
+            spec = spec.backend(b);
+        }
+        for pattern in field("env").and_then(Value::as_array).into_iter().flatten() {
+            let pattern = pattern
+                .as_str()
+                .ok_or_else(|| bad("capture_env_vars: expected a list of strings"))?;
+            let entry = EnvEntry::parse_capture(pattern)
+                .map_err(|e| bad(format!("capture_env_vars: {e}")))?;
+            spec = spec.env(entry);
+        }
+        for pair in field("volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(mount), Some(value)) = (pair.get(0).and_then(Value::as_str), pair.get(1))
+            else {
+                return Err(bad(
+                    "volumes: expected a dict of mount path to kinetic.Data",
+                ));
+            };
+            let Some(data) = value.get(DATA_KEY) else {
+                return Err(bad(format!(
+                    "volumes['{mount}']: expected a kinetic.Data object"
+                )));
+            };
+            spec = spec.volume(mount, self.data(data)?);
+        }
+        if let Some(dir) = text_of("output_dir") {
+            spec = spec.output_dir(dir);
+        }
+        spec.image = match text_of("container_image") {
+            None | Some("bundled") => ImageMode::Bundled,
+            Some("prebuilt") => ImageMode::Prebuilt {
+                repo: self.base_image_repo.clone(),
+            },
+            Some(uri) => ImageMode::Custom {
+                uri: uri.to_owned(),
+            },
+        };
+        if let Some(version) = text_of("python_values") {
+            spec = spec.python_values(version);
+        }
+        Ok(spec)
+    }
+
+    fn arg(&self, value: &Value) -> PyResult<Arg> {
+        Ok(match value {
+            Value::Object(map) => match map.get(DATA_KEY) {
+                Some(data) if map.len() == 1 => Arg::Data(self.data(data)?),
+                _ => Arg::Object(
+                    map.iter()
+                        .map(|(k, v)| Ok((k.clone(), self.arg(v)?)))
+                        .collect::<PyResult<_>>()?,
+                ),
+            },
+            Value::Array(items) => {
+                Arg::List(items.iter().map(|v| self.arg(v)).collect::<PyResult<_>>()?)
+            }
+            other => Arg::Json(other.clone()),
+        })
+    }
+
+    fn data(&self, doc: &Value) -> PyResult<Data> {
+        let path = doc
+            .get("path")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("kinetic.Data: no path"))?;
+        if doc.get("fuse").and_then(Value::as_bool) == Some(true) {
+            return Err(bad(format!(
+                "kinetic.Data('{path}', fuse=True): mounting data through GCS FUSE is not supported by this engine yet; use fuse=False (the data is downloaded before the call)"
+            )));
+        }
+        if path.starts_with("hf://") {
+            return Err(bad(format!(
+                "kinetic.Data('{path}'): Hugging Face datasets (hf://) are not supported by this engine yet; pass a local path or a gs:// URI"
+            )));
+        }
+        Data::with_home(path, &self.cwd, self.home.as_deref()).map_err(|e| bad(e.to_string()))
+    }
+}
+
+fn map_options(text: &str) -> PyResult<MapOptions> {
+    let doc: Value = serde_json::from_str(text).map_err(|e| bad(format!("map options: {e}")))?;
+    let mut options = MapOptions::default();
+    if let Some(n) = doc.get("max_concurrent").and_then(Value::as_u64) {
+        let n = usize::try_from(n).map_err(|_| bad("max_concurrent: too large"))?;
+        options = options.max_concurrent(Some(n));
+    }
+    if let Some(n) = doc.get("retries").and_then(Value::as_u64) {
+        let n = u32::try_from(n).map_err(|_| bad("retries: too large"))?;
+        options = options.retries(n);
+    }
+    let fail_fast = doc.get("fail_fast").and_then(Value::as_bool) == Some(true);
+    let cancel = doc.get("cancel_running_on_fail").and_then(Value::as_bool) == Some(true);
+    options = options.fail_fast(fail_fast, cancel);
+    if let Some(name) = doc.get("name").and_then(Value::as_str) {
+        options = options.name(name);
+    }
+    if let Some(tags) = doc.get("tags").and_then(Value::as_object) {
+        for (k, v) in tags {
+            let v = v
+                .as_str()
+                .ok_or_else(|| bad(format!("tags['{k}']: expected a string")))?;
+            options = options.tag(k, v);
+        }
+    }
+    if let Some(mode) = doc.get("input_mode").and_then(Value::as_str) {
+        options = options.input_mode(mode.parse().map_err(|e| bad(format!("input_mode: {e}")))?);
+    }
+    if let Some(d) = secs(
+        doc.get("poll_interval").and_then(Value::as_f64),
+        "poll_interval",
+    )? {
+        options = options.poll_interval(d);
+    }
+    Ok(options)
+}
+
+/// One submitted job.
+#[pyclass(frozen, module = "kinetic._native")]
+struct Job {
+    inner: JobHandle,
+}
+
+fn listener(on_status: Option<Py<PyAny>>, on_log: Option<Py<PyAny>>) -> (Listener, Sender<Event>) {
+    let (tx, rx) = mpsc::channel();
+    (
+        Listener {
+            events: Some(rx),
+            on_status,
+            on_log,
+        },
+        tx,
+    )
+}
+
+#[pymethods]
+impl Job {
+    /// The job's id.
+    #[getter]
+    fn job_id(&self) -> String {
+        self.inner.id().to_string()
+    }
+
+    /// The job's durable record (`handle.json`), as JSON.
+    fn record_json(&self) -> String {
+        self.inner.to_json()
+    }
+
+    /// The status now: `(status, reason or None)`.
+    fn status(&self, py: Python<'_>) -> PyResult<(String, Option<String>)> {
+        let job = self.inner.clone();
+        let state = block(py, async move { job.status().await }, &Listener::none())?
+            .map_err(|e| engine_error(&e))?;
+        Ok((
+            state.status.as_str().to_owned(),
+            state.reason.map(|r| r.to_string()),
+        ))
+    }
+
+    /// The logs so far.
+    fn logs(&self, py: Python<'_>) -> PyResult<String> {
+        let job = self.inner.clone();
+        block(py, async move { job.logs().await }, &Listener::none())?.map_err(|e| engine_error(&e))
+    }
+
+    /// Follow the logs until the job ends, each chunk given to `on_log`.
+    fn follow_logs(&self, py: Python<'_>, on_log: Py<PyAny>) -> PyResult<()> {
+        let (listener, tx) = listener(None, Some(on_log));
+        let job = self.inner.clone();
+        block(
+            py,
+            async move {
+                let mut stream = job.follow_logs().await?;
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(EngineError::from)?;
+                    let _ = tx.send(Event::Log(chunk));
+                }
+                Ok::<(), EngineError>(())
+            },
+            &listener,
+        )?
+        .map_err(|e| engine_error(&e))
+    }
+
+    /// The last `n` lines of the logs.
+    fn tail(&self, py: Python<'_>, n: usize) -> PyResult<String> {
+        let job = self.inner.clone();
+        block(py, async move { job.tail(n).await }, &Listener::none())?
+            .map_err(|e| engine_error(&e))
+    }
+
+    /// Wait for the result: its JSON text, or the job's error raised.
+    #[pyo3(signature = (timeout=None, cleanup=true, on_status=None, on_log=None))]
+    fn result(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        cleanup: bool,
+        on_status: Option<Py<PyAny>>,
+        on_log: Option<Py<PyAny>>,
+    ) -> PyResult<String> {
+        let stream = on_log.is_some();
+        let (listener, tx) = listener(on_status, on_log);
+        let mut options = ResultOptions::default().cleanup(cleanup);
+        if let Some(t) = secs(timeout, "timeout")? {
+            options = options.timeout(t);
+        }
+        let status_tx = Mutex::new(tx.clone());
+        options = options.on_status_change(Arc::new(move |state| {
+            if let Ok(tx) = status_tx.lock() {
+                let _ = tx.send(Event::Status(state.status.as_str().to_owned()));
+            }
+        }));
+        if stream {
+            let log_tx = Mutex::new(tx);
+            options = options.stream_logs(Arc::new(move |line: &str| {
+                if let Ok(tx) = log_tx.lock() {
+                    let _ = tx.send(Event::Log(line.to_owned()));
+                }
+            }));
+        }
+        let job = self.inner.clone();
+        let value = block(py, async move { job.result(options).await }, &listener)?
+            .map_err(|e| engine_error(&e))?;
+        Ok(value.to_string())
+    }
+
+    /// Cancel the job (its backend object is deleted).
+    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+        let job = self.inner.clone();
+        block(py, async move { job.cancel().await }, &Listener::none())?
+            .map_err(|e| engine_error(&e))
+    }
+
+    /// Delete the backend object (`k8s`) and/or the stored artifacts (`gcs`).
+    #[pyo3(signature = (k8s=true, gcs=true))]
+    fn cleanup(&self, py: Python<'_>, k8s: bool, gcs: bool) -> PyResult<()> {
+        let job = self.inner.clone();
+        let options = CleanupOptions {
+            backend: k8s,
+            store: gcs,
+        };
+        block(
+            py,
+            async move { job.cleanup(options).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| engine_error(&e))
+    }
+}
+
+/// A batch of jobs.
+#[pyclass(frozen, module = "kinetic._native")]
+struct Batch {
+    inner: BatchHandle,
+}
+
+type Completed = BoxStream<'static, Result<JobHandle, BatchError>>;
+
+/// The jobs of a batch as they end.
+#[pyclass(frozen, module = "kinetic._native")]
+struct Completions {
+    stream: Mutex<Option<Completed>>,
+}
+
+#[pymethods]
+impl Completions {
+    /// The next job to end, or `None` once every input is settled.
+    fn next(&self, py: Python<'_>) -> PyResult<Option<Job>> {
+        let stream = self
+            .stream
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("completion stream poisoned"))?
+            .take();
+        let Some(mut stream) = stream else {
+            return Ok(None);
+        };
+        let (stream, item) = block(
+            py,
+            async move {
+                let item = stream.next().await;
+                (stream, item)
+            },
+            &Listener::none(),
+        )?;
+        if let Ok(mut slot) = self.stream.lock() {
+            *slot = Some(stream);
+        }
+        match item {
+            None => Ok(None),
+            Some(Ok(job)) => Ok(Some(Job { inner: job })),
+            Some(Err(e)) => Err(batch_error(py, e)),
+        }
+    }
+}
+
+/// One collected input: `(index, job_id, value JSON or None, error or None)`.
+type Item = (usize, Option<String>, Option<String>, Option<Py<PyAny>>);
+
+#[pymethods]
+impl Batch {
+    /// The batch's group id.
+    #[getter]
+    fn group_id(&self) -> String {
+        self.inner.group_id().to_string()
+    }
+
+    /// The batch's name.
+    #[getter]
+    fn name(&self) -> Option<String> {
+        self.inner.name().map(str::to_owned)
+    }
+
+    /// The batch's tags.
+    #[getter]
+    fn tags(&self) -> std::collections::BTreeMap<String, String> {
+        self.inner.tags().clone()
+    }
+
+    /// How many inputs.
+    #[getter]
+    fn total(&self) -> usize {
+        self.inner.total()
+    }
+
+    /// Each input's job, `None` where not (yet) submitted.
+    fn jobs(&self) -> Vec<Option<Job>> {
+        self.inner
+            .jobs()
+            .into_iter()
+            .map(|j| j.map(|inner| Job { inner }))
+            .collect()
+    }
+
+    /// `(index, status)` of each submitted job.
+    fn statuses(&self, py: Python<'_>) -> PyResult<Vec<(usize, String)>> {
+        let batch = self.inner.clone();
+        let states = block(py, async move { batch.statuses().await }, &Listener::none())?
+            .map_err(|e| batch_error(py, e))?;
+        Ok(states
+            .into_iter()
+            .map(|(i, s)| (i, s.status.as_str().to_owned()))
+            .collect())
+    }
+
+    /// The counts of inputs by where they are, as JSON.
+    fn status_counts(&self, py: Python<'_>) -> PyResult<String> {
+        let batch = self.inner.clone();
+        let counts = block(
+            py,
+            async move { batch.status_counts().await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))?;
+        serde_json::to_string(&counts).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+
+    /// Wait until every input is settled.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let timeout = secs(timeout, "timeout")?;
+        let batch = self.inner.clone();
+        block(
+            py,
+            async move { batch.wait(timeout).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))
+    }
+
+    /// The jobs as they end.
+    #[pyo3(signature = (timeout=None))]
+    fn as_completed(&self, timeout: Option<f64>) -> PyResult<Completions> {
+        let timeout = secs(timeout, "timeout")?;
+        Ok(Completions {
+            stream: Mutex::new(Some(self.inner.as_completed(timeout))),
+        })
+    }
+
+    /// Every input's outcome.
+    #[pyo3(signature = (timeout=None, ordered=true, cleanup=true, return_exceptions=false))]
+    fn results(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        ordered: bool,
+        cleanup: bool,
+        return_exceptions: bool,
+    ) -> PyResult<Vec<Item>> {
+        let mut options = BatchResultsOptions::default()
+            .ordered(ordered)
+            .cleanup(cleanup)
+            .return_exceptions(return_exceptions);
+        if let Some(t) = secs(timeout, "timeout")? {
+            options = options.timeout(t);
+        }
+        let batch = self.inner.clone();
+        let items = block(
+            py,
+            async move { batch.results(options).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))?;
+        Ok(items
+            .into_iter()
+            .map(|item| {
+                let job_id = item.job_id.as_ref().map(ToString::to_string);
+                match item.outcome {
+                    Ok(v) => (item.index, job_id, Some(v.to_string()), None),
+                    Err(e) => (
+                        item.index,
+                        job_id,
+                        None,
+                        Some(child_error(&e).into_value(py).into_any()),
+                    ),
+                }
+            })
+            .collect())
+    }
+
+    /// The jobs that failed.
+    fn failures(&self, py: Python<'_>) -> PyResult<Vec<Job>> {
+        let batch = self.inner.clone();
+        let jobs = block(py, async move { batch.failures().await }, &Listener::none())?
+            .map_err(|e| batch_error(py, e))?;
+        Ok(jobs.into_iter().map(|inner| Job { inner }).collect())
+    }
+
+    /// `(index, error)` of each input whose submission failed.
+    fn submission_failures(&self, py: Python<'_>) -> Vec<(usize, Py<PyAny>)> {
+        self.inner
+            .submission_failures()
+            .iter()
+            .map(|(i, e)| (*i, child_error(e).into_value(py).into_any()))
+            .collect()
+    }
+
+    /// Cancel every job not yet ended.
+    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+        let batch = self.inner.clone();
+        block(py, async move { batch.cancel().await }, &Listener::none())?
+            .map_err(|e| batch_error(py, e))
+    }
+
+    /// Clean up every job (`k8s`: backend objects; `gcs`: stored artifacts
+    /// and the manifest).
+    #[pyo3(signature = (k8s=true, gcs=true))]
+    fn cleanup(&self, py: Python<'_>, k8s: bool, gcs: bool) -> PyResult<()> {
+        let options = CleanupOptions {
+            backend: k8s,
+            store: gcs,
+        };
+        let batch = self.inner.clone();
+        block(
+            py,
+            async move { batch.cleanup(options).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))
+    }
+}
+
+/// The Python version pickled values are exchanged with (`3.11`).
+#[pyfunction]
+fn python_minor(py: Python<'_>) -> String {
+    let v = py.version_info();
+    format!("{}.{}", v.major, v.minor)
+}
+
+/// The content hash of a local file or directory (the data cache's key),
+/// computed as the engine computes it.
+#[pyfunction]
+fn content_hash(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    let report = py
+        .detach(move || {
+            kinetic_core::hashing::content_hash_with(
+                &path,
+                &kinetic_core::hashing::HashOptions::default(),
+            )
+        })
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(report.hash.to_hex())
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Client>()?;
+    m.add_class::<Job>()?;
+    m.add_class::<Batch>()?;
+    m.add_class::<Completions>()?;
+    m.add_function(wrap_pyfunction!(python_minor, m)?)?;
+    m.add_function(wrap_pyfunction!(content_hash, m)?)?;
+    m.add("RemoteJobError", m.py().get_type::<RemoteJobError>())?;
+    m.add("BatchFailed", m.py().get_type::<BatchFailed>())?;
+    Ok(())
+}

@@ -1,0 +1,76 @@
+"""Functions the tests run remotely, as a user's project would hold them."""
+
+import dataclasses
+import json
+import os
+import time
+
+
+class TrainingError(Exception):
+    """A user's own exception type."""
+
+
+@dataclasses.dataclass
+class Point:
+    x: float
+    y: float
+
+
+def square(x):
+    return x * x
+
+
+def add(a, b=0):
+    return a + b
+
+
+def fails(message):
+    raise ValueError(message)
+
+
+def fails_custom(message):
+    raise TrainingError(message)
+
+
+def midpoint(p, q):
+    return Point((p.x + q.x) / 2, (p.y + q.y) / 2)
+
+
+def as_tuple(items):
+    return tuple(items), {1, 2}
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def list_dir(path):
+    return sorted(os.listdir(path))
+
+
+def read_nested(config):
+    return {name: open(p).read() for name, p in config["files"].items()} | {"n": len(config["dirs"])}
+
+
+def read_volume(name):
+    # Where "/data" is on this host: the local backend places mounts in the
+    # job's own directory and says where in KINETIC_VOLUMES.
+    mount = json.loads(os.environ["KINETIC_VOLUMES"])["/data"]
+    with open(os.path.join(mount, name)) as f:
+        return f.read()
+
+
+def env_values(names):
+    return {n: os.environ.get(n) for n in names}
+
+
+def slow_square(x, seconds=1.0):
+    time.sleep(seconds)
+    return x * x
+
+
+def square_unless_three(x):
+    if x == 3:
+        raise ValueError("three is not allowed")
+    return x * x

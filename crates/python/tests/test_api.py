@@ -1,0 +1,71 @@
+"""The module's surface: names, parameters and defaults as the reference gives them."""
+
+import base64
+import inspect
+import pickle
+
+import pytest
+
+import kinetic
+from kinetic import _values
+
+
+def defaults(fn):
+    return {name: p.default for name, p in inspect.signature(fn).parameters.items()}
+
+
+def test_run_has_the_reference_parameters_and_defaults():
+    assert defaults(kinetic.run) == {
+        "accelerator": "tpu-v5e-1", "container_image": None, "base_image_repo": None, "zone": None,
+        "project": None, "capture_env_vars": None, "cluster": None, "backend": None, "namespace": None,
+        "volumes": None, "spot": False, "output_dir": None, "debug": False}
+    assert "Execute function on remote TPU/GPU" in kinetic.run.__doc__
+
+
+def test_handles_and_helpers_have_the_reference_parameters():
+    assert defaults(kinetic.JobHandle.result) == {
+        "self": inspect.Parameter.empty, "timeout": None, "cleanup": None, "cleanup_timeout": 180,
+        "cleanup_poll_interval": 2, "stream_logs": None, "on_status_change": None}
+    assert defaults(kinetic.JobHandle.cleanup) == {
+        "self": inspect.Parameter.empty, "k8s": True, "gcs": True, "cleanup_timeout": 180,
+        "cleanup_poll_interval": 2}
+    assert defaults(kinetic.BatchHandle.results) == {
+        "self": inspect.Parameter.empty, "timeout": None, "ordered": True, "cleanup": True,
+        "return_exceptions": False}
+    assert defaults(kinetic.attach_batch) == {
+        "group_id": inspect.Parameter.empty, "project": None, "cluster": None, "poll_interval": 10.0,
+        "poll_timeout": None}
+    assert defaults(kinetic.Data.__init__) == {
+        "self": inspect.Parameter.empty, "path": inspect.Parameter.empty, "fuse": False,
+        "hf_trust_remote_code": False}
+    assert [s.value for s in kinetic.JobStatus] == ["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "NOT_FOUND"]
+
+
+def test_a_decorated_function_keeps_its_name_signature_and_methods():
+    import work
+
+    fn = kinetic.run(accelerator="cpu")(work.add)
+    assert fn.__name__ == "add" and str(inspect.signature(fn)) == "(a, b=0)"
+    assert callable(fn.run_async) and callable(fn.run_async_map)
+
+
+def test_a_result_pickled_by_another_python_is_a_clear_error():
+    leaf = {"__kinetic_pickle__": base64.b64encode(pickle.dumps(1)).decode(), "python": "2.7"}
+    with pytest.raises(TypeError, match="pickled by Python 2.7"):
+        _values.decode({"value": [leaf]})
+
+
+def test_hugging_face_data_is_a_clear_error():
+    import work
+
+    with pytest.raises(ValueError, match="hf://"):
+        kinetic.run(accelerator="cpu")(work.read_text)(kinetic.Data("hf://imdb?split=train"))
+
+
+def test_data_inside_a_pickled_value_is_a_clear_error(tmp_path):
+    import work
+
+    f = tmp_path / "x.txt"
+    f.write_text("x")
+    with pytest.raises(TypeError, match="inside a value that is pickled"):
+        kinetic.run(accelerator="cpu")(work.read_text)((kinetic.Data(str(f)),))

@@ -1,0 +1,61 @@
+"""run_async_map, BatchHandle, BatchError and attach_batch."""
+
+import pytest
+
+import kinetic
+from kinetic import JobStatus
+
+
+def remote(fn, **options):
+    # The backend comes from KINETIC_BACKEND (conftest: local, then gke on the fake cloud).
+    options.setdefault("accelerator", "cpu")
+    return kinetic.run(**options)(fn)
+
+
+def test_run_async_map_ordered_and_unordered():
+    import work
+
+    batch = remote(work.square).run_async_map([1, 2, 3, 4], name="squares", tags={"team": "ml"})
+    assert isinstance(batch, kinetic.BatchHandle)
+    assert batch.group_id.startswith("grp-") and batch.name == "squares" and batch.tags == {"team": "ml"}
+    assert batch.results(cleanup=False) == [1, 4, 9, 16]
+    assert sorted(batch.results(ordered=False)) == [1, 4, 9, 16]
+
+
+def test_statuses_counts_wait_and_as_completed():
+    import work
+
+    batch = remote(work.add).run_async_map([[1, 2], [3, 4], {"a": 5, "b": 6}], max_concurrent=2)
+    batch.wait(timeout=120)
+    assert [s for _, s in batch.statuses()] == [JobStatus.SUCCEEDED] * 3
+    assert batch.status_counts() == {"SUCCEEDED": 3}
+    done = list(batch.as_completed(timeout=60))
+    assert sorted(j.job_id for j in done) == sorted(j.job_id for j in batch.jobs)
+    assert sorted(j.result() for j in done) == [3, 7, 11]
+
+
+def test_return_exceptions_and_batch_error_with_partial_results():
+    import work
+
+    fn = remote(work.square_unless_three)
+    batch = fn.run_async_map([1, 2, 3])
+    values = batch.results(return_exceptions=True, cleanup=False)
+    assert values[:2] == [1, 4]
+    assert isinstance(values[2], ValueError) and "three" in str(values[2])
+    assert [j.job_id for j in batch.failures()] == [batch.jobs[2].job_id]
+
+    with pytest.raises(kinetic.BatchError) as info:
+        fn.run_async_map([3, 4]).results()
+    err = info.value
+    assert err.partial_results == [None, 16]
+    assert len(err.failures) == 1 and err.group_id.startswith("grp-")
+
+
+def test_attach_batch_from_its_group_id():
+    import work
+
+    batch = remote(work.square).run_async_map([5, 6])
+    again = kinetic.attach_batch(batch.group_id)
+    assert again.group_id == batch.group_id
+    assert again.results() == [25, 36]
+    again.cleanup()

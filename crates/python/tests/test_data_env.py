@@ -1,0 +1,80 @@
+"""kinetic.Data as arguments and volumes; capture_env_vars."""
+
+import os
+
+import pytest
+
+import kinetic
+
+
+def remote(fn, **options):
+    # The backend comes from KINETIC_BACKEND (conftest: local, then gke on the fake cloud).
+    options.setdefault("accelerator", "cpu")
+    return kinetic.run(**options)(fn)
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    root = tmp_path / "dataset"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("alpha")
+    (root / "sub" / "b.txt").write_text("beta")
+    config = tmp_path / "config.json"
+    config.write_text('{"lr": 0.1}')
+    return root, config
+
+
+def test_data_properties_and_content_hash(dataset):
+    root, config = dataset
+    d = kinetic.Data(str(root) + "/")
+    assert d.is_dir and not d.is_gcs and not d.is_hf and d.path == str(root)
+    f = kinetic.Data(str(config))
+    assert not f.is_dir
+    assert len(f.content_hash()) == 64 and f.content_hash() != d.content_hash()
+    g = kinetic.Data("gs://my-bucket/datasets/imagenet/")
+    assert g.is_gcs and g.is_dir
+    assert not kinetic.Data("gs://my-bucket/datasets/weights.h5").is_dir
+    assert kinetic.Data("hf://imdb?split=train").is_hf
+
+
+def test_data_file_and_directory_as_arguments(dataset):
+    import work
+
+    root, config = dataset
+    assert remote(work.read_text)(kinetic.Data(str(config))) == '{"lr": 0.1}'
+    assert remote(work.list_dir)(kinetic.Data(str(root) + "/")) == ["a.txt", "sub"]
+
+
+def test_data_nested_in_kwargs(dataset):
+    import work
+
+    root, config = dataset
+    value = remote(work.read_nested)(config={"files": {"cfg": kinetic.Data(str(config))},
+                                             "dirs": [kinetic.Data(str(root))]})
+    assert value == {"cfg": '{"lr": 0.1}', "n": 1}
+
+
+def test_data_as_a_volume(dataset):
+    import work
+
+    root, _ = dataset
+    read = remote(work.read_volume, volumes={"/data": kinetic.Data(str(root) + "/")})
+    assert read("a.txt") == "alpha"
+
+
+def test_missing_data_is_a_clear_error(tmp_path):
+    import work
+
+    with pytest.raises(ValueError, match="does not exist"):
+        remote(work.read_text)(kinetic.Data(str(tmp_path / "nope.txt")))
+
+
+def test_capture_env_vars_with_a_wildcard(monkeypatch):
+    import work
+
+    monkeypatch.setenv("WANDB_API_KEY", "secret-1")
+    monkeypatch.setenv("WANDB_PROJECT", "demo")
+    fn = remote(work.env_values, capture_env_vars=["WANDB_*"])
+    assert fn(["WANDB_API_KEY", "WANDB_PROJECT"]) == {"WANDB_API_KEY": "secret-1", "WANDB_PROJECT": "demo"}
+    with pytest.raises(ValueError, match="capture_env_vars"):
+        kinetic.run(accelerator="cpu", capture_env_vars="WANDB_*")

@@ -1,0 +1,216 @@
+"""The reference's examples for @kinetic.run, written as a user would."""
+
+import dataclasses
+import fractions
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import kinetic
+from kinetic import JobStatus
+
+
+def remote(fn, **options):
+    # The backend comes from KINETIC_BACKEND (conftest: local, then gke on the fake cloud).
+    options.setdefault("accelerator", "cpu")
+    return kinetic.run(**options)(fn)
+
+
+def test_a_decorated_call_returns_the_value():
+    import work
+
+    square = remote(work.square)
+    assert square(7) == 49
+    assert remote(work.add)(2, b=40) == 42
+
+
+def test_a_remote_exception_is_raised_with_its_type_and_traceback():
+    import work
+
+    with pytest.raises(ValueError, match="bad input") as info:
+        remote(work.fails)("bad input")
+    err = info.value
+    assert "work.py" in err.remote_traceback and "in fails" in err.remote_traceback
+    assert isinstance(err.__cause__, kinetic.RemoteTraceback)
+    assert err.phase == "execute"
+    assert err.job_id.startswith("job-")
+
+
+def test_a_users_own_exception_type_is_rebuilt():
+    import work
+
+    with pytest.raises(work.TrainingError, match="diverged"):
+        remote(work.fails_custom)("diverged")
+
+
+def test_values_that_are_not_json_travel_pickled():
+    import work
+
+    mid = remote(work.midpoint)(work.Point(0, 0), work.Point(2, 4))
+    assert mid == work.Point(1.0, 2.0)
+    assert remote(work.add)(fractions.Fraction(1, 3), fractions.Fraction(1, 6)) == fractions.Fraction(1, 2)
+    assert remote(work.as_tuple)([1, 2]) == ((1, 2), {1, 2})
+
+
+def test_a_lambda_or_closure_is_a_clear_error_without_cloudpickle(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)  # as if not installed
+    with pytest.raises(TypeError, match="lambda or is defined inside another function.*cloudpickle"):
+        kinetic.run(accelerator="cpu")(lambda x: x)
+
+    def inner(x):
+        return x
+
+    with pytest.raises(TypeError, match="inner"):
+        kinetic.run(accelerator="cpu")(inner)
+
+
+def test_lambdas_and_closures_ship_by_value_with_cloudpickle():
+    import cloudpickle  # noqa: F401 - a test dependency (scripts/test.sh installs it); missing fails
+
+    offset = 10
+
+    def shifted(x):
+        return x + offset
+
+    assert kinetic.run(accelerator="cpu")(shifted)(5) == 15
+    assert kinetic.run(accelerator="cpu")(lambda x, y=1: x * y)(6, y=7) == 42
+    batch = kinetic.run(accelerator="cpu")(lambda x: -x).run_async_map([1, 2])
+    assert batch.results() == [-1, -2]
+
+
+def test_parameters_the_engine_cannot_honour_are_errors():
+    with pytest.raises(ValueError, match="debug=True"):
+        kinetic.run(accelerator="cpu", debug=True)
+    import work
+
+    with pytest.raises(ValueError, match="fuse=True"):
+        remote(work.read_text)(kinetic.Data("work.py", fuse=True))
+    with pytest.raises(ValueError, match="backend='k8s'"):
+        kinetic.run(backend="k8s")
+
+
+def test_run_async_then_result_reports_each_status_change(backend):
+    import work
+
+    job = remote(work.slow_square).run_async(6, seconds=0.5)
+    assert isinstance(job, kinetic.JobHandle)
+    assert job.backend == backend
+    assert job.job_id.startswith("job-") and job.func_name == "slow_square"
+    seen = []
+    assert job.result(on_status_change=seen.append) == 36
+    assert seen[-1] is JobStatus.SUCCEEDED
+    assert all(isinstance(s, JobStatus) for s in seen)
+    assert len(seen) == len(set(seen)), seen
+
+
+def test_a_failing_status_callback_is_logged_and_swallowed(caplog):
+    import work
+
+    def broken(status):
+        raise RuntimeError("callback bug")
+
+    with caplog.at_level(logging.ERROR, logger="kinetic"):
+        assert remote(work.square).run_async(3).result(on_status_change=broken) == 9
+    assert "on_status_change" in caplog.text
+
+
+def test_a_handle_survives_to_dict_and_from_dict_with_unknown_keys():
+    import work
+
+    job = remote(work.square).run_async(5)
+    d = job.to_dict()
+    assert d["job_id"] == job.job_id
+    d["a_field_from_the_future"] = {"x": 1}
+    again = kinetic.JobHandle.from_dict(d)
+    assert again.job_id == job.job_id
+    assert again.status() in (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.SUCCEEDED)
+    assert again.result() == 25
+
+
+def test_attach_from_a_second_process():
+    import work
+
+    job = remote(work.slow_square).run_async(4, seconds=0.2)
+    out = subprocess.run(
+        [sys.executable, "-c", "import kinetic; print(kinetic.attach(%r).result())" % job.job_id],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "16"
+
+
+def test_list_jobs_logs_tail_cancel_and_cleanup():
+    import work
+
+    done = remote(work.square).run_async(2)
+    assert done.result(cleanup=False) == 4
+    running = remote(work.slow_square).run_async(3, seconds=60)
+    ids = [j.job_id for j in kinetic.list_jobs()]
+    assert done.job_id in ids and running.job_id in ids
+    assert isinstance(done.logs(), str)
+    assert isinstance(done.tail(5), str)
+    follow = remote(work.slow_square).run_async(7, seconds=0.2)
+    assert follow.logs(follow=True) is None
+    assert follow.result() == 49
+    running.cancel()
+    assert running.status() in (JobStatus.FAILED, JobStatus.NOT_FOUND)
+    done.cleanup()
+    assert done.status() is JobStatus.NOT_FOUND
+    with pytest.raises(LookupError):
+        kinetic.attach(done.job_id)
+
+
+def test_a_timeout_leaves_the_job_running():
+    import work
+
+    job = remote(work.slow_square).run_async(2, seconds=3)
+    with pytest.raises(TimeoutError):
+        job.result(timeout=0.5)
+    assert job.result() == 4
+
+
+def test_a_main_script_ships_by_its_file(tmp_path):
+    script = tmp_path / "project" / "script.py"
+    script.write_text(textwrap.dedent("""
+        import kinetic
+
+        @kinetic.run(accelerator="cpu")
+        def cube(x):
+            return x ** 3
+
+        if __name__ == "__main__":
+            print("value", cube(3))
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=str(tmp_path / "project"))
+    assert out.returncode == 0, out.stderr
+    assert "value 27" in out.stdout
+
+
+def test_ctrl_c_stops_the_wait_not_the_job(tmp_path):
+    script = tmp_path / "project" / "wait.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import kinetic
+        import work
+
+        job = kinetic.run(accelerator="cpu")(work.slow_square).run_async(5, seconds=4)
+        print(job.job_id, flush=True)
+        job.result()
+    """))
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, cwd=str(tmp_path / "project"))
+    job_id = child.stdout.readline().strip()
+    assert job_id.startswith("job-"), child.stderr.read()
+    time.sleep(1.0)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode != 0
+    assert "KeyboardInterrupt" in err
+    assert "kinetic.attach(%r).result()" % job_id in err
+    assert kinetic.attach(job_id).result() == 25
