@@ -20,6 +20,7 @@ import argparse
 import base64
 import collections
 import concurrent.futures
+import contextlib
 import hashlib
 import http.client
 import importlib
@@ -29,6 +30,7 @@ import json
 import os
 import pickle
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -65,6 +67,14 @@ EXIT_FAILED = 1
 EXIT_BAD_INVOCATION = 2
 
 CHUNK = 1 << 20
+# What context.zip may expand to, unless spec.extract_limits says otherwise
+# (the client's KINETIC_CONTEXT_MAX_MB, _MAX_FILES and _MAX_RATIO settings).
+DEFAULT_EXTRACT_LIMITS = {"max_bytes": 4 << 30, "max_entries": 50000, "max_ratio": 200}
+# The settings that set each limit, named in the errors.
+EXTRACT_LIMIT_SETTINGS = {"max_bytes": "KINETIC_CONTEXT_MAX_MB", "max_entries": "KINETIC_CONTEXT_MAX_FILES",
+                          "max_ratio": "KINETIC_CONTEXT_MAX_RATIO"}
+MAX_SYMLINK_TARGET = 4096
+MAX_SYMLINK_HOPS = 40
 DOWNLOAD_WORKERS = 8
 REPR_LIMIT = 2000
 STDERR_TAIL_LINES = 40
@@ -407,6 +417,120 @@ def result_target(spec_doc: dict, host_index: int):
 
 
 # --------------------------------------------------------------------------
+# Redaction of secret values
+#
+# The values of the variables spec.secret_names lists (found in the runner's
+# environment) never leave the job as they are: every occurrence in the
+# user's output and the runner's (both go through a pipe the runner reads),
+# and in a failure's message and traceback, becomes REDACTED.
+
+REDACTED = "<redacted>"
+# Output held back while it may be the start of a secret is written anyway
+# after this long without more output.
+REDACT_FLUSH_SECONDS = 0.1
+
+
+class Redactor:
+    """Replaces the exact secret values in text and bytes."""
+
+    def __init__(self, values) -> None:
+        unique = sorted({v for v in values if v}, key=len, reverse=True)
+        self.values = unique
+        self.raw = [v.encode("utf-8", "surrogateescape") for v in unique]
+        self.marker = REDACTED.encode("ascii")
+
+    @classmethod
+    def from_spec(cls, spec_doc: dict, environ) -> "Redactor":
+        names = spec_doc.get("secret_names")
+        if not isinstance(names, list):
+            return cls([])
+        return cls(environ.get(n) for n in names if isinstance(n, str))
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    def text(self, text: str) -> str:
+        for value in self.values:
+            text = text.replace(value, REDACTED)
+        return text
+
+    def data(self, data: bytes) -> bytes:
+        for value in self.raw:
+            data = data.replace(value, self.marker)
+        return data
+
+    def held_back(self, data: bytes) -> int:
+        """How many bytes at the end of ``data`` could be the start of a secret."""
+        longest = 0
+        for value in self.raw:
+            for n in range(min(len(value) - 1, len(data)), longest, -1):
+                if data.endswith(value[:n]):
+                    longest = n
+                    break
+        return longest
+
+    def error(self, error: dict) -> dict:
+        return {k: self.text(v) if isinstance(v, str) else v for k, v in error.items()}
+
+
+class RedactedOutput:
+    """Routes file descriptors 1 and 2 through pipes whose readers write the
+    redacted output to where they pointed before: the user's prints, C
+    extensions, subprocesses and the runner's own lines alike."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self.streams = []
+        flush_streams()
+        for fd in (1, 2):
+            target = os.dup(fd)
+            read_end, write_end = os.pipe()
+            os.dup2(write_end, fd)
+            os.close(write_end)
+            thread = threading.Thread(target=self._pump, args=(read_end, target),
+                                      name="kinetic-redact-%d" % fd, daemon=True)
+            thread.start()
+            self.streams.append((fd, target, thread))
+
+    def _pump(self, source: int, target: int) -> None:
+        held = b""
+        try:
+            while True:
+                if held and not select.select([source], [], [], REDACT_FLUSH_SECONDS)[0]:
+                    _write_all(target, held)
+                    held = b""
+                    continue
+                chunk = os.read(source, 1 << 16)
+                if not chunk:
+                    break
+                data = self.redactor.data(held + chunk)
+                keep = self.redactor.held_back(data)
+                _write_all(target, data[:len(data) - keep])
+                held = data[len(data) - keep:]
+            _write_all(target, held)
+        except OSError:
+            pass
+        finally:
+            os.close(source)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Puts the descriptors back and waits for what is in the pipes."""
+        flush_streams()
+        for fd, target, _ in self.streams:
+            os.dup2(target, fd)
+        for _, target, thread in self.streams:
+            thread.join(timeout)
+            os.close(target)
+        self.streams = []
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+# --------------------------------------------------------------------------
 # Host index
 
 
@@ -445,11 +569,15 @@ class Spec:
         self.env_names = _field(doc, "env_names", list, [])
         if not all(isinstance(n, str) and n for n in self.env_names):
             raise RunnerError("spec.env_names must be a list of non-empty strings")
+        self.secret_names = _field(doc, "secret_names", list, [])
+        if not all(isinstance(n, str) and n for n in self.secret_names):
+            raise RunnerError("spec.secret_names must be a list of non-empty strings")
         output_dir = doc.get("output_dir")
         if output_dir is not None and not isinstance(output_dir, str):
             raise RunnerError("spec.output_dir must be a string or null")
         self.output_dir = output_dir
         self.context = _artifact(doc.get("context"), "context")
+        self.extract_limits = _extract_limits(doc.get("extract_limits"))
         requirements = doc.get("requirements")
         self.requirements = None if requirements is None else _artifact(requirements, "requirements")
         self.plan = doc.get("plan")
@@ -512,6 +640,22 @@ def _artifact(doc, name: str) -> dict:
     return {"uri": doc["uri"], "sha256": sha.lower()}
 
 
+def _extract_limits(doc) -> dict:
+    limits = dict(DEFAULT_EXTRACT_LIMITS)
+    if doc is None:
+        return limits
+    if not isinstance(doc, dict):
+        raise RunnerError("spec.extract_limits must be an object")
+    for key in limits:
+        value = doc.get(key)
+        if value is None:
+            continue
+        if type(value) is not int or value <= 0:
+            raise RunnerError("spec.extract_limits.%s must be a positive integer, not %r" % (key, value))
+        limits[key] = value
+    return limits
+
+
 def _volumes(volumes: list) -> list:
     for volume in volumes:
         if not isinstance(volume, dict):
@@ -531,7 +675,8 @@ def load_spec(storage: Storage, uri: str) -> dict:
     except (OSError, RunnerError) as err:
         raise RunnerError("cannot read spec %s: %s" % (uri, err)) from None
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        with unlimited_int_digits():
+            doc = json.loads(raw.decode("utf-8"))
     except ValueError as err:
         raise RunnerError("spec %s is not JSON: %s" % (uri, err)) from None
     if not isinstance(doc, dict):
@@ -569,19 +714,88 @@ def unsafe_entry_reason(name: str) -> str | None:
     return None
 
 
-def extract_context(zip_path: str, workspace: str) -> int:
-    """Extracts every entry under ``workspace``; refuses entries that would escape it."""
+def _limit_error(what: str, key: str, limits: dict) -> RunnerError:
+    return RunnerError("refusing context.zip: %s, more than the limit of %s (set by %s)"
+                       % (what, _limit_text(key, limits[key]), EXTRACT_LIMIT_SETTINGS[key]))
+
+
+def _limit_text(key: str, value: int) -> str:
+    if key == "max_bytes":
+        return "%d bytes (%.1f MiB)" % (value, value / (1 << 20))
+    if key == "max_ratio":
+        return "%d:1" % value
+    return "%d entries" % value
+
+
+def _resolve_virtual(parts: list, links: dict):
+    """Where ``parts`` (components from the workspace root) lead when the
+    archive's own symlinks (``links``: path -> target) are followed; None
+    when the path leaves the workspace or loops."""
+    stack = list(reversed(parts))
+    current = []
+    hops = 0
+    while stack:
+        part = stack.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not current:
+                return None
+            current.pop()
+            continue
+        current.append(part)
+        target = links.get("/".join(current))
+        if target is not None:
+            hops += 1
+            if hops > MAX_SYMLINK_HOPS or target.startswith("/"):
+                return None
+            current.pop()
+            stack.extend(reversed(target.split("/")))
+    return current
+
+
+def check_archive(archive: zipfile.ZipFile, limits: dict) -> None:
+    """Refuses, before anything is written, an archive beyond ``limits``
+    (entries, total expanded size, expansion ratio), an entry whose name
+    would land outside the workspace, and a symlink whose target leaves it
+    once every symlink of the archive is followed, whatever their order."""
+    entries = archive.infolist()
+    for info in entries:
+        reason = unsafe_entry_reason(info.filename)
+        if reason:
+            raise RunnerError("refusing context entry %r: %s" % (info.filename, reason))
+    if len(entries) > limits["max_entries"]:
+        raise _limit_error("it holds %d entries" % len(entries), "max_entries", limits)
+    expanded = sum(info.file_size for info in entries)
+    if expanded > limits["max_bytes"]:
+        raise _limit_error("it expands to %d bytes" % expanded, "max_bytes", limits)
+    packed = sum(info.compress_size for info in entries)
+    if expanded > limits["max_ratio"] * max(packed, 1):
+        raise _limit_error("it expands %d bytes into %d (%.0f:1)" % (packed, expanded, expanded / max(packed, 1)),
+                           "max_ratio", limits)
+    links = {}
+    for info in entries:
+        mode = (info.external_attr >> 16) if info.create_system == 3 else 0
+        if stat.S_ISLNK(mode) and not info.is_dir():
+            if info.file_size > MAX_SYMLINK_TARGET:
+                raise RunnerError("refusing context entry %r: a symlink target of %d bytes" % (info.filename, info.file_size))
+            name = "/".join(p for p in info.filename.split("/") if p not in ("", "."))
+            links[name] = archive.read(info).decode("utf-8", "surrogateescape")
+    for name, target in links.items():
+        parent = name.split("/")[:-1]
+        if target.startswith("/") or _resolve_virtual(parent + target.split("/"), links) is None:
+            raise RunnerError("refusing context entry %r: symlink to %r points out of the workspace" % (name, target))
+
+
+def extract_context(zip_path: str, workspace: str, limits: dict | None = None) -> int:
+    """Extracts every entry under ``workspace`` once ``check_archive`` passed."""
     os.makedirs(workspace)
     root = os.path.realpath(workspace)
     dir_modes = []
     count = 0
     with zipfile.ZipFile(zip_path) as archive:
-        entries = archive.infolist()
-        for info in entries:
-            reason = unsafe_entry_reason(info.filename)
-            if reason:
-                raise RunnerError("refusing context entry %r: %s" % (info.filename, reason))
-        for info in entries:
+        check_archive(archive, limits or DEFAULT_EXTRACT_LIMITS)
+        for info in archive.infolist():
             parts = [p for p in info.filename.split("/") if p not in ("", ".")]
             if not parts:
                 continue
@@ -780,7 +994,7 @@ class DataResolver:
         _check_ref(ref)
         if ref.get("fuse"):
             return self._fuse_path(mount_path, ref, True)
-        return self._materialize(ref["uri"], mount_path)
+        return self._materialize(ref, mount_path)
 
     def walk(self, value):
         """``value`` with every data reference, at any depth, replaced by its local path."""
@@ -797,13 +1011,14 @@ class DataResolver:
         mount = ref.get("mount_path")
         if ref.get("fuse"):
             return self._fuse_path(mount, ref, bool(ref.get("is_dir")))
-        target = self._materialize(ref["uri"], mount)
+        target = self._materialize(ref, mount)
         if mount or ref.get("is_dir"):
             return target
         return _single_file(target) or target
 
-    def _materialize(self, uri: str, mount: str | None) -> str:
-        """Fetches ``uri`` once per (uri, mount): into the mount, else into ``{data}/{n}``."""
+    def _materialize(self, ref: dict, mount: str | None) -> str:
+        """Fetches the reference once per (uri, mount): into the mount, else into ``{data}/{n}``."""
+        uri = ref["uri"]
         key = (uri, mount)
         target = self._resolved.get(key)
         if target is None:
@@ -812,9 +1027,48 @@ class DataResolver:
             else:
                 target = os.path.join(self.data_root, str(self._next))
                 self._next += 1
-            self._fetch(uri, target)
+            marker = ref.get("cache_marker")
+            if marker is None:
+                self._fetch(uri, target)
+            else:
+                self._fetch_cached(uri, marker, target)
             self._resolved[key] = target
         return target
+
+    def _fetch_cached(self, uri: str, marker_uri: str, target: str) -> None:
+        """Fetches a data cache entry: exactly the files its marker lists,
+        each checked against the size and digest the marker gives."""
+        files = read_cache_marker(self.storage, uri, marker_uri)
+        os.makedirs(target, exist_ok=True)
+        real_target = os.path.realpath(target)
+        jobs = []
+        for entry in files:
+            name = entry["name"]
+            dest = os.path.join(target, *name.split("/"))
+            if unsafe_entry_reason(name) or not _inside(real_target, os.path.realpath(os.path.dirname(dest))):
+                raise RunnerError("refusing data file %r of %s: it would land outside %s" % (name, uri, target))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            jobs.append((entry, dest))
+
+        def fetch(job):
+            entry, dest = job
+            source = "%s/%s" % (uri.rstrip("/"), urllib.parse.quote(entry["name"]) if uri.startswith("file://")
+                                else entry["name"])
+            try:
+                self.storage.download(source, dest)
+            except NotFound:
+                raise RunnerError("data cache entry %s: %s is missing (the next submit repairs the entry)"
+                                  % (uri, entry["name"])) from None
+            size, digest = os.path.getsize(dest), entry_digest(entry["name"], dest)
+            if size != entry["size"] or digest != entry["digest"]:
+                raise RunnerError(
+                    "data cache entry %s: %s does not match its marker (%d bytes, digest %s; the marker says %d bytes, %s): it changed after it was uploaded (the next submit repairs the entry)"
+                    % (uri, entry["name"], size, digest, entry["size"], entry["digest"]))
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=DOWNLOAD_WORKERS) as pool:
+            for _ in pool.map(fetch, jobs):
+                pass
+        self.objects += len(jobs)
 
     def _fuse_path(self, mount, ref: dict, is_dir: bool) -> str:
         if not isinstance(mount, str) or not mount:
@@ -883,12 +1137,176 @@ class DataResolver:
         self.objects += len(jobs)
 
 
+def entry_digest(name: str, path: str) -> str:
+    """``SHA-256(name ‖ 0x00 ‖ bytes)``: a file's part of a content hash."""
+    return sha256_file(path, prefix=name.encode("utf-8") + b"\0")
+
+
+def read_cache_marker(storage: Storage, uri: str, marker_uri: str) -> list:
+    """The files a data cache entry holds, from its marker; RunnerError when
+    the marker is missing or does not describe the entry (its listing must
+    hash to the entry's content hash, the last part of both URIs)."""
+    expected = uri.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        raw = storage.read_bytes(marker_uri)
+    except (NotFound, FileNotFoundError):
+        raise RunnerError("data cache entry %s has no marker at %s (its upload never finished, or it was removed)"
+                          % (uri, marker_uri)) from None
+    except (OSError, RunnerError) as err:
+        raise RunnerError("data cache marker %s cannot be read: %s" % (marker_uri, err)) from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except ValueError as err:
+        raise RunnerError("data cache marker %s is not JSON: %s" % (marker_uri, err)) from None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if (not isinstance(files, list) or kind not in ("dir", "file") or doc.get("hash") != expected
+            or marker_uri.rstrip("/").rsplit("/", 1)[-1] != expected):
+        raise RunnerError("data cache marker %s does not describe the entry %s" % (marker_uri, uri))
+    listing = hashlib.sha256(b"dir:" if kind == "dir" else b"file:")
+    for entry in files:
+        if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]
+                or type(entry.get("size")) is not int or not isinstance(entry.get("digest"), str)
+                or not re.match(r"^[0-9a-f]{64}$", entry["digest"])):
+            raise RunnerError("data cache marker %s has an unusable file entry: %r" % (marker_uri, entry))
+        listing.update(bytes.fromhex(entry["digest"]))
+    if listing.hexdigest() != expected:
+        raise RunnerError("data cache marker %s lists files that do not hash to %s" % (marker_uri, expected))
+    return files
+
+
 def _check_ref(ref: dict) -> None:
     if not isinstance(ref.get("uri"), str) or not ref["uri"]:
         raise RunnerError("data reference without a 'uri': %r" % (ref,))
     mount = ref.get("mount_path")
     if mount is not None and not (isinstance(mount, str) and mount.startswith("/")):
         raise RunnerError("data reference %s: mount_path must be an absolute path, not %r" % (ref["uri"], mount))
+
+
+# --------------------------------------------------------------------------
+# Values on the wire
+#
+# User values (arguments, inputs, results) travel as JSON, losslessly:
+# integers of any size (the int/str digit limit is lifted while encoding and
+# decoding), nesting up to MAX_JSON_DEPTH levels, and strings holding
+# surrogate code points (which JSON text can escape but UTF-8, hence most
+# readers, cannot hold) as {"__kinetic_str__": [pieces]}: strings and the
+# integer code points of the surrogates, in order. A dict with such a key,
+# or one that would read as a tag, travels as {"__kinetic_dict__": [[key,
+# value], ...]}. Both tags are turned back into str and dict in arguments.
+
+MAX_JSON_DEPTH = 512
+STR_TAG = "__kinetic_str__"
+DICT_TAG = "__kinetic_dict__"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# What json.dumps writes for a surrogate, and the tags' own names: only
+# then is a value rewritten before encoding.
+_NEEDS_TAGS = re.compile(r'\\u[dD][89a-fA-F][0-9a-fA-F]{2}|"__kinetic_(?:str|dict)__"')
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+@contextlib.contextmanager
+def unlimited_int_digits():
+    """Lifts Python's limit on int/str conversion (3.11+) for the duration."""
+    get = getattr(sys, "get_int_max_str_digits", None)
+    if get is None:
+        yield
+        return
+    previous = get()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(previous)
+
+
+def json_depth(text: str) -> int:
+    """How deeply the JSON ``text`` nests lists and objects."""
+    depth = deepest = 0
+    for match in _BRACKET.finditer(_JSON_STRING.sub('""', text)):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def _str_to_wire(text: str):
+    if not _SURROGATE.search(text):
+        return text
+    pieces, run = [], []
+    for char in text:
+        if "\ud800" <= char <= "\udfff":
+            if run:
+                pieces.append("".join(run))
+                run = []
+            pieces.append(ord(char))
+        else:
+            run.append(char)
+    if run:
+        pieces.append("".join(run))
+    return {STR_TAG: pieces}
+
+
+def _looks_tagged(value: dict) -> bool:
+    return len(value) == 1 and (STR_TAG in value or DICT_TAG in value)
+
+
+def to_wire(value, depth: int = 0):
+    """``value`` with the strings and dicts JSON cannot carry as they are tagged."""
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError("the value is nested more than %d levels deep; values are limited to %d levels"
+                         % (MAX_JSON_DEPTH, MAX_JSON_DEPTH))
+    if isinstance(value, str):
+        return _str_to_wire(value)
+    if isinstance(value, dict):
+        if _looks_tagged(value) or any(isinstance(k, str) and _SURROGATE.search(k) for k in value):
+            return {DICT_TAG: [[to_wire(k, depth + 2), to_wire(v, depth + 2)] for k, v in value.items()]}
+        return {k: to_wire(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_wire(v, depth + 1) for v in value]
+    return value
+
+
+def from_wire(value):
+    """The value ``to_wire`` encoded: tags turned back into str and dict."""
+    if isinstance(value, list):
+        return [from_wire(v) for v in value]
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get(STR_TAG), list):
+            pieces = value[STR_TAG]
+            if all(isinstance(p, str) or (type(p) is int and 0xD800 <= p <= 0xDFFF) for p in pieces):
+                return "".join(p if isinstance(p, str) else chr(p) for p in pieces)
+        if len(value) == 1 and isinstance(value.get(DICT_TAG), list):
+            pairs = value[DICT_TAG]
+            if all(isinstance(p, list) and len(p) == 2 for p in pairs):
+                return {_hashable(from_wire(k)): from_wire(v) for k, v in pairs}
+        return {k: from_wire(v) for k, v in value.items()}
+    return value
+
+
+def _hashable(key):
+    return key if isinstance(key, (str, int, float, bool)) or key is None else json.dumps(key)
+
+
+def encode_value(value) -> str:
+    """The JSON text of a user value, as the protocol carries it; ValueError
+    or TypeError when it cannot be (NaN, infinities, objects JSON has no
+    form for, nesting beyond MAX_JSON_DEPTH)."""
+    limit = "values are limited to %d levels" % MAX_JSON_DEPTH
+    try:
+        with unlimited_int_digits():
+            text = json.dumps(value, allow_nan=False)
+            if _NEEDS_TAGS.search(text):
+                text = json.dumps(to_wire(value), allow_nan=False)
+    except RecursionError:
+        raise ValueError("the value is nested too deeply to encode; " + limit) from None
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError("the value is nested %d levels deep; %s" % (depth, limit))
+    return text
 
 
 # --------------------------------------------------------------------------
@@ -958,7 +1376,10 @@ def _safe_repr(value) -> str:
 
 
 def success_document(value, host_index: int) -> str:
-    return json.dumps({"protocol": PROTOCOL, "success": True, "value": value, "host_index": host_index}, allow_nan=False)
+    """result.json for ``value``; raises ValueError (or TypeError) when the
+    value cannot travel as JSON (see ``encode_value``)."""
+    return '{"protocol": %d, "success": true, "value": %s, "host_index": %d}' % (
+        PROTOCOL, encode_value(value), host_index)
 
 
 def failure_document(error: dict, host_index: int) -> str:
@@ -972,6 +1393,7 @@ def failure_document(error: dict, host_index: int) -> str:
 class Runner:
     def __init__(self, spec_doc: dict, storage: Storage, workdir: str | None, mount_root: str, environ=None) -> None:
         self.spec_doc = spec_doc
+        self.redactor = Redactor.from_spec(spec_doc, os.environ if environ is None else environ)
         self.storage = storage
         self.workdir = workdir
         self.mount_root = mount_root
@@ -1009,7 +1431,7 @@ class Runner:
             document = self._phase(SERIALIZE, lambda: self.serialize(value))
             success = True
         except PhaseFailure as failure:
-            error = failure.error
+            error = self.redactor.error(failure.error)
             log(error["phase"], "failed: %s: %s" % (error["type"], error["message"]))
             if error["traceback"]:
                 (sys.__stderr__ or sys.stderr).write(error["traceback"])
@@ -1089,7 +1511,7 @@ class Runner:
 
     def extract(self) -> None:
         workspace = os.path.join(self.tmp, "workspace")
-        count = extract_context(os.path.join(self.tmp, "context.zip"), workspace)
+        count = extract_context(os.path.join(self.tmp, "context.zip"), workspace, self.spec.extract_limits)
         log(EXTRACT, "%d entries extracted" % count)
         plan = read_plan(self.spec.plan, workspace)
         self.plan = plan_actions(plan, workspace)
@@ -1142,8 +1564,8 @@ class Runner:
         resolver = DataResolver(self.storage, os.path.join(self.tmp, "data"), self.mount_root)
         for volume in self.spec.volumes:
             resolver.resolve_volume(volume["mount_path"], volume["data"])
-        args = resolver.walk(self.spec.args)
-        kwargs = resolver.walk(self.spec.kwargs)
+        args = resolver.walk(from_wire(self.spec.args))
+        kwargs = resolver.walk(from_wire(self.spec.kwargs))
         if self.spec.volumes or resolver.objects:
             log(DATA, "%d volume%s, %d object%s fetched" % (
                 len(self.spec.volumes), "" if len(self.spec.volumes) == 1 else "s",
@@ -1268,8 +1690,9 @@ def module_name_for_path(rel: str) -> str:
     return ".".join(cleaned)
 
 
-def sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
+def sha256_file(path: str, prefix: bytes = b"") -> str:
+    """SHA-256 of ``prefix`` then the file's bytes, as hex."""
+    digest = hashlib.sha256(prefix)
     with open(path, "rb") as f:
         while True:
             chunk = f.read(CHUNK)
@@ -1370,22 +1793,30 @@ def main(argv: list | None = None) -> int:
         return EXIT_BAD_INVOCATION
     start_cwd = os.getcwd()
     runner = Runner(spec_doc, storage, args.workdir, args.mount_root)
+    output = RedactedOutput(runner.redactor) if runner.redactor else None
     try:
-        code = runner.run()
-    finally:
-        flush_streams()
         try:
-            os.chdir(start_cwd)
-        except OSError:
-            pass
-        runner.cleanup()
-    threads = live_non_daemon_threads()
-    if threads:
-        warn(EXECUTE, "non-daemon threads still running: %s; exiting without waiting for them"
-             % ", ".join(repr(t.name) for t in threads))
-        flush_streams()
-        os._exit(code)
-    return code
+            code = runner.run()
+        finally:
+            flush_streams()
+            try:
+                os.chdir(start_cwd)
+            except OSError:
+                pass
+            runner.cleanup()
+        threads = live_non_daemon_threads()
+        if threads:
+            warn(EXECUTE, "non-daemon threads still running: %s; exiting without waiting for them"
+                 % ", ".join(repr(t.name) for t in threads))
+            flush_streams()
+            if output is not None:
+                output.close()
+                output = None
+            os._exit(code)
+        return code
+    finally:
+        if output is not None:
+            output.close()
 
 
 if __name__ == "__main__":

@@ -138,10 +138,60 @@ class ExtractTests(RunnerTestCase):
         self.assertFailed(run, "context extract", "RunnerError", ["'link'", "out of the workspace"])
         self.assertEqual(os.listdir(outside), [])
 
+    def test_symlink_that_escapes_through_a_later_symlink_is_refused(self):
+        # Checked one by one as they are extracted, both links look inside:
+        # `esc` first (p/up does not exist yet), then `p/up` -> `..`. Together
+        # `esc` resolves to the workspace's parent.
+        files = {"work.py": WORK, "esc": ("p/up/..", 0o120777), "p/": None, "p/up": ("..", 0o120777)}
+        marker = self.path("side-effect")
+        run = self.run_job(files, function_entry("touch"), args=[marker])
+        self.assertFailed(run, "context extract", "RunnerError", ["'esc'", "out of the workspace"])
+        self.assertFalse(os.path.exists(marker))
+
+    def test_symlink_loops_are_refused(self):
+        files = {"work.py": WORK, "a": ("b", 0o120777), "b": ("a", 0o120777)}
+        run = self.run_job(files, function_entry("touch"), args=[self.path("side-effect")])
+        self.assertFailed(run, "context extract", "RunnerError", ["out of the workspace"])
+
     def test_symlink_inside_the_workspace_is_kept(self):
         files = {"work.py": WORK, "data/real.txt": "payload", "alias.txt": ("data/real.txt", 0o120777)}
         run = self.run_job(files, function_entry("read"), args=["alias.txt"])
         self.assertSucceeded(run, "payload")
+
+    def test_archives_beyond_the_limits_are_refused_before_extracting(self):
+        marker = self.path("side-effect")
+        cases = (
+            ({"work.py": WORK, "a.txt": "a", "b.txt": "b"}, {"max_entries": 2}, "KINETIC_CONTEXT_MAX_FILES",
+             ["3 entries", "limit of 2 entries"]),
+            ({"work.py": WORK, "big.txt": "x" * 5000}, {"max_bytes": 4096}, "KINETIC_CONTEXT_MAX_MB",
+             ["expands to", "limit of 4096 bytes"]),
+            ({"work.py": WORK, "zeros.bin": b"\0" * (8 << 20)}, None, "KINETIC_CONTEXT_MAX_RATIO",
+             ["limit of 200:1"]),
+        )
+        for files, limits, setting, parts in cases:
+            with self.subTest(setting=setting):
+                fields = {} if limits is None else {"extract_limits": limits}
+                run = self.run_job(files, function_entry("touch"), args=[marker], **fields)
+                error = self.assertFailed(run, "context extract", "RunnerError", parts + [setting])
+                self.assertNotIn("Traceback", error["message"])
+                self.assertFalse(os.path.exists(marker))
+
+    def test_limits_are_checked_before_anything_is_written(self):
+        archive = self.path("bomb.zip")
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+            for n in range(20):
+                z.writestr("f%02d.bin" % n, b"\0" * (1 << 20))
+        workspace = self.path("ws")
+        with self.assertRaisesRegex(kr.RunnerError, "200:1"):
+            kr.extract_context(archive, workspace)
+        self.assertEqual(os.listdir(workspace), [])
+        limits = dict(kr.DEFAULT_EXTRACT_LIMITS, max_ratio=10_000)
+        self.assertEqual(kr.extract_context(archive, self.path("ws2"), limits), 20)
+
+    def test_bad_limits_in_the_spec_fail_startup(self):
+        run = self.run_job({"work.py": WORK}, function_entry("touch"), args=[self.path("x")],
+                           extract_limits={"max_entries": 0})
+        self.assertFailed(run, "startup", "RunnerError", ["extract_limits.max_entries"])
 
     def test_unsafe_entry_reason(self):
         for name in ("../x", "a/../../x", "/etc/passwd", "\\x", "C:/x", "a\\..\\x", ""):

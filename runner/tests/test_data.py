@@ -1,10 +1,46 @@
 """Data references from file:// sources: directories, single files, nesting,
 one resolution per URI, volumes under --mount-root, FUSE mount paths."""
 
+import hashlib
+import json
 import os
 import unittest
 
 from runner.tests.support import RunnerTestCase, data_ref, file_uri, function_entry
+
+
+def cache_entry(root, files, kind="dir"):
+    """Writes a data cache entry as the engine does: its files under
+    ``{root}/data-cache/{hash}``, then the marker ``{root}/data-markers/{hash}``
+    listing them (``files``: name -> bytes, in the content hash's order).
+    Returns (entry dir, marker path)."""
+    digests = []
+    listed = []
+    for name, content in files.items():
+        digest = hashlib.sha256(name.encode() + b"\0" + content).hexdigest()
+        digests.append(digest)
+        listed.append({"name": name, "size": len(content), "digest": digest})
+    outer = hashlib.sha256(b"dir:" if kind == "dir" else b"file:")
+    for d in digests:
+        outer.update(bytes.fromhex(d))
+    content_hash = outer.hexdigest()
+    entry = os.path.join(root, "data-cache", content_hash)
+    for name, content in files.items():
+        path = os.path.join(entry, *name.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content)
+    marker = os.path.join(root, "data-markers", content_hash)
+    os.makedirs(os.path.dirname(marker), exist_ok=True)
+    with open(marker, "w") as f:
+        json.dump({"kinetic_data_marker": 1, "hash": content_hash, "kind": kind, "files": listed}, f)
+    return entry, marker
+
+
+def cached_ref(entry, marker, is_dir=True):
+    ref = data_ref(file_uri(entry), is_dir=is_dir)
+    ref["cache_marker"] = file_uri(marker)
+    return ref
 
 WORK = """\
 import os
@@ -123,6 +159,43 @@ class FileDataTests(RunnerTestCase):
     def test_missing_source_fails_data_resolve(self):
         run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[data_ref(file_uri(self.path("nope")))])
         self.assertFailed(run, "data resolve", "RunnerError", ["nope", "does not exist"])
+
+    def test_a_cache_entry_gives_exactly_the_files_its_marker_lists(self):
+        entry, marker = cache_entry(self.path("store"), {"b.txt": b"bb", "sub/c.txt": b"c"})
+        # A killed upload's leftover: never listed, never received.
+        open(os.path.join(entry, "b.txt#1"), "w").close()
+        run = self.run_job({"work.py": WORK}, function_entry("listing"), args=[cached_ref(entry, marker)])
+        self.assertSucceeded(run, [["b.txt", "bb"], ["sub/c.txt", "c"]])
+        single, single_marker = cache_entry(self.path("store"), {"w.bin": b"w"}, kind="file")
+        run = self.run_job({"work.py": WORK}, function_entry("read"),
+                           args=[cached_ref(single, single_marker, is_dir=False)])
+        self.assertSucceeded(run, ["w.bin", "w"])
+
+    def test_cache_content_changed_after_upload_fails_before_the_call(self):
+        entry, marker = cache_entry(self.path("store"), {"b.txt": b"bb"})
+        with open(os.path.join(entry, "b.txt"), "wb") as f:
+            f.write(b"XX")  # same size, other bytes
+        run = self.run_job({"work.py": WORK}, function_entry("listing"), args=[cached_ref(entry, marker)])
+        self.assertFailed(run, "data resolve", "RunnerError", ["b.txt", "does not match its marker"])
+
+    def test_cache_entry_without_marker_or_files_fails_data_resolve(self):
+        entry, marker = cache_entry(self.path("store"), {"b.txt": b"bb", "c.txt": b"c"})
+        os.unlink(os.path.join(entry, "c.txt"))
+        run = self.run_job({"work.py": WORK}, function_entry("listing"), args=[cached_ref(entry, marker)])
+        self.assertFailed(run, "data resolve", "RunnerError", ["c.txt is missing"])
+        os.unlink(marker)
+        run = self.run_job({"work.py": WORK}, function_entry("listing"), args=[cached_ref(entry, marker)])
+        self.assertFailed(run, "data resolve", "RunnerError", ["has no marker"])
+
+    def test_a_marker_that_does_not_hash_to_its_entry_is_refused(self):
+        entry, marker = cache_entry(self.path("store"), {"b.txt": b"bb", "c.txt": b"c"})
+        with open(marker) as f:
+            doc = json.load(f)
+        doc["files"] = doc["files"][:1]
+        with open(marker, "w") as f:
+            json.dump(doc, f)
+        run = self.run_job({"work.py": WORK}, function_entry("listing"), args=[cached_ref(entry, marker)])
+        self.assertFailed(run, "data resolve", "RunnerError", ["do not hash to"])
 
     def test_hf_uris_are_refused(self):
         run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[data_ref("hf://org/ds?split=train")])

@@ -437,8 +437,20 @@ impl Backend for LocalBackend {
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
         let dir = self.job_dir(&job.record.job_id);
         match dir.claim(&job.spec_uri) {
-            Ok(true) => self.join_group(&job.record)?,
-            Ok(false) => return self.join_group(&job.record), // the same job, already submitted
+            Ok(true) => {
+                self.join_group(&job.record)?;
+                // A fresh claim: this submitter starts it.
+                dir.take_launch();
+            }
+            // The same job, already submitted: started, or about to be by
+            // its submitter, unless that submitter died first.
+            Ok(false) if dir.launched() => return self.join_group(&job.record),
+            Ok(false) => {
+                self.join_group(&job.record)?;
+                if !dir.take_launch() {
+                    return Ok(());
+                }
+            }
             Err(existing) => {
                 return Err(BackendError::AlreadyExists {
                     backend: self.name().to_owned(),

@@ -99,6 +99,39 @@ impl JobDir {
         }
     }
 
+    /// Take the right to start this claimed job's supervisor: true for
+    /// the one caller that may start it. A claim whose submitter died
+    /// before starting it (no pid after a few seconds) can be taken over,
+    /// so a resubmission of the same job starts it instead of leaving it
+    /// queued forever.
+    pub(crate) fn take_launch(&self) -> bool {
+        let launch = self.file("launch");
+        let create = || {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&launch)
+                .is_ok()
+        };
+        if create() {
+            return true;
+        }
+        let stale = std::fs::metadata(&launch)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(5));
+        if self.file("pid").exists() || !stale {
+            return false;
+        }
+        std::fs::remove_file(&launch).is_ok() && create()
+    }
+
+    /// True once a supervisor was started for the job.
+    pub(crate) fn launched(&self) -> bool {
+        self.file("pid").exists()
+    }
+
     pub(crate) fn open_log(&self) -> std::io::Result<File> {
         OpenOptions::new()
             .create(true)
@@ -382,6 +415,28 @@ mod tests {
             job.claim("file:///b/spec.json"),
             Err("file:///a/spec.json".into())
         );
+    }
+
+    #[test]
+    fn a_claim_whose_submitter_died_before_starting_it_can_be_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("job-0000abcd"));
+        job.claim("s").unwrap();
+        assert!(job.take_launch(), "the first submitter starts it");
+        assert!(!job.take_launch(), "a fresh launch is not taken over");
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        File::options()
+            .write(true)
+            .open(job.file("launch"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(
+            job.take_launch(),
+            "a stale launch without a pid is taken over"
+        );
+        job.record_pid(std::process::id()).unwrap();
+        assert!(job.launched());
     }
 
     #[test]

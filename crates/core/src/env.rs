@@ -150,6 +150,15 @@ pub enum EnvError {
         /// The pattern as given.
         pattern: String,
     },
+    /// A `--secret NAME=VALUE`: a value on the command line shows in the
+    /// process list and the shell's history.
+    #[error(
+        "--secret {name}=…: a secret's value on the command line shows in the process list and the shell history; set {name} in the environment and pass --secret {name}"
+    )]
+    SecretWithValue {
+        /// The name given.
+        name: String,
+    },
     /// Required variables are not set on this machine.
     #[error(
         "required environment variable{} not set: {}; set {} locally or pass NAME=VALUE",
@@ -290,11 +299,14 @@ impl EnvEntry {
         })
     }
 
-    /// Parses a CLI `--secret` argument: `NAME` (required secret) or
-    /// `NAME=VALUE` (literal).
+    /// Parses a CLI `--secret` argument: `NAME`, a required secret (the
+    /// value comes from the environment; `NAME=VALUE` is refused, since the
+    /// value would show in the process list).
     pub fn parse_secret(arg: &str) -> Result<Self, EnvError> {
-        if let Some((name, value)) = arg.split_once('=') {
-            return Ok(Self::Literal(name.parse()?, SecretValue::new(value)));
+        if let Some((name, _)) = arg.split_once('=') {
+            return Err(EnvError::SecretWithValue {
+                name: name.to_owned(),
+            });
         }
         Ok(Self::Required {
             name: arg.parse()?,
@@ -445,6 +457,7 @@ struct CapturedVar {
 pub struct CapturedEnv {
     vars: BTreeMap<EnvName, CapturedVar>,
     warnings: Vec<EnvWarning>,
+    declared_secret: Vec<EnvName>,
 }
 
 impl CapturedEnv {
@@ -476,6 +489,16 @@ impl CapturedEnv {
     /// True when nothing was captured.
     pub fn is_empty(&self) -> bool {
         self.vars.is_empty()
+    }
+
+    /// The names whose values are redacted wherever a job's output, logs
+    /// and errors are shown: each variable declared a secret (`--secret`),
+    /// and each captured one whose name looks like a credential
+    /// ([`EnvName::looks_like_credential`]).
+    pub fn secret_names(&self) -> impl Iterator<Item = &EnvName> + '_ {
+        self.vars
+            .keys()
+            .filter(|n| n.looks_like_credential() || self.declared_secret.contains(n))
     }
 
     /// Warnings from the capture.
@@ -619,7 +642,18 @@ pub fn capture(entries: &[EnvEntry], snapshot: &EnvSnapshot) -> Result<CapturedE
             names: credential_like,
         });
     }
-    Ok(CapturedEnv { vars, warnings })
+    let declared_secret = entries
+        .iter()
+        .filter_map(|e| match e {
+            EnvEntry::Required { name, secret: true } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    Ok(CapturedEnv {
+        vars,
+        warnings,
+        declared_secret,
+    })
 }
 
 /// Parses Kinetic `capture_env_vars` entries and captures them from

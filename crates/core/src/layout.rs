@@ -182,6 +182,21 @@ pub fn is_data_cache(path: &ObjectPath) -> bool {
         .any(|dir| path.is_under(&known((*dir).to_owned())))
 }
 
+/// `_groups`: every batch's folder is under it.
+pub fn groups_root() -> ObjectPath {
+    known(GROUPS_DIR.to_owned())
+}
+
+/// The batch whose manifest is at `path` (`_groups/{group_id}/manifest.json`),
+/// if `path` is one.
+pub fn manifest_group(path: &ObjectPath) -> Option<GroupId> {
+    let rest = path.as_str().strip_prefix(GROUPS_DIR)?.strip_prefix('/')?;
+    let (group, file) = rest.split_once('/')?;
+    (file == MANIFEST_FILE)
+        .then(|| group.parse().ok())
+        .flatten()
+}
+
 /// `_groups/{group_id}`: a batch's folder.
 pub fn group_prefix(group_id: &GroupId) -> ObjectPath {
     known(format!("{GROUPS_DIR}/{group_id}"))

@@ -14,7 +14,9 @@
 //!   [`requirements`] (dependency discovery and JAX filtering),
 //!   [`hashing`] (the data cache's content hash, bit-compatible with
 //!   Kinetic), [`packaging`] (package root, ignore rules, `context.zip`),
-//!   [`env`](mod@env) (captured variables and secrets), [`image`] (image tags),
+//!   [`env`](mod@env) (captured variables and secrets), [`redact`] (secret
+//!   values kept out of what jobs report), [`json`] (user values read
+//!   losslessly), [`image`] (image tags),
 //!   [`ids`], [`record`] (`handle.json`), [`status`], [`batch`] (the
 //!   sans-IO batch state machine and manifest).
 //! - **Where it goes**: [`settings`] resolves every setting once, with its
@@ -87,6 +89,7 @@
 
 pub mod accelerators;
 pub mod batch;
+pub mod cache;
 pub mod config;
 pub mod engine;
 pub mod env;
@@ -95,6 +98,7 @@ pub mod hashing;
 pub mod ids;
 pub mod image;
 pub mod infra;
+pub mod json;
 pub mod layout;
 pub mod packaging;
 pub mod plan;
@@ -103,6 +107,7 @@ pub mod protocol;
 mod pyjson;
 mod pytext;
 pub mod record;
+pub mod redact;
 pub mod requirements;
 pub mod retry;
 pub mod settings;

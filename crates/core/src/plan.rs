@@ -52,14 +52,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use sha2::Digest as _;
 
 use crate::accelerators::{AcceleratorError, AcceleratorSpec};
+use crate::cache::DataMarker;
 use crate::engine::{Data, DataSource, EngineSettings, JobSpec};
-use crate::hashing::ContentHash;
+use crate::hashing::{ContentHash, HashKind, HashedFile};
 use crate::ids::{GroupId, JobId, display_name, k8s_name_for_backend};
 use crate::image::{DOCKERFILE_TEMPLATE, python_base_image};
 use crate::layout;
@@ -280,9 +282,10 @@ pub struct ObjectUpload {
     pub content_type: Option<&'static str>,
 }
 
-/// A local data path to put in the content-addressed cache: skipped when
-/// its marker exists; otherwise every file goes under `entry`, then the
-/// marker is written.
+/// A local data path to put in the content-addressed cache: used as it is
+/// when its marker lists what the entry holds; otherwise its files go under
+/// `entry` (those missing or different), then the marker is written
+/// ([`crate::cache::DataMarker`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DataUpload {
@@ -290,26 +293,50 @@ pub struct DataUpload {
     pub local: PathBuf,
     /// Its content hash.
     pub hash: ContentHash,
+    /// A single file or a directory.
+    pub kind: HashKind,
+    /// The files it holds, in the hash's order.
+    pub listing: Arc<Vec<HashedFile>>,
     /// The entry's folder ([`layout::data_entry`]).
     pub entry: ObjectPath,
     /// The entry's marker ([`layout::data_marker`]).
     pub marker: ObjectPath,
 }
 
+impl DataUpload {
+    /// The marker this entry gets once its files are uploaded (without the
+    /// store's version tags, which the upload adds).
+    pub fn marker_document(&self) -> DataMarker {
+        DataMarker::from_listing(self.hash, self.kind, &self.listing)
+    }
+}
+
 /// What IO found about a local data path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DataFacts {
     /// Its content hash.
     pub hash: ContentHash,
     /// True for a directory.
     pub is_dir: bool,
+    /// The files hashed, in the hash's order (what the cache entry holds).
+    pub listing: Arc<Vec<HashedFile>>,
 }
 
 impl DataFacts {
-    /// The facts of one data path.
+    /// The facts of one data path, without its listing.
     pub fn new(hash: ContentHash, is_dir: bool) -> Self {
-        Self { hash, is_dir }
+        Self {
+            hash,
+            is_dir,
+            listing: Arc::default(),
+        }
+    }
+
+    /// With the listing of what was hashed.
+    pub fn with_listing(mut self, listing: Vec<HashedFile>) -> Self {
+        self.listing = Arc::new(listing);
+        self
     }
 }
 
@@ -428,10 +455,17 @@ pub fn shared(
                 let upload = DataUpload {
                     local: path.clone(),
                     hash: facts.hash,
+                    kind: if facts.is_dir {
+                        HashKind::Dir
+                    } else {
+                        HashKind::File
+                    },
+                    listing: facts.listing.clone(),
                     entry: layout::data_entry(&facts.hash),
                     marker: layout::data_marker(&facts.hash),
                 };
-                let data_ref = DataRef::new(uri_of(&upload.entry), facts.is_dir);
+                let data_ref = DataRef::new(uri_of(&upload.entry), facts.is_dir)
+                    .with_marker(uri_of(&upload.marker));
                 uploads.push(upload);
                 data_ref
             }
@@ -519,6 +553,9 @@ pub struct JobFacts<'a> {
     pub accelerator: &'a AcceleratorSpec,
     /// Names of the captured environment variables (never their values).
     pub env_names: Vec<String>,
+    /// The names among `env_names` whose values are redacted from what the
+    /// job reports.
+    pub secret_names: Vec<String>,
     /// The image (`""` when the backend needs none).
     pub image_uri: String,
     /// Positional arguments after the spec's own (a batch input's).
@@ -546,6 +583,7 @@ impl<'a> JobFacts<'a> {
             accelerator_text,
             accelerator,
             env_names: Vec::new(),
+            secret_names: Vec::new(),
             image_uri: String::new(),
             extra_args: Vec::new(),
             extra_kwargs: Vec::new(),
@@ -638,6 +676,7 @@ pub fn job(
             })
             .collect(),
         env_names: facts.env_names.clone(),
+        secret_names: facts.secret_names.clone(),
         output_dir,
         context: shared.context_artifact.clone(),
         requirements: shared.requirements_artifact.clone(),
@@ -652,6 +691,7 @@ pub fn job(
             num_gpus_per_node: facts.accelerator.count().unwrap_or(0),
             node_ips: Vec::new(),
         },
+        extract_limits: settings.extract_limits,
         python_values: spec.python_values.clone(),
     };
     let spec_json = serde_json::to_string_pretty(&runner_spec).map_err(|e| PlanError::Encode {

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::json::JsonError;
+
 /// The protocol version this crate writes and reads.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -44,6 +46,10 @@ pub struct RunnerSpec {
     pub volumes: Vec<RunnerVolume>,
     /// Names of the captured environment variables (never their values).
     pub env_names: Vec<String>,
+    /// The names among `env_names` whose values the runner redacts from the
+    /// job's output, its own lines and failure results ([`crate::redact`]).
+    #[serde(default)]
+    pub secret_names: Vec<String>,
     /// Exported to the job as `KINETIC_OUTPUT_DIR`.
     pub output_dir: String,
     /// The packaged project.
@@ -67,6 +73,79 @@ pub struct RunnerSpec {
     /// cannot hold come back the same way). Absent: JSON only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_values: Option<String>,
+    /// What `context.zip` may expand to; the runner refuses a larger
+    /// archive before extracting anything. Absent: the runner's defaults
+    /// (the same as [`ExtractLimits::default`]).
+    #[serde(default)]
+    pub extract_limits: ExtractLimits,
+}
+
+/// Limits on what `context.zip` may expand to, checked by the runner
+/// before it extracts anything (phase `context extract`); set by the
+/// `KINETIC_CONTEXT_MAX_MB`, `KINETIC_CONTEXT_MAX_FILES` and
+/// `KINETIC_CONTEXT_MAX_RATIO` settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExtractLimits {
+    /// Total size of the extracted files, in bytes. Default 4 GiB.
+    pub max_bytes: u64,
+    /// Number of entries (files, directories, links). Default 50,000.
+    pub max_entries: u64,
+    /// Extracted size over archive size (`200` = 200:1). Default 200.
+    pub max_ratio: u64,
+}
+
+impl ExtractLimits {
+    /// Default total size: 4 GiB.
+    pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
+    /// Default number of entries.
+    pub const DEFAULT_MAX_ENTRIES: u64 = 50_000;
+    /// Default expansion ratio.
+    pub const DEFAULT_MAX_RATIO: u64 = 200;
+
+    /// Limits of `max_bytes`, `max_entries` and `max_ratio` (each positive).
+    pub fn new(max_bytes: u64, max_entries: u64, max_ratio: u64) -> Self {
+        Self {
+            max_bytes: max_bytes.max(1),
+            max_entries: max_entries.max(1),
+            max_ratio: max_ratio.max(1),
+        }
+    }
+
+    /// Why an archive of `entries` entries expanding `packed` bytes into
+    /// `expanded` bytes is beyond these limits (the runner's check, made
+    /// before uploading), or `None` when it is within them.
+    pub fn refuse(&self, entries: u64, expanded: u64, packed: u64) -> Option<String> {
+        if entries > self.max_entries {
+            return Some(format!(
+                "the packed project holds {entries} entries, more than the limit of {} (KINETIC_CONTEXT_MAX_FILES)",
+                self.max_entries
+            ));
+        }
+        if expanded > self.max_bytes {
+            return Some(format!(
+                "the packed project expands to {expanded} bytes, more than the limit of {} bytes (KINETIC_CONTEXT_MAX_MB)",
+                self.max_bytes
+            ));
+        }
+        if expanded > self.max_ratio.saturating_mul(packed.max(1)) {
+            return Some(format!(
+                "the packed project expands {packed} bytes into {expanded}, more than the limit of {}:1 (KINETIC_CONTEXT_MAX_RATIO)",
+                self.max_ratio
+            ));
+        }
+        None
+    }
+}
+
+impl Default for ExtractLimits {
+    fn default() -> Self {
+        Self::new(
+            Self::DEFAULT_MAX_BYTES,
+            Self::DEFAULT_MAX_ENTRIES,
+            Self::DEFAULT_MAX_RATIO,
+        )
+    }
 }
 
 /// The entrypoint as the runner sees it.
@@ -116,6 +195,11 @@ pub struct DataRef {
     pub mount_path: Option<String>,
     /// Mounted by the backend (GCS FUSE) instead of downloaded.
     pub fuse: bool,
+    /// For a data cache entry: the URI of its marker, which lists exactly
+    /// the files the runner downloads and checks
+    /// ([`crate::cache::DataMarker`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_marker: Option<String>,
 }
 
 impl DataRef {
@@ -127,7 +211,14 @@ impl DataRef {
             is_dir,
             mount_path: None,
             fuse: false,
+            cache_marker: None,
         }
+    }
+
+    /// A reference to a data cache entry whose marker is at `marker_uri`.
+    pub fn with_marker(mut self, marker_uri: impl Into<String>) -> Self {
+        self.cache_marker = Some(marker_uri.into());
+        self
     }
 
     /// This reference as a JSON value for `args`/`kwargs`.
@@ -220,9 +311,20 @@ fn phase_note(phase: Option<&str>) -> String {
 }
 
 impl RunnerResult {
-    /// Parse `result.json`; the error says what was wrong.
-    pub fn from_json(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        serde_json::from_slice(bytes)
+    /// Parse `result.json`; the error says what was wrong. The value is
+    /// read as [`crate::json`] reads user values: numbers exactly as
+    /// written, nesting up to [`crate::json::MAX_DEPTH`] levels.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, JsonError> {
+        let invalid = |message: String| JsonError::Invalid { message };
+        let Value::Object(mut doc) = crate::json::parse_document(bytes, 1)? else {
+            return Err(invalid("expected a JSON object".into()));
+        };
+        // The value is moved out whole (a deep value is never walked twice).
+        let value = doc.remove("value").unwrap_or(Value::Null);
+        let mut result: Self =
+            serde_json::from_value(Value::Object(doc)).map_err(|e| invalid(e.to_string()))?;
+        result.value = value;
+        Ok(result)
     }
 }
 
@@ -245,6 +347,7 @@ mod tests {
             kwargs: Map::new(),
             volumes: vec![],
             env_names: vec!["WANDB_API_KEY".into()],
+            secret_names: vec!["WANDB_API_KEY".into()],
             output_dir: "gs://p-kn-c-jobs/outputs/job-0a1b2c3d".into(),
             context: Artifact {
                 uri: "gs://p-kn-c-jobs/job-0a1b2c3d/context.zip".into(),
@@ -266,11 +369,16 @@ mod tests {
                 node_ips: vec![],
             },
             python_values: None,
+            extract_limits: ExtractLimits::default(),
         };
         let value = serde_json::to_value(&spec).unwrap();
         assert!(
             value.get("python_values").is_none(),
             "absent unless asked for"
+        );
+        assert_eq!(
+            value["extract_limits"],
+            json!({"max_bytes": 4u64 << 30, "max_entries": 50000, "max_ratio": 200})
         );
         assert_eq!(
             value["entrypoint"],
@@ -280,6 +388,22 @@ mod tests {
         assert_eq!(value["worker_result_uris"], json!([]));
         let back: RunnerSpec = serde_json::from_value(value).unwrap();
         assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn the_runner_defaults_its_limits_as_the_engine_does() {
+        let d = ExtractLimits::default();
+        let line = format!(
+            "DEFAULT_EXTRACT_LIMITS = {{\"max_bytes\": 4 << 30, \"max_entries\": {}, \"max_ratio\": {}}}",
+            d.max_entries, d.max_ratio
+        );
+        assert_eq!(d.max_bytes, 4 << 30);
+        assert!(RUNNER_SOURCE.contains(&line), "{line}");
+        assert!(d.refuse(50_000, 4 << 30, 1 << 30).is_none());
+        let why = d.refuse(50_001, 1, 1).unwrap();
+        assert!(why.contains("KINETIC_CONTEXT_MAX_FILES"), "{why}");
+        let why = d.refuse(1, 201 * 1000, 1000).unwrap();
+        assert!(why.contains("200:1"), "{why}");
     }
 
     #[test]

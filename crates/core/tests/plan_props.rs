@@ -155,8 +155,9 @@ fn expected_ref(
     match data.source() {
         DataSource::Remote(uri) => DataRef::new(uri.trim_end_matches('/'), uri.ends_with('/')),
         DataSource::Local(path) => {
-            let f = facts[path];
+            let f = &facts[path];
             DataRef::new(uri_of(&layout::data_entry(&f.hash)), f.is_dir)
+                .with_marker(uri_of(&layout::data_marker(&f.hash)))
         }
     }
 }

@@ -573,10 +573,7 @@ impl ObjectStore for GcsStore {
             .head(&os_path(path))
             .await
             .map_err(|e| self.fail(e, self.uri(path)))?;
-        Ok(ObjectMeta {
-            path: path.clone(),
-            size: meta.size,
-        })
+        Ok(ObjectMeta::new(path.clone(), meta.size).with_e_tag(meta.e_tag))
     }
 
     async fn list(&self, prefix: Option<&ObjectPath>) -> Result<Vec<ObjectMeta>, StoreError> {
@@ -590,10 +587,9 @@ impl ObjectStore for GcsStore {
             .map_err(|e| self.fail(e, what))?;
         let mut out = Vec::with_capacity(metas.len());
         for meta in metas {
-            out.push(ObjectMeta {
-                path: self.port_path(&meta.location)?,
-                size: meta.size,
-            });
+            out.push(
+                ObjectMeta::new(self.port_path(&meta.location)?, meta.size).with_e_tag(meta.e_tag),
+            );
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)

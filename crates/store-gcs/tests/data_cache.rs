@@ -1,15 +1,18 @@
 //! The engine's content-addressed data cache on a GCS bucket (the fake
-//! server): parallel uploads, the marker written last, a hit costing one
-//! HEAD, and a store that fails midway through an upload.
+//! server): parallel uploads, the marker written last and listing what the
+//! entry holds, a hit costing one GET and one LIST, a store that fails
+//! midway through an upload, and entries that no longer match their marker
+//! repaired.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use kinetic_core::cache::DataMarker;
 use kinetic_core::engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::hashing::content_hash;
-use kinetic_core::layout::data_marker;
-use kinetic_core::ports::ObjectStore;
+use kinetic_core::layout::{data_entry, data_marker};
+use kinetic_core::ports::{ObjectPath, ObjectStore};
 use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp, GcsRequest};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::FakeBackend;
@@ -24,6 +27,7 @@ struct World {
     project: PathBuf,
     data: PathBuf,
     gcs: FakeGcs,
+    store: Arc<dyn ObjectStore>,
     engine: Engine,
 }
 
@@ -62,7 +66,7 @@ fn world_with(files: usize) -> World {
     env.insert("HOME", dir.path().join("home").to_string_lossy());
     let engine = Engine::builder()
         .store(store.clone())
-        .backend(Arc::new(FakeBackend::new("local", store)))
+        .backend(Arc::new(FakeBackend::new("local", store.clone())))
         .env_snapshot(env)
         .settings(EngineSettings::default().with_home(dir.path().join("home")))
         .build()
@@ -72,6 +76,7 @@ fn world_with(files: usize) -> World {
         project,
         data,
         gcs,
+        store,
         engine,
     }
 }
@@ -85,6 +90,20 @@ impl World {
 
     fn marker(&self) -> String {
         data_marker(&content_hash(&self.data).unwrap()).to_string()
+    }
+
+    async fn delete(&self, name: &str) {
+        let path = ObjectPath::parse(name).unwrap();
+        self.store.delete(&path).await.unwrap();
+    }
+
+    fn entry(&self) -> String {
+        data_entry(&content_hash(&self.data).unwrap()).to_string()
+    }
+
+    fn marker_document(&self) -> DataMarker {
+        let bytes = self.gcs.object(BUCKET, &self.marker()).expect("a marker");
+        DataMarker::from_json(&bytes, &content_hash(&self.data).unwrap()).expect("a listed marker")
     }
 
     fn cache_objects(&self) -> Vec<String> {
@@ -157,22 +176,94 @@ async fn a_store_failing_midway_leaves_no_marker_and_the_next_submit_completes()
         "the marker is written after every data object"
     );
     assert_eq!(w.cache_objects().len(), FILES);
-    assert_eq!(w.gcs.object(BUCKET, &marker).unwrap(), b"");
+    // The marker lists exactly what the entry holds.
+    let listed = w.marker_document();
+    assert_eq!(listed.files.len(), FILES);
 
-    // A hit costs one HEAD of the marker, and nothing else under default/.
+    // A hit costs one GET of the marker and one LIST of the entry, and
+    // writes nothing.
     w.gcs.clear_requests();
     w.engine.submit(w.spec()).await.unwrap();
     let requests = w.gcs.requests();
     let touched = under_default(&requests);
     assert_eq!(
         touched,
-        vec![&GcsRequest {
-            op: GcsOp::Head,
-            bucket: BUCKET.to_owned(),
-            name: marker.clone(),
-        }],
-        "a cache hit is one HEAD"
+        vec![
+            &GcsRequest {
+                op: GcsOp::Get,
+                bucket: BUCKET.to_owned(),
+                name: marker.clone(),
+            },
+            &GcsRequest {
+                op: GcsOp::List,
+                bucket: BUCKET.to_owned(),
+                name: format!("{}/", w.entry()),
+            }
+        ],
+        "a cache hit is one GET and one LIST"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_that_does_not_match_its_marker_is_repaired() {
+    let w = world();
+    w.engine.submit(w.spec()).await.unwrap();
+    let entry = w.entry();
+    let uploads = |w: &World| -> Vec<String> {
+        w.gcs
+            .requests()
+            .into_iter()
+            .filter(is_data_put)
+            .map(|r| r.name)
+            .collect()
+    };
+
+    // A killed upload's leftover: a zero-byte object the marker does not
+    // list. It is removed, and nothing is uploaded again.
+    let stray = format!("{entry}/f01.txt#1");
+    w.gcs.put_object(BUCKET, &stray, b"");
+    w.gcs.clear_requests();
+    w.engine.submit(w.spec()).await.unwrap();
+    assert!(
+        w.gcs.object(BUCKET, &stray).is_none(),
+        "the stray object is gone"
+    );
+    assert!(uploads(&w).is_empty(), "{:?}", uploads(&w));
+
+    // A file gone, and one edited in the bucket (same size, other bytes):
+    // exactly those two go up again, and the marker lists them anew.
+    let gone = format!("{entry}/f02.txt");
+    let edited = format!("{entry}/f04.txt");
+    let original = w.gcs.object(BUCKET, &edited).unwrap();
+    w.delete(&gone).await;
+    w.gcs
+        .put_object(BUCKET, &edited, &vec![b'x'; original.len()]);
+    w.gcs.clear_requests();
+    w.engine.submit(w.spec()).await.unwrap();
+    let mut again = uploads(&w);
+    again.sort();
+    assert_eq!(again, vec![gone.clone(), edited.clone()]);
+    assert_eq!(w.gcs.object(BUCKET, &edited).unwrap(), original);
+    assert_eq!(w.marker_document().files.len(), FILES);
+
+    // Kinetic's empty marker over a whole entry: taken as is, and listed
+    // from now on.
+    w.gcs.put_object(BUCKET, &w.marker(), b"");
+    w.gcs.clear_requests();
+    w.engine.submit(w.spec()).await.unwrap();
+    assert!(uploads(&w).is_empty());
+    assert_eq!(w.marker_document().files.len(), FILES);
+
+    // A marker whose data is all gone: the entry is uploaded whole again,
+    // instead of failing every later job.
+    for (name, _) in w.gcs.list_objects(BUCKET) {
+        if name.starts_with(&format!("{entry}/")) {
+            w.delete(&name).await;
+        }
+    }
+    w.gcs.clear_requests();
+    w.engine.submit(w.spec()).await.unwrap();
+    assert_eq!(uploads(&w).len(), FILES);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

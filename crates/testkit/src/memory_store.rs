@@ -19,8 +19,10 @@ use kinetic_core::ports::{
 /// [`FaultyStore`](kinetic_core::ports::FaultyStore).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
-    objects: Arc<Mutex<BTreeMap<ObjectPath, Bytes>>>,
+    /// Each object with the write that made it (its version tag).
+    objects: Arc<Mutex<BTreeMap<ObjectPath, (Bytes, u64)>>>,
     calls: Arc<AtomicU64>,
+    writes: Arc<AtomicU64>,
 }
 
 impl MemoryStore {
@@ -36,10 +38,13 @@ impl MemoryStore {
 
     /// Every object, for tests that search the whole store (e.g. for a leaked secret).
     pub fn snapshot(&self) -> BTreeMap<ObjectPath, Bytes> {
-        self.lock().clone()
+        self.lock()
+            .iter()
+            .map(|(p, (d, _))| (p.clone(), d.clone()))
+            .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ObjectPath, Bytes>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ObjectPath, (Bytes, u64)>> {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -52,16 +57,26 @@ impl MemoryStore {
         if mode == PutMode::CreateIfAbsent && objects.contains_key(path) {
             return Err(StoreError::already_exists(self.uri(path)));
         }
-        objects.insert(path.clone(), data);
+        let version = self.writes.fetch_add(1, Ordering::Relaxed) + 1;
+        objects.insert(path.clone(), (data, version));
         Ok(())
     }
 
     fn read(&self, path: &ObjectPath) -> Result<Bytes, StoreError> {
+        self.read_versioned(path).map(|(data, _)| data)
+    }
+
+    fn read_versioned(&self, path: &ObjectPath) -> Result<(Bytes, u64), StoreError> {
         self.lock()
             .get(path)
             .cloned()
             .ok_or_else(|| StoreError::not_found(self.uri(path)))
     }
+}
+
+/// The version tag of the `version`-th write.
+fn tag(version: u64) -> String {
+    format!("\"{version:x}\"")
 }
 
 #[async_trait]
@@ -136,11 +151,8 @@ impl ObjectStore for MemoryStore {
 
     async fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError> {
         self.enter();
-        let data = self.read(path)?;
-        Ok(ObjectMeta {
-            path: path.clone(),
-            size: data.len() as u64,
-        })
+        let (data, version) = self.read_versioned(path)?;
+        Ok(ObjectMeta::new(path.clone(), data.len() as u64).with_e_tag(Some(tag(version))))
     }
 
     async fn list(&self, prefix: Option<&ObjectPath>) -> Result<Vec<ObjectMeta>, StoreError> {
@@ -149,9 +161,8 @@ impl ObjectStore for MemoryStore {
             .lock()
             .iter()
             .filter(|(p, _)| prefix.is_none_or(|pre| p.is_under(pre)))
-            .map(|(p, d)| ObjectMeta {
-                path: p.clone(),
-                size: d.len() as u64,
+            .map(|(p, (d, version))| {
+                ObjectMeta::new(p.clone(), d.len() as u64).with_e_tag(Some(tag(*version)))
             })
             .collect())
     }

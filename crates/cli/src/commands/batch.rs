@@ -1,8 +1,15 @@
-//! `kinetic batch status|results|wait|cancel|cleanup GROUP_ID`: follow a
-//! batch submitted earlier, from any process.
+//! `kinetic batch list`, and `kinetic batch
+//! status|results|wait|resume|cancel|cleanup GROUP_ID`: follow, resume and
+//! clean up a batch submitted earlier, from any process.
+//!
+//! No command waits on an input no job is known for: the inputs a stopped
+//! `kinetic map` never submitted are named at once, with the command that
+//! resumes the batch.
+
+use std::time::Duration;
 
 use kinetic_core::engine::{
-    AttachOptions, BatchHandle, BatchResultsOptions, CleanupOptions, Engine,
+    AttachOptions, BatchHandle, BatchResultsOptions, BatchSummary, CleanupOptions, Engine,
 };
 use serde_json::json;
 
@@ -22,6 +29,8 @@ pub(crate) struct BatchArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum BatchCommand {
+    /// Every batch in the store, newest first.
+    List,
     /// The batch's counts (one backend call), and each job with `--jobs`.
     Status {
         /// The group id (`grp-` + 8 hex).
@@ -49,6 +58,22 @@ enum BatchCommand {
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<f64>,
     },
+    /// Submit what a stopped `kinetic map` did not (nothing twice), with the
+    /// options it recorded, then wait and print every value like `map`.
+    /// Environment values come from this shell: set the variables again.
+    Resume {
+        /// The group id.
+        group_id: String,
+        /// Return once every input is submitted.
+        #[arg(long)]
+        detach: bool,
+        /// Stop waiting after this many seconds (the batch goes on).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<f64>,
+        /// Keep each job's artifacts and backend resources.
+        #[arg(long)]
+        no_cleanup: bool,
+    },
     /// Cancel every job of the batch; nothing more is submitted or retried.
     Cancel {
         /// The group id.
@@ -67,16 +92,112 @@ enum BatchCommand {
     },
 }
 
-async fn attach(engine: &Engine, group_id: &str) -> Result<BatchHandle, CliError> {
+fn check_group_id(group_id: &str) -> Result<(), CliError> {
     if group_id.parse::<kinetic_core::ids::GroupId>().is_err() {
         return Err(CliError::usage(format!(
             "{group_id:?} is not a group id: expected 'grp-' followed by 8 lower-case hex digits"
         )));
     }
-    engine
-        .attach_batch(group_id, AttachOptions::default())
+    Ok(())
+}
+
+/// Attach without waiting for inputs the manifest does not name: they are
+/// settled at once as never submitted, and said so.
+async fn attach(engine: &Engine, group_id: &str) -> Result<BatchHandle, CliError> {
+    check_group_id(group_id)?;
+    let options =
+        AttachOptions::default().manifest_polling(Duration::from_secs(1), Some(Duration::ZERO));
+    let batch = engine
+        .attach_batch(group_id, options)
         .await
-        .map_err(batch_error)
+        .map_err(batch_error)?;
+    let missing = batch.never_submitted();
+    if !missing.is_empty() {
+        render::info(&never_submitted(&batch, &missing));
+    }
+    Ok(batch)
+}
+
+/// "12 of 30 inputs were never submitted (inputs 18, 19, …); resume with …".
+pub(crate) fn never_submitted(batch: &BatchHandle, missing: &[usize]) -> String {
+    let shown: Vec<String> = missing.iter().take(10).map(ToString::to_string).collect();
+    let more = if missing.len() > 10 { ", …" } else { "" };
+    format!(
+        "batch {}: {} of {} inputs were never submitted (inputs {}{more}); resume with `kinetic batch resume {}`",
+        batch.group_id(),
+        missing.len(),
+        batch.total(),
+        shown.join(", "),
+        batch.group_id()
+    )
+}
+
+/// Follow a batch and print every value, as `kinetic map` does.
+pub(crate) async fn follow_and_print(
+    batch: &BatchHandle,
+    timeout: Option<Duration>,
+    no_cleanup: bool,
+    out: &Output,
+) -> Result<(), CliError> {
+    let progress = BatchProgress::new(batch);
+    let followed = follow(batch, &progress, timeout).await;
+    progress.finish();
+    followed?;
+    let items = batch
+        .results(
+            BatchResultsOptions::default()
+                .return_exceptions(true)
+                .cleanup(!no_cleanup),
+        )
+        .await
+        .map_err(batch_error)?;
+    render::batch_items(batch, &items, out)
+}
+
+fn list(batches: &[BatchSummary], out: &Output) -> Result<(), CliError> {
+    if out.is_json() {
+        return out.json(&json!({ "batches": batches }));
+    }
+    let rows: Vec<Vec<String>> = batches
+        .iter()
+        .map(|b| {
+            let state = if b.collected == b.total {
+                format!("collected ({} failed)", b.collected_failed)
+            } else if b.submission_complete {
+                "submitted".to_owned()
+            } else if b.resumable {
+                format!(
+                    "{} never submitted or running: resume",
+                    b.total - b.submitted
+                )
+            } else {
+                format!("{} not named", b.total - b.submitted)
+            };
+            vec![
+                b.group_id.to_string(),
+                b.name.clone().unwrap_or_default(),
+                b.created_at.to_string(),
+                b.entrypoint.clone().unwrap_or_default(),
+                b.total.to_string(),
+                b.submitted.to_string(),
+                b.collected.to_string(),
+                state,
+            ]
+        })
+        .collect();
+    emit(&table(
+        &[
+            "GROUP ID",
+            "NAME",
+            "CREATED",
+            "ENTRYPOINT",
+            "INPUTS",
+            "SUBMITTED",
+            "COLLECTED",
+            "STATE",
+        ],
+        &rows,
+    ))
 }
 
 pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
@@ -85,6 +206,36 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
     let rt = engine::runtime()?;
     rt.block_on(async {
         match &args.command {
+            BatchCommand::List => {
+                let batches = engine.list_batches().await.map_err(batch_error)?;
+                list(&batches, out)
+            }
+            BatchCommand::Resume {
+                group_id,
+                detach,
+                timeout,
+                no_cleanup,
+            } => {
+                check_group_id(group_id)?;
+                let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
+                let batch = engine.resume_batch(group_id).await.map_err(batch_error)?;
+                render::info(&format!(
+                    "batch {}: resuming {} inputs",
+                    batch.group_id(),
+                    batch.total()
+                ));
+                if *detach {
+                    let progress = BatchProgress::new(&batch);
+                    let submitted = batch.wait_submitted(timeout).await;
+                    progress.finish();
+                    submitted.map_err(batch_error)?;
+                    return out.either(
+                        &json!({"group_id": batch.group_id(), "total": batch.total()}),
+                        &format!("{}\n", batch.group_id()),
+                    );
+                }
+                follow_and_print(&batch, timeout, *no_cleanup, out).await
+            }
             BatchCommand::Status { group_id, jobs } => {
                 let batch = attach(&engine, group_id).await?;
                 let statuses = batch.statuses().await.map_err(batch_error)?;
@@ -95,7 +246,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                         .map(|(i, s)| {
                             json!({
                                 "index": i,
-                                "job_id": batch.job(*i).map(|j| j.id().to_string()),
+                                "job_id": batch.job_id(*i).map(|j| j.to_string()),
                                 "status": s.status,
                                 "reason": s.reason,
                             })
@@ -117,10 +268,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                         .map(|(i, s)| {
                             vec![
                                 i.to_string(),
-                                batch
-                                    .job(*i)
-                                    .map(|j| j.id().to_string())
-                                    .unwrap_or_default(),
+                                batch.job_id(*i).map(|j| j.to_string()).unwrap_or_default(),
                                 s.status.to_string(),
                                 s.reason
                                     .as_ref()
@@ -140,19 +288,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
             } => {
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
                 let batch = attach(&engine, group_id).await?;
-                let progress = BatchProgress::new(&batch);
-                let followed = follow(&batch, &progress, timeout).await;
-                progress.finish();
-                followed?;
-                let items = batch
-                    .results(
-                        BatchResultsOptions::default()
-                            .return_exceptions(true)
-                            .cleanup(!no_cleanup),
-                    )
-                    .await
-                    .map_err(batch_error)?;
-                render::batch_items(&batch, &items, out)
+                follow_and_print(&batch, timeout, *no_cleanup, out).await
             }
             BatchCommand::Wait { group_id, timeout } => {
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;

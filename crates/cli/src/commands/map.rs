@@ -6,9 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kinetic_core::batch::InputMode;
-use kinetic_core::engine::{
-    BatchError, BatchHandle, BatchResultsOptions, Entrypoint, JobSpec, MapOptions,
-};
+use kinetic_core::engine::{BatchError, BatchHandle, Entrypoint, JobSpec, MapOptions};
 use serde_json::{Value, json};
 
 use super::run::{JobFlags, PathBase};
@@ -91,13 +89,11 @@ fn read_inputs(path: &PathBuf) -> Result<Vec<Value>, CliError> {
         if line.trim().is_empty() {
             continue;
         }
-        let value = serde_json::from_str(line).map_err(|e| {
-            CliError::usage(format!(
-                "--inputs {} line {}: not JSON ({e}); expected one JSON value per line",
-                path.display(),
-                n + 1
-            ))
-        })?;
+        let value = super::parse_json(
+            &format!("--inputs {} line {}", path.display(), n + 1),
+            line,
+            "expected one JSON value per line",
+        )?;
         inputs.push(value);
     }
     if inputs.is_empty() {
@@ -191,8 +187,8 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
             .await
             .map_err(batch_error)?;
         render::info(&format!("batch {}: {total} inputs", batch.group_id()));
-        let progress = BatchProgress::new(&batch);
         if args.detach {
+            let progress = BatchProgress::new(&batch);
             let submitted = batch.wait_submitted(timeout).await;
             progress.finish();
             submitted.map_err(batch_error)?;
@@ -201,17 +197,6 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
                 &format!("{}\n", batch.group_id()),
             );
         }
-        let followed = follow(&batch, &progress, timeout).await;
-        progress.finish();
-        followed?;
-        let items = batch
-            .results(
-                BatchResultsOptions::default()
-                    .return_exceptions(true)
-                    .cleanup(!args.no_cleanup),
-            )
-            .await
-            .map_err(batch_error)?;
-        render::batch_items(&batch, &items, out)
+        super::batch::follow_and_print(&batch, timeout, args.no_cleanup, out).await
     })
 }

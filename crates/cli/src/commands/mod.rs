@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use kinetic_core::json::{self, JsonError};
 use kinetic_core::settings;
+use serde_json::Value;
 
 use crate::error::CliError;
 
@@ -38,5 +40,15 @@ pub(crate) fn seconds(flag: &str, value: f64) -> Result<Duration, CliError> {
             "--{flag} {value} is not accepted: expected {}",
             settings::SECONDS_EXPECTED
         ))
+    })
+}
+
+/// A JSON value given by the user (`what` names it: `--arg "7"`, `--inputs
+/// FILE line 3`), read losslessly as the runner protocol carries values
+/// (`kinetic_core::json`); `hint` says what is accepted when it is not JSON.
+pub(crate) fn parse_json(what: &str, text: &str, hint: &str) -> Result<Value, CliError> {
+    json::parse(text.as_bytes()).map_err(|e| match e {
+        JsonError::Invalid { .. } => CliError::usage(format!("{what} is not JSON ({e}); {hint}")),
+        _ => CliError::usage(format!("{what}: {e}")),
     })
 }

@@ -79,11 +79,11 @@ fn parse_arg(text: &str, base: PathBase<'_>) -> Result<Arg, CliError> {
             .map_err(|e| CliError::usage(format!("--arg {text}: {e}")))?;
         return Ok(Arg::Data(data));
     }
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        CliError::usage(format!(
-            "--arg {text:?} is not JSON ({e}); pass numbers as 7, strings as '\"text\"', lists as '[1,2]', or data:PATH"
-        ))
-    })?;
+    let value = super::parse_json(
+        &format!("--arg {text:?}"),
+        text,
+        "pass numbers as 7, strings as '\"text\"', lists as '[1,2]', or data:PATH",
+    )?;
     Ok(Arg::Json(value))
 }
 
@@ -182,11 +182,11 @@ impl JobFlags {
             spec = spec.volume(mount, data);
         }
         if let Some(kwargs) = &self.kwargs {
-            let value: Value = serde_json::from_str(kwargs).map_err(|e| {
-                CliError::usage(format!(
-                    "--kwargs is not JSON ({e}); expected an object like '{{\"lr\": 0.1}}'"
-                ))
-            })?;
+            let value = super::parse_json(
+                "--kwargs",
+                kwargs,
+                "expected an object like '{\"lr\": 0.1}'",
+            )?;
             let Value::Object(map) = value else {
                 return Err(CliError::usage(
                     "--kwargs must be a JSON object like '{\"lr\": 0.1}'",

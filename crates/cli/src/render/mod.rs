@@ -203,8 +203,13 @@ pub(crate) fn batch_items(
             info(&format!("… and {} more", failed.len() - 20));
         }
     }
+    let missing = batch.never_submitted();
     if failed.is_empty() {
         Ok(())
+    } else if !missing.is_empty() {
+        Err(CliError::failed(crate::commands::batch::never_submitted(
+            batch, &missing,
+        )))
     } else {
         Err(CliError::failed(format!(
             "batch {}: {} of {} inputs failed",

@@ -94,7 +94,9 @@ impl fmt::Display for SkipReason {
         f.write_str(match self {
             Self::FailFast => "not submitted: the batch stopped after a failure (fail-fast)",
             Self::Cancelled => "not submitted: the batch was cancelled",
-            Self::NotInManifest => "never named in the batch manifest",
+            Self::NotInManifest => {
+                "never submitted: the batch manifest names no job for it and none was found (resume the batch to submit it)"
+            }
             Self::Unavailable => "its job record cannot be read",
         })
     }

@@ -7,8 +7,12 @@
 //! created_at, total_expected, submit_fn_name, children: [{attempts,
 //! group_index, job_id}]`, children in the order they were first submitted.
 //! Our own keys are optional and ignored by Kinetic: `backend`, `namespace`,
-//! `entrypoint`, `input_mode` and `inputs` (the inputs object's name, which
-//! makes a batch resumable).
+//! `entrypoint`, `input_mode`, `inputs` (the inputs object's name, which
+//! makes a batch resumable), `resume` (the spec's and the map's options,
+//! environment names but never values: what `kinetic batch resume` needs),
+//! `submission_complete` (true once every input was submitted, written
+//! before `map` says so) and, on a child, `outcome` (how it ended, recorded
+//! when its result was collected: [`ChildOutcome`]).
 //!
 //! Reading is tolerant like Kinetic's `attach_batch`: unknown keys are
 //! ignored, `total_expected` defaults to the number of children, and a
@@ -108,6 +112,78 @@ pub struct ManifestChild {
     pub job_id: JobId,
     /// Attempts made.
     pub attempts: u32,
+    /// Ours: how it ended, once its result was collected.
+    pub outcome: Option<ChildOutcome>,
+}
+
+impl ManifestChild {
+    /// A child with no recorded outcome.
+    pub fn new(group_index: usize, job_id: JobId, attempts: u32) -> Self {
+        Self {
+            group_index,
+            job_id,
+            attempts,
+            outcome: None,
+        }
+    }
+}
+
+/// How a child ended, recorded in the manifest when its result is
+/// collected, so that the batch reads the same after its jobs are cleaned:
+/// `{"status": "SUCCEEDED", "value": V, "cleaned": true}` or
+/// `{"status": "FAILED", "error": "…", "cleaned": false}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChildOutcome {
+    /// It returned `value`.
+    Succeeded {
+        /// The value.
+        value: Value,
+        /// Its job's objects and resources were removed after collection.
+        cleaned: bool,
+    },
+    /// It failed; `error` says how (as collecting it said).
+    Failed {
+        /// The error's text.
+        error: String,
+        /// Its job's objects and resources were removed after collection.
+        cleaned: bool,
+    },
+}
+
+impl ChildOutcome {
+    /// Whether the job was cleaned after collection.
+    pub fn cleaned(&self) -> bool {
+        match self {
+            Self::Succeeded { cleaned, .. } | Self::Failed { cleaned, .. } => *cleaned,
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        match self {
+            Self::Succeeded { value, cleaned } => {
+                json!({"cleaned": cleaned, "status": "SUCCEEDED", "value": value})
+            }
+            Self::Failed { error, cleaned } => {
+                json!({"cleaned": cleaned, "error": error, "status": "FAILED"})
+            }
+        }
+    }
+
+    fn from_value(v: &Value) -> Option<Self> {
+        let cleaned = v.get("cleaned").and_then(Value::as_bool).unwrap_or(false);
+        match v.get("status").and_then(Value::as_str)? {
+            "SUCCEEDED" => Some(Self::Succeeded {
+                value: v.get("value").cloned().unwrap_or(Value::Null),
+                cleaned,
+            }),
+            "FAILED" => Some(Self::Failed {
+                error: v.get("error").and_then(Value::as_str)?.to_owned(),
+                cleaned,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// A batch's manifest.
@@ -140,6 +216,11 @@ pub struct GroupManifest {
     pub input_mode: Option<InputMode>,
     /// Ours: the stored inputs' object name inside the group folder.
     pub inputs: Option<String>,
+    /// Ours: what a resume needs (the spec's and the map's options; env
+    /// names, never values).
+    pub resume: Option<Value>,
+    /// Ours: every input was submitted.
+    pub submission_complete: bool,
 }
 
 impl GroupManifest {
@@ -159,6 +240,8 @@ impl GroupManifest {
             entrypoint: None,
             input_mode: None,
             inputs: None,
+            resume: None,
+            submission_complete: false,
         }
     }
 
@@ -178,7 +261,11 @@ impl GroupManifest {
                 self.children
                     .iter()
                     .map(|c| {
-                        json!({"attempts": c.attempts, "group_index": c.group_index, "job_id": c.job_id.as_str()})
+                        let mut v = json!({"attempts": c.attempts, "group_index": c.group_index, "job_id": c.job_id.as_str()});
+                        if let Some(o) = &c.outcome {
+                            v["outcome"] = o.to_value();
+                        }
+                        v
                     })
                     .collect(),
             ),
@@ -199,7 +286,13 @@ impl GroupManifest {
         if let Some(n) = &self.namespace {
             put("namespace", json!(n));
         }
+        if let Some(r) = &self.resume {
+            put("resume", r.clone());
+        }
         put("submit_fn_name", json!(self.submit_fn_name));
+        if self.submission_complete {
+            put("submission_complete", json!(true));
+        }
         put("tags", json!(self.tags));
         put("total_expected", json!(self.total_expected));
         // Keys were inserted in sorted order; `sort_keys` makes it explicit.
@@ -214,7 +307,7 @@ impl GroupManifest {
         bytes: &[u8],
         expected: &GroupId,
     ) -> Result<(Self, Vec<String>), ManifestError> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| ManifestError {
+        let value: Value = crate::json::parse_document(bytes, 4).map_err(|e| ManifestError {
             message: format!("not valid JSON: {e}"),
         })?;
         let Value::Object(mut map) = value else {
@@ -258,6 +351,7 @@ impl GroupManifest {
                         group_index,
                         job_id,
                         attempts,
+                        outcome: item.get("outcome").and_then(ChildOutcome::from_value),
                     }),
                     _ => warnings.push(format!(
                         "manifest child #{pos} has no valid group_index and job_id ({item}); skipped"
@@ -299,6 +393,8 @@ impl GroupManifest {
                 entrypoint: text(&mut map, "entrypoint"),
                 input_mode,
                 inputs: text(&mut map, "inputs"),
+                resume: map.remove("resume").filter(|r| r.is_object()),
+                submission_complete: map.remove("submission_complete") == Some(Value::Bool(true)),
             },
             warnings,
         ))
@@ -334,8 +430,8 @@ pub fn decode_inputs(bytes: &[u8]) -> Result<Vec<Value>, ManifestError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(n, l)| {
-            serde_json::from_str(l).map_err(|e| ManifestError {
-                message: format!("line {} is not JSON: {e}", n + 1),
+            crate::json::parse(l.as_bytes()).map_err(|e| ManifestError {
+                message: format!("line {}: {e}", n + 1),
             })
         })
         .collect()
@@ -353,11 +449,8 @@ mod tests {
     fn manifest_json_is_kinetics_with_sorted_keys() {
         let mut m = GroupManifest::new(gid(), 3, "square");
         m.created_at = "2026-03-25T10:00:00Z".parse().unwrap();
-        m.children.push(ManifestChild {
-            group_index: 1,
-            job_id: "job-00000001".parse().unwrap(),
-            attempts: 2,
-        });
+        m.children
+            .push(ManifestChild::new(1, "job-00000001".parse().unwrap(), 2));
         let golden = r#"{"children":[{"attempts":2,"group_index":1,"job_id":"job-00000001"}],"created_at":"2026-03-25T10:00:00Z","group_id":"grp-0a1b2c3d","group_kind":"map","group_name":null,"submit_fn_name":"square","tags":{},"total_expected":3}"#;
         assert_eq!(m.to_json(), golden);
         let (back, warnings) = GroupManifest::from_json_bytes(golden.as_bytes(), &gid()).unwrap();
@@ -375,6 +468,19 @@ mod tests {
         m.inputs = Some(crate::layout::INPUTS_FILE.into());
         m.group_name = Some("sweep".into());
         m.tags.insert("team".into(), "x".into());
+        m.resume = Some(json!({"retries": 2, "env": [{"name": "K", "secret": true}]}));
+        m.submission_complete = true;
+        let mut done = ManifestChild::new(0, "job-0000000a".parse().unwrap(), 1);
+        done.outcome = Some(ChildOutcome::Succeeded {
+            value: json!(1267650600228229401496703205376_u128.to_string()),
+            cleaned: true,
+        });
+        let mut failed = ManifestChild::new(1, "job-0000000b".parse().unwrap(), 2);
+        failed.outcome = Some(ChildOutcome::Failed {
+            error: "ValueError: no".into(),
+            cleaned: false,
+        });
+        m.children = vec![done, failed];
         let json = m.to_json();
         let keys: Vec<String> = serde_json::from_str::<Map<String, Value>>(&json)
             .unwrap()

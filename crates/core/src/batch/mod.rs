@@ -39,6 +39,7 @@ pub use machine::{
     Slot, result_order,
 };
 pub use manifest::{
-    GROUP_KIND_MAP, GroupManifest, MAX_DETERMINISTIC_ATTEMPT, MAX_DETERMINISTIC_INDEX,
-    ManifestChild, ManifestError, child_job_id, child_position, decode_inputs, encode_inputs,
+    ChildOutcome, GROUP_KIND_MAP, GroupManifest, MAX_DETERMINISTIC_ATTEMPT,
+    MAX_DETERMINISTIC_INDEX, ManifestChild, ManifestError, child_job_id, child_position,
+    decode_inputs, encode_inputs,
 };

@@ -1,21 +1,23 @@
 //! The content-addressed data cache, in Kinetic's layout: local data is
-//! hashed, uploaded once under `default/data-cache/{hash}/…`, and marked
-//! complete by an empty `default/data-markers/{hash}` object written only
-//! after every data object landed ([`crate::layout::data_entry`],
-//! [`crate::layout::data_marker`]). A hit costs one HEAD of the marker; a
-//! half-finished upload has no marker and is never taken as a hit.
+//! hashed, uploaded once under `default/data-cache/{hash}/…`, and published
+//! by its marker `default/data-markers/{hash}`, written only after every
+//! file landed ([`crate::layout::data_entry`], [`crate::layout::data_marker`]).
+//! The marker lists exactly what the entry holds ([`DataMarker`]): jobs
+//! see the listed files only, and each use compares the entry with its
+//! marker (one GET and one LIST) and repairs what does not match — a file
+//! missing or changed since, an object nobody listed.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 
+use crate::cache::{DataMarker, MarkerError, Mismatch, StoredFile};
 use crate::plan::DataUpload;
-use crate::ports::{ObjectStore, PutOptions, StoreError};
+use crate::ports::{ObjectStore, ObjectStoreExt, PutOptions, StoreError};
 
 use super::EngineError;
-use super::blocking::blocking;
 
 /// Uploads in flight at once for one data entry.
 const UPLOAD_CONCURRENCY: usize = 16;
@@ -25,140 +27,161 @@ const UPLOAD_CONCURRENCY: usize = 16;
 pub(crate) struct CachedData {
     /// URI of the cache entry (the directory prefix).
     pub(crate) uri: String,
-    /// True when the marker was there and nothing was uploaded.
+    /// True when the entry matched its marker and nothing was uploaded.
     pub(crate) hit: bool,
+    /// Why an existing entry was repaired, when it was.
+    pub(crate) repaired: Option<String>,
     /// Objects uploaded.
     pub(crate) objects: usize,
     /// Bytes uploaded.
     pub(crate) bytes: u64,
 }
 
-/// Make sure the planned data entry is in the cache; return where.
+/// Make sure the planned data entry is in the cache, whole and listed by
+/// its marker; return where.
 pub(crate) async fn ensure_cached(
     store: &Arc<dyn ObjectStore>,
     data: &DataUpload,
 ) -> Result<CachedData, EngineError> {
-    let (prefix, marker) = (&data.entry, &data.marker);
-    let uri = store.uri(prefix);
-    match store.head(marker).await {
-        Ok(_) => {
-            return Ok(CachedData {
-                uri,
-                hit: true,
-                objects: 0,
-                bytes: 0,
-            });
-        }
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(e.into()),
-    }
-    let root = data.local.clone();
-    let files = blocking(move || list_upload_files(&root)).await??;
+    let uri = store.uri(&data.entry);
+    let wanted = data.marker_document();
+    // Which files to upload (all, for a new entry), and why an existing
+    // entry is repaired.
+    let (upload, repaired): (Vec<&str>, Option<String>) =
+        match store.get_if_exists(&data.marker).await? {
+            None => (wanted.files.iter().map(|f| f.name.as_str()).collect(), None),
+            Some(bytes) => {
+                let stored = stored_files(store, data).await?;
+                let (listed, mismatches) = match DataMarker::from_json(&bytes, &data.hash) {
+                    Ok(marker) => (true, Ok(marker.mismatches(&stored))),
+                    // Kinetic's empty marker: the entry is taken when it holds
+                    // exactly the files this data has, by name and size.
+                    Err(MarkerError::Unlisted) => (false, Ok(wanted.mismatches(&stored))),
+                    Err(e) => (false, Err(e.to_string())),
+                };
+                match mismatches {
+                    Ok(found) if found.is_empty() => {
+                        if !listed {
+                            // Listed from now on, so that jobs check what they get.
+                            put_marker(store, data, &wanted.with_e_tags(&stored)).await?;
+                        }
+                        return Ok(CachedData {
+                            uri,
+                            hit: true,
+                            repaired: None,
+                            objects: 0,
+                            bytes: 0,
+                        });
+                    }
+                    Ok(found) => (to_upload(&wanted, &found), Some(describe(&found))),
+                    Err(why) => (
+                        wanted.files.iter().map(|f| f.name.as_str()).collect(),
+                        Some(why),
+                    ),
+                }
+            }
+        };
+    let wanted_names: BTreeSet<&str> = upload.iter().copied().collect();
+    // Owned, so that the upload future holds no borrow (it must be `Send`
+    // for any lifetime, as a spawned task's is).
+    let files: Vec<(String, std::path::PathBuf)> = data
+        .listing
+        .iter()
+        .filter(|f| wanted_names.contains(f.name.as_str()))
+        .map(|f| (f.name.clone(), f.path.clone()))
+        .collect();
     let objects = files.len();
     let hash = data.hash;
-    let bytes: u64 = futures_util::stream::iter(files.into_iter().map(|(rel, local)| {
+    let bytes: u64 = futures_util::stream::iter(files.into_iter().map(|(name, path)| {
         let store = store.clone();
         async move {
-            let object = crate::layout::data_entry_file(&hash, &rel)?;
-            store.put_file(&object, &local, PutOptions::default()).await
+            let object = crate::layout::data_entry_file(&hash, &name)?;
+            store.put_file(&object, &path, PutOptions::default()).await
         }
     }))
     .buffer_unordered(UPLOAD_CONCURRENCY)
     .try_fold(0u64, |acc, n| async move { Ok::<_, StoreError>(acc + n) })
     .await?;
-    // The marker goes last: only now is the entry complete.
-    store
-        .put(marker, Bytes::new(), PutOptions::default())
-        .await?;
+    // What the entry holds now: nothing else may stay, and each listed
+    // file must have the size it was hashed with.
+    let stored = stored_files(store, data).await?;
+    let after = wanted.mismatches(&stored);
+    for extra in &after {
+        match extra {
+            Mismatch::Extra { name } => {
+                let object = crate::layout::data_entry_file(&hash, name)?;
+                store.delete(&object).await?;
+            }
+            other => {
+                return Err(EngineError::project(format!(
+                    "data '{}' changed while it was uploaded ({other}); its content hash no longer describes it: run again",
+                    data.local.display()
+                )));
+            }
+        }
+    }
+    // The marker goes last: only now are the files visible to jobs.
+    put_marker(store, data, &wanted.with_e_tags(&stored)).await?;
     Ok(CachedData {
         uri,
         hit: false,
+        repaired,
         objects,
         bytes,
     })
 }
 
-/// The files to upload for a data path, as (relative object name, local
-/// path): a single file goes under its own name; a directory's files go
-/// under their `/`-joined relative paths, walking like Kinetic's upload
-/// (`os.walk` without following symlinked directories; symlinks to files
-/// are read through).
-pub(crate) fn list_upload_files(root: &Path) -> Result<Vec<(String, PathBuf)>, EngineError> {
-    let meta = std::fs::metadata(root).map_err(|e| {
-        EngineError::project_caused_by(
-            format!("cannot read data path '{}': {e}", root.display()),
-            e,
-        )
-    })?;
-    if !meta.is_dir() {
-        let name = root
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| {
-                EngineError::project(format!("data path '{}' has no file name", root.display()))
-            })?;
-        return Ok(vec![(name, root.to_path_buf())]);
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![(root.to_path_buf(), String::new())];
-    while let Some((dir, rel)) = stack.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            // Kinetic's walk skips unreadable directories; so does its hash.
-            Err(_) => continue,
-        };
-        for entry in entries {
-            let entry = entry.map_err(|e| {
-                EngineError::project_caused_by(
-                    format!("cannot list data directory '{}': {e}", dir.display()),
-                    e,
-                )
-            })?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let child_rel = if rel.is_empty() {
-                name.clone()
-            } else {
-                format!("{rel}/{name}")
-            };
-            let path = entry.path();
-            let file_type = entry.file_type().map_err(|e| {
-                EngineError::project_caused_by(format!("cannot read '{}': {e}", path.display()), e)
-            })?;
-            if file_type.is_dir() {
-                stack.push((path, child_rel));
-            } else if file_type.is_symlink() && path.is_dir() {
-                // A symlinked directory: not followed (and not in the hash).
-            } else {
-                out.push((child_rel, path));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
+/// The objects under the entry, named relative to it.
+async fn stored_files(
+    store: &Arc<dyn ObjectStore>,
+    data: &DataUpload,
+) -> Result<Vec<StoredFile>, EngineError> {
+    let prefix = format!("{}/", data.entry.as_str());
+    Ok(store
+        .list(Some(&data.entry))
+        .await?
+        .into_iter()
+        .filter_map(|m| {
+            let name = m.path.as_str().strip_prefix(&prefix)?.to_owned();
+            Some(StoredFile::new(name, m.size, m.e_tag))
+        })
+        .collect())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+async fn put_marker(
+    store: &Arc<dyn ObjectStore>,
+    data: &DataUpload,
+    marker: &DataMarker,
+) -> Result<(), EngineError> {
+    let options = PutOptions::default().with_content_type("application/json");
+    store
+        .put(&data.marker, Bytes::from(marker.to_json()), options)
+        .await?;
+    Ok(())
+}
 
-    #[test]
-    fn upload_listing_skips_symlinked_dirs_and_keeps_file_links() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("data");
-        std::fs::create_dir_all(root.join("sub/deep")).unwrap();
-        std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
-        std::fs::write(root.join("a.txt"), "a").unwrap();
-        std::fs::write(root.join("sub/deep/b.txt"), "b").unwrap();
-        std::fs::write(dir.path().join("target.txt"), "t").unwrap();
-        std::os::unix::fs::symlink(dir.path().join("target.txt"), root.join("link.txt")).unwrap();
-        std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("linkdir")).unwrap();
-        let names: Vec<String> = list_upload_files(&root)
-            .unwrap()
-            .into_iter()
-            .map(|(r, _)| r)
-            .collect();
-        assert_eq!(names, vec!["a.txt", "link.txt", "sub/deep/b.txt"]);
-        let single = list_upload_files(&root.join("a.txt")).unwrap();
-        assert_eq!(single[0].0, "a.txt");
+/// The listed files a repair uploads again.
+fn to_upload<'a>(wanted: &'a DataMarker, mismatches: &[Mismatch]) -> Vec<&'a str> {
+    let bad: BTreeSet<&str> = mismatches
+        .iter()
+        .filter(|m| !matches!(m, Mismatch::Extra { .. }))
+        .map(Mismatch::name)
+        .collect();
+    wanted
+        .files
+        .iter()
+        .map(|f| f.name.as_str())
+        .filter(|n| bad.contains(n))
+        .collect()
+}
+
+/// The first few differences, for the user.
+fn describe(mismatches: &[Mismatch]) -> String {
+    let shown: Vec<String> = mismatches.iter().take(3).map(ToString::to_string).collect();
+    let more = mismatches.len().saturating_sub(3);
+    if more > 0 {
+        format!("{} and {more} more", shown.join("; "))
+    } else {
+        shown.join("; ")
     }
 }

@@ -14,6 +14,7 @@ use crate::ports::{
 };
 use crate::protocol::RunnerResult;
 use crate::record::JobRecord;
+use crate::redact::Redactor;
 use crate::retry::{Backoff, RetryPolicy};
 use crate::status::{JobState, JobStatus, StatusReason};
 
@@ -137,6 +138,10 @@ pub struct JobHandle {
     inner: Arc<EngineInner>,
     backend: Arc<dyn Backend>,
     record: JobRecord,
+    /// The job's secret values, known at submit; read back on first use
+    /// otherwise (the names from `spec.json`, the values from the engine's
+    /// environment).
+    redactor: Arc<tokio::sync::OnceCell<Redactor>>,
 }
 
 impl std::fmt::Debug for JobHandle {
@@ -168,7 +173,46 @@ impl JobHandle {
             inner,
             backend,
             record,
+            redactor: Arc::new(tokio::sync::OnceCell::new()),
         }
+    }
+
+    /// This handle, redacting `redactor`'s values from what it reports.
+    pub(crate) fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = Arc::new(tokio::sync::OnceCell::new_with(Some(redactor)));
+        self
+    }
+
+    /// What to redact from the job's logs and errors: its secret values.
+    async fn redactor(&self) -> &Redactor {
+        self.redactor
+            .get_or_init(|| async {
+                let Some(env) = &self.inner.env else {
+                    return Redactor::default();
+                };
+                let spec = self
+                    .inner
+                    .store
+                    .get(&layout::spec(&self.record.job_id), GetOptions::default())
+                    .await;
+                let names: Vec<String> = spec
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                    .and_then(|doc| serde_json::from_value(doc["secret_names"].clone()).ok())
+                    .unwrap_or_default();
+                Redactor::from_names(names.iter().map(String::as_str), env)
+            })
+            .await
+    }
+
+    /// `on_log` redacting the job's secret values from each line.
+    async fn redacting(&self, on_log: Option<&LogCallback>) -> Option<LogCallback> {
+        let on_log = on_log?.clone();
+        let redactor = self.redactor().await.clone();
+        if redactor.is_empty() {
+            return Some(on_log);
+        }
+        Some(Arc::new(move |line: &str| on_log(&redactor.redact(line))))
     }
 
     /// The job's id.
@@ -275,24 +319,33 @@ impl JobHandle {
     /// backend does not declare [`BackendCapabilities::logs`].
     pub async fn logs(&self) -> Result<String, EngineError> {
         self.require(self.capabilities().logs, "logs")?;
-        Ok(self
+        let text = self
             .backend
             .logs(&self.record, LogOptions::default())
-            .await?)
+            .await?;
+        Ok(self.redactor().await.redact(&text).into_owned())
     }
 
     /// The last `n` lines of the job's output (needs
     /// [`BackendCapabilities::logs`]).
     pub async fn tail(&self, n: usize) -> Result<String, EngineError> {
         self.require(self.capabilities().logs, "logs")?;
-        Ok(self.backend.logs(&self.record, LogOptions::tail(n)).await?)
+        let text = self.backend.logs(&self.record, LogOptions::tail(n)).await?;
+        Ok(self.redactor().await.redact(&text).into_owned())
     }
 
     /// The job's output as a stream of lines that ends with the job (needs
     /// [`BackendCapabilities::follow_logs`]).
     pub async fn follow_logs(&self) -> Result<LogStream, EngineError> {
         self.require(self.capabilities().follow_logs, "follow_logs")?;
-        Ok(self.backend.follow_logs(&self.record).await?)
+        let stream = self.backend.follow_logs(&self.record).await?;
+        let redactor = self.redactor().await.clone();
+        if redactor.is_empty() {
+            return Ok(stream);
+        }
+        Ok(Box::pin(stream.map(move |line| {
+            line.map(|l| redactor.redact(&l).into_owned())
+        })))
     }
 
     /// Stop the job; its artifacts stay in the store. An invalid-input
@@ -389,6 +442,11 @@ impl JobHandle {
         if follow {
             self.require(self.capabilities().follow_logs, "follow_logs")?;
         }
+        let on_log = if follow {
+            self.redacting(options.on_log.as_ref()).await
+        } else {
+            None
+        };
         // Failed polls are retried by the engine's RetryBackend; what comes
         // out of it has spent its budget and ends the wait.
         loop {
@@ -413,7 +471,7 @@ impl JobHandle {
             }
             if state.status.is_terminal() {
                 if let Some(stream) = logs.take() {
-                    drain_logs(stream, options.on_log.as_ref(), Duration::from_secs(5)).await;
+                    drain_logs(stream, on_log.as_ref(), Duration::from_secs(5)).await;
                 }
                 return Ok(state);
             }
@@ -430,7 +488,7 @@ impl JobHandle {
             }
             match logs.as_mut() {
                 Some(stream) => {
-                    if !pump_logs(stream, options.on_log.as_ref(), pause).await {
+                    if !pump_logs(stream, on_log.as_ref(), pause).await {
                         logs = None;
                     }
                 }
@@ -444,10 +502,10 @@ impl JobHandle {
     /// last lines of its output when the backend still has them.
     async fn no_result(&self, state: &JobState, uri: String) -> EngineError {
         let log_tail = if self.capabilities().logs {
-            self.backend
-                .logs(&self.record, LogOptions::tail(20))
-                .await
-                .ok()
+            match self.backend.logs(&self.record, LogOptions::tail(20)).await {
+                Ok(tail) => Some(self.redactor().await.redact(&tail).into_owned()),
+                Err(_) => None,
+            }
         } else {
             None
         };
@@ -495,7 +553,7 @@ impl JobHandle {
         match result.error {
             Some(error) => Err(EngineError::Remote {
                 job_id,
-                error: Box::new(error),
+                error: Box::new(self.redactor().await.redact_error(error)),
             }),
             None => Err(EngineError::InvalidResult {
                 job_id,

@@ -43,7 +43,7 @@ use crate::retry::RetryPolicy;
 
 pub use batch::{
     AttachOptions, BatchDriver, BatchError, BatchFailure, BatchHandle, BatchItem,
-    BatchResultsOptions, ChildError, FailedChild, MapOptions, Spawner,
+    BatchResultsOptions, BatchSummary, ChildError, FailedChild, MapOptions, Spawner,
 };
 pub use error::EngineError;
 pub use handle::{CleanupOptions, JobHandle, LogCallback, ResultOptions, StatusCallback};
@@ -84,6 +84,9 @@ pub struct EngineSettings {
     pub default_excludes: bool,
     /// Packed projects larger than this many bytes get a warning (0 = never).
     pub context_size_warn_bytes: u64,
+    /// What a packed project may expand to in the job: checked before
+    /// uploading and, by the runner, before extracting.
+    pub extract_limits: crate::protocol::ExtractLimits,
     /// Where jobs write outputs when their spec names no place
     /// (`KINETIC_OUTPUT_DIR`); `None` = `outputs/{job_id}` in the store.
     pub output_dir: Option<String>,
@@ -104,6 +107,7 @@ impl Default for EngineSettings {
             package_root: None,
             default_excludes: true,
             context_size_warn_bytes: crate::packaging::DEFAULT_SIZE_WARN_BYTES,
+            extract_limits: crate::protocol::ExtractLimits::default(),
             output_dir: None,
         }
     }

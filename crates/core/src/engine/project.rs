@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::hashing::{ContentHash, HashKind, HashOptions, content_hash_with};
+use crate::hashing::{HashKind, HashOptions, content_hash_with};
 use crate::packaging::{self, PackageRootInputs, PackagingPlan};
 use crate::plan::ProjectFacts;
 use crate::protocol::{RunnerEntrypoint, RunnerPlan};
@@ -124,6 +124,9 @@ pub(crate) struct PackSettings {
     pub(crate) default_excludes: bool,
     /// Warn above this many bytes (0 = never).
     pub(crate) size_warn_bytes: u64,
+    /// What the runner will extract: a larger archive is refused here,
+    /// before it is uploaded.
+    pub(crate) limits: crate::protocol::ExtractLimits,
 }
 
 /// The packed context.
@@ -157,6 +160,16 @@ pub(crate) fn pack(
     }
     let report = packaging::pack(&project.root, out, &options)
         .map_err(|e| EngineError::project_caused_by(e.to_string(), e))?;
+    if let Some(why) =
+        settings
+            .limits
+            .refuse(report.entries as u64, report.bytes_in, report.bytes_out)
+    {
+        return Err(EngineError::project(format!(
+            "{why}, which the job's runner would refuse to extract: leave large or generated files out of {} (a .gitignore, .kineticignore), ship data as data, or raise the limit",
+            project.root.display()
+        )));
+    }
     let sha256 = crate::hashing::file_sha256(out).map_err(|e| {
         EngineError::project_caused_by(format!("cannot hash the packed context: {e}"), e)
     })?;
@@ -168,9 +181,13 @@ pub(crate) fn pack(
     })
 }
 
-/// The content hash of a data path and whether it is a directory.
-pub(crate) fn hash_data(path: &Path) -> Result<(ContentHash, bool), EngineError> {
-    let report = content_hash_with(path, &HashOptions::default())
+/// The content hash of a data path, whether it is a directory, and the
+/// files it holds (what its cache entry will hold).
+pub(crate) fn hash_data(path: &Path) -> Result<crate::plan::DataFacts, EngineError> {
+    let report = content_hash_with(path, &HashOptions::default().listing(true))
         .map_err(|e| EngineError::project_caused_by(format!("cannot hash data: {e}"), e))?;
-    Ok((report.hash, report.kind == HashKind::Dir))
+    Ok(
+        crate::plan::DataFacts::new(report.hash, report.kind == HashKind::Dir)
+            .with_listing(report.listing),
+    )
 }

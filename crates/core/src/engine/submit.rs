@@ -28,6 +28,7 @@ use crate::plan::{
 };
 use crate::ports::{Backend, ObjectStore, PreparedJob, PutOptions};
 use crate::record::JobRecord;
+use crate::redact::Redactor;
 use crate::requirements;
 
 use super::blocking::blocking;
@@ -215,11 +216,10 @@ async fn finish_submit(
     result: Result<JobRecord, EngineError>,
 ) -> Result<JobHandle, EngineError> {
     match result {
-        Ok(record) => Ok(JobHandle::new(
-            inner.clone(),
-            resolved.backend.clone(),
-            record,
-        )),
+        Ok(record) => Ok(
+            JobHandle::new(inner.clone(), resolved.backend.clone(), record)
+                .with_redactor(Redactor::from_captured(&resolved.env)),
+        ),
         Err(err) => {
             // Nothing of a job that was not submitted stays behind as if it
             // were: its prefix goes (cached data, complete or marked, stays).
@@ -229,6 +229,24 @@ async fn finish_submit(
             Err(err)
         }
     }
+}
+
+/// The spec's working directory, absolute: a relative one (or none) is
+/// taken from the settings' working directory, else the process's.
+pub(crate) fn working_dir(
+    settings: &super::EngineSettings,
+    spec: &JobSpec,
+) -> Result<std::path::PathBuf, EngineError> {
+    let base = match &settings.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().map_err(|e| {
+            EngineError::project_caused_by(format!("cannot read the current directory: {e}"), e)
+        })?,
+    };
+    Ok(match &spec.working_dir {
+        Some(dir) => super::spec::absolute(dir, &base),
+        None => base,
+    })
 }
 
 /// Check everything that can be checked before uploading, and resolve the
@@ -254,17 +272,7 @@ pub(crate) async fn resolve(
     for warning in env.warnings() {
         options.emit(ProgressEvent::Warning(warning.to_string()));
     }
-    let base = match &settings.cwd {
-        Some(cwd) => cwd.clone(),
-        None => std::env::current_dir().map_err(|e| {
-            EngineError::project_caused_by(format!("cannot read the current directory: {e}"), e)
-        })?,
-    };
-    // A relative working directory is taken from the settings' (or the process's).
-    let cwd = match &spec.working_dir {
-        Some(dir) => super::spec::absolute(dir, &base),
-        None => base,
-    };
+    let cwd = working_dir(settings, spec)?;
     let entrypoint = spec.entrypoint.clone();
     let (home, package_root) = (settings.home.clone(), settings.package_root.clone());
     let project = blocking(move || {
@@ -361,6 +369,11 @@ async fn submit_prepared(
         .names()
         .map(|n| n.as_str().to_owned())
         .collect();
+    facts.secret_names = resolved
+        .env
+        .secret_names()
+        .map(|n| n.as_str().to_owned())
+        .collect();
     facts.image_uri.clone_from(&shared.image_uri);
     facts.extra_args.clone_from(&call.args);
     facts.extra_kwargs.clone_from(&call.kwargs);
@@ -411,8 +424,8 @@ async fn hash_data(
     for path in plan::local_data(spec) {
         options.emit(ProgressEvent::HashingData { path: path.clone() });
         let hashed = path.clone();
-        let (hash, is_dir) = blocking(move || project::hash_data(&hashed)).await??;
-        facts.insert(path, DataFacts::new(hash, is_dir));
+        let found = blocking(move || project::hash_data(&hashed)).await??;
+        facts.insert(path, found);
     }
     Ok(facts)
 }
@@ -433,6 +446,7 @@ async fn pack_context(
     let packing = project::PackSettings {
         default_excludes: inner.settings.default_excludes,
         size_warn_bytes: inner.settings.context_size_warn_bytes,
+        limits: inner.settings.extract_limits,
     };
     let packed = {
         let project = project.clone();
@@ -459,6 +473,14 @@ async fn execute_shared(
 ) -> Result<(), EngineError> {
     for data in &plan.data {
         let cached = ensure_cached(store, data).await?;
+        if let Some(why) = &cached.repaired {
+            options.emit(ProgressEvent::Warning(format!(
+                "the data cache entry of '{}' ({}) did not match its marker ({why}); repaired: {} file(s) uploaded again",
+                data.local.display(),
+                cached.uri,
+                cached.objects
+            )));
+        }
         options.emit(ProgressEvent::DataReady {
             path: data.local.clone(),
             cache_hit: cached.hit,

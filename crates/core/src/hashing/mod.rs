@@ -189,6 +189,8 @@ pub struct HashOptions {
     /// them, so that a cold disk has many reads in flight; `None` =
     /// [`DEFAULT_READERS`]. They start only when a file is found uncached.
     pub readers: Option<NonZeroUsize>,
+    /// Keep each file's name, size and digest in [`HashReport::listing`].
+    pub listing: bool,
 }
 
 impl HashOptions {
@@ -203,6 +205,12 @@ impl HashOptions {
     /// [`DEFAULT_READERS`]; at most [`MAX_THREADS`]).
     pub fn readers(mut self, n: usize) -> Self {
         self.readers = NonZeroUsize::new(n.min(MAX_THREADS));
+        self
+    }
+
+    /// Keep the listing of what was hashed ([`HashReport::listing`]).
+    pub fn listing(mut self, listing: bool) -> Self {
+        self.listing = listing;
         self
     }
 
@@ -238,6 +246,42 @@ pub struct HashReport {
     /// Files handed to the read-ahead threads because the directory was
     /// found not to be in the page cache (0 for a warm tree or a file).
     pub read_ahead: u64,
+    /// With [`HashOptions::listing`]: every file hashed, in the hash's
+    /// order (empty otherwise).
+    pub listing: Vec<HashedFile>,
+}
+
+/// One file that went into a content hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HashedFile {
+    /// Its name in the hash: the path relative to the directory, joined
+    /// with `/` (for a single file, its base name).
+    pub name: String,
+    /// Where it was read (through symlinks).
+    pub path: PathBuf,
+    /// Bytes read.
+    pub size: u64,
+    /// `H(name ‖ 0x00 ‖ bytes)`: its part of the content hash.
+    pub digest: [u8; 32],
+}
+
+/// The content hash of a listing of files (their digests in order):
+/// `H("dir:" ‖ D1 ‖ … ‖ Dn)` for a directory, `H("file:" ‖ D)` for a single
+/// file. Whoever holds a listing can check it against the hash it claims.
+pub fn hash_of_listing<'a>(
+    kind: HashKind,
+    digests: impl IntoIterator<Item = &'a [u8; 32]>,
+) -> ContentHash {
+    let mut outer = Sha256::new();
+    outer.update(match kind {
+        HashKind::Dir => b"dir:".as_slice(),
+        HashKind::File => b"file:".as_slice(),
+    });
+    for d in digests {
+        outer.update(d);
+    }
+    ContentHash(outer.finalize().into())
 }
 
 /// Why a content hash could not be computed. Every variant names the path.
@@ -333,9 +377,10 @@ pub fn content_hash_with(
             options.thread_count(),
             options.reader_count(),
             &CacheState::default(),
+            options.listing,
         )
     } else {
-        hash_single_file(path, &meta)
+        hash_single_file(path, &meta, options.listing)
     }
 }
 
@@ -360,7 +405,11 @@ pub fn file_sha256(path: impl AsRef<Path>) -> Result<[u8; 32], HashError> {
     Ok(hasher.finalize().into())
 }
 
-fn hash_single_file(path: PathBuf, meta: &std::fs::Metadata) -> Result<HashReport, HashError> {
+fn hash_single_file(
+    path: PathBuf,
+    meta: &std::fs::Metadata,
+    listing: bool,
+) -> Result<HashReport, HashError> {
     if is_special(meta) {
         return Err(HashError::NotAFile { path });
     }
@@ -387,16 +436,25 @@ fn hash_single_file(path: PathBuf, meta: &std::fs::Metadata) -> Result<HashRepor
         path: path.clone(),
         source,
     })?;
-    let mut outer = Sha256::new();
-    outer.update(b"file:");
-    outer.update(inner.finalize());
+    let digest: [u8; 32] = inner.finalize().into();
+    let files = if listing {
+        vec![HashedFile {
+            name: name.to_owned(),
+            path: path.clone(),
+            size: bytes,
+            digest,
+        }]
+    } else {
+        Vec::new()
+    };
     Ok(HashReport {
-        hash: ContentHash(outer.finalize().into()),
+        hash: hash_of_listing(HashKind::File, [&digest]),
         kind: HashKind::File,
         files: 1,
         bytes,
         skipped_dirs: Vec::new(),
         read_ahead: 0,
+        listing: files,
     })
 }
 
@@ -407,12 +465,14 @@ fn hash_dir(
     threads: usize,
     readers: usize,
     cache: &CacheState,
+    listing: bool,
 ) -> Result<HashReport, HashError> {
     let mut walk = DataWalk::new(root);
     let mut outer = Sha256::new();
     outer.update(b"dir:");
     let mut files = 0u64;
     let mut bytes = 0u64;
+    let mut listed = Vec::new();
     std::thread::scope(|scope| {
         let mut prefetcher = Prefetcher::new(scope, cache, readers);
         // Files are numbered from 1 in walk order; a batch carries the
@@ -447,10 +507,18 @@ fn hash_dir(
             |(first, digests)| {
                 let last = first + digests.len() as u64 - 1;
                 for result in digests {
-                    let (digest, n) = result?;
+                    let (job, digest, n) = result?;
                     outer.update(digest);
                     files += 1;
                     bytes += n;
+                    if listing {
+                        listed.push(HashedFile {
+                            name: job.rel,
+                            path: job.path,
+                            size: n,
+                            digest,
+                        });
+                    }
                 }
                 cache.hashed_up_to(last);
                 Ok(())
@@ -464,6 +532,7 @@ fn hash_dir(
         bytes,
         skipped_dirs: walk.into_skipped_dirs(),
         read_ahead: cache.queued(),
+        listing: listed,
     })
 }
 
@@ -475,7 +544,7 @@ fn hash_one(
     job: FileJob,
     seq: u64,
     cache: &CacheState,
-) -> Result<([u8; 32], u64), HashError> {
+) -> Result<(FileJob, [u8; 32], u64), HashError> {
     let mut hasher = Sha256::new();
     hasher.update(job.rel.as_bytes());
     hasher.update([0u8]);
@@ -513,7 +582,7 @@ fn hash_one(
         }
     };
     let n = read::read_inline(&mut file, buf, |chunk| hasher.update(chunk)).map_err(io_error)?;
-    Ok((hasher.finalize().into(), cached + n))
+    Ok((job, hasher.finalize().into(), cached + n))
 }
 
 fn open(path: &Path, symlink: bool) -> Result<File, HashError> {
@@ -614,6 +683,39 @@ mod tests {
     }
 
     #[test]
+    fn the_listing_is_what_the_hash_covers_in_its_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        std::fs::create_dir_all(root.join("sub/deep")).unwrap();
+        std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+        std::fs::write(root.join("b.txt"), "bb").unwrap();
+        std::fs::write(root.join("sub/deep/c.txt"), "c").unwrap();
+        std::fs::write(dir.path().join("target.txt"), "t").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("target.txt"), root.join("a-link.txt")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("linkdir")).unwrap();
+        for threads in [1, 4] {
+            let options = HashOptions::default().threads(threads).listing(true);
+            let report = content_hash_with(&root, &options).unwrap();
+            let names: Vec<&str> = report.listing.iter().map(|f| f.name.as_str()).collect();
+            assert_eq!(names, ["a-link.txt", "b.txt", "sub/deep/c.txt"]);
+            assert_eq!(report.listing[1].size, 2);
+            assert_eq!(
+                hash_of_listing(HashKind::Dir, report.listing.iter().map(|f| &f.digest)),
+                report.hash
+            );
+        }
+        let single =
+            content_hash_with(root.join("b.txt"), &HashOptions::default().listing(true)).unwrap();
+        assert_eq!(single.listing[0].name, "b.txt");
+        assert_eq!(
+            hash_of_listing(HashKind::File, [&single.listing[0].digest]),
+            single.hash
+        );
+        let plain = content_hash_with(&root, &HashOptions::default()).unwrap();
+        assert!(plain.listing.is_empty());
+    }
+
+    #[test]
     fn serde_round_trip_is_a_hex_string() {
         let h = ContentHash::from_bytes([0xab; 32]);
         let json = serde_json::to_string(&h).expect("encode");
@@ -639,7 +741,7 @@ mod tests {
             let cache = CacheState::default();
             cache.miss(1);
             let root = dir.path().to_path_buf();
-            let cold = hash_dir(root, threads, readers, &cache).expect("hash");
+            let cold = hash_dir(root, threads, readers, &cache, false).expect("hash");
             assert_eq!(cold.hash, warm.hash, "threads {threads}, readers {readers}");
             assert_eq!((cold.files, cold.bytes), (warm.files, warm.bytes));
             assert_eq!(cold.read_ahead, 300, "every file is handed to the readers");

@@ -91,11 +91,32 @@ impl fmt::Display for ObjectPath {
 
 /// What is known about a stored object.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ObjectMeta {
     /// Where it is.
     pub path: ObjectPath,
     /// Its size in bytes.
     pub size: u64,
+    /// A tag of this version of the object (GCS's ETag), where the store
+    /// has one: it changes whenever the object is written again.
+    pub e_tag: Option<String>,
+}
+
+impl ObjectMeta {
+    /// The object at `path`, of `size` bytes, without a version tag.
+    pub fn new(path: ObjectPath, size: u64) -> Self {
+        Self {
+            path,
+            size,
+            e_tag: None,
+        }
+    }
+
+    /// With the version tag `e_tag`.
+    pub fn with_e_tag(mut self, e_tag: Option<String>) -> Self {
+        self.e_tag = e_tag;
+        self
+    }
 }
 
 /// Whether a put may replace an existing object.
@@ -331,7 +352,10 @@ pub trait ObjectStore: fmt::Debug + Send + Sync + 'static {
     /// ([`crate::files::replace_target`]).
     async fn get_to_file(&self, path: &ObjectPath, file: &Path) -> Result<u64, StoreError>;
 
-    /// Size of an object. A missing object MUST be [`StoreError::NotFound`].
+    /// Size (and version tag) of an object. A missing object MUST be
+    /// [`StoreError::NotFound`]. A store that gives version tags MUST give
+    /// a different one after the object is written again, and the same one
+    /// as [`ObjectStore::list`].
     async fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError>;
 
     /// Every object strictly under `prefix` (segment-wise: `a/b` is under

@@ -60,6 +60,7 @@ pub use crate::config::{EnvLookup, ProfileRef, Setting, Source};
 use crate::engine::EngineSettings;
 use crate::env::SecretValue;
 use crate::packaging::DEFAULT_SIZE_WARN_BYTES;
+use crate::protocol::ExtractLimits;
 
 /// The backend jobs go to when neither the job nor `KINETIC_BACKEND` names one.
 pub const DEFAULT_BACKEND: &str = "local";
@@ -371,6 +372,13 @@ pub struct Settings {
     pub default_excludes: Setting<bool>,
     /// Packed projects larger than this many bytes get a warning (0 = never).
     pub context_size_warn_bytes: Setting<u64>,
+    /// What a packed project may expand to in the job (checked before
+    /// uploading, and by the runner before extracting).
+    pub context_max_bytes: Setting<u64>,
+    /// How many entries a packed project may hold.
+    pub context_max_files: Setting<u64>,
+    /// How far a packed project may expand (extracted size over archive size).
+    pub context_max_ratio: Setting<u64>,
     /// How long a Kubernetes job may stay pending for a blocking reason;
     /// `None` = the backend's default.
     pub pending_deadline: Option<Setting<Duration>>,
@@ -547,6 +555,31 @@ fn parse_positive_seconds(
 /// and a process; the bound keeps a typo from opening millions of files).
 pub const MAX_LOCAL_CONCURRENT: usize = 1024;
 
+/// A positive number from `var` (`scale` times the number given: MiB to
+/// bytes), else `default`.
+fn parse_limit(
+    env: &dyn EnvLookup,
+    var: &'static str,
+    scale: f64,
+    default: u64,
+    expected: &'static str,
+) -> Result<Setting<u64>, SettingsError> {
+    let Some(raw) = env.non_empty(var) else {
+        return Ok(Setting::new(default, Source::Default));
+    };
+    raw.trim()
+        .parse::<f64>()
+        .ok()
+        .map(|v| v * scale)
+        .filter(|v| v.is_finite() && *v >= 1.0 && *v <= u64::MAX as f64)
+        .map(|v| Setting::new(v as u64, Source::Env(var)))
+        .ok_or(SettingsError::Invalid {
+            var,
+            value: raw,
+            expected,
+        })
+}
+
 fn parse_positive_count(
     env: &dyn EnvLookup,
     var: &'static str,
@@ -689,6 +722,27 @@ impl Settings {
             package_root: from_env(env, vars::PACKAGE_ROOT),
             default_excludes: default_excludes(env),
             context_size_warn_bytes,
+            context_max_bytes: parse_limit(
+                env,
+                vars::CONTEXT_MAX_MB,
+                1024.0 * 1024.0,
+                ExtractLimits::DEFAULT_MAX_BYTES,
+                "a positive number of megabytes",
+            )?,
+            context_max_files: parse_limit(
+                env,
+                vars::CONTEXT_MAX_FILES,
+                1.0,
+                ExtractLimits::DEFAULT_MAX_ENTRIES,
+                "a positive number of files",
+            )?,
+            context_max_ratio: parse_limit(
+                env,
+                vars::CONTEXT_MAX_RATIO,
+                1.0,
+                ExtractLimits::DEFAULT_MAX_RATIO,
+                "a positive ratio, e.g. 200 for 200:1",
+            )?,
             pending_deadline: parse_positive_seconds(env, vars::PENDING_DEADLINE)?,
             local_root,
             local_max_concurrent: parse_positive_count(
@@ -846,6 +900,11 @@ impl Settings {
             package_root: self.package_root.as_ref().map(|p| p.value.clone()),
             default_excludes: self.default_excludes.value,
             context_size_warn_bytes: self.context_size_warn_bytes.value,
+            extract_limits: ExtractLimits::new(
+                self.context_max_bytes.value,
+                self.context_max_files.value,
+                self.context_max_ratio.value,
+            ),
             output_dir: self.output_dir.as_ref().map(|o| o.value.clone()),
             ..EngineSettings::default()
         }
@@ -1021,6 +1080,24 @@ impl Settings {
             of(
                 "context_size_warn_bytes",
                 Some(&self.context_size_warn_bytes),
+                |v| json!(v),
+                "",
+            ),
+            of(
+                "context_max_bytes",
+                Some(&self.context_max_bytes),
+                |v| json!(v),
+                "",
+            ),
+            of(
+                "context_max_files",
+                Some(&self.context_max_files),
+                |v| json!(v),
+                "",
+            ),
+            of(
+                "context_max_ratio",
+                Some(&self.context_max_ratio),
                 |v| json!(v),
                 "",
             ),
@@ -1204,6 +1281,38 @@ mod tests {
         assert_eq!(s.pending_deadline, None);
         assert_eq!(s.cwd, Path::new("/work"));
         assert_eq!(s.builds_store_url, None);
+    }
+
+    #[test]
+    fn context_limits_are_settings_the_runner_receives() {
+        let s = resolve(&[("HOME", "/h")]).unwrap();
+        assert_eq!(s.engine().extract_limits, ExtractLimits::default());
+        assert_eq!(s.context_max_files.source, Source::Default);
+        let s = resolve(&[
+            ("HOME", "/h"),
+            ("KINETIC_CONTEXT_MAX_MB", "1.5"),
+            ("KINETIC_CONTEXT_MAX_FILES", "10"),
+            ("KINETIC_CONTEXT_MAX_RATIO", "1000"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.engine().extract_limits,
+            ExtractLimits::new(1_572_864, 10, 1000)
+        );
+        assert_eq!(
+            s.context_max_ratio.source,
+            Source::Env("KINETIC_CONTEXT_MAX_RATIO")
+        );
+        for (var, value) in [
+            ("KINETIC_CONTEXT_MAX_MB", "0"),
+            ("KINETIC_CONTEXT_MAX_MB", "lots"),
+            ("KINETIC_CONTEXT_MAX_FILES", "-3"),
+            ("KINETIC_CONTEXT_MAX_RATIO", "inf"),
+        ] {
+            let err = resolve(&[("HOME", "/h"), (var, value)]).unwrap_err();
+            assert!(err.to_string().contains(var), "{err}");
+            assert!(err.is_invalid_input());
+        }
     }
 
     #[test]

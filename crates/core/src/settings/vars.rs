@@ -27,6 +27,12 @@ pub const PACKAGE_ROOT: &str = "KINETIC_PACKAGE_ROOT";
 pub const NO_DEFAULT_EXCLUDES: &str = "KINETIC_NO_DEFAULT_EXCLUDES";
 /// Size (MiB) of a packed project above which a warning is shown; `0` disables it.
 pub const CONTEXT_SIZE_WARN_MB: &str = "KINETIC_CONTEXT_SIZE_WARN_MB";
+/// Largest total size (MiB) a packed project may expand to in the job.
+pub const CONTEXT_MAX_MB: &str = "KINETIC_CONTEXT_MAX_MB";
+/// Most entries a packed project may hold.
+pub const CONTEXT_MAX_FILES: &str = "KINETIC_CONTEXT_MAX_FILES";
+/// Largest expansion ratio (expanded size over archive size) of a packed project.
+pub const CONTEXT_MAX_RATIO: &str = "KINETIC_CONTEXT_MAX_RATIO";
 /// The backend for jobs that name none.
 pub const BACKEND: &str = "KINETIC_BACKEND";
 /// The jobs store URL.

@@ -49,6 +49,7 @@ pub async fn run(store: &dyn ObjectStore) {
     missing_objects_are_not_found(store).await;
     ranges(store).await;
     head_reports_size(store).await;
+    version_tags_change_on_rewrite(store).await;
     list_is_segment_wise_sorted_and_deep(store).await;
     delete_is_idempotent(store).await;
     delete_prefix_counts_and_spares_siblings(store).await;
@@ -187,6 +188,31 @@ pub async fn head_reports_size(store: &dyn ObjectStore) {
     let meta = store.head(&p).await.expect("head");
     assert_eq!(meta.size, 5);
     assert_eq!(meta.path, p);
+}
+
+/// A store that gives version tags gives the same one from `head` and
+/// `list`, and another one once the object is written again.
+pub async fn version_tags_change_on_rewrite(store: &dyn ObjectStore) {
+    let prefix = fresh_prefix();
+    let p = prefix.child("v.txt").expect("path");
+    put(store, &p, b"one").await;
+    let first = store.head(&p).await.expect("head");
+    let listed = store.list(Some(&prefix)).await.expect("list");
+    assert_eq!(
+        listed.iter().find(|m| m.path == p).map(|m| &m.e_tag),
+        Some(&first.e_tag),
+        "head and list MUST give the same version tag"
+    );
+    // Some file systems keep one modification time for writes close together.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    put(store, &p, b"two").await;
+    let second = store.head(&p).await.expect("head");
+    if first.e_tag.is_some() {
+        assert_ne!(
+            first.e_tag, second.e_tag,
+            "a version tag MUST change when the object is written again"
+        );
+    }
 }
 
 /// `list` returns everything strictly under the prefix, segment-wise, at

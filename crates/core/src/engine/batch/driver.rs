@@ -220,9 +220,11 @@ async fn run(
         let idle = submissions.is_empty() && backlog.is_empty();
         let (dirty, complete, wants_poll) = {
             let core = shared.lock();
+            let complete = core.machine.is_submission_complete();
             (
-                core.manifest_dirty,
-                core.machine.is_submission_complete(),
+                // Once everything is submitted the manifest must say so.
+                core.manifest_dirty || (complete && !core.complete_manifest_written),
+                complete,
                 core.machine.needs_polling(),
             )
         };
@@ -241,14 +243,21 @@ async fn run(
                 shared.manifest_snapshot()
             };
             let s = shared.clone();
-            manifest_write = Some(Box::pin(async move { s.write_manifest(snapshot).await }));
+            manifest_write = Some(Box::pin(async move {
+                if !s.write_manifest(snapshot).await {
+                    // Written again at the next interval.
+                    s.lock().manifest_dirty = true;
+                }
+            }));
             last_manifest = Some(Instant::now());
         }
 
         // Done: nothing to submit, retry or write.
         if idle && chores.is_empty() && manifest_write.is_none() && poll.is_none() {
             let mut core = shared.lock();
-            if !core.machine.needs_driver() && !core.manifest_dirty {
+            let unwritten =
+                core.machine.is_submission_complete() && !core.complete_manifest_written;
+            if !core.machine.needs_driver() && !core.manifest_dirty && !unwritten {
                 core.driver = DriverState::Finished;
                 core.submit_tx = None;
                 drop(core);

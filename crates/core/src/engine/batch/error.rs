@@ -45,6 +45,17 @@ pub enum ChildError {
         /// Why.
         reason: SkipReason,
     },
+    /// The job failed, as recorded in the manifest when an earlier
+    /// `results` collected it.
+    #[error("input {index} (job {job_id}) failed (recorded when it was collected): {message}")]
+    Recorded {
+        /// The input.
+        index: usize,
+        /// Its job.
+        job_id: JobId,
+        /// The error collecting it gave, as text.
+        message: String,
+    },
 }
 
 impl ChildError {
@@ -53,7 +64,8 @@ impl ChildError {
         match self {
             Self::Job { index, .. }
             | Self::Submission { index, .. }
-            | Self::NotSubmitted { index, .. } => *index,
+            | Self::NotSubmitted { index, .. }
+            | Self::Recorded { index, .. } => *index,
         }
     }
 
@@ -61,7 +73,7 @@ impl ChildError {
     pub fn engine_error(&self) -> Option<&EngineError> {
         match self {
             Self::Job { error, .. } | Self::Submission { error, .. } => Some(error),
-            Self::NotSubmitted { .. } => None,
+            Self::NotSubmitted { .. } | Self::Recorded { .. } => None,
         }
     }
 }
@@ -172,7 +184,7 @@ pub enum BatchError {
     /// future was dropped, e.g. the process is exiting): attach to the
     /// batch and [`BatchHandle::resume`](crate::engine::BatchHandle::resume) it.
     #[error(
-        "batch {group_id}: submission stopped with {unsubmitted} input(s) not submitted; attach and resume it"
+        "batch {group_id}: submission stopped with {unsubmitted} input(s) not submitted; resume it with `kinetic batch resume {group_id}`"
     )]
     SubmissionStopped {
         /// The batch.

@@ -9,8 +9,9 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use crate::batch::{
-    BatchConfig, BatchCounts, BatchMachine, Event, InputMode, MAX_DETERMINISTIC_INDEX,
-    ManifestChild, Slot, child_job_id, decode_inputs, dispatch_input, encode_inputs,
+    BatchConfig, BatchCounts, BatchMachine, ChildOutcome, Event, InputMode,
+    MAX_DETERMINISTIC_INDEX, ManifestChild, SkipReason, Slot, child_job_id, decode_inputs,
+    dispatch_input, encode_inputs,
 };
 use crate::engine::submit::{self, SubmitOptions};
 use crate::engine::{CleanupOptions, EngineError, EngineInner, JobHandle, JobSpec};
@@ -128,6 +129,8 @@ pub(super) async fn start_map(
     let started = async {
         let total = inputs.len();
         let encoded = encode_inputs(&inputs);
+        let working_dir = submit::working_dir(&inner.settings, &spec)?;
+        let recipe = super::recipe::encode(&spec, &options, &working_dir);
         let prep = prepare(inner, &group_id, spec, inputs, options.input_mode, &options).await?;
         let inputs_path = layout::group_inputs(&group_id);
         inner
@@ -142,6 +145,8 @@ pub(super) async fn start_map(
             entrypoint: Some(prep.spec.entrypoint.to_string()),
             input_mode: Some(options.input_mode),
             inputs: Some(layout::INPUTS_FILE.to_owned()),
+            resume: Some(recipe),
+            submission_complete: false,
         };
         let shared = Arc::new(BatchShared::new(
             inner.clone(),
@@ -203,6 +208,8 @@ pub(super) async fn attach(
         entrypoint: manifest.entrypoint.clone(),
         input_mode: manifest.input_mode,
         inputs: manifest.inputs.clone(),
+        resume: manifest.resume.clone(),
+        submission_complete: manifest.submission_complete,
     };
     for c in &manifest.children {
         if c.group_index >= manifest.total_expected {
@@ -222,8 +229,18 @@ pub(super) async fn attach(
     let handle = BatchHandle { shared };
     handle.shared.adopt_children(&manifest.children).await;
     handle.reconcile().await?;
+    if handle.shared.lock().machine.counts().unknown > 0 {
+        // Children submitted but not named yet (the manifest is written
+        // at intervals): their records are at their deterministic ids.
+        handle.probe_unknown(0).await?;
+    }
     let mut core = handle.shared.lock();
-    if core.machine.counts().unknown > 0 {
+    let waiting = options.manifest_poll_timeout != Some(Duration::ZERO);
+    if core.machine.counts().unknown > 0 && (manifest.submission_complete || !waiting) {
+        // Nobody will name them: say so now instead of waiting.
+        let commands = core.machine.apply(Event::CloseManifest);
+        super::shared::dispatch(&mut core, commands, &mut Vec::new());
+    } else if core.machine.counts().unknown > 0 {
         let now = Instant::now();
         core.manifest_poll = Some(ManifestPoll {
             interval: options.manifest_poll_interval,
@@ -266,6 +283,18 @@ impl BatchHandle {
     /// The job of input `index`, once submitted.
     pub fn job(&self, index: usize) -> Option<JobHandle> {
         self.shared.lock().jobs.get(index).cloned().flatten()
+    }
+
+    /// The job id of input `index`, once submitted (also for a job cleaned
+    /// up after its outcome was recorded, which has no handle any more).
+    pub fn job_id(&self, index: usize) -> Option<JobId> {
+        let core = self.shared.lock();
+        core.jobs
+            .get(index)
+            .cloned()
+            .flatten()
+            .map(|j| j.id().clone())
+            .or_else(|| core.machine.slot(index).and_then(Slot::job_id).cloned())
     }
 
     /// The counts as last seen, without polling.
@@ -347,7 +376,18 @@ impl BatchHandle {
     pub async fn wait_submitted(&self, timeout: Option<Duration>) -> Result<(), BatchError> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
-            if self.is_submission_complete() {
+            let (complete, written, driven) = {
+                let core = self.shared.lock();
+                (
+                    core.machine.is_submission_complete(),
+                    core.complete_manifest_written,
+                    core.driver == DriverState::Running,
+                )
+            };
+            // The loop that submits also writes the manifest naming every
+            // child; until it did, a process that exits now would leave an
+            // incomplete manifest behind.
+            if complete && (written || !driven) {
                 return Ok(());
             }
             if let Some(e) = self.stalled() {
@@ -459,24 +499,44 @@ impl BatchHandle {
         .boxed()
     }
 
-    /// The outcome of one settled input.
-    async fn collect_one(&self, index: usize, cleanup: bool) -> BatchItem {
-        let (slot, job, state, submit_error) = {
+    /// The outcome of one settled input (as recorded, when an earlier
+    /// collection recorded it); collecting cleans nothing up.
+    async fn collect_one(&self, index: usize) -> BatchItem {
+        let (slot, job, state, submit_error, recorded) = {
             let core = self.shared.lock();
             (
                 core.machine.slot(index).cloned(),
                 core.jobs.get(index).cloned().flatten(),
                 core.states.get(index).cloned().flatten(),
                 core.submission_errors.get(&index).cloned(),
+                core.outcomes.get(&index).cloned(),
             )
         };
-        let job_id = job.as_ref().map(|j| j.id().clone());
+        let job_id = job
+            .as_ref()
+            .map(|j| j.id().clone())
+            .or_else(|| slot.as_ref().and_then(Slot::job_id).cloned());
+        if let (Some(recorded), Some(job_id)) = (recorded, &job_id) {
+            let outcome = match recorded {
+                ChildOutcome::Succeeded { value, .. } => Ok(value),
+                ChildOutcome::Failed { error, .. } => Err(ChildError::Recorded {
+                    index,
+                    job_id: job_id.clone(),
+                    message: error,
+                }),
+            };
+            return BatchItem {
+                index,
+                job_id: Some(job_id.clone()),
+                outcome,
+            };
+        }
         let outcome = match (slot, job) {
             (Some(Slot::Ended { status, job_id, .. }), Some(job)) => {
                 let state = state
                     .filter(|s| s.status.is_terminal())
                     .unwrap_or_else(|| JobState::new(status));
-                job.collect_ended(&state, cleanup, false)
+                job.collect_ended(&state, false, false)
                     .await
                     .map_err(|e| ChildError::Job {
                         index,
@@ -528,7 +588,7 @@ impl BatchHandle {
         let mut items: Vec<BatchItem> = if options.ordered {
             self.wait(options.timeout).await?;
             futures_util::stream::iter(0..self.total())
-                .map(|i| self.collect_one(i, cleanup))
+                .map(|i| self.collect_one(i))
                 .buffered(FAN_OUT)
                 .collect()
                 .await
@@ -539,7 +599,7 @@ impl BatchHandle {
                     let this = self.clone();
                     async move {
                         match ended {
-                            Ok(index) => Ok(this.collect_one(index, cleanup).await),
+                            Ok(index) => Ok(this.collect_one(index).await),
                             Err(e) => Err(e),
                         }
                     }
@@ -554,9 +614,10 @@ impl BatchHandle {
                 .filter(|i| !items.iter().any(|it| it.index == *i))
                 .collect();
             for i in rest {
-                items.push(self.collect_one(i, cleanup).await);
+                items.push(self.collect_one(i).await);
             }
         }
+        self.record_outcomes(&items, cleanup).await?;
         let failed: Vec<&BatchItem> = items.iter().filter(|i| i.outcome.is_err()).collect();
         let failed_jobs: Vec<JobHandle> = failed
             .iter()
@@ -596,6 +657,102 @@ impl BatchHandle {
             submission_failures,
             partial_results: partial,
         })))
+    }
+
+    /// Record how each newly collected job ended in the manifest, and only
+    /// then, with `cleanup`, clean the jobs up (as
+    /// [`JobHandle::result`] does): a second `results` reads the same
+    /// values from the manifest, and a crash in between loses nothing.
+    async fn record_outcomes(&self, items: &[BatchItem], cleanup: bool) -> Result<(), BatchError> {
+        let mut fresh: Vec<(JobHandle, bool)> = Vec::new();
+        {
+            let mut core = self.shared.lock();
+            for item in items {
+                if core.outcomes.contains_key(&item.index) {
+                    continue;
+                }
+                let Some(job) = core.jobs.get(item.index).cloned().flatten() else {
+                    continue;
+                };
+                let outcome = match &item.outcome {
+                    Ok(value) => ChildOutcome::Succeeded {
+                        value: value.clone(),
+                        cleaned: cleanup,
+                    },
+                    Err(e @ ChildError::Job { .. }) => ChildOutcome::Failed {
+                        error: e
+                            .engine_error()
+                            .map_or_else(|| e.to_string(), ToString::to_string),
+                        cleaned: false,
+                    },
+                    Err(_) => continue,
+                };
+                fresh.push((job, item.outcome.is_ok()));
+                core.outcomes.insert(item.index, outcome);
+            }
+        }
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let manifest = self.shared.manifest_snapshot();
+        let path = layout::group_manifest(&self.shared.group_id);
+        // Not cleaned unless recorded: the values must stay somewhere.
+        self.shared
+            .engine
+            .store
+            .put_json(&path, manifest.to_json())
+            .await?;
+        if cleanup {
+            futures_util::stream::iter(fresh)
+                .for_each_concurrent(FAN_OUT, |(job, collected)| async move {
+                    // As for one job: a success's backend objects go, a
+                    // failure's stay for its logs, and stored artifacts
+                    // go only when asked (`cleanup`).
+                    let options = CleanupOptions {
+                        backend: collected,
+                        store: false,
+                    };
+                    if let Err(e) = job.cleanup(options).await {
+                        tracing::warn!(job_id = %job.id(), "cleanup of a collected batch child failed: {e}");
+                    }
+                })
+                .await;
+        }
+        Ok(())
+    }
+
+    /// The inputs no job is known for and none will be submitted for by
+    /// this handle: never submitted (the process that submitted the batch
+    /// stopped first), or not named by the manifest yet. A resume submits
+    /// them.
+    pub fn never_submitted(&self) -> Vec<usize> {
+        let core = self.shared.lock();
+        core.machine
+            .slots()
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                matches!(
+                    s,
+                    Slot::Unknown
+                        | Slot::Skipped {
+                            reason: SkipReason::NotInManifest
+                        }
+                )
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// What the manifest records for a resume (spec and options).
+    pub(super) fn recipe(&self) -> Option<Value> {
+        self.shared.lock().base.resume.clone()
+    }
+
+    /// True when the manifest says every input was submitted.
+    pub fn manifest_complete(&self) -> bool {
+        let core = self.shared.lock();
+        core.base.submission_complete || core.complete_manifest_written
     }
 
     /// The failed jobs: those of the last `results()` call, or else (after a
@@ -886,11 +1043,11 @@ impl BatchHandle {
         let mut requeue = Vec::new();
         for p in probed {
             match p? {
-                (index, Some((attempt, true))) => adopt.push(ManifestChild {
-                    group_index: index,
-                    job_id: child_job_id(&shared.group_id, index, attempt),
-                    attempts: attempt,
-                }),
+                (index, Some((attempt, true))) => adopt.push(ManifestChild::new(
+                    index,
+                    child_job_id(&shared.group_id, index, attempt),
+                    attempt,
+                )),
                 (index, Some((attempt, false))) => requeue.push((index, attempt - 1)),
                 (_, None) => {}
             }

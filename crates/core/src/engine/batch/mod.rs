@@ -44,6 +44,7 @@
 mod driver;
 mod error;
 mod handle;
+mod recipe;
 mod shared;
 
 use std::collections::BTreeMap;
@@ -54,10 +55,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::batch::{DEFAULT_MAX_CONCURRENT, InputMode};
 use crate::ids::{GroupId, JobId};
+use crate::record::UtcTimestamp;
 
 pub use error::{BatchError, BatchFailure, ChildError, FailedChild};
 pub use handle::BatchHandle;
@@ -440,9 +444,140 @@ impl Engine {
         handle::attach(&self.inner, group_id, options).await
     }
 
+    /// Resume a batch whose submitting process stopped (killed, Ctrl-C)
+    /// with the spec and options its manifest recorded: attach, find what
+    /// was submitted, and submit the rest, nothing twice
+    /// ([`BatchHandle::resume`]). Environment values come from this
+    /// engine's environment (the manifest keeps names only); local data
+    /// must still be where it was. Needs a spawner.
+    pub async fn resume_batch(&self, group_id: &str) -> Result<BatchHandle, BatchError> {
+        let spawner = self.spawner_or_error()?;
+        let (handle, driver) = self.resume_batch_with_driver(group_id).await?;
+        spawner(driver);
+        Ok(handle)
+    }
+
+    /// [`Engine::resume_batch`], returning the submission loop to poll.
+    pub async fn resume_batch_with_driver(
+        &self,
+        group_id: &str,
+    ) -> Result<(BatchHandle, BatchDriver), BatchError> {
+        let handle = self
+            .attach_batch(group_id, AttachOptions::default())
+            .await?;
+        let recipe = handle.recipe().ok_or_else(|| BatchError::InvalidInput {
+            message: format!(
+                "batch {group_id} does not record how it was submitted (it was started by Kinetic or an older version): resume it from code with BatchHandle::resume(spec, options)"
+            ),
+        })?;
+        let (spec, options) =
+            recipe::decode(&recipe).map_err(|message| BatchError::InvalidManifest {
+                group_id: handle.group_id().clone(),
+                uri: self
+                    .inner
+                    .store
+                    .uri(&crate::layout::group_manifest(handle.group_id())),
+                message: format!("its resume record cannot be used: {message}"),
+            })?;
+        let driver = handle.resume_with_driver(spec, options).await?;
+        Ok((handle, driver))
+    }
+
+    /// Every batch in the store, newest first, as its manifest describes
+    /// it (one LIST, then one GET per batch). Manifests that cannot be read
+    /// are skipped with a warning.
+    pub async fn list_batches(&self) -> Result<Vec<BatchSummary>, BatchError> {
+        let store = &self.inner.store;
+        let groups: Vec<GroupId> = store
+            .list(Some(&crate::layout::groups_root()))
+            .await?
+            .iter()
+            .filter_map(|m| crate::layout::manifest_group(&m.path))
+            .collect();
+        let read: Vec<Result<BatchSummary, BatchError>> = futures_util::stream::iter(groups)
+            .map(|g| async move {
+                let m = shared::read_manifest(&self.inner, &g).await?;
+                Ok(BatchSummary::of(&m))
+            })
+            .buffer_unordered(shared::FAN_OUT)
+            .collect()
+            .await;
+        let mut out = Vec::new();
+        for r in read {
+            match r {
+                Ok(s) => out.push(s),
+                Err(e) => tracing::warn!("a batch manifest cannot be read: {e}"),
+            }
+        }
+        out.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| a.group_id.cmp(&b.group_id))
+        });
+        Ok(out)
+    }
+
     fn spawner_or_error(&self) -> Result<Spawner, BatchError> {
         self.inner.spawner.clone().ok_or_else(|| BatchError::InvalidInput {
             message: "this engine has no spawner to run the batch's submissions in the background: build it with EngineBuilder::spawner(|driver| { tokio::spawn(driver); }), or use map_with_driver and poll the driver yourself".into(),
         })
+    }
+}
+
+/// A batch as its manifest describes it ([`Engine::list_batches`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct BatchSummary {
+    /// The batch.
+    pub group_id: GroupId,
+    /// Its name, if given.
+    pub name: Option<String>,
+    /// When it was created.
+    pub created_at: UtcTimestamp,
+    /// What it runs.
+    pub entrypoint: Option<String>,
+    /// Number of inputs.
+    pub total: usize,
+    /// Inputs the manifest names a job for.
+    pub submitted: usize,
+    /// Inputs whose outcome was collected and recorded.
+    pub collected: usize,
+    /// Of those, how many failed.
+    pub collected_failed: usize,
+    /// The manifest says every input was submitted.
+    pub submission_complete: bool,
+    /// It records what `kinetic batch resume` needs.
+    pub resumable: bool,
+}
+
+impl BatchSummary {
+    fn of(m: &crate::batch::GroupManifest) -> Self {
+        use crate::batch::ChildOutcome;
+        let named: std::collections::BTreeSet<usize> = m
+            .children
+            .iter()
+            .map(|c| c.group_index)
+            .filter(|i| *i < m.total_expected)
+            .collect();
+        let outcomes: Vec<&ChildOutcome> = m
+            .children
+            .iter()
+            .filter_map(|c| c.outcome.as_ref())
+            .collect();
+        Self {
+            group_id: m.group_id.clone(),
+            name: m.group_name.clone(),
+            created_at: m.created_at,
+            entrypoint: m.entrypoint.clone(),
+            total: m.total_expected,
+            submitted: named.len(),
+            collected: outcomes.len(),
+            collected_failed: outcomes
+                .iter()
+                .filter(|o| matches!(o, ChildOutcome::Failed { .. }))
+                .count(),
+            submission_complete: m.submission_complete,
+            resumable: m.resume.is_some() && m.inputs.is_some(),
+        }
     }
 }

@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
+use serde_json::Value;
+
 use crate::batch::{
-    BatchMachine, Command, Event, GroupManifest, InputMode, ManifestChild, child_job_id,
+    BatchMachine, ChildOutcome, Command, Event, GroupManifest, InputMode, ManifestChild,
+    child_job_id,
 };
 use crate::engine::{EngineError, EngineInner, JobHandle, load_handle};
 use crate::ids::{GroupId, JobId};
@@ -48,6 +51,10 @@ pub(super) struct ManifestBase {
     pub(super) entrypoint: Option<String>,
     pub(super) input_mode: Option<InputMode>,
     pub(super) inputs: Option<String>,
+    /// What a resume needs ([`super::recipe`]).
+    pub(super) resume: Option<Value>,
+    /// The manifest says every input was submitted.
+    pub(super) submission_complete: bool,
 }
 
 /// Reading the manifest of a batch still being submitted elsewhere.
@@ -80,6 +87,11 @@ pub(super) struct Core {
     /// Set while an attached handle still reads the manifest.
     pub(super) manifest_poll: Option<ManifestPoll>,
     pub(super) base: ManifestBase,
+    /// How each collected input ended (kept in the manifest).
+    pub(super) outcomes: BTreeMap<usize, ChildOutcome>,
+    /// A manifest naming every submitted child and saying the submission
+    /// is complete was written.
+    pub(super) complete_manifest_written: bool,
 }
 
 /// Something to do after a state change, outside the lock.
@@ -137,6 +149,8 @@ impl BatchShared {
                 manifest_dirty: false,
                 manifest_poll: None,
                 base,
+                outcomes: BTreeMap::new(),
+                complete_manifest_written: false,
             }),
             changed: tokio::sync::Notify::new(),
             poll_gate: tokio::sync::Mutex::new(None),
@@ -344,24 +358,41 @@ impl BatchShared {
         m.entrypoint = base.entrypoint.clone();
         m.input_mode = base.input_mode;
         m.inputs = base.inputs.clone();
+        m.resume = base.resume.clone();
+        // Complete once the submitting loop submitted everything (or the
+        // manifest said so already).
+        let submitting = matches!(core.driver, DriverState::Running | DriverState::Finished);
+        m.submission_complete =
+            base.submission_complete || (submitting && core.machine.is_submission_complete());
         m.children = core
             .machine
             .children()
-            .map(|(group_index, job_id, attempts)| ManifestChild {
-                group_index,
-                job_id: job_id.clone(),
-                attempts,
+            .map(|(group_index, job_id, attempts)| {
+                let mut child = ManifestChild::new(group_index, job_id.clone(), attempts);
+                child.outcome = core.outcomes.get(&group_index).cloned();
+                child
             })
             .collect();
         m
     }
 
-    /// Write the manifest (failures are logged: the children's records and
-    /// the backend's group listing still find every child).
-    pub(super) async fn write_manifest(&self, manifest: GroupManifest) {
+    /// Write the manifest; false when it could not be (logged: the
+    /// children's records and the backend's group listing still find every
+    /// child, and the writer tries again).
+    pub(super) async fn write_manifest(&self, manifest: GroupManifest) -> bool {
         let path = layout::group_manifest(&self.group_id);
-        if let Err(e) = self.engine.store.put_json(&path, manifest.to_json()).await {
-            tracing::warn!(group_id = %self.group_id, "could not write the batch manifest: {e}");
+        match self.engine.store.put_json(&path, manifest.to_json()).await {
+            Ok(_) => {
+                if manifest.submission_complete {
+                    self.lock().complete_manifest_written = true;
+                    self.changed.notify_waiters();
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(group_id = %self.group_id, "could not write the batch manifest: {e}");
+                false
+            }
         }
     }
 
@@ -426,8 +457,51 @@ impl BatchShared {
             }
             best.into_values().collect()
         };
+        // A child whose outcome was recorded at collection reads as
+        // recorded; one whose job was cleaned up since is settled without
+        // loading its record.
+        {
+            let mut core = self.lock();
+            for c in &wanted {
+                if let Some(outcome) = &c.outcome {
+                    core.outcomes.insert(c.group_index, outcome.clone());
+                }
+            }
+        }
+        let (recorded, wanted): (Vec<ManifestChild>, Vec<ManifestChild>) = wanted
+            .into_iter()
+            .partition(|c| c.outcome.as_ref().is_some_and(ChildOutcome::cleaned));
+        let mut adopted = recorded.len();
+        if !recorded.is_empty() {
+            let mut core = self.lock();
+            let mut chores = Vec::new();
+            for child in recorded {
+                let index = child.group_index;
+                let status = match child.outcome {
+                    Some(ChildOutcome::Succeeded { .. }) => JobStatus::Succeeded,
+                    _ => JobStatus::Failed,
+                };
+                core.states[index] = Some(JobState::new(status));
+                for event in [
+                    Event::Adopt {
+                        index,
+                        job_id: child.job_id.clone(),
+                        attempts: child.attempts,
+                    },
+                    Event::Observed {
+                        index,
+                        job_id: child.job_id,
+                        status,
+                    },
+                ] {
+                    let commands = core.machine.apply(event);
+                    dispatch(&mut core, commands, &mut chores);
+                }
+            }
+        }
         if wanted.is_empty() {
-            return 0;
+            self.changed.notify_waiters();
+            return adopted;
         }
         let loads: Vec<(ManifestChild, Arc<EngineInner>, GroupId)> = wanted
             .into_iter()
@@ -439,7 +513,6 @@ impl BatchShared {
                 .buffer_unordered(FAN_OUT)
                 .collect()
                 .await;
-        let mut adopted = 0;
         let mut chores = Vec::new();
         {
             let mut core = self.lock();
@@ -486,11 +559,7 @@ impl BatchShared {
         let mut found = Vec::new();
         for job_id in map.keys() {
             if let Some((index, attempt)) = child_position(&self.group_id, job_id, self.total) {
-                found.push(ManifestChild {
-                    group_index: index,
-                    job_id: job_id.clone(),
-                    attempts: attempt,
-                });
+                found.push(ManifestChild::new(index, job_id.clone(), attempt));
             }
         }
         self.adopt_children(&found).await;

@@ -1,0 +1,287 @@
+//! Batches that lose their submitting process: `kinetic map` killed at
+//! several points and `kinetic batch resume` finishing the batch with
+//! nothing submitted twice and nothing lost; a detached map's manifest;
+//! results collected twice; `batch list` and `batch cleanup`. Through the
+//! real binary, on the local backend with the host's python3 and a
+//! directory store.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const INPUTS: usize = 10;
+
+struct World {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+}
+
+impl World {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().canonicalize().expect("canonical");
+        let proj = home.join("proj");
+        fs::create_dir_all(&proj).expect("mkdir");
+        fs::write(proj.join("pyproject.toml"), "[project]\nname = \"proj\"\n").expect("write");
+        // Each call appends its input to a log outside the project, so the
+        // test sees how many times each input ran.
+        let work = format!(
+            "import time\n\nLOG = {:?}\n\n\ndef slow(x):\n    with open(LOG, \"a\") as f:\n        f.write(f\"{{x}}\\n\")\n    time.sleep(0.3)\n    return x * 10\n",
+            home.join("calls.log").display().to_string()
+        );
+        fs::write(proj.join("work.py"), work).expect("write");
+        let inputs: String = (0..INPUTS).map(|i| format!("{i}\n")).collect();
+        fs::write(proj.join("inputs.jsonl"), inputs).expect("write");
+        Self { _tmp: tmp, home }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
+        cmd.args(args)
+            .env("HOME", &self.home)
+            .env("KINETIC_LOCAL_ROOT", self.home.join("local"))
+            .env(
+                "KINETIC_STORE_URL",
+                format!("file://{}", self.home.join("store").display()),
+            )
+            .env("KINETIC_LOCAL_MAX_CONCURRENT", "4")
+            .env_remove("KINETIC_PROFILE")
+            .env_remove("KINETIC_BACKEND")
+            .current_dir(self.home.join("proj"));
+        cmd
+    }
+
+    fn kinetic(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run kinetic")
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kinetic")
+    }
+
+    fn groups(&self) -> PathBuf {
+        self.home.join("store/_groups")
+    }
+
+    /// The batch's id, once its manifest exists.
+    fn group_id(&self) -> Option<String> {
+        let entries = fs::read_dir(self.groups()).ok()?;
+        entries
+            .flatten()
+            .find(|e| e.path().join("manifest.json").is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+    }
+
+    fn manifest(&self, group: &str) -> Value {
+        let bytes = fs::read(self.groups().join(group).join("manifest.json")).expect("manifest");
+        serde_json::from_slice(&bytes).expect("manifest JSON")
+    }
+
+    /// The inputs the function was called with, one entry per call.
+    fn calls(&self) -> Vec<usize> {
+        let text = fs::read_to_string(self.home.join("calls.log")).unwrap_or_default();
+        let mut calls: Vec<usize> = text.lines().map(|l| l.parse().expect("a number")).collect();
+        calls.sort_unstable();
+        calls
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn expected_values() -> String {
+    (0..INPUTS).map(|i| format!("{}\n", i * 10)).collect()
+}
+
+/// Wait (at most a minute) for `ready`, then SIGKILL `child`.
+fn kill_when(mut child: Child, what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("kinetic ended ({status}) before {what}");
+        }
+        assert!(Instant::now() < deadline, "never saw {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+}
+
+fn map_args() -> Vec<&'static str> {
+    vec![
+        "map",
+        "work:slow",
+        "--inputs",
+        "inputs.jsonl",
+        "--max-concurrent",
+        "2",
+        "--poll-interval",
+        "0.2",
+    ]
+}
+
+/// Resume, which must print every value in input order.
+fn resume_to_the_end(w: &World, group: &str) {
+    let o = w.kinetic(&["batch", "resume", group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), expected_values(), "{}", stderr(&o));
+    assert_eq!(
+        w.calls(),
+        (0..INPUTS).collect::<Vec<_>>(),
+        "each input runs once"
+    );
+    // The values were recorded before the jobs were cleaned: asking again
+    // gives the same, at once.
+    let o = w.kinetic(&["batch", "results", group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), expected_values());
+}
+
+#[test]
+fn a_map_killed_once_its_manifest_exists_resumes_even_after_a_killed_resume() {
+    let w = World::new();
+    let child = w.spawn(&map_args());
+    kill_when(child, "the manifest", || w.group_id().is_some());
+    let group = w.group_id().expect("group");
+    // The batch commands tell the truth about the stranded inputs, at once.
+    let started = Instant::now();
+    let o = w.kinetic(&["batch", "wait", &group]);
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "no command waits on inputs it cannot find"
+    );
+    let err = stderr(&o);
+    if !w.manifest(&group)["submission_complete"]
+        .as_bool()
+        .unwrap_or(false)
+    {
+        assert!(
+            err.contains("never submitted")
+                && err.contains(&format!("kinetic batch resume {group}")),
+            "{err}"
+        );
+    }
+    // A resume killed in its turn, then one that finishes.
+    let child = w.spawn(&["batch", "resume", &group]);
+    kill_when(child, "4 calls", || w.calls().len() >= 4);
+    resume_to_the_end(&w, &group);
+}
+
+#[test]
+fn a_map_killed_midway_or_late_resumes_with_nothing_twice_and_nothing_lost() {
+    for calls in [3, INPUTS - 2] {
+        let w = World::new();
+        let child = w.spawn(&map_args());
+        kill_when(child, &format!("{calls} calls"), || {
+            w.calls().len() >= calls
+        });
+        let group = w.group_id().expect("group");
+        resume_to_the_end(&w, &group);
+    }
+}
+
+#[test]
+fn detach_returns_with_every_child_named_and_results_read_the_same_twice() {
+    let w = World::new();
+    let mut args = map_args();
+    args.push("--detach");
+    let o = w.kinetic(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let group = stdout(&o).trim().to_owned();
+    let manifest = w.manifest(&group);
+    assert_eq!(
+        manifest["children"].as_array().map(Vec::len),
+        Some(INPUTS),
+        "{manifest}"
+    );
+    assert_eq!(manifest["submission_complete"], Value::Bool(true));
+    // What resume needs, with no environment value in it.
+    assert_eq!(manifest["resume"]["max_concurrent"], Value::from(2));
+
+    let first = w.kinetic(&["batch", "results", &group]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(stdout(&first), expected_values());
+    let started = Instant::now();
+    let second = w.kinetic(&["batch", "results", &group]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(stdout(&second), expected_values());
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "no command waits on inputs it cannot find"
+    );
+    let manifest = w.manifest(&group);
+    let outcomes: Vec<&Value> = manifest["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["outcome"])
+        .collect();
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o["status"] == "SUCCEEDED" && o["cleaned"] == true),
+        "{manifest}"
+    );
+
+    let o = w.kinetic(&["batch", "list", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed: Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert_eq!(listed["batches"][0]["group_id"], Value::from(group.clone()));
+    assert_eq!(listed["batches"][0]["collected"], Value::from(INPUTS));
+
+    let o = w.kinetic(&["batch", "cleanup", &group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !w.groups().join(&group).exists(),
+        "the batch's folder is gone"
+    );
+    let o = w.kinetic(&["batch", "list"]);
+    assert!(!stdout(&o).contains(&group), "{}", stdout(&o));
+}
+
+#[test]
+fn inputs_no_job_is_known_for_are_named_at_once() {
+    let w = World::new();
+    let mut args = map_args();
+    args.push("--detach");
+    let o = w.kinetic(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let group = stdout(&o).trim().to_owned();
+    let o = w.kinetic(&["batch", "results", &group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // An older manifest that names no child and every job cleaned: no
+    // command waits on what it cannot find.
+    let path = w.groups().join(&group).join("manifest.json");
+    let mut manifest = w.manifest(&group);
+    manifest["children"] = Value::Array(vec![]);
+    manifest
+        .as_object_mut()
+        .unwrap()
+        .remove("submission_complete");
+    fs::write(&path, manifest.to_string()).expect("write");
+    let started = Instant::now();
+    for command in ["status", "wait", "results"] {
+        let o = w.kinetic(&["batch", command, &group]);
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("{INPUTS} of {INPUTS} inputs were never submitted")),
+            "{command}: {err}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "no command waits on inputs it cannot find"
+    );
+}

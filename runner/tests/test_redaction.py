@@ -1,0 +1,88 @@
+"""Secret values (spec.secret_names, found in the runner's environment) are
+redacted from the job's output, the runner's lines and failure results."""
+
+import os
+import unittest
+
+from runner import kinetic_runner as kr
+from runner.tests.support import RunnerTestCase, function_entry
+
+SECRET = "tok-3f9a1c77e2"
+
+WORK = """\
+import os
+import subprocess
+import sys
+import time
+
+def leak(name):
+    value = os.environ[name]
+    print("stdout has " + value, flush=True)
+    print("stderr has " + value, file=sys.stderr, flush=True)
+    os.write(1, ("raw fd write " + value + "\\n").encode())
+    subprocess.run(["sh", "-c", 'echo "child says $' + name + '"'], check=True)
+    # Split across writes: the start is held back until the rest arrives.
+    sys.stdout.write(value[:5])
+    sys.stdout.flush()
+    time.sleep(0.02)
+    sys.stdout.write(value[5:] + " end\\n")
+    sys.stdout.flush()
+    raise RuntimeError("cannot use token " + value)
+
+def quiet_prefix(name):
+    value = os.environ[name]
+    sys.stdout.write("waiting " + value[:4])
+    sys.stdout.flush()
+    time.sleep(0.5)
+    sys.stdout.write(" done\\n")
+    return "ok"
+
+def shout():
+    print("nothing secret here", flush=True)
+    return "ok"
+"""
+
+
+class RedactorTests(unittest.TestCase):
+    def test_text_bytes_and_held_back_prefixes(self):
+        r = kr.Redactor(["abcdef", "", "xyz", "abc"])
+        self.assertEqual(r.text("1 abcdef 2 xyz abc"), "1 <redacted> 2 <redacted> <redacted>")
+        self.assertEqual(r.data(b"<abcdef>"), b"<<redacted>>")
+        self.assertEqual(r.held_back(b"hello ab"), 2)
+        self.assertEqual(r.held_back(b"hello xy"), 2)
+        self.assertEqual(r.held_back(b"hello"), 0)
+        self.assertFalse(kr.Redactor(["", None]))
+        self.assertEqual(kr.Redactor.from_spec({"secret_names": ["A", "B"]}, {"A": "one"}).values, ["one"])
+
+
+class RedactionEndToEndTests(RunnerTestCase):
+    def run_secret_job(self, function, names=("API_TOKEN",)):
+        return self.run_job({"work.py": WORK}, function_entry(function), args=["API_TOKEN"],
+                            env_names=["API_TOKEN"], secret_names=list(names),
+                            env={"API_TOKEN": SECRET})
+
+    def test_secret_values_are_redacted_everywhere_the_job_reports(self):
+        run = self.run_secret_job("leak")
+        error = self.assertFailed(run, "execute", "RuntimeError", ["cannot use token <redacted>"])
+        self.assertNotIn(SECRET, error["message"] + error["traceback"])
+        self.assertIn("<redacted>", error["traceback"])
+        self.assertNotIn(SECRET, run.stdout + run.stderr, run)
+        for line in ("stdout has <redacted>", "raw fd write <redacted>", "child says <redacted>",
+                     "<redacted> end"):
+            self.assertIn(line, run.stdout, run)
+        self.assertIn("stderr has <redacted>", run.stderr, run)
+        self.assertIn("cannot use token <redacted>", run.stderr, run)
+
+    def test_held_back_output_is_written_after_a_pause(self):
+        run = self.run_secret_job("quiet_prefix")
+        self.assertSucceeded(run, "ok")
+        self.assertIn("waiting " + SECRET[:4] + " done", run.stdout)
+
+    def test_captured_values_not_named_secret_are_left_alone(self):
+        run = self.run_secret_job("leak", names=())
+        self.assertEqual(run.returncode, 1)
+        self.assertIn(SECRET, run.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
