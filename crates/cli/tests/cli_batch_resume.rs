@@ -262,9 +262,16 @@ fn inputs_no_job_is_known_for_are_named_at_once() {
     let o = w.kinetic(&["batch", "results", &group]);
     assert!(o.status.success(), "{}", stderr(&o));
     // An older manifest that names no child and every job cleaned: no
-    // command waits on what it cannot find.
+    // command waits on what it cannot find. (`results` keeps the
+    // children's stored artifacts; remove them as a cleanup would.)
     let path = w.groups().join(&group).join("manifest.json");
     let mut manifest = w.manifest(&group);
+    let children = manifest["children"].as_array().expect("children").clone();
+    assert_eq!(children.len(), INPUTS, "{manifest}");
+    for child in &children {
+        let id = child["job_id"].as_str().expect("a child's job_id");
+        fs::remove_dir_all(w.home.join("store").join(id)).expect("remove a child's objects");
+    }
     manifest["children"] = Value::Array(vec![]);
     manifest
         .as_object_mut()

@@ -98,7 +98,13 @@ impl Project {
         let o = self.kinetic(&all, &[]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        kinetic_core::json::parse(text.as_bytes()).unwrap_or_else(|e| panic!("{e}: {text}"))
+        let mut answer =
+            kinetic_core::json::parse(text.as_bytes()).unwrap_or_else(|e| panic!("{e}: {text}"));
+        // `run --json` answers {"job_id", "value"}.
+        answer
+            .get_mut("value")
+            .map(Value::take)
+            .unwrap_or_else(|| panic!("no value in {text}"))
     }
 }
 
