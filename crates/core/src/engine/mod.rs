@@ -84,6 +84,10 @@ pub struct EngineSettings {
     pub default_excludes: bool,
     /// Packed projects larger than this many bytes get a warning (0 = never).
     pub context_size_warn_bytes: u64,
+    /// Where packed projects are kept between submissions, by the
+    /// fingerprint of the package root's file names, sizes and times, so an
+    /// unchanged project is not packed again; `None` = pack every time.
+    pub context_cache: Option<PathBuf>,
     /// Where jobs write outputs when their spec names no place
     /// (`KINETIC_OUTPUT_DIR`); `None` = `outputs/{job_id}` in the store.
     pub output_dir: Option<String>,
@@ -104,6 +108,7 @@ impl Default for EngineSettings {
             package_root: None,
             default_excludes: true,
             context_size_warn_bytes: crate::packaging::DEFAULT_SIZE_WARN_BYTES,
+            context_cache: None,
             output_dir: None,
         }
     }

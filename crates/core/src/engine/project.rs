@@ -146,7 +146,16 @@ pub(crate) fn pack(
     excludes: &[PathBuf],
     settings: PackSettings,
 ) -> Result<PackedContext, EngineError> {
-    // The archive is a temporary file the engine uploads at once: no fsync.
+    pack_with(project, out, &pack_options(project, excludes, settings))
+}
+
+/// How the engine packs `project`. The archive is a temporary or cached
+/// file the engine can rebuild: no fsync.
+fn pack_options(
+    project: &Project,
+    excludes: &[PathBuf],
+    settings: PackSettings,
+) -> packaging::PackOptions {
     let mut options = packaging::PackOptions::default()
         .plan(project.packaging_plan.clone())
         .default_excludes(settings.default_excludes)
@@ -155,10 +164,19 @@ pub(crate) fn pack(
     for path in excludes {
         options = options.exclude(path.clone());
     }
-    let report = packaging::pack(&project.root, out, &options)
+    options
+}
+
+fn pack_with(
+    project: &Project,
+    out: &Path,
+    options: &packaging::PackOptions,
+) -> Result<PackedContext, EngineError> {
+    let report = packaging::pack(&project.root, out, options)
         .map_err(|e| EngineError::project_caused_by(e.to_string(), e))?;
-    let sha256 = crate::hashing::file_sha256(out).map_err(|e| {
-        EngineError::project_caused_by(format!("cannot hash the packed context: {e}"), e)
+    let mut sha256 = [0; 32];
+    hex::decode_to_slice(&report.sha256, &mut sha256).map_err(|e| {
+        EngineError::internal(format!("packing reported an invalid SHA-256: {e}"))
     })?;
     Ok(PackedContext {
         sha256,
@@ -166,6 +184,148 @@ pub(crate) fn pack(
         bytes: report.bytes_out,
         warnings: report.warnings.iter().map(ToString::to_string).collect(),
     })
+}
+
+/// How many packed projects the context cache keeps.
+const CONTEXT_CACHE_KEEP: usize = 8;
+
+/// A change this close to when a record was written (or later) cannot be
+/// told apart by file times alone: such a record also keeps a hash of the
+/// files' content, checked before the record is trusted.
+const RACY_WINDOW_NS: i128 = 2_000_000_000;
+
+/// What the context cache keeps beside an archive: `{fingerprint}.json`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct CachedContext {
+    sha256: String,
+    entries: usize,
+    bytes: u64,
+    warnings: Vec<String>,
+    /// SHA-256 of the files' content, when the record was written while
+    /// some file was freshly changed.
+    files_sha256: Option<String>,
+}
+
+/// SHA-256 over the content of `files`, in order, each prefixed by its length.
+fn files_sha256(files: &[PathBuf]) -> Result<String, EngineError> {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    for file in files {
+        let sha = crate::hashing::file_sha256(file).map_err(|e| {
+            EngineError::project_caused_by(format!("cannot hash {}: {e}", file.display()), e)
+        })?;
+        h.update(sha);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// [`pack`], through the context cache at `cache`: when the package root's
+/// manifest (file names, sizes, modes, times) matches a cached record, its
+/// archive is reused without packing or hashing the project again; a record
+/// written while files were freshly changed is first checked against the
+/// files' content. Returns the packed context and where its archive is.
+pub(crate) fn pack_cached(
+    project: &Project,
+    cache: &Path,
+    excludes: &[PathBuf],
+    settings: PackSettings,
+) -> Result<(PackedContext, PathBuf), EngineError> {
+    let cache_err = |what: &str, path: &Path, e: std::io::Error| {
+        EngineError::project_caused_by(
+            format!("context cache: cannot {what} {}: {e}", path.display()),
+            e,
+        )
+    };
+    std::fs::create_dir_all(cache).map_err(|e| cache_err("create", cache, e))?;
+    let mut excludes = excludes.to_vec();
+    excludes.push(cache.to_path_buf());
+    let options = pack_options(project, &excludes, settings);
+    let manifest = packaging::manifest(&project.root, &options)
+        .map_err(|e| EngineError::project_caused_by(e.to_string(), e))?;
+    let name = hex::encode(manifest.fingerprint);
+    let zip = cache.join(format!("{name}.zip"));
+    let record_path = cache.join(format!("{name}.json"));
+    if let Some(hit) = cached_hit(&record_path, &zip, &manifest)? {
+        return Ok((hit, zip));
+    }
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    // Hashed before packing: a file changed meanwhile then fails the check.
+    let files_sha = if manifest.newest_change_ns > now_ns - RACY_WINDOW_NS {
+        Some(files_sha256(&manifest.files)?)
+    } else {
+        None
+    };
+    let packed = pack_with(project, &zip, &options)?;
+    let record = CachedContext {
+        sha256: hex::encode(packed.sha256),
+        entries: packed.entries,
+        bytes: packed.bytes,
+        warnings: packed.warnings.clone(),
+        files_sha256: files_sha,
+    };
+    let json = serde_json::to_vec(&record)
+        .map_err(|e| EngineError::internal(format!("cannot encode a context record: {e}")))?;
+    // Written whole or not at all; a concurrent writer writes the same.
+    let tmp = tempfile::NamedTempFile::new_in(cache).map_err(|e| cache_err("write in", cache, e))?;
+    std::fs::write(tmp.path(), json).map_err(|e| cache_err("write", tmp.path(), e))?;
+    tmp.persist(&record_path)
+        .map_err(|e| cache_err("write", &record_path, e.error))?;
+    prune_cache(cache);
+    Ok((packed, zip))
+}
+
+/// The cached context of `manifest`, when its record and archive are whole
+/// and (for a record written amid changes) the files' content matches.
+fn cached_hit(
+    record_path: &Path,
+    zip: &Path,
+    manifest: &packaging::Manifest,
+) -> Result<Option<PackedContext>, EngineError> {
+    let Ok(bytes) = std::fs::read(record_path) else {
+        return Ok(None);
+    };
+    let Ok(record) = serde_json::from_slice::<CachedContext>(&bytes) else {
+        return Ok(None);
+    };
+    let mut sha256 = [0; 32];
+    if hex::decode_to_slice(&record.sha256, &mut sha256).is_err() {
+        return Ok(None);
+    }
+    if std::fs::metadata(zip).map(|m| m.len()).ok() != Some(record.bytes) {
+        return Ok(None);
+    }
+    if let Some(expected) = &record.files_sha256
+        && *expected != files_sha256(&manifest.files)?
+    {
+        return Ok(None);
+    }
+    Ok(Some(PackedContext {
+        sha256,
+        entries: record.entries,
+        bytes: record.bytes,
+        warnings: record.warnings,
+    }))
+}
+
+/// Keep the newest [`CONTEXT_CACHE_KEEP`] records and their archives. Best
+/// effort: a file another process removed first is not an error.
+fn prune_cache(cache: &Path) {
+    let Ok(listing) = std::fs::read_dir(cache) else {
+        return;
+    };
+    let mut records: Vec<(std::time::SystemTime, PathBuf)> = listing
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .collect();
+    records.sort_by(|a, b| b.0.cmp(&a.0));
+    for (_, record) in records.into_iter().skip(CONTEXT_CACHE_KEEP) {
+        let _ = std::fs::remove_file(&record);
+        let _ = std::fs::remove_file(record.with_extension("zip"));
+    }
 }
 
 /// The content hash of a data path and whether it is a directory.

@@ -26,7 +26,7 @@ use crate::plan::{
     self, ContextFacts, DataFacts, GroupPlace, ImageChoice, ImagePlan, ObjectUpload, SharedPlan,
     UploadSource, UploadTarget,
 };
-use crate::ports::{Backend, ObjectStore, PreparedJob, PutOptions};
+use crate::ports::{Backend, ObjectStore, ObjectStoreExt as _, PreparedJob, PutOptions};
 use crate::record::JobRecord;
 use crate::requirements;
 
@@ -434,10 +434,14 @@ async fn pack_context(
         default_excludes: inner.settings.default_excludes,
         size_warn_bytes: inner.settings.context_size_warn_bytes,
     };
-    let packed = {
+    let cache = inner.settings.context_cache.clone();
+    let (packed, zip_path) = {
         let project = project.clone();
-        let zip_path = zip_path.clone();
-        blocking(move || project::pack(&project, &zip_path, &excludes, packing)).await??
+        blocking(move || match cache {
+            Some(cache) => project::pack_cached(&project, &cache, &excludes, packing),
+            None => project::pack(&project, &zip_path, &excludes, packing).map(|p| (p, zip_path)),
+        })
+        .await??
     };
     for warning in &packed.warnings {
         options.emit(ProgressEvent::Warning(warning.clone()));
@@ -465,7 +469,10 @@ async fn execute_shared(
             bytes: cached.bytes,
         });
     }
-    put_object(store, &plan.context).await?;
+    // A content-addressed context the store already holds is not sent again.
+    if !(plan.context.if_absent && store.exists(&plan.context.key).await?) {
+        put_object(store, &plan.context).await?;
+    }
     options.emit(ProgressEvent::ContextUploaded {
         entries: plan.context_entries,
         bytes: plan.context_bytes,
@@ -481,17 +488,23 @@ pub(crate) async fn put_object(
     store: &Arc<dyn ObjectStore>,
     upload: &ObjectUpload,
 ) -> Result<(), EngineError> {
-    let mut options = PutOptions::default();
+    let mut options = if upload.if_absent {
+        PutOptions::create_if_absent()
+    } else {
+        PutOptions::default()
+    };
     if let Some(content_type) = upload.content_type {
         options = options.with_content_type(content_type);
     }
-    match &upload.source {
-        UploadSource::File(path) => {
-            store.put_file(&upload.key, path, options).await?;
-        }
-        UploadSource::Bytes(bytes) => store.put(&upload.key, bytes.clone(), options).await?,
+    let put = match &upload.source {
+        UploadSource::File(path) => store.put_file(&upload.key, path, options).await.map(drop),
+        UploadSource::Bytes(bytes) => store.put(&upload.key, bytes.clone(), options).await,
+    };
+    match put {
+        // Content-addressed: whoever wrote it first wrote the same bytes.
+        Err(e) if upload.if_absent && e.is_already_exists() => Ok(()),
+        other => Ok(other.map(drop)?),
     }
-    Ok(())
 }
 
 /// The image the job runs in (`""` when the backend needs none).
