@@ -59,7 +59,7 @@ pub const RESULT_FILE: &str = "result.json";
 pub const RECORD_FILE: &str = "handle.json";
 /// The note that the job's backend resources were removed, inside the job's folder.
 pub const CLEANUP_FILE: &str = "cleanup.json";
-/// The packed project, inside the job's folder.
+/// The file name of a packed project.
 pub const CONTEXT_FILE: &str = "context.zip";
 /// The requirements a prebuilt image installs, inside the job's folder.
 pub const REQUIREMENTS_FILE: &str = "requirements.txt";
@@ -136,11 +136,6 @@ pub fn cleanup_note(job_id: &JobId) -> ObjectPath {
     job_file(job_id, CLEANUP_FILE)
 }
 
-/// `{job_id}/context.zip`: a single job's packed project.
-pub fn context(job_id: &JobId) -> ObjectPath {
-    job_file(job_id, CONTEXT_FILE)
-}
-
 /// `contexts/{sha256}.zip`: a packed project named by the SHA-256 of the
 /// archive, written once and shared by every job that ships it.
 pub fn shared_context(sha256: &[u8; 32]) -> ObjectPath {
@@ -190,6 +185,11 @@ pub fn is_data_cache(path: &ObjectPath) -> bool {
     [DATA_CACHE_DIR, DATA_MARKERS_DIR]
         .iter()
         .any(|dir| path.is_under(&known((*dir).to_owned())))
+}
+
+/// True for a key of a content-addressed packed project.
+pub fn is_shared_context(path: &ObjectPath) -> bool {
+    path.is_under(&known(CONTEXTS_DIR.to_owned()))
 }
 
 /// `_groups/{group_id}`: a batch's folder.
@@ -286,18 +286,18 @@ mod tests {
             "job-0a1b2c3d/result-worker-3.json"
         );
         assert_eq!(record(&j).as_str(), "job-0a1b2c3d/handle.json");
-        assert_eq!(context(&j).as_str(), "job-0a1b2c3d/context.zip");
         assert_eq!(
             shared_context(&[0xab; 32]).as_str(),
             format!("contexts/{}.zip", "ab".repeat(32))
         );
         assert!(!shared_context(&[0xab; 32]).is_under(&job_prefix(&j)));
+        assert!(is_shared_context(&shared_context(&[0xab; 32])));
+        assert!(!is_shared_context(&spec(&j)));
         assert_eq!(requirements(&j).as_str(), "job-0a1b2c3d/requirements.txt");
         assert_eq!(log(&j).as_str(), "job-0a1b2c3d/logs/output.log");
         for key in [
             spec(&j),
             record(&j),
-            context(&j),
             log(&j),
             host_result(&j, 7),
         ] {
