@@ -220,10 +220,16 @@ fn files_sha256(files: &[PathBuf]) -> Result<String, EngineError> {
 }
 
 /// [`pack`], through the context cache at `cache`: when the package root's
-/// manifest (file names, sizes, modes, times) matches a cached record, its
-/// archive is reused without packing or hashing the project again; a record
-/// written while files were freshly changed is first checked against the
-/// files' content. Returns the packed context and where its archive is.
+/// manifest (file names, sizes, modes, times, inodes) matches a cached
+/// record, its archive is reused without packing or hashing the project
+/// again; a record written while files were freshly changed is first
+/// checked against the files' content. Submissions of one project pack it
+/// one at a time (a lock file per manifest), so concurrent ones share one
+/// archive. Returns the packed context and where its archive is.
+///
+/// The cache holds `{fingerprint}.json` (the record) and `{sha256}.zip`
+/// (the archive, named by its own digest, so a record never points at
+/// other bytes than it names).
 pub(crate) fn pack_cached(
     project: &Project,
     cache: &Path,
@@ -243,21 +249,39 @@ pub(crate) fn pack_cached(
     let manifest = packaging::manifest(&project.root, &options)
         .map_err(|e| EngineError::project_caused_by(e.to_string(), e))?;
     let name = hex::encode(manifest.fingerprint);
-    let zip = cache.join(format!("{name}.zip"));
     let record_path = cache.join(format!("{name}.json"));
-    if let Some(hit) = cached_hit(&record_path, &zip, &manifest)? {
-        return Ok((hit, zip));
+    let lock_path = cache.join(format!("{name}.lock"));
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| cache_err("open", &lock_path, e))?;
+    lock.lock().map_err(|e| cache_err("lock", &lock_path, e))?;
+    if let Some(hit) = cached_hit(cache, &record_path, &manifest)? {
+        // Recently used records are the ones pruning keeps.
+        if let Ok(file) = std::fs::File::options().write(true).open(&record_path) {
+            let _ = file.set_modified(std::time::SystemTime::now());
+        }
+        return Ok(hit);
     }
     let now_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128);
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
     // Hashed before packing: a file changed meanwhile then fails the check.
     let files_sha = if manifest.newest_change_ns > now_ns - RACY_WINDOW_NS {
         Some(files_sha256(&manifest.files)?)
     } else {
         None
     };
-    let packed = pack_with(project, &zip, &options)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".packing-")
+        .suffix(".zip")
+        .tempfile_in(cache)
+        .map_err(|e| cache_err("write in", cache, e))?;
+    let packed = pack_with(project, tmp.path(), &options)?;
+    let zip = cache.join(format!("{}.zip", hex::encode(packed.sha256)));
+    std::fs::rename(tmp.path(), &zip).map_err(|e| cache_err("write", &zip, e))?;
     let record = CachedContext {
         sha256: hex::encode(packed.sha256),
         entries: packed.entries,
@@ -267,22 +291,24 @@ pub(crate) fn pack_cached(
     };
     let json = serde_json::to_vec(&record)
         .map_err(|e| EngineError::internal(format!("cannot encode a context record: {e}")))?;
-    // Written whole or not at all; a concurrent writer writes the same.
+    // Written whole or not at all.
     let tmp = tempfile::NamedTempFile::new_in(cache).map_err(|e| cache_err("write in", cache, e))?;
     std::fs::write(tmp.path(), json).map_err(|e| cache_err("write", tmp.path(), e))?;
     tmp.persist(&record_path)
         .map_err(|e| cache_err("write", &record_path, e.error))?;
-    prune_cache(cache);
+    drop(lock);
+    prune_cache(cache, &zip);
     Ok((packed, zip))
 }
 
-/// The cached context of `manifest`, when its record and archive are whole
-/// and (for a record written amid changes) the files' content matches.
+/// The cached context of `manifest` and its archive, when its record and
+/// archive are whole and (for a record written amid changes) the files'
+/// content matches.
 fn cached_hit(
+    cache: &Path,
     record_path: &Path,
-    zip: &Path,
     manifest: &packaging::Manifest,
-) -> Result<Option<PackedContext>, EngineError> {
+) -> Result<Option<(PackedContext, PathBuf)>, EngineError> {
     let Ok(bytes) = std::fs::read(record_path) else {
         return Ok(None);
     };
@@ -293,7 +319,8 @@ fn cached_hit(
     if hex::decode_to_slice(&record.sha256, &mut sha256).is_err() {
         return Ok(None);
     }
-    if std::fs::metadata(zip).map(|m| m.len()).ok() != Some(record.bytes) {
+    let zip = cache.join(format!("{}.zip", record.sha256));
+    if std::fs::metadata(&zip).map(|m| m.len()).ok() != Some(record.bytes) {
         return Ok(None);
     }
     if let Some(expected) = &record.files_sha256
@@ -301,30 +328,51 @@ fn cached_hit(
     {
         return Ok(None);
     }
-    Ok(Some(PackedContext {
+    let packed = PackedContext {
         sha256,
         entries: record.entries,
         bytes: record.bytes,
         warnings: record.warnings,
-    }))
+    };
+    Ok(Some((packed, zip)))
 }
 
-/// Keep the newest [`CONTEXT_CACHE_KEEP`] records and their archives. Best
-/// effort: a file another process removed first is not an error.
-fn prune_cache(cache: &Path) {
+/// Keep the newest [`CONTEXT_CACHE_KEEP`] records, the archives they name
+/// and `keep` (the archive being submitted); remove the rest. Best effort:
+/// a file another process removed first is not an error.
+fn prune_cache(cache: &Path, keep: &Path) {
     let Ok(listing) = std::fs::read_dir(cache) else {
         return;
     };
-    let mut records: Vec<(std::time::SystemTime, PathBuf)> = listing
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+    let paths: Vec<PathBuf> = listing.filter_map(Result::ok).map(|e| e.path()).collect();
+    let has_ext = |p: &Path, ext: &str| p.extension().is_some_and(|x| x == ext);
+    let mut records: Vec<(std::time::SystemTime, &PathBuf)> = paths
+        .iter()
+        .filter(|p| has_ext(p, "json"))
+        .filter_map(|p| Some((std::fs::metadata(p).ok()?.modified().ok()?, p)))
         .collect();
     records.sort_by(|a, b| b.0.cmp(&a.0));
-    for (_, record) in records.into_iter().skip(CONTEXT_CACHE_KEEP) {
-        let _ = std::fs::remove_file(&record);
-        let _ = std::fs::remove_file(record.with_extension("zip"));
+    let mut named = std::collections::HashSet::new();
+    named.insert(keep.to_path_buf());
+    for (i, (_, record)) in records.iter().enumerate() {
+        let kept = i < CONTEXT_CACHE_KEEP
+            && std::fs::read(record)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<CachedContext>(&b).ok())
+                .map(|r| named.insert(cache.join(format!("{}.zip", r.sha256))))
+                .is_some();
+        if !kept {
+            let _ = std::fs::remove_file(record);
+            let _ = std::fs::remove_file(record.with_extension("lock"));
+        }
+    }
+    for zip in paths.iter().filter(|p| has_ext(p, "zip")) {
+        let packing = zip
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if !packing && !named.contains(zip) {
+            let _ = std::fs::remove_file(zip);
+        }
     }
 }
 
