@@ -295,12 +295,7 @@ mod tests {
         assert!(!is_shared_context(&spec(&j)));
         assert_eq!(requirements(&j).as_str(), "job-0a1b2c3d/requirements.txt");
         assert_eq!(log(&j).as_str(), "job-0a1b2c3d/logs/output.log");
-        for key in [
-            spec(&j),
-            record(&j),
-            log(&j),
-            host_result(&j, 7),
-        ] {
+        for key in [spec(&j), record(&j), log(&j), host_result(&j, 7)] {
             assert!(key.is_under(&job_prefix(&j)), "{key}");
         }
         assert!(!outputs(&j).is_under(&job_prefix(&j)));

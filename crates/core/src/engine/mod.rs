@@ -155,7 +155,15 @@ pub(crate) struct EngineInner {
     pub(crate) spawner: Option<Spawner>,
     /// The time job records are stamped with.
     pub(crate) clock: Clock,
+    /// One lock per content-addressed key being written, so that concurrent
+    /// submissions of one project send its archive once.
+    pub(crate) uploading: UploadLocks,
 }
+
+/// Locks by content-addressed key; an entry lives while a write holds it.
+pub(crate) type UploadLocks = std::sync::Mutex<
+    std::collections::HashMap<crate::ports::ObjectPath, Arc<tokio::sync::Mutex<()>>>,
+>;
 
 /// Where the engine reads the time its job records carry.
 pub type Clock = Arc<dyn Fn() -> UtcTimestamp + Send + Sync>;
@@ -293,6 +301,7 @@ impl EngineBuilder {
                 env: self.env,
                 spawner: self.spawner,
                 clock: self.clock.unwrap_or_else(|| Arc::new(UtcTimestamp::now)),
+                uploading: UploadLocks::default(),
             }),
         })
     }

@@ -175,9 +175,8 @@ fn pack_with(
     let report = packaging::pack(&project.root, out, options)
         .map_err(|e| EngineError::project_caused_by(e.to_string(), e))?;
     let mut sha256 = [0; 32];
-    hex::decode_to_slice(&report.sha256, &mut sha256).map_err(|e| {
-        EngineError::internal(format!("packing reported an invalid SHA-256: {e}"))
-    })?;
+    hex::decode_to_slice(&report.sha256, &mut sha256)
+        .map_err(|e| EngineError::internal(format!("packing reported an invalid SHA-256: {e}")))?;
     Ok(PackedContext {
         sha256,
         entries: report.entries,
@@ -292,7 +291,8 @@ pub(crate) fn pack_cached(
     let json = serde_json::to_vec(&record)
         .map_err(|e| EngineError::internal(format!("cannot encode a context record: {e}")))?;
     // Written whole or not at all.
-    let tmp = tempfile::NamedTempFile::new_in(cache).map_err(|e| cache_err("write in", cache, e))?;
+    let tmp =
+        tempfile::NamedTempFile::new_in(cache).map_err(|e| cache_err("write in", cache, e))?;
     std::fs::write(tmp.path(), json).map_err(|e| cache_err("write", tmp.path(), e))?;
     tmp.persist(&record_path)
         .map_err(|e| cache_err("write", &record_path, e.error))?;

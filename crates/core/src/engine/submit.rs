@@ -328,7 +328,7 @@ pub(crate) async fn upload_shared(
             resolved.image.install_requirements.as_deref(),
             &uri_of,
         )?;
-        execute_shared(store, &plan, options).await?;
+        execute_shared(inner, &plan, options).await?;
         drop(tmp);
         Ok::<_, EngineError>(plan)
     };
@@ -457,10 +457,11 @@ async fn pack_context(
 /// Make the shared uploads: the data into the cache, then the context and
 /// the requirements.
 async fn execute_shared(
-    store: &Arc<dyn ObjectStore>,
+    inner: &Arc<EngineInner>,
     plan: &SharedPlan,
     options: &SubmitOptions,
 ) -> Result<(), EngineError> {
+    let store = &inner.store;
     for data in &plan.data {
         let cached = ensure_cached(store, data).await?;
         options.emit(ProgressEvent::DataReady {
@@ -469,10 +470,7 @@ async fn execute_shared(
             bytes: cached.bytes,
         });
     }
-    // A content-addressed context the store already holds is not sent again.
-    if !(plan.context.if_absent && store.exists(&plan.context.key).await?) {
-        put_object(store, &plan.context).await?;
-    }
+    put_if_absent(inner, &plan.context).await?;
     options.emit(ProgressEvent::ContextUploaded {
         entries: plan.context_entries,
         bytes: plan.context_bytes,
@@ -481,6 +479,33 @@ async fn execute_shared(
         put_object(store, requirements).await?;
     }
     Ok(())
+}
+
+/// Write one planned object; a content-addressed one only when the store
+/// lacks it, and by one submission of this engine at a time.
+async fn put_if_absent(inner: &EngineInner, upload: &ObjectUpload) -> Result<(), EngineError> {
+    let store = &inner.store;
+    if !upload.if_absent {
+        return put_object(store, upload).await;
+    }
+    let lock = {
+        let mut locks = inner.uploading.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(upload.key.clone()).or_default().clone()
+    };
+    let result = {
+        let _held = lock.lock().await;
+        match store.exists(&upload.key).await {
+            Ok(true) => Ok(()),
+            Ok(false) => put_object(store, upload).await,
+            Err(e) => Err(e.into()),
+        }
+    };
+    let mut locks = inner.uploading.lock().unwrap_or_else(|p| p.into_inner());
+    // The map's entry and this clone: nobody else waits on it.
+    if Arc::strong_count(&lock) == 2 {
+        locks.remove(&upload.key);
+    }
+    result
 }
 
 /// Write one planned object.
