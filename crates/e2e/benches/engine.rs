@@ -136,7 +136,7 @@ fn main() {
     let engine = Engine::builder()
         .store(store)
         .backend(Arc::new(local))
-        .env_snapshot(env)
+        .env_snapshot(env.clone())
         .settings(EngineSettings::default().with_home(dir.path().join("home")))
         .build()
         .unwrap();

@@ -351,7 +351,7 @@ fn prune_cache(cache: &Path, keep: &Path) {
         .filter(|p| has_ext(p, "json"))
         .filter_map(|p| Some((std::fs::metadata(p).ok()?.modified().ok()?, p)))
         .collect();
-    records.sort_by(|a, b| b.0.cmp(&a.0));
+    records.sort_by_key(|r| std::cmp::Reverse(r.0));
     let mut named = std::collections::HashSet::new();
     named.insert(keep.to_path_buf());
     for (i, (_, record)) in records.iter().enumerate() {
