@@ -68,7 +68,7 @@ fn run_with_the_store_on_a_gcs_bucket() {
     assert!(
         requests
             .iter()
-            .any(|r| r.op == GcsOp::Put && r.name.ends_with("/context.zip")),
+            .any(|r| r.op == GcsOp::Put && r.name.starts_with("runs/contexts/")),
         "{requests:?}"
     );
     assert!(

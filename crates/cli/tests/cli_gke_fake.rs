@@ -103,7 +103,7 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
         "cleaned up"
     );
     let requests = gcs.requests();
-    for object in ["/context.zip", "/spec.json", "/result.json"] {
+    for object in [".zip", "/spec.json", "/result.json"] {
         assert!(
             requests
                 .iter()
@@ -114,7 +114,7 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
     assert!(
         requests
             .iter()
-            .any(|r| r.op == GcsOp::Get && r.name.ends_with("/context.zip")),
+            .any(|r| r.op == GcsOp::Get && r.name.starts_with("contexts/")),
         "the pod's runner read its context from GCS: {requests:?}"
     );
 

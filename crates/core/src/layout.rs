@@ -12,7 +12,7 @@
 //! | key | writer | what |
 //! |---|---|---|
 //! | `{job_id}/spec.json` | engine | [`crate::protocol::RunnerSpec`] |
-//! | `{job_id}/context.zip` | engine | the packed project |
+//! | `contexts/{sha256}.zip` | engine | a packed project, by the archive's SHA-256, shared by every job that ships it |
 //! | `{job_id}/requirements.txt` | engine | filtered requirements (prebuilt images) |
 //! | `{job_id}/handle.json` | engine | [`crate::record::JobRecord`] |
 //! | `{job_id}/result.json` | runner, host 0 | [`crate::protocol::RunnerResult`] |
@@ -59,7 +59,7 @@ pub const RESULT_FILE: &str = "result.json";
 pub const RECORD_FILE: &str = "handle.json";
 /// The note that the job's backend resources were removed, inside the job's folder.
 pub const CLEANUP_FILE: &str = "cleanup.json";
-/// The packed project, inside the job's folder.
+/// The file name of a packed project.
 pub const CONTEXT_FILE: &str = "context.zip";
 /// The requirements a prebuilt image installs, inside the job's folder.
 pub const REQUIREMENTS_FILE: &str = "requirements.txt";
@@ -71,6 +71,10 @@ pub const OUTPUTS_DIR: &str = "outputs";
 pub const DATA_CACHE_DIR: &str = "default/data-cache";
 /// Folder of the data cache markers (Kinetic's).
 pub const DATA_MARKERS_DIR: &str = "default/data-markers";
+/// Folder of the content-addressed packed projects. Job cleanup never
+/// deletes them (another job may use the same one): a lifecycle rule on the
+/// bucket ages them out.
+pub const CONTEXTS_DIR: &str = "contexts";
 /// Folder of the batches.
 pub const GROUPS_DIR: &str = "_groups";
 /// A batch's manifest, inside its folder.
@@ -132,9 +136,10 @@ pub fn cleanup_note(job_id: &JobId) -> ObjectPath {
     job_file(job_id, CLEANUP_FILE)
 }
 
-/// `{job_id}/context.zip`: a single job's packed project.
-pub fn context(job_id: &JobId) -> ObjectPath {
-    job_file(job_id, CONTEXT_FILE)
+/// `contexts/{sha256}.zip`: a packed project named by the SHA-256 of the
+/// archive, written once and shared by every job that ships it.
+pub fn shared_context(sha256: &[u8; 32]) -> ObjectPath {
+    known(format!("{CONTEXTS_DIR}/{}.zip", hex::encode(sha256)))
 }
 
 /// `{job_id}/requirements.txt`: a single job's requirements to install.
@@ -195,6 +200,11 @@ pub fn manifest_group(path: &ObjectPath) -> Option<GroupId> {
     (file == MANIFEST_FILE)
         .then(|| group.parse().ok())
         .flatten()
+}
+
+/// True for a key of a content-addressed packed project.
+pub fn is_shared_context(path: &ObjectPath) -> bool {
+    path.is_under(&known(CONTEXTS_DIR.to_owned()))
 }
 
 /// `_groups/{group_id}`: a batch's folder.
@@ -291,16 +301,16 @@ mod tests {
             "job-0a1b2c3d/result-worker-3.json"
         );
         assert_eq!(record(&j).as_str(), "job-0a1b2c3d/handle.json");
-        assert_eq!(context(&j).as_str(), "job-0a1b2c3d/context.zip");
+        assert_eq!(
+            shared_context(&[0xab; 32]).as_str(),
+            format!("contexts/{}.zip", "ab".repeat(32))
+        );
+        assert!(!shared_context(&[0xab; 32]).is_under(&job_prefix(&j)));
+        assert!(is_shared_context(&shared_context(&[0xab; 32])));
+        assert!(!is_shared_context(&spec(&j)));
         assert_eq!(requirements(&j).as_str(), "job-0a1b2c3d/requirements.txt");
         assert_eq!(log(&j).as_str(), "job-0a1b2c3d/logs/output.log");
-        for key in [
-            spec(&j),
-            record(&j),
-            context(&j),
-            log(&j),
-            host_result(&j, 7),
-        ] {
+        for key in [spec(&j), record(&j), log(&j), host_result(&j, 7)] {
             assert!(key.is_under(&job_prefix(&j)), "{key}");
         }
         assert!(!outputs(&j).is_under(&job_prefix(&j)));

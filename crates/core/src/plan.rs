@@ -35,7 +35,8 @@
 //! let job_id = "job-0a1b2c3d".parse()?;
 //! let context = ContextFacts::new([7; 32], 1234, 3, UploadSource::File("/tmp/context.zip".into()));
 //! let shared = plan::shared(&spec, &UploadTarget::Job(&job_id), &BTreeMap::new(), context, None, &uri_of)?;
-//! assert_eq!(shared.context.key.as_str(), "job-0a1b2c3d/context.zip");
+//! assert_eq!(shared.context.key.as_str(), format!("contexts/{}.zip", "07".repeat(32)));
+//! assert!(shared.context.if_absent);
 //!
 //! let project = ProjectFacts {
 //!     plan: RunnerPlan { package_root: "/src".into(), entry_rel: "".into(), client_cwd_rel: Some("".into()), sys_path_rel: vec!["".into()] },
@@ -280,6 +281,9 @@ pub struct ObjectUpload {
     pub source: UploadSource,
     /// The content type to record, if any.
     pub content_type: Option<&'static str>,
+    /// Content-addressed: skip the upload when the key exists, and write it
+    /// only if absent (a concurrent writer wrote the same bytes).
+    pub if_absent: bool,
 }
 
 /// A local data path to put in the content-addressed cache: used as it is
@@ -379,7 +383,8 @@ pub struct ProjectFacts {
 /// Whose folder the shared artifacts go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UploadTarget<'a> {
-    /// A single job: `{job_id}/context.zip`, `{job_id}/requirements.txt`.
+    /// A single job: `contexts/{sha256}.zip` (shared by every job that
+    /// ships the same archive), `{job_id}/requirements.txt`.
     Job(&'a JobId),
     /// A batch: `_groups/{group_id}/context-{sha}.zip` and
     /// `…/requirements-{sha}.txt`, shared by the children and named by their
@@ -473,7 +478,7 @@ pub fn shared(
         refs.insert(entry.source().clone(), data_ref);
     }
     let context_key = match target {
-        UploadTarget::Job(job) => layout::context(job),
+        UploadTarget::Job(_) => layout::shared_context(&context.sha256),
         UploadTarget::Group(group) => layout::group_context(group, &context.sha256),
     };
     let context_artifact = Artifact {
@@ -491,6 +496,7 @@ pub fn shared(
                 key,
                 source: UploadSource::Bytes(Bytes::from(text.to_owned())),
                 content_type: Some("text/plain"),
+                if_absent: false,
             },
             hex::encode(sha),
         )
@@ -505,6 +511,7 @@ pub fn shared(
             key: context_key,
             source: context.source,
             content_type: None,
+            if_absent: matches!(target, UploadTarget::Job(_)),
         },
         requirements: requirements.map(|(upload, _)| upload),
         context_artifact,
@@ -735,11 +742,13 @@ pub fn job(
             key: spec_key,
             source: UploadSource::Bytes(Bytes::from(spec_json)),
             content_type: Some("application/json"),
+            if_absent: false,
         },
         record_upload: ObjectUpload {
             key: layout::record(job_id),
             source: UploadSource::Bytes(Bytes::from(record.to_json())),
             content_type: Some(crate::record::RECORD_CONTENT_TYPE),
+            if_absent: false,
         },
         record,
         runner_spec,

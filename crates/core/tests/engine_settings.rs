@@ -52,8 +52,11 @@ async fn runner_spec(store: &MemoryStore, handle: &JobHandle) -> RunnerSpec {
 }
 
 async fn context_names(store: &MemoryStore, handle: &JobHandle) -> Vec<String> {
+    let spec = runner_spec(store, handle).await;
+    let mut sha = [0; 32];
+    hex::decode_to_slice(&spec.context.sha256, &mut sha).unwrap();
     let bytes = store
-        .get(&layout::context(handle.id()), Default::default())
+        .get(&layout::shared_context(&sha), Default::default())
         .await
         .unwrap();
     let zip = zip::ZipArchive::new(std::io::Cursor::new(bytes.to_vec())).unwrap();

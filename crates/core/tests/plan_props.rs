@@ -221,14 +221,17 @@ proptest! {
         let context = ContextFacts::new(context_sha, 10, 2, UploadSource::File("/tmp/context.zip".into()));
         let shared = plan::shared(&spec, &target, &facts, context, install.as_deref(), &uri_of).unwrap();
 
-        // Every shared key is the job's (or the batch's) or the data cache's.
+        // Every shared key is the job's (or the batch's) or the data cache's,
+        // but a single job's context, which is content-addressed.
         let owner = match &group {
             Some(g) => layout::group_prefix(g),
             None => layout::job_prefix(&job_id),
         };
         for key in shared.keys() {
             prop_assert!(
-                key.is_under(&owner) || layout::is_data_cache(key),
+                key.is_under(&owner)
+                    || layout::is_data_cache(key)
+                    || (group.is_none() && *key == layout::shared_context(&context_sha)),
                 "{key} is neither under {owner} nor in the data cache"
             );
         }

@@ -7,8 +7,13 @@
 //!    50 ms after the first upload.
 //! 2. Wall time of a trivial Python job on the local backend, from `submit`
 //!    to the returned value (python3 start-up, runner phases, result).
+//! 3. Re-submit of an unchanged 50 MB project to a store on disk, without
+//!    the context cache (packed and uploaded every time, as before) and
+//!    with it (nothing packed or uploaded again). Target: nothing re-packed
+//!    or re-uploaded that the store already holds.
 //!
-//! `KINETIC_BENCH_SUBMITS` and `KINETIC_BENCH_LOCAL_JOBS` change the sample sizes.
+//! `KINETIC_BENCH_SUBMITS`, `KINETIC_BENCH_LOCAL_JOBS` and
+//! `KINETIC_BENCH_RESUBMITS` change the sample sizes.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -18,7 +23,8 @@ use std::time::{Duration, Instant};
 use kinetic_backend_local::{LocalBackend, LocalOptions};
 use kinetic_core::engine::{Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::EnvSnapshot;
-use kinetic_core::ports::ObjectStore;
+use kinetic_core::layout;
+use kinetic_core::ports::{FaultyStore, ObjectStore};
 use kinetic_store_gcs::GcsStore;
 use kinetic_testkit::{FakeBackend, MemoryStore};
 use serde_json::json;
@@ -109,7 +115,7 @@ fn main() {
     let context_bytes: u64 = store
         .snapshot()
         .iter()
-        .find(|(p, _)| p.as_str().ends_with("context.zip"))
+        .find(|(p, _)| layout::is_shared_context(p))
         .map_or(0, |(_, b)| b.len() as u64);
     println!("submit overhead, 5 MB project (100 files), fake backend + in-memory store");
     println!("  first submit        {}", ms(first));
@@ -130,7 +136,7 @@ fn main() {
     let engine = Engine::builder()
         .store(store)
         .backend(Arc::new(local))
-        .env_snapshot(env)
+        .env_snapshot(env.clone())
         .settings(EngineSettings::default().with_home(dir.path().join("home")))
         .build()
         .unwrap();
@@ -162,4 +168,54 @@ fn main() {
         ms(walls[0]),
         ms(*walls.last().unwrap())
     );
+
+    // 3. Re-submit of an unchanged 50 MB project.
+    let big = dir.path().join("home/big");
+    make_project(&big, 50 * 1024 * 1024);
+    let resubmits = env_count("KINETIC_BENCH_RESUBMITS", 10);
+    println!("re-submit of an unchanged 50 MB project (100 files), fake backend + store on disk");
+    for cached in [false, true] {
+        let store = FaultyStore::new(Arc::new(
+            GcsStore::local_dir(&dir.path().join(format!("store-{cached}"))).unwrap(),
+        ));
+        let mut settings = EngineSettings::default().with_home(dir.path().join("home"));
+        if cached {
+            settings.context_cache = Some(dir.path().join("context-cache"));
+        }
+        let engine = Engine::builder()
+            .store(Arc::new(store.clone()))
+            .backend(Arc::new(FakeBackend::new("fake", Arc::new(store.clone()))))
+            .default_backend("fake")
+            .env_snapshot(env.clone())
+            .settings(settings)
+            .build()
+            .unwrap();
+        let spec = || {
+            JobSpec::new(Entrypoint::parse("work:square").unwrap())
+                .arg(json!(7))
+                .working_dir(big.clone())
+        };
+        let mut times = Vec::with_capacity(resubmits);
+        rt.block_on(async {
+            engine.submit(spec()).await.unwrap();
+            let before = store.faults().calls("put_file");
+            for _ in 0..resubmits {
+                let start = Instant::now();
+                engine.submit(spec()).await.unwrap();
+                times.push(start.elapsed());
+            }
+            let uploads = store.faults().calls("put_file") - before;
+            times.sort();
+            println!(
+                "  {:<19} p50 {}   max {}   context uploads in {resubmits} re-submits: {uploads}",
+                if cached {
+                    "context cache"
+                } else {
+                    "no context cache"
+                },
+                ms(percentile(&times, 0.5)),
+                ms(*times.last().unwrap()),
+            );
+        });
+    }
 }

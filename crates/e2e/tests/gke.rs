@@ -191,7 +191,7 @@ async fn returns_the_value_and_streams_the_pod_log() {
     assert!(
         requests
             .iter()
-            .any(|r| r.op == GcsOp::Get && r.name.ends_with("/context.zip")),
+            .any(|r| r.op == GcsOp::Get && r.name.starts_with("contexts/")),
         "{requests:?}"
     );
     assert!(

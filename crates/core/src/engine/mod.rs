@@ -87,6 +87,10 @@ pub struct EngineSettings {
     /// What a packed project may expand to in the job: checked before
     /// uploading and, by the runner, before extracting.
     pub extract_limits: crate::protocol::ExtractLimits,
+    /// Where packed projects are kept between submissions, by the
+    /// fingerprint of the package root's file names, sizes and times, so an
+    /// unchanged project is not packed again; `None` = pack every time.
+    pub context_cache: Option<PathBuf>,
     /// Where jobs write outputs when their spec names no place
     /// (`KINETIC_OUTPUT_DIR`); `None` = `outputs/{job_id}` in the store.
     pub output_dir: Option<String>,
@@ -108,6 +112,7 @@ impl Default for EngineSettings {
             default_excludes: true,
             context_size_warn_bytes: crate::packaging::DEFAULT_SIZE_WARN_BYTES,
             extract_limits: crate::protocol::ExtractLimits::default(),
+            context_cache: None,
             output_dir: None,
         }
     }
@@ -154,7 +159,15 @@ pub(crate) struct EngineInner {
     pub(crate) spawner: Option<Spawner>,
     /// The time job records are stamped with.
     pub(crate) clock: Clock,
+    /// One lock per content-addressed key being written, so that concurrent
+    /// submissions of one project send its archive once.
+    pub(crate) uploading: UploadLocks,
 }
+
+/// Locks by content-addressed key; an entry lives while a write holds it.
+pub(crate) type UploadLocks = std::sync::Mutex<
+    std::collections::HashMap<crate::ports::ObjectPath, Arc<tokio::sync::Mutex<()>>>,
+>;
 
 /// Where the engine reads the time its job records carry.
 pub type Clock = Arc<dyn Fn() -> UtcTimestamp + Send + Sync>;
@@ -292,6 +305,7 @@ impl EngineBuilder {
                 env: self.env,
                 spawner: self.spawner,
                 clock: self.clock.unwrap_or_else(|| Arc::new(UtcTimestamp::now)),
+                uploading: UploadLocks::default(),
             }),
         })
     }

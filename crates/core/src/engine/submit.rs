@@ -26,7 +26,7 @@ use crate::plan::{
     self, ContextFacts, DataFacts, GroupPlace, ImageChoice, ImagePlan, ObjectUpload, SharedPlan,
     UploadSource, UploadTarget,
 };
-use crate::ports::{Backend, ObjectStore, PreparedJob, PutOptions};
+use crate::ports::{Backend, ObjectStore, ObjectStoreExt as _, PreparedJob, PutOptions};
 use crate::record::JobRecord;
 use crate::redact::Redactor;
 use crate::requirements;
@@ -336,7 +336,7 @@ pub(crate) async fn upload_shared(
             resolved.image.install_requirements.as_deref(),
             &uri_of,
         )?;
-        execute_shared(store, &plan, options).await?;
+        execute_shared(inner, &plan, options).await?;
         drop(tmp);
         Ok::<_, EngineError>(plan)
     };
@@ -448,10 +448,14 @@ async fn pack_context(
         size_warn_bytes: inner.settings.context_size_warn_bytes,
         limits: inner.settings.extract_limits,
     };
-    let packed = {
+    let cache = inner.settings.context_cache.clone();
+    let (packed, zip_path) = {
         let project = project.clone();
-        let zip_path = zip_path.clone();
-        blocking(move || project::pack(&project, &zip_path, &excludes, packing)).await??
+        blocking(move || match cache {
+            Some(cache) => project::pack_cached(&project, &cache, &excludes, packing),
+            None => project::pack(&project, &zip_path, &excludes, packing).map(|p| (p, zip_path)),
+        })
+        .await??
     };
     for warning in &packed.warnings {
         options.emit(ProgressEvent::Warning(warning.clone()));
@@ -467,10 +471,11 @@ async fn pack_context(
 /// Make the shared uploads: the data into the cache, then the context and
 /// the requirements.
 async fn execute_shared(
-    store: &Arc<dyn ObjectStore>,
+    inner: &Arc<EngineInner>,
     plan: &SharedPlan,
     options: &SubmitOptions,
 ) -> Result<(), EngineError> {
+    let store = &inner.store;
     for data in &plan.data {
         let cached = ensure_cached(store, data).await?;
         if let Some(why) = &cached.repaired {
@@ -487,7 +492,7 @@ async fn execute_shared(
             bytes: cached.bytes,
         });
     }
-    put_object(store, &plan.context).await?;
+    put_if_absent(inner, &plan.context).await?;
     options.emit(ProgressEvent::ContextUploaded {
         entries: plan.context_entries,
         bytes: plan.context_bytes,
@@ -498,22 +503,55 @@ async fn execute_shared(
     Ok(())
 }
 
+/// Write one planned object; a content-addressed one only when the store
+/// lacks it, and by one submission of this engine at a time.
+async fn put_if_absent(inner: &EngineInner, upload: &ObjectUpload) -> Result<(), EngineError> {
+    let store = &inner.store;
+    if !upload.if_absent {
+        return put_object(store, upload).await;
+    }
+    let lock = {
+        let mut locks = inner.uploading.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(upload.key.clone()).or_default().clone()
+    };
+    let result = {
+        let _held = lock.lock().await;
+        match store.exists(&upload.key).await {
+            Ok(true) => Ok(()),
+            Ok(false) => put_object(store, upload).await,
+            Err(e) => Err(e.into()),
+        }
+    };
+    let mut locks = inner.uploading.lock().unwrap_or_else(|p| p.into_inner());
+    // The map's entry and this clone: nobody else waits on it.
+    if Arc::strong_count(&lock) == 2 {
+        locks.remove(&upload.key);
+    }
+    result
+}
+
 /// Write one planned object.
 pub(crate) async fn put_object(
     store: &Arc<dyn ObjectStore>,
     upload: &ObjectUpload,
 ) -> Result<(), EngineError> {
-    let mut options = PutOptions::default();
+    let mut options = if upload.if_absent {
+        PutOptions::create_if_absent()
+    } else {
+        PutOptions::default()
+    };
     if let Some(content_type) = upload.content_type {
         options = options.with_content_type(content_type);
     }
-    match &upload.source {
-        UploadSource::File(path) => {
-            store.put_file(&upload.key, path, options).await?;
-        }
-        UploadSource::Bytes(bytes) => store.put(&upload.key, bytes.clone(), options).await?,
+    let put = match &upload.source {
+        UploadSource::File(path) => store.put_file(&upload.key, path, options).await.map(drop),
+        UploadSource::Bytes(bytes) => store.put(&upload.key, bytes.clone(), options).await,
+    };
+    match put {
+        // Content-addressed: whoever wrote it first wrote the same bytes.
+        Err(e) if upload.if_absent && e.is_already_exists() => Ok(()),
+        other => Ok(other.map(drop)?),
     }
-    Ok(())
 }
 
 /// The image the job runs in (`""` when the backend needs none).

@@ -29,6 +29,7 @@
 mod archive;
 mod fnmatch;
 mod ignore;
+mod manifest;
 mod plan;
 mod root;
 mod walk;
@@ -39,6 +40,7 @@ pub use self::ignore::{
     ALWAYS_EXCLUDED_DIRS, DEFAULT_EXCLUDED_DIRS, DEFAULT_EXCLUDED_FILES, IgnoreRules,
     KINETICIGNORE, SECRET_FILE_PATTERNS, is_secret_name,
 };
+pub use self::manifest::{Manifest, manifest};
 pub use self::plan::{PLAN_ARCHIVE_NAME, PackagingPlan, PlanJsonError};
 pub use self::root::{PROJECT_MARKERS, PackageRootError, PackageRootInputs, detect_package_root};
 pub use self::warning::PackWarning;
@@ -212,32 +214,38 @@ pub enum PackError {
     },
 }
 
-/// Writes the `context.zip` of `root` to `out`.
-pub fn pack(
-    root: impl AsRef<Path>,
-    out: impl AsRef<Path>,
+/// The package root's walk: what [`pack`] would archive, with the warnings
+/// of reading `.kineticignore`.
+fn walk_root(
+    root: &Path,
+    out: Option<&Path>,
     options: &PackOptions,
-) -> Result<PackReport, PackError> {
+) -> Result<(Vec<walk::Step>, Vec<PackWarning>), PackError> {
     let as_abs = |p: &Path| {
         absolute_normalized(p).map_err(|e| PackError::Write {
             path: p.to_path_buf(),
             source: io::Error::other(e.to_string()),
         })
     };
-    let root = as_abs(root.as_ref())?;
-    let out = as_abs(out.as_ref())?;
-    // Refuse an output that is not a file before doing any work; a symlink
-    // is written through, so the temporary file goes beside its target.
-    let target = crate::files::replace_target(&out)?;
-    match fs::metadata(&root) {
+    match fs::metadata(root) {
         Ok(meta) if meta.is_dir() => {}
-        Ok(_) => return Err(PackError::RootNotADirectory { path: root }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(PackError::RootNotFound { path: root });
+        Ok(_) => {
+            return Err(PackError::RootNotADirectory {
+                path: root.to_path_buf(),
+            });
         }
-        Err(source) => return Err(PackError::RootUnreadable { path: root, source }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(PackError::RootNotFound {
+                path: root.to_path_buf(),
+            });
+        }
+        Err(source) => {
+            return Err(PackError::RootUnreadable {
+                path: root.to_path_buf(),
+                source,
+            });
+        }
     }
-
     let mut warnings = Vec::new();
     let ignore_path = root.join(KINETICIGNORE);
     let ignore = if ignore_path.is_file() {
@@ -261,16 +269,37 @@ pub fn pack(
         .iter()
         .map(|p| as_abs(p))
         .collect::<Result<Vec<_>, _>>()?;
-    exclude_paths.push(out.clone());
+    exclude_paths.extend(out.map(Path::to_path_buf));
     let exclusions = walk::Exclusions::new(
-        &root,
+        root,
         options.default_excludes,
         ignore,
         &exclude_paths,
         options.plan.is_some(),
     );
-    let (steps, walk_warnings) = walk::walk(&root, &exclusions)?;
+    let (steps, walk_warnings) = walk::walk(root, &exclusions)?;
     warnings.extend(walk_warnings);
+    Ok((steps, warnings))
+}
+
+/// Writes the `context.zip` of `root` to `out`.
+pub fn pack(
+    root: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    options: &PackOptions,
+) -> Result<PackReport, PackError> {
+    let as_abs = |p: &Path| {
+        absolute_normalized(p).map_err(|e| PackError::Write {
+            path: p.to_path_buf(),
+            source: io::Error::other(e.to_string()),
+        })
+    };
+    let root = as_abs(root.as_ref())?;
+    let out = as_abs(out.as_ref())?;
+    // Refuse an output that is not a file before doing any work; a symlink
+    // is written through, so the temporary file goes beside its target.
+    let target = crate::files::replace_target(&out)?;
+    let (steps, mut warnings) = walk_root(&root, Some(&out), options)?;
 
     let threads = options
         .threads

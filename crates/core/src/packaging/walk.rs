@@ -52,6 +52,11 @@ pub(crate) struct FileEntry {
     pub(crate) size: u64,
     pub(crate) mtime_sec: i64,
     pub(crate) mtime_nsec: i64,
+    /// `st_ctime` and `st_ino`: not archived, but part of the manifest
+    /// fingerprint, so content rewritten under a restored mtime is noticed.
+    pub(crate) ctime_sec: i64,
+    pub(crate) ctime_nsec: i64,
+    pub(crate) ino: u64,
     pub(crate) secret: bool,
 }
 
@@ -224,6 +229,9 @@ pub(crate) fn walk(
                 size: meta.len(),
                 mtime_sec: meta.mtime(),
                 mtime_nsec: meta.mtime_nsec(),
+                ctime_sec: meta.ctime(),
+                ctime_nsec: meta.ctime_nsec(),
+                ino: meta.ino(),
             }));
         }
 

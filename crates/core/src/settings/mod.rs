@@ -65,6 +65,10 @@ use crate::protocol::ExtractLimits;
 /// The backend jobs go to when neither the job nor `KINETIC_BACKEND` names one.
 pub const DEFAULT_BACKEND: &str = "local";
 
+/// The context cache, under the local root: packed projects kept between
+/// submissions so that an unchanged project is not packed again.
+pub const CONTEXT_CACHE_DIR: &str = "cache/contexts";
+
 /// The backends whose jobs run in the cluster: their pods read the job's
 /// objects from the jobs store, so it must be one they can reach.
 pub const REMOTE_BACKENDS: [&str; 2] = ["gke", "pathways"];
@@ -883,7 +887,8 @@ impl Settings {
         }
     }
 
-    /// What the engine needs of these settings.
+    /// What the engine needs of these settings. Packed projects are cached
+    /// under the local root, in [`CONTEXT_CACHE_DIR`].
     pub fn engine(&self) -> EngineSettings {
         EngineSettings {
             project: self
@@ -906,6 +911,10 @@ impl Settings {
                 self.context_max_ratio.value,
             ),
             output_dir: self.output_dir.as_ref().map(|o| o.value.clone()),
+            context_cache: self
+                .local_root
+                .as_ref()
+                .map(|root| root.value.join(CONTEXT_CACHE_DIR)),
             ..EngineSettings::default()
         }
     }
