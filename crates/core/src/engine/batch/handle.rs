@@ -407,6 +407,11 @@ impl BatchHandle {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             if self.shared.lock().machine.is_done() {
+                // Every input is settled; the manifest naming them all is
+                // written too before this returns, so a process that exits
+                // now leaves no incomplete manifest behind.
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                self.wait_submitted(left).await?;
                 let failed = self.shared.lock().submission_errors.len();
                 if failed > 0 {
                     tracing::warn!(group_id = %self.shared.group_id, "{failed} input(s) of the batch could not be submitted");
