@@ -2,6 +2,13 @@
 //! process in its own process group, its output (stdout and stderr) goes to
 //! a log file, and its exit code is recorded when it ends. Stopping sends
 //! SIGTERM to the group, then SIGKILL after the grace period.
+//!
+//! As a CRI runtime does, the two streams are read from their own pipes and
+//! written to the log a whole line at a time (a line longer than
+//! [`MAX_LOG_LINE`] in pieces of that size), so a line of one stream is never
+//! cut by output of the other; the exit is recorded only once both streams
+//! are drained, and the end of the main process ends every process left in
+//! its group, as the end of a container's init process ends the container.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,6 +17,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+
+/// The longest piece of a line written to the log at once (containerd's
+/// maximum CRI log entry).
+pub(crate) const MAX_LOG_LINE: usize = 16 * 1024;
+
+/// How long the streams may stay open after the main process ended and its
+/// group was killed (a process that left the group keeps them open).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// What became of a container's process: its exit code once it ended
 /// (128 + the signal when a signal ended it).
@@ -50,7 +66,7 @@ pub(crate) fn start(spec: &ProcessSpec<'_>, exit: ExitCell) -> Result<Option<i32
     };
     let log =
         std::fs::File::create(spec.log).map_err(|e| format!("{}: {e}", spec.log.display()))?;
-    let log2 = log.try_clone().map_err(|e| e.to_string())?;
+    let log = Arc::new(Mutex::new(log));
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -64,14 +80,24 @@ pub(crate) fn start(spec: &ProcessSpec<'_>, exit: ExitCell) -> Result<Option<i32
         .envs(spec.env)
         .current_dir(&spec.cwd)
         .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {program:?}: {e}"))?;
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+    let streams = [
+        child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(copy_lines(s, log.clone()))),
+        child
+            .stderr
+            .take()
+            .map(|s| tokio::spawn(copy_lines(s, log))),
+    ];
     tokio::spawn(async move {
         let code = match child.wait().await {
             Ok(status) => status.code().unwrap_or_else(|| {
@@ -80,9 +106,36 @@ pub(crate) fn start(spec: &ProcessSpec<'_>, exit: ExitCell) -> Result<Option<i32
             }),
             Err(_) => 255,
         };
+        if let Some(pgid) = pgid {
+            kill_group(pgid, Signal::SIGKILL);
+        }
+        for stream in streams.into_iter().flatten() {
+            let _ = tokio::time::timeout(DRAIN_GRACE, stream).await;
+        }
         record_exit(&exit, code);
     });
     Ok(pgid)
+}
+
+/// Copy one output stream to the log a line at a time.
+async fn copy_lines(stream: impl AsyncRead + Unpin, log: Arc<Mutex<std::fs::File>>) {
+    use std::io::Write;
+    let mut reader = BufReader::with_capacity(MAX_LOG_LINE, stream);
+    let mut line = Vec::with_capacity(MAX_LOG_LINE);
+    loop {
+        line.clear();
+        // Read up to a newline, but never more than one entry's worth.
+        let mut limited = (&mut reader).take(MAX_LOG_LINE as u64);
+        match limited.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
+                if file.write_all(&line).is_err() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// Signal a whole process group.
@@ -99,4 +152,65 @@ pub(crate) fn stop(pgid: i32, grace: Duration, exit: ExitCell) {
             kill_group(pgid, Signal::SIGKILL);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn run(script: &str) -> (String, i32) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let argv = ["sh".to_owned(), "-c".to_owned(), script.to_owned()];
+        let exit = ExitCell::default();
+        start(
+            &ProcessSpec {
+                argv: &argv,
+                env: &BTreeMap::new(),
+                home: dir.path().to_owned(),
+                hostname: "pod",
+                cwd: dir.path().to_owned(),
+                log: &log,
+            },
+            exit.clone(),
+        )
+        .unwrap();
+        let started = std::time::Instant::now();
+        let code = loop {
+            if let Some(code) = exit_code(&exit) {
+                break code;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "never ended");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        (std::fs::read_to_string(&log).unwrap(), code)
+    }
+
+    #[tokio::test]
+    async fn a_line_of_one_stream_is_never_cut_by_the_other() {
+        let (log, code) = run(
+            "printf 'out-'; sleep 0.2; printf 'err\\n' >&2; sleep 0.2; printf 'line\\n'; exit 3",
+        )
+        .await;
+        assert_eq!(code, 3);
+        let mut lines: Vec<&str> = log.lines().collect();
+        lines.sort_unstable();
+        assert_eq!(lines, ["err", "out-line"], "{log:?}");
+    }
+
+    #[tokio::test]
+    async fn a_long_line_is_written_in_entries_and_a_last_partial_line_is_kept() {
+        let (log, _) = run("head -c 40000 /dev/zero | tr '\\0' x; printf '\\nend'").await;
+        assert_eq!(log.len(), 40000 + 4);
+        assert!(log.ends_with("\nend"));
+    }
+
+    #[tokio::test]
+    async fn the_end_of_the_main_process_ends_the_container() {
+        // The background sleep holds the output open; the container ends anyway.
+        let started = std::time::Instant::now();
+        let (log, code) = run("sleep 60 & echo started").await;
+        assert_eq!((log.as_str(), code), ("started\n", 0));
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
 }
