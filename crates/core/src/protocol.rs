@@ -258,6 +258,10 @@ pub struct ClusterInfo {
     pub num_nodes: u32,
     /// GPUs per host (0 for CPU and TPU).
     pub num_gpus_per_node: u32,
+    /// Accelerators per host: GPUs for a GPU, chips per host for a TPU
+    /// slice, 0 for CPU (absent in older specs: read as 0).
+    #[serde(default)]
+    pub num_accelerators_per_node: u32,
     /// Host addresses, when the backend knows them at submit time.
     pub node_ips: Vec<String>,
 }
@@ -488,6 +492,7 @@ mod tests {
                 accelerator: "cpu".into(),
                 num_nodes: 1,
                 num_gpus_per_node: 0,
+                num_accelerators_per_node: 0,
                 node_ips: vec![],
             },
             python_values: None,
