@@ -395,6 +395,7 @@ impl Kubelet {
         let (ns, name) = (rt.namespace.clone(), rt.name.clone());
         if rt.restart_at.is_some_and(|at| Instant::now() >= at) {
             // The back-off is over: the container starts again.
+            rt.restarts += 1;
             rt.restart_at = None;
             rt.pgid = None;
             rt.exit = ExitCell::default();
@@ -432,12 +433,12 @@ impl Kubelet {
             None => set_running(store, &ns, &name, cname, image),
             Some(_) if rt.restart_at.is_some() => {}
             Some(code) if restarts_after(pod, code) => {
-                rt.restarts += 1;
                 // The kubelet's back-off (10 s doubling to 5 min), scaled
                 // down: the first restart at once, then 1 s doubling to 10 s.
+                // `restartCount` goes up when the container starts again.
                 let backoff = match rt.restarts {
-                    1 => Duration::ZERO,
-                    n => Duration::from_secs(1u64 << (n - 2).min(3)).min(Duration::from_secs(10)),
+                    0 => Duration::ZERO,
+                    n => Duration::from_secs(1u64 << (n - 1).min(3)).min(Duration::from_secs(10)),
                 };
                 rt.restart_at = Some(Instant::now() + backoff);
                 let reason = if code == 0 { "Completed" } else { "Error" };

@@ -19,7 +19,8 @@
 //!   and the leader StatefulSet makes the group again.
 //!
 //! Everything is served only while the CustomResourceDefinition
-//! `leaderworkersets.leaderworkerset.x-k8s.io` exists.
+//! `leaderworkersets.leaderworkerset.x-k8s.io` exists; deleting it deletes
+//! every LeaderWorkerSet.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -261,6 +262,11 @@ pub(crate) fn default_pod(ns: &str, pod: &mut Value) -> Result<(), ApiError> {
 /// One pass of the LeaderWorkerSet and pod controllers.
 pub(crate) fn reconcile(store: &Store) {
     if !installed(store) {
+        // Deleting a CRD deletes its objects (and so, through their
+        // owners, what they made).
+        for lws in store.all(RESOURCE) {
+            let _ = delete(store, RESOURCE, ns_of(&lws), name_of(&lws), "Background");
+        }
         return;
     }
     let pods = store.all("pods");
