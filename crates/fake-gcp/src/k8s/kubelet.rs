@@ -696,6 +696,18 @@ fn once_event(
     );
 }
 
+/// A scheduled pod's conditions: ready, or not ready for `not_ready`'s
+/// reason (`ContainersNotReady`, `PodCompleted`).
+fn pod_conditions(not_ready: Option<&str>) -> Value {
+    let ready = not_ready.is_none();
+    json!([
+        cond("PodScheduled", true, None, None),
+        cond("Initialized", true, None, None),
+        cond("ContainersReady", ready, not_ready, None),
+        cond("Ready", ready, not_ready, None),
+    ])
+}
+
 fn set_running(store: &Store, ns: &str, name: &str, cname: &str, image: &str) {
     store.modify("pods", ns, name, |p| {
         if p.pointer("/status/phase").and_then(Value::as_str) == Some("Running") {
@@ -707,12 +719,7 @@ fn set_running(store: &Store, ns: &str, name: &str, cname: &str, image: &str) {
         p["status"]["startTime"] = json!(now);
         p["status"]["containerStatuses"] = json!([{"name": cname, "image": image, "imageID": "",
             "ready": true, "restartCount": 0, "started": true, "state": {"running": {"startedAt": now}}}]);
-        p["status"]["conditions"] = json!([
-            cond("PodScheduled", true, None, None),
-            cond("Initialized", true, None, None),
-            cond("ContainersReady", true, None, None),
-            cond("Ready", true, None, None),
-        ]);
+        p["status"]["conditions"] = pod_conditions(None);
     });
 }
 
@@ -758,12 +765,7 @@ fn crash_loop(
         "ready": false, "restartCount": restarts, "started": false,
         "state": {"waiting": {"reason": "CrashLoopBackOff", "message": message}},
         "lastState": {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}}}]);
-    p["status"]["conditions"] = json!([
-        cond("PodScheduled", true, None, None),
-        cond("Initialized", true, None, None),
-        cond("ContainersReady", false, Some("ContainersNotReady"), None),
-        cond("Ready", false, Some("ContainersNotReady"), None),
-    ]);
+    p["status"]["conditions"] = pod_conditions(Some("ContainersNotReady"));
 }
 
 /// A restarted container runs again (its `restartCount` and `lastState` kept).
@@ -779,12 +781,7 @@ fn set_restarted(store: &Store, ns: &str, name: &str, cname: &str, restarts: u32
         status["ready"] = json!(true);
         status["started"] = json!(true);
         status["state"] = json!({"running": {"startedAt": now_rfc3339()}});
-        p["status"]["conditions"] = json!([
-            cond("PodScheduled", true, None, None),
-            cond("Initialized", true, None, None),
-            cond("ContainersReady", true, None, None),
-            cond("Ready", true, None, None),
-        ]);
+        p["status"]["conditions"] = pod_conditions(None);
     });
 }
 
@@ -798,12 +795,7 @@ fn terminated(p: &mut Value, cname: &str, image: &str, code: i32, reason: &str) 
     p["status"]["containerStatuses"] = json!([{"name": cname, "image": image, "imageID": "",
         "ready": false, "restartCount": 0, "started": false,
         "state": {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}}}]);
-    p["status"]["conditions"] = json!([
-        cond("PodScheduled", true, None, None),
-        cond("Initialized", true, None, None),
-        cond("ContainersReady", false, Some("PodCompleted"), None),
-        cond("Ready", false, Some("PodCompleted"), None),
-    ]);
+    p["status"]["conditions"] = pod_conditions(Some("PodCompleted"));
 }
 
 #[cfg(test)]
