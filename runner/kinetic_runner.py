@@ -391,6 +391,18 @@ class Storage:
         shutil.copyfile(parsed[1], dest)
         return os.path.getsize(dest)
 
+    def list_names(self, uri: str) -> list:
+        """The URIs of the objects whose URI starts with ``uri`` (gs:// or a
+        local directory prefix ending in ``/``)."""
+        parsed = parse_uri(uri)
+        if parsed[0] == "gs":
+            return ["gs://%s/%s" % (parsed[1], name) for name in self.gcs().list(parsed[1], parsed[2])]
+        directory = parsed[1] if parsed[1].endswith("/") else os.path.dirname(parsed[1])
+        if not os.path.isdir(directory):
+            return []
+        return sorted(os.path.join(directory, n) for n in os.listdir(directory)
+                      if os.path.join(directory, n).startswith(parsed[1]))
+
     def write_bytes(self, uri: str, data: bytes, content_type: str = "application/json") -> None:
         parsed = parse_uri(uri)
         if parsed[0] == "gs":
@@ -476,10 +488,12 @@ class Redactor:
 class RedactedOutput:
     """Routes file descriptors 1 and 2 through pipes whose readers write the
     redacted output to where they pointed before: the user's prints, C
-    extensions, subprocesses and the runner's own lines alike."""
+    extensions, subprocesses and the runner's own lines alike. With a
+    ``sink`` (a LogUploader), the same redacted bytes are handed to it too."""
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self, redactor: Redactor, sink=None) -> None:
         self.redactor = redactor
+        self.sink = sink
         self.streams = []
         flush_streams()
         for fd in (1, 2):
@@ -497,7 +511,7 @@ class RedactedOutput:
         try:
             while True:
                 if held and not select.select([source], [], [], REDACT_FLUSH_SECONDS)[0]:
-                    _write_all(target, held)
+                    self._emit(target, held)
                     held = b""
                     continue
                 chunk = os.read(source, 1 << 16)
@@ -505,13 +519,20 @@ class RedactedOutput:
                     break
                 data = self.redactor.data(held + chunk)
                 keep = self.redactor.held_back(data)
-                _write_all(target, data[:len(data) - keep])
+                self._emit(target, data[:len(data) - keep])
                 held = data[len(data) - keep:]
-            _write_all(target, held)
+            self._emit(target, held)
         except OSError:
             pass
         finally:
             os.close(source)
+
+    def _emit(self, target: int, data: bytes) -> None:
+        if not data:
+            return
+        if self.sink is not None:
+            self.sink.append(data)
+        _write_all(target, data)
 
     def close(self, timeout: float = 5.0) -> None:
         """Puts the descriptors back and waits for what is in the pipes."""
@@ -528,6 +549,136 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+# --------------------------------------------------------------------------
+# Stored logs
+#
+# When spec.log_uris names a prefix for this host, the job's output (what
+# goes through RedactedOutput, so already redacted) is copied there in
+# chunks while it runs: objects {prefix}/{seq:08d}, numbered on from what
+# the prefix already holds (a retried pod appends), the last one of a run
+# named {prefix}/{seq:08d}.end. GCS objects cannot be appended to, so each
+# chunk is a new object; readers list the prefix and join them in order.
+
+# How long output waits before it is copied, by how long the job has run:
+# lines show up within a second at first, and a long job makes fewer objects.
+LOG_INTERVALS = ((300.0, 1.0), (3600.0, 5.0), (None, 15.0))
+# A chunk is copied at once when this much output waits.
+LOG_CHUNK_BYTES = 4 << 20
+LOG_CHUNK_RE = re.compile(r"^([0-9]{8})(\.end)?$")
+
+
+def log_prefix(spec_doc: dict, host_index: int):
+    """The prefix this host copies its output to, as spec.json names it, or None."""
+    uris = spec_doc.get("log_uris")
+    if isinstance(uris, list) and host_index < len(uris) and isinstance(uris[host_index], str) and uris[host_index]:
+        return uris[host_index].rstrip("/")
+    return None
+
+
+def next_log_seq(storage: Storage, prefix: str) -> int:
+    """One more than the highest chunk number already under ``prefix`` (0 when none)."""
+    highest = -1
+    for name in storage.list_names(prefix + "/"):
+        match = LOG_CHUNK_RE.match(name.rsplit("/", 1)[-1])
+        if match:
+            highest = max(highest, int(match.group(1)))
+    return highest + 1
+
+
+class LogUploader:
+    """Copies output handed to ``append`` to ``{prefix}/{seq}`` objects from a
+    background thread; ``close`` copies the rest as the ``.end`` chunk.
+
+    A failed copy keeps its bytes for the next attempt (and says so once on
+    the real stderr); nothing is dropped while the job runs."""
+
+    def __init__(self, storage: Storage, prefix: str, seq: int = 0, clock=time.monotonic,
+                 intervals=LOG_INTERVALS, chunk_bytes: int = LOG_CHUNK_BYTES) -> None:
+        self.storage = storage
+        self.prefix = prefix
+        self.seq = seq
+        self.clock = clock
+        self.intervals = intervals
+        self.chunk_bytes = chunk_bytes
+        self.started = clock()
+        self.buffer = bytearray()
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)
+        self.closing = False
+        self.warned = False
+        self.copied_bytes = 0
+        self.thread = threading.Thread(target=self._loop, name="kinetic-log-upload", daemon=True)
+        self.thread.start()
+
+    def interval(self) -> float:
+        elapsed = self.clock() - self.started
+        for until, every in self.intervals:
+            if until is None or elapsed < until:
+                return every
+        return self.intervals[-1][1]
+
+    def append(self, data: bytes) -> None:
+        with self.lock:
+            self.buffer += data
+            if len(self.buffer) >= self.chunk_bytes:
+                self.wake.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self.lock:
+                if not self.closing:
+                    self.wake.wait(self.interval())
+                if self.closing:
+                    return
+                if not self.buffer:
+                    continue
+                data = bytes(self.buffer)
+            if self._copy(data, last=False):
+                with self.lock:
+                    del self.buffer[:len(data)]
+
+    def _copy(self, data: bytes, last: bool) -> bool:
+        uri = "%s/%08d%s" % (self.prefix, self.seq, ".end" if last else "")
+        try:
+            self.storage.write_bytes(uri, data, "text/plain; charset=utf-8")
+        except Exception as err:  # noqa: BLE001 - the job goes on; the bytes are kept
+            if not self.warned:
+                self.warned = True
+                _write_all(2, ("[kinetic] logs: warning: cannot copy output to %s: %s: %s (will retry)\n"
+                               % (uri, type(err).__name__, err)).encode("utf-8", "replace"))
+            return False
+        self.seq += 1
+        self.copied_bytes += len(data)
+        return True
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Stops the thread and copies what is left as the ``.end`` chunk;
+        False when that last copy failed."""
+        with self.lock:
+            self.closing = True
+            self.wake.notify()
+        self.thread.join(timeout)
+        with self.lock:
+            data = bytes(self.buffer)
+            self.buffer.clear()
+        return self._copy(data, last=True)
+
+
+def start_log_upload(spec_doc: dict, storage: Storage, environ):
+    """A LogUploader for this host when spec.json names a log prefix for it, else None.
+    Not being able to list the prefix only costs the numbering: it starts at 0."""
+    host_index, _ = host_index_from_env(environ)
+    prefix = log_prefix(spec_doc, host_index)
+    if prefix is None:
+        return None
+    try:
+        seq = next_log_seq(storage, prefix)
+    except Exception as err:  # noqa: BLE001 - copying logs never stops a job
+        warn(STARTUP, "cannot list %s: %s: %s; numbering its log chunks from 0" % (prefix, type(err).__name__, err))
+        seq = 0
+    return LogUploader(storage, prefix, seq)
 
 
 # --------------------------------------------------------------------------
@@ -1793,7 +1944,8 @@ def main(argv: list | None = None) -> int:
         return EXIT_BAD_INVOCATION
     start_cwd = os.getcwd()
     runner = Runner(spec_doc, storage, args.workdir, args.mount_root)
-    output = RedactedOutput(runner.redactor) if runner.redactor else None
+    uploader = start_log_upload(spec_doc, storage, os.environ)
+    output = RedactedOutput(runner.redactor, uploader) if runner.redactor or uploader else None
     try:
         try:
             code = runner.run()
@@ -1812,11 +1964,20 @@ def main(argv: list | None = None) -> int:
             if output is not None:
                 output.close()
                 output = None
+            finish_log_upload(uploader)
             os._exit(code)
         return code
     finally:
         if output is not None:
             output.close()
+        finish_log_upload(uploader)
+
+
+def finish_log_upload(uploader) -> None:
+    """Copies the rest of the output as the last chunk (once)."""
+    if uploader is not None and not uploader.closing:
+        if not uploader.close():
+            log(UPLOAD, "the end of the job's output could not be copied to %s" % uploader.prefix)
 
 
 if __name__ == "__main__":
