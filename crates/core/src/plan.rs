@@ -692,6 +692,9 @@ pub fn job(
         worker_result_uris: (1..hosts)
             .map(|host| uri_of(&layout::host_result(job_id, host)))
             .collect(),
+        log_uris: (0..hosts)
+            .map(|host| uri_of(&layout::log_chunks(job_id, host)))
+            .collect(),
         cluster: ClusterInfo {
             accelerator: facts.accelerator_text.to_owned(),
             num_nodes: hosts,

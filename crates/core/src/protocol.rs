@@ -65,6 +65,12 @@ pub struct RunnerSpec {
     /// single host. The runner writes only to URIs the spec names.
     #[serde(default)]
     pub worker_result_uris: Vec<String>,
+    /// Where each host copies the job's output while it runs: entry `i`
+    /// is host `i`'s folder, under which it writes numbered chunks
+    /// (`{seq:08}`, the last of a run `{seq:08}.end`), numbering on from
+    /// what the folder already holds. Empty: nothing is copied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_uris: Vec<String>,
     /// What the job runs on.
     pub cluster: ClusterInfo,
     /// The client's Python minor version when it exchanges pickled Python
