@@ -68,7 +68,11 @@ async fn the_stored_copy_answers_once_the_backend_has_no_log() {
     // A chunk of another host and a stray name are not part of it.
     let other = layout::log_chunks(&job, 1).child("00000000").unwrap();
     w.store
-        .put(&other, Bytes::from_static(b"host one\n"), PutOptions::default())
+        .put(
+            &other,
+            Bytes::from_static(b"host one\n"),
+            PutOptions::default(),
+        )
         .await
         .unwrap();
     put_chunk(&w.store, &job, "notes.txt", "stray\n").await;

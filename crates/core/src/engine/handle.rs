@@ -9,8 +9,8 @@ use serde_json::Value;
 use crate::ids::JobId;
 use crate::layout;
 use crate::ports::{
-    tail_lines, Backend, BackendCapabilities, GetOptions, LogOptions, LogStream, ObjectPath,
-    PutOptions, StoreError,
+    Backend, BackendCapabilities, GetOptions, LogOptions, LogStream, ObjectPath, PutOptions,
+    StoreError, tail_lines,
 };
 use crate::protocol::RunnerResult;
 use crate::record::JobRecord;
@@ -18,7 +18,7 @@ use crate::redact::Redactor;
 use crate::retry::{Backoff, RetryPolicy};
 use crate::status::{JobState, JobStatus, StatusReason};
 
-use super::{stored_log, EngineError, EngineInner};
+use super::{EngineError, EngineInner, stored_log};
 
 /// Called with each new state `result()` observes (the first included).
 pub type StatusCallback = Arc<dyn Fn(&JobState) + Send + Sync>;
@@ -394,8 +394,8 @@ impl JobHandle {
         } else {
             Err(BackendCapabilities::undeclared(self.backend.name(), "follow_logs").into())
         };
-        let stored = stored_log::chunks_exist(&*self.inner.store, &stored_log::prefix(&self.record))
-            .await?;
+        let stored =
+            stored_log::chunks_exist(&*self.inner.store, &stored_log::prefix(&self.record)).await?;
         if stored {
             return Ok(None);
         }

@@ -171,11 +171,8 @@ pub(crate) fn follow(
         done: false,
         poll,
     };
-    Box::pin(futures_util::stream::unfold(
-        follower,
-        |mut f| async move {
-            let item = f.next_line().await?;
-            Some((item, f))
-        },
-    ))
+    Box::pin(futures_util::stream::unfold(follower, |mut f| async move {
+        let item = f.next_line().await?;
+        Some((item, f))
+    }))
 }
