@@ -453,6 +453,10 @@ pub fn shared(
     for entry in data_entries(spec) {
         let data_ref = match entry.source() {
             DataSource::Remote(uri) => DataRef::new(uri.trim_end_matches('/'), uri.ends_with('/')),
+            DataSource::HuggingFace {
+                uri,
+                trust_remote_code,
+            } => DataRef::new(uri.clone(), true).with_trust_remote_code(*trust_remote_code),
             DataSource::Local(path) => {
                 let facts = data
                     .get(path)

@@ -187,13 +187,15 @@ pub struct RunnerVolume {
 }
 
 /// A data reference, as it stands in `args`, `kwargs` and volumes: the same
-/// keys as Kinetic's (`__data_ref__`, `uri`, `is_dir`, `mount_path`, `fuse`).
+/// keys as Kinetic's (`__data_ref__`, `uri`, `is_dir`, `mount_path`, `fuse`,
+/// `hf_trust_remote_code`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DataRef {
     /// Always `true`: marks the object as a reference.
     #[serde(rename = "__data_ref__")]
     pub marker: bool,
-    /// `gs://…` or `file://…` of a directory prefix or of one object.
+    /// `gs://…` or `file://…` of a directory prefix or of one object, or
+    /// an `hf://` dataset.
     pub uri: String,
     /// Whether `uri` names a directory.
     pub is_dir: bool,
@@ -201,6 +203,9 @@ pub struct DataRef {
     pub mount_path: Option<String>,
     /// Mounted by the backend (GCS FUSE) instead of downloaded.
     pub fuse: bool,
+    /// For an `hf://` dataset: its repository may run its own loading code.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hf_trust_remote_code: bool,
     /// For a data cache entry: the URI of its marker, which lists exactly
     /// the files the runner downloads and checks
     /// ([`crate::cache::DataMarker`]).
@@ -217,8 +222,15 @@ impl DataRef {
             is_dir,
             mount_path: None,
             fuse: false,
+            hf_trust_remote_code: false,
             cache_marker: None,
         }
+    }
+
+    /// This reference with `hf_trust_remote_code` set to `trust`.
+    pub fn with_trust_remote_code(mut self, trust: bool) -> Self {
+        self.hf_trust_remote_code = trust;
+        self
     }
 
     /// A reference to a data cache entry whose marker is at `marker_uri`.
