@@ -557,3 +557,44 @@ fn logs_outlive_the_job_directory() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), logs);
 }
+
+/// `data:hf://…` reaches the runner, which loads the dataset on the host:
+/// with no hub reachable (and `datasets` absent or offline) the job fails
+/// in its data phase naming the dataset; bad URIs and options are refused
+/// before anything is submitted.
+#[test]
+fn hugging_face_data_reaches_the_runners_data_phase() {
+    let sb = Sandbox::new(WORK_PY);
+    let o = sb.kinetic_env(
+        &[
+            "--json",
+            "run",
+            "work:env_value",
+            "--arg",
+            "data+trust:hf://imdb?split=train",
+        ],
+        &[("HF_HUB_OFFLINE", "1")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["error"]["remote"]["phase"], "data resolve", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("hf://imdb"),
+        "{v}"
+    );
+    for (arg, part) in [
+        ("data:hf://imdb?shard=1", "unknown query key \"shard\""),
+        ("data+fast:hf://imdb", "unknown data option \"fast\""),
+        (
+            "data+trust:gs://b/x",
+            "hf_trust_remote_code applies to Hugging Face datasets",
+        ),
+    ] {
+        let o = sb.kinetic(&["run", "work:env_value", "--arg", arg]);
+        assert_eq!(o.status.code(), Some(2), "{arg}: {}", stderr(&o));
+        assert!(stderr(&o).contains(part), "{arg}: {}", stderr(&o));
+    }
+}

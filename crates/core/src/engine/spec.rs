@@ -303,7 +303,9 @@ impl Data {
             other => {
                 return Err(SpecError::DataInvalid {
                     input: data_source_text(other),
-                    reason: "hf_trust_remote_code applies to Hugging Face datasets (hf:// URIs) only".into(),
+                    reason:
+                        "hf_trust_remote_code applies to Hugging Face datasets (hf:// URIs) only"
+                            .into(),
                 });
             }
         }
