@@ -380,6 +380,7 @@ mod tests {
             },
             result_uri: "gs://p-kn-c-jobs/job-0a1b2c3d/result.json".into(),
             worker_result_uris: vec![],
+            log_uris: vec![],
             cluster: ClusterInfo {
                 accelerator: "cpu".into(),
                 num_nodes: 1,
