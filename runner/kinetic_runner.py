@@ -437,9 +437,11 @@ def result_target(spec_doc: dict, host_index: int):
 # and in a failure's message and traceback, becomes REDACTED.
 
 REDACTED = "<redacted>"
-# Output held back while it may be the start of a secret is written anyway
-# after this long without more output.
+# Output held back while it may be the start of a secret, or a line not yet
+# ended, is written anyway after this long without more output.
 REDACT_FLUSH_SECONDS = 0.1
+# A partial line longer than this is written without waiting for its end.
+PUMP_MAX_PARTIAL = 1 << 16
 
 
 class Redactor:
@@ -494,6 +496,7 @@ class RedactedOutput:
     def __init__(self, redactor: Redactor, sink=None) -> None:
         self.redactor = redactor
         self.sink = sink
+        self.lock = threading.Lock()
         self.streams = []
         flush_streams()
         for fd in (1, 2):
@@ -518,9 +521,14 @@ class RedactedOutput:
                 if not chunk:
                     break
                 data = self.redactor.data(held + chunk)
-                keep = self.redactor.held_back(data)
-                self._emit(target, data[:len(data) - keep])
-                held = data[len(data) - keep:]
+                end = len(data) - self.redactor.held_back(data)
+                # Whole lines only (a print's text and its newline can come
+                # in two writes, and the other stream must not land between
+                # them), unless a long line keeps coming without one.
+                if end < PUMP_MAX_PARTIAL:
+                    end = max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end)) + 1
+                self._emit(target, data[:end])
+                held = data[end:]
             self._emit(target, held)
         except OSError:
             pass
@@ -530,9 +538,10 @@ class RedactedOutput:
     def _emit(self, target: int, data: bytes) -> None:
         if not data:
             return
-        if self.sink is not None:
-            self.sink.append(data)
-        _write_all(target, data)
+        with self.lock:
+            if self.sink is not None:
+                self.sink.append(data)
+            _write_all(target, data)
 
     def close(self, timeout: float = 5.0) -> None:
         """Puts the descriptors back and waits for what is in the pipes."""

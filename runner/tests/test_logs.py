@@ -24,6 +24,14 @@ def chatty(n):
     print("to stderr", file=sys.stderr, flush=True)
     return n
 
+def split_print():
+    os.write(1, b"first half ")
+    time.sleep(0.02)
+    os.write(2, b"an error line\\n")
+    time.sleep(0.02)
+    os.write(1, b"second half\\n")
+    return 0
+
 def slow(path):
     print("first line", flush=True)
     while not os.path.exists(path):
@@ -71,6 +79,13 @@ class StoredLogTests(RunnerTestCase):
         # What the pod log shows is what the store holds.
         self.assertIn("line 2", run.stdout)
         self.assertIn("to stderr", run.stderr)
+
+    def test_a_line_written_in_pieces_is_not_cut_by_the_other_stream(self):
+        run = self.run_runner(self.write_spec(self.log_spec(function_entry("split_print"))))
+        self.assertSucceeded(run, 0)
+        lines = joined(self.logs_dir()).splitlines()
+        self.assertIn("first half second half", lines)
+        self.assertIn("an error line", lines)
 
     def test_a_retried_run_appends_after_the_first(self):
         spec_uri = self.write_spec(self.log_spec(function_entry("chatty"), args=[1], env_names=["API_TOKEN"]))
