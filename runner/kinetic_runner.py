@@ -391,6 +391,18 @@ class Storage:
         shutil.copyfile(parsed[1], dest)
         return os.path.getsize(dest)
 
+    def list_names(self, uri: str) -> list:
+        """The URIs of the objects whose URI starts with ``uri`` (gs:// or a
+        local directory prefix ending in ``/``)."""
+        parsed = parse_uri(uri)
+        if parsed[0] == "gs":
+            return ["gs://%s/%s" % (parsed[1], name) for name in self.gcs().list(parsed[1], parsed[2])]
+        directory = parsed[1] if parsed[1].endswith("/") else os.path.dirname(parsed[1])
+        if not os.path.isdir(directory):
+            return []
+        return sorted(os.path.join(directory, n) for n in os.listdir(directory)
+                      if os.path.join(directory, n).startswith(parsed[1]))
+
     def write_bytes(self, uri: str, data: bytes, content_type: str = "application/json") -> None:
         parsed = parse_uri(uri)
         if parsed[0] == "gs":
@@ -425,9 +437,11 @@ def result_target(spec_doc: dict, host_index: int):
 # and in a failure's message and traceback, becomes REDACTED.
 
 REDACTED = "<redacted>"
-# Output held back while it may be the start of a secret is written anyway
-# after this long without more output.
+# Output held back while it may be the start of a secret, or a line not yet
+# ended, is written anyway after this long without more output.
 REDACT_FLUSH_SECONDS = 0.1
+# A partial line longer than this is written without waiting for its end.
+PUMP_MAX_PARTIAL = 1 << 16
 
 
 class Redactor:
@@ -476,10 +490,13 @@ class Redactor:
 class RedactedOutput:
     """Routes file descriptors 1 and 2 through pipes whose readers write the
     redacted output to where they pointed before: the user's prints, C
-    extensions, subprocesses and the runner's own lines alike."""
+    extensions, subprocesses and the runner's own lines alike. With a
+    ``sink`` (a LogUploader), the same redacted bytes are handed to it too."""
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self, redactor: Redactor, sink=None) -> None:
         self.redactor = redactor
+        self.sink = sink
+        self.lock = threading.Lock()
         self.streams = []
         flush_streams()
         for fd in (1, 2):
@@ -497,21 +514,34 @@ class RedactedOutput:
         try:
             while True:
                 if held and not select.select([source], [], [], REDACT_FLUSH_SECONDS)[0]:
-                    _write_all(target, held)
+                    self._emit(target, held)
                     held = b""
                     continue
                 chunk = os.read(source, 1 << 16)
                 if not chunk:
                     break
                 data = self.redactor.data(held + chunk)
-                keep = self.redactor.held_back(data)
-                _write_all(target, data[:len(data) - keep])
-                held = data[len(data) - keep:]
-            _write_all(target, held)
+                end = len(data) - self.redactor.held_back(data)
+                # Whole lines only (a print's text and its newline can come
+                # in two writes, and the other stream must not land between
+                # them), unless a long line keeps coming without one.
+                if end < PUMP_MAX_PARTIAL:
+                    end = max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end)) + 1
+                self._emit(target, data[:end])
+                held = data[end:]
+            self._emit(target, held)
         except OSError:
             pass
         finally:
             os.close(source)
+
+    def _emit(self, target: int, data: bytes) -> None:
+        if not data:
+            return
+        with self.lock:
+            if self.sink is not None:
+                self.sink.append(data)
+            _write_all(target, data)
 
     def close(self, timeout: float = 5.0) -> None:
         """Puts the descriptors back and waits for what is in the pipes."""
@@ -528,6 +558,136 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+# --------------------------------------------------------------------------
+# Stored logs
+#
+# When spec.log_uris names a prefix for this host, the job's output (what
+# goes through RedactedOutput, so already redacted) is copied there in
+# chunks while it runs: objects {prefix}/{seq:08d}, numbered on from what
+# the prefix already holds (a retried pod appends), the last one of a run
+# named {prefix}/{seq:08d}.end. GCS objects cannot be appended to, so each
+# chunk is a new object; readers list the prefix and join them in order.
+
+# How long output waits before it is copied, by how long the job has run:
+# lines show up within a second at first, and a long job makes fewer objects.
+LOG_INTERVALS = ((300.0, 1.0), (3600.0, 5.0), (None, 15.0))
+# A chunk is copied at once when this much output waits.
+LOG_CHUNK_BYTES = 4 << 20
+LOG_CHUNK_RE = re.compile(r"^([0-9]{8})(\.end)?$")
+
+
+def log_prefix(spec_doc: dict, host_index: int):
+    """The prefix this host copies its output to, as spec.json names it, or None."""
+    uris = spec_doc.get("log_uris")
+    if isinstance(uris, list) and host_index < len(uris) and isinstance(uris[host_index], str) and uris[host_index]:
+        return uris[host_index].rstrip("/")
+    return None
+
+
+def next_log_seq(storage: Storage, prefix: str) -> int:
+    """One more than the highest chunk number already under ``prefix`` (0 when none)."""
+    highest = -1
+    for name in storage.list_names(prefix + "/"):
+        match = LOG_CHUNK_RE.match(name.rsplit("/", 1)[-1])
+        if match:
+            highest = max(highest, int(match.group(1)))
+    return highest + 1
+
+
+class LogUploader:
+    """Copies output handed to ``append`` to ``{prefix}/{seq}`` objects from a
+    background thread; ``close`` copies the rest as the ``.end`` chunk.
+
+    A failed copy keeps its bytes for the next attempt (and says so once on
+    the real stderr); nothing is dropped while the job runs."""
+
+    def __init__(self, storage: Storage, prefix: str, seq: int = 0, clock=time.monotonic,
+                 intervals=LOG_INTERVALS, chunk_bytes: int = LOG_CHUNK_BYTES) -> None:
+        self.storage = storage
+        self.prefix = prefix
+        self.seq = seq
+        self.clock = clock
+        self.intervals = intervals
+        self.chunk_bytes = chunk_bytes
+        self.started = clock()
+        self.buffer = bytearray()
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)
+        self.closing = False
+        self.warned = False
+        self.copied_bytes = 0
+        self.thread = threading.Thread(target=self._loop, name="kinetic-log-upload", daemon=True)
+        self.thread.start()
+
+    def interval(self) -> float:
+        elapsed = self.clock() - self.started
+        for until, every in self.intervals:
+            if until is None or elapsed < until:
+                return every
+        return self.intervals[-1][1]
+
+    def append(self, data: bytes) -> None:
+        with self.lock:
+            self.buffer += data
+            if len(self.buffer) >= self.chunk_bytes:
+                self.wake.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self.lock:
+                if not self.closing:
+                    self.wake.wait(self.interval())
+                if self.closing:
+                    return
+                if not self.buffer:
+                    continue
+                data = bytes(self.buffer)
+            if self._copy(data, last=False):
+                with self.lock:
+                    del self.buffer[:len(data)]
+
+    def _copy(self, data: bytes, last: bool) -> bool:
+        uri = "%s/%08d%s" % (self.prefix, self.seq, ".end" if last else "")
+        try:
+            self.storage.write_bytes(uri, data, "text/plain; charset=utf-8")
+        except Exception as err:  # noqa: BLE001 - the job goes on; the bytes are kept
+            if not self.warned:
+                self.warned = True
+                _write_all(2, ("[kinetic] logs: warning: cannot copy output to %s: %s: %s (will retry)\n"
+                               % (uri, type(err).__name__, err)).encode("utf-8", "replace"))
+            return False
+        self.seq += 1
+        self.copied_bytes += len(data)
+        return True
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Stops the thread and copies what is left as the ``.end`` chunk;
+        False when that last copy failed."""
+        with self.lock:
+            self.closing = True
+            self.wake.notify()
+        self.thread.join(timeout)
+        with self.lock:
+            data = bytes(self.buffer)
+            self.buffer.clear()
+        return self._copy(data, last=True)
+
+
+def start_log_upload(spec_doc: dict, storage: Storage, environ):
+    """A LogUploader for this host when spec.json names a log prefix for it, else None.
+    Not being able to list the prefix only costs the numbering: it starts at 0."""
+    host_index, _ = host_index_from_env(environ)
+    prefix = log_prefix(spec_doc, host_index)
+    if prefix is None:
+        return None
+    try:
+        seq = next_log_seq(storage, prefix)
+    except Exception as err:  # noqa: BLE001 - copying logs never stops a job
+        warn(STARTUP, "cannot list %s: %s: %s; numbering its log chunks from 0" % (prefix, type(err).__name__, err))
+        seq = 0
+    return LogUploader(storage, prefix, seq)
 
 
 # --------------------------------------------------------------------------
@@ -1041,13 +1201,15 @@ def _single_file(directory: str) -> str | None:
 class DataResolver:
     """Materialises data references (volumes and refs in args/kwargs) as local paths."""
 
-    def __init__(self, storage: Storage, data_root: str, mount_root: str) -> None:
+    def __init__(self, storage: Storage, data_root: str, mount_root: str, workspace: str | None = None) -> None:
         self.storage = storage
         self.data_root = data_root
         self.mount_root = mount_root
+        self.workspace = workspace
         self._resolved = {}
         self._next = 0
         self.objects = 0
+        self._datasets = None
 
     def resolve_volume(self, mount_path: str, ref: dict) -> str:
         _check_ref(ref)
@@ -1087,7 +1249,9 @@ class DataResolver:
                 target = os.path.join(self.data_root, str(self._next))
                 self._next += 1
             marker = ref.get("cache_marker")
-            if marker is None:
+            if uri.startswith(HF_SCHEME):
+                self._load_hf(ref, target)
+            elif marker is None:
                 self._fetch(uri, target)
             else:
                 self._fetch_cached(uri, marker, target)
@@ -1130,6 +1294,8 @@ class DataResolver:
         self.objects += len(jobs)
 
     def _fuse_path(self, mount, ref: dict, is_dir: bool) -> str:
+        if ref["uri"].startswith(HF_SCHEME):
+            raise RunnerError("%s: fuse=True is not supported for Hugging Face datasets (hf:// URIs)" % ref["uri"])
         if not isinstance(mount, str) or not mount:
             raise RunnerError("FUSE data reference %s has no mount_path" % ref["uri"])
         if not os.path.exists(mount):
@@ -1140,9 +1306,13 @@ class DataResolver:
                 return os.path.join(mount, entries[0])
         return mount
 
+    def _load_hf(self, ref: dict, target: str) -> None:
+        if self._datasets is None:
+            self._datasets = import_datasets(ref["uri"], self.workspace)
+        load_hf_dataset(self._datasets, ref["uri"], bool(ref.get("hf_trust_remote_code")), target,
+                        os.path.join(self.data_root, "hf-cache"))
+
     def _fetch(self, uri: str, target: str) -> None:
-        if uri.startswith("hf://"):
-            raise RunnerError("hf:// data references are not supported by this runner: %s" % uri)
         parsed = parse_uri(uri)
         os.makedirs(target, exist_ok=True)
         if parsed[0] == "file":
@@ -1232,6 +1402,86 @@ def read_cache_marker(storage: Storage, uri: str, marker_uri: str) -> list:
     if listing.hexdigest() != expected:
         raise RunnerError("data cache marker %s lists files that do not hash to %s" % (marker_uri, expected))
     return files
+
+
+# --------------------------------------------------------------------------
+# Hugging Face datasets (hf:// references)
+#
+# hf://REPO_ID[?split=S&config_name=C&revision=R] is loaded on the host with
+# datasets.load_dataset (into a cache under the job's temporary directory)
+# and saved with save_to_disk into the reference's directory, which the
+# function receives (datasets.load_from_disk reads it back).
+
+HF_SCHEME = "hf://"
+HF_QUERY_KEYS = ("split", "config_name", "revision")
+
+
+def parse_hf_uri(uri: str) -> dict:
+    """``{"repo_id", "split", "config_name", "revision"}`` of an hf:// URI
+    (absent query keys are None); RunnerError naming what is accepted."""
+    usage = "expected hf://REPO_ID[?split=…&config_name=…&revision=…]"
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme != "hf" or parts.fragment:
+        raise RunnerError("not a Hugging Face dataset URI: %r (%s)" % (uri, usage))
+    repo_id = (parts.netloc + parts.path).strip("/")
+    if not repo_id:
+        raise RunnerError("%s names no dataset (%s)" % (uri, usage))
+    try:
+        query = urllib.parse.parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        raise RunnerError("%s: unreadable query %r (%s)" % (uri, parts.query, usage)) from None
+    unknown = sorted(set(query) - set(HF_QUERY_KEYS))
+    if unknown:
+        raise RunnerError("%s: unknown query key%s %s (accepted: %s)" % (
+            uri, "" if len(unknown) == 1 else "s", ", ".join(unknown), ", ".join(HF_QUERY_KEYS)))
+    out = {"repo_id": repo_id}
+    for key in HF_QUERY_KEYS:
+        values = query.get(key, [])
+        if len(values) > 1 or (values and not values[0]):
+            raise RunnerError("%s: %s must be given once, with a value" % (uri, key))
+        out[key] = values[0] if values else None
+    return out
+
+
+def import_datasets(uri: str, workspace: str | None):
+    """The ``datasets`` package, imported with the workspace's entries off
+    sys.path, so a user's own datasets.py cannot stand in for it."""
+    module = sys.modules.get("datasets")
+    if module is not None and hasattr(module, "load_dataset"):
+        return module
+    saved = list(sys.path)
+    if workspace is not None:
+        root = os.path.realpath(workspace)
+        sys.path[:] = [p for p in sys.path if not _inside(root, os.path.realpath(p or os.getcwd()))]
+    try:
+        import datasets  # noqa: PLC0415 - only jobs with hf:// data need it
+    except ImportError as err:
+        raise RunnerError(
+            "The 'datasets' package is required to load 'hf://' URIs (%s): add 'datasets' to the job's "
+            "requirements or image (%s: %s)" % (uri, type(err).__name__, err)) from None
+    finally:
+        sys.path[:] = saved
+    return datasets
+
+
+def load_hf_dataset(datasets, uri: str, trust_remote_code: bool, target: str, cache_dir: str) -> None:
+    """Loads the dataset ``uri`` names and saves it into ``target``."""
+    spec = parse_hf_uri(uri)
+    kwargs = {"name": spec["config_name"], "split": spec["split"], "revision": spec["revision"],
+              "cache_dir": cache_dir}
+    if trust_remote_code:
+        warn(DATA, "%s: hf_trust_remote_code=True lets the dataset's repository run its own code on this host" % uri)
+        import inspect  # noqa: PLC0415 - only trusted hf:// data needs it
+        if "trust_remote_code" in inspect.signature(datasets.load_dataset).parameters:
+            kwargs["trust_remote_code"] = True
+        else:
+            log(DATA, "datasets %s runs no dataset scripts: hf_trust_remote_code allows nothing more"
+                % getattr(datasets, "__version__", "?"))
+    log(DATA, "loading %s (Hugging Face dataset %s%s)" % (
+        uri, spec["repo_id"], "".join(", %s=%s" % (k, spec[k]) for k in HF_QUERY_KEYS if spec[k])))
+    dataset = datasets.load_dataset(spec["repo_id"], **kwargs)
+    os.makedirs(target, exist_ok=True)
+    dataset.save_to_disk(target)
 
 
 def _check_ref(ref: dict) -> None:
@@ -1605,7 +1855,8 @@ class Runner:
             len(spec.env_names), "" if len(spec.env_names) == 1 else "s"))
 
     def resolve_data(self) -> tuple:
-        resolver = DataResolver(self.storage, os.path.join(self.tmp, "data"), self.mount_root)
+        resolver = DataResolver(self.storage, os.path.join(self.tmp, "data"), self.mount_root,
+                                os.path.join(self.tmp, "workspace"))
         for volume in self.spec.volumes:
             resolver.resolve_volume(volume["mount_path"], volume["data"])
         args = resolver.walk(from_wire(self.spec.args))
@@ -1837,7 +2088,8 @@ def main(argv: list | None = None) -> int:
         return EXIT_BAD_INVOCATION
     start_cwd = os.getcwd()
     runner = Runner(spec_doc, storage, args.workdir, args.mount_root)
-    output = RedactedOutput(runner.redactor) if runner.redactor else None
+    uploader = start_log_upload(spec_doc, storage, os.environ)
+    output = RedactedOutput(runner.redactor, uploader) if runner.redactor or uploader else None
     try:
         try:
             code = runner.run()
@@ -1856,11 +2108,20 @@ def main(argv: list | None = None) -> int:
             if output is not None:
                 output.close()
                 output = None
+            finish_log_upload(uploader)
             os._exit(code)
         return code
     finally:
         if output is not None:
             output.close()
+        finish_log_upload(uploader)
+
+
+def finish_log_upload(uploader) -> None:
+    """Copies the rest of the output as the last chunk (once)."""
+    if uploader is not None and not uploader.closing:
+        if not uploader.close():
+            log(UPLOAD, "the end of the job's output could not be copied to %s" % uploader.prefix)
 
 
 if __name__ == "__main__":

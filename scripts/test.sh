@@ -44,7 +44,10 @@ step "python module (maturin develop into a venv, pytest)"
 # backend="gke" on kinetic-fake-gcp.
 venv=target/python-venv
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest cloudpickle
+"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest cloudpickle datasets
+# The runner's hf:// loading, for real, with the venv's datasets package
+# (the system python3 has none): a dataset the test builds, no hub reached.
+KINETIC_RUNNER_PYTHON="$PWD/$venv/bin/python" python3 -m unittest runner.tests.hf_loading 2>&1 | tail -n 5
 # The gke half of the suite runs on the fake cloud of kinetic-fake-gcp.
 cargo build -p kinetic-fake-gcp --locked --quiet
 (cd crates/python && VIRTUAL_ENV="$PWD/../../$venv" "../../$venv/bin/maturin" develop --locked -q)

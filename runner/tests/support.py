@@ -145,11 +145,11 @@ class RunnerTestCase(unittest.TestCase):
             json.dump(spec, f)
         return file_uri(path)
 
-    def run_runner(self, spec_uri, env=None, extra_args=(), cwd=None, timeout=60):
+    def run_runner(self, spec_uri, env=None, extra_args=(), cwd=None, timeout=60, python=None, python_flags=()):
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("KINETIC_") and k not in _SCRUBBED}
         full_env["PYTHONDONTWRITEBYTECODE"] = "1"
         full_env.update(env or {})
-        argv = [PYTHON, "-u", RUNNER]
+        argv = [python or PYTHON, "-u"] + list(python_flags) + [RUNNER]
         if spec_uri is not None:
             argv += ["--spec", spec_uri]
         argv += ["--workdir", self.workdir, "--mount-root", self.mount_root] + list(extra_args)

@@ -6,6 +6,7 @@ import json
 import os
 import unittest
 
+from runner import kinetic_runner as kr
 from runner.tests.support import RunnerTestCase, data_ref, file_uri, function_entry
 
 
@@ -197,9 +198,31 @@ class FileDataTests(RunnerTestCase):
         run = self.run_job({"work.py": WORK}, function_entry("listing"), args=[cached_ref(entry, marker)])
         self.assertFailed(run, "data resolve", "RunnerError", ["do not hash to"])
 
-    def test_hf_uris_are_refused(self):
-        run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[data_ref("hf://org/ds?split=train")])
-        self.assertFailed(run, "data resolve", "RunnerError", ["hf://"])
+    def test_hf_data_without_the_datasets_package_is_a_clear_phase_error(self):
+        # -S: no site-packages, so no 'datasets' whatever the machine has
+        # (the runner itself needs only the standard library); a datasets.py
+        # of the user's own is not taken for it.
+        spec = self.spec({"work.py": WORK, "datasets.py": "raise RuntimeError('the user module was imported')\n"},
+                         function_entry("paths"), args=[data_ref("hf://imdb?split=train")])
+        run = self.run_runner(self.write_spec(spec), python_flags=["-S"])
+        self.assertFailed(run, "data resolve", "RunnerError",
+                          ["The 'datasets' package is required to load 'hf://' URIs (hf://imdb?split=train)"])
+
+    def test_hf_uris_are_checked_before_loading(self):
+        for uri, part in (("hf://", "names no dataset"), ("hf://org/ds?split=train&shard=2", "unknown query key shard"),
+                          ("hf://org/ds?split=a&split=b", "split must be given once"),
+                          ("hf://org/ds?split=", "split must be given once")):
+            with self.assertRaises(kr.RunnerError) as caught:
+                kr.parse_hf_uri(uri)
+            self.assertIn(part, str(caught.exception))
+        self.assertEqual(kr.parse_hf_uri("hf://org/ds?split=train[:10]&revision=main"),
+                         {"repo_id": "org/ds", "split": "train[:10]", "config_name": None, "revision": "main"})
+        self.assertEqual(kr.parse_hf_uri("hf://imdb")["repo_id"], "imdb")
+
+    def test_hf_with_fuse_is_refused(self):
+        ref = data_ref("hf://imdb?split=train", fuse=True, mount_path="/data")
+        run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[ref])
+        self.assertFailed(run, "data resolve", "RunnerError", ["fuse=True is not supported for Hugging Face"])
 
 
 if __name__ == "__main__":

@@ -16,8 +16,11 @@
 //! - `cancel` kills the whole process group; a job whose processes vanished
 //!   without an exit code (a reboot, a `kill -9`) is reported `FAILED` with
 //!   that reason, never `RUNNING` forever.
-//! - Logs are copied to the store (`{job_id}/logs/output.log`) when the job
-//!   ends, so they outlive the job's directory.
+//! - Logs outlive the job's directory: the runner copies them to the store
+//!   while it runs (`{job_id}/logs/host-0/…`, read by the engine once this
+//!   backend has none); when it copied nothing (it never started), the
+//!   backend copies the whole log to `{job_id}/logs/output.log` once the
+//!   job ends.
 //! - A batch child is also named by an empty file
 //!   `{root}/groups/{group_id}/{job_id}`, so a batch's status is one
 //!   directory listing ([`Backend::group_status`]).
@@ -273,9 +276,20 @@ impl LocalBackend {
         }
     }
 
-    /// Copy the job's log to the store once it ended (idempotent).
+    /// Copy the job's log to the store once it ended (idempotent), unless
+    /// its runner already copied it there (`{job_id}/logs/host-0/…`,
+    /// which the engine reads once the job directory is gone).
     async fn archive_logs(&self, job_id: &JobId, dir: &JobDir) {
         if dir.logs_archived() {
+            return;
+        }
+        let chunks = kinetic_core::layout::log_chunks(job_id, 0);
+        if let Ok(found) = self.store.list(Some(&chunks)).await
+            && found
+                .iter()
+                .any(|meta| kinetic_core::layout::log_chunk(&chunks, &meta.path).is_some())
+        {
+            dir.mark_logs_archived();
             return;
         }
         let path = kinetic_core::layout::log(job_id);

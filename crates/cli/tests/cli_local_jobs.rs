@@ -47,6 +47,13 @@ def env_value(name):
 
 def fail():
     raise RuntimeError("deliberate failure")
+
+
+def chatter(n):
+    for i in range(n):
+        print("chatter", i, flush=True)
+    print("token", os.environ["CHATTER_TOKEN"], flush=True)
+    return n
 "#;
 
 trait LocalJobs {
@@ -483,5 +490,111 @@ fn messages_point_only_to_commands_that_exist() {
                 stderr(&o)
             );
         }
+    }
+}
+
+/// The runner copies the job's output to the store as it runs; once the
+/// job's local directory is cleaned up, `jobs logs`, `tail` and `logs -f`
+/// read that copy (redacted), and no whole-log archive is written beside it.
+#[test]
+fn logs_outlive_the_job_directory() {
+    let sb = Sandbox::new(WORK_PY);
+    let secret = "chatter-s3cret-41d7";
+    let o = sb.kinetic_env(
+        &[
+            "run",
+            "--detach",
+            "work:chatter",
+            "--arg",
+            "3",
+            "--secret",
+            "CHATTER_TOKEN",
+        ],
+        &[("CHATTER_TOKEN", secret)],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let job = stdout(&o).trim().to_owned();
+    let ended = sb.wait_ended(&job);
+    assert!(ended.contains("SUCCEEDED"), "{ended}");
+    let o = sb.kinetic(&["jobs", "cleanup", "--keep-store", &job]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!sb.job_dir(&job).exists());
+
+    let chunks = sb.path("local/store").join(&job).join("logs/host-0");
+    let mut names: Vec<String> = std::fs::read_dir(&chunks)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.last().unwrap().ends_with(".end"), "{names:?}");
+    assert!(
+        !sb.path("local/store")
+            .join(&job)
+            .join("logs/output.log")
+            .exists()
+    );
+    for name in &names {
+        let bytes = std::fs::read(chunks.join(name)).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains(secret), "{name}");
+    }
+
+    let logs = stdout(&sb.kinetic(&["jobs", "logs", &job]));
+    for line in [
+        "chatter 0",
+        "chatter 2",
+        "token <redacted>",
+        "[kinetic] result upload: wrote",
+    ] {
+        assert!(logs.contains(line), "{line:?} missing from {logs}");
+    }
+    assert!(!logs.contains(secret));
+    let tail = stdout(&sb.kinetic(&["jobs", "tail", "-n", "1", &job]));
+    assert_eq!(tail.trim_end(), logs.lines().last().unwrap(), "{logs}");
+    let o = output_within(
+        sb.command(&["jobs", "logs", "-f", &job], &[]),
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), logs);
+}
+
+/// `data:hf://…` reaches the runner, which loads the dataset on the host:
+/// with no hub reachable (and `datasets` absent or offline) the job fails
+/// in its data phase naming the dataset; bad URIs and options are refused
+/// before anything is submitted.
+#[test]
+fn hugging_face_data_reaches_the_runners_data_phase() {
+    let sb = Sandbox::new(WORK_PY);
+    let o = sb.kinetic_env(
+        &[
+            "--json",
+            "run",
+            "work:env_value",
+            "--arg",
+            "data+trust:hf://imdb?split=train",
+        ],
+        &[("HF_HUB_OFFLINE", "1")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["error"]["remote"]["phase"], "data resolve", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("hf://imdb"),
+        "{v}"
+    );
+    for (arg, part) in [
+        ("data:hf://imdb?shard=1", "unknown query key \"shard\""),
+        ("data+fast:hf://imdb", "unknown data option \"fast\""),
+        (
+            "data+trust:gs://b/x",
+            "hf_trust_remote_code applies to Hugging Face datasets",
+        ),
+    ] {
+        let o = sb.kinetic(&["run", "work:env_value", "--arg", arg]);
+        assert_eq!(o.status.code(), Some(2), "{arg}: {}", stderr(&o));
+        assert!(stderr(&o).contains(part), "{arg}: {}", stderr(&o));
     }
 }

@@ -18,6 +18,7 @@
 //! | `{job_id}/result.json` | runner, host 0 | [`crate::protocol::RunnerResult`] |
 //! | `{job_id}/result-worker-{N}.json` | runner, failing host N > 0 | a failure result |
 //! | `{job_id}/logs/output.log` | backend | the job's output, once it ended |
+//! | `{job_id}/logs/host-{N}/{seq:08}[.end]` | runner, host N | the job's output, copied in chunks while it runs |
 //! | `outputs/{job_id}/…` | user code | the default output directory |
 //! | `default/data-cache/{hash}/…` | engine | a data entry, by content hash |
 //! | `default/data-markers/{hash}` | engine | written last: the entry is complete |
@@ -151,6 +152,63 @@ pub fn requirements(job_id: &JobId) -> ObjectPath {
 /// logs do not outlive the job.
 pub fn log(job_id: &JobId) -> ObjectPath {
     job_file(job_id, LOG_FILE)
+}
+
+/// Folder of a job's stored output, inside the job's folder.
+pub const LOGS_DIR: &str = "logs";
+/// Suffix of the last chunk a run of the runner copies.
+pub const LOG_END_SUFFIX: &str = ".end";
+
+/// `{job_id}/logs/host-{N}`: where host `N`'s runner copies the job's
+/// output while it runs, as numbered chunks (see [`log_chunk`]); named in
+/// `spec.json`'s `log_uris`.
+pub fn log_chunks(job_id: &JobId, host_index: u32) -> ObjectPath {
+    known(format!("{job_id}/{LOGS_DIR}/host-{host_index}"))
+}
+
+/// One chunk of a stored log, read from its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LogChunk {
+    /// Its place in the log: chunks are joined by increasing number.
+    pub seq: u64,
+    /// The last chunk of a run of the runner (a retried run numbers on).
+    pub last: bool,
+}
+
+/// The chunk `path` holds, when it is one under `prefix` (a
+/// [`log_chunks`] folder): its last segment is eight or more digits,
+/// followed by [`LOG_END_SUFFIX`] for the last chunk of a run.
+///
+/// ```
+/// use kinetic_core::layout::{log_chunk, log_chunks, LogChunk};
+/// use kinetic_core::ports::ObjectPath;
+/// let job = "job-0a1b2c3d".parse()?;
+/// let prefix = log_chunks(&job, 0);
+/// assert_eq!(prefix.as_str(), "job-0a1b2c3d/logs/host-0");
+/// let key = |k: &str| ObjectPath::parse(k).unwrap();
+/// assert_eq!(log_chunk(&prefix, &key("job-0a1b2c3d/logs/host-0/00000007")),
+///            Some(LogChunk { seq: 7, last: false }));
+/// assert_eq!(log_chunk(&prefix, &key("job-0a1b2c3d/logs/host-0/00000008.end")),
+///            Some(LogChunk { seq: 8, last: true }));
+/// assert_eq!(log_chunk(&prefix, &key("job-0a1b2c3d/logs/host-0/7.part")), None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn log_chunk(prefix: &ObjectPath, path: &ObjectPath) -> Option<LogChunk> {
+    let name = path
+        .as_str()
+        .strip_prefix(prefix.as_str())?
+        .strip_prefix('/')?;
+    let (digits, last) = match name.strip_suffix(LOG_END_SUFFIX) {
+        Some(digits) => (digits, true),
+        None => (name, false),
+    };
+    if digits.len() < 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(LogChunk {
+        seq: digits.parse().ok()?,
+        last,
+    })
 }
 
 /// `outputs/{job_id}`: the default output directory (never deleted by job

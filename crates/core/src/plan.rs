@@ -453,6 +453,10 @@ pub fn shared(
     for entry in data_entries(spec) {
         let data_ref = match entry.source() {
             DataSource::Remote(uri) => DataRef::new(uri.trim_end_matches('/'), uri.ends_with('/')),
+            DataSource::HuggingFace {
+                uri,
+                trust_remote_code,
+            } => DataRef::new(uri.clone(), true).with_trust_remote_code(*trust_remote_code),
             DataSource::Local(path) => {
                 let facts = data
                     .get(path)
@@ -691,6 +695,9 @@ pub fn job(
         result_uri: uri_of(&layout::result(job_id)),
         worker_result_uris: (1..hosts)
             .map(|host| uri_of(&layout::host_result(job_id, host)))
+            .collect(),
+        log_uris: (0..hosts)
+            .map(|host| uri_of(&layout::log_chunks(job_id, host)))
             .collect(),
         cluster: ClusterInfo {
             accelerator: facts.accelerator_text.to_owned(),

@@ -65,6 +65,12 @@ pub struct RunnerSpec {
     /// single host. The runner writes only to URIs the spec names.
     #[serde(default)]
     pub worker_result_uris: Vec<String>,
+    /// Where each host copies the job's output while it runs: entry `i`
+    /// is host `i`'s folder, under which it writes numbered chunks
+    /// (`{seq:08}`, the last of a run `{seq:08}.end`), numbering on from
+    /// what the folder already holds. Empty: nothing is copied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_uris: Vec<String>,
     /// What the job runs on.
     pub cluster: ClusterInfo,
     /// The client's Python minor version when it exchanges pickled Python
@@ -181,13 +187,15 @@ pub struct RunnerVolume {
 }
 
 /// A data reference, as it stands in `args`, `kwargs` and volumes: the same
-/// keys as Kinetic's (`__data_ref__`, `uri`, `is_dir`, `mount_path`, `fuse`).
+/// keys as Kinetic's (`__data_ref__`, `uri`, `is_dir`, `mount_path`, `fuse`,
+/// `hf_trust_remote_code`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DataRef {
     /// Always `true`: marks the object as a reference.
     #[serde(rename = "__data_ref__")]
     pub marker: bool,
-    /// `gs://…` or `file://…` of a directory prefix or of one object.
+    /// `gs://…` or `file://…` of a directory prefix or of one object, or
+    /// an `hf://` dataset.
     pub uri: String,
     /// Whether `uri` names a directory.
     pub is_dir: bool,
@@ -195,6 +203,9 @@ pub struct DataRef {
     pub mount_path: Option<String>,
     /// Mounted by the backend (GCS FUSE) instead of downloaded.
     pub fuse: bool,
+    /// For an `hf://` dataset: its repository may run its own loading code.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hf_trust_remote_code: bool,
     /// For a data cache entry: the URI of its marker, which lists exactly
     /// the files the runner downloads and checks
     /// ([`crate::cache::DataMarker`]).
@@ -211,8 +222,15 @@ impl DataRef {
             is_dir,
             mount_path: None,
             fuse: false,
+            hf_trust_remote_code: false,
             cache_marker: None,
         }
+    }
+
+    /// This reference with `hf_trust_remote_code` set to `trust`.
+    pub fn with_trust_remote_code(mut self, trust: bool) -> Self {
+        self.hf_trust_remote_code = trust;
+        self
     }
 
     /// A reference to a data cache entry whose marker is at `marker_uri`.
@@ -488,6 +506,7 @@ mod tests {
             },
             result_uri: "gs://p-kn-c-jobs/job-0a1b2c3d/result.json".into(),
             worker_result_uris: vec![],
+            log_uris: vec![],
             cluster: ClusterInfo {
                 accelerator: "cpu".into(),
                 num_nodes: 1,

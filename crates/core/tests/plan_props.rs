@@ -154,6 +154,10 @@ fn expected_ref(
 ) -> DataRef {
     match data.source() {
         DataSource::Remote(uri) => DataRef::new(uri.trim_end_matches('/'), uri.ends_with('/')),
+        DataSource::HuggingFace {
+            uri,
+            trust_remote_code,
+        } => DataRef::new(uri.clone(), true).with_trust_remote_code(*trust_remote_code),
         DataSource::Local(path) => {
             let f = &facts[path];
             DataRef::new(uri_of(&layout::data_entry(&f.hash)), f.is_dir)

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_core::engine::{
     Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions,
@@ -36,6 +37,14 @@ def boom(message):
 def sleep_forever():
     print("going to sleep", flush=True)
     time.sleep(600)
+
+
+def wait_for(path):
+    print("waiting for release", flush=True)
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    print("released", flush=True)
+    return "done"
 
 
 def env_value_digest(name):
@@ -611,4 +620,71 @@ async fn cleanup_follows_kinetics_faq() {
     assert!(logs.contains("ValueError: kept"), "{logs}");
     let finished = failed.cancel_if_running().await.unwrap();
     assert_eq!(finished.map(|s| s.status), Some(JobStatus::Failed));
+}
+
+/// The runner copies the pod's output to the bucket while the job runs, so
+/// its logs are readable there before it ends, and still after its pod and
+/// Job are gone: `logs`, `tail` and a follower attached from elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_outlive_the_pod_and_the_job() {
+    let w = World::new().await;
+    let engine = w.engine();
+    let release = w.dir.path().join("release");
+    let handle = engine
+        .submit(w.spec("work:wait_for").arg(json!(release)))
+        .await
+        .unwrap();
+    let prefix = kinetic_core::layout::log_chunks(handle.id(), 0);
+    let stored = || async {
+        let mut text = Vec::new();
+        let mut names = Vec::new();
+        let mut metas = w.store.list(Some(&prefix)).await.unwrap();
+        metas.sort_by(|a, b| a.path.cmp(&b.path));
+        for meta in metas {
+            text.extend(w.store.get(&meta.path, Default::default()).await.unwrap());
+            names.push(meta.path.as_str().rsplit('/').next().unwrap().to_owned());
+        }
+        (String::from_utf8(text).unwrap(), names)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (text, names) = stored().await;
+        if text.contains("waiting for release") {
+            assert!(!names.iter().any(|n| n.ends_with(".end")), "{names:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never stored: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(handle.result(options()).await.unwrap(), json!("done"));
+    // The Job and its pod are gone…
+    assert!(w.cluster.objects("jobs.batch", "default").is_empty());
+    assert!(w.cluster.objects("pods", "default").is_empty());
+    // …the log is not: read from another process's handle.
+    let again = engine.attach(handle.id().as_str()).await.unwrap();
+    let logs = again.logs().await.unwrap();
+    for line in [
+        "[kinetic] startup: job",
+        "waiting for release",
+        "released",
+        "[kinetic] result upload: wrote",
+    ] {
+        assert!(logs.contains(line), "{line:?} missing from {logs}");
+    }
+    let tail = again.tail(1).await.unwrap();
+    assert!(tail.starts_with("[kinetic] result upload: wrote"), "{tail}");
+    let followed: Vec<String> = again
+        .follow_logs()
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    assert_eq!(followed.join("\n") + "\n", logs);
+    let (_, names) = stored().await;
+    assert!(names.last().unwrap().ends_with(".end"), "{names:?}");
 }

@@ -572,12 +572,10 @@ impl Client {
                 "kinetic.Data('{path}', fuse=True): mounting data through GCS FUSE is not supported by this engine yet; use fuse=False (the data is downloaded before the call)"
             )));
         }
-        if path.starts_with("hf://") {
-            return Err(bad(format!(
-                "kinetic.Data('{path}'): Hugging Face datasets (hf://) are not supported by this engine yet; pass a local path or a gs:// URI"
-            )));
-        }
-        Data::with_home(path, &self.cwd, self.home.as_deref()).map_err(|e| bad(e.to_string()))
+        let trust = doc.get("hf_trust_remote_code").and_then(Value::as_bool) == Some(true);
+        Data::with_home(path, &self.cwd, self.home.as_deref())
+            .and_then(|data| data.trust_remote_code(trust))
+            .map_err(|e| bad(e.to_string()))
     }
 }
 

@@ -55,11 +55,13 @@ def test_a_result_pickled_by_another_python_is_a_clear_error():
         _values.decode({"value": [leaf]})
 
 
-def test_hugging_face_data_is_a_clear_error():
+def test_a_malformed_hugging_face_uri_is_a_clear_error():
     import work
 
-    with pytest.raises(ValueError, match="hf://"):
-        kinetic.run(accelerator="cpu")(work.read_text)(kinetic.Data("hf://imdb?split=train"))
+    with pytest.raises(ValueError, match="unknown query key \"shard\""):
+        kinetic.run(accelerator="cpu")(work.read_text)(kinetic.Data("hf://imdb?shard=2"))
+    with pytest.raises(ValueError, match="hf_trust_remote_code applies to Hugging Face datasets"):
+        kinetic.run(accelerator="cpu")(work.read_text)(kinetic.Data("gs://b/x", hf_trust_remote_code=True))
 
 
 def test_data_inside_a_pickled_value_is_a_clear_error(tmp_path):

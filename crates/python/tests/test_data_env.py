@@ -1,6 +1,7 @@
 """kinetic.Data as arguments and volumes; capture_env_vars."""
 
 import os
+import sys
 
 import pytest
 
@@ -34,7 +35,9 @@ def test_data_properties_and_content_hash(dataset):
     g = kinetic.Data("gs://my-bucket/datasets/imagenet/")
     assert g.is_gcs and g.is_dir
     assert not kinetic.Data("gs://my-bucket/datasets/weights.h5").is_dir
-    assert kinetic.Data("hf://imdb?split=train").is_hf
+    assert kinetic.Data("hf://imdb?split=train").is_hf and kinetic.Data("hf://imdb").is_dir
+    with pytest.raises(ValueError, match="fuse=True is not supported for Hugging Face"):
+        kinetic.Data("hf://imdb", fuse=True)
 
 
 def test_data_file_and_directory_as_arguments(dataset):
@@ -78,3 +81,18 @@ def test_capture_env_vars_with_a_wildcard(monkeypatch):
     assert fn(["WANDB_API_KEY", "WANDB_PROJECT"]) == {"WANDB_API_KEY": "secret-1", "WANDB_PROJECT": "demo"}
     with pytest.raises(ValueError, match="capture_env_vars"):
         kinetic.run(accelerator="cpu", capture_env_vars="WANDB_*")
+
+
+def test_a_hugging_face_dataset_is_loaded_on_the_host(kinetic_env, monkeypatch):
+    import work
+
+    # A dataset of the project's own: hf://./ds is loaded by datasets.load_dataset
+    # on the host (no hub reached), and the function gets the saved dataset.
+    (kinetic_env / "ds").mkdir()
+    (kinetic_env / "ds" / "train.csv").write_text("text,label\nhello,1\nbye,0\n")
+    # The job's python3 is this interpreter, which has the datasets package.
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    value = remote(work.hf_rows, capture_env_vars=["HF_HUB_OFFLINE"])(
+        kinetic.Data("hf://./ds?split=train", hf_trust_remote_code=True))
+    assert value == {"n": 2, "text": ["hello", "bye"]}

@@ -30,7 +30,9 @@ pub(crate) struct RunArgs {
     #[arg(last = true)]
     command: Vec<String>,
     /// A positional argument as JSON (`7`, `'"text"'`, `'[1,2]'`), or
-    /// `data:PATH` for a local file or directory (or `gs://` URI) shipped as Data.
+    /// `data:PATH` for a local file or directory, a `gs://` URI or an
+    /// `hf://` Hugging Face dataset shipped as Data (`data+trust:hf://…`
+    /// lets the dataset run its own loading code).
     #[arg(long = "arg", value_name = "JSON")]
     args: Vec<String>,
     #[command(flatten)]
@@ -66,16 +68,40 @@ pub(crate) struct PathBase<'a> {
 }
 
 impl PathBase<'_> {
-    fn data(&self, path: &str) -> Result<Data, kinetic_core::engine::SpecError> {
+    /// `PATH`, or `data:PATH` / `data+OPTION:PATH` (the one option:
+    /// `trust`, an `hf://` dataset's `hf_trust_remote_code`).
+    fn data(&self, text: &str) -> Result<Data, String> {
+        let (options, path) = match text.strip_prefix("data") {
+            Some(rest) if rest.starts_with(':') || rest.starts_with('+') => {
+                let (options, path) = rest
+                    .split_once(':')
+                    .ok_or_else(|| "expected data:PATH or data+trust:PATH".to_owned())?;
+                (options, path)
+            }
+            _ => ("", text),
+        };
+        let mut trust = false;
+        for option in options.split('+').filter(|o| !o.is_empty()) {
+            match option {
+                "trust" => trust = true,
+                other => {
+                    return Err(format!(
+                        "unknown data option {other:?} (accepted: trust, for hf:// datasets)"
+                    ));
+                }
+            }
+        }
         Data::with_home(path, self.cwd, self.home)
+            .and_then(|data| data.trust_remote_code(trust))
+            .map_err(|e| e.to_string())
     }
 }
 
 /// Parse one `--arg`.
 fn parse_arg(text: &str, base: PathBase<'_>) -> Result<Arg, CliError> {
-    if let Some(path) = text.strip_prefix("data:") {
+    if text.starts_with("data:") || text.starts_with("data+") {
         let data = base
-            .data(path)
+            .data(text)
             .map_err(|e| CliError::usage(format!("--arg {text}: {e}")))?;
         return Ok(Arg::Data(data));
     }
@@ -121,7 +147,9 @@ pub(crate) struct JobFlags {
     /// Send a secret variable that must be set here: `NAME`.
     #[arg(long = "secret", value_name = "NAME")]
     secrets: Vec<String>,
-    /// Mount data at an absolute path in the job (every job of a batch): `MOUNT=PATH`.
+    /// Mount data at an absolute path in the job (every job of a batch):
+    /// `MOUNT=PATH` (a local path, `gs://` or `hf://` URI; `MOUNT=data+trust:hf://…`
+    /// lets the dataset run its own loading code).
     #[arg(long = "volume", value_name = "MOUNT=PATH")]
     volumes: Vec<String>,
     /// Keyword arguments as one JSON object (every job of a batch gets them).

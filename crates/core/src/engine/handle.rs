@@ -10,7 +10,7 @@ use crate::ids::JobId;
 use crate::layout;
 use crate::ports::{
     Backend, BackendCapabilities, GetOptions, LogOptions, LogStream, ObjectPath, PutOptions,
-    StoreError,
+    StoreError, tail_lines,
 };
 use crate::protocol::{HostReport, RunnerResult, worker_results_in_order};
 use crate::record::JobRecord;
@@ -18,7 +18,7 @@ use crate::redact::Redactor;
 use crate::retry::{Backoff, RetryPolicy};
 use crate::status::{JobState, JobStatus, StatusReason};
 
-use super::{EngineError, EngineInner};
+use super::{EngineError, EngineInner, stored_log};
 
 /// Called with each new state `result()` observes (the first included).
 pub type StatusCallback = Arc<dyn Fn(&JobState) + Send + Sync>;
@@ -315,30 +315,64 @@ impl JobHandle {
         Ok(None)
     }
 
-    /// All of the job's output so far. An invalid-input error when the
-    /// backend does not declare [`BackendCapabilities::logs`].
+    /// All of the job's output so far: the backend's, or, once the backend
+    /// has none (the pod is gone, the job was cleaned up), the copy its
+    /// runner kept in the store. An invalid-input error when neither the
+    /// backend declares [`BackendCapabilities::logs`] nor a copy exists.
     pub async fn logs(&self) -> Result<String, EngineError> {
-        self.require(self.capabilities().logs, "logs")?;
-        let text = self
-            .backend
-            .logs(&self.record, LogOptions::default())
-            .await?;
+        let text = self.log_text(LogOptions::default()).await?;
         Ok(self.redactor().await.redact(&text).into_owned())
     }
 
-    /// The last `n` lines of the job's output (needs
-    /// [`BackendCapabilities::logs`]).
+    /// The last `n` lines of the job's output (from the backend or the
+    /// store, as [`JobHandle::logs`]).
     pub async fn tail(&self, n: usize) -> Result<String, EngineError> {
-        self.require(self.capabilities().logs, "logs")?;
-        let text = self.backend.logs(&self.record, LogOptions::tail(n)).await?;
+        let text = self.log_text(LogOptions::tail(n)).await?;
         Ok(self.redactor().await.redact(&text).into_owned())
     }
 
-    /// The job's output as a stream of lines that ends with the job (needs
-    /// [`BackendCapabilities::follow_logs`]).
+    /// The backend's log when it has one, else the stored copy.
+    async fn log_text(&self, options: LogOptions) -> Result<String, EngineError> {
+        let live = if self.capabilities().logs {
+            match self.backend.logs(&self.record, options.clone()).await {
+                Ok(text) if !text.is_empty() => return Ok(text),
+                Err(e) if !e.is_not_found() => return Err(e.into()),
+                other => Some(other),
+            }
+        } else {
+            None
+        };
+        let stored =
+            stored_log::read(&*self.inner.store, &stored_log::prefix(&self.record), 0).await?;
+        if stored.chunks > 0 {
+            let text = String::from_utf8_lossy(&stored.bytes).into_owned();
+            return Ok(match options.tail {
+                Some(n) => tail_lines(&text, n),
+                None => text,
+            });
+        }
+        match live {
+            Some(answer) => Ok(answer?),
+            None => Err(BackendCapabilities::undeclared(self.backend.name(), "logs").into()),
+        }
+    }
+
+    /// The job's output as a stream of lines that ends with the job: the
+    /// backend's stream, or, once the backend has none, the copy in the
+    /// store, from its start and then chunk by chunk as the runner copies
+    /// more (so a follower attached after the pod was gone still sees the
+    /// rest). An invalid-input error when the backend does not declare
+    /// [`BackendCapabilities::follow_logs`] and nothing was stored.
     pub async fn follow_logs(&self) -> Result<LogStream, EngineError> {
-        self.require(self.capabilities().follow_logs, "follow_logs")?;
-        let stream = self.backend.follow_logs(&self.record).await?;
+        let stream = match self.live_log_stream().await? {
+            Some(stream) => stream,
+            None => stored_log::follow(
+                self.inner.store.clone(),
+                self.backend.clone(),
+                self.record.clone(),
+                stored_log::FOLLOW_POLL,
+            ),
+        };
         let redactor = self.redactor().await.clone();
         if redactor.is_empty() {
             return Ok(stream);
@@ -346,6 +380,26 @@ impl JobHandle {
         Ok(Box::pin(stream.map(move |line| {
             line.map(|l| redactor.redact(&l).into_owned())
         })))
+    }
+
+    /// The backend's log stream; `None` when it has none but the store
+    /// holds a copy.
+    async fn live_log_stream(&self) -> Result<Option<LogStream>, EngineError> {
+        let answer = if self.capabilities().follow_logs {
+            match self.backend.follow_logs(&self.record).await {
+                Ok(stream) => return Ok(Some(stream)),
+                Err(e) if e.is_not_found() => Err(EngineError::from(e)),
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            Err(BackendCapabilities::undeclared(self.backend.name(), "follow_logs").into())
+        };
+        let stored =
+            stored_log::chunks_exist(&*self.inner.store, &stored_log::prefix(&self.record)).await?;
+        if stored {
+            return Ok(None);
+        }
+        answer.map(|()| None)
     }
 
     /// Stop the job; its artifacts stay in the store. An invalid-input
@@ -501,14 +555,7 @@ impl JobHandle {
     /// The error for a job that ended without a usable result, with the
     /// last lines of its output when the backend still has them.
     async fn no_result(&self, state: &JobState, uri: String) -> EngineError {
-        let log_tail = if self.capabilities().logs {
-            match self.backend.logs(&self.record, LogOptions::tail(20)).await {
-                Ok(tail) => Some(self.redactor().await.redact(&tail).into_owned()),
-                Err(_) => None,
-            }
-        } else {
-            None
-        };
+        let log_tail = self.tail(20).await.ok();
         EngineError::NoResult {
             job_id: self.record.job_id.to_string(),
             state: Box::new(state.clone()),

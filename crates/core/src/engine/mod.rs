@@ -29,6 +29,7 @@ mod error;
 mod handle;
 mod project;
 mod spec;
+mod stored_log;
 mod submit;
 
 use std::path::PathBuf;

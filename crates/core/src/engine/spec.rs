@@ -186,6 +186,51 @@ pub enum DataSource {
     Local(PathBuf),
     /// A `gs://` URI; a trailing `/` marks a directory.
     Remote(String),
+    /// A Hugging Face dataset, `hf://REPO_ID[?split=…&config_name=…&revision=…]`,
+    /// loaded on the host by the runner (with the `datasets` package the
+    /// job's image or requirements provide) and given to the function as
+    /// the directory it was saved to.
+    HuggingFace {
+        /// The `hf://` URI.
+        uri: String,
+        /// Whether the dataset's repository may run its own loading code.
+        trust_remote_code: bool,
+    },
+}
+
+/// The query keys an `hf://` URI may carry.
+const HF_QUERY_KEYS: [&str; 3] = ["split", "config_name", "revision"];
+
+/// Checks an `hf://` URI: a repository id, and only [`HF_QUERY_KEYS`], each once with a value.
+fn check_hf_uri(uri: &str) -> Result<(), SpecError> {
+    let invalid = |reason: String| SpecError::DataInvalid {
+        input: uri.to_owned(),
+        reason,
+    };
+    let usage = "expected hf://REPO_ID[?split=…&config_name=…&revision=…]";
+    let rest = uri.strip_prefix("hf://").unwrap_or(uri);
+    if rest.contains('#') {
+        return Err(invalid(format!("a fragment is not accepted; {usage}")));
+    }
+    let (repo, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if repo.trim_matches('/').is_empty() {
+        return Err(invalid(format!("it names no dataset; {usage}")));
+    }
+    let mut seen = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if !HF_QUERY_KEYS.contains(&key) {
+            return Err(invalid(format!(
+                "unknown query key {key:?} (accepted: {})",
+                HF_QUERY_KEYS.join(", ")
+            )));
+        }
+        if value.is_empty() || seen.contains(&key) {
+            return Err(invalid(format!("{key} must be given once, with a value")));
+        }
+        seen.push(key);
+    }
+    Ok(())
 }
 
 impl Data {
@@ -216,10 +261,19 @@ impl Data {
                 source: DataSource::Remote(path.to_owned()),
             });
         }
+        if path.starts_with("hf://") {
+            check_hf_uri(path)?;
+            return Ok(Self {
+                source: DataSource::HuggingFace {
+                    uri: path.to_owned(),
+                    trust_remote_code: false,
+                },
+            });
+        }
         if path.contains("://") {
             return Err(SpecError::DataInvalid {
                 input: path.to_owned(),
-                reason: "only local paths and gs:// URIs are accepted".into(),
+                reason: "only local paths, gs:// and hf:// URIs are accepted".into(),
             });
         }
         let resolved = absolute(&expand_home(path, home)?, cwd);
@@ -234,6 +288,30 @@ impl Data {
         })
     }
 
+    /// This Hugging Face dataset, allowed (or not) to run its
+    /// repository's own loading code (Kinetic's `hf_trust_remote_code`).
+    ///
+    /// # Errors
+    /// [`SpecError::DataInvalid`] when allowing it for data that is not an
+    /// `hf://` dataset (there is no code to trust).
+    pub fn trust_remote_code(mut self, trust: bool) -> Result<Self, SpecError> {
+        match &mut self.source {
+            DataSource::HuggingFace {
+                trust_remote_code, ..
+            } => *trust_remote_code = trust,
+            _ if !trust => {}
+            other => {
+                return Err(SpecError::DataInvalid {
+                    input: data_source_text(other),
+                    reason:
+                        "hf_trust_remote_code applies to Hugging Face datasets (hf:// URIs) only"
+                            .into(),
+                });
+            }
+        }
+        Ok(self)
+    }
+
     /// Where the data comes from.
     pub fn source(&self) -> &DataSource {
         &self.source
@@ -243,8 +321,16 @@ impl Data {
     pub fn local_path(&self) -> Option<&Path> {
         match &self.source {
             DataSource::Local(p) => Some(p),
-            DataSource::Remote(_) => None,
+            DataSource::Remote(_) | DataSource::HuggingFace { .. } => None,
         }
+    }
+}
+
+/// The path or URI a data source was given as.
+pub(crate) fn data_source_text(source: &DataSource) -> String {
+    match source {
+        DataSource::Local(p) => p.to_string_lossy().into_owned(),
+        DataSource::Remote(uri) | DataSource::HuggingFace { uri, .. } => uri.clone(),
     }
 }
 

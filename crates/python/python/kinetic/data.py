@@ -15,7 +15,11 @@ class Data:
     just receives paths.
 
     Local data is content-hashed and uploaded once to the data cache; a
-    ``gs://`` URI is passed through (a trailing slash marks a directory).
+    ``gs://`` URI is passed through (a trailing slash marks a directory); an
+    ``hf://REPO_ID[?split=…&config_name=…&revision=…]`` Hugging Face dataset
+    is loaded on the pod with the ``datasets`` package (which the job's
+    requirements or image must provide) and the function receives the
+    directory it was saved to (``datasets.load_from_disk`` reads it).
 
     Args:
         path: Local file/directory path (absolute or relative) or GCS URI
@@ -23,8 +27,9 @@ class Data:
         fuse: If True, mount the data via GCS FUSE instead of downloading it.
             Not supported by this engine yet: submitting it raises
             ``ValueError`` naming the parameter.
-        hf_trust_remote_code: For ``hf://`` datasets. Hugging Face datasets
-            are not supported by this engine yet: submitting one raises
+        hf_trust_remote_code: For ``hf://`` datasets: let the dataset's
+            repository run its own loading code (the ``datasets`` package's
+            ``trust_remote_code``). Set on other data, submitting raises
             ``ValueError``.
 
     Examples::
@@ -33,6 +38,7 @@ class Data:
         Data("./config.json")                      # local file
         Data("gs://my-bucket/datasets/imagenet/")  # GCS directory
         Data("gs://my-bucket/datasets/weights.h5") # GCS single object
+        Data("hf://imdb?split=train")              # Hugging Face dataset, loaded on the host
     """
 
     __slots__ = ("_raw", "_path", "_fuse", "_hf_trust_remote_code")
@@ -43,6 +49,8 @@ class Data:
         raw = os.fspath(path)
         if not raw:
             raise ValueError("kinetic.Data(path): the path is empty")
+        if raw.startswith("hf://") and fuse:
+            raise ValueError("fuse=True is not supported for Hugging Face datasets (hf:// URIs)")
         self._raw = raw
         if "://" in raw:
             self._path = raw
@@ -78,7 +86,10 @@ class Data:
 
     @property
     def is_dir(self) -> bool:
-        """Whether the data is a directory (for URIs: a trailing slash)."""
+        """Whether the data is a directory (for gs:// URIs: a trailing slash;
+        a Hugging Face dataset always is one)."""
+        if self._path.startswith("hf://"):
+            return True
         if "://" in self._path:
             return self._path.endswith("/")
         return os.path.isdir(self._path)

@@ -65,7 +65,7 @@ pub(super) fn encode(spec: &JobSpec, options: &MapOptions, working_dir: &Path) -
         "backend": spec.backend,
         "working_dir": working_dir.to_string_lossy(),
         "env": env,
-        "volumes": spec.volumes.iter().map(|(m, d)| json!([m, data_text(d)])).collect::<Vec<_>>(),
+        "volumes": spec.volumes.iter().map(|(m, d)| json!([m, encode_volume(d)])).collect::<Vec<_>>(),
         "output_dir": spec.output_dir,
         "image": image,
         "run_deadline_s": secs(spec.deadlines.run),
@@ -79,16 +79,42 @@ pub(super) fn encode(spec: &JobSpec, options: &MapOptions, working_dir: &Path) -
 }
 
 fn data_text(data: &Data) -> String {
-    match data.source() {
-        DataSource::Local(p) => p.to_string_lossy().into_owned(),
-        DataSource::Remote(uri) => uri.clone(),
+    crate::engine::spec::data_source_text(data.source())
+}
+
+/// Whether `data` is an `hf://` dataset allowed to run its own code (kept
+/// in the recipe as its own kind, `hf_trusted`).
+fn trusted(data: &Data) -> bool {
+    matches!(
+        data.source(),
+        DataSource::HuggingFace {
+            trust_remote_code: true,
+            ..
+        }
+    )
+}
+
+/// A volume's data: its text, or `{"hf_trusted": uri}`.
+fn encode_volume(data: &Data) -> Value {
+    if trusted(data) {
+        encode_data(data)
+    } else {
+        json!(data_text(data))
+    }
+}
+
+fn encode_data(data: &Data) -> Value {
+    if trusted(data) {
+        json!({"hf_trusted": data_text(data)})
+    } else {
+        json!({"data": data_text(data)})
     }
 }
 
 fn encode_arg(arg: &Arg) -> Value {
     match arg {
         Arg::Json(v) => json!({"json": v}),
-        Arg::Data(d) => json!({"data": data_text(d)}),
+        Arg::Data(d) => encode_data(d),
         Arg::List(items) => json!({"list": items.iter().map(encode_arg).collect::<Vec<_>>()}),
         Arg::Object(items) => {
             json!({"object": items.iter().map(|(k, a)| json!([k, encode_arg(a)])).collect::<Vec<_>>()})
@@ -125,8 +151,14 @@ pub(super) fn decode(value: &Value) -> Result<(JobSpec, MapOptions), String> {
     }
     for v in list(obj, "volumes")? {
         let (mount, data) = pair(v, "volumes")?;
-        let data = data.as_str().ok_or("a volume's data is not a string")?;
-        spec.volumes.push((mount, load_data(data, &working_dir)?));
+        let data = match data {
+            Value::String(text) => load_data(text, &working_dir)?,
+            other => match decode_arg(other, &working_dir)? {
+                Arg::Data(data) => data,
+                _ => return Err(format!("a volume's data is {other}, not a path or URI")),
+            },
+        };
+        spec.volumes.push((mount, data));
     }
     spec.image = match obj.get("image") {
         Some(Value::Object(m)) if m.contains_key("prebuilt") => ImageMode::Prebuilt {
@@ -248,6 +280,9 @@ fn decode_arg(v: &Value, cwd: &Path) -> Result<Arg, String> {
     match kind.as_str() {
         "json" => Ok(Arg::Json(inner.clone())),
         "data" => load_data(inner.as_str().ok_or("data is not a string")?, cwd).map(Arg::Data),
+        "hf_trusted" => load_data(inner.as_str().ok_or("hf_trusted is not a string")?, cwd)
+            .and_then(|d| d.trust_remote_code(true).map_err(|e| e.to_string()))
+            .map(Arg::Data),
         "list" => inner
             .as_array()
             .ok_or("list is not a list")?
