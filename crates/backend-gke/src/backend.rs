@@ -92,7 +92,7 @@ impl Workload for JobKind {
                 })
     }
 
-    fn end_patch(&self) -> serde_json::Value {
+    fn end_patch(&self, _state: &JobState) -> serde_json::Value {
         json!({"spec": {"activeDeadlineSeconds": 1}})
     }
 }

@@ -94,7 +94,10 @@ pub fn job_state(job: &Job, pods: &[Pod], now: SystemTime) -> JobState {
 /// `Error creating: …`), unless a pod was created after it
 /// (`SuccessfulCreate`).
 pub fn pod_creation_failure(job: &Job, events: &[Event]) -> Option<String> {
-    kinetic_kube::status::pod_creation_failure(job.metadata.uid.as_deref()?, events)
+    let uid = job.metadata.uid.as_deref()?;
+    kinetic_kube::status::pod_creation_failure(events, |e| {
+        e.involved_object.uid.as_deref() == Some(uid)
+    })
 }
 
 /// The job's state from its Job, its pods, the events about the Job

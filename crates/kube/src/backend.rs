@@ -10,7 +10,6 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use futures_util::{AsyncBufReadExt, Stream, StreamExt};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Event, Pod, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kinetic_core::accelerators::AcceleratorSpec;
@@ -42,7 +41,7 @@ use crate::status::{pod_started, sort_oldest_first};
 #[async_trait]
 pub trait Workload: Send + Sync + 'static {
     /// The object (`Job`, `LeaderWorkerSet`).
-    type Object: kube::Resource<Scope = NamespaceResourceScope>
+    type Object: kube::Resource
         + Clone
         + Debug
         + DeserializeOwned
@@ -59,6 +58,13 @@ pub trait Workload: Send + Sync + 'static {
 
     /// The kind, as events name the objects they are about (`Job`).
     fn kind(&self) -> &'static str;
+
+    /// The kind of the object that creates the pods, whose events tell
+    /// why the API server refused one (`Job`; a LeaderWorkerSet's
+    /// `StatefulSet`).
+    fn pod_creator_kind(&self) -> &'static str {
+        self.kind()
+    }
 
     /// The value of the `app` label on the kind's objects.
     fn app(&self) -> &'static str;
@@ -103,8 +109,27 @@ pub trait Workload: Send + Sync + 'static {
     fn is_finished(&self, object: &Self::Object) -> bool;
 
     /// The merge patch (besides the final-state annotation) that stops the
-    /// object's pods once a final state is written.
-    fn end_patch(&self) -> serde_json::Value;
+    /// object's pods once final state `state` is written (`null`: none).
+    fn end_patch(&self, state: &JobState) -> serde_json::Value;
+
+    /// True for a state [`KubeBackend`] writes on the object as its final
+    /// state once it sees it, so that nothing later (a pod starting, a
+    /// group recreated) turns it into another: by default an expired
+    /// pending deadline and a preempted host.
+    fn keeps(&self, state: &JobState) -> bool {
+        state.status == JobStatus::Failed
+            && matches!(
+                state.reason,
+                Some(StatusReason::PendingDeadlineExceeded { .. } | StatusReason::Preempted)
+            )
+    }
+
+    /// True when the object alone cannot tell that the job ended (its
+    /// pods do): `cancel` then reads the job's state first, so that it
+    /// does not mark a finished job cancelled.
+    fn ends_in_pods(&self) -> bool {
+        false
+    }
 
     /// The error for a 404 on create, when the kind explains it better
     /// than "namespace not found" (a missing CRD).
@@ -311,9 +336,10 @@ impl<W: Workload> KubeBackend<W> {
     /// field selector).
     async fn events(&self, namespace: &str) -> Result<Vec<Event>, BackendError> {
         let api: Api<Event> = Api::namespaced(self.client.get().await?, namespace);
-        api.list(
-            &ListParams::default().fields(&format!("involvedObject.kind={}", self.workload.kind())),
-        )
+        api.list(&ListParams::default().fields(&format!(
+            "involvedObject.kind={}",
+            self.workload.pod_creator_kind()
+        )))
         .await
         .map(|l| l.items)
         .map_err(|e| {
@@ -416,7 +442,7 @@ impl<W: Workload> KubeBackend<W> {
                 },
             });
             if let (Some(p), serde_json::Value::Object(end)) =
-                (patch.as_object_mut(), self.workload.end_patch())
+                (patch.as_object_mut(), self.workload.end_patch(state))
             {
                 p.extend(end);
             }
@@ -523,17 +549,6 @@ impl<W: Workload> KubeBackend<W> {
 
 fn not_found(backend: &str, record: &JobRecord) -> BackendError {
     BackendError::not_found(backend.to_owned(), record.job_id.to_string())
-}
-
-/// True for a state the backend decided and must keep on the object so
-/// that a later pod cannot turn it into a run: an expired pending
-/// deadline, a preempted host of a slice.
-fn must_keep(state: &JobState) -> bool {
-    state.status == JobStatus::Failed
-        && matches!(
-            state.reason,
-            Some(StatusReason::PendingDeadlineExceeded { .. } | StatusReason::Preempted)
-        )
 }
 
 type LineStream = Pin<Box<dyn Stream<Item = Result<String, BackendError>> + Send>>;
@@ -650,7 +665,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
         let state = self
             .workload
             .state(&object, &pods, &events, SystemTime::now());
-        if crate::status::final_state(object.meta()).is_none() && must_keep(&state) {
+        if crate::status::final_state(object.meta()).is_none() && self.workload.keeps(&state) {
             // Keep the verdict: a pod must not start (or a group be
             // recreated) later and turn a reported failure into a run.
             if let Err(e) = self.finalise(record, &state).await {
@@ -746,6 +761,9 @@ impl<W: Workload> Backend for KubeBackend<W> {
     }
 
     async fn cancel(&self, record: &JobRecord) -> Result<(), BackendError> {
+        if self.workload.ends_in_pods() && self.status(record).await?.status.is_terminal() {
+            return Ok(());
+        }
         let state = JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
         self.finalise(record, &state).await
     }

@@ -242,11 +242,11 @@ pub fn live_pod_state(pods: &[Pod]) -> Option<JobState> {
     })
 }
 
-/// Why the API server refused a workload's pod, from the events about the
-/// object with uid `uid`: the message of the newest `FailedCreate` (the
-/// controller's `Error creating: …`), unless a pod was created after it
-/// (`SuccessfulCreate`).
-pub fn pod_creation_failure(uid: &str, events: &[Event]) -> Option<String> {
+/// Why the API server refused a workload's pod, from the events `about`
+/// the controller object that creates its pods: the message of the newest
+/// `FailedCreate` (the controller's `Error creating: …`), unless a pod
+/// was created after it (`SuccessfulCreate`).
+pub fn pod_creation_failure(events: &[Event], about: impl Fn(&Event) -> bool) -> Option<String> {
     let when = |e: &Event| {
         e.last_timestamp
             .as_ref()
@@ -255,7 +255,7 @@ pub fn pod_creation_failure(uid: &str, events: &[Event]) -> Option<String> {
     };
     let newest = events
         .iter()
-        .filter(|e| e.involved_object.uid.as_deref() == Some(uid))
+        .filter(|e| about(e))
         .filter(|e| {
             matches!(
                 e.reason.as_deref(),

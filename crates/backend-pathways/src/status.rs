@@ -1,0 +1,144 @@
+//! LeaderWorkerSet + its pods → job state: a pure function of the
+//! objects and the time, with the typed reasons of the shared Kubernetes
+//! layer. A slice runs as one: one host failing fails the job.
+//!
+//! Order of the rules:
+//!
+//! 1. A final state the backend wrote on the LeaderWorkerSet (cancelled,
+//!    pending deadline exceeded, preempted, or the end it saw) wins.
+//! 2. A host whose pod is being disrupted (a `DisruptionTarget`
+//!    condition: spot preemption, eviction) fails the whole slice with
+//!    that reason (`preempted`, `evicted`): a multi-host slice does not
+//!    survive losing a host.
+//! 3. A host whose pod failed fails the job, with that pod's reason (OOM
+//!    killed, run deadline exceeded, exit code); the lowest worker index
+//!    is the one reported.
+//! 4. The leader's pod `Succeeded` → `SUCCEEDED` (its result is the
+//!    job's).
+//! 5. A host still pending → `PENDING`, with the first pending reason in
+//!    worker order; else a host running → `RUNNING`. Without pods, the
+//!    leader StatefulSet's newest `FailedCreate` event gives
+//!    `PodCreationFailed`.
+//! 6. A `PENDING` state whose reason is blocking, older than the pending
+//!    deadline, becomes `FAILED` with `PendingDeadlineExceeded`.
+
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
+use kinetic_kube::status::{
+    apply_pending_deadline, failure_reason, final_state, pending_reason, pod_creation_failure,
+    pod_phase,
+};
+
+use crate::lws::{LABEL_WORKER_INDEX, LeaderWorkerSet};
+
+/// The host index of a pod of the set named `set`: its
+/// `leaderworkerset.sigs.k8s.io/worker-index` label, else its name (the
+/// leader is `{set}-{group}`, worker `i` is `{set}-{group}-{i}`).
+pub fn worker_index(pod: &Pod, set: &str) -> Option<u32> {
+    if let Some(i) = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_WORKER_INDEX))
+    {
+        return i.parse().ok();
+    }
+    let rest = pod.metadata.name.as_deref()?.strip_prefix(set)?;
+    let mut parts = rest.strip_prefix('-')?.split('-');
+    let _group: u32 = parts.next()?.parse().ok()?;
+    match parts.next() {
+        None => Some(0),
+        Some(i) => i.parse().ok(),
+    }
+}
+
+fn disrupted(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        })
+}
+
+/// The pods by host index (unknown indexes last), then by name.
+fn by_host<'a>(pods: &'a [Pod], set: &str) -> Vec<&'a Pod> {
+    let mut out: Vec<&Pod> = pods.iter().collect();
+    out.sort_by_key(|p| {
+        (
+            worker_index(p, set).unwrap_or(u32::MAX),
+            p.metadata.name.clone(),
+        )
+    });
+    out
+}
+
+/// The job's state from its LeaderWorkerSet, the pods of its group, the
+/// events about StatefulSets (read when it has no pod) and the time `now`.
+pub fn lws_state(
+    lws: &LeaderWorkerSet,
+    pods: &[Pod],
+    events: &[Event],
+    now: SystemTime,
+) -> JobState {
+    if let Some(state) = final_state(&lws.metadata) {
+        return state;
+    }
+    let set = lws.metadata.name.as_deref().unwrap_or_default();
+    let hosts = by_host(pods, set);
+    let failed = JobState::new(JobStatus::Failed);
+    if let Some(reason) = hosts
+        .iter()
+        .filter(|p| disrupted(p))
+        .find_map(|p| failure_reason(p))
+    {
+        return failed.with_reason(reason);
+    }
+    if let Some(pod) = hosts.iter().find(|p| pod_phase(p) == "Failed") {
+        return match failure_reason(pod) {
+            Some(reason) => failed.with_reason(reason),
+            None => failed,
+        };
+    }
+    let live: Vec<&Pod> = hosts
+        .iter()
+        .copied()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    if live
+        .iter()
+        .any(|p| worker_index(p, set) == Some(0) && pod_phase(p) == "Succeeded")
+    {
+        return JobState::new(JobStatus::Succeeded);
+    }
+    let pending: Vec<&Pod> = live
+        .iter()
+        .copied()
+        .filter(|p| pod_phase(p) == "Pending")
+        .collect();
+    let state = if !pending.is_empty() {
+        match pending.iter().find_map(|p| pending_reason(p)) {
+            Some(reason) => JobState::new(JobStatus::Pending).with_reason(reason),
+            None => JobState::new(JobStatus::Pending),
+        }
+    } else if live.iter().any(|p| pod_phase(p) == "Running") {
+        JobState::new(JobStatus::Running)
+    } else if let Some(message) = pods
+        .is_empty()
+        .then(|| {
+            pod_creation_failure(events, |e| {
+                e.involved_object.kind.as_deref() == Some("StatefulSet")
+                    && e.involved_object.name.as_deref() == Some(set)
+            })
+        })
+        .flatten()
+    {
+        JobState::new(JobStatus::Pending).with_reason(StatusReason::PodCreationFailed { message })
+    } else {
+        JobState::new(JobStatus::Pending)
+    };
+    apply_pending_deadline(&lws.metadata, state, now)
+}
