@@ -169,6 +169,10 @@ impl FakeGcp {
         apis.serve_manifest(LWS_PATH, LWS_MANIFESTS);
         apis.serve_manifest(NVIDIA_PATH, NVIDIA_DRIVER_MANIFEST);
         if config.provisioned {
+            // `kinetic up` installs LeaderWorkerSet.
+            cluster
+                .install_leader_worker_set()
+                .map_err(|e| std::io::Error::other(e.message))?;
             gcs.create_bucket_in(&names.jobs_bucket, &config.project, &names.region);
             gcs.create_bucket_in(&names.builds_bucket, &config.project, &names.ar_location);
             apis.provision(

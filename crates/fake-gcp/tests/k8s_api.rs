@@ -107,14 +107,16 @@ async fn the_api_server_answers_as_kubernetes_does() {
         "{first:?}"
     );
 
-    // A custom resource: LeaderWorkerSet.
+    // A custom resource: LeaderWorkerSet, once its CRD is installed.
+    cluster.install_leader_worker_set().unwrap();
     let gvk = GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "leaderworkersets");
     let lws: Api<DynamicObject> = Api::namespaced_with(client.clone(), "ns", &ar);
     let obj: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": "keras-pathways-job-1", "labels": {"app": "kinetic-pathways"}},
-        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2}},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2,
+                 "workerTemplate": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}},
     }))
     .unwrap();
     lws.create(&PostParams::default(), &obj).await.unwrap();

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::auth::{self, RequestInfo, User, Users};
 use super::logs::{LogBook, LogRequest};
+use super::meta::str_at;
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{ApiError, Change, Store};
 use kinetic_core::ports::FaultPlan;
@@ -77,12 +78,7 @@ const RESOURCES: &[(&str, &str, &str, bool)] = &[
         "admissionregistration.k8s.io/v1",
         false,
     ),
-    (
-        "leaderworkersets.leaderworkerset.x-k8s.io",
-        "LeaderWorkerSet",
-        "leaderworkerset.x-k8s.io/v1",
-        true,
-    ),
+    ("statefulsets.apps", "StatefulSet", "apps/v1", true),
     (
         "selfsubjectaccessreviews.authorization.k8s.io",
         "SelfSubjectAccessReview",
@@ -100,11 +96,17 @@ pub(crate) fn plural_of_kind(group: &str, kind: &str) -> Option<String> {
         .map(|(r, _, _, _)| r.split('.').next().unwrap_or(r).to_owned())
 }
 
-fn kind_of(resource: &str) -> String {
+/// The resource's kind: a built-in one's, or the one its
+/// CustomResourceDefinition names.
+fn kind_of(store: &Store, resource: &str) -> String {
     RESOURCES
         .iter()
         .find(|(r, _, _, _)| *r == resource)
         .map(|(_, k, _, _)| (*k).to_owned())
+        .or_else(|| {
+            let crd = store.get(CRDS, "", resource).ok()?;
+            str_at(&crd, "/spec/names/kind").map(str::to_owned)
+        })
         .unwrap_or_else(|| {
             let plural = resource.split('.').next().unwrap_or(resource);
             let singular = plural.strip_suffix('s').unwrap_or(plural);
@@ -113,6 +115,101 @@ fn kind_of(resource: &str) -> String {
                 .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
                 .unwrap_or_default()
         })
+}
+
+const CRDS: &str = "customresourcedefinitions.apiextensions.k8s.io";
+
+/// Whether `group` is one the API server serves itself (not through a
+/// CustomResourceDefinition).
+fn built_in_group(group: &str) -> bool {
+    RESOURCES
+        .iter()
+        .any(|(_, _, av, _)| av.split_once('/').is_some_and(|(g, _)| g == group))
+}
+
+/// The CustomResourceDefinitions, not being deleted.
+fn crds(store: &Store) -> Vec<Value> {
+    store
+        .all(CRDS)
+        .into_iter()
+        .filter(|c| c.pointer("/metadata/deletionTimestamp").is_none())
+        .collect()
+}
+
+/// The served versions of a CRD, the preferred (by Kubernetes' version
+/// priority: GA, then beta, then alpha, higher numbers first) first.
+fn served_versions(crd: &Value) -> Vec<String> {
+    let mut versions: Vec<String> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    versions
+}
+
+/// Kubernetes' ordering of version names: `v2` > `v1` > `v1beta2` >
+/// `v1beta1` > `v1alpha1`, anything else last.
+fn version_priority(version: &str) -> (u8, u64, u64) {
+    let Some(rest) = version.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Ok(major) = digits.parse::<u64>() else {
+        return (0, 0, 0);
+    };
+    let tail = &rest[digits.len()..];
+    let minor = |t: &str| t.parse::<u64>().ok();
+    if tail.is_empty() {
+        (3, major, 0)
+    } else if let Some(n) = tail.strip_prefix("beta").and_then(minor) {
+        (2, major, n)
+    } else if let Some(n) = tail.strip_prefix("alpha").and_then(minor) {
+        (1, major, n)
+    } else {
+        (0, 0, 0)
+    }
+}
+
+/// The API server's answer to a path nothing serves: the plain text
+/// `404 page not found` of its last handler (not a `Status`).
+fn page_not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "404 page not found\n",
+    )
+        .into_response()
+}
+
+/// Whether `/apis/{group}[/{version}[/…/{plural}…]]` is served: always
+/// for built-in groups; for others only while a CustomResourceDefinition
+/// of the group exists and serves the version (and the resource).
+fn served(store: &Store, path: &str) -> bool {
+    let Some(rest) = path.strip_prefix("/apis/") else {
+        return true;
+    };
+    let parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
+    let Some(group) = parts.first() else {
+        return true;
+    };
+    if built_in_group(group) {
+        return true;
+    }
+    let plural = match parts.as_slice() {
+        [_, _, "namespaces", _, plural, ..] | [_, _, plural, ..] => Some(*plural),
+        _ => None,
+    };
+    crds(store).iter().any(|crd| {
+        str_at(crd, "/spec/group") == Some(group)
+            && parts
+                .get(1)
+                .is_none_or(|v| served_versions(crd).iter().any(|s| s == v))
+            && plural.is_none_or(|p| str_at(crd, "/spec/names/plural") == Some(p))
+    })
 }
 
 /// Counted API calls, by `"{verb} {resource}"` (`"list jobs.batch"`),
@@ -214,6 +311,7 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/api", get(api_versions))
         .route("/apis", get(api_groups))
         .route("/api/v1", get(core_resources))
+        .route("/apis/{group}", get(api_group))
         .route("/apis/{group}/{version}", get(group_resources))
         .route(
             "/api/v1/{plural}",
@@ -319,10 +417,16 @@ async fn authorize(
         request.uri().path(),
         request.uri().query(),
     ) else {
+        if !served(&s.store, request.uri().path()) {
+            return page_not_found();
+        }
         return next.run(request).await;
     };
     if !auth::allowed(&s.store, &user, &info) {
         return error_response(&auth::forbidden(&user, &info));
+    }
+    if !served(&s.store, request.uri().path()) {
+        return page_not_found();
     }
     if !matches!(info.verb.as_str(), "create" | "update" | "patch") {
         return next.run(request).await;
@@ -397,28 +501,75 @@ async fn api_versions() -> Response {
     )
 }
 
-async fn api_groups() -> Response {
-    let group = |name: &str, version: &str| {
-        json!({"name": name, "versions": [{"groupVersion": format!("{name}/{version}"), "version": version}],
-               "preferredVersion": {"groupVersion": format!("{name}/{version}"), "version": version}})
+async fn api_groups(State(s): State<Shared>) -> Response {
+    let group = |name: &str, versions: &[String]| {
+        let listed: Vec<Value> = versions
+            .iter()
+            .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+            .collect();
+        json!({"name": name, "versions": listed, "preferredVersion": listed.first().cloned().unwrap_or(json!({}))})
     };
-    let mut groups: Vec<&str> = RESOURCES
+    let mut names: Vec<&str> = RESOURCES
         .iter()
         .filter_map(|(_, _, av, _)| av.split_once('/').map(|(g, _)| g))
         .collect();
-    groups.dedup();
-    let groups: Vec<Value> = groups.into_iter().map(|g| group(g, "v1")).collect();
+    names.dedup();
+    let mut groups: Vec<Value> = names
+        .into_iter()
+        .map(|g| group(g, &["v1".to_owned()]))
+        .collect();
+    groups.extend(crd_groups(&s.store).iter().map(|(g, v)| group(g, v)));
     json_response(
         StatusCode::OK,
         &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
     )
 }
 
-fn resource_list(group_version: &str) -> Value {
+/// The groups the CustomResourceDefinitions add, with their served
+/// versions (preferred first).
+fn crd_groups(store: &Store) -> Vec<(String, Vec<String>)> {
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for crd in crds(store) {
+        let Some(g) = str_at(&crd, "/spec/group") else {
+            continue;
+        };
+        let versions = groups.entry(g.to_owned()).or_default();
+        for v in served_versions(&crd) {
+            if !versions.contains(&v) {
+                versions.push(v);
+            }
+        }
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    }
+    groups.into_iter().collect()
+}
+
+/// `/apis/{group}`: the group's versions (404 if nothing serves it).
+async fn api_group(State(s): State<Shared>, Path(group): Path<String>) -> Response {
+    let versions = if built_in_group(&group) {
+        vec!["v1".to_owned()]
+    } else {
+        match crd_groups(&s.store).into_iter().find(|(g, _)| *g == group) {
+            Some((_, v)) => v,
+            None => return page_not_found(),
+        }
+    };
+    let listed: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": listed,
+                "preferredVersion": listed.first().cloned().unwrap_or(json!({}))}),
+    )
+}
+
+fn resource_list(store: &Store, group_version: &str) -> Value {
     let verbs = json!([
         "create", "delete", "get", "list", "patch", "update", "watch"
     ]);
-    let resources: Vec<Value> = RESOURCES
+    let mut resources: Vec<Value> = RESOURCES
         .iter()
         .filter(|(_, _, av, _)| *av == group_version)
         .flat_map(|(r, k, _, namespaced)| {
@@ -430,17 +581,52 @@ fn resource_list(group_version: &str) -> Value {
             v
         })
         .collect();
+    let (group, version) = group_version.split_once('/').unwrap_or(("", group_version));
+    for crd in crds(store) {
+        if str_at(&crd, "/spec/group") != Some(group)
+            || !served_versions(&crd).iter().any(|v| v == version)
+        {
+            continue;
+        }
+        let names = |k: &str| {
+            str_at(&crd, &format!("/spec/names/{k}"))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let plural = names("plural");
+        let namespaced = str_at(&crd, "/spec/scope") == Some("Namespaced");
+        resources.push(
+            json!({"name": plural, "singularName": names("singular"), "namespaced": namespaced,
+            "kind": names("kind"), "verbs": verbs,
+            "shortNames": crd.pointer("/spec/names/shortNames").cloned().unwrap_or(json!([]))}),
+        );
+        let status = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|v| v.get("name").and_then(Value::as_str) == Some(version))
+            .and_then(|v| v.pointer("/subresources/status"))
+            .is_some();
+        if status {
+            resources.push(json!({"name": format!("{plural}/status"), "singularName": "",
+                "namespaced": namespaced, "kind": names("kind"), "verbs": ["get", "patch", "update"]}));
+        }
+    }
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
 }
 
-async fn core_resources() -> Response {
-    json_response(StatusCode::OK, &resource_list("v1"))
+async fn core_resources(State(s): State<Shared>) -> Response {
+    json_response(StatusCode::OK, &resource_list(&s.store, "v1"))
 }
 
-async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
+async fn group_resources(
+    State(s): State<Shared>,
+    Path((group, version)): Path<(String, String)>,
+) -> Response {
     json_response(
         StatusCode::OK,
-        &resource_list(&format!("{group}/{version}")),
+        &resource_list(&s.store, &format!("{group}/{version}")),
     )
 }
 
@@ -806,12 +992,18 @@ async fn list(
     let api_version = RESOURCES
         .iter()
         .find(|(r, _, _, _)| *r == resource)
-        .map_or("v1", |(_, _, av, _)| *av);
+        .map(|(_, _, av, _)| (*av).to_owned())
+        .or_else(|| {
+            let crd = s.store.get(CRDS, "", &resource).ok()?;
+            let version = served_versions(&crd).into_iter().next()?;
+            Some(format!("{}/{version}", str_at(&crd, "/spec/group")?))
+        })
+        .unwrap_or_else(|| "v1".to_owned());
     json_response(
         StatusCode::OK,
         &json!({
             "apiVersion": api_version,
-            "kind": format!("{}List", kind_of(&resource)),
+            "kind": format!("{}List", kind_of(&s.store, &resource)),
             "metadata": {"resourceVersion": rv.to_string()},
             "items": items,
         }),
@@ -931,7 +1123,10 @@ async fn create(s: Shared, resource: String, ns: String, body: Bytes) -> Respons
     }
     let result = parse_body(&body).and_then(|mut obj| {
         if obj.get("kind").is_none() {
-            obj["kind"] = Value::String(kind_of(&resource));
+            obj["kind"] = Value::String(kind_of(&s.store, &resource));
+        }
+        if resource == super::lws::RESOURCE {
+            super::lws::admit(&mut obj)?;
         }
         if resource == "jobs.batch" && obj.get("status").is_none() {
             obj["status"] = json!({});
@@ -961,7 +1156,13 @@ async fn put(s: Shared, resource: String, ns: String, name: String, body: Bytes)
     if let Err(e) = guard(&s, "update", &resource).await {
         return error_response(&e);
     }
-    match parse_body(&body).and_then(|obj| s.store.update(&resource, &ns, &name, obj)) {
+    let admitted = parse_body(&body).and_then(|mut obj| {
+        if resource == super::lws::RESOURCE {
+            super::lws::admit(&mut obj)?;
+        }
+        Ok(obj)
+    });
+    match admitted.and_then(|obj| s.store.update(&resource, &ns, &name, obj)) {
         Ok(obj) => json_response(StatusCode::OK, &obj),
         Err(e) => error_response(&e),
     }

@@ -21,9 +21,10 @@ const OWNED: &[&str] = &[
     "configmaps",
     "events",
     "leaderworkersets.leaderworkerset.x-k8s.io",
+    "statefulsets.apps",
 ];
 
-fn owner_uids(v: &Value) -> Vec<String> {
+pub(crate) fn owner_uids(v: &Value) -> Vec<String> {
     v.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .map(|refs| {
@@ -34,7 +35,7 @@ fn owner_uids(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn deleting(v: &Value) -> bool {
+pub(crate) fn deleting(v: &Value) -> bool {
     v.pointer("/metadata/deletionTimestamp").is_some()
 }
 
@@ -101,6 +102,9 @@ pub(crate) fn delete(
 pub(crate) fn reconcile(store: &Store) {
     collect_garbage(store);
     default_service_accounts(store);
+    establish_crds(store);
+    super::lws::reconcile(store);
+    super::statefulset::reconcile(store);
     let pods = store.all("pods");
     let mut pods_by_owner: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for p in &pods {
@@ -173,11 +177,11 @@ fn has_condition(job: &Value, kind: &str) -> bool {
         })
 }
 
-fn phase(pod: &Value) -> &str {
+pub(crate) fn phase(pod: &Value) -> &str {
     str_at(pod, "/status/phase").unwrap_or("Pending")
 }
 
-fn pod_ready(pod: &Value) -> bool {
+pub(crate) fn pod_ready(pod: &Value) -> bool {
     pod.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| {
@@ -485,6 +489,43 @@ fn create_pod(store: &Store, job: &Value) -> Result<Value, ApiError> {
     });
     super::admission::admit_pod(store, ns_of(job), &mut pod)?;
     store.create("pods", ns_of(job), pod)
+}
+
+/// Accept the names of each new CustomResourceDefinition and mark it
+/// `Established`, as the apiextensions controllers do.
+fn establish_crds(store: &Store) {
+    for crd in store.all("customresourcedefinitions.apiextensions.k8s.io") {
+        if crd.pointer("/status/acceptedNames").is_some() {
+            continue;
+        }
+        let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+        let stored: Vec<Value> = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+            .filter_map(|v| v.get("name").cloned())
+            .collect();
+        let now = now_rfc3339();
+        store.modify(
+            "customresourcedefinitions.apiextensions.k8s.io",
+            "",
+            name_of(&crd),
+            |c| {
+                c["status"] = json!({
+                    "acceptedNames": names,
+                    "storedVersions": stored,
+                    "conditions": [
+                        {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now,
+                         "reason": "NoConflicts", "message": "no conflicts found"},
+                        {"type": "Established", "status": "True", "lastTransitionTime": now,
+                         "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
+                    ],
+                });
+            },
+        );
+    }
 }
 
 /// Give every namespace its `default` service account, as the service

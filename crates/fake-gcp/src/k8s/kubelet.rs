@@ -60,6 +60,11 @@ struct PodRuntime {
     exit: ExitCell,
     killing: bool,
     events: Vec<&'static str>,
+    /// Container restarts so far (`restartPolicy: Always`, or `OnFailure`
+    /// after a failure).
+    restarts: u32,
+    /// When the exited container is started again.
+    restart_at: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -224,6 +229,8 @@ impl Kubelet {
                 exit: Arc::default(),
                 killing: false,
                 events: Vec::new(),
+                restarts: 0,
+                restart_at: None,
             }
         });
         if let Decision::Waiting(_) = rt.decision {
@@ -386,7 +393,14 @@ impl Kubelet {
         image: &str,
     ) {
         let (ns, name) = (rt.namespace.clone(), rt.name.clone());
-        if rt.pgid.is_none() && self.logs.starts(&rt.uid) == 0 {
+        if rt.restart_at.is_some_and(|at| Instant::now() >= at) {
+            // The back-off is over: the container starts again.
+            rt.restart_at = None;
+            rt.pgid = None;
+            rt.exit = ExitCell::default();
+        }
+        let first = self.logs.starts(&rt.uid) == 0;
+        if rt.pgid.is_none() && rt.restart_at.is_none() && (first || rt.restarts > 0) {
             match self.spawn(store, rt, pod) {
                 Ok(()) => {
                     let msg = format!("Started container {cname}");
@@ -414,7 +428,38 @@ impl Kubelet {
             }
         }
         match exit_code(&rt.exit) {
+            None if rt.restarts > 0 => set_restarted(store, &ns, &name, cname, rt.restarts),
             None => set_running(store, &ns, &name, cname, image),
+            Some(_) if rt.restart_at.is_some() => {}
+            Some(code) if restarts_after(pod, code) => {
+                rt.restarts += 1;
+                // The kubelet's back-off (10 s doubling to 5 min), scaled
+                // down: the first restart at once, then 1 s doubling to 10 s.
+                let backoff = match rt.restarts {
+                    1 => Duration::ZERO,
+                    n => Duration::from_secs(1u64 << (n - 2).min(3)).min(Duration::from_secs(10)),
+                };
+                rt.restart_at = Some(Instant::now() + backoff);
+                let reason = if code == 0 { "Completed" } else { "Error" };
+                let restarts = rt.restarts;
+                let uid = rt.uid.clone();
+                store.modify("pods", &ns, &name, |p| {
+                    crash_loop(p, cname, image, code, reason, restarts, &uid)
+                });
+                let msg = format!(
+                    "Back-off restarting failed container {cname} in pod {name}_{ns}({uid})"
+                );
+                events::record(
+                    store,
+                    pod,
+                    events::Event {
+                        kind: "Warning",
+                        reason: "BackOff",
+                        message: &msg,
+                        component: "kubelet",
+                    },
+                );
+            }
             Some(code) => {
                 let reason = if code == 0 { "Completed" } else { "Error" };
                 store.modify("pods", &ns, &name, |p| {
@@ -462,7 +507,8 @@ impl Kubelet {
                 continue;
             };
             if let Some(v) = e.get("value").and_then(Value::as_str) {
-                env.insert(key.to_owned(), v.to_owned());
+                let v = expand(v, &env);
+                env.insert(key.to_owned(), v);
             } else if let Some(field) = e
                 .pointer("/valueFrom/fieldRef/fieldPath")
                 .and_then(Value::as_str)
@@ -497,7 +543,7 @@ impl Kubelet {
         let mut argv: Vec<String> = Vec::new();
         for field in ["command", "args"] {
             for a in c.get(field).and_then(Value::as_array).into_iter().flatten() {
-                argv.push(a.as_str().unwrap_or_default().to_owned());
+                argv.push(expand(a.as_str().unwrap_or_default(), &env));
             }
         }
         if argv.is_empty() {
@@ -580,6 +626,40 @@ impl Kubelet {
     }
 }
 
+/// `$(NAME)` references in `text` replaced by the variables defined so far,
+/// as the kubelet expands env values, commands and arguments: `$$` is a
+/// literal `$`, and a reference to an undefined name is kept as written.
+fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+        {
+            let name = &inner[..end];
+            match env.get(name) {
+                Some(v) => out.push_str(v),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[derive(Debug)]
 enum SpawnError {
     Config(String),
@@ -635,6 +715,78 @@ fn set_running(store: &Store, ns: &str, name: &str, cname: &str, image: &str) {
     });
 }
 
+/// Whether the container, having exited with `code`, is started again:
+/// `restartPolicy: Always` (the default of a StatefulSet's pods), or
+/// `OnFailure` after a failure.
+fn restarts_after(pod: &Value, code: i32) -> bool {
+    match pod.pointer("/spec/restartPolicy").and_then(Value::as_str) {
+        Some("Always") => true,
+        Some("OnFailure") => code != 0,
+        _ => false,
+    }
+}
+
+/// The container exited and waits to be started again: the pod stays
+/// `Running`, not ready, the exit in `lastState`.
+fn crash_loop(
+    p: &mut Value,
+    cname: &str,
+    image: &str,
+    code: i32,
+    reason: &str,
+    restarts: u32,
+    uid: &str,
+) {
+    let now = now_rfc3339();
+    let started = p
+        .pointer("/status/containerStatuses/0/state/running/startedAt")
+        .cloned()
+        .unwrap_or_else(|| json!(now));
+    let name = p.pointer("/metadata/name").cloned().unwrap_or_default();
+    let ns = p
+        .pointer("/metadata/namespace")
+        .cloned()
+        .unwrap_or_default();
+    let message = format!(
+        "back-off restarting failed container={cname} pod={}_{}({uid})",
+        name.as_str().unwrap_or_default(),
+        ns.as_str().unwrap_or_default()
+    );
+    p["status"]["phase"] = json!("Running");
+    p["status"]["containerStatuses"] = json!([{"name": cname, "image": image, "imageID": "",
+        "ready": false, "restartCount": restarts, "started": false,
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": message}},
+        "lastState": {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}}}]);
+    p["status"]["conditions"] = json!([
+        cond("PodScheduled", true, None, None),
+        cond("Initialized", true, None, None),
+        cond("ContainersReady", false, Some("ContainersNotReady"), None),
+        cond("Ready", false, Some("ContainersNotReady"), None),
+    ]);
+}
+
+/// A restarted container runs again (its `restartCount` and `lastState` kept).
+fn set_restarted(store: &Store, ns: &str, name: &str, cname: &str, restarts: u32) {
+    store.modify("pods", ns, name, |p| {
+        let status = p.pointer_mut("/status/containerStatuses/0");
+        let Some(status) = status else { return };
+        if status.pointer("/state/running").is_some() {
+            return;
+        }
+        status["name"] = json!(cname);
+        status["restartCount"] = json!(restarts);
+        status["ready"] = json!(true);
+        status["started"] = json!(true);
+        status["state"] = json!({"running": {"startedAt": now_rfc3339()}});
+        p["status"]["conditions"] = json!([
+            cond("PodScheduled", true, None, None),
+            cond("Initialized", true, None, None),
+            cond("ContainersReady", true, None, None),
+            cond("Ready", true, None, None),
+        ]);
+    });
+}
+
 fn terminated(p: &mut Value, cname: &str, image: &str, code: i32, reason: &str) {
     let now = now_rfc3339();
     let started = p
@@ -651,4 +803,33 @@ fn terminated(p: &mut Value, cname: &str, image: &str, code: i32, reason: &str) 
         cond("ContainersReady", false, Some("PodCompleted"), None),
         cond("Ready", false, Some("PodCompleted"), None),
     ]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_expand_as_the_kubelet_expands_them() {
+        let env: BTreeMap<String, String> = [("A", "1"), ("LWS_WORKER_INDEX", "3")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        assert_eq!(expand("$(LWS_WORKER_INDEX)", &env), "3");
+        assert_eq!(expand("x$(A)y$(A)", &env), "x1y1");
+        assert_eq!(expand("$(MISSING)", &env), "$(MISSING)");
+        assert_eq!(expand("$$(A)", &env), "$(A)");
+        assert_eq!(expand("$A and $(A", &env), "$A and $(A");
+        assert_eq!(expand("cost: 5$", &env), "cost: 5$");
+    }
+
+    #[test]
+    fn restart_policies() {
+        let with = |p: &str| json!({"spec": {"restartPolicy": p}});
+        assert!(restarts_after(&with("Always"), 0));
+        assert!(restarts_after(&with("OnFailure"), 1));
+        assert!(!restarts_after(&with("OnFailure"), 0));
+        assert!(!restarts_after(&with("Never"), 1));
+        assert!(!restarts_after(&json!({}), 1));
+    }
 }

@@ -26,6 +26,18 @@
 //! - **Autoscaler**: [`NodeGroup`]s (the node pools of the fake GKE) grow
 //!   when a pending pod would fit one of their nodes (`TriggeredScaleUp`)
 //!   and shrink when a node stays idle, within their bounds.
+//! - **StatefulSets** (parallel pod management, `ordinals.start`, pods in
+//!   a terminal phase made again) and **LeaderWorkerSet** once its
+//!   CustomResourceDefinition is installed
+//!   ([`FakeCluster::install_leader_worker_set`] or its manifests): its
+//!   webhooks, a leader StatefulSet per set and a worker StatefulSet per
+//!   group, `LWS_*` variables, group recreation on a pod restart, status
+//!   conditions. A group of an API served through a CRD is discovered and
+//!   served only while the CRD exists (`404 page not found` otherwise).
+//! - **Container restarts**: `restartPolicy: Always` (and `OnFailure` after
+//!   a failure) starts an exited container again with a back-off,
+//!   counting `restartCount`; `$(VAR)` references in env values, commands
+//!   and arguments are expanded as the kubelet does.
 //! - Cluster-scoped objects (Namespaces, Nodes, CRDs, cluster roles,
 //!   webhook configurations) and Deployments and DaemonSets are stored and
 //!   discoverable, so published manifests can be applied.
@@ -60,10 +72,12 @@ mod controller;
 mod events;
 mod kubelet;
 mod logs;
+mod lws;
 mod meta;
 mod runtime;
 mod scheduler;
 mod selector;
+mod statefulset;
 mod store;
 
 use std::collections::BTreeMap;
@@ -551,6 +565,17 @@ impl FakeCluster {
     /// `list`, `watch`, `create`, `update`, `patch`, `delete` and `log`.
     pub fn faults(&self) -> &FaultPlan<ApiError> {
         &self.faults
+    }
+
+    /// Install LeaderWorkerSet (its CustomResourceDefinition, with its
+    /// controller and webhooks), as applying its release manifests does;
+    /// until then its API group is not served.
+    pub fn install_leader_worker_set(&self) -> Result<Value, ApiError> {
+        self.store.create(
+            "customresourcedefinitions.apiextensions.k8s.io",
+            "",
+            lws::crd(),
+        )
     }
 
     /// Every object of `resource` (`jobs.batch`, `pods`, `secrets`,

@@ -1,0 +1,732 @@
+//! LeaderWorkerSet (`leaderworkerset.x-k8s.io`), as its controller manager
+//! (controllers and webhooks) behaves once its manifests are applied:
+//!
+//! - **LeaderWorkerSet webhook**: defaults `restartPolicy`
+//!   (`RecreateGroupOnPodRestart`), the rollout strategy and the network
+//!   config, and refuses a size or replicas below their bounds.
+//! - **Pod webhook**: a pod labelled `leaderworkerset.sigs.k8s.io/name`
+//!   gets its group index and group key (leaders) or worker index (workers)
+//!   from its name, and the `LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE` and
+//!   `LWS_WORKER_INDEX` variables first in each container's environment.
+//! - **LeaderWorkerSet controller**: a leader StatefulSet `{lws}` (one pod
+//!   per group, `{lws}-{group}`), owned by the LeaderWorkerSet; its status
+//!   (`replicas`, `readyReplicas`, `Available`/`Progressing`).
+//! - **Pod controller**: for each leader pod a worker StatefulSet named as
+//!   the pod, owned by it, with `size - 1` workers `{lws}-{group}-{index}`
+//!   (index from 1); with `RecreateGroupOnPodRestart`, a pod of the group
+//!   whose container restarted, or that is being deleted, has its leader
+//!   deleted in the foreground, which takes the group's workers with it,
+//!   and the leader StatefulSet makes the group again.
+//!
+//! Everything is served only while the CustomResourceDefinition
+//! `leaderworkersets.leaderworkerset.x-k8s.io` exists.
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::controller::{delete, deleting, owner_uids, phase, pod_ready};
+use super::events;
+use super::meta::{name_of, ns_of, str_at, uid_of};
+use super::statefulset;
+use super::store::{ApiError, Store};
+
+/// The stored resource.
+pub(crate) const RESOURCE: &str = "leaderworkersets.leaderworkerset.x-k8s.io";
+/// Its CustomResourceDefinition.
+pub(crate) const CRD: &str = "leaderworkersets.leaderworkerset.x-k8s.io";
+
+pub(crate) const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
+pub(crate) const GROUP_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-index";
+pub(crate) const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+pub(crate) const GROUP_KEY_LABEL: &str = "leaderworkerset.sigs.k8s.io/group-key";
+pub(crate) const REVISION_LABEL: &str = "leaderworkerset.sigs.k8s.io/template-revision-hash";
+pub(crate) const SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
+pub(crate) const REPLICAS_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/replicas";
+pub(crate) const LEADER_NAME_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/leader-name";
+
+/// Whether the LeaderWorkerSet CRD (and so its controller manager) is installed.
+pub(crate) fn installed(store: &Store) -> bool {
+    store
+        .get("customresourcedefinitions.apiextensions.k8s.io", "", CRD)
+        .is_ok_and(|c| !deleting(&c))
+}
+
+/// The CustomResourceDefinition of LeaderWorkerSet (`v1`, namespaced,
+/// with the `status` subresource), as its release manifests define it.
+pub(crate) fn crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD},
+        "spec": {
+            "group": "leaderworkerset.x-k8s.io",
+            "names": {"kind": "LeaderWorkerSet", "listKind": "LeaderWorkerSetList",
+                      "plural": "leaderworkersets", "shortNames": ["lws"], "singular": "leaderworkerset"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                          "subresources": {"status": {}}}],
+        },
+    })
+}
+
+fn hash_hex(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    hex[..40].to_owned()
+}
+
+fn int_at(v: &Value, pointer: &str) -> Option<i64> {
+    v.pointer(pointer).and_then(Value::as_i64)
+}
+
+/// The LeaderWorkerSet webhook on create and update: defaults, then
+/// validation (`Invalid`, 422, with the field's path).
+pub(crate) fn admit(lws: &mut Value) -> Result<(), ApiError> {
+    let name = name_of(lws).to_owned();
+    let spec = &mut lws["spec"];
+    if !spec.is_object() {
+        *spec = json!({});
+    }
+    if spec.get("replicas").is_none() {
+        spec["replicas"] = json!(1);
+    }
+    let template = &mut spec["leaderWorkerTemplate"];
+    if !template.is_object() {
+        *template = json!({});
+    }
+    if template.get("size").is_none() {
+        template["size"] = json!(1);
+    }
+    match template.get("restartPolicy").and_then(Value::as_str) {
+        None | Some("") => template["restartPolicy"] = json!("RecreateGroupOnPodRestart"),
+        Some("Default") => template["restartPolicy"] = json!("None"),
+        _ => {}
+    }
+    if spec.pointer("/rolloutStrategy/type").is_none() {
+        spec["rolloutStrategy"] = json!({"type": "RollingUpdate"});
+    }
+    if spec
+        .pointer("/rolloutStrategy/rollingUpdateConfiguration")
+        .is_none()
+    {
+        spec["rolloutStrategy"]["rollingUpdateConfiguration"] =
+            json!({"maxUnavailable": 1, "maxSurge": 0, "partition": 0});
+    }
+    if spec.pointer("/networkConfig/subdomainPolicy").is_none() {
+        spec["networkConfig"] = json!({"subdomainPolicy": "Shared"});
+    }
+    if spec.get("startupPolicy").is_none() {
+        spec["startupPolicy"] = json!("LeaderCreated");
+    }
+    let mut errors = Vec::new();
+    if int_at(spec, "/replicas").is_none_or(|r| r < 0) {
+        errors.push(format!(
+            "spec.replicas: Invalid value: {}: replicas must be equal or greater than 0",
+            spec["replicas"]
+        ));
+    }
+    let size = int_at(spec, "/leaderWorkerTemplate/size");
+    if size.is_none_or(|s| s < 1) {
+        errors.push(format!(
+            "spec.leaderWorkerTemplate.size: Invalid value: {}: size must be equal or greater than 1",
+            spec["leaderWorkerTemplate"]["size"]
+        ));
+    }
+    let policy = str_at(spec, "/leaderWorkerTemplate/restartPolicy").unwrap_or_default();
+    if !matches!(
+        policy,
+        "RecreateGroupOnPodRestart" | "RecreateGroupAfterStart" | "None"
+    ) {
+        errors.push(format!(
+            "spec.leaderWorkerTemplate.restartPolicy: Unsupported value: \"{policy}\": supported values: \"None\", \"RecreateGroupAfterStart\", \"RecreateGroupOnPodRestart\""
+        ));
+    }
+    if spec
+        .pointer("/leaderWorkerTemplate/workerTemplate/spec/containers")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        errors.push(
+            "spec.leaderWorkerTemplate.workerTemplate.spec.containers: Required value".to_owned(),
+        );
+    }
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        422,
+        "Invalid",
+        format!(
+            "LeaderWorkerSet.leaderworkerset.x-k8s.io \"{name}\" is invalid: {}",
+            errors.join(", ")
+        ),
+    ))
+}
+
+/// `{parent}-{ordinal}` split as the StatefulSet names its pods.
+fn parent_and_ordinal(name: &str) -> Option<(&str, i64)> {
+    let (parent, n) = name.rsplit_once('-')?;
+    Some((parent, n.parse().ok()?))
+}
+
+fn label<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+}
+
+fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.pointer("/metadata/annotations")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+}
+
+fn is_leader(pod: &Value) -> bool {
+    label(pod, WORKER_INDEX_LABEL) == Some("0")
+}
+
+/// The pod webhook: labels and environment of a pod of a LeaderWorkerSet
+/// (other pods are left alone).
+pub(crate) fn default_pod(ns: &str, pod: &mut Value) -> Result<(), ApiError> {
+    if label(pod, NAME_LABEL).is_none() {
+        return Ok(());
+    }
+    let name = name_of(pod).to_owned();
+    let refuse = |m: String| {
+        ApiError::new(
+            400,
+            "BadRequest",
+            format!("admission webhook \"mpod.kb.io\" denied the request: {m}"),
+        )
+    };
+    let size = annotation(pod, SIZE_ANNOTATION)
+        .ok_or_else(|| {
+            refuse(format!(
+                "size annotation is unexpectedly missing for pod {name}"
+            ))
+        })?
+        .to_owned();
+    let (_, ordinal) = parent_and_ordinal(&name)
+        .ok_or_else(|| refuse(format!("parsing pod ordinal for pod {name}")))?;
+    if is_leader(pod) {
+        if label(pod, GROUP_INDEX_LABEL).is_none() {
+            pod["metadata"]["labels"][GROUP_INDEX_LABEL] = json!(ordinal.to_string());
+        }
+        if label(pod, GROUP_KEY_LABEL).is_none() {
+            pod["metadata"]["labels"][GROUP_KEY_LABEL] = json!(hash_hex(&format!("{ns}/{name}")));
+        }
+    } else {
+        pod["metadata"]["labels"][WORKER_INDEX_LABEL] = json!(ordinal.to_string());
+    }
+    let lws = label(pod, NAME_LABEL).unwrap_or_default().to_owned();
+    let group = label(pod, GROUP_INDEX_LABEL)
+        .ok_or_else(|| {
+            refuse(format!(
+                "Failure constructing environment variables, no group index label found for pod {ns}/{name}"
+            ))
+        })?
+        .to_owned();
+    let worker = label(pod, WORKER_INDEX_LABEL).unwrap_or("0").to_owned();
+    let subdomain = str_at(pod, "/spec/subdomain").unwrap_or_default();
+    let first = [
+        (
+            "LWS_LEADER_ADDRESS",
+            format!("{lws}-{group}.{subdomain}.{ns}"),
+        ),
+        ("LWS_GROUP_SIZE", size),
+        ("LWS_WORKER_INDEX", worker),
+    ];
+    for list in ["containers", "initContainers"] {
+        let Some(Value::Array(containers)) = pod.pointer_mut(&format!("/spec/{list}")) else {
+            continue;
+        };
+        for c in containers {
+            let mut env: Vec<Value> = first
+                .iter()
+                .map(|(k, v)| json!({"name": k, "value": v}))
+                .collect();
+            for e in c.get("env").and_then(Value::as_array).into_iter().flatten() {
+                let n = e.get("name").and_then(Value::as_str).unwrap_or_default();
+                if !first.iter().any(|(k, _)| *k == n) {
+                    env.push(e.clone());
+                }
+            }
+            c["env"] = Value::Array(env);
+        }
+    }
+    Ok(())
+}
+
+/// One pass of the LeaderWorkerSet and pod controllers.
+pub(crate) fn reconcile(store: &Store) {
+    if !installed(store) {
+        return;
+    }
+    let pods = store.all("pods");
+    for lws in store.all(RESOURCE) {
+        if deleting(&lws) {
+            continue;
+        }
+        let mine: Vec<&Value> = pods
+            .iter()
+            .filter(|p| ns_of(p) == ns_of(&lws) && label(p, NAME_LABEL) == Some(name_of(&lws)))
+            .collect();
+        if recreate_groups(store, &lws, &mine) {
+            continue;
+        }
+        ensure_leader_set(store, &lws);
+        for leader in mine.iter().filter(|p| is_leader(p) && !deleting(p)) {
+            ensure_worker_set(store, &lws, leader);
+        }
+        update_status(store, &lws, &mine);
+    }
+}
+
+fn revision(lws: &Value) -> String {
+    let template = lws
+        .pointer("/spec/leaderWorkerTemplate")
+        .cloned()
+        .unwrap_or(json!({}));
+    hash_hex(&template.to_string())[..10].to_owned()
+}
+
+fn owner(kind: &str, api_version: &str, object: &Value) -> Value {
+    json!([{"apiVersion": api_version, "kind": kind, "name": name_of(object), "uid": uid_of(object),
+            "controller": true, "blockOwnerDeletion": true}])
+}
+
+fn size_of(lws: &Value) -> i64 {
+    int_at(lws, "/spec/leaderWorkerTemplate/size").unwrap_or(1)
+}
+
+fn ensure_leader_set(store: &Store, lws: &Value) {
+    let (ns, name) = (ns_of(lws), name_of(lws));
+    let replicas = int_at(lws, "/spec/replicas").unwrap_or(1);
+    if let Ok(existing) = store.get(statefulset::RESOURCE, ns, name) {
+        if int_at(&existing, "/spec/replicas") != Some(replicas) {
+            store.modify(statefulset::RESOURCE, ns, name, |s| {
+                s["spec"]["replicas"] = json!(replicas);
+            });
+        }
+        return;
+    }
+    let template = lws
+        .pointer("/spec/leaderWorkerTemplate/leaderTemplate")
+        .or_else(|| lws.pointer("/spec/leaderWorkerTemplate/workerTemplate"))
+        .cloned()
+        .unwrap_or(json!({}));
+    let rev = revision(lws);
+    let mut template = template;
+    let mut labels = template
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or(json!({}));
+    labels[WORKER_INDEX_LABEL] = json!("0");
+    labels[NAME_LABEL] = json!(name);
+    labels[REVISION_LABEL] = json!(rev);
+    template["metadata"]["labels"] = labels;
+    let mut annotations = template
+        .pointer("/metadata/annotations")
+        .cloned()
+        .unwrap_or(json!({}));
+    annotations[SIZE_ANNOTATION] = json!(size_of(lws).to_string());
+    template["metadata"]["annotations"] = annotations;
+    let mut set_labels = lws
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or(json!({}));
+    set_labels[NAME_LABEL] = json!(name);
+    set_labels[REVISION_LABEL] = json!(rev);
+    let mut set_annotations = lws
+        .pointer("/metadata/annotations")
+        .cloned()
+        .unwrap_or(json!({}));
+    set_annotations[REPLICAS_ANNOTATION] = json!(replicas.to_string());
+    let set = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": set_labels, "annotations": set_annotations,
+                     "ownerReferences": owner("LeaderWorkerSet", lws["apiVersion"].as_str().unwrap_or("leaderworkerset.x-k8s.io/v1"), lws)},
+        "spec": {"serviceName": name, "replicas": replicas, "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
+                 "template": template},
+    });
+    if store.create(statefulset::RESOURCE, ns, set).is_ok() {
+        record(
+            store,
+            lws,
+            "Normal",
+            "GroupsProgressing",
+            &format!("Created leader statefulset {name}"),
+        );
+    }
+}
+
+fn ensure_worker_set(store: &Store, lws: &Value, leader: &Value) {
+    let size = size_of(lws);
+    if size <= 1 {
+        return;
+    }
+    if str_at(lws, "/spec/startupPolicy") == Some("LeaderReady") && !pod_ready(leader) {
+        return;
+    }
+    let (ns, name) = (ns_of(leader), name_of(leader));
+    if store.get(statefulset::RESOURCE, ns, name).is_ok() {
+        return;
+    }
+    let lws_name = name_of(lws);
+    let group = label(leader, GROUP_INDEX_LABEL).unwrap_or("0");
+    let key = label(leader, GROUP_KEY_LABEL).unwrap_or_default();
+    let rev = label(leader, REVISION_LABEL).unwrap_or_default();
+    let mut template = lws
+        .pointer("/spec/leaderWorkerTemplate/workerTemplate")
+        .cloned()
+        .unwrap_or(json!({}));
+    let mut labels = template
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or(json!({}));
+    labels[GROUP_INDEX_LABEL] = json!(group);
+    labels[NAME_LABEL] = json!(lws_name);
+    labels[GROUP_KEY_LABEL] = json!(key);
+    labels[REVISION_LABEL] = json!(rev);
+    template["metadata"]["labels"] = labels.clone();
+    let mut annotations = template
+        .pointer("/metadata/annotations")
+        .cloned()
+        .unwrap_or(json!({}));
+    annotations[SIZE_ANNOTATION] = json!(size.to_string());
+    annotations[LEADER_NAME_ANNOTATION] = json!(name);
+    template["metadata"]["annotations"] = annotations;
+    let mut set_labels = lws
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or(json!({}));
+    if let (Some(s), Some(l)) = (set_labels.as_object_mut(), labels.as_object()) {
+        for k in [
+            GROUP_INDEX_LABEL,
+            NAME_LABEL,
+            GROUP_KEY_LABEL,
+            REVISION_LABEL,
+        ] {
+            if let Some(v) = l.get(k) {
+                s.insert(k.to_owned(), v.clone());
+            }
+        }
+    }
+    let set = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": set_labels,
+                     "annotations": lws.pointer("/metadata/annotations").cloned().unwrap_or(json!({})),
+                     "ownerReferences": owner("Pod", "v1", leader)},
+        "spec": {"serviceName": lws_name, "replicas": size - 1, "podManagementPolicy": "Parallel",
+                 "ordinals": {"start": 1},
+                 "selector": {"matchLabels": {GROUP_INDEX_LABEL: group, NAME_LABEL: lws_name, GROUP_KEY_LABEL: key}},
+                 "template": template},
+    });
+    match store.create(statefulset::RESOURCE, ns, set) {
+        Ok(_) => record(
+            store,
+            lws,
+            "Normal",
+            "GroupsProgressing",
+            &format!("Created worker statefulset for leader pod {name}"),
+        ),
+        Err(e) if e.code == 409 => {}
+        Err(e) => record(
+            store,
+            lws,
+            "Warning",
+            "FailedCreate",
+            &format!(
+                "Failed to create worker statefulset for leader pod {name}: {}",
+                e.message
+            ),
+        ),
+    }
+}
+
+/// A container of `pod` restarted while it is Pending or Running.
+fn container_restarted(pod: &Value) -> bool {
+    matches!(phase(pod), "Running" | "Pending")
+        && ["initContainerStatuses", "containerStatuses"]
+            .iter()
+            .any(|k| {
+                pod.pointer(&format!("/status/{k}"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.get("restartCount").and_then(Value::as_i64).unwrap_or(0) > 0)
+                    })
+            })
+}
+
+/// The restart policy: a pod that restarted or is being deleted takes its
+/// group with it (its leader deleted in the foreground). Whether a group
+/// was recreated on this pass.
+fn recreate_groups(store: &Store, lws: &Value, pods: &[&Value]) -> bool {
+    let policy = str_at(lws, "/spec/leaderWorkerTemplate/restartPolicy").unwrap_or_default();
+    if !matches!(
+        policy,
+        "RecreateGroupOnPodRestart" | "RecreateGroupAfterStart"
+    ) {
+        return false;
+    }
+    let mut recreated = false;
+    for pod in pods {
+        if !container_restarted(pod) && !deleting(pod) {
+            continue;
+        }
+        if policy == "RecreateGroupAfterStart" && group_pending(pods, pod) {
+            continue;
+        }
+        let leader = if is_leader(pod) {
+            (*pod).clone()
+        } else {
+            let Some((leader_name, _)) = parent_and_ordinal(name_of(pod)) else {
+                continue;
+            };
+            let Ok(leader) = store.get("pods", ns_of(pod), leader_name) else {
+                continue;
+            };
+            // A worker of an earlier incarnation of the group does not count.
+            let current = store
+                .all(statefulset::RESOURCE)
+                .into_iter()
+                .filter(|s| owner_uids(pod).iter().any(|u| u == uid_of(s)))
+                .any(|s| owner_uids(&s).iter().any(|u| u == uid_of(&leader)));
+            if label(&leader, REVISION_LABEL) != label(pod, REVISION_LABEL) || !current {
+                continue;
+            }
+            leader
+        };
+        if deleting(&leader) {
+            continue;
+        }
+        if delete(
+            store,
+            "pods",
+            ns_of(&leader),
+            name_of(&leader),
+            "Foreground",
+        )
+        .is_ok()
+        {
+            recreated = true;
+            let message = format!(
+                "Worker pod {} failed, deleted leader pod {} to recreate group {}",
+                name_of(pod),
+                name_of(&leader),
+                label(&leader, GROUP_INDEX_LABEL).unwrap_or_default()
+            );
+            record(store, lws, "Normal", "RecreateGroup", &message);
+        }
+    }
+    recreated
+}
+
+fn group_pending(pods: &[&Value], pod: &Value) -> bool {
+    let group = label(pod, GROUP_INDEX_LABEL);
+    pods.iter()
+        .any(|p| label(p, GROUP_INDEX_LABEL) == group && phase(p) == "Pending")
+}
+
+fn update_status(store: &Store, lws: &Value, pods: &[&Value]) {
+    let (ns, name) = (ns_of(lws), name_of(lws));
+    let size = size_of(lws);
+    let replicas = int_at(lws, "/spec/replicas").unwrap_or(1);
+    let leader_set = store.get(statefulset::RESOURCE, ns, name).ok();
+    let groups = leader_set
+        .as_ref()
+        .and_then(|s| int_at(s, "/status/replicas"))
+        .unwrap_or(0);
+    let mut ready = 0;
+    for leader in pods.iter().filter(|p| is_leader(p)) {
+        let workers_ready = size <= 1
+            || store
+                .get(statefulset::RESOURCE, ns, name_of(leader))
+                .is_ok_and(|s| {
+                    int_at(&s, "/status/readyReplicas") == Some(size - 1)
+                        && int_at(&s, "/spec/replicas") == Some(size - 1)
+                });
+        if workers_ready && !deleting(leader) && phase(leader) == "Running" && pod_ready(leader) {
+            ready += 1;
+        }
+    }
+    let (kind, reason, message) = if ready == replicas {
+        ("Available", "AllGroupsReady", "All replicas are ready")
+    } else {
+        (
+            "Progressing",
+            "GroupsProgressing",
+            "Replicas are progressing",
+        )
+    };
+    let generation = lws
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(json!(1));
+    let current = lws
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+        })
+        .and_then(|c| c.get("type"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let changed = current.as_deref() != Some(kind);
+    let now = super::store::now_rfc3339();
+    store.modify(RESOURCE, ns, name, |l| {
+        l["status"]["replicas"] = json!(groups);
+        l["status"]["readyReplicas"] = json!(ready);
+        l["status"]["updatedReplicas"] = json!(groups);
+        l["status"]["observedGeneration"] = generation.clone();
+        l["status"]["hpaPodSelector"] =
+            json!(format!("{NAME_LABEL}={name},{WORKER_INDEX_LABEL}=0"));
+        if !changed {
+            return;
+        }
+        let mut conditions: Vec<Value> = l
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for c in &mut conditions {
+            if c.get("status").and_then(Value::as_str) == Some("True")
+                && matches!(
+                    c.get("type").and_then(Value::as_str),
+                    Some("Available" | "Progressing")
+                )
+            {
+                c["status"] = json!("False");
+                c["lastTransitionTime"] = json!(now);
+            }
+        }
+        let fresh = json!({"type": kind, "status": "True", "lastTransitionTime": now,
+                           "observedGeneration": generation, "reason": reason, "message": message});
+        match conditions
+            .iter_mut()
+            .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+        {
+            Some(c) => *c = fresh,
+            None => conditions.push(fresh),
+        }
+        l["status"]["conditions"] = Value::Array(conditions);
+    });
+    if changed {
+        let text = format!("{message}, with {ready} groups ready of total {replicas} groups");
+        record(store, lws, "Normal", reason, &text);
+    }
+}
+
+fn record(store: &Store, lws: &Value, kind: &str, reason: &str, message: &str) {
+    events::record(
+        store,
+        lws,
+        events::Event {
+            kind,
+            reason,
+            message,
+            component: "lws",
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, labels: Value) -> Value {
+        json!({"metadata": {"name": name, "labels": labels,
+                            "annotations": {SIZE_ANNOTATION: "4"}},
+               "spec": {"subdomain": "set", "containers": [{"name": "c",
+                   "env": [{"name": "A", "value": "1"}, {"name": "LWS_GROUP_SIZE", "value": "stale"}]}]}})
+    }
+
+    #[test]
+    fn the_pod_webhook_labels_a_leader_and_puts_the_variables_first() {
+        let mut leader = pod("set-0", json!({NAME_LABEL: "set", WORKER_INDEX_LABEL: "0"}));
+        default_pod("ns", &mut leader).unwrap();
+        assert_eq!(leader["metadata"]["labels"][GROUP_INDEX_LABEL], "0");
+        let key = leader["metadata"]["labels"][GROUP_KEY_LABEL]
+            .as_str()
+            .unwrap();
+        assert_eq!(key.len(), 40);
+        let env: Vec<(&str, &str)> = leader["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                ("LWS_LEADER_ADDRESS", "set-0.set.ns"),
+                ("LWS_GROUP_SIZE", "4"),
+                ("LWS_WORKER_INDEX", "0"),
+                ("A", "1"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_pod_webhook_gives_a_worker_its_index_from_its_name() {
+        let mut worker = pod(
+            "set-0-3",
+            json!({NAME_LABEL: "set", GROUP_INDEX_LABEL: "0"}),
+        );
+        default_pod("ns", &mut worker).unwrap();
+        assert_eq!(worker["metadata"]["labels"][WORKER_INDEX_LABEL], "3");
+        assert_eq!(worker["spec"]["containers"][0]["env"][2]["value"], "3");
+        // Pods of no LeaderWorkerSet are left alone; one without its size is refused.
+        let mut other = json!({"metadata": {"name": "x"}});
+        default_pod("ns", &mut other).unwrap();
+        assert_eq!(other, json!({"metadata": {"name": "x"}}));
+        let mut sizeless = json!({"metadata": {"name": "set-0", "labels": {NAME_LABEL: "set"}}});
+        let err = default_pod("ns", &mut sizeless).unwrap_err();
+        assert!(
+            err.message
+                .contains("size annotation is unexpectedly missing"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn the_set_webhook_defaults_and_validates() {
+        let mut set = json!({"metadata": {"name": "s"}, "spec": {"leaderWorkerTemplate": {
+            "restartPolicy": "Default", "workerTemplate": {"spec": {"containers": [{"name": "c"}]}}}}});
+        admit(&mut set).unwrap();
+        assert_eq!(set["spec"]["replicas"], 1);
+        assert_eq!(set["spec"]["leaderWorkerTemplate"]["size"], 1);
+        assert_eq!(set["spec"]["leaderWorkerTemplate"]["restartPolicy"], "None");
+        assert_eq!(
+            set["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"],
+            json!({"maxUnavailable": 1, "maxSurge": 0, "partition": 0})
+        );
+        let mut bad = json!({"metadata": {"name": "b"}, "spec": {"replicas": -1,
+            "leaderWorkerTemplate": {"restartPolicy": "Sometimes"}}});
+        let err = admit(&mut bad).unwrap_err();
+        assert_eq!(err.code, 422);
+        for field in [
+            "spec.replicas",
+            "spec.leaderWorkerTemplate.restartPolicy: Unsupported value: \"Sometimes\"",
+            "workerTemplate.spec.containers: Required value",
+        ] {
+            assert!(err.message.contains(field), "{field} in {}", err.message);
+        }
+    }
+
+    #[test]
+    fn a_restart_counts_only_while_the_pod_runs_or_waits() {
+        let restarted = |phase: &str| json!({"status": {"phase": phase, "containerStatuses": [{"restartCount": 1}]}});
+        assert!(container_restarted(&restarted("Running")));
+        assert!(container_restarted(&restarted("Pending")));
+        assert!(!container_restarted(&restarted("Failed")));
+        assert!(!container_restarted(
+            &json!({"status": {"phase": "Running", "containerStatuses": [{"restartCount": 0}]}})
+        ));
+    }
+}
