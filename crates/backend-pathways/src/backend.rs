@@ -26,8 +26,14 @@ pub type PathwaysOptions = KubeOptions;
 /// one Secret it owns) per job, its group spanning the slice's hosts.
 pub type PathwaysBackend = KubeBackend<LwsKind>;
 
-/// The most hosts a slice may have (the largest TPU slices).
-pub const MAX_HOSTS: u32 = 1024;
+/// The most hosts of any slice in the accelerator registry: the most a
+/// LeaderWorkerSet of this backend spans.
+pub fn max_hosts() -> u32 {
+    kinetic_core::accelerators::tpus_by_preference()
+        .flat_map(|t| t.slices.iter().map(|s| s.num_hosts))
+        .max()
+        .unwrap_or(1)
+}
 
 /// How the cluster serves LeaderWorkerSets, as discovery found it.
 #[derive(Debug, Clone)]
@@ -119,7 +125,7 @@ impl Workload for LwsKind {
 
     fn capabilities(&self) -> BackendCapabilities {
         BackendCapabilities::single_host()
-            .with_multi_host(MAX_HOSTS)
+            .with_multi_host(max_hosts())
             .with_image(true)
     }
 
@@ -169,20 +175,44 @@ impl Workload for LwsKind {
         status::lws_state(object, pods, events, now)
     }
 
+    /// The leader's pod, while it runs: its log tells when the leader's
+    /// command ended (the pod itself keeps running).
+    fn probe(&self, object: &LeaderWorkerSet, pods: &[Pod]) -> Option<String> {
+        let set = object.metadata.name.as_deref()?;
+        pods.iter()
+            .find(|p| {
+                status::worker_index(p, set) == Some(0)
+                    && kinetic_kube::status::pod_phase(p) == "Running"
+                    && p.metadata.deletion_timestamp.is_none()
+            })
+            .and_then(|p| p.metadata.name.clone())
+    }
+
+    fn ended_in_log(&self, _object: &LeaderWorkerSet, tail: &str) -> Option<JobState> {
+        status::leader_end(tail)
+    }
+
     fn is_finished(&self, object: &LeaderWorkerSet) -> bool {
         final_state(&object.metadata).is_some()
     }
 
-    /// A failed or cancelled slice is scaled to no group (the controller
-    /// deletes its pods: hosts still running would wait for the lost one
-    /// forever); a succeeded one keeps its pods and their logs until
-    /// cleanup.
-    fn end_patch(&self, state: &JobState) -> serde_json::Value {
-        if state.status == JobStatus::Succeeded {
-            serde_json::Value::Null
-        } else {
-            json!({"spec": {"replicas": 0}})
-        }
+    /// An ended slice is scaled to no group: the controller deletes its
+    /// pods (hosts still running would wait for a lost one forever, and
+    /// the StatefulSet would run an ended leader again).
+    fn end_patch(&self, _state: &JobState) -> serde_json::Value {
+        json!({"spec": {"replicas": 0}})
+    }
+
+    /// A StatefulSet recreates a pod that ended: the leader's log is kept
+    /// when the job ends.
+    fn saves_logs(&self) -> bool {
+        true
+    }
+
+    /// The StatefulSets' events tell of a host that ended and was
+    /// replaced between two polls.
+    fn reads_events(&self, object: &LeaderWorkerSet) -> bool {
+        final_state(&object.metadata).is_none()
     }
 
     /// Every end: the LeaderWorkerSet itself never finishes, so the end

@@ -35,5 +35,5 @@ pub mod lws;
 pub mod manifest;
 pub mod status;
 
-pub use backend::{LwsKind, MAX_HOSTS, PathwaysBackend, PathwaysOptions, crd_missing};
+pub use backend::{LwsKind, PathwaysBackend, PathwaysOptions, crd_missing, max_hosts};
 pub use kinetic_kube::{FuseMount, ManifestOptions, USER_AGENT, api_status};

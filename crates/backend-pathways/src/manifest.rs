@@ -35,6 +35,32 @@ pub fn slice_env() -> Vec<EnvVar> {
     ]
 }
 
+/// The line the leader's host prints when its command ended, before the
+/// exit code: `[kinetic] leader ended: exit code 0`.
+pub const LEADER_ENDED: &str = "[kinetic] leader ended: exit code ";
+
+/// The shell script that runs a host's command, then keeps the pod
+/// running where the job needs it: a pod that ends is recreated by its
+/// StatefulSet (running the job again), and a worker recreated restarts
+/// the whole group. So the leader, once its command ended, prints
+/// [`LEADER_ENDED`] and its exit code (the backend reads it in the
+/// leader's log, then ends the group and keeps the log), and a worker
+/// that succeeded waits for the leader; a worker that failed exits, which
+/// fails the job.
+pub const HOLD_WORKERS: &str = r#""$@"; code=$?; if [ "${LWS_WORKER_INDEX:-0}" = 0 ]; then echo "[kinetic] leader ended: exit code $code" >&2; exec sleep 2147483647; fi; if [ "$code" -eq 0 ]; then echo "[kinetic] host ${LWS_WORKER_INDEX} finished; waiting for the leader to end the slice" >&2; exec sleep 2147483647; fi; exit "$code""#;
+
+/// `command` run under [`HOLD_WORKERS`].
+pub fn hold_workers(command: Vec<String>) -> Vec<String> {
+    let mut out = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        HOLD_WORKERS.to_owned(),
+        "kinetic-host".to_owned(),
+    ];
+    out.extend(command);
+    out
+}
+
 /// The LeaderWorkerSet of a prepared job, at API version `api_version`
 /// (`leaderworkerset.x-k8s.io/v1`): labels `app: kinetic-pathways` and
 /// `job-id` (and the batch's), the spec URI and pending deadline as
@@ -60,7 +86,14 @@ pub fn lws_manifest(
                 .run
                 .map(|d| i64::try_from(d.as_secs().max(1)).unwrap_or(i64::MAX)),
         );
-    let template = pod::pod_template(job, options, APP_PATHWAYS, settings);
+    let mut template = pod::pod_template(job, options, APP_PATHWAYS, settings);
+    if let Some(c) = template
+        .spec
+        .as_mut()
+        .and_then(|s| s.containers.first_mut())
+    {
+        c.command = c.command.take().map(hold_workers);
+    }
     LeaderWorkerSet {
         api_version: api_version.to_owned(),
         kind: lws::KIND.to_owned(),

@@ -15,11 +15,16 @@
 //!    is the one reported.
 //! 4. The leader's pod `Succeeded` → `SUCCEEDED` (its result is the
 //!    job's).
-//! 5. A host still pending → `PENDING`, with the first pending reason in
+//! 5. A StatefulSet recreates a pod that ended, within moments: its events
+//!    about the group's pods tell what a poll may have missed. A failed
+//!    pod recreated (`RecreatingFailedPod`) fails the job; the leader
+//!    recreated after it ended (`RecreatingTerminatedPod`) ends it
+//!    `SUCCEEDED`.
+//! 6. A host still pending → `PENDING`, with the first pending reason in
 //!    worker order; else a host running → `RUNNING`. Without pods, the
 //!    leader StatefulSet's newest `FailedCreate` event gives
 //!    `PodCreationFailed`.
-//! 6. A `PENDING` state whose reason is blocking, older than the pending
+//! 7. A `PENDING` state whose reason is blocking, older than the pending
 //!    deadline, becomes `FAILED` with `PendingDeadlineExceeded`.
 
 use std::time::SystemTime;
@@ -32,6 +37,7 @@ use kinetic_kube::status::{
 };
 
 use crate::lws::{LABEL_WORKER_INDEX, LeaderWorkerSet};
+use crate::manifest::LEADER_ENDED;
 
 /// The host index of a pod of the set named `set`: its
 /// `leaderworkerset.sigs.k8s.io/worker-index` label, else its name (the
@@ -114,6 +120,9 @@ pub fn lws_state(
     {
         return JobState::new(JobStatus::Succeeded);
     }
+    if let Some(ended) = ended_by_events(lws, events) {
+        return ended;
+    }
     let pending: Vec<&Pod> = live
         .iter()
         .copied()
@@ -141,4 +150,58 @@ pub fn lws_state(
         JobState::new(JobStatus::Pending)
     };
     apply_pending_deadline(&lws.metadata, state, now)
+}
+
+/// The end of the job the StatefulSets' events tell, if they tell one: an
+/// event about this set's pods (`{set}-…`) saying one that failed is being
+/// recreated fails the job; one saying the leader (`{set}-0`) ended is
+/// being recreated ends it.
+fn ended_by_events(lws: &LeaderWorkerSet, events: &[Event]) -> Option<JobState> {
+    let set = lws.metadata.name.as_deref()?;
+    let since = lws.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let ours = |e: &&Event| {
+        e.involved_object.kind.as_deref() == Some("StatefulSet")
+            && e.involved_object
+                .name
+                .as_deref()
+                .is_some_and(|n| n == set || n.starts_with(&format!("{set}-")))
+            && since.is_none_or(|s| {
+                e.last_timestamp
+                    .as_ref()
+                    .or(e.first_timestamp.as_ref())
+                    .is_none_or(|t| t.0 >= s)
+            })
+    };
+    let pod_named = |e: &Event, pod: &str| {
+        e.message
+            .as_deref()
+            .is_some_and(|m| m.split_whitespace().any(|w| w == pod))
+    };
+    let leader = format!("{set}-0");
+    let mut succeeded = false;
+    for e in events.iter().filter(ours) {
+        match e.reason.as_deref() {
+            Some("RecreatingFailedPod") => return Some(JobState::new(JobStatus::Failed)),
+            Some("RecreatingTerminatedPod") if pod_named(e, &leader) => succeeded = true,
+            _ => {}
+        }
+    }
+    succeeded.then(|| JobState::new(JobStatus::Succeeded))
+}
+
+/// The end the leader's log tells: its last [`LEADER_ENDED`] line, exit
+/// code 0 → `SUCCEEDED`, another → `FAILED` with that exit code.
+pub fn leader_end(log_tail: &str) -> Option<JobState> {
+    let code: i32 = log_tail
+        .lines()
+        .rev()
+        .find_map(|l| l.trim_end().strip_prefix(LEADER_ENDED))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(if code == 0 {
+        JobState::new(JobStatus::Succeeded)
+    } else {
+        JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code })
+    })
 }

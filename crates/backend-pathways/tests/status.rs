@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kinetic_backend_pathways::lws::LeaderWorkerSet;
-use kinetic_backend_pathways::status::{lws_state, worker_index};
+use kinetic_backend_pathways::status::{leader_end, lws_state, worker_index};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use serde_json::{Value, json};
 
@@ -169,4 +169,18 @@ fn a_final_state_written_by_the_backend_wins() {
     let cancelled = JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
     let l = lws(json!({"kinetic.dev/final-state": serde_json::to_string(&cancelled).unwrap()}));
     assert_eq!(state(&l, &[pod(0, running())]), cancelled);
+}
+
+#[test]
+fn the_leaders_log_tells_its_end() {
+    assert_eq!(leader_end("line\n"), None);
+    assert_eq!(
+        leader_end("x\n[kinetic] leader ended: exit code 0\n"),
+        Some(JobState::new(JobStatus::Succeeded))
+    );
+    assert_eq!(
+        leader_end("[kinetic] leader ended: exit code 3\n"),
+        Some(JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code: 3 }))
+    );
+    assert_eq!(leader_end("[kinetic] leader ended: exit code x\n"), None);
 }

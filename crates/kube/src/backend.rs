@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use futures_util::{AsyncBufReadExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Event, Pod, Secret, ServiceAccount};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
@@ -105,6 +105,19 @@ pub trait Workload: Send + Sync + 'static {
         now: SystemTime,
     ) -> JobState;
 
+    /// The pod whose log's last lines may tell that the job ended while
+    /// its pods still run (see [`Workload::ended_in_log`]); `None` by
+    /// default.
+    fn probe(&self, _object: &Self::Object, _pods: &[Pod]) -> Option<String> {
+        None
+    }
+
+    /// The end of the job the last lines of the [`Workload::probe`] pod's
+    /// log tell, if they tell one.
+    fn ended_in_log(&self, _object: &Self::Object, _tail: &str) -> Option<JobState> {
+        None
+    }
+
     /// True when the object reached its end (nothing may change its state).
     fn is_finished(&self, object: &Self::Object) -> bool;
 
@@ -122,6 +135,22 @@ pub trait Workload: Send + Sync + 'static {
                 state.reason,
                 Some(StatusReason::PendingDeadlineExceeded { .. } | StatusReason::Preempted)
             )
+    }
+
+    /// True when the job's pods go as soon as it ends (a StatefulSet
+    /// recreates a pod that ended), so the backend keeps the log of its
+    /// log pods in a ConfigMap `{name}-log` the object owns, written with
+    /// the final state and read by `logs` from then on.
+    fn saves_logs(&self) -> bool {
+        false
+    }
+
+    /// True when [`Workload::state`] needs the events about the pod
+    /// creator even though the object has pods (they tell of pods that
+    /// ended and were replaced). By default events are read only for an
+    /// object that needs pods and has none.
+    fn reads_events(&self, _object: &Self::Object) -> bool {
+        false
     }
 
     /// True when the object alone cannot tell that the job ended (its
@@ -364,7 +393,8 @@ impl<W: Workload> KubeBackend<W> {
         pods: &[Pod],
         namespace: &str,
     ) -> Vec<Event> {
-        if !pods.is_empty() || !self.workload.needs_pods(object) {
+        let podless = pods.is_empty() && self.workload.needs_pods(object);
+        if !podless && !self.workload.reads_events(object) {
             return Vec::new();
         }
         self.events(namespace).await.unwrap_or_else(|e| {
@@ -435,6 +465,9 @@ impl<W: Workload> KubeBackend<W> {
             if self.workload.is_finished(&object) {
                 return Ok(());
             }
+            if self.workload.saves_logs() {
+                self.save_log(record, &object).await;
+            }
             let mut patch = json!({
                 "metadata": {
                     "resourceVersion": object.meta().resource_version,
@@ -483,6 +516,103 @@ impl<W: Workload> KubeBackend<W> {
             })
     }
 
+    /// `state`, or the end the probe pod's log tells while `state` is not
+    /// terminal (see [`Workload::probe`]). A log that cannot be read tells
+    /// nothing.
+    async fn probed(
+        &self,
+        namespace: &str,
+        object: &W::Object,
+        pods: &[Pod],
+        state: JobState,
+    ) -> JobState {
+        if state.status.is_terminal() {
+            return state;
+        }
+        let Some(pod) = self.workload.probe(object, pods) else {
+            return state;
+        };
+        let Ok(api) = self.pods(namespace).await else {
+            return state;
+        };
+        let params = LogParams {
+            container: Some(CONTAINER_NAME.to_owned()),
+            tail_lines: Some(PROBE_LINES),
+            ..LogParams::default()
+        };
+        match api.logs(&pod, &params).await {
+            Ok(tail) => self.workload.ended_in_log(object, &tail).unwrap_or(state),
+            Err(e) => {
+                tracing::debug!("cannot read the log of pod {pod}: {e}");
+                state
+            }
+        }
+    }
+
+    /// Keep the log of the job's log pods in its ConfigMap (see
+    /// [`Workload::saves_logs`]); a log that cannot be read or kept is
+    /// only a warning: the final state matters more.
+    async fn save_log(&self, record: &JobRecord, object: &W::Object) {
+        let text = match self.pod_logs(record, LogOptions::default()).await {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!(job_id = %record.job_id, "could not read the job's log to keep it: {e}");
+                return;
+            }
+        };
+        // A ConfigMap holds at most 1 MiB: keep the end.
+        let mut start = text.len().saturating_sub(SAVED_LOG_MAX);
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        let map = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(log_map_name(&record.k8s_name)),
+                namespace: Some(record.namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    (LABEL_APP.to_owned(), self.workload.app().to_owned()),
+                    (LABEL_JOB_ID.to_owned(), record.job_id.to_string()),
+                ])),
+                owner_references: Some(vec![self.workload.owner(object)]),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([(
+                LOG_KEY.to_owned(),
+                text[start..].to_owned(),
+            )])),
+            ..ConfigMap::default()
+        };
+        let result = match self.client.get().await {
+            Ok(client) => Api::<ConfigMap>::namespaced(client, &record.namespace)
+                .create(&PostParams::default(), &map)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = result {
+            tracing::warn!(job_id = %record.job_id, "could not keep the job's log: {e}");
+        }
+    }
+
+    /// The log kept in the job's ConfigMap, if any.
+    async fn saved_log(&self, record: &JobRecord) -> Result<Option<String>, BackendError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.get().await?, &record.namespace);
+        match api.get(&log_map_name(&record.k8s_name)).await {
+            Ok(map) => Ok(map.data.and_then(|mut d| d.remove(LOG_KEY))),
+            Err(e) if error::code(&e) == Some(404) => Ok(None),
+            Err(e) => Err(error::map(
+                e,
+                Context {
+                    verb: "get",
+                    resource: "configmaps",
+                    name: None,
+                    namespace: &record.namespace,
+                },
+            )),
+        }
+    }
+
     /// The state of every job of a batch, with one labelled LIST of
     /// objects (and one of pods, only when some job needs its pods). Jobs
     /// of the group that the cluster no longer holds are absent from the
@@ -516,8 +646,9 @@ impl<W: Workload> KubeBackend<W> {
             by_name.entry(name).or_default().push(p);
         }
         let podless = objects.iter().any(|o| {
-            self.workload.needs_pods(o)
-                && !by_name.contains_key(o.meta().name.as_deref().unwrap_or(""))
+            self.workload.reads_events(o)
+                || self.workload.needs_pods(o)
+                    && !by_name.contains_key(o.meta().name.as_deref().unwrap_or(""))
         });
         let events = if podless {
             self.events(namespace).await.unwrap_or_else(|e| {
@@ -541,10 +672,25 @@ impl<W: Workload> KubeBackend<W> {
             };
             let name = object.meta().name.clone().unwrap_or_default();
             let pods = by_name.remove(&name).unwrap_or_default();
-            out.insert(id, self.workload.state(object, &pods, &events, now));
+            let state = self.workload.state(object, &pods, &events, now);
+            let state = self.probed(namespace, object, &pods, state).await;
+            out.insert(id, state);
         }
         Ok(out)
     }
+}
+
+/// Lines of the probe pod's log read per observation.
+const PROBE_LINES: i64 = 5;
+
+/// The most of a job's log kept in its ConfigMap (whose limit is 1 MiB).
+const SAVED_LOG_MAX: usize = 900 * 1024;
+/// The ConfigMap key of a kept log.
+const LOG_KEY: &str = "log";
+
+/// Name of the ConfigMap keeping a job's log: `{name}-log`.
+pub fn log_map_name(k8s_name: &str) -> String {
+    format!("{k8s_name}-log")
 }
 
 fn not_found(backend: &str, record: &JobRecord) -> BackendError {
@@ -665,6 +811,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
         let state = self
             .workload
             .state(&object, &pods, &events, SystemTime::now());
+        let state = self.probed(&record.namespace, &object, &pods, state).await;
         if crate::status::final_state(object.meta()).is_none() && self.workload.keeps(&state) {
             // Keep the verdict: a pod must not start (or a group be
             // recreated) later and turn a reported failure into a run.
@@ -676,6 +823,41 @@ impl<W: Workload> Backend for KubeBackend<W> {
     }
 
     async fn logs(&self, record: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
+        if self.workload.saves_logs()
+            && let Some(text) = self.saved_log(record).await?
+        {
+            return Ok(match options.tail {
+                Some(n) => tail_lines(&text, n),
+                None => text,
+            });
+        }
+        self.pod_logs(record, options).await
+    }
+
+    async fn follow_logs(&self, record: &JobRecord) -> Result<LogStream, BackendError> {
+        self.follow(record).await
+    }
+
+    async fn cancel(&self, record: &JobRecord) -> Result<(), BackendError> {
+        self.cancel_job(record).await
+    }
+
+    async fn cleanup(&self, record: &JobRecord) -> Result<(), BackendError> {
+        self.cleanup_job(record).await
+    }
+
+    async fn list(&self) -> Result<Vec<JobId>, BackendError> {
+        self.list_jobs().await
+    }
+}
+
+impl<W: Workload> KubeBackend<W> {
+    /// The log of the job's log pods, across their restarts.
+    async fn pod_logs(
+        &self,
+        record: &JobRecord,
+        options: LogOptions,
+    ) -> Result<String, BackendError> {
         let pods = self
             .list_pods(
                 &record.namespace,
@@ -733,12 +915,13 @@ impl<W: Workload> Backend for KubeBackend<W> {
         })
     }
 
-    async fn follow_logs(&self, record: &JobRecord) -> Result<LogStream, BackendError> {
-        if self.get_object(record).await?.is_none() {
+    async fn follow(&self, record: &JobRecord) -> Result<LogStream, BackendError> {
+        let Some(object) = self.get_object(record).await? else {
             return Err(not_found(self.name(), record));
-        }
+        };
         let follower = Follower {
             cx: FollowCtx {
+                object,
                 objects: self.objects(&record.namespace).await?,
                 pods: self.pods(&record.namespace).await?,
                 workload: self.workload.clone(),
@@ -760,7 +943,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
         )))
     }
 
-    async fn cancel(&self, record: &JobRecord) -> Result<(), BackendError> {
+    async fn cancel_job(&self, record: &JobRecord) -> Result<(), BackendError> {
         if self.workload.ends_in_pods() && self.status(record).await?.status.is_terminal() {
             return Ok(());
         }
@@ -768,7 +951,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
         self.finalise(record, &state).await
     }
 
-    async fn cleanup(&self, record: &JobRecord) -> Result<(), BackendError> {
+    async fn cleanup_job(&self, record: &JobRecord) -> Result<(), BackendError> {
         let api = self.objects(&record.namespace).await?;
         match api
             .delete(&record.k8s_name, &DeleteParams::foreground())
@@ -799,6 +982,19 @@ impl<W: Workload> Backend for KubeBackend<W> {
                 tracing::warn!(job_id = %record.job_id, "could not delete the job's Secret: {e}")
             }
         }
+        if self.workload.saves_logs() {
+            let maps: Api<ConfigMap> = Api::namespaced(self.client.get().await?, &record.namespace);
+            match maps
+                .delete(&log_map_name(&record.k8s_name), &DeleteParams::background())
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if error::code(&e) == Some(404) => {}
+                Err(e) => {
+                    tracing::warn!(job_id = %record.job_id, "could not delete the job's kept log: {e}")
+                }
+            }
+        }
         // Wait for the foreground deletion to finish: polls under a time
         // budget, through transient failures, with one retry policy.
         let poll = self.options.poll_interval.max(Duration::from_millis(20));
@@ -819,7 +1015,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
         .await
     }
 
-    async fn list(&self) -> Result<Vec<JobId>, BackendError> {
+    async fn list_jobs(&self) -> Result<Vec<JobId>, BackendError> {
         let ns = &self.options.namespace;
         let api = self.objects(ns).await?;
         let objects = api
@@ -838,6 +1034,8 @@ impl<W: Workload> Backend for KubeBackend<W> {
 }
 
 struct FollowCtx<W: Workload> {
+    /// The object as the follow began (for [`Workload::ended_in_log`]).
+    object: W::Object,
     objects: Api<W::Object>,
     pods: Api<Pod>,
     workload: Arc<W>,
@@ -874,7 +1072,19 @@ impl<W: Workload> Follower<W> {
             }
             if let Some(stream) = self.current.as_mut() {
                 match stream.next().await {
-                    Some(item) => return Some(item),
+                    Some(item) => {
+                        // A line that tells the job ended is its last.
+                        if let Ok(line) = &item
+                            && self
+                                .cx
+                                .workload
+                                .ended_in_log(&self.cx.object, line)
+                                .is_some()
+                        {
+                            self.done = true;
+                        }
+                        return Some(item);
+                    }
                     None => self.current = None,
                 }
                 continue;
