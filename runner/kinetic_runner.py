@@ -554,6 +554,63 @@ def host_index_from_env(environ) -> tuple:
 
 
 # --------------------------------------------------------------------------
+# Topology: the SkyPilot-style variables every host of a job gets
+
+
+def lws_host_addresses(environ) -> list:
+    """The addresses of a LeaderWorkerSet group's hosts, leader first, from
+    the variables its controller sets: the leader is ``LWS_LEADER_ADDRESS``
+    (``{set}-{group}.{subdomain}.{namespace}``) and worker ``i`` (1 to
+    ``LWS_GROUP_SIZE - 1``) is ``{set}-{group}-{i}`` in the same subdomain.
+    Empty when either variable is missing or malformed."""
+    leader = (environ.get("LWS_LEADER_ADDRESS") or "").strip()
+    size = (environ.get("LWS_GROUP_SIZE") or "").strip()
+    if not leader or "$(" in leader or not size.isdigit() or int(size) < 1:
+        return []
+    head, dot, rest = leader.partition(".")
+    if not head:
+        return []
+    return [leader] + ["%s-%d%s%s" % (head, i, dot, rest) for i in range(1, int(size))]
+
+
+def topology_env(spec, host_index: int, environ) -> dict:
+    """``KINETIC_*`` topology variables for this host: its rank, the hosts'
+    addresses (leader first: as the backend set ``KINETIC_NODE_IPS``, else
+    the spec's, else derived from a LeaderWorkerSet's variables), the
+    number of hosts, GPUs and accelerators per host, a task id that stays
+    the same when the job's hosts are restarted (the job id), and all of
+    it as JSON in ``KINETIC_CLUSTER_INFO``."""
+    if environ.get("KINETIC_NODE_IPS"):
+        node_ips = [line.strip() for line in environ["KINETIC_NODE_IPS"].splitlines() if line.strip()]
+        ips_text = environ["KINETIC_NODE_IPS"]
+    else:
+        node_ips = list(spec.node_ips) or lws_host_addresses(environ)
+        ips_text = "\n".join(node_ips)
+    if node_ips and len(node_ips) != spec.num_nodes:
+        warn(ENVIRONMENT, "%d host address%s for %d host%s" % (
+            len(node_ips), "" if len(node_ips) == 1 else "es", spec.num_nodes, "" if spec.num_nodes == 1 else "s"))
+    task_id = spec.job_id
+    return {
+        "KINETIC_NODE_RANK": str(host_index),
+        "KINETIC_NUM_NODES": str(spec.num_nodes),
+        "KINETIC_NODE_IPS": ips_text,
+        "KINETIC_NUM_GPUS_PER_NODE": str(spec.num_gpus_per_node),
+        "KINETIC_NUM_ACCELERATORS_PER_NODE": str(spec.num_accelerators_per_node),
+        "KINETIC_TASK_ID": task_id,
+        "KINETIC_CLUSTER_INFO": json.dumps({
+            "job_id": spec.job_id,
+            "task_id": task_id,
+            "node_rank": host_index,
+            "num_nodes": spec.num_nodes,
+            "node_ips": node_ips,
+            "num_gpus_per_node": spec.num_gpus_per_node,
+            "num_accelerators_per_node": spec.num_accelerators_per_node,
+            "accelerator": spec.accelerator,
+        }),
+    }
+
+
+# --------------------------------------------------------------------------
 # Spec
 
 
@@ -585,6 +642,8 @@ class Spec:
         self.accelerator = _field(cluster, "accelerator", str, "cpu", "spec.cluster.")
         self.num_nodes = _field(cluster, "num_nodes", int, 1, "spec.cluster.")
         self.num_gpus_per_node = _field(cluster, "num_gpus_per_node", int, 0, "spec.cluster.")
+        self.num_accelerators_per_node = _field(cluster, "num_accelerators_per_node", int,
+                                                self.num_gpus_per_node, "spec.cluster.")
         self.node_ips = _field(cluster, "node_ips", list, [], "spec.cluster.")
         if not all(isinstance(ip, str) for ip in self.node_ips):
             raise RunnerError("spec.cluster.node_ips must be a list of strings")
@@ -1536,22 +1595,7 @@ class Runner:
         env["KINETIC_JOB_ID"] = spec.job_id
         if spec.output_dir is not None:
             env["KINETIC_OUTPUT_DIR"] = spec.output_dir
-        env["KINETIC_NODE_RANK"] = str(self.host_index)
-        env["KINETIC_NUM_NODES"] = str(spec.num_nodes)
-        if env.get("KINETIC_NODE_IPS"):
-            node_ips = [line.strip() for line in env["KINETIC_NODE_IPS"].splitlines() if line.strip()]
-        else:
-            node_ips = list(spec.node_ips)
-            env["KINETIC_NODE_IPS"] = "\n".join(node_ips)
-        env["KINETIC_NUM_GPUS_PER_NODE"] = str(spec.num_gpus_per_node)
-        env["KINETIC_CLUSTER_INFO"] = json.dumps({
-            "job_id": spec.job_id,
-            "node_rank": self.host_index,
-            "num_nodes": spec.num_nodes,
-            "node_ips": node_ips,
-            "num_gpus_per_node": spec.num_gpus_per_node,
-            "accelerator": spec.accelerator,
-        })
+        env.update(topology_env(spec, self.host_index, env))
         volumes = {}
         for volume in spec.volumes:
             mount = volume["mount_path"]

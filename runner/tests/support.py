@@ -23,7 +23,8 @@ JOB_ID = "job-0a1b2c3d"
 WORKER_HOSTS = 4
 
 # Variables of the test process that would change what the runner does.
-_SCRUBBED = ("TPU_WORKER_ID", "LWS_WORKER_INDEX", "PYTHONPATH", "http_proxy", "https_proxy",
+_SCRUBBED = ("TPU_WORKER_ID", "LWS_WORKER_INDEX", "LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "KINETIC_NODE_IPS",
+             "PYTHONPATH", "http_proxy", "https_proxy",
              "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY", "GCE_METADATA_HOST")
 
 

@@ -50,6 +50,7 @@ class CapturedEnvTests(RunnerTestCase):
         volume = self.path("volume-src")
         os.makedirs(volume)
         cluster = {"accelerator": "v5litepod-16", "num_nodes": 4, "num_gpus_per_node": 0,
+                   "num_accelerators_per_node": 4,
                    "node_ips": ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]}
         run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster,
                            volumes=[{"mount_path": "/data", "data": data_ref(file_uri(volume), mount_path="/data")}],
@@ -64,10 +65,12 @@ class CapturedEnvTests(RunnerTestCase):
             "KINETIC_NUM_NODES": "4",
             "KINETIC_NODE_IPS": "10.0.0.1\n10.0.0.2\n10.0.0.3\n10.0.0.4",
             "KINETIC_NUM_GPUS_PER_NODE": "0",
+            "KINETIC_NUM_ACCELERATORS_PER_NODE": "4",
+            "KINETIC_TASK_ID": "job-0a1b2c3d",
         })
-        self.assertEqual(info, {"job_id": "job-0a1b2c3d", "node_rank": 0, "num_nodes": 4,
-                                "node_ips": cluster["node_ips"], "num_gpus_per_node": 0,
-                                "accelerator": "v5litepod-16"})
+        self.assertEqual(info, {"job_id": "job-0a1b2c3d", "task_id": "job-0a1b2c3d", "node_rank": 0,
+                                "num_nodes": 4, "node_ips": cluster["node_ips"], "num_gpus_per_node": 0,
+                                "num_accelerators_per_node": 4, "accelerator": "v5litepod-16"})
         self.assertEqual(volumes, {"/data": self.path("mnt", "data")})
 
     def test_node_ips_set_by_the_backend_win(self):
@@ -78,6 +81,50 @@ class CapturedEnvTests(RunnerTestCase):
         self.assertEqual(env["KINETIC_NODE_IPS"], "10.1.0.5\n10.1.0.6\n")
         self.assertEqual(json.loads(env["KINETIC_CLUSTER_INFO"])["node_ips"], ["10.1.0.5", "10.1.0.6"])
         self.assertEqual(env["KINETIC_NUM_GPUS_PER_NODE"], "1")
+
+
+class TopologyTests(RunnerTestCase):
+    LWS = {"LWS_LEADER_ADDRESS": "keras-pathways-job-1-0.keras-pathways-job-1.default", "LWS_GROUP_SIZE": "4"}
+
+    def test_lws_hosts_are_derived_leader_first(self):
+        self.assertEqual(kr.lws_host_addresses(self.LWS), [
+            "keras-pathways-job-1-0.keras-pathways-job-1.default",
+            "keras-pathways-job-1-0-1.keras-pathways-job-1.default",
+            "keras-pathways-job-1-0-2.keras-pathways-job-1.default",
+            "keras-pathways-job-1-0-3.keras-pathways-job-1.default",
+        ])
+        for env in ({}, {"LWS_LEADER_ADDRESS": "a.b.c"}, {"LWS_GROUP_SIZE": "2"},
+                    {"LWS_LEADER_ADDRESS": "a.b.c", "LWS_GROUP_SIZE": "zero"},
+                    {"LWS_LEADER_ADDRESS": "a.b.c", "LWS_GROUP_SIZE": "0"},
+                    {"LWS_LEADER_ADDRESS": "$(LWS_LEADER_ADDRESS)", "LWS_GROUP_SIZE": "2"}):
+            with self.subTest(env=env):
+                self.assertEqual(kr.lws_host_addresses(env), [])
+
+    def test_every_host_of_a_group_sees_its_rank_and_the_same_hosts(self):
+        cluster = {"accelerator": "v5litepod-16", "num_nodes": 4, "num_gpus_per_node": 0,
+                   "num_accelerators_per_node": 4, "node_ips": []}
+        infos = []
+        for rank in range(4):
+            env = dict(self.LWS, LWS_WORKER_INDEX=str(rank), TPU_WORKER_ID="$(LWS_WORKER_INDEX)" if rank else str(rank))
+            run = self.run_job({"work.py": WORK.replace("def value", "def _unused")
+                                + "\ndef value():\n    import json\n    raise RuntimeError(os.environ['KINETIC_CLUSTER_INFO'])\n"},
+                               function_entry("value"), cluster=cluster, env=env)
+            name = "result.json" if rank == 0 else "result-worker-%d.json" % rank
+            infos.append(json.loads(run.read(name)["error"]["message"]))
+        self.assertEqual([i["node_rank"] for i in infos], [0, 1, 2, 3])
+        self.assertEqual({json.dumps(i["node_ips"]) for i in infos}, {json.dumps(kr.lws_host_addresses(self.LWS))})
+        self.assertEqual({i["task_id"] for i in infos}, {"job-0a1b2c3d"})
+        self.assertEqual({i["num_accelerators_per_node"] for i in infos}, {4})
+
+    def test_a_spec_without_accelerators_per_node_reads_the_gpus(self):
+        cluster = {"accelerator": "l4-2", "num_nodes": 1, "num_gpus_per_node": 2, "node_ips": []}
+        run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster)
+        self.assertEqual(run.result["value"]["KINETIC_NUM_ACCELERATORS_PER_NODE"], "2")
+
+    def test_a_host_count_the_addresses_contradict_is_warned_about(self):
+        cluster = {"accelerator": "cpu", "num_nodes": 2, "num_gpus_per_node": 0, "node_ips": []}
+        run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster, env=self.LWS)
+        self.assertIn("4 host addresses for 2 hosts", run.stderr)
 
 
 class HostIndexTests(unittest.TestCase):

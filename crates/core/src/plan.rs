@@ -696,6 +696,7 @@ pub fn job(
             accelerator: facts.accelerator_text.to_owned(),
             num_nodes: hosts,
             num_gpus_per_node: facts.accelerator.count().unwrap_or(0),
+            num_accelerators_per_node: facts.accelerator.per_host(),
             node_ips: Vec::new(),
         },
         extract_limits: settings.extract_limits,

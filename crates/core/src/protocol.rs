@@ -258,6 +258,10 @@ pub struct ClusterInfo {
     pub num_nodes: u32,
     /// GPUs per host (0 for CPU and TPU).
     pub num_gpus_per_node: u32,
+    /// Accelerators per host: GPUs for a GPU, chips per host for a TPU
+    /// slice, 0 for CPU (absent in older specs: read as 0).
+    #[serde(default)]
+    pub num_accelerators_per_node: u32,
     /// Host addresses, when the backend knows them at submit time.
     pub node_ips: Vec<String>,
 }
@@ -310,6 +314,71 @@ fn phase_note(phase: Option<&str>) -> String {
     }
 }
 
+/// The host a worker result's file name names: `result-worker-{N}.json`
+/// → `N` (`N` ≥ 1, written in decimal without a sign); `None` for any
+/// other name.
+///
+/// ```
+/// use kinetic_core::protocol::worker_result_host;
+/// assert_eq!(worker_result_host("result-worker-10.json"), Some(10));
+/// assert_eq!(worker_result_host("result-worker-x.json"), None);
+/// assert_eq!(worker_result_host("result.json"), None);
+/// ```
+pub fn worker_result_host(file_name: &str) -> Option<u32> {
+    let digits = file_name
+        .strip_prefix("result-worker-")?
+        .strip_suffix(".json")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|&n| n >= 1)
+}
+
+/// Which host of a multi-host job reported the failure that is raised,
+/// and which others reported one too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostReport {
+    /// The reporting host (its index; the leader is 0).
+    pub host: u32,
+    /// How many hosts the job has, when known.
+    pub hosts: Option<u32>,
+    /// The hosts after it that left a failure result too, in order
+    /// (their results were not read).
+    pub others: Vec<u32>,
+}
+
+impl std::fmt::Display for HostReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.hosts {
+            Some(n) => write!(f, "reported by host {} of {n}", self.host)?,
+            None => write!(f, "reported by host {}", self.host)?,
+        }
+        if !self.others.is_empty() {
+            let others: Vec<String> = self.others.iter().map(u32::to_string).collect();
+            write!(
+                f,
+                "; other hosts that also reported a failure: {}",
+                others.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The worker results among `names` (file names under a job's prefix), in
+/// host order (2 before 10): `(host, name)`. Other names are left out.
+pub fn worker_results_in_order<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Vec<(u32, &'a str)> {
+    let mut found: Vec<(u32, &str)> = names
+        .into_iter()
+        .filter_map(|n| worker_result_host(n).map(|h| (h, n)))
+        .collect();
+    found.sort_unstable();
+    found.dedup_by_key(|(h, _)| *h);
+    found
+}
+
 impl RunnerResult {
     /// Parse `result.json`; the error says what was wrong. The value is
     /// read as [`crate::json`] reads user values: numbers exactly as
@@ -325,6 +394,63 @@ impl RunnerResult {
             serde_json::from_value(Value::Object(doc)).map_err(|e| invalid(e.to_string()))?;
         result.value = value;
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::*;
+
+    #[test]
+    fn worker_result_names() {
+        for (name, host) in [
+            ("result-worker-1.json", Some(1)),
+            ("result-worker-007.json", Some(7)),
+            ("result-worker-0.json", None),
+            ("result-worker--1.json", None),
+            ("result-worker-+1.json", None),
+            ("result-worker-.json", None),
+            ("result-worker-1.json.part", None),
+            ("result-worker-99999999999.json", None),
+            ("result.json", None),
+        ] {
+            assert_eq!(worker_result_host(name), host, "{name}");
+        }
+    }
+
+    #[test]
+    fn workers_come_in_numeric_order() {
+        let names = [
+            "result-worker-10.json",
+            "spec.json",
+            "result-worker-2.json",
+            "result-worker-bad.json",
+            "result-worker-3.json",
+        ];
+        let hosts: Vec<u32> = worker_results_in_order(names)
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect();
+        assert_eq!(hosts, [2, 3, 10]);
+    }
+
+    #[test]
+    fn the_report_names_the_host_and_the_others() {
+        let report = HostReport {
+            host: 2,
+            hosts: Some(4),
+            others: vec![3],
+        };
+        assert_eq!(
+            report.to_string(),
+            "reported by host 2 of 4; other hosts that also reported a failure: 3"
+        );
+        let alone = HostReport {
+            host: 1,
+            hosts: None,
+            others: vec![],
+        };
+        assert_eq!(alone.to_string(), "reported by host 1");
     }
 }
 
@@ -366,6 +492,7 @@ mod tests {
                 accelerator: "cpu".into(),
                 num_nodes: 1,
                 num_gpus_per_node: 0,
+                num_accelerators_per_node: 0,
                 node_ips: vec![],
             },
             python_values: None,

@@ -333,3 +333,47 @@ async fn one_failing_pod_recreates_the_group_and_deleting_the_set_removes_its_po
     .await;
     assert!(cluster.objects("statefulsets.apps", NS).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_crd_deletes_the_sets_and_their_pods() {
+    let (cluster, client) = start().await;
+    cluster.install_leader_worker_set().unwrap();
+    lws_api(&client)
+        .create(
+            &PostParams::default(),
+            &lws("c", 2, "import time; time.sleep(60)"),
+        )
+        .await
+        .unwrap();
+    wait_for("2 pods", async || {
+        (group_pods(&client, "c").await.len() == 2).then_some(())
+    })
+    .await;
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    crds.delete(
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+        &DeleteParams::default(),
+    )
+    .await
+    .unwrap();
+    wait_for("every pod gone", async || {
+        group_pods(&client, "c").await.is_empty().then_some(())
+    })
+    .await;
+    assert!(
+        cluster
+            .objects("leaderworkersets.leaderworkerset.x-k8s.io", NS)
+            .is_empty()
+    );
+    assert!(
+        raw_get(&client, "/apis/leaderworkerset.x-k8s.io/v1")
+            .await
+            .is_err()
+    );
+}

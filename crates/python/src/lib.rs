@@ -140,12 +140,17 @@ fn block<T: Send + 'static>(
 
 fn engine_error(e: &EngineError) -> PyErr {
     match e {
-        EngineError::Remote { job_id, error } => RemoteJobError::new_err((
+        EngineError::Remote {
+            job_id,
+            error,
+            host,
+        } => RemoteJobError::new_err((
             job_id.clone(),
             error.type_name.clone(),
             error.message.clone(),
             error.traceback.clone(),
             error.phase.clone(),
+            host.as_ref().map(|h| format!("Job {job_id}: {h}.")),
         )),
         EngineError::Timeout { .. } => PyTimeoutError::new_err(e.to_string()),
         EngineError::InvalidInput { .. } | EngineError::Project { .. } => {

@@ -531,6 +531,18 @@ impl crate::conformance::backend::BackendHarness for FakeBackendHarness {
                     vec![],
                 )
             }
+            // One host: rank 0 of 1.
+            J::Topology { fail_on, .. } if fail_on.contains(&0) => (
+                Outcome::Fail {
+                    type_name: "ValueError".into(),
+                    message: "host 0 failed".into(),
+                },
+                vec![],
+            ),
+            J::Topology { .. } => (
+                Outcome::Succeed(serde_json::json!({"node_rank": 0, "num_nodes": 1})),
+                vec![],
+            ),
         };
         let store: Arc<dyn ObjectStore> = Arc::new(self.store.clone());
         let prepared =

@@ -39,4 +39,6 @@ mod python_job;
 pub use fake_backend::{FakeBackend, FakeBackendHarness, Outcome, OutcomeFn};
 pub use fake_images::FakeImageBuilder;
 pub use memory_store::MemoryStore;
-pub use python_job::{CONFORMANCE_MODULE, ConformanceJob, prepare_python_job};
+pub use python_job::{
+    CONFORMANCE_MODULE, ConformanceJob, prepare_python_job, prepare_python_job_on,
+};

@@ -51,6 +51,17 @@ def prints(n):
 
 def env_digest(name):
     return hashlib.sha256(os.environ[name].encode()).hexdigest()
+
+
+def topology(directory, fail_on=None):
+    import json
+    info = json.loads(os.environ["KINETIC_CLUSTER_INFO"])
+    rank = info["node_rank"]
+    with open(os.path.join(directory, "host-%d.json" % rank), "w") as f:
+        json.dump(info, f)
+    if fail_on is not None and rank in fail_on:
+        raise ValueError("host %d failed" % rank)
+    return info
 "#;
 
 /// What a conformance job does.
@@ -67,6 +78,16 @@ pub enum ConformanceJob {
     /// Returns the SHA-256 (hex) of the environment variable's value, so a
     /// test can check a secret arrived without the secret being stored.
     EnvDigest(String),
+    /// Each host writes its `KINETIC_CLUSTER_INFO` to `{dir}/host-{rank}.json`
+    /// (the fake cluster's pods are local processes), then the hosts in
+    /// `fail_on` raise `ValueError("host N failed")`; the others return
+    /// the cluster info.
+    Topology {
+        /// Where each host writes what it saw.
+        dir: String,
+        /// The hosts that fail.
+        fail_on: Vec<u32>,
+    },
 }
 
 impl ConformanceJob {
@@ -77,6 +98,7 @@ impl ConformanceJob {
             Self::Sleeps => ("sleeps", vec![]),
             Self::Prints(n) => ("prints", vec![json!(n)]),
             Self::EnvDigest(name) => ("env_digest", vec![json!(name)]),
+            Self::Topology { dir, fail_on } => ("topology", vec![json!(dir), json!(fail_on)]),
         }
     }
 }
@@ -124,6 +146,18 @@ pub async fn prepare_python_job(
     job: &ConformanceJob,
     env: CapturedEnv,
 ) -> PreparedJob {
+    prepare_python_job_on(store, backend, job, env, None).await
+}
+
+/// [`prepare_python_job`] on `accelerator` (`v5litepod-16` for a job on
+/// 4 hosts; `None`: CPU).
+pub async fn prepare_python_job_on(
+    store: &Arc<dyn ObjectStore>,
+    backend: &str,
+    job: &ConformanceJob,
+    env: CapturedEnv,
+    accelerator: Option<&str>,
+) -> PreparedJob {
     let job_id = JobId::new_random();
     let zip = context_zip();
     let sha: [u8; 32] = sha2::Sha256::digest(&zip).into();
@@ -134,6 +168,9 @@ pub async fn prepare_python_job(
     });
     for arg in args {
         spec = spec.arg(arg);
+    }
+    if let Some(accelerator) = accelerator {
+        spec = spec.accelerator(accelerator);
     }
     let mut settings = EngineSettings::for_cluster(
         "conformance",
@@ -171,7 +208,8 @@ pub async fn prepare_python_job(
             function: function.into(),
         },
     };
-    let (accelerator_text, accelerator) = plan::accelerator(&spec, &settings).expect("cpu parses");
+    let (accelerator_text, accelerator) =
+        plan::accelerator(&spec, &settings).expect("the accelerator parses");
     let mut facts = JobFacts::new(
         job_id,
         backend,

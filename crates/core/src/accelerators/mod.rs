@@ -466,6 +466,16 @@ impl AcceleratorSpec {
         }
     }
 
+    /// Accelerators each host has: the node's GPUs, a TPU slice's chips
+    /// per host, 0 for CPU.
+    pub fn per_host(&self) -> u32 {
+        match self {
+            Self::Gpu(g) => g.count(),
+            Self::Tpu(t) => t.chips_per_host(),
+            _ => 0,
+        }
+    }
+
     /// Hosts (GKE nodes) the job spans: 1 except for multi-host TPU slices.
     pub fn num_hosts(&self) -> u32 {
         match self {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::accelerators::AcceleratorError;
 use crate::env::EnvError;
 use crate::ports::{BackendError, BoxError, BuildError, RegistryError, StoreError};
-use crate::protocol::RemoteError;
+use crate::protocol::{HostReport, RemoteError};
 use crate::status::JobState;
 
 use super::spec::SpecError;
@@ -74,12 +74,15 @@ pub enum EngineError {
     },
     /// The job failed remotely: the user's function raised, or a runner
     /// phase failed; the remote type, message, traceback and phase are kept.
-    #[error("job {job_id} failed: {error}")]
+    #[error("job {job_id} failed: {error}{}", host_note(.host.as_ref()))]
     Remote {
         /// The job.
         job_id: String,
         /// What the runner reported.
         error: Box<RemoteError>,
+        /// For a multi-host job whose leader left no usable result: the
+        /// host whose failure this is, and the others that failed too.
+        host: Option<HostReport>,
     },
     /// The job failed remotely without a result the engine could use
     /// (killed, cancelled, evicted, out of memory…); the state says why.
@@ -137,6 +140,10 @@ fn describe(state: &JobState) -> String {
         Some(reason) => format!("{} ({reason})", state.status.as_str()),
         None => state.status.as_str().to_owned(),
     }
+}
+
+fn host_note(host: Option<&HostReport>) -> String {
+    host.map(|h| format!(" ({h})")).unwrap_or_default()
 }
 
 fn tail_note(tail: &Option<String>) -> String {
@@ -228,6 +235,15 @@ impl EngineError {
     pub fn remote(&self) -> Option<&RemoteError> {
         match self {
             Self::Remote { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// Which host of a multi-host job reported the remote error, when it
+    /// came from a worker's result.
+    pub fn reporting_host(&self) -> Option<&HostReport> {
+        match self {
+            Self::Remote { host, .. } => host.as_ref(),
             _ => None,
         }
     }

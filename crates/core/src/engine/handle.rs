@@ -12,7 +12,7 @@ use crate::ports::{
     Backend, BackendCapabilities, GetOptions, LogOptions, LogStream, ObjectPath, PutOptions,
     StoreError,
 };
-use crate::protocol::RunnerResult;
+use crate::protocol::{HostReport, RunnerResult, worker_results_in_order};
 use crate::record::JobRecord;
 use crate::redact::Redactor;
 use crate::retry::{Backoff, RetryPolicy};
@@ -517,6 +517,77 @@ impl JobHandle {
         }
     }
 
+    /// The failure a worker host of a multi-host job reported, for a job
+    /// whose leader left no usable result: the workers' results
+    /// (`result-worker-{N}.json`) are read in host order (2 before 10),
+    /// skipping unreadable ones and successes, and the first failure is
+    /// the error, naming its host and the later hosts that reported one
+    /// too. `None` when there is none, or the results cannot be listed.
+    async fn worker_failure(&self) -> Option<EngineError> {
+        let prefix = self.prefix().ok()?;
+        let listed = match self.inner.store.list(Some(&prefix)).await {
+            Ok(listed) => listed,
+            Err(e) => {
+                tracing::warn!(job_id = %self.record.job_id, "cannot list the hosts' results: {e}");
+                return None;
+            }
+        };
+        let names: Vec<&str> = listed
+            .iter()
+            .filter(|m| {
+                m.path.as_str().strip_suffix(m.path.file_name()) == Some(&format!("{prefix}/"))
+            })
+            .map(|m| m.path.file_name())
+            .collect();
+        let workers = worker_results_in_order(names);
+        for (i, (host, name)) in workers.iter().enumerate() {
+            let Ok(path) = self.path(name) else { continue };
+            let result = match self.inner.store.get(&path, GetOptions::default()).await {
+                Ok(bytes) => RunnerResult::from_json(&bytes).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            let error = match result {
+                Ok(RunnerResult {
+                    success: false,
+                    error: Some(error),
+                    ..
+                }) => error,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(job_id = %self.record.job_id, "ignoring host {host}'s result: {e}");
+                    continue;
+                }
+            };
+            let others = workers[i + 1..].iter().map(|(h, _)| *h).collect();
+            return Some(EngineError::Remote {
+                job_id: self.record.job_id.to_string(),
+                error: Box::new(self.redactor().await.redact_error(error)),
+                host: Some(HostReport {
+                    host: *host,
+                    hosts: self.host_count().await,
+                    others,
+                }),
+            });
+        }
+        None
+    }
+
+    /// How many hosts the job has, as its `spec.json` says.
+    async fn host_count(&self) -> Option<u32> {
+        let path = self.path("spec.json").ok()?;
+        let bytes = self
+            .inner
+            .store
+            .get(&path, GetOptions::default())
+            .await
+            .ok()?;
+        let spec: Value = serde_json::from_slice(&bytes).ok()?;
+        spec.pointer("/cluster/num_nodes")?
+            .as_u64()?
+            .try_into()
+            .ok()
+    }
+
     /// Read `result.json` after the job ended and turn it into the value or an error.
     async fn collect(&self, state: &JobState) -> Result<Value, EngineError> {
         let path = self.path("result.json")?;
@@ -533,6 +604,9 @@ impl JobHandle {
         let bytes = match read {
             Ok(bytes) => bytes,
             Err(gave_up) if gave_up.error.is_not_found() => {
+                if let Some(failure) = self.worker_failure().await {
+                    return Err(failure);
+                }
                 return Err(self.no_result(state, uri).await);
             }
             Err(gave_up) => return Err(gave_up.error.into()),
@@ -546,6 +620,9 @@ impl JobHandle {
             if state.status == JobStatus::Failed {
                 // Never return a value the backend says did not come from a
                 // successful run (e.g. a host that failed after the leader wrote).
+                if let Some(failure) = self.worker_failure().await {
+                    return Err(failure);
+                }
                 return Err(self.no_result(state, uri).await);
             }
             return Ok(result.value);
@@ -554,6 +631,7 @@ impl JobHandle {
             Some(error) => Err(EngineError::Remote {
                 job_id,
                 error: Box::new(self.redactor().await.redact_error(error)),
+                host: None,
             }),
             None => Err(EngineError::InvalidResult {
                 job_id,

@@ -395,6 +395,7 @@ impl Kubelet {
         let (ns, name) = (rt.namespace.clone(), rt.name.clone());
         if rt.restart_at.is_some_and(|at| Instant::now() >= at) {
             // The back-off is over: the container starts again.
+            rt.restarts += 1;
             rt.restart_at = None;
             rt.pgid = None;
             rt.exit = ExitCell::default();
@@ -432,12 +433,12 @@ impl Kubelet {
             None => set_running(store, &ns, &name, cname, image),
             Some(_) if rt.restart_at.is_some() => {}
             Some(code) if restarts_after(pod, code) => {
-                rt.restarts += 1;
                 // The kubelet's back-off (10 s doubling to 5 min), scaled
                 // down: the first restart at once, then 1 s doubling to 10 s.
+                // `restartCount` goes up when the container starts again.
                 let backoff = match rt.restarts {
-                    1 => Duration::ZERO,
-                    n => Duration::from_secs(1u64 << (n - 2).min(3)).min(Duration::from_secs(10)),
+                    0 => Duration::ZERO,
+                    n => Duration::from_secs(1u64 << (n - 1).min(3)).min(Duration::from_secs(10)),
                 };
                 rt.restart_at = Some(Instant::now() + backoff);
                 let reason = if code == 0 { "Completed" } else { "Error" };
@@ -695,6 +696,18 @@ fn once_event(
     );
 }
 
+/// A scheduled pod's conditions: ready, or not ready for `not_ready`'s
+/// reason (`ContainersNotReady`, `PodCompleted`).
+fn pod_conditions(not_ready: Option<&str>) -> Value {
+    let ready = not_ready.is_none();
+    json!([
+        cond("PodScheduled", true, None, None),
+        cond("Initialized", true, None, None),
+        cond("ContainersReady", ready, not_ready, None),
+        cond("Ready", ready, not_ready, None),
+    ])
+}
+
 fn set_running(store: &Store, ns: &str, name: &str, cname: &str, image: &str) {
     store.modify("pods", ns, name, |p| {
         if p.pointer("/status/phase").and_then(Value::as_str) == Some("Running") {
@@ -706,12 +719,7 @@ fn set_running(store: &Store, ns: &str, name: &str, cname: &str, image: &str) {
         p["status"]["startTime"] = json!(now);
         p["status"]["containerStatuses"] = json!([{"name": cname, "image": image, "imageID": "",
             "ready": true, "restartCount": 0, "started": true, "state": {"running": {"startedAt": now}}}]);
-        p["status"]["conditions"] = json!([
-            cond("PodScheduled", true, None, None),
-            cond("Initialized", true, None, None),
-            cond("ContainersReady", true, None, None),
-            cond("Ready", true, None, None),
-        ]);
+        p["status"]["conditions"] = pod_conditions(None);
     });
 }
 
@@ -757,12 +765,7 @@ fn crash_loop(
         "ready": false, "restartCount": restarts, "started": false,
         "state": {"waiting": {"reason": "CrashLoopBackOff", "message": message}},
         "lastState": {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}}}]);
-    p["status"]["conditions"] = json!([
-        cond("PodScheduled", true, None, None),
-        cond("Initialized", true, None, None),
-        cond("ContainersReady", false, Some("ContainersNotReady"), None),
-        cond("Ready", false, Some("ContainersNotReady"), None),
-    ]);
+    p["status"]["conditions"] = pod_conditions(Some("ContainersNotReady"));
 }
 
 /// A restarted container runs again (its `restartCount` and `lastState` kept).
@@ -778,12 +781,7 @@ fn set_restarted(store: &Store, ns: &str, name: &str, cname: &str, restarts: u32
         status["ready"] = json!(true);
         status["started"] = json!(true);
         status["state"] = json!({"running": {"startedAt": now_rfc3339()}});
-        p["status"]["conditions"] = json!([
-            cond("PodScheduled", true, None, None),
-            cond("Initialized", true, None, None),
-            cond("ContainersReady", true, None, None),
-            cond("Ready", true, None, None),
-        ]);
+        p["status"]["conditions"] = pod_conditions(None);
     });
 }
 
@@ -797,12 +795,7 @@ fn terminated(p: &mut Value, cname: &str, image: &str, code: i32, reason: &str) 
     p["status"]["containerStatuses"] = json!([{"name": cname, "image": image, "imageID": "",
         "ready": false, "restartCount": 0, "started": false,
         "state": {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}}}]);
-    p["status"]["conditions"] = json!([
-        cond("PodScheduled", true, None, None),
-        cond("Initialized", true, None, None),
-        cond("ContainersReady", false, Some("PodCompleted"), None),
-        cond("Ready", false, Some("PodCompleted"), None),
-    ]);
+    p["status"]["conditions"] = pod_conditions(Some("PodCompleted"));
 }
 
 #[cfg(test)]

@@ -19,7 +19,8 @@
 //!   and the leader StatefulSet makes the group again.
 //!
 //! Everything is served only while the CustomResourceDefinition
-//! `leaderworkersets.leaderworkerset.x-k8s.io` exists.
+//! `leaderworkersets.leaderworkerset.x-k8s.io` exists; deleting it deletes
+//! every LeaderWorkerSet.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -261,6 +262,11 @@ pub(crate) fn default_pod(ns: &str, pod: &mut Value) -> Result<(), ApiError> {
 /// One pass of the LeaderWorkerSet and pod controllers.
 pub(crate) fn reconcile(store: &Store) {
     if !installed(store) {
+        // Deleting a CRD deletes its objects (and so, through their
+        // owners, what they made).
+        for lws in store.all(RESOURCE) {
+            let _ = delete(store, RESOURCE, ns_of(&lws), name_of(&lws), "Background");
+        }
         return;
     }
     let pods = store.all("pods");
@@ -300,6 +306,30 @@ fn size_of(lws: &Value) -> i64 {
     int_at(lws, "/spec/leaderWorkerTemplate/size").unwrap_or(1)
 }
 
+/// The map at `pointer` in `v` (labels, annotations; empty when absent)
+/// with `entries` set in it.
+fn merged(v: &Value, pointer: &str, entries: &[(&str, &str)]) -> Value {
+    let mut map = v.pointer(pointer).cloned().unwrap_or(json!({}));
+    if !map.is_object() {
+        map = json!({});
+    }
+    for (k, value) in entries {
+        map[*k] = json!(value);
+    }
+    map
+}
+
+/// `template` with `labels` and `annotations` set in its metadata.
+fn pod_template(
+    mut template: Value,
+    labels: &[(&str, &str)],
+    annotations: &[(&str, &str)],
+) -> Value {
+    template["metadata"]["labels"] = merged(&template, "/metadata/labels", labels);
+    template["metadata"]["annotations"] = merged(&template, "/metadata/annotations", annotations);
+    template
+}
+
 fn ensure_leader_set(store: &Store, lws: &Value) {
     let (ns, name) = (ns_of(lws), name_of(lws));
     let replicas = int_at(lws, "/spec/replicas").unwrap_or(1);
@@ -317,48 +347,38 @@ fn ensure_leader_set(store: &Store, lws: &Value) {
         .cloned()
         .unwrap_or(json!({}));
     let rev = revision(lws);
-    let mut template = template;
-    let mut labels = template
-        .pointer("/metadata/labels")
-        .cloned()
-        .unwrap_or(json!({}));
-    labels[WORKER_INDEX_LABEL] = json!("0");
-    labels[NAME_LABEL] = json!(name);
-    labels[REVISION_LABEL] = json!(rev);
-    template["metadata"]["labels"] = labels;
-    let mut annotations = template
-        .pointer("/metadata/annotations")
-        .cloned()
-        .unwrap_or(json!({}));
-    annotations[SIZE_ANNOTATION] = json!(size_of(lws).to_string());
-    template["metadata"]["annotations"] = annotations;
-    let mut set_labels = lws
-        .pointer("/metadata/labels")
-        .cloned()
-        .unwrap_or(json!({}));
-    set_labels[NAME_LABEL] = json!(name);
-    set_labels[REVISION_LABEL] = json!(rev);
-    let mut set_annotations = lws
-        .pointer("/metadata/annotations")
-        .cloned()
-        .unwrap_or(json!({}));
-    set_annotations[REPLICAS_ANNOTATION] = json!(replicas.to_string());
+    let size = size_of(lws).to_string();
+    let template = pod_template(
+        template,
+        &[
+            (WORKER_INDEX_LABEL, "0"),
+            (NAME_LABEL, name),
+            (REVISION_LABEL, &rev),
+        ],
+        &[(SIZE_ANNOTATION, &size)],
+    );
+    let set_labels = merged(
+        lws,
+        "/metadata/labels",
+        &[(NAME_LABEL, name), (REVISION_LABEL, &rev)],
+    );
+    let set_annotations = merged(
+        lws,
+        "/metadata/annotations",
+        &[(REPLICAS_ANNOTATION, &replicas.to_string())],
+    );
+    let api_version = str_at(lws, "/apiVersion").unwrap_or("leaderworkerset.x-k8s.io/v1");
     let set = json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": name, "labels": set_labels, "annotations": set_annotations,
-                     "ownerReferences": owner("LeaderWorkerSet", lws["apiVersion"].as_str().unwrap_or("leaderworkerset.x-k8s.io/v1"), lws)},
+                     "ownerReferences": owner("LeaderWorkerSet", api_version, lws)},
         "spec": {"serviceName": name, "replicas": replicas, "podManagementPolicy": "Parallel",
                  "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
                  "template": template},
     });
     if store.create(statefulset::RESOURCE, ns, set).is_ok() {
-        record(
-            store,
-            lws,
-            "Normal",
-            "GroupsProgressing",
-            &format!("Created leader statefulset {name}"),
-        );
+        let message = format!("Created leader statefulset {name}");
+        record(store, lws, "Normal", "GroupsProgressing", &message);
     }
 }
 
@@ -378,46 +398,29 @@ fn ensure_worker_set(store: &Store, lws: &Value, leader: &Value) {
     let group = label(leader, GROUP_INDEX_LABEL).unwrap_or("0");
     let key = label(leader, GROUP_KEY_LABEL).unwrap_or_default();
     let rev = label(leader, REVISION_LABEL).unwrap_or_default();
-    let mut template = lws
+    let labels = [
+        (GROUP_INDEX_LABEL, group),
+        (NAME_LABEL, lws_name),
+        (GROUP_KEY_LABEL, key),
+        (REVISION_LABEL, rev),
+    ];
+    let template = lws
         .pointer("/spec/leaderWorkerTemplate/workerTemplate")
         .cloned()
         .unwrap_or(json!({}));
-    let mut labels = template
-        .pointer("/metadata/labels")
-        .cloned()
-        .unwrap_or(json!({}));
-    labels[GROUP_INDEX_LABEL] = json!(group);
-    labels[NAME_LABEL] = json!(lws_name);
-    labels[GROUP_KEY_LABEL] = json!(key);
-    labels[REVISION_LABEL] = json!(rev);
-    template["metadata"]["labels"] = labels.clone();
-    let mut annotations = template
-        .pointer("/metadata/annotations")
-        .cloned()
-        .unwrap_or(json!({}));
-    annotations[SIZE_ANNOTATION] = json!(size.to_string());
-    annotations[LEADER_NAME_ANNOTATION] = json!(name);
-    template["metadata"]["annotations"] = annotations;
-    let mut set_labels = lws
-        .pointer("/metadata/labels")
-        .cloned()
-        .unwrap_or(json!({}));
-    if let (Some(s), Some(l)) = (set_labels.as_object_mut(), labels.as_object()) {
-        for k in [
-            GROUP_INDEX_LABEL,
-            NAME_LABEL,
-            GROUP_KEY_LABEL,
-            REVISION_LABEL,
-        ] {
-            if let Some(v) = l.get(k) {
-                s.insert(k.to_owned(), v.clone());
-            }
-        }
-    }
+    let size_text = size.to_string();
+    let template = pod_template(
+        template,
+        &labels,
+        &[
+            (SIZE_ANNOTATION, &size_text),
+            (LEADER_NAME_ANNOTATION, name),
+        ],
+    );
     let set = json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": name, "labels": set_labels,
-                     "annotations": lws.pointer("/metadata/annotations").cloned().unwrap_or(json!({})),
+        "metadata": {"name": name, "labels": merged(lws, "/metadata/labels", &labels),
+                     "annotations": merged(lws, "/metadata/annotations", &[]),
                      "ownerReferences": owner("Pod", "v1", leader)},
         "spec": {"serviceName": lws_name, "replicas": size - 1, "podManagementPolicy": "Parallel",
                  "ordinals": {"start": 1},
@@ -425,24 +428,18 @@ fn ensure_worker_set(store: &Store, lws: &Value, leader: &Value) {
                  "template": template},
     });
     match store.create(statefulset::RESOURCE, ns, set) {
-        Ok(_) => record(
-            store,
-            lws,
-            "Normal",
-            "GroupsProgressing",
-            &format!("Created worker statefulset for leader pod {name}"),
-        ),
+        Ok(_) => {
+            let message = format!("Created worker statefulset for leader pod {name}");
+            record(store, lws, "Normal", "GroupsProgressing", &message);
+        }
         Err(e) if e.code == 409 => {}
-        Err(e) => record(
-            store,
-            lws,
-            "Warning",
-            "FailedCreate",
-            &format!(
+        Err(e) => {
+            let message = format!(
                 "Failed to create worker statefulset for leader pod {name}: {}",
                 e.message
-            ),
-        ),
+            );
+            record(store, lws, "Warning", "FailedCreate", &message);
+        }
     }
 }
 

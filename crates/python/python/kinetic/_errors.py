@@ -49,7 +49,9 @@ def rebuild(err: "_native.RemoteJobError") -> BaseException:
     rebuilt (built-in or importable here, constructed from the message),
     else :class:`RemoteError`; ``remote_traceback``, ``job_id`` and ``phase``
     set, and the remote traceback chained as ``__cause__``."""
-    job_id, type_name, message, tb, phase = err.args
+    job_id, type_name, message, tb, phase = err.args[:5]
+    # For a multi-host job: which host reported the failure (a note).
+    host_note = err.args[5] if len(err.args) > 5 else None
     exc = None
     cls = _resolve(type_name) if phase in (None, "execute", "entrypoint load", "data resolve") else None
     if cls is not None:
@@ -66,7 +68,20 @@ def rebuild(err: "_native.RemoteJobError") -> BaseException:
             pass
     if tb:
         exc.__cause__ = RemoteTraceback(tb)
+    if host_note:
+        _add_note(exc, host_note)
     return exc
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)`` (Python 3.11+), or the same ``__notes__`` before."""
+    try:
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        else:
+            exc.__notes__ = list(getattr(exc, "__notes__", [])) + [note]
+    except Exception:  # noqa: BLE001 - exceptions with __slots__
+        pass
 
 
 def translate(err: BaseException) -> BaseException:
