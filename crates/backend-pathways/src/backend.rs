@@ -175,21 +175,35 @@ impl Workload for LwsKind {
         status::lws_state(object, pods, events, now)
     }
 
-    /// The leader's pod, while it runs: its log tells when the leader's
-    /// command ended (the pod itself keeps running).
-    fn probe(&self, object: &LeaderWorkerSet, pods: &[Pod]) -> Option<String> {
-        let set = object.metadata.name.as_deref()?;
-        pods.iter()
-            .find(|p| {
-                status::worker_index(p, set) == Some(0)
-                    && kinetic_kube::status::pod_phase(p) == "Running"
-                    && p.metadata.deletion_timestamp.is_none()
-            })
-            .and_then(|p| p.metadata.name.clone())
+    /// The leader's pod while it runs, then its workers': the leader's log
+    /// tells when its command ended (the pod itself keeps running), the
+    /// workers' that theirs did.
+    fn probe(&self, object: &LeaderWorkerSet, pods: &[Pod]) -> Vec<String> {
+        let Some(set) = object.metadata.name.as_deref() else {
+            return Vec::new();
+        };
+        let live = |p: &&Pod| p.metadata.deletion_timestamp.is_none();
+        let Some(leader) = pods.iter().filter(live).find(|p| {
+            status::worker_index(p, set) == Some(0)
+                && kinetic_kube::status::pod_phase(p) == "Running"
+        }) else {
+            return Vec::new();
+        };
+        let mut workers: Vec<&Pod> = pods
+            .iter()
+            .filter(live)
+            .filter(|p| status::worker_index(p, set).is_some_and(|i| i > 0))
+            .collect();
+        workers.sort_by_key(|p| status::worker_index(p, set));
+        std::iter::once(leader)
+            .chain(workers)
+            .filter_map(|p| p.metadata.name.clone())
+            .collect()
     }
 
-    fn ended_in_log(&self, _object: &LeaderWorkerSet, tail: &str) -> Option<JobState> {
-        status::leader_end(tail)
+    fn ended_in_logs(&self, object: &LeaderWorkerSet, tails: &[String]) -> Option<JobState> {
+        let size = object.spec.leader_worker_template.size.unwrap_or(1);
+        status::slice_end(tails, usize::try_from(size).unwrap_or(1))
     }
 
     fn is_finished(&self, object: &LeaderWorkerSet) -> bool {

@@ -39,6 +39,10 @@ pub fn slice_env() -> Vec<EnvVar> {
 /// exit code: `[kinetic] leader ended: exit code 0`.
 pub const LEADER_ENDED: &str = "[kinetic] leader ended: exit code ";
 
+/// The start of the line a worker prints when its command succeeded:
+/// `[kinetic] host 2 finished; …`.
+pub const WORKER_FINISHED: &str = "[kinetic] host ";
+
 /// The shell script that runs a host's command, then keeps the pod
 /// running where the job needs it: a pod that ends is recreated by its
 /// StatefulSet (running the job again), and a worker recreated restarts

@@ -37,7 +37,7 @@ use kinetic_kube::status::{
 };
 
 use crate::lws::{LABEL_WORKER_INDEX, LeaderWorkerSet};
-use crate::manifest::LEADER_ENDED;
+use crate::manifest::{LEADER_ENDED, WORKER_FINISHED};
 
 /// The host index of a pod of the set named `set`: its
 /// `leaderworkerset.sigs.k8s.io/worker-index` label, else its name (the
@@ -204,4 +204,22 @@ pub fn leader_end(log_tail: &str) -> Option<JobState> {
     } else {
         JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code })
     })
+}
+
+/// The end the hosts' logs tell (`tails[0]` the leader's, then the
+/// workers' in order): the leader failing fails the job at once; the
+/// leader succeeding ends it once every one of the `size - 1` workers
+/// finished too (a worker that fails exits and fails the job through its
+/// pod). With the leader's log alone, what the leader tells.
+pub fn slice_end(tails: &[String], size: usize) -> Option<JobState> {
+    let leader = leader_end(tails.first()?)?;
+    if leader.status != JobStatus::Succeeded || tails.len() == 1 {
+        return Some(leader);
+    }
+    let workers = &tails[1..];
+    let finished = |t: &String| {
+        t.lines()
+            .any(|l| l.starts_with(WORKER_FINISHED) && l.contains(" finished"))
+    };
+    (workers.len() + 1 >= size && workers.iter().all(finished)).then_some(leader)
 }

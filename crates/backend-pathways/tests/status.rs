@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kinetic_backend_pathways::lws::LeaderWorkerSet;
-use kinetic_backend_pathways::status::{leader_end, lws_state, worker_index};
+use kinetic_backend_pathways::status::{leader_end, lws_state, slice_end, worker_index};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use serde_json::{Value, json};
 
@@ -183,4 +183,32 @@ fn the_leaders_log_tells_its_end() {
         Some(JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code: 3 }))
     );
     assert_eq!(leader_end("[kinetic] leader ended: exit code x\n"), None);
+}
+
+#[test]
+fn a_slice_ends_when_the_leader_and_every_worker_did() {
+    let leader_ok = "[kinetic] leader ended: exit code 0\n".to_owned();
+    let done =
+        |i: u32| format!("[kinetic] host {i} finished; waiting for the leader to end the slice\n");
+    let ok = Some(JobState::new(JobStatus::Succeeded));
+    assert_eq!(slice_end(std::slice::from_ref(&leader_ok), 4), ok);
+    assert_eq!(
+        slice_end(&[leader_ok.clone(), done(1), done(2), done(3)], 4),
+        ok
+    );
+    assert_eq!(
+        slice_end(&[leader_ok.clone(), done(1), "busy\n".into(), done(3)], 4),
+        None
+    );
+    assert_eq!(
+        slice_end(&[leader_ok.clone(), done(1), done(3)], 4),
+        None,
+        "a host missing"
+    );
+    let failed = "[kinetic] leader ended: exit code 1\n".to_owned();
+    assert_eq!(
+        slice_end(&[failed, "busy\n".into()], 2),
+        Some(JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code: 1 }))
+    );
+    assert_eq!(slice_end(&["running\n".to_owned()], 4), None);
 }

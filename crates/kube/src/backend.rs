@@ -105,16 +105,18 @@ pub trait Workload: Send + Sync + 'static {
         now: SystemTime,
     ) -> JobState;
 
-    /// The pod whose log's last lines may tell that the job ended while
-    /// its pods still run (see [`Workload::ended_in_log`]); `None` by
-    /// default.
-    fn probe(&self, _object: &Self::Object, _pods: &[Pod]) -> Option<String> {
-        None
+    /// The pods whose logs' last lines may tell that the job ended while
+    /// its pods still run, the deciding one first (see
+    /// [`Workload::ended_in_logs`]); none by default.
+    fn probe(&self, _object: &Self::Object, _pods: &[Pod]) -> Vec<String> {
+        Vec::new()
     }
 
-    /// The end of the job the last lines of the [`Workload::probe`] pod's
-    /// log tell, if they tell one.
-    fn ended_in_log(&self, _object: &Self::Object, _tail: &str) -> Option<JobState> {
+    /// The end of the job the last lines of the [`Workload::probe`] pods'
+    /// logs tell (`tails[i]` is pod `i`'s), if they tell one. Called with
+    /// the first pod's alone (a line of it, when following), then, if that
+    /// tells an end, with every pod's.
+    fn ended_in_logs(&self, _object: &Self::Object, _tails: &[String]) -> Option<JobState> {
         None
     }
 
@@ -529,7 +531,8 @@ impl<W: Workload> KubeBackend<W> {
         if state.status.is_terminal() {
             return state;
         }
-        let Some(pod) = self.workload.probe(object, pods) else {
+        let probe = self.workload.probe(object, pods);
+        let Some(first) = probe.first() else {
             return state;
         };
         let Ok(api) = self.pods(namespace).await else {
@@ -540,13 +543,23 @@ impl<W: Workload> KubeBackend<W> {
             tail_lines: Some(PROBE_LINES),
             ..LogParams::default()
         };
-        match api.logs(&pod, &params).await {
-            Ok(tail) => self.workload.ended_in_log(object, &tail).unwrap_or(state),
-            Err(e) => {
-                tracing::debug!("cannot read the log of pod {pod}: {e}");
-                state
+        let tail = |pod: String| {
+            let (api, params) = (&api, &params);
+            async move {
+                api.logs(&pod, params).await.unwrap_or_else(|e| {
+                    tracing::debug!("cannot read the log of pod {pod}: {e}");
+                    String::new()
+                })
             }
+        };
+        let mut tails = vec![tail(first.clone()).await];
+        if self.workload.ended_in_logs(object, &tails).is_none() {
+            return state;
         }
+        for pod in &probe[1..] {
+            tails.push(tail(pod.clone()).await);
+        }
+        self.workload.ended_in_logs(object, &tails).unwrap_or(state)
     }
 
     /// Keep the log of the job's log pods in its ConfigMap (see
@@ -1034,7 +1047,7 @@ impl<W: Workload> KubeBackend<W> {
 }
 
 struct FollowCtx<W: Workload> {
-    /// The object as the follow began (for [`Workload::ended_in_log`]).
+    /// The object as the follow began (for [`Workload::ended_in_logs`]).
     object: W::Object,
     objects: Api<W::Object>,
     pods: Api<Pod>,
@@ -1078,7 +1091,7 @@ impl<W: Workload> Follower<W> {
                             && self
                                 .cx
                                 .workload
-                                .ended_in_log(&self.cx.object, line)
+                                .ended_in_logs(&self.cx.object, std::slice::from_ref(line))
                                 .is_some()
                         {
                             self.done = true;
