@@ -330,7 +330,7 @@ impl<W: Workload> KubeBackend<W> {
     }
 
     /// The object of a job, `None` when it does not exist.
-    async fn get_object(&self, record: &JobRecord) -> Result<Option<W::Object>, BackendError> {
+    async fn get_object(&self, record: &Named) -> Result<Option<W::Object>, BackendError> {
         let api = self.objects(&record.namespace).await?;
         match api.get(&record.k8s_name).await {
             Ok(o) => Ok(Some(o)),
@@ -455,7 +455,7 @@ impl<W: Workload> KubeBackend<W> {
     /// the object (409 on the resource version) is read again and retried
     /// under [`KubeOptions::conflict_retry`]; other failures go to the
     /// caller (the engine's retry decorator retries the transient ones).
-    async fn finalise(&self, record: &JobRecord, state: &JobState) -> Result<(), BackendError> {
+    async fn finalise(&self, record: &Named, state: &JobState) -> Result<(), BackendError> {
         let api = self.objects(&record.namespace).await?;
         let text = serde_json::to_string(state).map_err(|e| {
             BackendError::other(format!("cannot encode a job state: {e}")).with_source(e)
@@ -565,7 +565,7 @@ impl<W: Workload> KubeBackend<W> {
     /// Keep the log of the job's log pods in its ConfigMap (see
     /// [`Workload::saves_logs`]); a log that cannot be read or kept is
     /// only a warning: the final state matters more.
-    async fn save_log(&self, record: &JobRecord, object: &W::Object) {
+    async fn save_log(&self, record: &Named, object: &W::Object) {
         let text = match self.pod_logs(record, LogOptions::default()).await {
             Ok(text) => text,
             Err(e) => {
@@ -687,6 +687,16 @@ impl<W: Workload> KubeBackend<W> {
             let pods = by_name.remove(&name).unwrap_or_default();
             let state = self.workload.state(object, &pods, &events, now);
             let state = self.probed(namespace, object, &pods, state).await;
+            if crate::status::final_state(object.meta()).is_none() && self.workload.keeps(&state) {
+                let named = Named {
+                    namespace: namespace.to_owned(),
+                    k8s_name: name,
+                    job_id: id.to_string(),
+                };
+                if let Err(e) = self.finalise(&named, &state).await {
+                    tracing::warn!(job_id = %id, "could not record the job's final state: {e}");
+                }
+            }
             out.insert(id, state);
         }
         Ok(out)
@@ -706,7 +716,25 @@ pub fn log_map_name(k8s_name: &str) -> String {
     format!("{k8s_name}-log")
 }
 
-fn not_found(backend: &str, record: &JobRecord) -> BackendError {
+/// What names a job's objects: its namespace, object name and id.
+#[derive(Debug, Clone)]
+struct Named {
+    namespace: String,
+    k8s_name: String,
+    job_id: String,
+}
+
+impl Named {
+    fn of(record: &JobRecord) -> Self {
+        Self {
+            namespace: record.namespace.clone(),
+            k8s_name: record.k8s_name.clone(),
+            job_id: record.job_id.to_string(),
+        }
+    }
+}
+
+fn not_found(backend: &str, record: &Named) -> BackendError {
     BackendError::not_found(backend.to_owned(), record.job_id.to_string())
 }
 
@@ -806,7 +834,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
     }
 
     async fn status(&self, record: &JobRecord) -> Result<JobState, BackendError> {
-        let Some(object) = self.get_object(record).await? else {
+        let Some(object) = self.get_object(&Named::of(record)).await? else {
             return Ok(JobState::new(JobStatus::NotFound));
         };
         let pods = if self.workload.needs_pods(&object) {
@@ -828,7 +856,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
         if crate::status::final_state(object.meta()).is_none() && self.workload.keeps(&state) {
             // Keep the verdict: a pod must not start (or a group be
             // recreated) later and turn a reported failure into a run.
-            if let Err(e) = self.finalise(record, &state).await {
+            if let Err(e) = self.finalise(&Named::of(record), &state).await {
                 tracing::warn!(job_id = %record.job_id, "could not record the job's final state: {e}");
             }
         }
@@ -844,7 +872,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
                 None => text,
             });
         }
-        self.pod_logs(record, options).await
+        self.pod_logs(&Named::of(record), options).await
     }
 
     async fn follow_logs(&self, record: &JobRecord) -> Result<LogStream, BackendError> {
@@ -866,11 +894,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
 
 impl<W: Workload> KubeBackend<W> {
     /// The log of the job's log pods, across their restarts.
-    async fn pod_logs(
-        &self,
-        record: &JobRecord,
-        options: LogOptions,
-    ) -> Result<String, BackendError> {
+    async fn pod_logs(&self, record: &Named, options: LogOptions) -> Result<String, BackendError> {
         let pods = self
             .list_pods(
                 &record.namespace,
@@ -929,8 +953,8 @@ impl<W: Workload> KubeBackend<W> {
     }
 
     async fn follow(&self, record: &JobRecord) -> Result<LogStream, BackendError> {
-        let Some(object) = self.get_object(record).await? else {
-            return Err(not_found(self.name(), record));
+        let Some(object) = self.get_object(&Named::of(record)).await? else {
+            return Err(not_found(self.name(), &Named::of(record)));
         };
         let follower = Follower {
             cx: FollowCtx {
@@ -961,7 +985,7 @@ impl<W: Workload> KubeBackend<W> {
             return Ok(());
         }
         let state = JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
-        self.finalise(record, &state).await
+        self.finalise(&Named::of(record), &state).await
     }
 
     async fn cleanup_job(&self, record: &JobRecord) -> Result<(), BackendError> {
@@ -1014,7 +1038,7 @@ impl<W: Workload> KubeBackend<W> {
         let wait = RetryPolicy::new(u32::MAX, Backoff::new(Duration::from_millis(20), poll))
             .with_max_elapsed(self.options.cleanup_timeout);
         wait.call(|| async {
-            match self.get_object(record).await? {
+            match self.get_object(&Named::of(record)).await? {
                 None => Ok(()),
                 Some(_) => Err(BackendError::unavailable(format!(
                     "{} {} in namespace {} is still being deleted after {:?}",
