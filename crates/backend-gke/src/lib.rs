@@ -2,7 +2,9 @@
 //!
 //! The GKE [`Backend`](kinetic_core::ports::Backend) of Kinetic for Rust:
 //! each single-host job (CPU, GPU, single-host TPU slice) is one batch/v1
-//! Job running the runner from the job's image, over a real `kube::Client`.
+//! Job running the runner from the job's image, over a real `kube::Client`:
+//! the Job kind ([`JobKind`]) of the shared Kubernetes layer
+//! ([`kinetic_kube`]), which does everything kinds have in common.
 //!
 //! - [`manifest`]: prepared job → Job and Secret, pure (golden JSON tests).
 //!   Kinetic's manifest plus a job id and group id label,
@@ -37,10 +39,9 @@
 //! ```
 
 mod backend;
-mod error;
 pub mod manifest;
 pub mod status;
 
-pub use backend::{GkeBackend, GkeOptions, USER_AGENT};
-pub use error::api_status;
+pub use backend::{GkeBackend, GkeOptions, JobKind};
+pub use kinetic_kube::{USER_AGENT, api_status};
 pub use manifest::{FuseMount, ManifestOptions};

@@ -1,257 +1,32 @@
-//! Prepared job → Kubernetes objects: the batch/v1 Job and
-//! the Secret that carries the captured environment. Pure functions; the
-//! golden files under `tests/golden/` pin their JSON.
-
-use std::collections::BTreeMap;
-use std::time::Duration;
+//! Prepared job → Kubernetes objects: the batch/v1 Job and the Secret
+//! that carries the captured environment. Pure functions; the golden
+//! files under `tests/golden/` pin their JSON. The pod template, labels
+//! and the Secret are the shared Kubernetes layer's ([`kinetic_kube::pod`]).
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{
-    CSIVolumeSource, Container, EnvFromSource, EnvVar, PodSpec, PodTemplateSpec,
-    ResourceRequirements, Secret, SecretEnvSource, Toleration, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinetic_core::ports::PreparedJob;
+use kinetic_kube::pod::{self, PodSettings};
+pub use kinetic_kube::pod::{
+    ANNOTATION_FINAL_STATE, ANNOTATION_GCSFUSE, ANNOTATION_PENDING_DEADLINE, ANNOTATION_SPEC_URI,
+    APP_KINETIC, CONTAINER_NAME, FuseMount, GCSFUSE_DRIVER, LABEL_APP, LABEL_GROUP_ID,
+    LABEL_GROUP_INDEX, LABEL_JOB_ID, LABEL_JOB_NAME, ManifestOptions, RUNNER_PATH,
+    gcs_fuse_volumes, secret_name,
+};
 
-/// Label every object of a Kinetic job carries: `app: kinetic`.
-pub const LABEL_APP: &str = "app";
-/// Value of [`LABEL_APP`] on GKE jobs.
-pub const APP_KINETIC: &str = "kinetic";
-/// Label with the job id.
-pub const LABEL_JOB_ID: &str = "job-id";
-/// Label with the Job's name, on its pods (also set by Kubernetes).
-pub const LABEL_JOB_NAME: &str = "job-name";
-/// Label with the batch's group id: one labelled LIST finds a whole batch.
-pub const LABEL_GROUP_ID: &str = "group-id";
-/// Label with the job's index in its batch.
-pub const LABEL_GROUP_INDEX: &str = "group-index";
-/// Annotation holding the spec URI the Job runs (idempotent submits compare it).
-pub const ANNOTATION_SPEC_URI: &str = "kinetic.dev/spec-uri";
-/// Annotation holding the pending deadline in seconds.
-pub const ANNOTATION_PENDING_DEADLINE: &str = "kinetic.dev/pending-deadline-seconds";
-/// Annotation holding a final state the backend decided (cancelled, pending
-/// deadline exceeded), as `JobState` JSON; it wins over everything else.
-pub const ANNOTATION_FINAL_STATE: &str = "kinetic.dev/final-state";
-/// The pod annotation that turns on the GCS FUSE CSI sidecar.
-pub const ANNOTATION_GCSFUSE: &str = "gke-gcsfuse/volumes";
-/// The worker container's name.
-pub const CONTAINER_NAME: &str = "kinetic-worker";
-/// Where images hold the runner.
-pub const RUNNER_PATH: &str = kinetic_core::image::RUNNER_IMAGE_PATH;
-/// The GCS FUSE CSI driver.
-pub const GCSFUSE_DRIVER: &str = "gcsfuse.csi.storage.gke.io";
-
-/// A GCS FUSE mount for a job's pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FuseMount {
-    /// `gs://bucket/prefix` of a directory or of one object.
-    pub gcs_uri: String,
-    /// Where it is mounted in the container.
-    pub mount_path: String,
-    /// Whether `gcs_uri` names a directory.
-    pub is_dir: bool,
-}
-
-/// The knobs of the manifest that are not in the prepared job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ManifestOptions {
-    /// The pod's Kubernetes service account (default `kinetic`).
-    pub service_account: String,
-    /// Seconds a finished Job is kept (default 600, Kinetic's).
-    pub ttl_seconds_after_finished: i32,
-    /// Pod failures before the Job fails (default 0: one attempt, as Kinetic).
-    pub backoff_limit: i32,
-    /// The command that starts the runner in the image; `--spec URI` is appended.
-    pub runner_command: Vec<String>,
-    /// Pending deadline for jobs that set none (default 15 minutes).
-    pub pending_deadline: Duration,
-    /// GCS FUSE mounts (none by default).
-    pub fuse_mounts: Vec<FuseMount>,
-}
-
-impl Default for ManifestOptions {
-    fn default() -> Self {
-        Self {
-            service_account: "kinetic".into(),
-            ttl_seconds_after_finished: 600,
-            backoff_limit: 0,
-            runner_command: vec!["python3".into(), "-u".into(), RUNNER_PATH.into()],
-            pending_deadline: Duration::from_secs(15 * 60),
-            fuse_mounts: Vec::new(),
-        }
-    }
-}
-
-impl ManifestOptions {
-    /// The same options with another default pending deadline.
-    pub fn with_pending_deadline(mut self, deadline: Duration) -> Self {
-        self.pending_deadline = deadline;
-        self
-    }
-
-    /// The same options with these FUSE mounts.
-    pub fn with_fuse_mounts(mut self, mounts: Vec<FuseMount>) -> Self {
-        self.fuse_mounts = mounts;
-        self
-    }
-
-    /// The same options with another TTL after the Job finished.
-    pub fn with_ttl_seconds_after_finished(mut self, ttl: i32) -> Self {
-        self.ttl_seconds_after_finished = ttl;
-        self
-    }
-}
-
-/// Name of the Secret holding a job's captured environment: `{job name}-env`.
-pub fn secret_name(job_name: &str) -> String {
-    format!("{job_name}-env")
-}
-
-fn labels(job: &PreparedJob) -> BTreeMap<String, String> {
-    let r = &job.record;
-    let mut m = BTreeMap::new();
-    m.insert(LABEL_APP.to_owned(), APP_KINETIC.to_owned());
-    m.insert(LABEL_JOB_ID.to_owned(), r.job_id.to_string());
-    if let Some(g) = &r.group_id {
-        m.insert(LABEL_GROUP_ID.to_owned(), g.to_string());
-    }
-    if let Some(i) = r.group_index {
-        m.insert(LABEL_GROUP_INDEX.to_owned(), i.to_string());
-    }
-    m
-}
-
-/// `only-dir` of a FUSE mount: the URI's prefix (its parent for a file),
-/// with commas escaped; `None` for a whole bucket.
-fn only_dir(path: &str, is_dir: bool) -> Option<String> {
-    let prefix = path.trim_matches('/');
-    let prefix = if is_dir {
-        prefix
-    } else {
-        prefix.rsplit_once('/').map_or("", |(parent, _)| parent)
-    };
-    (!prefix.is_empty()).then(|| prefix.replace(',', "\\,"))
-}
-
-/// GCS FUSE CSI volumes and their read-only mounts, `gcs-fuse-{i}` in order.
-pub fn gcs_fuse_volumes(mounts: &[FuseMount]) -> (Vec<Volume>, Vec<VolumeMount>) {
-    let mut volumes = Vec::new();
-    let mut volume_mounts = Vec::new();
-    for (i, m) in mounts.iter().enumerate() {
-        let rest = m.gcs_uri.strip_prefix("gs://").unwrap_or(&m.gcs_uri);
-        let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let mut options = "implicit-dirs".to_owned();
-        if let Some(dir) = only_dir(path, m.is_dir) {
-            options.push_str(",only-dir=");
-            options.push_str(&dir);
-        }
-        let name = format!("gcs-fuse-{i}");
-        volumes.push(Volume {
-            name: name.clone(),
-            csi: Some(CSIVolumeSource {
-                driver: GCSFUSE_DRIVER.to_owned(),
-                volume_attributes: Some(BTreeMap::from([
-                    ("bucketName".to_owned(), bucket.to_owned()),
-                    ("mountOptions".to_owned(), options),
-                ])),
-                ..CSIVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
-        volume_mounts.push(VolumeMount {
-            name,
-            mount_path: m.mount_path.clone(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        });
-    }
-    (volumes, volume_mounts)
-}
-
-fn env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: Some(value.to_owned()),
-        ..EnvVar::default()
-    }
-}
-
-/// The batch/v1 Job of a prepared job, with the runner's
-/// command, the accelerator's scheduling (the spot toleration keeps its
-/// value), `activeDeadlineSeconds` from the run deadline, and the
-/// captured environment by reference only (`envFrom` the job's Secret).
+/// The batch/v1 Job of a prepared job: the shared pod template (labels
+/// `app: kinetic`, `job-id`, `job-name`; `restartPolicy: Never`),
+/// `backoffLimit` and `ttlSecondsAfterFinished` from `options`, and
+/// `activeDeadlineSeconds` from the run deadline.
 pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
     let r = &job.record;
-    let accel = &job.accelerator;
-    let labels = labels(job);
-    let mut pod_labels = labels.clone();
-    pod_labels.insert(LABEL_JOB_NAME.to_owned(), r.k8s_name.clone());
-    let pending = job.deadlines.pending.unwrap_or(options.pending_deadline);
-    let annotations = BTreeMap::from([
-        (ANNOTATION_SPEC_URI.to_owned(), job.spec_uri.clone()),
-        (
-            ANNOTATION_PENDING_DEADLINE.to_owned(),
-            pending.as_secs().max(1).to_string(),
-        ),
-    ]);
-    let (volumes, volume_mounts) = gcs_fuse_volumes(&options.fuse_mounts);
-    let pod_annotations = (!volumes.is_empty())
-        .then(|| BTreeMap::from([(ANNOTATION_GCSFUSE.to_owned(), "true".to_owned())]));
-    let resources: BTreeMap<String, Quantity> = accel
-        .resources()
-        .into_iter()
-        .map(|(k, v)| (k, Quantity(v)))
-        .collect();
-    let node_selector = accel.node_selector();
-    let tolerations: Vec<Toleration> = accel
-        .tolerations()
-        .into_iter()
-        .map(|t| Toleration {
-            key: Some(t.key),
-            operator: Some(t.operator),
-            value: t.value,
-            effect: Some(t.effect),
-            ..Toleration::default()
-        })
-        .collect();
-    let mut command = options.runner_command.clone();
-    command.push("--spec".into());
-    command.push(job.spec_uri.clone());
-    let env_from = (!job.env.is_empty()).then(|| {
-        vec![EnvFromSource {
-            secret_ref: Some(SecretEnvSource {
-                name: secret_name(&r.k8s_name),
-                optional: Some(false),
-            }),
-            ..EnvFromSource::default()
-        }]
-    });
-    let container = Container {
-        name: CONTAINER_NAME.to_owned(),
-        image: Some(r.image_uri.clone()),
-        command: Some(command),
-        env: Some(container_env(job)),
-        env_from,
-        resources: Some(if resources.is_empty() {
-            ResourceRequirements::default()
-        } else {
-            ResourceRequirements {
-                limits: Some(resources.clone()),
-                requests: Some(resources),
-                ..ResourceRequirements::default()
-            }
-        }),
-        volume_mounts: (!volume_mounts.is_empty()).then_some(volume_mounts),
-        ..Container::default()
-    };
     Job {
         metadata: ObjectMeta {
             name: Some(r.k8s_name.clone()),
             namespace: Some(r.namespace.clone()),
-            labels: Some(labels),
-            annotations: Some(annotations),
+            labels: Some(pod::labels(job, APP_KINETIC)),
+            annotations: Some(pod::annotations(job, options)),
             ..ObjectMeta::default()
         },
         spec: Some(JobSpec {
@@ -261,133 +36,17 @@ pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
                 .deadlines
                 .run
                 .map(|d| i64::try_from(d.as_secs().max(1)).unwrap_or(i64::MAX)),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
-                    annotations: pod_annotations,
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    restart_policy: Some("Never".into()),
-                    service_account_name: Some(options.service_account.clone()),
-                    node_selector: (!node_selector.is_empty()).then_some(node_selector),
-                    tolerations: (!tolerations.is_empty()).then_some(tolerations),
-                    volumes: (!volumes.is_empty()).then_some(volumes),
-                    containers: vec![container],
-                    ..PodSpec::default()
-                }),
-            },
+            template: pod::pod_template(job, options, APP_KINETIC, PodSettings::new("Never")),
             ..JobSpec::default()
         }),
         status: None,
     }
 }
 
-/// The container's own environment: the job's identity (`JOB_ID`,
-/// `GCS_BUCKET`, which the runner reads) and the defaults of the base
-/// environment (`KERAS_BACKEND`, `JAX_PLATFORMS`). A default the job
-/// captured is left out: explicit `env` entries beat `envFrom`, and a
-/// captured variable must override the container's own.
-fn container_env(job: &PreparedJob) -> Vec<EnvVar> {
-    let r = &job.record;
-    let captured = |name: &str| job.env.names().any(|n| n.as_str() == name);
-    let defaults = [
-        ("KERAS_BACKEND", "jax"),
-        ("JAX_PLATFORMS", job.accelerator.jax_platform()),
-    ];
-    defaults
-        .into_iter()
-        .filter(|(name, _)| !captured(name))
-        .map(|(name, value)| env(name, value))
-        .chain([
-            env("JOB_ID", r.job_id.as_str()),
-            env("GCS_BUCKET", &r.bucket_name),
-        ])
-        .collect()
-}
-
 /// The Secret that carries the job's captured environment to its pod
-/// (`envFrom`), owned by the Job so that it goes when the Job goes; `None`
-/// when nothing was captured. `job_uid` is the created Job's uid.
-///
-/// The owner reference does not set `blockOwnerDeletion`: that needs
-/// `update` on `jobs/finalizers` wherever the API server enforces owner
-/// references, which the built-in `edit` role lacks, and nothing needs
-/// the Job's deletion to wait for the Secret (cleanup deletes it by name,
-/// the garbage collector with its owner).
-///
-/// The values are in `stringData`: the one place they are written.
+/// (`envFrom`), owned by the Job (uid `job_uid`) so that it goes when the
+/// Job goes; `None` when nothing was captured.
 pub fn env_secret(job: &PreparedJob, job_uid: &str) -> Option<Secret> {
-    if job.env.is_empty() {
-        return None;
-    }
-    let r = &job.record;
-    let mut labels = BTreeMap::new();
-    labels.insert(LABEL_APP.to_owned(), APP_KINETIC.to_owned());
-    labels.insert(LABEL_JOB_ID.to_owned(), r.job_id.to_string());
-    Some(Secret {
-        metadata: ObjectMeta {
-            name: Some(secret_name(&r.k8s_name)),
-            namespace: Some(r.namespace.clone()),
-            labels: Some(labels),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "batch/v1".into(),
-                kind: "Job".into(),
-                name: r.k8s_name.clone(),
-                uid: job_uid.to_owned(),
-                controller: Some(false),
-                block_owner_deletion: None,
-            }]),
-            ..ObjectMeta::default()
-        },
-        type_: Some("Opaque".into()),
-        string_data: Some(
-            job.env
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.expose().to_owned()))
-                .collect(),
-        ),
-        ..Secret::default()
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fuse_only_dir_follows_kinetic() {
-        let m = |uri: &str, is_dir: bool| {
-            let (v, _) = gcs_fuse_volumes(&[FuseMount {
-                gcs_uri: uri.into(),
-                mount_path: "/m".into(),
-                is_dir,
-            }]);
-            let attrs = v[0]
-                .csi
-                .as_ref()
-                .unwrap()
-                .volume_attributes
-                .clone()
-                .unwrap();
-            (attrs["bucketName"].clone(), attrs["mountOptions"].clone())
-        };
-        assert_eq!(
-            m("gs://my-bucket/datasets/imagenet/", true),
-            (
-                "my-bucket".into(),
-                "implicit-dirs,only-dir=datasets/imagenet".into()
-            )
-        );
-        assert_eq!(m("gs://my-bucket/", true).1, "implicit-dirs");
-        assert_eq!(
-            m("gs://my-bucket/data/weights.h5", false).1,
-            "implicit-dirs,only-dir=data"
-        );
-        assert_eq!(
-            m("gs://b/ns/data-cache/abc123/config.json", false).1,
-            "implicit-dirs,only-dir=ns/data-cache/abc123"
-        );
-        assert_eq!(m("gs://b/a,b/", true).1, "implicit-dirs,only-dir=a\\,b");
-    }
+    let owner = pod::owner_reference("batch/v1", "Job", &job.record.k8s_name, job_uid);
+    pod::env_secret(job, APP_KINETIC, owner)
 }

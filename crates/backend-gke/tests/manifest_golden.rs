@@ -6,73 +6,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kinetic_backend_gke::manifest::{self, FuseMount, ManifestOptions};
-use kinetic_core::accelerators::AcceleratorSpec;
-use kinetic_core::env::{EnvEntry, EnvSnapshot, SecretValue, capture};
-use kinetic_core::ids::{GroupId, JobId};
+use kinetic_core::ids::GroupId;
 use kinetic_core::ports::{Deadlines, PreparedJob};
-use kinetic_core::record::{JobRecord, UtcTimestamp};
+use kinetic_testkit::fixtures::{assert_golden, fixed_job};
 use serde_json::Value;
 
-fn record(accelerator: &str) -> JobRecord {
-    let job_id: JobId = "job-0a1b2c3d".parse().unwrap();
-    JobRecord {
-        accelerator: accelerator.into(),
-        backend: "gke".into(),
-        bucket_name: "proj-kn-cluster-jobs".into(),
-        cluster_name: "cluster".into(),
-        created_at: UtcTimestamp::from_unix_seconds(1_774_432_800),
-        debug: false,
-        display_name: format!("kinetic-train-{job_id}"),
-        entrypoint: Some("train:main".into()),
-        func_name: "train".into(),
-        group_id: None,
-        group_index: None,
-        group_kind: None,
-        image_uri: "us-docker.pkg.dev/proj/kn-cluster/base-cpu:abc123".into(),
-        job_id: job_id.clone(),
-        k8s_name: format!("kinetic-{job_id}"),
-        namespace: "team-a".into(),
-        project: "proj".into(),
-        store_url: None,
-        zone: "us-central1-a".into(),
-    }
-}
-
 fn job(accelerator: &str, env: &[(&str, &str)], deadlines: Deadlines) -> PreparedJob {
-    let entries: Vec<EnvEntry> = env
-        .iter()
-        .map(|(k, v)| EnvEntry::Literal(k.parse().unwrap(), SecretValue::new(*v)))
-        .collect();
-    let env = capture(&entries, &EnvSnapshot::new()).unwrap();
-    PreparedJob::new(
-        record(accelerator),
-        AcceleratorSpec::parse(accelerator).unwrap(),
-        "gs://proj-kn-cluster-jobs/job-0a1b2c3d/spec.json".into(),
-        env,
-        deadlines,
-    )
+    fixed_job("gke", accelerator, env, deadlines)
 }
 
 fn golden(name: &str, value: &Value) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(format!("{name}.json"));
-    let text = serde_json::to_string_pretty(value).unwrap() + "\n";
-    if std::env::var_os("KINETIC_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, &text).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (set KINETIC_UPDATE_GOLDEN=1 to write it)",
-            path.display()
-        )
-    });
-    assert_eq!(
-        text,
-        want,
-        "{name}: manifest differs from {}",
-        path.display()
+    assert_golden(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden"),
+        name,
+        value,
     );
 }
 

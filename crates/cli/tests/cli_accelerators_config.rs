@@ -148,6 +148,15 @@ fn accelerators_table_in_preference_order() {
     assert!(v5e.contains("1, 4, 8, 16, 32, 64, 128, 256"), "{v5e}");
     assert!(v5e.contains("1x1, 2x2, 2x4, 4x4"), "{v5e}");
     assert!(v5e.contains("1, 1, 1, 4, 8, 16, 32, 64"), "hosts: {v5e}");
+    assert!(
+        v5e.contains("gke, gke, gke, pathways, pathways"),
+        "backends: {v5e}"
+    );
+    assert!(
+        out.stdout.contains("multi-host TPU slices on pathways"),
+        "{}",
+        out.stdout
+    );
     // `list` is the same as no subcommand.
     assert_eq!(sb.run(&["accelerators", "list"]).ok().stdout, out.stdout);
 }
@@ -187,6 +196,8 @@ fn accelerators_json_registry() {
         serde_json::json!({"count": 8, "machine_type": "a3-highgpu-8g"})
     );
     assert_eq!(v["tpus"][0]["slices"][0]["num_hosts"], 2);
+    assert_eq!(v["backends"]["tpu_multi_host"], "pathways");
+    assert_eq!(v["backends"]["gpu"], "gke");
 }
 
 #[test]
@@ -235,6 +246,7 @@ fn resolve_json_for_a_multi_host_spot_tpu() {
     assert_eq!(v["multi_host"], true);
     assert_eq!(v["spot"], true);
     assert_eq!(v["spec"], "tpu:v6e-8:spot");
+    assert_eq!(v["backend"], "pathways");
     assert_eq!(v["resources"], serde_json::json!({"google.com/tpu": "4"}));
     assert_eq!(
         v["node_selector"],
@@ -258,6 +270,7 @@ fn resolve_json_for_a_multi_host_spot_tpu() {
     assert_eq!(cpu["node_selector"], serde_json::json!({}));
     assert_eq!(cpu["tolerations"], serde_json::json!([]));
     assert_eq!(cpu["multi_host"], false);
+    assert_eq!(cpu["backend"], "local");
 }
 
 #[test]

@@ -32,6 +32,7 @@
 pub mod conformance;
 mod fake_backend;
 mod fake_images;
+pub mod fixtures;
 mod memory_store;
 mod python_job;
 

@@ -13,12 +13,14 @@
 //!   variable).
 //! - Backends: `local` (always, in the `local_root` setting); the default for
 //!   single-host jobs is the `backend` setting.
-//! - `gke`, registered when a kubeconfig is there (`KUBECONFIG`, else
-//!   `~/.kube/config`); it connects on first use, to the `kube_context`
+//! - `gke` and `pathways`, registered when a kubeconfig is there
+//!   (`KUBECONFIG`, else `~/.kube/config`); they connect on first use, to
+//!   the `kube_context`
 //!   setting's context (the configured cluster's
 //!   `gke_{project}_{zone}_{cluster}`, else the current one), in the
 //!   configured namespace, with the `pending_deadline` setting. Jobs sent
-//!   to it without a kubeconfig are refused with what to run.
+//!   to them without a kubeconfig are refused with what to run. A
+//!   multi-host TPU slice goes to `pathways` unless a backend is named.
 //! - Image without `KINETIC_IMAGE` and without a project: prebuilt and
 //!   custom images (no build); a bundled one names the missing project.
 //! - Image: the `image` setting (`KINETIC_IMAGE`) names one prebuilt image
@@ -45,8 +47,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use kinetic_backend_gke::{GkeBackend, GkeOptions};
+use kinetic_backend_gke::JobKind;
 use kinetic_backend_local::{LocalBackend, LocalOptions};
+use kinetic_backend_pathways::LwsKind;
 use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, PrebuiltImages};
 use kinetic_core::engine::Engine;
 use kinetic_core::env::EnvSnapshot;
@@ -56,6 +59,7 @@ use kinetic_core::ports::{
 };
 use kinetic_core::settings::{self, Settings, vars};
 use kinetic_gcp_common::{GcpTokenSource, StaticToken, TokenSource};
+use kinetic_kube::{KubeBackend, KubeOptions, Workload};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 
 /// Why an engine or builder could not be made: a setting the user must fix
@@ -90,30 +94,32 @@ pub fn gcs_options(settings: &Settings) -> GcsOptions {
     options
 }
 
-/// The `gke` backend when a kubeconfig is there.
-fn gke_backend(settings: &Settings) -> Option<GkeBackend> {
+/// A Kubernetes backend of workload kind `W` (`gke`'s Jobs, `pathways`'
+/// LeaderWorkerSets) when a kubeconfig is there.
+fn kube_backend<W: Workload + Default>(settings: &Settings) -> Option<KubeBackend<W>> {
     let kubeconfig = settings.kubeconfig.as_ref()?;
     let from_env = kubeconfig.source == settings::Source::Env(vars::KUBECONFIG);
     let path = PathBuf::from(&kubeconfig.value);
     if !from_env && !path.is_file() {
         return None;
     }
-    let mut options = GkeOptions::new(&settings.namespace.value);
+    let mut options = KubeOptions::new(&settings.namespace.value);
     if let Some(deadline) = &settings.pending_deadline {
         options = options.pending_deadline(deadline.value);
     }
     // KUBECONFIG may list several files; kube merges them itself.
     let single = !(from_env && kubeconfig.value.contains(':'));
-    Some(GkeBackend::from_kubeconfig(
+    Some(KubeBackend::from_kubeconfig(
         single.then_some(path),
         settings.kube_context.as_ref().map(|c| c.value.clone()),
         options,
     ))
 }
 
-/// Why the `gke` backend cannot be set up, if it cannot: no kubeconfig.
-fn gke_missing(settings: &Settings) -> Option<String> {
-    if gke_backend(settings).is_some() {
+/// Why the cluster backend `backend` (`gke`, `pathways`) cannot be set up,
+/// if it cannot: no kubeconfig.
+fn kube_missing(settings: &Settings, backend: &str) -> Option<String> {
+    if kube_backend::<JobKind>(settings).is_some() {
         return None;
     }
     let get_credentials = match &settings.project {
@@ -129,7 +135,7 @@ fn gke_missing(settings: &Settings) -> Option<String> {
         |k| format!("none at {}", k.value),
     );
     Some(format!(
-        "the gke backend needs a kubeconfig for the cluster, and there is {looked} ({} is not set): run `{get_credentials}` (or `kinetic up` to create the cluster), or set {} to your kubeconfig",
+        "the {backend} backend needs a kubeconfig for the cluster, and there is {looked} ({} is not set): run `{get_credentials}` (or `kinetic up` to create the cluster), or set {} to your kubeconfig",
         vars::KUBECONFIG,
         vars::KUBECONFIG
     ))
@@ -181,8 +187,8 @@ pub fn engine_with(
         .backend
         .as_deref()
         .unwrap_or(&settings.backend.value);
-    if backend == "gke"
-        && let Some(why) = gke_missing(settings)
+    if settings::is_remote(backend)
+        && let Some(why) = kube_missing(settings, backend)
     {
         return Err(WiringError::Usage(why));
     }
@@ -232,8 +238,11 @@ pub fn engine_with(
         .store(store)
         .env_snapshot(env)
         .backend(Arc::new(backend));
-    if let Some(gke) = gke_backend(settings) {
+    if let Some(gke) = kube_backend::<JobKind>(settings) {
         builder = builder.backend(Arc::new(gke));
+    }
+    if let Some(pathways) = kube_backend::<LwsKind>(settings) {
+        builder = builder.backend(Arc::new(pathways));
     }
     if let Some(image) = &settings.image {
         let fixed = FixedImage::new(&image.value)

@@ -1,7 +1,10 @@
 //! `kinetic accelerators`: the GPU and TPU registry in preference order, and
 //! `kinetic accelerators resolve SPEC` to see what one spelling schedules on.
 
-use kinetic_core::accelerators::{AcceleratorSpec, gpus_by_preference, tpus_by_preference};
+use kinetic_core::accelerators::{
+    AcceleratorSpec, Category, gpus_by_preference, tpus_by_preference,
+};
+use kinetic_core::settings::{DEFAULT_BACKEND, cluster_backend};
 use serde_json::json;
 
 use crate::error::CliError;
@@ -40,7 +43,16 @@ fn list(out: &Output) -> Result<(), CliError> {
     if out.is_json() {
         let gpus: Vec<_> = gpus_by_preference().collect();
         let tpus: Vec<_> = tpus_by_preference().collect();
-        return out.json(&json!({ "gpus": gpus, "tpus": tpus }));
+        return out.json(&json!({
+            "gpus": gpus,
+            "tpus": tpus,
+            "backends": {
+                "cpu": DEFAULT_BACKEND,
+                "gpu": cluster_backend(1),
+                "tpu_single_host": cluster_backend(1),
+                "tpu_multi_host": cluster_backend(2),
+            },
+        }));
     }
     let join = |items: Vec<String>| items.join(", ");
     let gpu_rows: Vec<Vec<String>> = gpus_by_preference()
@@ -49,6 +61,7 @@ fn list(out: &Output) -> Result<(), CliError> {
                 g.name.to_owned(),
                 join(g.counts.iter().map(|s| s.count.to_string()).collect()),
                 join(g.counts.iter().map(|s| s.machine_type.to_owned()).collect()),
+                cluster_backend(1).to_owned(),
             ]
         })
         .collect();
@@ -63,17 +76,33 @@ fn list(out: &Output) -> Result<(), CliError> {
                 join(t.slices.iter().map(|s| s.chips.to_string()).collect()),
                 join(t.slices.iter().map(|s| s.topology.to_owned()).collect()),
                 join(t.slices.iter().map(|s| s.num_hosts.to_string()).collect()),
+                join(
+                    t.slices
+                        .iter()
+                        .map(|s| cluster_backend(s.num_hosts).to_owned())
+                        .collect(),
+                ),
             ]
         })
         .collect();
     let mut text = String::from("GPUs\n");
-    text.push_str(&table(&["NAME", "COUNTS", "MACHINE TYPES"], &gpu_rows));
+    text.push_str(&table(
+        &["NAME", "COUNTS", "MACHINE TYPES", "BACKEND"],
+        &gpu_rows,
+    ));
     text.push_str("\nTPUs\n");
-    text.push_str(&table(&["NAME", "CHIPS", "TOPOLOGIES", "HOSTS"], &tpu_rows));
+    text.push_str(&table(
+        &["NAME", "CHIPS", "TOPOLOGIES", "HOSTS", "BACKENDS"],
+        &tpu_rows,
+    ));
     text.push_str(
         "\nSpell one as 'gpu:NAME', 'gpu:NAMExN', 'tpu:NAME', 'tpu:NAME-CHIPS' or \
          'tpu:NAME-TOPOLOGY', add ':spot' for Spot VMs, or use 'cpu'.\n\
-         See what a spelling means with 'kinetic accelerators resolve SPEC'.\n",
+         See what a spelling means with 'kinetic accelerators resolve SPEC'.\n\n\
+         Where they run: CPU jobs on the local backend unless one is named; GPUs and \
+         single-host TPU slices on gke (one Job) once a cluster is configured; \
+         multi-host TPU slices on pathways (one LeaderWorkerSet across the slice's \
+         hosts). --backend NAME sends any accelerator to NAME.\n",
     );
     emit(&text)
 }
@@ -82,8 +111,18 @@ fn resolve(spec: &str, spot: bool, out: &Output) -> Result<(), CliError> {
     let parsed =
         AcceleratorSpec::parse_with_spot(spec, spot).map_err(|e| CliError::usage(e.to_string()))?;
     let d = parsed.details();
+    let backend = if parsed.category() == Category::Cpu {
+        DEFAULT_BACKEND
+    } else {
+        cluster_backend(parsed.num_hosts())
+    };
     if out.is_json() {
-        return out.json(&d);
+        let mut v = serde_json::to_value(&d)
+            .map_err(|e| CliError::failed(format!("cannot encode {spec}: {e}")))?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("backend".into(), json!(backend));
+        }
+        return out.json(&v);
     }
     let pairs = |m: &std::collections::BTreeMap<String, String>| {
         if m.is_empty() {
@@ -135,6 +174,7 @@ fn resolve(spec: &str, spot: bool, out: &Output) -> Result<(), CliError> {
         ("multi_host", d.multi_host.to_string()),
         ("spot", d.spot.to_string()),
         ("jax_platform", d.jax_platform.to_owned()),
+        ("backend", backend.to_owned()),
     ]);
     emit(&key_values(&rows))
 }

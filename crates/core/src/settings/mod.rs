@@ -73,6 +73,19 @@ pub const CONTEXT_CACHE_DIR: &str = "cache/contexts";
 /// objects from the jobs store, so it must be one they can reach.
 pub const REMOTE_BACKENDS: [&str; 2] = ["gke", "pathways"];
 
+/// The cluster backend that runs a job on `num_hosts` hosts when none is
+/// named: `pathways` (one LeaderWorkerSet across a multi-host slice's
+/// hosts) for several, `gke` (one Job) for one.
+///
+/// ```
+/// use kinetic_core::settings::cluster_backend;
+/// assert_eq!(cluster_backend(1), "gke");
+/// assert_eq!(cluster_backend(4), "pathways");
+/// ```
+pub fn cluster_backend(num_hosts: u32) -> &'static str {
+    if num_hosts > 1 { "pathways" } else { "gke" }
+}
+
 /// True for a backend whose jobs run in the cluster ([`REMOTE_BACKENDS`]).
 pub fn is_remote(backend: &str) -> bool {
     REMOTE_BACKENDS.contains(&backend)
@@ -764,12 +777,14 @@ impl Settings {
     /// The backend a job on `accelerator` goes to, unless it names one:
     ///
     /// 1. a configured backend (`--backend`, `KINETIC_BACKEND`) wins;
-    /// 2. else an accelerator the local host cannot serve (a GPU or TPU)
-    ///    goes to the configured cluster: `gke` for one host (a multi-host
-    ///    slice is left to the engine, which sends it to `pathways`);
-    /// 3. else the default, `local`.
+    /// 2. else a multi-host TPU slice goes to `pathways` (a LeaderWorkerSet
+    ///    across the slice's hosts);
+    /// 3. else an accelerator the local host cannot serve (a GPU or a
+    ///    single-host TPU) goes to the configured cluster: `gke`;
+    /// 4. else the default, `local`.
     ///
-    /// `None` for a multi-host slice with no backend configured.
+    /// Always `Some`; the `Option` leaves room for an accelerator no
+    /// backend serves.
     pub fn choose_backend(&self, accelerator: &AcceleratorSpec) -> Option<BackendChoice> {
         if self.backend.source != Source::Default {
             return Some(BackendChoice {
@@ -779,7 +794,14 @@ impl Settings {
             });
         }
         if accelerator.is_multi_host() {
-            return None;
+            return Some(BackendChoice {
+                name: cluster_backend(accelerator.num_hosts()).to_owned(),
+                source: Source::Default,
+                why: format!(
+                    "{accelerator} spans {} hosts: one LeaderWorkerSet runs the job on every host of the slice",
+                    accelerator.num_hosts()
+                ),
+            });
         }
         let cluster = self
             .project
@@ -787,7 +809,7 @@ impl Settings {
             .filter(|_| accelerator.category() != Category::Cpu);
         Some(match cluster {
             Some(project) => BackendChoice {
-                name: "gke".to_owned(),
+                name: cluster_backend(1).to_owned(),
                 source: Source::Default,
                 why: format!(
                     "the local host cannot serve {accelerator}, and cluster '{}' of project '{}' (zone '{}') is configured",
@@ -1176,7 +1198,9 @@ mod tests {
         assert_eq!(choice.name, "gke");
         assert!(choice.why.contains("cannot serve gpu:l4"), "{}", choice.why);
         assert_eq!(s.choose_backend(&accel("cpu")).unwrap().name, "local");
-        assert_eq!(s.choose_backend(&accel("v5litepod-16")), None, "multi-host");
+        let slice = s.choose_backend(&accel("v5litepod-16")).unwrap();
+        assert_eq!(slice.name, "pathways", "multi-host");
+        assert!(slice.why.contains("spans 4 hosts"), "{}", slice.why);
         // A configured backend wins over the accelerator.
         let s = resolve(&[
             ("HOME", "/home/u"),

@@ -58,13 +58,20 @@ fn reconcile_set(store: &Store, set: &Value, pods: &[&Value]) {
             );
             record(store, set, "Normal", "SuccessfulDelete", &message);
         } else if matches!(phase(pod), "Failed" | "Succeeded") {
-            // A pod in a terminal phase is deleted and made again.
+            // A pod in a terminal phase is deleted and made again, told as
+            // the StatefulSet controller tells it (before Kubernetes 1.31):
+            // a failed pod as a Warning, a succeeded one as Normal.
             let _ = delete(store, "pods", &ns, name_of(pod), "Background");
+            let (kind, reason, what) = if phase(pod) == "Failed" {
+                ("Warning", "RecreatingFailedPod", "failed")
+            } else {
+                ("Normal", "RecreatingTerminatedPod", "terminated")
+            };
             let message = format!(
-                "StatefulSet {ns}/{name} is recreating terminated Pod {}",
+                "StatefulSet {ns}/{name} is recreating {what} Pod {}",
                 name_of(pod)
             );
-            record(store, set, "Warning", "RecreatingTerminatedPod", &message);
+            record(store, set, kind, reason, &message);
         }
     }
     for n in wanted {

@@ -11,11 +11,15 @@ use kube::core::Status;
 /// as `jobs`, `pods`, `secrets`, `pods/log`), on the object `name` when the
 /// call names one, in `namespace`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Context<'a> {
-    pub(crate) verb: &'a str,
-    pub(crate) resource: &'a str,
-    pub(crate) name: Option<&'a str>,
-    pub(crate) namespace: &'a str,
+pub struct Context<'a> {
+    /// The API verb (`get`, `list`, `create`, `patch`, `delete`).
+    pub verb: &'a str,
+    /// The resource, plural (`jobs`, `pods/log`, `leaderworkersets`).
+    pub resource: &'a str,
+    /// The object's name, when the call names one.
+    pub name: Option<&'a str>,
+    /// The namespace.
+    pub namespace: &'a str,
 }
 
 impl Context<'_> {
@@ -28,7 +32,7 @@ impl Context<'_> {
 }
 
 /// Map a kube error. 404 and 409 are usually handled by the caller first.
-pub(crate) fn map(err: kube::Error, cx: Context<'_>) -> BackendError {
+pub fn map(err: kube::Error, cx: Context<'_>) -> BackendError {
     let Context {
         verb,
         resource,
@@ -92,10 +96,13 @@ pub(crate) fn map(err: kube::Error, cx: Context<'_>) -> BackendError {
 /// A permission as RBAC grants it: `verb` on `resource` (with its
 /// subresource after a `/`, as `jobs/finalizers`) in API `group`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Permission {
-    pub(crate) verb: String,
-    pub(crate) resource: String,
-    pub(crate) group: String,
+pub struct Permission {
+    /// The verb (`create`, `update`…).
+    pub verb: String,
+    /// The resource, with its subresource after a `/`.
+    pub resource: String,
+    /// The API group, empty for the core group.
+    pub group: String,
 }
 
 impl Permission {
@@ -104,7 +111,7 @@ impl Permission {
     /// `OwnerReferencesPermissionEnforcement` plugin's refusal to set
     /// `blockOwnerDeletion`, which needs `update` on the owner's
     /// finalizers (the owners this backend sets are Jobs).
-    pub(crate) fn missing(message: &str) -> Option<Self> {
+    pub fn missing(message: &str) -> Option<Self> {
         if message.contains("cannot set blockOwnerDeletion") {
             return Some(Self {
                 verb: "update".into(),
@@ -127,7 +134,7 @@ impl Permission {
     }
 
     /// The `kubectl auth can-i` command that checks it in `namespace`.
-    pub(crate) fn can_i(&self, namespace: &str) -> String {
+    pub fn can_i(&self, namespace: &str) -> String {
         let (resource, sub) = match self.resource.split_once('/') {
             Some((r, s)) => (r, Some(s)),
             None => (self.resource.as_str(), None),
@@ -169,7 +176,7 @@ fn names_a_namespace(status: &Status) -> bool {
 }
 
 /// The HTTP code of an API error, if it is one.
-pub(crate) fn code(err: &kube::Error) -> Option<u16> {
+pub fn code(err: &kube::Error) -> Option<u16> {
     match err {
         kube::Error::Api(s) => Some(s.code),
         _ => None,
@@ -182,7 +189,7 @@ pub(crate) fn code(err: &kube::Error) -> Option<u16> {
 /// the exact permission a 403 lacks from it.
 ///
 /// ```
-/// use kinetic_backend_gke::api_status;
+/// use kinetic_kube::api_status;
 /// use kinetic_core::ports::BackendError;
 /// assert!(api_status(&BackendError::unavailable("no answer")).is_none());
 /// ```

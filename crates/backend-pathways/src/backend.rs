@@ -1,0 +1,254 @@
+//! [`PathwaysBackend`]: the shared Kubernetes backend over the
+//! LeaderWorkerSet kind.
+
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kinetic_core::ports::{BackendCapabilities, BackendError, PreparedJob};
+use kinetic_core::status::{JobState, JobStatus};
+use kinetic_kube::pod::{ManifestOptions, owner_reference};
+use kinetic_kube::status::final_state;
+use kinetic_kube::{KubeBackend, KubeOptions, Workload};
+use kube::api::Api;
+use kube::core::ApiResource;
+use serde_json::json;
+
+use crate::lws::{self, LABEL_WORKER_INDEX, LeaderWorkerSet};
+use crate::manifest::{self, APP_PATHWAYS, LABEL_JOB_NAME};
+use crate::status;
+
+/// Settings of a [`PathwaysBackend`].
+pub type PathwaysOptions = KubeOptions;
+
+/// The Pathways backend: one LeaderWorkerSet (and, when env was captured,
+/// one Secret it owns) per job, its group spanning the slice's hosts.
+pub type PathwaysBackend = KubeBackend<LwsKind>;
+
+/// The most hosts of any slice in the accelerator registry: the most a
+/// LeaderWorkerSet of this backend spans.
+pub fn max_hosts() -> u32 {
+    kinetic_core::accelerators::tpus_by_preference()
+        .flat_map(|t| t.slices.iter().map(|s| s.num_hosts))
+        .max()
+        .unwrap_or(1)
+}
+
+/// How the cluster serves LeaderWorkerSets, as discovery found it.
+#[derive(Debug, Clone)]
+enum Served {
+    /// At this version.
+    At(ApiResource),
+    /// Not at all: the CRD is not installed.
+    Missing,
+}
+
+/// The LeaderWorkerSet as a workload kind. Its version is the cluster's
+/// preferred one, found by API discovery on first use (`v1` when discovery
+/// fails for another reason than a missing group).
+#[derive(Debug, Default)]
+pub struct LwsKind {
+    served: std::sync::Mutex<Option<ApiResource>>,
+}
+
+impl LwsKind {
+    /// The LeaderWorkerSet resource the cluster serves, asked once
+    /// found (a missing group is asked again next time: it may be
+    /// installed since).
+    async fn discover(&self, client: &kube::Client) -> Served {
+        if let Some(ar) = self.served.lock().ok().and_then(|s| s.clone()) {
+            return Served::At(ar);
+        }
+        let served = match kube::discovery::group(client, lws::GROUP).await {
+            Ok(group) => match group.recommended_kind(lws::KIND) {
+                Some((ar, _)) => Served::At(ar),
+                None => Served::Missing,
+            },
+            Err(kube::Error::Discovery(_)) => Served::Missing,
+            Err(e) => {
+                tracing::debug!(
+                    "LeaderWorkerSet discovery failed ({e}); using {}",
+                    lws::DEFAULT_VERSION
+                );
+                return Served::At(lws::api_resource(lws::DEFAULT_VERSION));
+            }
+        };
+        if let (Served::At(ar), Ok(mut cache)) = (&served, self.served.lock()) {
+            *cache = Some(ar.clone());
+        }
+        served
+    }
+
+    fn resource(&self) -> ApiResource {
+        self.served
+            .lock()
+            .ok()
+            .and_then(|s| s.clone())
+            .unwrap_or_else(|| lws::api_resource(lws::DEFAULT_VERSION))
+    }
+}
+
+/// What a 404 on creating a LeaderWorkerSet means when the cluster does
+/// not serve the kind.
+pub fn crd_missing(namespace: &str) -> BackendError {
+    BackendError::invalid_input(format!(
+        "cannot create a LeaderWorkerSet in namespace '{namespace}': the cluster does not serve {}/{} (the LeaderWorkerSet CRD is not installed); install it with `kinetic up`, or `kubectl apply --server-side -f https://github.com/kubernetes-sigs/lws/releases/download/v0.5.1/manifests.yaml`",
+        lws::GROUP,
+        lws::PLURAL
+    ))
+}
+
+#[async_trait]
+impl Workload for LwsKind {
+    type Object = LeaderWorkerSet;
+
+    fn backend_name(&self) -> &'static str {
+        "pathways"
+    }
+
+    fn plural(&self) -> &'static str {
+        lws::PLURAL
+    }
+
+    fn kind(&self) -> &'static str {
+        lws::KIND
+    }
+
+    fn pod_creator_kind(&self) -> &'static str {
+        "StatefulSet"
+    }
+
+    fn app(&self) -> &'static str {
+        APP_PATHWAYS
+    }
+
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities::single_host()
+            .with_multi_host(max_hosts())
+            .with_image(true)
+    }
+
+    async fn api(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+    ) -> Result<Api<LeaderWorkerSet>, BackendError> {
+        let ar = match self.discover(client).await {
+            Served::At(ar) => ar,
+            // The calls say what is missing (a 404 on create: the CRD).
+            Served::Missing => lws::api_resource(lws::DEFAULT_VERSION),
+        };
+        Ok(Api::namespaced_with(client.clone(), namespace, &ar))
+    }
+
+    fn build(&self, job: &PreparedJob, options: &ManifestOptions) -> LeaderWorkerSet {
+        manifest::lws_manifest(job, options, &self.resource().api_version)
+    }
+
+    fn owner(&self, created: &LeaderWorkerSet) -> OwnerReference {
+        owner_reference(
+            &created.api_version,
+            lws::KIND,
+            created.metadata.name.as_deref().unwrap_or_default(),
+            created.metadata.uid.as_deref().unwrap_or_default(),
+        )
+    }
+
+    /// The leader's pods: its log is the job's output (each host's runner
+    /// prints to its own pod; the leader's carries the result).
+    fn log_selector(&self, k8s_name: &str) -> String {
+        format!("{LABEL_JOB_NAME}={k8s_name},{LABEL_WORKER_INDEX}=0")
+    }
+
+    fn needs_pods(&self, object: &LeaderWorkerSet) -> bool {
+        final_state(&object.metadata).is_none()
+    }
+
+    fn state(
+        &self,
+        object: &LeaderWorkerSet,
+        pods: &[Pod],
+        events: &[Event],
+        now: SystemTime,
+    ) -> JobState {
+        status::lws_state(object, pods, events, now)
+    }
+
+    /// The leader's pod while it runs, then its workers': the leader's log
+    /// tells when its command ended (the pod itself keeps running), the
+    /// workers' that theirs did.
+    fn probe(&self, object: &LeaderWorkerSet, pods: &[Pod]) -> Vec<String> {
+        let Some(set) = object.metadata.name.as_deref() else {
+            return Vec::new();
+        };
+        let live = |p: &&Pod| p.metadata.deletion_timestamp.is_none();
+        let Some(leader) = pods.iter().filter(live).find(|p| {
+            status::worker_index(p, set) == Some(0)
+                && kinetic_kube::status::pod_phase(p) == "Running"
+        }) else {
+            return Vec::new();
+        };
+        let mut workers: Vec<&Pod> = pods
+            .iter()
+            .filter(live)
+            .filter(|p| status::worker_index(p, set).is_some_and(|i| i > 0))
+            .collect();
+        workers.sort_by_key(|p| status::worker_index(p, set));
+        std::iter::once(leader)
+            .chain(workers)
+            .filter_map(|p| p.metadata.name.clone())
+            .collect()
+    }
+
+    fn ended_in_logs(&self, object: &LeaderWorkerSet, tails: &[String]) -> Option<JobState> {
+        let size = object.spec.leader_worker_template.size.unwrap_or(1);
+        status::slice_end(tails, usize::try_from(size).unwrap_or(1))
+    }
+
+    fn is_finished(&self, object: &LeaderWorkerSet) -> bool {
+        final_state(&object.metadata).is_some()
+    }
+
+    /// An ended slice is scaled to no group: the controller deletes its
+    /// pods (hosts still running would wait for a lost one forever, and
+    /// the StatefulSet would run an ended leader again).
+    fn end_patch(&self, _state: &JobState) -> serde_json::Value {
+        json!({"spec": {"replicas": 0}})
+    }
+
+    /// A StatefulSet recreates a pod that ended: the leader's log is kept
+    /// when the job ends.
+    fn saves_logs(&self) -> bool {
+        true
+    }
+
+    /// The StatefulSets' events tell of a host that ended and was
+    /// replaced between two polls.
+    fn reads_events(&self, object: &LeaderWorkerSet) -> bool {
+        final_state(&object.metadata).is_none()
+    }
+
+    /// Every end: the LeaderWorkerSet itself never finishes, so the end
+    /// its pods showed is written on it, and no later recreation of the
+    /// group can run the job again.
+    fn keeps(&self, state: &JobState) -> bool {
+        state.status.is_terminal() && state.status != JobStatus::NotFound
+    }
+
+    fn ends_in_pods(&self) -> bool {
+        true
+    }
+
+    async fn create_not_found(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        _error: &kube::Error,
+    ) -> Option<BackendError> {
+        match self.discover(client).await {
+            Served::Missing => Some(crd_missing(namespace)),
+            Served::At(_) => None,
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! # kinetic-backend-pathways
+//!
+//! The Pathways [`Backend`](kinetic_core::ports::Backend) of Kinetic for
+//! Rust: each job is one LeaderWorkerSet whose single group spans the
+//! accelerator's hosts (4 for `v5litepod-16`), so that every host of a
+//! multi-host TPU slice runs the runner and JAX's collectives work across
+//! them. It is the LeaderWorkerSet kind ([`LwsKind`]) of the shared
+//! Kubernetes layer ([`kinetic_kube`]): submit, status, group status,
+//! logs, cancel, cleanup and list, with the same deadlines and typed
+//! reasons as the `gke` backend.
+//!
+//! - [`manifest`]: prepared job → LeaderWorkerSet, pure (golden JSON
+//!   tests): labels `app: kinetic-pathways` and `job-id`, `size` = the
+//!   slice's hosts, `restartPolicy: RecreateGroupOnPodRestart`, and in
+//!   every host `MEGASCALE_COORDINATOR_ADDRESS` (the leader),
+//!   `MEGASCALE_NUM_SLICES` and `TPU_WORKER_ID` (its index).
+//! - [`status`]: LeaderWorkerSet + pods → `JobState`: one host failing
+//!   fails the slice, a preempted host with reason `preempted`.
+//! - The version of `leaderworkerset.x-k8s.io` is the cluster's, by API
+//!   discovery; a cluster without the CRD gets an error that says how to
+//!   install it (`kinetic up` does).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use kinetic_backend_pathways::{PathwaysBackend, PathwaysOptions};
+//!
+//! let client = kube::Client::try_default().await?;
+//! let backend = PathwaysBackend::new(client, PathwaysOptions::new("default"));
+//! # let _ = backend;
+//! # Ok(()) }
+//! ```
+
+mod backend;
+pub mod lws;
+pub mod manifest;
+pub mod status;
+
+pub use backend::{LwsKind, PathwaysBackend, PathwaysOptions, crd_missing, max_hosts};
+pub use kinetic_kube::{FuseMount, ManifestOptions, USER_AGENT, api_status};

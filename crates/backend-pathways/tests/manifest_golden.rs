@@ -1,0 +1,101 @@
+//! Golden JSON of the LeaderWorkerSet and its Secret. Regenerate with
+//! `KINETIC_UPDATE_GOLDEN=1 cargo test -p kinetic-backend-pathways --test manifest_golden`
+//! and review the diff.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kinetic_backend_pathways::manifest::{APP_PATHWAYS, lws_manifest};
+use kinetic_backend_pathways::{FuseMount, ManifestOptions};
+use kinetic_core::ids::GroupId;
+use kinetic_core::ports::Deadlines;
+use kinetic_kube::pod::{env_secret, owner_reference};
+use kinetic_testkit::fixtures::{assert_golden, fixed_job};
+use serde_json::Value;
+
+const V1: &str = "leaderworkerset.x-k8s.io/v1";
+
+fn golden(name: &str, value: &Value) {
+    assert_golden(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden"),
+        name,
+        value,
+    );
+}
+
+#[test]
+fn v5litepod_16_is_one_group_of_four_hosts() {
+    let job = fixed_job("pathways", "v5litepod-16", &[], Deadlines::default());
+    let v = serde_json::to_value(lws_manifest(&job, &ManifestOptions::default(), V1)).unwrap();
+    assert_eq!(v["metadata"]["name"], "keras-pathways-job-0a1b2c3d");
+    assert_eq!(v["metadata"]["labels"]["app"], "kinetic-pathways");
+    assert_eq!(v["spec"]["replicas"], 1);
+    let t = &v["spec"]["leaderWorkerTemplate"];
+    assert_eq!(t["size"], 4);
+    assert_eq!(t["restartPolicy"], "RecreateGroupOnPodRestart");
+    assert_eq!(t["leaderTemplate"], t["workerTemplate"]);
+    let env = t["workerTemplate"]["spec"]["containers"][0]["env"].to_string();
+    for want in [
+        r#"{"name":"MEGASCALE_COORDINATOR_ADDRESS","value":"$(LWS_LEADER_ADDRESS)"}"#,
+        r#"{"name":"MEGASCALE_NUM_SLICES","value":"1"}"#,
+        r#"{"name":"TPU_WORKER_ID","value":"$(LWS_WORKER_INDEX)"}"#,
+    ] {
+        assert!(env.contains(want), "{want} in {env}");
+    }
+    golden("lws_v5litepod16", &v);
+}
+
+#[test]
+fn any_accelerator_runs_as_a_group_of_its_hosts() {
+    for (accelerator, size) in [("cpu", 1), ("l4", 1), ("v5litepod-4", 1), ("v3-16", 4)] {
+        let job = fixed_job("pathways", accelerator, &[], Deadlines::default());
+        let lws = lws_manifest(&job, &ManifestOptions::default(), V1);
+        assert_eq!(
+            lws.spec.leader_worker_template.size,
+            Some(size),
+            "{accelerator}"
+        );
+    }
+}
+
+#[test]
+fn spot_slice_with_deadlines_env_group_and_fuse() {
+    let mut job = fixed_job(
+        "pathways",
+        "v5litepod-16:spot",
+        &[("WANDB_API_KEY", "s3cr3t-sentinel")],
+        Deadlines {
+            run: Some(Duration::from_secs(3600)),
+            pending: Some(Duration::from_secs(120)),
+        },
+    );
+    job.record.group_id = Some("grp-00ff00ff".parse::<GroupId>().unwrap());
+    job.record.group_index = Some(3);
+    let options = ManifestOptions::default().with_fuse_mounts(vec![FuseMount {
+        gcs_uri: "gs://my-bucket/datasets/imagenet/".into(),
+        mount_path: "/data".into(),
+        is_dir: true,
+    }]);
+    let v = serde_json::to_value(lws_manifest(
+        &job,
+        &options,
+        "leaderworkerset.x-k8s.io/v1beta1",
+    ))
+    .unwrap();
+    assert!(
+        !v.to_string().contains("s3cr3t-sentinel"),
+        "a captured value MUST NOT be in the LeaderWorkerSet"
+    );
+    let pod = &v["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"];
+    assert_eq!(pod["activeDeadlineSeconds"], 3600);
+    assert_eq!(pod["restartPolicy"], "Never");
+    golden("lws_v5litepod16_spot_full", &v);
+    let owner = owner_reference(
+        V1,
+        "LeaderWorkerSet",
+        "keras-pathways-job-0a1b2c3d",
+        "uid-1",
+    );
+    let secret = env_secret(&job, APP_PATHWAYS, owner).unwrap();
+    golden("secret_env", &serde_json::to_value(&secret).unwrap());
+}

@@ -1,0 +1,211 @@
+//! The real `kinetic` binary on a multi-host TPU slice of the fake cluster
+//! (LeaderWorkerSet installed, four `v5litepod-16` hosts): the pathways
+//! backend is chosen by the accelerator, every host runs the runner as a
+//! pod process, the leader's value comes back, a worker's exception comes
+//! back as reported by its host, and `kinetic map` maps over the slice.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use kinetic_fake_gcp::FakeGcs;
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, FakeNode};
+use serde_json::Value;
+
+/// `f` writes what its host saw to `{hosts}/host-{rank}.json` and returns
+/// the rank; `g` fails on host 2 only; `square` is for `map`.
+fn work_py(hosts: &Path) -> String {
+    format!(
+        r#"
+import json, os
+
+HOSTS = {hosts:?}
+
+
+def f():
+    rank = int(os.environ["KINETIC_NODE_RANK"])
+    seen = {{
+        "rank": rank,
+        "tpu_worker_id": os.environ.get("TPU_WORKER_ID"),
+        "num_nodes": os.environ["KINETIC_NUM_NODES"],
+        "node_ips": os.environ["KINETIC_NODE_IPS"],
+        "coordinator": os.environ.get("MEGASCALE_COORDINATOR_ADDRESS"),
+    }}
+    with open(os.path.join(HOSTS, "host-%d.json" % rank), "w") as out:
+        json.dump(seen, out)
+    return {{"leader_rank": rank}}
+
+
+def g():
+    if os.environ["KINETIC_NODE_RANK"] == "2":
+        raise ValueError("host 2 broke")
+    return "fine"
+
+
+def square(x):
+    return x * x
+"#,
+        hosts = hosts.display().to_string()
+    )
+}
+
+fn tpu_node(name: &str) -> FakeNode {
+    FakeNode::cpu(name)
+        .label(
+            "cloud.google.com/gke-tpu-accelerator",
+            "tpu-v5-lite-podslice",
+        )
+        .label("cloud.google.com/gke-tpu-topology", "4x4")
+        .capacity("google.com/tpu", 4)
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    _gcs: FakeGcs,
+    cluster: FakeCluster,
+    env: Vec<(String, String)>,
+}
+
+impl World {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("home/project");
+        let hosts = dir.path().join("hosts");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(&hosts).unwrap();
+        std::fs::write(
+            project.join("pyproject.toml"),
+            "[project]\nname = \"p\"\ndependencies = []\n",
+        )
+        .unwrap();
+        std::fs::write(project.join("work.py"), work_py(&hosts)).unwrap();
+        let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
+        let nodes = (0..4).map(|i| tpu_node(&format!("tpu-{i}"))).collect();
+        let cluster = FakeCluster::start(
+            FakeClusterConfig::default()
+                .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
+                .nodes(nodes),
+        )
+        .await
+        .unwrap();
+        cluster.install_leader_worker_set().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
+        let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
+        env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
+        Self {
+            dir,
+            _gcs: gcs,
+            cluster,
+            env,
+        }
+    }
+
+    async fn kinetic(&self, args: &[&str]) -> Output {
+        let dir = self.dir.path().to_path_buf();
+        let env = self.env.clone();
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_kinetic"))
+                .args(&args)
+                .current_dir(dir.join("home/project"))
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("HOME", dir.join("home"))
+                .env("KINETIC_LOCAL_ROOT", dir.join("local"))
+                .env("KINETIC_PROFILES_FILE", dir.join("profiles.json"))
+                .envs(env)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    }
+
+    fn host(&self, rank: u32) -> Value {
+        let path = self.dir.path().join(format!("hosts/host-{rank}.json"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("host {rank} left no record at {}: {e}", path.display()));
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const LWS: &str = "leaderworkersets.leaderworkerset.x-k8s.io";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_host_slice_runs_on_pathways_and_returns_the_leaders_value() {
+    let w = World::new().await;
+    let o = w
+        .kinetic(&[
+            "run",
+            "work.py:f",
+            "--accelerator",
+            "v5litepod-16",
+            "--json",
+            "-v",
+        ])
+        .await;
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("backend: pathways"), "{err}");
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["value"], serde_json::json!({"leader_rank": 0}), "{out}");
+    assert_eq!(w.cluster.calls().count("create", LWS), 1);
+    let hosts: Vec<Value> = (0..4).map(|r| w.host(r)).collect();
+    for (rank, seen) in hosts.iter().enumerate() {
+        assert_eq!(seen["rank"], rank, "{seen}");
+        assert_eq!(seen["tpu_worker_id"], rank.to_string(), "{seen}");
+        assert_eq!(seen["num_nodes"], "4", "{seen}");
+        assert_eq!(seen["node_ips"], hosts[0]["node_ips"], "one host list");
+        assert_eq!(seen["coordinator"], hosts[0]["coordinator"], "{seen}");
+    }
+    let ips: Vec<&str> = hosts[0]["node_ips"].as_str().unwrap().lines().collect();
+    assert_eq!(ips.len(), 4, "{ips:?}");
+    assert_eq!(
+        hosts[0]["coordinator"].as_str(),
+        Some(ips[0]),
+        "the leader coordinates"
+    );
+    assert!(
+        w.cluster.objects(LWS, "default").is_empty(),
+        "the LeaderWorkerSet is cleaned up after its value was collected"
+    );
+
+    // A worker's exception comes back as reported by its host.
+    let o = w
+        .kinetic(&["run", "work.py:g", "--accelerator", "v5litepod-16"])
+        .await;
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("ValueError: host 2 broke"), "{err}");
+    assert!(err.contains("reported by host 2 of 4"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn map_runs_each_input_on_its_own_slice() {
+    let w = World::new().await;
+    let inputs = w.dir.path().join("home/project/in.jsonl");
+    std::fs::write(&inputs, "1\n2\n3\n").unwrap();
+    let o = w
+        .kinetic(&[
+            "map",
+            "work:square",
+            "--inputs",
+            inputs.to_str().unwrap(),
+            "--accelerator",
+            "v5litepod-16",
+            "--max-concurrent",
+            "1",
+            "--poll-interval",
+            "0.05",
+        ])
+        .await;
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let values: Vec<&str> = std::str::from_utf8(&o.stdout).unwrap().lines().collect();
+    assert_eq!(values, ["1", "4", "9"], "{err}");
+    assert_eq!(w.cluster.calls().count("create", LWS), 3);
+}

@@ -1,0 +1,81 @@
+//! The Backend conformance harness of a Kubernetes backend over the fake
+//! cluster, whose kubelet runs the real runner as a process against the
+//! fake GCS server; the suite counts the API requests of a group status.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kinetic_core::env::CapturedEnv;
+use kinetic_core::ports::{Backend, ObjectStore, PreparedJob};
+use kinetic_fake_gcp::FakeGcs;
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_store_gcs::{GcsOptions, GcsStore};
+use kinetic_testkit::conformance::backend::BackendHarness;
+use kinetic_testkit::{ConformanceJob, prepare_python_job};
+
+pub struct ClusterHarness {
+    _gcs: FakeGcs,
+    pub cluster: FakeCluster,
+    store: Arc<dyn ObjectStore>,
+    backend: Arc<dyn Backend>,
+    name: &'static str,
+}
+
+impl ClusterHarness {
+    /// The fake GCS and cluster, `setup` run on the cluster, and the
+    /// backend `make` builds over a client of it.
+    pub async fn new(
+        setup: impl FnOnce(&FakeCluster),
+        make: impl FnOnce(kube::Client) -> Arc<dyn Backend>,
+    ) -> Self {
+        let gcs = FakeGcs::with_buckets(&["kn-jobs"]).unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            GcsStore::open("gs://kn-jobs", &GcsOptions::emulator(&gcs.endpoint())).unwrap(),
+        );
+        let cluster = FakeCluster::start(
+            FakeClusterConfig::default()
+                .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
+                .kill_grace(std::time::Duration::from_millis(500)),
+        )
+        .await
+        .unwrap();
+        setup(&cluster);
+        let client =
+            kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+        let backend = make(client);
+        let name = if backend.name() == "pathways" {
+            "pathways"
+        } else {
+            "gke"
+        };
+        Self {
+            _gcs: gcs,
+            cluster,
+            store,
+            backend,
+            name,
+        }
+    }
+}
+
+#[async_trait]
+impl BackendHarness for ClusterHarness {
+    fn backend(&self) -> Arc<dyn Backend> {
+        self.backend.clone()
+    }
+
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
+    }
+
+    /// Requests to the fake Kubernetes API server.
+    fn system_calls(&self) -> Option<u64> {
+        Some(self.cluster.calls().total())
+    }
+
+    async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob {
+        let mut job = prepare_python_job(&self.store, self.name, &job, env).await;
+        job.record.image_uri = "registry.invalid/kinetic/conformance:latest".into();
+        job
+    }
+}

@@ -1,0 +1,305 @@
+//! Kubernetes objects → job state, the parts every workload kind shares:
+//! pod states → typed reasons, the final state and pending deadline a
+//! workload carries in its annotations, the API server's refusal of its
+//! pods. Pure functions of objects and the time.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
+
+use crate::pod::{ANNOTATION_FINAL_STATE, ANNOTATION_PENDING_DEADLINE};
+
+/// Waiting reasons that mean the image cannot be pulled.
+const IMAGE_PULL_REASONS: [&str; 4] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
+
+/// Waiting reasons that mean the container cannot be created as configured.
+const CONFIG_REASONS: [&str; 2] = ["CreateContainerConfigError", "CreateContainerError"];
+
+fn to_system_time(t: &Time) -> SystemTime {
+    let secs = t.0.as_second();
+    if secs >= 0 {
+        UNIX_EPOCH + Duration::from_secs(secs.unsigned_abs())
+    } else {
+        UNIX_EPOCH
+    }
+}
+
+fn created(obj_time: Option<&Time>) -> SystemTime {
+    obj_time.map_or(UNIX_EPOCH, to_system_time)
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn first_container(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
+/// Why a failed pod failed, where it says.
+pub fn failure_reason(pod: &Pod) -> Option<StatusReason> {
+    let status = pod.status.as_ref()?;
+    if let Some(c) = status.conditions.as_ref().and_then(|cs| {
+        cs.iter()
+            .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+    }) {
+        let evicted = status.reason.as_deref() == Some("Evicted")
+            || c.reason.as_deref() == Some("EvictionByEvictionAPI");
+        return Some(if evicted {
+            StatusReason::Evicted {
+                message: status
+                    .message
+                    .clone()
+                    .or_else(|| c.message.clone())
+                    .unwrap_or_default(),
+            }
+        } else {
+            StatusReason::Preempted
+        });
+    }
+    match status.reason.as_deref() {
+        Some("Evicted") => {
+            return Some(StatusReason::Evicted {
+                message: status.message.clone().unwrap_or_default(),
+            });
+        }
+        Some("DeadlineExceeded") => return Some(StatusReason::DeadlineExceeded),
+        _ => {}
+    }
+    let cs = first_container(pod)?;
+    let terminated = cs
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .or_else(|| cs.last_state.as_ref().and_then(|s| s.terminated.as_ref()))?;
+    if terminated.reason.as_deref() == Some("OOMKilled") {
+        return Some(StatusReason::OomKilled);
+    }
+    (terminated.exit_code != 0).then_some(StatusReason::ExitCode {
+        code: terminated.exit_code,
+    })
+}
+
+/// Why a pending pod is pending, where it says.
+pub fn pending_reason(pod: &Pod) -> Option<StatusReason> {
+    if let Some(cs) = first_container(pod)
+        && let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref())
+    {
+        let reason = w.reason.clone().unwrap_or_default();
+        let message = w.message.clone().unwrap_or_default();
+        if IMAGE_PULL_REASONS.contains(&reason.as_str()) {
+            return Some(StatusReason::ImagePullError {
+                image: cs.image.clone(),
+                reason,
+                message,
+            });
+        }
+        if CONFIG_REASONS.contains(&reason.as_str()) {
+            return Some(StatusReason::ContainerConfigError { reason, message });
+        }
+        if matches!(reason.as_str(), "ContainerCreating" | "PodInitializing") {
+            return Some(StatusReason::ContainerCreating);
+        }
+    }
+    let status = pod.status.as_ref()?;
+    let scheduled = status
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+    match scheduled.reason.as_deref() {
+        Some("Unschedulable") => {
+            let selector = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_selector.clone())
+                .unwrap_or_default();
+            Some(StatusReason::Unschedulable {
+                message: explain_unschedulable(
+                    scheduled.message.as_deref().unwrap_or_default(),
+                    &selector,
+                ),
+            })
+        }
+        Some("SchedulingGated") => Some(StatusReason::WaitingForResources),
+        _ => None,
+    }
+}
+
+/// The scheduler's message, prefixed with what it most likely means for a
+/// Kinetic job: no node pool for the accelerator, or not enough capacity
+/// or quota.
+pub fn explain_unschedulable(
+    message: &str,
+    node_selector: &std::collections::BTreeMap<String, String>,
+) -> String {
+    let selector = node_selector
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    // "Insufficient X" means some node matched the selector but lacked
+    // capacity; only when every node mismatched is the pool missing.
+    let hint = if let Some(resource) = ["nvidia.com/gpu", "google.com/tpu", "cpu", "memory"]
+        .into_iter()
+        .find(|r| message.contains(&format!("Insufficient {r}")))
+    {
+        format!(
+            "not enough free {resource} in the cluster: the node pool is at its capacity or quota (it may scale up)"
+        )
+    } else if message.contains("didn't match Pod's node affinity/selector")
+        || message.contains("node(s) didn't match node selector")
+    {
+        if selector.is_empty() {
+            "no node matches this job's placement".to_owned()
+        } else {
+            format!(
+                "no node pool exists for this accelerator (node selector {selector}); add one with `kinetic pool add`"
+            )
+        }
+    } else {
+        String::new()
+    };
+    if hint.is_empty() {
+        message.to_owned()
+    } else if message.is_empty() {
+        hint
+    } else {
+        format!("{hint}; scheduler: {message}")
+    }
+}
+
+/// The final state the backend wrote on a workload (cancelled, pending
+/// deadline exceeded, preempted), if any: it wins over everything else.
+pub fn final_state(meta: &ObjectMeta) -> Option<JobState> {
+    let text = meta.annotations.as_ref()?.get(ANNOTATION_FINAL_STATE)?;
+    serde_json::from_str(text).ok()
+}
+
+/// The pending deadline a workload carries, if any.
+pub fn pending_deadline(meta: &ObjectMeta) -> Option<Duration> {
+    meta.annotations
+        .as_ref()?
+        .get(ANNOTATION_PENDING_DEADLINE)?
+        .parse()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// When an object was created (the epoch when it does not say).
+pub fn created_at(meta: &ObjectMeta) -> SystemTime {
+    created(meta.creation_timestamp.as_ref())
+}
+
+/// A pod's phase (`Pending` when it has no status yet).
+pub fn pod_phase(pod: &Pod) -> &str {
+    phase(pod)
+}
+
+/// Pods sorted oldest first (by creation time, then name).
+pub fn sort_oldest_first(pods: &mut [Pod]) {
+    pods.sort_by(|a, b| {
+        a.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .cmp(&b.metadata.creation_timestamp.as_ref().map(|t| t.0))
+            .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+    });
+}
+
+/// The state of a job whose newest live pod (`Running` first) says it:
+/// `RUNNING`, or `PENDING` with why; `None` without a live pod.
+pub fn live_pod_state(pods: &[Pod]) -> Option<JobState> {
+    let mut live: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none() && !matches!(phase(p), "Succeeded" | "Failed")
+        })
+        .collect();
+    live.sort_by_key(|p| created(p.metadata.creation_timestamp.as_ref()));
+    let pod = live
+        .iter()
+        .find(|p| phase(p) == "Running")
+        .or(live.last())?;
+    Some(if phase(pod) == "Running" {
+        JobState::new(JobStatus::Running)
+    } else {
+        match pending_reason(pod) {
+            Some(reason) => JobState::new(JobStatus::Pending).with_reason(reason),
+            None => JobState::new(JobStatus::Pending),
+        }
+    })
+}
+
+/// Why the API server refused a workload's pod, from the events `about`
+/// the controller object that creates its pods: the message of the newest
+/// `FailedCreate` (the controller's `Error creating: …`), unless a pod
+/// was created after it (`SuccessfulCreate`).
+pub fn pod_creation_failure(events: &[Event], about: impl Fn(&Event) -> bool) -> Option<String> {
+    let when = |e: &Event| {
+        e.last_timestamp
+            .as_ref()
+            .or(e.first_timestamp.as_ref())
+            .map(|t| t.0)
+    };
+    let newest = events
+        .iter()
+        .filter(|e| about(e))
+        .filter(|e| {
+            matches!(
+                e.reason.as_deref(),
+                Some("FailedCreate" | "SuccessfulCreate")
+            )
+        })
+        .max_by_key(|e| (when(e), e.count.unwrap_or(1)))?;
+    (newest.reason.as_deref() == Some("FailedCreate"))
+        .then(|| newest.message.clone().unwrap_or_default())
+}
+
+/// A `PENDING` state whose reason is blocking, older than the pending
+/// deadline the workload carries, becomes `FAILED` with
+/// `PendingDeadlineExceeded` and that reason as its cause.
+pub fn apply_pending_deadline(meta: &ObjectMeta, state: JobState, now: SystemTime) -> JobState {
+    if state.status != JobStatus::Pending || !state.is_blocked() {
+        return state;
+    }
+    let Some(deadline) = pending_deadline(meta) else {
+        return state;
+    };
+    let waited = now.duration_since(created_at(meta)).unwrap_or_default();
+    if waited <= deadline {
+        return state;
+    }
+    let waited = Duration::from_secs(waited.as_secs());
+    JobState::new(JobStatus::Failed).with_reason(StatusReason::PendingDeadlineExceeded {
+        waited,
+        cause: state.reason.map(Box::new),
+    })
+}
+
+/// True once a pod's container started (its log can be read).
+pub fn pod_started(pod: &Pod) -> bool {
+    let Some(s) = pod.status.as_ref() else {
+        return false;
+    };
+    if matches!(s.phase.as_deref(), Some("Running" | "Succeeded" | "Failed")) {
+        return s
+            .container_statuses
+            .as_ref()
+            .and_then(|c| c.first())
+            .and_then(|c| c.state.as_ref())
+            .is_none_or(|st| st.waiting.is_none());
+    }
+    false
+}
