@@ -838,6 +838,11 @@ impl Backend for GkeBackend {
         .await
     }
 
+    fn changes(&self) -> Option<kinetic_core::ports::ChangeFeed> {
+        // Jobs on a cluster are polled.
+        None
+    }
+
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         let ns = &self.options.namespace;
         let api = self.jobs(ns).await?;

@@ -8,11 +8,19 @@
 //! - Each job has a directory `{root}/jobs/{job_id}/` holding its state,
 //!   its output log and its workspace; state lives there, not in memory, so
 //!   `status`, `logs`, `result` and `cancel` work from any process.
-//! - A small supervisor (`supervisor.py`, standard library) runs in a process
-//!   group of its own per job: it waits for one of `max_concurrent` slots
-//!   (file locks under `{root}/slots/`, so the limit holds across processes
-//!   and a queued job needs no one to stay alive to start), runs the runner
-//!   with its output appended to `output.log`, and records the exit code.
+//! - Each job is one interpreter, started in a process group of its own:
+//!   a small supervisor (`supervisor.py`, standard library) waits for one
+//!   of `max_concurrent` slots (file locks under `{root}/slots/`, so the
+//!   limit holds across processes and a queued job needs no one to stay
+//!   alive to start), then forks: the copy runs the runner (compiled once
+//!   into `{root}/bin/`, not at every start) with its output appended to
+//!   `output.log`, and the supervisor records its exit code the moment it
+//!   ends. The interpreter is resolved once per backend: the first
+//!   `python3` on `PATH`, or, when that is a version manager's shim, the
+//!   interpreter the shim starts.
+//! - A job's end is an event: the supervisor touches `{root}/slots/ended`,
+//!   which [`Backend::changes`] watches (inotify), and a followed log ends
+//!   when the exit code lands, not at a poll.
 //! - `cancel` kills the whole process group; a job whose processes vanished
 //!   without an exit code (a reboot, a `kill -9`) is reported `FAILED` with
 //!   that reason, never `RUNNING` forever.
@@ -38,18 +46,19 @@
 //!   a message saying so.
 
 mod state;
+mod watch;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use kinetic_core::accelerators::{AcceleratorSpec, Category};
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
+    Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions, LogStream,
     ObjectStore, ObjectStoreExt, PreparedJob, PutOptions, tail_lines,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
@@ -60,6 +69,11 @@ use crate::state::{JobDir, Observed};
 
 /// The supervisor program, written next to the runner in the local root.
 const SUPERVISOR_SOURCE: &str = include_str!("supervisor.py");
+
+/// The file under `{root}/slots/` every supervisor opens for writing and
+/// closes when its job started and when it ended: one inotify watch on it
+/// tells a waiter to look again.
+const ENDED_FILE: &str = "ended";
 
 /// How long `cancel` waits after SIGTERM before SIGKILL.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
@@ -156,6 +170,8 @@ pub struct LocalBackend {
     runner: PathBuf,
     supervisor: PathBuf,
     gpus: u32,
+    /// The interpreter jobs start on, resolved at the first submit.
+    python: OnceLock<PathBuf>,
 }
 
 impl LocalBackend {
@@ -185,6 +201,14 @@ impl LocalBackend {
             &hex_digest(SUPERVISOR_SOURCE.as_bytes())[..12]
         ));
         install(&supervisor, SUPERVISOR_SOURCE)?;
+        let slots = options.root.join("slots");
+        std::fs::create_dir_all(&slots).map_err(|e| io_err(&slots, &e))?;
+        let ended = slots.join(ENDED_FILE);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&ended)
+            .map_err(|e| io_err(&ended, &e))?;
         let gpus = options.gpus.unwrap_or_else(count_gpus);
         Ok(Self {
             options,
@@ -192,6 +216,7 @@ impl LocalBackend {
             runner,
             supervisor,
             gpus,
+            python: OnceLock::new(),
         })
     }
 
@@ -324,10 +349,7 @@ impl LocalBackend {
 /// [`HOST_ENV`] variables, what a pod's spec sets, `runner_env`, then the
 /// job's captured variables.
 fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = HOST_ENV
-        .iter()
-        .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
-        .collect();
+    let mut env = host_env();
     let record = &job.record;
     env.extend([
         ("KERAS_BACKEND".into(), "jax".into()),
@@ -347,6 +369,14 @@ fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, S
     env
 }
 
+/// The [`HOST_ENV`] variables this process has.
+fn host_env() -> Vec<(String, String)> {
+    HOST_ENV
+        .iter()
+        .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
+        .collect()
+}
+
 /// Refuses a store whose URIs a runner process cannot open: the runner
 /// reads `gs://` and `file://` URIs, and anything else (an in-process
 /// `memory://` store) would make every job fail after its upload.
@@ -361,6 +391,62 @@ fn check_store(store: &dyn ObjectStore) -> Result<(), BackendError> {
     Err(BackendError::unsupported(format!(
         "the local backend cannot use a {scheme}:// store: its jobs run as separate processes that read their files from the store, and only this process can see a {scheme}:// store; use a directory (file:///absolute/dir) or a bucket (gs://bucket)"
     )))
+}
+
+/// The interpreter to start jobs on: `python` when it names a path, else
+/// the first executable of that name on the jobs' `PATH`; and when that
+/// file is a script (a version manager's shim, which would start a shell
+/// and look the version up for every job), the interpreter it starts, as
+/// that interpreter reports it (`sys.executable`, asked once). Anything
+/// that cannot be resolved is returned as given, and starting it says why.
+fn resolve_python(python: &Path, env: &[(String, String)], cwd: &Path) -> PathBuf {
+    let found = if python.components().count() > 1 {
+        Some(python.to_owned())
+    } else {
+        env.iter()
+            .rev()
+            .find(|(name, _)| name == "PATH")
+            .and_then(|(_, path)| {
+                std::env::split_paths(path)
+                    .map(|dir| dir.join(python))
+                    .find(|candidate| is_executable(candidate))
+            })
+    };
+    let Some(found) = found else {
+        return python.to_owned();
+    };
+    let mut head = [0u8; 2];
+    let script = std::fs::File::open(&found)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok()
+        && &head == b"#!";
+    if !script {
+        return found;
+    }
+    let asked = Command::new(&found)
+        .args(["-c", "import sys; print(sys.executable)"])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    match asked {
+        Ok(out) if out.status.success() => {
+            let real = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            if real.is_absolute() && is_executable(&real) {
+                real
+            } else {
+                found
+            }
+        }
+        _ => found,
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 fn hex_digest(bytes: &[u8]) -> String {
@@ -459,10 +545,15 @@ impl Backend for LocalBackend {
                 });
             }
         }
-        let mut cmd = Command::new(&self.options.python);
-        // The supervisor needs only the standard library: `-I -S` skips
-        // site-packages and user settings, which saves start-up time.
-        cmd.args(["-u", "-I", "-S"])
+        let python = self.python.get_or_init(|| {
+            let mut host = host_env();
+            host.extend(self.options.runner_env.iter().cloned());
+            resolve_python(&self.options.python, &host, &self.options.root)
+        });
+        // One interpreter: the supervisor forks the runner, so it starts as
+        // the runner always did (`-u`, site-packages for the job's imports).
+        let mut cmd = Command::new(python);
+        cmd.arg("-u")
             .arg(&self.supervisor)
             .arg("--job-dir")
             .arg(dir.path())
@@ -475,10 +566,9 @@ impl Backend for LocalBackend {
         if let Some(run) = job.deadlines.run {
             cmd.arg("--run-deadline").arg(run.as_secs_f64().to_string());
         }
-        cmd.arg("--")
-            .arg(&self.options.python)
-            .arg("-u")
+        cmd.arg("--runner")
             .arg(&self.runner)
+            .arg("--")
             .arg("--spec")
             .arg(&job.spec_uri)
             .arg("--workdir")
@@ -498,7 +588,7 @@ impl Backend for LocalBackend {
         }
         let mut child = cmd.spawn().map_err(|e| BackendError::unsupported(format!(
                 "the local backend could not start '{}': {e} (it needs a Python 3.9+ interpreter on this host)",
-                self.options.python.display()
+                python.display()
             )).with_source(e))?;
         dir.record_pid(child.id())
             .map_err(|e| io_err(dir.path(), &e))?;
@@ -598,6 +688,21 @@ impl Backend for LocalBackend {
         dir.remove().map_err(|e| io_err(dir.path(), &e))
     }
 
+    fn changes(&self) -> Option<ChangeFeed> {
+        let ended = self.options.root.join("slots").join(ENDED_FILE);
+        match watch::Watch::new(
+            &ended,
+            nix::sys::inotify::AddWatchFlags::IN_CLOSE_WRITE
+                | nix::sys::inotify::AddWatchFlags::IN_ATTRIB,
+        ) {
+            Ok(w) => Some(w.into_feed()),
+            Err(e) => {
+                tracing::debug!("local jobs are polled: cannot watch {}: {e}", ended.display());
+                None
+            }
+        }
+    }
+
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         let jobs = self.options.root.join("jobs");
         let entries = std::fs::read_dir(&jobs).map_err(|e| io_err(&jobs, &e))?;
@@ -607,5 +712,63 @@ impl Backend for LocalBackend {
             .collect();
         ids.sort();
         Ok(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn executable(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// The interpreter this host's `python3` really is.
+    fn real_python() -> PathBuf {
+        let out = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3 is needed by this test");
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    }
+
+    #[test]
+    fn a_shim_on_path_resolves_to_the_interpreter_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = real_python();
+        let shim = dir.path().join("python3");
+        executable(&shim, &format!("#!/bin/sh\nexec {} \"$@\"\n", real.display()));
+        let path = format!("{}:/usr/bin:/bin", dir.path().display());
+        let env = vec![("PATH".to_owned(), path)];
+        assert_eq!(resolve_python(Path::new("python3"), &env, dir.path()), real);
+        assert_eq!(resolve_python(&shim, &env, dir.path()), real, "a shim named by its path too");
+    }
+
+    #[test]
+    fn an_interpreter_on_path_is_taken_as_found_and_a_missing_one_as_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = real_python();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::os::unix::fs::symlink(&real, bin.join("python3")).unwrap();
+        // A file of that name that is not executable is passed over.
+        let earlier = dir.path().join("earlier");
+        std::fs::create_dir(&earlier).unwrap();
+        std::fs::write(earlier.join("python3"), "not a program").unwrap();
+        let env = vec![(
+            "PATH".to_owned(),
+            format!("{}:{}", earlier.display(), bin.display()),
+        )];
+        // A venv's link is kept as it is: the venv is found through it.
+        assert_eq!(
+            resolve_python(Path::new("python3"), &env, dir.path()),
+            bin.join("python3")
+        );
+        assert_eq!(
+            resolve_python(Path::new("no-such-python"), &env, dir.path()),
+            PathBuf::from("no-such-python")
+        );
     }
 }

@@ -26,7 +26,7 @@ mod store;
 
 pub use backend::{
     Backend, BackendCapabilities, BackendError, BackendRegistry, Deadlines, FaultyBackend,
-    GroupQuery, GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError, RetryBackend,
+    ChangeFeed, GroupQuery, GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError, RetryBackend,
     tail_lines, terminal_line,
 };
 pub use fault::FaultPlan;

@@ -107,6 +107,8 @@ enum Wake {
     ChoreDone,
     ManifestWritten,
     PollDone,
+    /// A backend said a job may have changed state: poll now.
+    Changed,
     Timer,
 }
 
@@ -198,6 +200,9 @@ async fn run(
     let mut last_manifest: Option<Instant> = None;
     let mut next_poll = Instant::now() + settings.poll_interval;
     let mut rx_open = true;
+    // Jobs ending are events where a backend has them: a freed slot is
+    // seen (and taken) at once, not at the next poll.
+    let mut changes = shared.engine.backends.changes();
     let run_chores = |list: Vec<Chore>| -> Option<BoxFuture<'static, ()>> {
         if list.is_empty() {
             return None;
@@ -309,6 +314,13 @@ async fn run(
             {
                 return Poll::Ready(Wake::PollDone);
             }
+            if let Some(feed) = changes.as_mut() {
+                match feed.poll_next_unpin(cx) {
+                    Poll::Ready(Some(())) => return Poll::Ready(Wake::Changed),
+                    Poll::Ready(None) => changes = None,
+                    Poll::Pending => {}
+                }
+            }
             if timer.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Wake::Timer);
             }
@@ -327,6 +339,9 @@ async fn run(
             Wake::ChoreDone | Wake::Timer => {}
             Wake::ManifestWritten => manifest_write = None,
             Wake::PollDone => poll = None,
+            // Polled as soon as no poll is in flight (and again after one
+            // that is, which may have read the states before the change).
+            Wake::Changed => next_poll = Instant::now(),
         }
     }
 }
