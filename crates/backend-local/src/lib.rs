@@ -58,8 +58,8 @@ use async_trait::async_trait;
 use kinetic_core::accelerators::{AcceleratorSpec, Category};
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions, LogStream,
-    ObjectStore, ObjectStoreExt, PreparedJob, PutOptions, tail_lines,
+    Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions,
+    LogStream, ObjectStore, ObjectStoreExt, PreparedJob, PutOptions, tail_lines,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
@@ -697,7 +697,10 @@ impl Backend for LocalBackend {
         ) {
             Ok(w) => Some(w.into_feed()),
             Err(e) => {
-                tracing::debug!("local jobs are polled: cannot watch {}: {e}", ended.display());
+                tracing::debug!(
+                    "local jobs are polled: cannot watch {}: {e}",
+                    ended.display()
+                );
                 None
             }
         }
@@ -739,11 +742,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let real = real_python();
         let shim = dir.path().join("python3");
-        executable(&shim, &format!("#!/bin/sh\nexec {} \"$@\"\n", real.display()));
+        executable(
+            &shim,
+            &format!("#!/bin/sh\nexec {} \"$@\"\n", real.display()),
+        );
         let path = format!("{}:/usr/bin:/bin", dir.path().display());
         let env = vec![("PATH".to_owned(), path)];
         assert_eq!(resolve_python(Path::new("python3"), &env, dir.path()), real);
-        assert_eq!(resolve_python(&shim, &env, dir.path()), real, "a shim named by its path too");
+        assert_eq!(
+            resolve_python(&shim, &env, dir.path()),
+            real,
+            "a shim named by its path too"
+        );
     }
 
     #[test]

@@ -36,9 +36,13 @@ impl Watch {
     pub(crate) fn new(path: &Path, events: AddWatchFlags) -> std::io::Result<Self> {
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         inotify.add_watch(path, events)?;
-        Ok(Self {
-            fd: AsyncFd::new(Instance(inotify))?,
-        })
+        // `AsyncFd::new` is deprecated in favour of the `unsafe` `register`,
+        // whose condition (the descriptor stays open and the same while
+        // registered) holds here: `Instance` owns it until the `AsyncFd`
+        // drops it. This crate forbids `unsafe`.
+        #[allow(deprecated)]
+        let fd = AsyncFd::new(Instance(inotify))?;
+        Ok(Self { fd })
     }
 
     /// A directory's entries: files appended to, closed after writing,

@@ -48,8 +48,7 @@ impl Bench {
         );
         let proj = home.join("proj");
         std::fs::create_dir_all(&proj).expect("mkdir");
-        std::fs::write(proj.join("pyproject.toml"), "[project]\nname = \"proj\"\n")
-            .expect("write");
+        std::fs::write(proj.join("pyproject.toml"), "[project]\nname = \"proj\"\n").expect("write");
         std::fs::write(proj.join("work.py"), "def square(x):\n    return x * x\n").expect("write");
         Self {
             home: home.to_owned(),

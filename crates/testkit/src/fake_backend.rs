@@ -18,8 +18,8 @@ use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::env::SecretValue;
 use kinetic_core::ids::JobId;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions, LogStream,
-    ObjectStore, PreparedJob, PutOptions,
+    Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions,
+    LogStream, ObjectStore, PreparedJob, PutOptions,
 };
 use kinetic_core::protocol::{RemoteError, RunnerResult};
 use kinetic_core::record::JobRecord;

@@ -9,8 +9,8 @@ use serde_json::Value;
 use crate::ids::JobId;
 use crate::layout;
 use crate::ports::{
-    Backend, BackendCapabilities, ChangeFeed, GetOptions, LogOptions, LogStream, ObjectPath, PutOptions,
-    StoreError,
+    Backend, BackendCapabilities, ChangeFeed, GetOptions, LogOptions, LogStream, ObjectPath,
+    PutOptions, StoreError,
 };
 use crate::protocol::RunnerResult;
 use crate::record::JobRecord;

@@ -309,7 +309,10 @@ pub async fn a_job_ending_is_announced_by_its_changes(h: &dyn BackendHarness) {
                     h.patience()
                 )
             });
-        assert!(item.is_some(), "the change feed MUST NOT end while jobs run");
+        assert!(
+            item.is_some(),
+            "the change feed MUST NOT end while jobs run"
+        );
         let state = h.backend().status(&job.record).await.expect("status");
         if state.status.is_terminal() {
             assert_eq!(state.status, JobStatus::Succeeded, "{state:?}");

@@ -203,6 +203,9 @@ async fn run(
     // Jobs ending are events where a backend has them: a freed slot is
     // seen (and taken) at once, not at the next poll.
     let mut changes = shared.engine.backends.changes();
+    // A poll asked for by a change reads states however recent the last
+    // poll: the change came after it.
+    let mut changed = false;
     let run_chores = |list: Vec<Chore>| -> Option<BoxFuture<'static, ()>> {
         if list.is_empty() {
             return None;
@@ -276,9 +279,9 @@ async fn run(
         // the loop's business while the machine needs it.
         if wants_poll && poll.is_none() && Instant::now() >= next_poll {
             let s = shared.clone();
-            let half = settings.poll_interval / 2;
+            let max_age = (!std::mem::take(&mut changed)).then_some(settings.poll_interval / 2);
             poll = Some(Box::pin(async move {
-                if let Err(e) = s.refresh(Some(half)).await {
+                if let Err(e) = s.refresh(max_age).await {
                     tracing::warn!(group_id = %s.group_id, "batch status poll failed: {e}");
                 }
             }));
@@ -341,7 +344,10 @@ async fn run(
             Wake::PollDone => poll = None,
             // Polled as soon as no poll is in flight (and again after one
             // that is, which may have read the states before the change).
-            Wake::Changed => next_poll = Instant::now(),
+            Wake::Changed => {
+                next_poll = Instant::now();
+                changed = true;
+            }
         }
     }
 }
