@@ -737,6 +737,80 @@ mod tests {
         PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
     }
 
+    /// Runs the supervisor on `runner` (a module with `main(argv)`) in a
+    /// process group of its own, as `submit` does; its exit status.
+    fn supervise(root: &Path, runner: &Path, args: &[&str]) -> std::process::ExitStatus {
+        let job = root.join("job");
+        std::fs::create_dir_all(&job).unwrap();
+        let supervisor = root.join("supervisor.py");
+        std::fs::write(&supervisor, SUPERVISOR_SOURCE).unwrap();
+        Command::new(real_python())
+            .arg("-u")
+            .arg(&supervisor)
+            .arg("--job-dir")
+            .arg(&job)
+            .arg("--slots-dir")
+            .arg(root.join("slots"))
+            .arg("--max-concurrent")
+            .arg("1")
+            .arg("--runner")
+            .arg(runner)
+            .arg("--")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .status()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_supervisor_runs_the_runner_in_its_own_interpreter_from_compiled_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = dir.path().join("runner-0123.py");
+        std::fs::write(
+            &runner,
+            "import os, sys\n\ndef main(argv):\n    print('runner', os.getpid(), os.getppid(), argv)\n    return int(argv[0])\n",
+        )
+        .unwrap();
+        let job = dir.path().join("job");
+        for (round, code) in [(1, "3"), (2, "0")] {
+            assert!(supervise(dir.path(), &runner, &[code]).success());
+            let recorded = std::fs::read_to_string(job.join("exit_code")).unwrap();
+            assert_eq!(recorded.trim(), code, "round {round}");
+        }
+        let log = std::fs::read_to_string(job.join("output.log")).unwrap();
+        let pid_file = std::fs::read_to_string(job.join("pid")).unwrap();
+        let supervisor: &str = pid_file.split_whitespace().next().unwrap();
+        // The runner is the supervisor's forked copy: its parent.
+        let last = log.lines().last().unwrap();
+        let fields: Vec<&str> = last.split_whitespace().collect();
+        assert_eq!(fields[2], supervisor, "{log}");
+        // Compiled once, next to the runner, under the interpreter's tag.
+        let compiled: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("runner-0123.cpython-") && n.ends_with(".bin"))
+            .collect();
+        assert_eq!(compiled.len(), 1, "{compiled:?}");
+        assert!(dir.path().join("slots").join(ENDED_FILE).exists());
+    }
+
+    #[test]
+    fn a_runner_killed_by_a_signal_is_recorded_with_that_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = dir.path().join("runner.py");
+        std::fs::write(
+            &runner,
+            "import os, signal\n\ndef main(argv):\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+        )
+        .unwrap();
+        assert!(supervise(dir.path(), &runner, &[]).success());
+        let recorded = std::fs::read_to_string(dir.path().join("job").join("exit_code")).unwrap();
+        assert_eq!(recorded.trim(), "-9");
+    }
+
     #[test]
     fn a_shim_on_path_resolves_to_the_interpreter_it_starts() {
         let dir = tempfile::tempdir().unwrap();
