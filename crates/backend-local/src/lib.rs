@@ -521,6 +521,14 @@ impl Backend for LocalBackend {
     }
 
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
+        // Resolved before the job is claimed: a submitter that dies between
+        // the claim and the start leaves the job queued until resubmitted,
+        // so nothing slow happens in between.
+        let python = self.python.get_or_init(|| {
+            let mut host = host_env();
+            host.extend(self.options.runner_env.iter().cloned());
+            resolve_python(&self.options.python, &host, &self.options.root)
+        });
         let dir = self.job_dir(&job.record.job_id);
         match dir.claim(&job.spec_uri) {
             Ok(true) => {
@@ -545,11 +553,6 @@ impl Backend for LocalBackend {
                 });
             }
         }
-        let python = self.python.get_or_init(|| {
-            let mut host = host_env();
-            host.extend(self.options.runner_env.iter().cloned());
-            resolve_python(&self.options.python, &host, &self.options.root)
-        });
         // One interpreter: the supervisor forks the runner, so it starts as
         // the runner always did (`-u`, site-packages for the job's imports).
         let mut cmd = Command::new(python);
