@@ -19,22 +19,18 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
-import concurrent.futures
 import contextlib
 import hashlib
-import http.client
 import importlib
 import importlib.machinery
 import importlib.util
 import json
 import os
-import pickle
 import re
 import select
 import shlex
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -42,10 +38,7 @@ import tempfile
 import threading
 import time
 import traceback
-import urllib.error
 import urllib.parse
-import urllib.request
-import xml.etree.ElementTree as ElementTree
 import zipfile
 
 PROTOCOL = 1
@@ -156,17 +149,27 @@ def parse_uri(uri: str) -> tuple:
     raise RunnerError("unsupported URI (expected gs://, file:// or an absolute path): %r" % uri)
 
 
+def import_http() -> None:
+    """Imports the HTTP, TLS and XML modules that only ``gs://`` and the
+    metadata server need, on first use: a job on ``file://`` never loads them."""
+    global ElementTree, _TRANSIENT_ERRORS, http, socket, urllib
+    import http.client
+    import socket
+    import urllib.error
+    import urllib.request
+    import xml.etree.ElementTree as ElementTree
+    _TRANSIENT_ERRORS = (
+        urllib.error.URLError,
+        http.client.HTTPException,
+        ConnectionError,
+        TimeoutError,
+        socket.timeout,
+    )
+
+
 def _no_proxy_opener() -> urllib.request.OpenerDirector:
+    import_http()
     return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-_TRANSIENT_ERRORS = (
-    urllib.error.URLError,
-    http.client.HTTPException,
-    ConnectionError,
-    TimeoutError,
-    socket.timeout,
-)
 
 
 class Retrying:
@@ -182,6 +185,7 @@ class Retrying:
         self.max_delay = max_delay
 
     def call(self, what: str, fn, on_unauthorized=None):
+        import_http()
         refreshed = False
         attempt = 0
         while True:
@@ -266,6 +270,7 @@ class Gcs:
         self.endpoint = endpoint.rstrip("/")
         self.token = token
         self.retrying = retrying or Retrying()
+        import_http()
         self._opener = urllib.request.build_opener()
 
     def _object_url(self, bucket: str, name: str) -> str:
@@ -1146,6 +1151,7 @@ def decode_python_values(value):
             raise PhaseFailure(DATA, "PythonVersionMismatch",
                                "an argument was pickled by Python %s but this job runs Python %s; "
                                "pass JSON values, or run the client on Python %s" % (made_by, python_minor(), python_minor()), "")
+        import pickle
         return pickle.loads(base64.b64decode(value[PICKLE_KEY]))
     if isinstance(value, list):
         return [decode_python_values(v) for v in value]
@@ -1168,6 +1174,7 @@ def call_pickled(fn, *args, **kwargs):
 
 def encode_python_value(value) -> dict:
     """``value`` pickled as a leaf a Python client of the same minor version reads back."""
+    import pickle
     return {PICKLE_KEY: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii"),
             "python": python_minor()}
 
@@ -1288,6 +1295,7 @@ class DataResolver:
                     "data cache entry %s: %s does not match its marker (%d bytes, digest %s; the marker says %d bytes, %s): it changed after it was uploaded (the next submit repairs the entry)"
                     % (uri, entry["name"], size, digest, entry["size"], entry["digest"]))
 
+        import concurrent.futures
         with concurrent.futures.ThreadPoolExecutor(max_workers=DOWNLOAD_WORKERS) as pool:
             for _ in pool.map(fetch, jobs):
                 pass
@@ -1354,6 +1362,7 @@ class DataResolver:
             return
         for _, dest in jobs:
             os.makedirs(os.path.dirname(dest), exist_ok=True)
+        import concurrent.futures
         with concurrent.futures.ThreadPoolExecutor(max_workers=DOWNLOAD_WORKERS) as pool:
             futures = [pool.submit(gcs.download, bucket, object_name, dest) for object_name, dest in jobs]
             try:

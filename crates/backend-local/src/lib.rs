@@ -8,11 +8,19 @@
 //! - Each job has a directory `{root}/jobs/{job_id}/` holding its state,
 //!   its output log and its workspace; state lives there, not in memory, so
 //!   `status`, `logs`, `result` and `cancel` work from any process.
-//! - A small supervisor (`supervisor.py`, standard library) runs in a process
-//!   group of its own per job: it waits for one of `max_concurrent` slots
-//!   (file locks under `{root}/slots/`, so the limit holds across processes
-//!   and a queued job needs no one to stay alive to start), runs the runner
-//!   with its output appended to `output.log`, and records the exit code.
+//! - Each job is one interpreter, started in a process group of its own:
+//!   a small supervisor (`supervisor.py`, standard library) waits for one
+//!   of `max_concurrent` slots (file locks under `{root}/slots/`, so the
+//!   limit holds across processes and a queued job needs no one to stay
+//!   alive to start), then forks: the copy runs the runner (compiled once
+//!   into `{root}/bin/`, not at every start) with its output appended to
+//!   `output.log`, and the supervisor records its exit code the moment it
+//!   ends. The interpreter is resolved once per backend: the first
+//!   `python3` on `PATH`, or, when that is a version manager's shim, the
+//!   interpreter the shim starts.
+//! - A job's end is an event: the supervisor touches `{root}/slots/ended`,
+//!   which [`Backend::changes`] watches (inotify), and a followed log ends
+//!   when the exit code lands, not at a poll.
 //! - `cancel` kills the whole process group; a job whose processes vanished
 //!   without an exit code (a reboot, a `kill -9`) is reported `FAILED` with
 //!   that reason, never `RUNNING` forever.
@@ -41,19 +49,20 @@
 //!   a message saying so.
 
 mod state;
+mod watch;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use kinetic_core::accelerators::{AcceleratorSpec, Category};
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
-    ObjectStore, ObjectStoreExt, PreparedJob, PutOptions, tail_lines,
+    Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions,
+    LogStream, ObjectStore, ObjectStoreExt, PreparedJob, PutOptions, tail_lines,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
@@ -63,6 +72,11 @@ use crate::state::{JobDir, Observed};
 
 /// The supervisor program, written next to the runner in the local root.
 const SUPERVISOR_SOURCE: &str = include_str!("supervisor.py");
+
+/// The file under `{root}/slots/` every supervisor opens for writing and
+/// closes when its job started and when it ended: one inotify watch on it
+/// tells a waiter to look again.
+const ENDED_FILE: &str = "ended";
 
 /// How long `cancel` waits after SIGTERM before SIGKILL.
 const CANCEL_GRACE: Duration = Duration::from_secs(3);
@@ -159,6 +173,8 @@ pub struct LocalBackend {
     runner: PathBuf,
     supervisor: PathBuf,
     gpus: u32,
+    /// The interpreter jobs start on, resolved at the first submit.
+    python: OnceLock<PathBuf>,
 }
 
 impl LocalBackend {
@@ -188,6 +204,14 @@ impl LocalBackend {
             &hex_digest(SUPERVISOR_SOURCE.as_bytes())[..12]
         ));
         install(&supervisor, SUPERVISOR_SOURCE)?;
+        let slots = options.root.join("slots");
+        std::fs::create_dir_all(&slots).map_err(|e| io_err(&slots, &e))?;
+        let ended = slots.join(ENDED_FILE);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&ended)
+            .map_err(|e| io_err(&ended, &e))?;
         let gpus = options.gpus.unwrap_or_else(count_gpus);
         Ok(Self {
             options,
@@ -195,6 +219,7 @@ impl LocalBackend {
             runner,
             supervisor,
             gpus,
+            python: OnceLock::new(),
         })
     }
 
@@ -338,10 +363,7 @@ impl LocalBackend {
 /// [`HOST_ENV`] variables, what a pod's spec sets, `runner_env`, then the
 /// job's captured variables.
 fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = HOST_ENV
-        .iter()
-        .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
-        .collect();
+    let mut env = host_env();
     let record = &job.record;
     env.extend([
         ("KERAS_BACKEND".into(), "jax".into()),
@@ -361,6 +383,14 @@ fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, S
     env
 }
 
+/// The [`HOST_ENV`] variables this process has.
+fn host_env() -> Vec<(String, String)> {
+    HOST_ENV
+        .iter()
+        .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
+        .collect()
+}
+
 /// Refuses a store whose URIs a runner process cannot open: the runner
 /// reads `gs://` and `file://` URIs, and anything else (an in-process
 /// `memory://` store) would make every job fail after its upload.
@@ -375,6 +405,62 @@ fn check_store(store: &dyn ObjectStore) -> Result<(), BackendError> {
     Err(BackendError::unsupported(format!(
         "the local backend cannot use a {scheme}:// store: its jobs run as separate processes that read their files from the store, and only this process can see a {scheme}:// store; use a directory (file:///absolute/dir) or a bucket (gs://bucket)"
     )))
+}
+
+/// The interpreter to start jobs on: `python` when it names a path, else
+/// the first executable of that name on the jobs' `PATH`; and when that
+/// file is a script (a version manager's shim, which would start a shell
+/// and look the version up for every job), the interpreter it starts, as
+/// that interpreter reports it (`sys.executable`, asked once). Anything
+/// that cannot be resolved is returned as given, and starting it says why.
+fn resolve_python(python: &Path, env: &[(String, String)], cwd: &Path) -> PathBuf {
+    let found = if python.components().count() > 1 {
+        Some(python.to_owned())
+    } else {
+        env.iter()
+            .rev()
+            .find(|(name, _)| name == "PATH")
+            .and_then(|(_, path)| {
+                std::env::split_paths(path)
+                    .map(|dir| dir.join(python))
+                    .find(|candidate| is_executable(candidate))
+            })
+    };
+    let Some(found) = found else {
+        return python.to_owned();
+    };
+    let mut head = [0u8; 2];
+    let script = std::fs::File::open(&found)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok()
+        && &head == b"#!";
+    if !script {
+        return found;
+    }
+    let asked = Command::new(&found)
+        .args(["-c", "import sys; print(sys.executable)"])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    match asked {
+        Ok(out) if out.status.success() => {
+            let real = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            if real.is_absolute() && is_executable(&real) {
+                real
+            } else {
+                found
+            }
+        }
+        _ => found,
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 fn hex_digest(bytes: &[u8]) -> String {
@@ -449,6 +535,14 @@ impl Backend for LocalBackend {
     }
 
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
+        // Resolved before the job is claimed: a submitter that dies between
+        // the claim and the start leaves the job queued until resubmitted,
+        // so nothing slow happens in between.
+        let python = self.python.get_or_init(|| {
+            let mut host = host_env();
+            host.extend(self.options.runner_env.iter().cloned());
+            resolve_python(&self.options.python, &host, &self.options.root)
+        });
         let dir = self.job_dir(&job.record.job_id);
         match dir.claim(&job.spec_uri) {
             Ok(true) => {
@@ -473,10 +567,10 @@ impl Backend for LocalBackend {
                 });
             }
         }
-        let mut cmd = Command::new(&self.options.python);
-        // The supervisor needs only the standard library: `-I -S` skips
-        // site-packages and user settings, which saves start-up time.
-        cmd.args(["-u", "-I", "-S"])
+        // One interpreter: the supervisor forks the runner, so it starts as
+        // the runner always did (`-u`, site-packages for the job's imports).
+        let mut cmd = Command::new(python);
+        cmd.arg("-u")
             .arg(&self.supervisor)
             .arg("--job-dir")
             .arg(dir.path())
@@ -489,10 +583,9 @@ impl Backend for LocalBackend {
         if let Some(run) = job.deadlines.run {
             cmd.arg("--run-deadline").arg(run.as_secs_f64().to_string());
         }
-        cmd.arg("--")
-            .arg(&self.options.python)
-            .arg("-u")
+        cmd.arg("--runner")
             .arg(&self.runner)
+            .arg("--")
             .arg("--spec")
             .arg(&job.spec_uri)
             .arg("--workdir")
@@ -512,7 +605,7 @@ impl Backend for LocalBackend {
         }
         let mut child = cmd.spawn().map_err(|e| BackendError::unsupported(format!(
                 "the local backend could not start '{}': {e} (it needs a Python 3.9+ interpreter on this host)",
-                self.options.python.display()
+                python.display()
             )).with_source(e))?;
         dir.record_pid(child.id())
             .map_err(|e| io_err(dir.path(), &e))?;
@@ -612,6 +705,24 @@ impl Backend for LocalBackend {
         dir.remove().map_err(|e| io_err(dir.path(), &e))
     }
 
+    fn changes(&self) -> Option<ChangeFeed> {
+        let ended = self.options.root.join("slots").join(ENDED_FILE);
+        match watch::Watch::new(
+            &ended,
+            nix::sys::inotify::AddWatchFlags::IN_CLOSE_WRITE
+                | nix::sys::inotify::AddWatchFlags::IN_ATTRIB,
+        ) {
+            Ok(w) => Some(w.into_feed()),
+            Err(e) => {
+                tracing::debug!(
+                    "local jobs are polled: cannot watch {}: {e}",
+                    ended.display()
+                );
+                None
+            }
+        }
+    }
+
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         let jobs = self.options.root.join("jobs");
         let entries = std::fs::read_dir(&jobs).map_err(|e| io_err(&jobs, &e))?;
@@ -621,5 +732,144 @@ impl Backend for LocalBackend {
             .collect();
         ids.sort();
         Ok(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn executable(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// The interpreter this host's `python3` really is.
+    fn real_python() -> PathBuf {
+        let out = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3 is needed by this test");
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    }
+
+    /// Runs the supervisor on `runner` (a module with `main(argv)`) in a
+    /// process group of its own, as `submit` does; its exit status.
+    fn supervise(root: &Path, runner: &Path, args: &[&str]) -> std::process::ExitStatus {
+        let job = root.join("job");
+        std::fs::create_dir_all(&job).unwrap();
+        let supervisor = root.join("supervisor.py");
+        std::fs::write(&supervisor, SUPERVISOR_SOURCE).unwrap();
+        Command::new(real_python())
+            .arg("-u")
+            .arg(&supervisor)
+            .arg("--job-dir")
+            .arg(&job)
+            .arg("--slots-dir")
+            .arg(root.join("slots"))
+            .arg("--max-concurrent")
+            .arg("1")
+            .arg("--runner")
+            .arg(runner)
+            .arg("--")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .status()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_supervisor_runs_the_runner_in_its_own_interpreter_from_compiled_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = dir.path().join("runner-0123.py");
+        std::fs::write(
+            &runner,
+            "import os, sys\n\ndef main(argv):\n    print('runner', os.getpid(), os.getppid(), argv)\n    return int(argv[0])\n",
+        )
+        .unwrap();
+        let job = dir.path().join("job");
+        for (round, code) in [(1, "3"), (2, "0")] {
+            assert!(supervise(dir.path(), &runner, &[code]).success());
+            let recorded = std::fs::read_to_string(job.join("exit_code")).unwrap();
+            assert_eq!(recorded.trim(), code, "round {round}");
+        }
+        let log = std::fs::read_to_string(job.join("output.log")).unwrap();
+        let pid_file = std::fs::read_to_string(job.join("pid")).unwrap();
+        let supervisor: &str = pid_file.split_whitespace().next().unwrap();
+        // The runner is the supervisor's forked copy: its parent.
+        let last = log.lines().last().unwrap();
+        let fields: Vec<&str> = last.split_whitespace().collect();
+        assert_eq!(fields[2], supervisor, "{log}");
+        // Compiled once, next to the runner, under the interpreter's tag.
+        let compiled: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("runner-0123.cpython-") && n.ends_with(".bin"))
+            .collect();
+        assert_eq!(compiled.len(), 1, "{compiled:?}");
+        assert!(dir.path().join("slots").join(ENDED_FILE).exists());
+    }
+
+    #[test]
+    fn a_runner_killed_by_a_signal_is_recorded_with_that_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = dir.path().join("runner.py");
+        std::fs::write(
+            &runner,
+            "import os, signal\n\ndef main(argv):\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+        )
+        .unwrap();
+        assert!(supervise(dir.path(), &runner, &[]).success());
+        let recorded = std::fs::read_to_string(dir.path().join("job").join("exit_code")).unwrap();
+        assert_eq!(recorded.trim(), "-9");
+    }
+
+    #[test]
+    fn a_shim_on_path_resolves_to_the_interpreter_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = real_python();
+        let shim = dir.path().join("python3");
+        executable(
+            &shim,
+            &format!("#!/bin/sh\nexec {} \"$@\"\n", real.display()),
+        );
+        let path = format!("{}:/usr/bin:/bin", dir.path().display());
+        let env = vec![("PATH".to_owned(), path)];
+        assert_eq!(resolve_python(Path::new("python3"), &env, dir.path()), real);
+        assert_eq!(
+            resolve_python(&shim, &env, dir.path()),
+            real,
+            "a shim named by its path too"
+        );
+    }
+
+    #[test]
+    fn an_interpreter_on_path_is_taken_as_found_and_a_missing_one_as_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = real_python();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::os::unix::fs::symlink(&real, bin.join("python3")).unwrap();
+        // A file of that name that is not executable is passed over.
+        let earlier = dir.path().join("earlier");
+        std::fs::create_dir(&earlier).unwrap();
+        std::fs::write(earlier.join("python3"), "not a program").unwrap();
+        let env = vec![(
+            "PATH".to_owned(),
+            format!("{}:{}", earlier.display(), bin.display()),
+        )];
+        // A venv's link is kept as it is: the venv is found through it.
+        assert_eq!(
+            resolve_python(Path::new("python3"), &env, dir.path()),
+            bin.join("python3")
+        );
+        assert_eq!(
+            resolve_python(Path::new("no-such-python"), &env, dir.path()),
+            PathBuf::from("no-such-python")
+        );
     }
 }

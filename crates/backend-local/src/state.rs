@@ -10,8 +10,13 @@ use kinetic_core::ports::{BackendError, LogStream, terminal_line};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-/// How often a followed log is polled for new output.
+use crate::watch::Watch;
+
+/// How often a followed log is read again when no file-system event can
+/// say that it grew (no inotify), and at the latest when one can (a job
+/// whose processes vanished writes nothing more).
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
+const FOLLOW_FALLBACK: Duration = Duration::from_secs(1);
 
 /// What a job's directory says about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,6 +308,10 @@ fn is_zombie(pid: u32) -> bool {
 
 struct Follow {
     dir: JobDir,
+    /// Events in the job's directory (the log growing, the exit code
+    /// landing), armed before the first read; `None` where inotify is
+    /// unavailable, and the log is polled.
+    watch: Option<Watch>,
     offset: u64,
     partial: Vec<u8>,
     pending: std::collections::VecDeque<String>,
@@ -363,8 +372,12 @@ fn memchr_newline(bytes: &[u8]) -> Option<usize> {
 /// A stream of the job's output lines that ends when the job has ended
 /// and its log was read to the end.
 pub(crate) fn follow(dir: JobDir) -> LogStream {
+    let watch = Watch::directory(dir.path())
+        .map_err(|e| tracing::debug!("following {} by polling: {e}", dir.path().display()))
+        .ok();
     let state = Follow {
         dir,
+        watch,
         offset: 0,
         partial: Vec::new(),
         pending: std::collections::VecDeque::new(),
@@ -391,7 +404,16 @@ pub(crate) fn follow(dir: JobDir) -> LogStream {
                         }
                     }
                 }
-                Ok(false) => tokio::time::sleep(FOLLOW_POLL).await,
+                Ok(false) => match &st.watch {
+                    Some(watch) => {
+                        let changed = tokio::time::timeout(FOLLOW_FALLBACK, watch.changed()).await;
+                        if let Ok(Err(e)) = changed {
+                            tracing::debug!("following by polling from now: {e}");
+                            st.watch = None;
+                        }
+                    }
+                    None => tokio::time::sleep(FOLLOW_POLL).await,
+                },
                 Err(e) => {
                     st.done = true;
                     return Some((Err(e), st));
@@ -516,6 +538,7 @@ mod tests {
         job.claim("s").unwrap();
         let mut follow = Follow {
             dir: job.clone(),
+            watch: None,
             offset: 0,
             partial: Vec::new(),
             pending: std::collections::VecDeque::new(),

@@ -1,9 +1,10 @@
 """Per-job supervisor of the Kinetic local backend (standard library only).
 
-Started by the local backend in a process group of its own:
+Started by the local backend in a process group of its own, on the
+interpreter the job runs on:
 
-    python3 supervisor.py --job-dir DIR --slots-dir DIR --max-concurrent N \
-        [--run-deadline SECONDS] [--grace SECONDS] -- ARGV...
+    python3 -u supervisor.py --job-dir DIR --slots-dir DIR --max-concurrent N \
+        [--run-deadline SECONDS] [--grace SECONDS] --runner PATH -- RUNNER_ARGS...
 
 It records its own pid (``DIR/pid``, with its start time, so the job's
 state can be read even when the process that started it died at once),
@@ -11,9 +12,15 @@ waits for one of N slots (an flock on ``slots/slot-{i}.lock``, so the
 limit holds across every process that uses the same local root, and a
 queued job needs no one to stay alive to start it; queued supervisors line
 up on ``slots/queue.lock`` so only one of them polls), records that the job
-started, runs ARGV with stdout and stderr appended to ``DIR/output.log``,
-and records its exit code in ``DIR/exit_code`` (written aside, then
-renamed). The job's environment is inherited and never written anywhere.
+started, and runs the runner in a forked copy of itself (the same
+interpreter: no second start-up) with stdout and stderr appended to
+``DIR/output.log``. The runner's code is compiled once, into
+``PATH``'s name with this interpreter's cache tag (``….cpython-311.bin``),
+and loaded from there by every later job. The supervisor records the
+runner's exit code in ``DIR/exit_code`` (written aside, then renamed) the
+moment it ends (a pidfd, not a poll), and touches ``{slots}/ended`` so
+waiters watching that file learn of it at once. The job's environment is
+inherited and never written anywhere.
 
 With ``--run-deadline``, a job still running that many seconds after it
 started is stopped: ``DIR/deadline_exceeded`` is written first, then the
@@ -29,10 +36,9 @@ kills the group; the supervisor then exits without starting the job),
 """
 
 import fcntl
-import json
 import os
+import select
 import signal
-import subprocess
 import sys
 import time
 
@@ -41,8 +47,6 @@ def write_atomic(path, text):
     tmp = "%s.tmp-%d" % (path, os.getpid())
     with open(tmp, "w") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -53,12 +57,13 @@ def parse_args(argv):
         arg = argv[i]
         if arg == "--":
             return opts, argv[i + 1:]
-        if arg in ("--job-dir", "--slots-dir", "--max-concurrent", "--run-deadline", "--grace") and i + 1 < len(argv):
+        if arg in ("--job-dir", "--slots-dir", "--max-concurrent", "--run-deadline", "--grace", "--runner") \
+                and i + 1 < len(argv):
             opts[arg] = argv[i + 1]
             i += 2
             continue
         raise SystemExit("supervisor: unexpected argument %r" % arg)
-    raise SystemExit("supervisor: missing '--' before the job's command")
+    raise SystemExit("supervisor: missing '--' before the runner's arguments")
 
 
 def start_time(pid):
@@ -99,7 +104,7 @@ def acquire_slot(slots_dir, max_concurrent, cancelled_path):
     queue_fd = os.open(os.path.join(slots_dir, "queue.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(queue_fd, fcntl.LOCK_EX)
     try:
-        delay = 0.002
+        delay = 0.001
         while True:
             if os.path.exists(cancelled_path):
                 return None
@@ -107,18 +112,124 @@ def acquire_slot(slots_dir, max_concurrent, cancelled_path):
             if slot is not None:
                 return slot
             time.sleep(delay)
-            delay = min(delay * 2, 0.02)
+            delay = min(delay * 2, 0.005)
     finally:
         os.close(queue_fd)
 
 
+def load_runner(path):
+    """The runner as a module, its code compiled once per interpreter
+    version next to ``path`` (whose name carries the source's digest)."""
+    import marshal
+    from importlib.util import MAGIC_NUMBER
+
+    cache = "%s.%s.bin" % (path[:-3] if path.endswith(".py") else path, sys.implementation.cache_tag)
+    code = None
+    try:
+        with open(cache, "rb") as f:
+            data = f.read()
+        if data[:len(MAGIC_NUMBER)] == MAGIC_NUMBER:
+            code = marshal.loads(data[len(MAGIC_NUMBER):])
+    except (OSError, ValueError, EOFError, TypeError):
+        code = None
+    if code is None:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True)
+        try:
+            write_bytes_atomic(cache, MAGIC_NUMBER + marshal.dumps(code))
+        except OSError:
+            pass  # a read-only root: compiled again next time
+    module = type(sys)("kinetic_runner")
+    module.__file__ = path
+    sys.modules["kinetic_runner"] = module
+    exec(code, module.__dict__)
+    return module
+
+
+def write_bytes_atomic(path, data):
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def run_runner(runner_path, argv, log_fd):
+    """The forked child: the runner with its output in the log; never returns."""
+    code = 1
+    try:
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.argv = [runner_path] + argv
+        code = load_runner(runner_path).main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:  # noqa: BLE001 - reported like an uncaught exception
+        import traceback
+        traceback.print_exc()
+        code = 1
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        sys.stderr.write("%s\n" % (code,))
+        code = 1
+    # What an interpreter's exit would run, without its slow teardown.
+    try:
+        import atexit
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(code & 0xFF)
+
+
+class ChildWaiter:
+    """Waits for the forked runner to end: on a pidfd where the kernel has
+    them (woken the moment it ends), else by polling ``waitpid``."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.code = None
+        try:
+            self.fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.fd = None
+
+    def wait(self, timeout=None):
+        """The exit code (negative: killed by that signal), or None when
+        ``timeout`` seconds passed first."""
+        end = None if timeout is None else time.monotonic() + timeout
+        delay = 0.005
+        while self.code is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid == self.pid:
+                self.code = os.waitstatus_to_exitcode(status)
+                break
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            if self.fd is not None:
+                select.select([self.fd], [], [], left)
+            else:
+                time.sleep(delay if left is None else min(delay, left))
+                delay = min(delay * 2, 0.05)
+        return self.code
+
+
 def main():
-    opts, command = parse_args(sys.argv[1:])
+    opts, runner_args = parse_args(sys.argv[1:])
     job_dir = opts["--job-dir"]
     slots_dir = opts["--slots-dir"]
+    runner = opts.get("--runner")
     max_concurrent = max(1, int(opts.get("--max-concurrent", "1")))
-    if not command:
-        raise SystemExit("supervisor: no command to run")
+    if not runner:
+        raise SystemExit("supervisor: --runner PATH is required")
     deadline = float(opts["--run-deadline"]) if "--run-deadline" in opts else None
     grace = float(opts.get("--grace", "3"))
     cancelled = os.path.join(job_dir, "cancelled")
@@ -127,60 +238,86 @@ def main():
     # well, it is there even when the process that started us died at once.
     pid = os.getpid()
     write_atomic(os.path.join(job_dir, "pid"), "%d %s\n" % (pid, start_time(pid)))
-    write_atomic(os.path.join(job_dir, "queued"), json.dumps({"at": time.time()}))
+    write_atomic(os.path.join(job_dir, "queued"), '{"at": %r}' % time.time())
     slot = acquire_slot(slots_dir, max_concurrent, cancelled)
     if slot is None:
         return 0
     _fd, index = slot  # held until this process exits
-    write_atomic(os.path.join(job_dir, "started"), json.dumps({"slot": index, "at": time.time()}))
+    write_atomic(os.path.join(job_dir, "started"), '{"slot": %d, "at": %r}' % (index, time.time()))
+    touch_ended(slots_dir)
 
-    log = open(os.path.join(job_dir, "output.log"), "ab", buffering=0)
+    log_fd = os.open(os.path.join(job_dir, "output.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
     try:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        child = os.fork()
     except OSError as exc:
-        log.write(("[kinetic] could not start %r: %s\n" % (command[0], exc)).encode())
+        os.write(log_fd, ("[kinetic] could not start the runner: %s\n" % exc).encode())
         write_atomic(os.path.join(job_dir, "exit_code"), "127\n")
+        touch_ended(slots_dir)
         return 0
+    if child == 0:
+        os.close(_fd)
+        run_runner(runner, runner_args, log_fd)
+    os.close(log_fd)
+    waiter = ChildWaiter(child)
 
     # A cancel signals the whole group; the child gets it too. Keep the
     # supervisor alive long enough to record how the child ended.
     def on_term(signum, _frame):
         try:
-            child.send_signal(signum)
+            os.kill(child, signum)
         except OSError:
             pass
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    try:
-        code = child.wait(timeout=deadline)
-    except subprocess.TimeoutExpired:
-        code = stop_for_deadline(job_dir, child, deadline, grace, log)
+    code = waiter.wait(deadline)
+    if code is None:
+        code = stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace)
+    # The slot is free once the runner ended; the next job may take it
+    # while this one's end is recorded.
+    os.close(_fd)
     write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
+    touch_ended(slots_dir)
     return 0
 
 
-def stop_for_deadline(job_dir, child, deadline, grace, log):
+def touch_ended(slots_dir):
+    """Tell whoever watches ``ended`` (a waiter on jobs) to look now: the
+    file is opened for writing and closed, nothing written."""
+    try:
+        os.close(os.open(os.path.join(slots_dir, "ended"), os.O_WRONLY | os.O_CREAT, 0o644))
+    except OSError:
+        pass
+
+
+def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace):
     """Kill the job's process group once its run deadline passed; the
     runner's exit code when it ended within the grace period."""
     write_atomic(os.path.join(job_dir, "deadline_exceeded"), "%s\n" % deadline)
-    log.write(("[kinetic] the job ran longer than its run deadline (%gs): stopping it\n" % deadline).encode())
+    with open(os.path.join(job_dir, "output.log"), "ab", buffering=0) as log:
+        log.write(("[kinetic] the job ran longer than its run deadline (%gs): stopping it\n" % deadline).encode())
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     group = os.getpgrp()
     try:
         os.killpg(group, signal.SIGTERM)
     except OSError:
         pass
-    try:
-        code = child.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
+    code = waiter.wait(grace)
+    if code is None:
         code = -signal.SIGKILL
     # Whatever else the job started in this group goes too (and this
     # process with it when the runner did not end: the marker says why).
     write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
+    touch_ended(slots_dir)
     os.killpg(group, signal.SIGKILL)
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # No interpreter teardown: the job is recorded, nothing is left to do.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -887,6 +887,11 @@ impl<W: Workload> Backend for KubeBackend<W> {
         self.cleanup_job(record).await
     }
 
+    fn changes(&self) -> Option<kinetic_core::ports::ChangeFeed> {
+        // Workloads on a cluster are polled.
+        None
+    }
+
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         self.list_jobs().await
     }

@@ -25,8 +25,8 @@ use kinetic_core::env::CapturedEnv;
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, GetOptions, GroupQuery, GroupStatus, LogOptions,
-    LogStream, ObjectStore, PreparedJob, PutOptions, tail_lines,
+    Backend, BackendCapabilities, BackendError, ChangeFeed, GetOptions, GroupQuery, GroupStatus,
+    LogOptions, LogStream, ObjectStore, PreparedJob, PutOptions, tail_lines,
 };
 use kinetic_core::protocol::{RemoteError, RunnerEntrypoint, RunnerResult, RunnerSpec};
 use kinetic_core::record::JobRecord;
@@ -343,6 +343,10 @@ impl Backend for InProcessBackend {
             held.task.abort();
         }
         Ok(())
+    }
+
+    fn changes(&self) -> Option<ChangeFeed> {
+        None
     }
 
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {

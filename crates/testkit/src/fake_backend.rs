@@ -18,8 +18,8 @@ use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::env::SecretValue;
 use kinetic_core::ids::JobId;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
-    ObjectStore, PreparedJob, PutOptions,
+    Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions,
+    LogStream, ObjectStore, PreparedJob, PutOptions,
 };
 use kinetic_core::protocol::{RemoteError, RunnerResult};
 use kinetic_core::record::JobRecord;
@@ -442,6 +442,10 @@ impl Backend for FakeBackend {
         self.enter("cleanup");
         lock(&self.jobs).remove(job.job_id.as_str());
         Ok(())
+    }
+
+    fn changes(&self) -> Option<ChangeFeed> {
+        None
     }
 
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {

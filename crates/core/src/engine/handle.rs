@@ -9,8 +9,8 @@ use serde_json::Value;
 use crate::ids::JobId;
 use crate::layout;
 use crate::ports::{
-    Backend, BackendCapabilities, GetOptions, LogOptions, LogStream, ObjectPath, PutOptions,
-    StoreError, tail_lines,
+    Backend, BackendCapabilities, ChangeFeed, GetOptions, LogOptions, LogStream, ObjectPath,
+    PutOptions, StoreError, tail_lines,
 };
 use crate::protocol::{HostReport, RunnerResult, worker_results_in_order};
 use crate::record::JobRecord;
@@ -501,6 +501,9 @@ impl JobHandle {
         } else {
             None
         };
+        // The job's end is an event where the backend has them (armed
+        // before the first poll, so no change is missed in between).
+        let mut changes = self.backend.changes();
         // Failed polls are retried by the engine's RetryBackend; what comes
         // out of it has spent its budget and ends the wait.
         loop {
@@ -544,9 +547,11 @@ impl JobHandle {
                 Some(stream) => {
                     if !pump_logs(stream, on_log.as_ref(), pause).await {
                         logs = None;
+                        // The output ended: the job most likely did too.
+                        continue;
                     }
                 }
-                None => tokio::time::sleep(pause).await,
+                None => pause_or_change(&mut changes, pause).await,
             }
             interval = interval.mul_f64(1.5).min(options.max_poll_interval);
         }
@@ -695,6 +700,20 @@ type LineChunks = futures_util::stream::ReadyChunks<LogStream>;
 
 /// The most lines of a followed log handled in one go.
 const LOG_CHUNK: usize = 4096;
+
+/// Sleep `pause`, or less when `changes` says a job may have changed.
+async fn pause_or_change(changes: &mut Option<ChangeFeed>, pause: Duration) {
+    let Some(feed) = changes.as_mut() else {
+        tokio::time::sleep(pause).await;
+        return;
+    };
+    let sleep = std::pin::pin!(tokio::time::sleep(pause));
+    if let futures_util::future::Either::Left((None, _)) =
+        futures_util::future::select(feed.next(), sleep).await
+    {
+        *changes = None;
+    }
+}
 
 /// Deliver log lines for up to `pause`; false when the stream ended.
 async fn pump_logs(stream: &mut LineChunks, on_log: Option<&LogCallback>, pause: Duration) -> bool {

@@ -243,6 +243,10 @@ pub fn terminal_line(line: &str) -> &str {
 /// job's output ends.
 pub type LogStream = Pin<Box<dyn Stream<Item = Result<String, BackendError>> + Send>>;
 
+/// Hints that jobs of a backend may have changed state ([`Backend::changes`]):
+/// each item says "look again", never what changed.
+pub type ChangeFeed = Pin<Box<dyn Stream<Item = ()> + Send>>;
+
 /// Which group [`Backend::group_status`] reports on: the batch's id and the
 /// namespace its jobs were submitted to (from their records).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -501,6 +505,20 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 
     /// The ids of the jobs this backend holds.
     async fn list(&self) -> Result<Vec<JobId>, BackendError>;
+
+    /// A feed of hints that a job of this backend may have changed state,
+    /// so that whoever waits on jobs reads their states at once instead of
+    /// at its next poll; `None` when the backend has no such events (it is
+    /// polled).
+    ///
+    /// - The feed MUST be armed when this returns: when a job ends after
+    ///   this call, an item follows soon after its new state can be read.
+    /// - An item MAY come when nothing changed, and several changes MAY come
+    ///   as one item.
+    ///
+    /// Waiters keep polling, less often: a late or lost item delays them to
+    /// their next poll, no more. Required: a wrapper must not lose it.
+    fn changes(&self) -> Option<ChangeFeed>;
 }
 
 /// Errors of the [`BackendRegistry`].
@@ -565,6 +583,16 @@ impl BackendRegistry {
     /// The registered names, sorted.
     pub fn names(&self) -> Vec<String> {
         self.backends.keys().cloned().collect()
+    }
+
+    /// The [`Backend::changes`] of every registered backend, as one feed;
+    /// `None` when none has any.
+    pub fn changes(&self) -> Option<ChangeFeed> {
+        let feeds: Vec<ChangeFeed> = self.backends.values().filter_map(|b| b.changes()).collect();
+        if feeds.is_empty() {
+            return None;
+        }
+        Some(Box::pin(futures_util::stream::select_all(feeds)))
     }
 
     /// The backend registered as `name`.

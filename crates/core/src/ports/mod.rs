@@ -25,9 +25,9 @@ mod image;
 mod store;
 
 pub use backend::{
-    Backend, BackendCapabilities, BackendError, BackendRegistry, Deadlines, FaultyBackend,
-    GroupQuery, GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError, RetryBackend,
-    tail_lines, terminal_line,
+    Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, Deadlines,
+    FaultyBackend, GroupQuery, GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError,
+    RetryBackend, tail_lines, terminal_line,
 };
 pub use fault::FaultPlan;
 pub use image::{

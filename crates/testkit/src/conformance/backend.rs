@@ -114,6 +114,12 @@ pub async fn run(h: &dyn BackendHarness) -> Report {
     r.case("cleanup_forgets_the_job", None, cleanup_forgets_the_job(h))
         .await;
     r.case(
+        "a_job_ending_is_announced_by_its_changes",
+        None,
+        a_job_ending_is_announced_by_its_changes(h),
+    )
+    .await;
+    r.case(
         "env_reaches_the_job_and_nowhere_else",
         None,
         env_reaches_the_job_and_nowhere_else(h),
@@ -280,6 +286,39 @@ pub async fn runs_a_job_to_its_value(h: &dyn BackendHarness) {
         listed.contains(&job.record.job_id),
         "list MUST name a job the backend holds"
     );
+}
+
+/// With a change feed ([`Backend::changes`] answers `Some`), a job that
+/// ends after the feed was armed is announced: an item comes after which
+/// its terminal state can be read. A backend without one is polled, and
+/// has nothing to show here.
+pub async fn a_job_ending_is_announced_by_its_changes(h: &dyn BackendHarness) {
+    let Some(mut feed) = h.backend().changes() else {
+        return;
+    };
+    let job = submitted(h, ConformanceJob::Returns42).await;
+    let deadline = Instant::now() + h.patience();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let item = tokio::time::timeout(left, feed.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "job {} ended without an item on the change feed within {:?}",
+                    job.record.job_id,
+                    h.patience()
+                )
+            });
+        assert!(
+            item.is_some(),
+            "the change feed MUST NOT end while jobs run"
+        );
+        let state = h.backend().status(&job.record).await.expect("status");
+        if state.status.is_terminal() {
+            assert_eq!(state.status, JobStatus::Succeeded, "{state:?}");
+            return;
+        }
+    }
 }
 
 /// A job whose function raises ends `FAILED` with the error in `result.json`.

@@ -107,6 +107,8 @@ enum Wake {
     ChoreDone,
     ManifestWritten,
     PollDone,
+    /// A backend said a job may have changed state: poll now.
+    Changed,
     Timer,
 }
 
@@ -198,6 +200,12 @@ async fn run(
     let mut last_manifest: Option<Instant> = None;
     let mut next_poll = Instant::now() + settings.poll_interval;
     let mut rx_open = true;
+    // Jobs ending are events where a backend has them: a freed slot is
+    // seen (and taken) at once, not at the next poll.
+    let mut changes = shared.engine.backends.changes();
+    // A poll asked for by a change reads states however recent the last
+    // poll: the change came after it.
+    let mut changed = false;
     let run_chores = |list: Vec<Chore>| -> Option<BoxFuture<'static, ()>> {
         if list.is_empty() {
             return None;
@@ -271,9 +279,9 @@ async fn run(
         // the loop's business while the machine needs it.
         if wants_poll && poll.is_none() && Instant::now() >= next_poll {
             let s = shared.clone();
-            let half = settings.poll_interval / 2;
+            let max_age = (!std::mem::take(&mut changed)).then_some(settings.poll_interval / 2);
             poll = Some(Box::pin(async move {
-                if let Err(e) = s.refresh(Some(half)).await {
+                if let Err(e) = s.refresh(max_age).await {
                     tracing::warn!(group_id = %s.group_id, "batch status poll failed: {e}");
                 }
             }));
@@ -309,6 +317,13 @@ async fn run(
             {
                 return Poll::Ready(Wake::PollDone);
             }
+            if let Some(feed) = changes.as_mut() {
+                match feed.poll_next_unpin(cx) {
+                    Poll::Ready(Some(())) => return Poll::Ready(Wake::Changed),
+                    Poll::Ready(None) => changes = None,
+                    Poll::Pending => {}
+                }
+            }
             if timer.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Wake::Timer);
             }
@@ -327,6 +342,12 @@ async fn run(
             Wake::ChoreDone | Wake::Timer => {}
             Wake::ManifestWritten => manifest_write = None,
             Wake::PollDone => poll = None,
+            // Polled as soon as no poll is in flight (and again after one
+            // that is, which may have read the states before the change).
+            Wake::Changed => {
+                next_poll = Instant::now();
+                changed = true;
+            }
         }
     }
 }

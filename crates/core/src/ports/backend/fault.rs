@@ -113,6 +113,10 @@ impl Backend for FaultyBackend {
         self.inner.cleanup(job).await
     }
 
+    fn changes(&self) -> Option<super::ChangeFeed> {
+        self.inner.changes()
+    }
+
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         self.faults.check("list").await?;
         self.inner.list().await

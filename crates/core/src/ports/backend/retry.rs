@@ -120,6 +120,10 @@ impl Backend for RetryBackend {
         self.policy.call(|| self.inner.cleanup(job)).await
     }
 
+    fn changes(&self) -> Option<super::ChangeFeed> {
+        self.inner.changes()
+    }
+
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         self.policy.call(|| self.inner.list()).await
     }
