@@ -520,9 +520,9 @@ impl<W: Workload> KubeBackend<W> {
             })
     }
 
-    /// `state`, or the end the probe pod's log tells while `state` is not
-    /// terminal (see [`Workload::probe`]). A log that cannot be read tells
-    /// nothing.
+    /// `state`, or the end the probe pods' logs tell while `state` is not
+    /// terminal (see [`Workload::probe`]; every probe pod's tail is read,
+    /// one request each). A log that cannot be read tells nothing.
     async fn probed(
         &self,
         namespace: &str,
