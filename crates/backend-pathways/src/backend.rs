@@ -115,8 +115,10 @@ impl Workload for LwsKind {
         lws::KIND
     }
 
-    fn pod_creator_kind(&self) -> &'static str {
-        "StatefulSet"
+    /// The StatefulSets' (a pod refused, a pod recreated) and the
+    /// LeaderWorkerSet's (its StatefulSet refused, its group recreated).
+    fn event_kinds(&self) -> Vec<&'static str> {
+        vec!["StatefulSet", lws::KIND]
     }
 
     fn app(&self) -> &'static str {
@@ -175,9 +177,10 @@ impl Workload for LwsKind {
         status::lws_state(object, pods, events, now)
     }
 
-    /// The leader's pod while it runs, then its workers': the leader's log
-    /// tells when its command ended (the pod itself keeps running), the
-    /// workers' that theirs did.
+    /// The leader's pod while it runs, then its workers': each host's
+    /// container keeps running after its command (see
+    /// [`manifest::HOLD_WORKERS`]), so the logs tell how the commands
+    /// ended: the leader's, and the workers' that finished or failed.
     fn probe(&self, object: &LeaderWorkerSet, pods: &[Pod]) -> Vec<String> {
         let Some(set) = object.metadata.name.as_deref() else {
             return Vec::new();
@@ -223,8 +226,8 @@ impl Workload for LwsKind {
         true
     }
 
-    /// The StatefulSets' events tell of a host that ended and was
-    /// replaced between two polls.
+    /// The events tell of a host that restarted or ended and was replaced
+    /// between two polls.
     fn reads_events(&self, object: &LeaderWorkerSet) -> bool {
         final_state(&object.metadata).is_none()
     }

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::EnvVar;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinetic_core::ports::PreparedJob;
 use kinetic_kube::pod::{self, ManifestOptions, PodSettings, env_var};
-pub use kinetic_kube::pod::{LABEL_APP, LABEL_JOB_ID, LABEL_JOB_NAME};
+pub use kinetic_kube::pod::{ANNOTATION_RUN_DEADLINE, LABEL_APP, LABEL_JOB_ID, LABEL_JOB_NAME};
 
 use crate::lws::{
     self, ENV_LEADER_ADDRESS, ENV_WORKER_INDEX, LeaderWorkerSet, LeaderWorkerSetSpec,
@@ -39,19 +39,25 @@ pub fn slice_env() -> Vec<EnvVar> {
 /// exit code: `[kinetic] leader ended: exit code 0`.
 pub const LEADER_ENDED: &str = "[kinetic] leader ended: exit code ";
 
-/// The start of the line a worker prints when its command succeeded:
-/// `[kinetic] host 2 finished; …`.
-pub const WORKER_FINISHED: &str = "[kinetic] host ";
+/// The start of the line a worker prints when its command ended:
+/// `[kinetic] host 2 finished; …` or `[kinetic] host 2 failed: exit code 1`.
+pub const WORKER_ENDED: &str = "[kinetic] host ";
 
-/// The shell script that runs a host's command, then keeps the pod
-/// running where the job needs it: a pod that ends is recreated by its
-/// StatefulSet (running the job again), and a worker recreated restarts
-/// the whole group. So the leader, once its command ended, prints
-/// [`LEADER_ENDED`] and its exit code (the backend reads it in the
-/// leader's log, then ends the group and keeps the log), and a worker
-/// that succeeded waits for the leader; a worker that failed exits, which
-/// fails the job.
-pub const HOLD_WORKERS: &str = r#""$@"; code=$?; if [ "${LWS_WORKER_INDEX:-0}" = 0 ]; then echo "[kinetic] leader ended: exit code $code" >&2; exec sleep 2147483647; fi; if [ "$code" -eq 0 ]; then echo "[kinetic] host ${LWS_WORKER_INDEX} finished; waiting for the leader to end the slice" >&2; exec sleep 2147483647; fi; exit "$code""#;
+/// What follows a worker's index in [`WORKER_ENDED`] when its command
+/// failed, before the exit code.
+pub const WORKER_FAILED: &str = " failed: exit code ";
+
+/// The shell script that runs a host's command, then keeps its container
+/// running whatever the command did: the pods restart `Always` (the only
+/// policy a StatefulSet allows), and a container that exits is restarted,
+/// which the LeaderWorkerSet answers by recreating the whole group — the
+/// job run again. So every host, once its command ended, prints a line
+/// the backend reads in its log and holds: the leader
+/// [`LEADER_ENDED`] and its exit code, a worker that succeeded
+/// `[kinetic] host N finished; …`, a worker that failed
+/// `[kinetic] host N failed: exit code C`. The backend then ends the
+/// group (and keeps the leader's log).
+pub const HOLD_WORKERS: &str = r#""$@"; code=$?; i="${LWS_WORKER_INDEX:-0}"; if [ "$i" = 0 ]; then echo "[kinetic] leader ended: exit code $code" >&2; elif [ "$code" -eq 0 ]; then echo "[kinetic] host $i finished; waiting for the leader to end the slice" >&2; else echo "[kinetic] host $i failed: exit code $code" >&2; fi; exec sleep 2147483647"#;
 
 /// `command` run under [`HOLD_WORKERS`].
 pub fn hold_workers(command: Vec<String>) -> Vec<String> {
@@ -67,15 +73,17 @@ pub fn hold_workers(command: Vec<String>) -> Vec<String> {
 
 /// The LeaderWorkerSet of a prepared job, at API version `api_version`
 /// (`leaderworkerset.x-k8s.io/v1`): labels `app: kinetic-pathways` and
-/// `job-id` (and the batch's), the spec URI and pending deadline as
-/// annotations, `replicas: 1`, `size` = the accelerator's hosts,
+/// `job-id` (and the batch's), the spec URI, pending deadline and run
+/// deadline as annotations, `replicas: 1`, `size` = the accelerator's hosts,
 /// `restartPolicy: RecreateGroupOnPodRestart`, and one pod template for
 /// leader and workers.
 ///
-/// The pods' own `restartPolicy` is `Never`: a host that ends stays
-/// ended, so its exit code and reason are read rather than lost to a
-/// restart of the whole group (which would run the job again); the run
-/// deadline is each pod's `activeDeadlineSeconds`.
+/// The pods keep the default `restartPolicy` (`Always`) and have no
+/// `activeDeadlineSeconds`: the StatefulSets the LeaderWorkerSet controller
+/// makes from the template allow nothing else. So each host's command runs
+/// under [`HOLD_WORKERS`], which tells its end in the log instead of
+/// exiting, and the run deadline is an annotation
+/// ([`ANNOTATION_RUN_DEADLINE`]) the backend enforces.
 pub fn lws_manifest(
     job: &PreparedJob,
     options: &ManifestOptions,
@@ -83,13 +91,7 @@ pub fn lws_manifest(
 ) -> LeaderWorkerSet {
     let r = &job.record;
     let size = i32::try_from(job.accelerator.num_hosts().max(1)).unwrap_or(i32::MAX);
-    let settings = PodSettings::new("Never")
-        .with_env(slice_env())
-        .with_active_deadline(
-            job.deadlines
-                .run
-                .map(|d| i64::try_from(d.as_secs().max(1)).unwrap_or(i64::MAX)),
-        );
+    let settings = PodSettings::always_restarting().with_env(slice_env());
     let mut template = pod::pod_template(job, options, APP_PATHWAYS, settings);
     if let Some(c) = template
         .spec
@@ -98,6 +100,13 @@ pub fn lws_manifest(
     {
         c.command = c.command.take().map(hold_workers);
     }
+    let mut annotations = pod::annotations(job, options);
+    if let Some(run) = job.deadlines.run {
+        annotations.insert(
+            ANNOTATION_RUN_DEADLINE.to_owned(),
+            run.as_secs().max(1).to_string(),
+        );
+    }
     LeaderWorkerSet {
         api_version: api_version.to_owned(),
         kind: lws::KIND.to_owned(),
@@ -105,7 +114,7 @@ pub fn lws_manifest(
             name: Some(r.k8s_name.clone()),
             namespace: Some(r.namespace.clone()),
             labels: Some(pod::labels(job, APP_PATHWAYS)),
-            annotations: Some(pod::annotations(job, options)),
+            annotations: Some(annotations),
             ..ObjectMeta::default()
         },
         spec: LeaderWorkerSetSpec {

@@ -2,42 +2,52 @@
 //! objects and the time, with the typed reasons of the shared Kubernetes
 //! layer. A slice runs as one: one host failing fails the job.
 //!
+//! The pods restart `Always` (a StatefulSet's must), and each host's
+//! command runs under the manifest's `HOLD_WORKERS` wrapper, which prints
+//! how the command ended and keeps the container running: a host's end is
+//! read in its log ([`slice_end`]), not in its pod.
+//!
 //! Order of the rules:
 //!
 //! 1. A final state the backend wrote on the LeaderWorkerSet (cancelled,
-//!    pending deadline exceeded, preempted, or the end it saw) wins.
+//!    pending or run deadline exceeded, preempted, or the end it saw) wins.
 //! 2. A host whose pod is being disrupted (a `DisruptionTarget`
 //!    condition: spot preemption, eviction) fails the whole slice with
 //!    that reason (`preempted`, `evicted`): a multi-host slice does not
 //!    survive losing a host.
-//! 3. A host whose pod failed fails the job, with that pod's reason (OOM
-//!    killed, run deadline exceeded, exit code); the lowest worker index
-//!    is the one reported.
-//! 4. The leader's pod `Succeeded` → `SUCCEEDED` (its result is the
+//! 3. A host whose pod failed (evicted, say) fails the job, with that
+//!    pod's reason; the lowest worker index is the one reported.
+//! 4. A host whose container restarted anyway (killed outside the
+//!    wrapper: OOM, a signal) fails the job with the reason of its last
+//!    termination: the group is recreated, which would run the job again.
+//! 5. The leader's pod `Succeeded` → `SUCCEEDED` (its result is the
 //!    job's).
-//! 5. A StatefulSet recreates a pod that ended, within moments: its events
-//!    about the group's pods tell what a poll may have missed. A failed
-//!    pod recreated (`RecreatingFailedPod`) fails the job; the leader
-//!    recreated after it ended (`RecreatingTerminatedPod`) ends it
-//!    `SUCCEEDED`.
-//! 6. A host still pending → `PENDING`, with the first pending reason in
+//! 6. Events tell what a poll may have missed: the LeaderWorkerSet
+//!    controller recreating the group (`RecreateGroup`: a host restarted)
+//!    or a StatefulSet recreating a failed pod (`RecreatingFailedPod`)
+//!    fails the job; the leader recreated after it ended
+//!    (`RecreatingTerminatedPod`) ends it `SUCCEEDED`.
+//! 7. A host still pending → `PENDING`, with the first pending reason in
 //!    worker order; else a host running → `RUNNING`. Without pods, the
-//!    leader StatefulSet's newest `FailedCreate` event gives
-//!    `PodCreationFailed`.
-//! 7. A `PENDING` state whose reason is blocking, older than the pending
-//!    deadline, becomes `FAILED` with `PendingDeadlineExceeded`.
+//!    newest `FailedCreate` event of the leader StatefulSet (a pod
+//!    refused) or of the LeaderWorkerSet itself (its StatefulSet refused)
+//!    gives `PodCreationFailed`.
+//! 8. A `PENDING` state whose reason is blocking, older than the pending
+//!    deadline, becomes `FAILED` with `PendingDeadlineExceeded`; a
+//!    `RUNNING` one whose slice started longer ago than the run deadline
+//!    becomes `FAILED` with `DeadlineExceeded`.
 
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_kube::status::{
-    apply_pending_deadline, failure_reason, final_state, pending_reason, pod_creation_failure,
-    pod_phase,
+    apply_pending_deadline, apply_run_deadline, failure_reason, final_state, pending_reason,
+    pod_creation_failure, pod_phase, pod_start,
 };
 
 use crate::lws::{LABEL_WORKER_INDEX, LeaderWorkerSet};
-use crate::manifest::{LEADER_ENDED, WORKER_FINISHED};
+use crate::manifest::{LEADER_ENDED, WORKER_ENDED, WORKER_FAILED};
 
 /// The host index of a pod of the set named `set`: its
 /// `leaderworkerset.sigs.k8s.io/worker-index` label, else its name (the
@@ -68,6 +78,23 @@ fn disrupted(pod: &Pod) -> bool {
             cs.iter()
                 .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
         })
+}
+
+/// Why a host whose container restarted ended its last run: the reason of
+/// its last termination (its exit code, even 0: the wrapper never exits
+/// of itself).
+fn restarted(pod: &Pod) -> Option<StatusReason> {
+    let c = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.restart_count > 0)?;
+    let last = c.last_state.as_ref()?.terminated.as_ref()?;
+    Some(failure_reason(pod).unwrap_or(StatusReason::ExitCode {
+        code: last.exit_code,
+    }))
 }
 
 /// The pods by host index (unknown indexes last), then by name.
@@ -109,6 +136,9 @@ pub fn lws_state(
             None => failed,
         };
     }
+    if let Some(reason) = hosts.iter().find_map(|p| restarted(p)) {
+        return failed.with_reason(reason);
+    }
     let live: Vec<&Pod> = hosts
         .iter()
         .copied()
@@ -137,34 +167,58 @@ pub fn lws_state(
         JobState::new(JobStatus::Running)
     } else if let Some(message) = pods
         .is_empty()
-        .then(|| {
-            pod_creation_failure(events, |e| {
-                e.involved_object.kind.as_deref() == Some("StatefulSet")
-                    && e.involved_object.name.as_deref() == Some(set)
-            })
-        })
+        .then(|| creation_failure(lws, events))
         .flatten()
     {
         JobState::new(JobStatus::Pending).with_reason(StatusReason::PodCreationFailed { message })
     } else {
         JobState::new(JobStatus::Pending)
     };
+    let started = live.iter().filter_map(|p| pod_start(p)).min();
+    let state = apply_run_deadline(&lws.metadata, state, started, now);
     apply_pending_deadline(&lws.metadata, state, now)
 }
 
-/// The end of the job the StatefulSets' events tell, if they tell one: an
-/// event about this set's pods (`{set}-…`) saying one that failed is being
-/// recreated fails the job; one saying the leader (`{set}-0`) ended is
-/// being recreated ends it.
+/// Why a LeaderWorkerSet without pods has none, where its events say: the
+/// API server refused a pod of its leader StatefulSet, or refused the
+/// StatefulSet itself (the LeaderWorkerSet controller's `FailedCreate`
+/// warning on the set, which names no cause).
+fn creation_failure(lws: &LeaderWorkerSet, events: &[Event]) -> Option<String> {
+    let set = lws.metadata.name.as_deref().unwrap_or_default();
+    let pod = pod_creation_failure(events, |e| {
+        e.involved_object.kind.as_deref() == Some("StatefulSet")
+            && e.involved_object.name.as_deref() == Some(set)
+    });
+    pod.or_else(|| {
+        let uid = lws.metadata.uid.as_deref();
+        let message = pod_creation_failure(events, |e| {
+            e.involved_object.kind.as_deref() == Some(crate::lws::KIND)
+                && e.involved_object.name.as_deref() == Some(set)
+                && (uid.is_none() || e.involved_object.uid.as_deref() == uid)
+        })?;
+        Some(format!(
+            "the LeaderWorkerSet controller cannot create the leader StatefulSet ({message}): the API server refused it; its reason is in the controller's log (a pod template a StatefulSet does not accept, such as a restartPolicy other than Always or an activeDeadlineSeconds, or a quota)"
+        ))
+    })
+}
+
+/// The end of the job the events tell, if they tell one: the
+/// LeaderWorkerSet controller recreating the group, or an event about this
+/// set's pods (`{set}-…`) saying one that failed is being recreated, fails
+/// the job; one saying the leader (`{set}-0`) ended is being recreated
+/// ends it.
 fn ended_by_events(lws: &LeaderWorkerSet, events: &[Event]) -> Option<JobState> {
     let set = lws.metadata.name.as_deref()?;
     let since = lws.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let ours = |e: &&Event| {
-        e.involved_object.kind.as_deref() == Some("StatefulSet")
-            && e.involved_object
-                .name
-                .as_deref()
-                .is_some_and(|n| n == set || n.starts_with(&format!("{set}-")))
+        matches!(
+            e.involved_object.kind.as_deref(),
+            Some("StatefulSet" | crate::lws::KIND)
+        ) && e
+            .involved_object
+            .name
+            .as_deref()
+            .is_some_and(|n| n == set || n.starts_with(&format!("{set}-")))
             && since.is_none_or(|s| {
                 e.last_timestamp
                     .as_ref()
@@ -182,6 +236,11 @@ fn ended_by_events(lws: &LeaderWorkerSet, events: &[Event]) -> Option<JobState> 
     for e in events.iter().filter(ours) {
         match e.reason.as_deref() {
             Some("RecreatingFailedPod") => return Some(JobState::new(JobStatus::Failed)),
+            Some("RecreateGroup")
+                if e.involved_object.kind.as_deref() == Some(crate::lws::KIND) =>
+            {
+                return Some(JobState::new(JobStatus::Failed));
+            }
             Some("RecreatingTerminatedPod") if pod_named(e, &leader) => succeeded = true,
             _ => {}
         }
@@ -206,20 +265,45 @@ pub fn leader_end(log_tail: &str) -> Option<JobState> {
     })
 }
 
+/// The exit code a worker's log tells its command failed with: its last
+/// `[kinetic] host N failed: exit code C` line.
+pub fn worker_failure(log_tail: &str) -> Option<i32> {
+    log_tail
+        .lines()
+        .rev()
+        .filter_map(|l| l.trim_end().strip_prefix(WORKER_ENDED))
+        .find_map(|rest| rest.split_once(WORKER_FAILED))?
+        .1
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The end the hosts' logs tell (`tails[0]` the leader's, then the
-/// workers' in order): the leader failing fails the job at once; the
-/// leader succeeding ends it once every one of the `size - 1` workers
-/// finished too (a worker that fails exits and fails the job through its
-/// pod). With the leader's log alone, what the leader tells.
+/// workers' in host order): the first host in that order whose command
+/// failed fails the job with its exit code, at once (the others may wait
+/// for it forever); the leader succeeding ends the job once every one of
+/// the `size - 1` workers finished too. With the leader's log alone, what
+/// the leader tells.
 pub fn slice_end(tails: &[String], size: usize) -> Option<JobState> {
-    let leader = leader_end(tails.first()?)?;
-    if leader.status != JobStatus::Succeeded || tails.len() == 1 {
-        return Some(leader);
+    let leader = leader_end(tails.first()?);
+    if leader
+        .as_ref()
+        .is_some_and(|l| l.status != JobStatus::Succeeded)
+    {
+        return leader;
     }
     let workers = &tails[1..];
+    if let Some(code) = workers.iter().find_map(|t| worker_failure(t)) {
+        return Some(JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code }));
+    }
+    let leader = leader?;
+    if workers.is_empty() {
+        return Some(leader);
+    }
     let finished = |t: &String| {
         t.lines()
-            .any(|l| l.starts_with(WORKER_FINISHED) && l.contains(" finished"))
+            .any(|l| l.starts_with(WORKER_ENDED) && l.contains(" finished"))
     };
     (workers.len() + 1 >= size && workers.iter().all(finished)).then_some(leader)
 }

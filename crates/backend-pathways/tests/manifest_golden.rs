@@ -86,9 +86,17 @@ fn spot_slice_with_deadlines_env_group_and_fuse() {
         !v.to_string().contains("s3cr3t-sentinel"),
         "a captured value MUST NOT be in the LeaderWorkerSet"
     );
-    let pod = &v["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"];
-    assert_eq!(pod["activeDeadlineSeconds"], 3600);
-    assert_eq!(pod["restartPolicy"], "Never");
+    // A StatefulSet's pods restart `Always` and carry no deadline: the run
+    // deadline is the backend's, from the set's annotation.
+    for t in ["leaderTemplate", "workerTemplate"] {
+        let pod = &v["spec"]["leaderWorkerTemplate"][t]["spec"];
+        assert!(pod.get("activeDeadlineSeconds").is_none(), "{pod}");
+        assert!(pod.get("restartPolicy").is_none(), "{pod}");
+    }
+    assert_eq!(
+        v["metadata"]["annotations"]["kinetic.dev/run-deadline-seconds"],
+        "3600"
+    );
     golden("lws_v5litepod16_spot_full", &v);
     let owner = owner_reference(
         V1,

@@ -212,3 +212,122 @@ fn a_slice_ends_when_the_leader_and_every_worker_did() {
     );
     assert_eq!(slice_end(&["running\n".to_owned()], 4), None);
 }
+
+#[test]
+fn a_failed_worker_held_by_the_wrapper_fails_the_slice_first_in_host_order() {
+    let leader_ok = "[kinetic] leader ended: exit code 0\n".to_owned();
+    let busy = "training\n".to_owned();
+    let failed = |i: u32, c: i32| format!("out\n[kinetic] host {i} failed: exit code {c}\n");
+    let code =
+        |code| Some(JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code }));
+    // The leader still running: a worker's failure ends the slice at once.
+    assert_eq!(
+        slice_end(&[busy.clone(), busy.clone(), failed(2, 7), failed(3, 9)], 4),
+        code(7)
+    );
+    assert_eq!(
+        slice_end(
+            &[leader_ok.clone(), failed(1, 2), busy.clone(), busy.clone()],
+            4
+        ),
+        code(2)
+    );
+    // The leader failing is host 0: first in order.
+    let leader_failed = "[kinetic] leader ended: exit code 5\n".to_owned();
+    assert_eq!(slice_end(&[leader_failed, failed(1, 2)], 2), code(5));
+    assert_eq!(
+        slice_end(
+            &[
+                busy.clone(),
+                "[kinetic] host 1 failed: exit code x\n".into()
+            ],
+            2
+        ),
+        None
+    );
+}
+
+#[test]
+fn a_container_restarted_outside_the_wrapper_fails_the_job_with_its_reason() {
+    let l = deadline();
+    let restarted = |reason: &str, code: i32| {
+        json!({"phase": "Running", "containerStatuses": [{
+            "name": "kinetic-worker", "image": "i", "imageID": "", "ready": true,
+            "restartCount": 1, "state": {"running": {"startedAt": CREATED}},
+            "lastState": {"terminated": {"exitCode": code, "reason": reason}}}]})
+    };
+    let mut pods: Vec<Pod> = (0..4).map(|i| pod(i, running())).collect();
+    pods[2] = pod(2, restarted("OOMKilled", 137));
+    assert_eq!(
+        state(&l, &pods),
+        JobState::new(JobStatus::Failed).with_reason(StatusReason::OomKilled)
+    );
+    pods[2] = pod(2, restarted("Error", 143));
+    assert_eq!(
+        state(&l, &pods),
+        JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code: 143 })
+    );
+    // Missed between polls: the controller's RecreateGroup event tells it.
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "e2", "namespace": "ns"},
+        "involvedObject": {"kind": "LeaderWorkerSet", "name": NAME, "namespace": "ns", "uid": "u1"},
+        "reason": "RecreateGroup", "type": "Normal", "lastTimestamp": "2026-03-25T10:00:05Z",
+        "message": "Worker pod keras-pathways-job-1-0-2 failed, deleted leader pod keras-pathways-job-1-0 to recreate group 0"
+    }))
+    .unwrap();
+    let fresh: Vec<Pod> = (0..4).map(|i| pod(i, running())).collect();
+    assert_eq!(
+        lws_state(&l, &fresh, &[event], at(10)).status,
+        JobStatus::Failed
+    );
+}
+
+#[test]
+fn a_slice_running_past_its_run_deadline_fails_as_deadline_exceeded() {
+    let l = lws(json!({"kinetic.dev/run-deadline-seconds": "60"}));
+    let started = json!({"phase": "Running", "startTime": "2026-03-25T10:00:30Z"});
+    let pods: Vec<Pod> = (0..4).map(|i| pod(i, started.clone())).collect();
+    assert_eq!(lws_state(&l, &pods, &[], at(80)).status, JobStatus::Running);
+    assert_eq!(
+        lws_state(&l, &pods, &[], at(91)),
+        JobState::new(JobStatus::Failed).with_reason(StatusReason::DeadlineExceeded)
+    );
+    // Pending hosts have not started the slice's clock.
+    let pending: Vec<Pod> = (0..4)
+        .map(|i| pod(i, json!({"phase": "Pending"})))
+        .collect();
+    assert_eq!(
+        lws_state(&l, &pending, &[], at(500)).status,
+        JobStatus::Pending
+    );
+}
+
+#[test]
+fn a_statefulset_the_api_server_refused_is_a_clear_pending_reason() {
+    let l = deadline();
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "e3", "namespace": "ns"},
+        "involvedObject": {"kind": "LeaderWorkerSet", "name": NAME, "namespace": "ns", "uid": "u1"},
+        "reason": "FailedCreate", "type": "Warning", "lastTimestamp": CREATED,
+        "message": format!("Failed to create leader statefulset {NAME}")
+    }))
+    .unwrap();
+    let s = lws_state(&l, &[], std::slice::from_ref(&event), at(10));
+    assert_eq!(s.status, JobStatus::Pending);
+    assert!(
+        matches!(&s.reason, Some(StatusReason::PodCreationFailed { message })
+            if message.contains("cannot create the leader StatefulSet")
+                && message.contains(&format!("Failed to create leader statefulset {NAME}"))),
+        "{s:?}"
+    );
+    let mut other = event.clone();
+    other.involved_object.uid = Some("an-older-set".into());
+    assert_eq!(
+        lws_state(&l, &[], &[other], at(10)),
+        JobState::new(JobStatus::Pending)
+    );
+    assert_eq!(
+        lws_state(&l, &[], &[event], at(120)).status,
+        JobStatus::Failed
+    );
+}

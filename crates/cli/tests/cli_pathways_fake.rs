@@ -12,7 +12,7 @@ use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, FakeNode};
 use serde_json::Value;
 
 /// `f` writes what its host saw to `{hosts}/host-{rank}.json` and returns
-/// the rank; `g` fails on host 2 only; `square` is for `map`.
+/// the rank; `g` counts its runs on each host and fails on host 2 only; `square` is for `map`.
 fn work_py(hosts: &Path) -> String {
     format!(
         r#"
@@ -36,7 +36,10 @@ def f():
 
 
 def g():
-    if os.environ["KINETIC_NODE_RANK"] == "2":
+    rank = os.environ["KINETIC_NODE_RANK"]
+    with open(os.path.join(HOSTS, "g-runs-%s" % rank), "a") as out:
+        out.write("run\n")
+    if rank == "2":
         raise ValueError("host 2 broke")
     return "fine"
 
@@ -173,8 +176,16 @@ async fn a_multi_host_slice_runs_on_pathways_and_returns_the_leaders_value() {
         w.cluster.objects(LWS, "default").is_empty(),
         "the LeaderWorkerSet is cleaned up after its value was collected"
     );
+}
 
-    // A worker's exception comes back as reported by its host.
+/// The slice's pods restart `Always` (a StatefulSet's must): a worker
+/// that fails holds its container and tells its exit in its log, so its
+/// failure still comes back as reported by its host, and no host's
+/// container restarts, which would recreate the group and run the job
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_failure_under_restart_always_is_reported_once_by_its_host() {
+    let w = World::new().await;
     let o = w
         .kinetic(&["run", "work.py:g", "--accelerator", "v5litepod-16"])
         .await;
@@ -182,6 +193,39 @@ async fn a_multi_host_slice_runs_on_pathways_and_returns_the_leaders_value() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("ValueError: host 2 broke"), "{err}");
     assert!(err.contains("reported by host 2 of 4"), "{err}");
+    let sets = w.cluster.objects("statefulsets.apps", "default");
+    assert!(
+        !sets.is_empty(),
+        "the leader and worker StatefulSets were made"
+    );
+    for set in &sets {
+        assert_eq!(
+            set["spec"]["template"]["spec"]["restartPolicy"], "Always",
+            "{set}"
+        );
+        assert!(
+            set["spec"]["template"]["spec"]
+                .get("activeDeadlineSeconds")
+                .is_none()
+        );
+    }
+    let events = w.cluster.objects("events", "default");
+    let recreated: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["reason"].as_str(),
+                Some("RecreateGroup" | "RecreatingFailedPod" | "FailedCreate")
+            )
+        })
+        .collect();
+    assert!(recreated.is_empty(), "{recreated:?}");
+    for rank in 0..4 {
+        let path = w.dir.path().join(format!("hosts/g-runs-{rank}"));
+        let runs = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("host {rank} never ran g ({}): {e}", path.display()));
+        assert_eq!(runs, "run\n", "host {rank} ran g once");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -377,3 +377,98 @@ async fn deleting_the_crd_deletes_the_sets_and_their_pods() {
             .is_err()
     );
 }
+
+/// The API server refuses a StatefulSet whose pods would not restart, or
+/// that carries a pod deadline; the LeaderWorkerSet controller, refused
+/// so, tells it as a `FailedCreate` Warning on the set and makes no pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_a_statefulset_refuses_leaves_a_warning_and_no_pods() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::api::core::v1::Event;
+    let (cluster, client) = start().await;
+    cluster.install_leader_worker_set().unwrap();
+
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), NS);
+    let set: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "direct"},
+        "spec": {"serviceName": "direct", "selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}},
+                              "spec": {"restartPolicy": "Never", "activeDeadlineSeconds": 30,
+                                       "containers": [{"name": "c", "image": "i"}]}}},
+    }))
+    .unwrap();
+    let Err(kube::Error::Api(status)) = sets.create(&PostParams::default(), &set).await else {
+        panic!("a StatefulSet with restartPolicy Never must be refused")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert!(
+        status.message.starts_with("StatefulSet.apps \"direct\" is invalid: ")
+            && status.message.contains(
+                "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""
+            )
+            && status.message.contains(
+                "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in StatefulSet is not Supported"
+            ),
+        "{}",
+        status.message
+    );
+    let raw = serde_json::to_value(&set).unwrap();
+    let mut fine = raw.clone();
+    fine["spec"]["template"]["spec"] = json!({"containers": [{"name": "c", "image": "i"}]});
+    let fine: StatefulSet = serde_json::from_value(fine).unwrap();
+    let made = sets.create(&PostParams::default(), &fine).await.unwrap();
+    assert_eq!(
+        made.spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap()
+            .restart_policy
+            .as_deref(),
+        Some("Always")
+    );
+
+    let mut refused = lws("never", 2, "import time; time.sleep(60)");
+    for t in ["leaderTemplate", "workerTemplate"] {
+        refused.data["spec"]["leaderWorkerTemplate"][t]["spec"]["restartPolicy"] = json!("Never");
+    }
+    lws_api(&client)
+        .create(&PostParams::default(), &refused)
+        .await
+        .unwrap();
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let warning = wait_for("a FailedCreate warning", async || {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("FailedCreate")
+                    && e.involved_object.kind.as_deref() == Some("LeaderWorkerSet")
+                    && e.involved_object.name.as_deref() == Some("never")
+            })
+    })
+    .await;
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        warning.message.as_deref(),
+        Some("Failed to create leader statefulset never")
+    );
+    // Tried again on later passes (the event counted up), never made.
+    wait_for("the warning counted again", async || {
+        let again = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| e.metadata.name == warning.metadata.name)?;
+        (again.count.unwrap_or(1) > 1).then_some(())
+    })
+    .await;
+    assert!(sets.get_opt("never").await.unwrap().is_none());
+    assert!(group_pods(&client, "never").await.is_empty());
+    drop(cluster);
+}

@@ -59,11 +59,11 @@ pub trait Workload: Send + Sync + 'static {
     /// The kind, as events name the objects they are about (`Job`).
     fn kind(&self) -> &'static str;
 
-    /// The kind of the object that creates the pods, whose events tell
-    /// why the API server refused one (`Job`; a LeaderWorkerSet's
-    /// `StatefulSet`).
-    fn pod_creator_kind(&self) -> &'static str {
-        self.kind()
+    /// The kinds whose events tell why the API server refused a pod or
+    /// the object that makes them (`Job`; a LeaderWorkerSet's
+    /// `StatefulSet`s and the LeaderWorkerSet itself).
+    fn event_kinds(&self) -> Vec<&'static str> {
+        vec![self.kind()]
     }
 
     /// The value of the `app` label on the kind's objects.
@@ -114,8 +114,8 @@ pub trait Workload: Send + Sync + 'static {
 
     /// The end of the job the last lines of the [`Workload::probe`] pods'
     /// logs tell (`tails[i]` is pod `i`'s), if they tell one. Called with
-    /// the first pod's alone (a line of it, when following), then, if that
-    /// tells an end, with every pod's.
+    /// every pod's when polled, with a line of the first pod's alone when
+    /// following.
     fn ended_in_logs(&self, _object: &Self::Object, _tails: &[String]) -> Option<JobState> {
         None
     }
@@ -363,27 +363,29 @@ impl<W: Workload> KubeBackend<W> {
         Ok(pods)
     }
 
-    /// The events about objects of the kind in `namespace` (one LIST, by
-    /// field selector).
+    /// The events about objects of the [`Workload::event_kinds`] in
+    /// `namespace` (one LIST per kind, by field selector).
     async fn events(&self, namespace: &str) -> Result<Vec<Event>, BackendError> {
         let api: Api<Event> = Api::namespaced(self.client.get().await?, namespace);
-        api.list(&ListParams::default().fields(&format!(
-            "involvedObject.kind={}",
-            self.workload.pod_creator_kind()
-        )))
-        .await
-        .map(|l| l.items)
-        .map_err(|e| {
-            error::map(
-                e,
-                Context {
-                    verb: "list",
-                    resource: "events",
-                    name: None,
-                    namespace,
-                },
-            )
-        })
+        let mut out = Vec::new();
+        for kind in self.workload.event_kinds() {
+            let listed = api
+                .list(&ListParams::default().fields(&format!("involvedObject.kind={kind}")))
+                .await
+                .map_err(|e| {
+                    error::map(
+                        e,
+                        Context {
+                            verb: "list",
+                            resource: "events",
+                            name: None,
+                            namespace,
+                        },
+                    )
+                })?;
+            out.extend(listed.items);
+        }
+        Ok(out)
     }
 
     /// The events about an object that has no pod (where the API server's
@@ -518,9 +520,9 @@ impl<W: Workload> KubeBackend<W> {
             })
     }
 
-    /// `state`, or the end the probe pod's log tells while `state` is not
-    /// terminal (see [`Workload::probe`]). A log that cannot be read tells
-    /// nothing.
+    /// `state`, or the end the probe pods' logs tell while `state` is not
+    /// terminal (see [`Workload::probe`]; every probe pod's tail is read,
+    /// one request each). A log that cannot be read tells nothing.
     async fn probed(
         &self,
         namespace: &str,
@@ -553,9 +555,6 @@ impl<W: Workload> KubeBackend<W> {
             }
         };
         let mut tails = vec![tail(first.clone()).await];
-        if self.workload.ended_in_logs(object, &tails).is_none() {
-            return state;
-        }
         for pod in &probe[1..] {
             tails.push(tail(pod.clone()).await);
         }

@@ -30,6 +30,10 @@ pub const LABEL_GROUP_INDEX: &str = "group-index";
 pub const ANNOTATION_SPEC_URI: &str = "kinetic.dev/spec-uri";
 /// Annotation holding the pending deadline in seconds.
 pub const ANNOTATION_PENDING_DEADLINE: &str = "kinetic.dev/pending-deadline-seconds";
+/// Annotation holding the run deadline in seconds, on workloads whose pods
+/// cannot carry it (a StatefulSet's pods refuse `activeDeadlineSeconds`):
+/// the backend ends the job once it ran that long.
+pub const ANNOTATION_RUN_DEADLINE: &str = "kinetic.dev/run-deadline-seconds";
 /// Annotation holding a final state the backend decided (cancelled, pending
 /// deadline exceeded), as `JobState` JSON; it wins over everything else.
 pub const ANNOTATION_FINAL_STATE: &str = "kinetic.dev/final-state";
@@ -198,32 +202,32 @@ pub fn env_var(name: &str, value: &str) -> EnvVar {
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct PodSettings {
-    /// The pod's `restartPolicy` (`Never` for Kinetic's pods).
-    pub restart_policy: String,
+    /// The pod's `restartPolicy` (`Never` for Kinetic's pods); `None`
+    /// leaves the API server's default, `Always`, the only one a
+    /// StatefulSet's pods may have.
+    pub restart_policy: Option<String>,
     /// Variables after the container's own (`MEGASCALE_…` on a slice).
     pub extra_env: Vec<EnvVar>,
-    /// The pod's `activeDeadlineSeconds`, if any.
-    pub active_deadline_seconds: Option<i64>,
 }
 
 impl PodSettings {
     /// Pods that restart as `restart_policy` says, with nothing more.
     pub fn new(restart_policy: &str) -> Self {
         Self {
-            restart_policy: restart_policy.to_owned(),
+            restart_policy: Some(restart_policy.to_owned()),
             ..Self::default()
         }
+    }
+
+    /// Pods under the API server's default `restartPolicy` (`Always`),
+    /// as a StatefulSet requires.
+    pub fn always_restarting() -> Self {
+        Self::default()
     }
 
     /// The same settings with these extra variables.
     pub fn with_env(mut self, env: Vec<EnvVar>) -> Self {
         self.extra_env = env;
-        self
-    }
-
-    /// The same settings with this `activeDeadlineSeconds`.
-    pub fn with_active_deadline(mut self, seconds: Option<i64>) -> Self {
-        self.active_deadline_seconds = seconds;
         self
     }
 }
@@ -302,8 +306,7 @@ pub fn pod_template(
             ..ObjectMeta::default()
         }),
         spec: Some(PodSpec {
-            restart_policy: Some(settings.restart_policy),
-            active_deadline_seconds: settings.active_deadline_seconds,
+            restart_policy: settings.restart_policy,
             service_account_name: Some(options.service_account.clone()),
             node_selector: (!node_selector.is_empty()).then_some(node_selector),
             tolerations: (!tolerations.is_empty()).then_some(tolerations),

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
-use crate::pod::{ANNOTATION_FINAL_STATE, ANNOTATION_PENDING_DEADLINE};
+use crate::pod::{ANNOTATION_FINAL_STATE, ANNOTATION_PENDING_DEADLINE, ANNOTATION_RUN_DEADLINE};
 
 /// Waiting reasons that mean the image cannot be pulled.
 const IMAGE_PULL_REASONS: [&str; 4] = [
@@ -194,6 +194,42 @@ pub fn pending_deadline(meta: &ObjectMeta) -> Option<Duration> {
         .parse()
         .ok()
         .map(Duration::from_secs)
+}
+
+/// The run deadline an object carries in its annotations, if any.
+pub fn run_deadline(meta: &ObjectMeta) -> Option<Duration> {
+    meta.annotations
+        .as_ref()?
+        .get(ANNOTATION_RUN_DEADLINE)?
+        .parse()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// When a pod started (its `status.startTime`), if it did.
+pub fn pod_start(pod: &Pod) -> Option<SystemTime> {
+    pod.status.as_ref()?.start_time.as_ref().map(to_system_time)
+}
+
+/// A `RUNNING` state of a workload that has run (since `started`) longer
+/// than the run deadline it carries becomes `FAILED` with
+/// `DeadlineExceeded`.
+pub fn apply_run_deadline(
+    meta: &ObjectMeta,
+    state: JobState,
+    started: Option<SystemTime>,
+    now: SystemTime,
+) -> JobState {
+    if state.status != JobStatus::Running {
+        return state;
+    }
+    let (Some(deadline), Some(started)) = (run_deadline(meta), started) else {
+        return state;
+    };
+    if now.duration_since(started).unwrap_or_default() <= deadline {
+        return state;
+    }
+    JobState::new(JobStatus::Failed).with_reason(StatusReason::DeadlineExceeded)
 }
 
 /// When an object was created (the epoch when it does not say).

@@ -1128,6 +1128,9 @@ async fn create(s: Shared, resource: String, ns: String, body: Bytes) -> Respons
         if resource == super::lws::RESOURCE {
             super::lws::admit(&mut obj)?;
         }
+        if resource == super::statefulset::RESOURCE {
+            super::statefulset::admit(&mut obj)?;
+        }
         if resource == "jobs.batch" && obj.get("status").is_none() {
             obj["status"] = json!({});
         }
@@ -1159,6 +1162,9 @@ async fn put(s: Shared, resource: String, ns: String, name: String, body: Bytes)
     let admitted = parse_body(&body).and_then(|mut obj| {
         if resource == super::lws::RESOURCE {
             super::lws::admit(&mut obj)?;
+        }
+        if resource == super::statefulset::RESOURCE {
+            super::statefulset::admit(&mut obj)?;
         }
         Ok(obj)
     });

@@ -10,7 +10,10 @@
 //!   `LWS_WORKER_INDEX` variables first in each container's environment.
 //! - **LeaderWorkerSet controller**: a leader StatefulSet `{lws}` (one pod
 //!   per group, `{lws}-{group}`), owned by the LeaderWorkerSet; its status
-//!   (`replicas`, `readyReplicas`, `Available`/`Progressing`).
+//!   (`replicas`, `readyReplicas`, `Available`/`Progressing`). A leader
+//!   StatefulSet the API server refuses (a pod template with
+//!   `restartPolicy: Never`, say) is told as a `FailedCreate` Warning on
+//!   the LeaderWorkerSet and tried again on the next pass: no pods.
 //! - **Pod controller**: for each leader pod a worker StatefulSet named as
 //!   the pod, owned by it, with `size - 1` workers `{lws}-{group}-{index}`
 //!   (index from 1); with `RecreateGroupOnPodRestart`, a pod of the group
@@ -341,6 +344,9 @@ fn ensure_leader_set(store: &Store, lws: &Value) {
         }
         return;
     }
+    if backing_off(store, lws) {
+        return;
+    }
     let template = lws
         .pointer("/spec/leaderWorkerTemplate/leaderTemplate")
         .or_else(|| lws.pointer("/spec/leaderWorkerTemplate/workerTemplate"))
@@ -376,10 +382,43 @@ fn ensure_leader_set(store: &Store, lws: &Value) {
                  "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
                  "template": template},
     });
-    if store.create(statefulset::RESOURCE, ns, set).is_ok() {
-        let message = format!("Created leader statefulset {name}");
-        record(store, lws, "Normal", "GroupsProgressing", &message);
+    match create_set(store, ns, set) {
+        Ok(_) => {
+            let message = format!("Created leader statefulset {name}");
+            record(store, lws, "Normal", "GroupsProgressing", &message);
+        }
+        Err(e) if e.code == 409 => {}
+        // As the controller tells it: the event names the set, not the
+        // error (which goes to its log), and the next pass tries again.
+        Err(_) => {
+            let message = format!("Failed to create leader statefulset {name}");
+            record(store, lws, "Warning", "FailedCreate", &message);
+        }
     }
+}
+
+/// Whether the controller's work queue still holds this set back after
+/// its last failed creation: controller-runtime requeues a failed
+/// reconcile with an exponential backoff (5 ms doubling, at most 1000 s),
+/// counted here by the `FailedCreate` events told so far.
+fn backing_off(store: &Store, lws: &Value) -> bool {
+    let Some(event) = events::latest(store, lws, "FailedCreate") else {
+        return false;
+    };
+    let count = event.get("count").and_then(Value::as_u64).unwrap_or(1);
+    let backoff = std::time::Duration::from_millis(5)
+        .saturating_mul(1 << count.min(20))
+        .min(std::time::Duration::from_secs(1000));
+    str_at(&event, "/lastTimestamp")
+        .and_then(super::store::parse_time)
+        .is_some_and(|last| std::time::SystemTime::now() < last + backoff)
+}
+
+/// A StatefulSet created as a controller creates it: through the API
+/// server's admission.
+fn create_set(store: &Store, ns: &str, mut set: Value) -> Result<Value, ApiError> {
+    statefulset::admit(&mut set)?;
+    store.create(statefulset::RESOURCE, ns, set)
 }
 
 fn ensure_worker_set(store: &Store, lws: &Value, leader: &Value) {
@@ -427,7 +466,7 @@ fn ensure_worker_set(store: &Store, lws: &Value, leader: &Value) {
                  "selector": {"matchLabels": {GROUP_INDEX_LABEL: group, NAME_LABEL: lws_name, GROUP_KEY_LABEL: key}},
                  "template": template},
     });
-    match store.create(statefulset::RESOURCE, ns, set) {
+    match create_set(store, ns, set) {
         Ok(_) => {
             let message = format!("Created worker statefulset for leader pod {name}");
             record(store, lws, "Normal", "GroupsProgressing", &message);

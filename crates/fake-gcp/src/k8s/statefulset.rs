@@ -4,6 +4,11 @@
 //! name as hostname, a pod in a terminal phase deleted so that it is made
 //! again, ordinals beyond the replicas removed, and the set's status
 //! (`replicas`, `readyReplicas`, `currentReplicas`, `availableReplicas`).
+//!
+//! A StatefulSet written through the API (or by a controller) is admitted
+//! as the API server admits it ([`admit`]): its pod template's
+//! `restartPolicy` defaults to `Always` and may be nothing else, and
+//! `activeDeadlineSeconds` is refused.
 
 use serde_json::{Value, json};
 
@@ -27,6 +32,81 @@ pub(crate) fn reconcile(store: &Store) {
             .collect();
         reconcile_set(store, &set, &owned);
     }
+}
+
+/// The API server's defaulting and validation of a StatefulSet (apps/v1
+/// `SetDefaults_PodSpec`, `ValidateStatefulSetSpec`): the template's
+/// `restartPolicy` defaults to `Always`; another value is refused
+/// (`FieldValueNotSupported`), as is `activeDeadlineSeconds`
+/// (`FieldValueForbidden`), with a 422 `Invalid` Status listing each cause.
+pub(crate) fn admit(set: &mut Value) -> Result<(), ApiError> {
+    let name = name_of(set).to_owned();
+    if !set["spec"].is_object() {
+        set["spec"] = json!({});
+    }
+    if !set["spec"]["template"].is_object() {
+        set["spec"]["template"] = json!({});
+    }
+    let spec = &mut set["spec"]["template"]["spec"];
+    if !spec.is_object() {
+        *spec = json!({});
+    }
+    match spec.get("restartPolicy").and_then(Value::as_str) {
+        None | Some("") => spec["restartPolicy"] = json!("Always"),
+        _ => {}
+    }
+    let mut causes = Vec::new();
+    match spec.get("restartPolicy") {
+        Some(Value::String(p)) if p == "Always" => {}
+        other => {
+            let shown = match other {
+                Some(Value::String(p)) => format!("\"{p}\""),
+                Some(v) => v.to_string(),
+                None => "null".to_owned(),
+            };
+            causes.push((
+                "FieldValueNotSupported",
+                format!("Unsupported value: {shown}: supported values: \"Always\""),
+                "spec.template.spec.restartPolicy",
+            ));
+        }
+    }
+    if spec
+        .get("activeDeadlineSeconds")
+        .is_some_and(|v| !v.is_null())
+    {
+        causes.push((
+            "FieldValueForbidden",
+            "Forbidden: activeDeadlineSeconds in StatefulSet is not Supported".to_owned(),
+            "spec.template.spec.activeDeadlineSeconds",
+        ));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<String> = causes
+        .iter()
+        .map(|(_, message, field)| format!("{field}: {message}"))
+        .collect();
+    let message = if listed.len() == 1 {
+        listed[0].clone()
+    } else {
+        format!("[{}]", listed.join(", "))
+    };
+    Err(ApiError::new(
+        422,
+        "Invalid",
+        format!("StatefulSet.apps \"{name}\" is invalid: {message}"),
+    )
+    .with_details(json!({
+        "name": name,
+        "group": "apps",
+        "kind": "StatefulSet",
+        "causes": causes
+            .iter()
+            .map(|(reason, message, field)| json!({"reason": reason, "message": message, "field": field}))
+            .collect::<Vec<_>>(),
+    })))
 }
 
 fn int_at(v: &Value, pointer: &str, default: i64) -> i64 {
@@ -155,4 +235,65 @@ fn record(store: &Store, set: &Value, kind: &str, reason: &str, message: &str) {
             component: "statefulset-controller",
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(pod_spec: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "job-1"},
+               "spec": {"replicas": 1, "template": {"spec": pod_spec}}})
+    }
+
+    #[test]
+    fn admission_defaults_the_restart_policy_to_always() {
+        let mut s = set(json!({"containers": [{"name": "c"}]}));
+        admit(&mut s).unwrap();
+        assert_eq!(s["spec"]["template"]["spec"]["restartPolicy"], "Always");
+        let mut s = set(json!({"restartPolicy": "Always", "containers": [{"name": "c"}]}));
+        admit(&mut s).unwrap();
+    }
+
+    #[test]
+    fn admission_refuses_never_and_an_active_deadline_as_the_api_server_does() {
+        let mut s = set(json!({"restartPolicy": "Never", "containers": [{"name": "c"}]}));
+        let e = admit(&mut s).unwrap_err();
+        assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+        assert_eq!(
+            e.message,
+            "StatefulSet.apps \"job-1\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""
+        );
+        let status = e.to_status();
+        assert_eq!(status["details"]["kind"], "StatefulSet");
+        assert_eq!(
+            status["details"]["causes"][0]["reason"],
+            "FieldValueNotSupported"
+        );
+        assert_eq!(
+            status["details"]["causes"][0]["field"],
+            "spec.template.spec.restartPolicy"
+        );
+
+        let mut s = set(json!({"activeDeadlineSeconds": 60, "containers": [{"name": "c"}]}));
+        let e = admit(&mut s).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert!(
+            e.message.ends_with(
+                "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in StatefulSet is not Supported"
+            ),
+            "{}",
+            e.message
+        );
+        let causes = e.to_status()["details"]["causes"].clone();
+        assert_eq!(causes[0]["reason"], "FieldValueForbidden");
+
+        let mut s = set(json!({"restartPolicy": "OnFailure", "activeDeadlineSeconds": 5}));
+        let e = admit(&mut s).unwrap_err();
+        assert_eq!(
+            e.to_status()["details"]["causes"].as_array().unwrap().len(),
+            2
+        );
+        assert!(e.message.contains(": ["), "{}", e.message);
+    }
 }

@@ -378,6 +378,10 @@ impl Store {
                 }
             }
             normalise(resource, current);
+            if resource == super::statefulset::RESOURCE {
+                // A patched StatefulSet is validated as a written one.
+                super::statefulset::admit(current)?;
+            }
             Ok(())
         })
     }
