@@ -54,13 +54,16 @@ async fn a_slice_past_its_run_deadline_is_failed_and_scaled_down() {
     let mut job = h
         .prepare(ConformanceJob::Sleeps, CapturedEnv::default())
         .await;
-    job.deadlines.run = Some(Duration::from_secs(1));
+    // Long enough that a poll sees the slice running first: a pod's
+    // `startTime` has whole seconds only, so the deadline may come up to a
+    // second early.
+    job.deadlines.run = Some(Duration::from_secs(3));
     let b = h.backend();
     b.submit(&job).await.unwrap();
     let set = &h.cluster.objects(LWS, "default")[0];
     assert_eq!(
         set["metadata"]["annotations"]["kinetic.dev/run-deadline-seconds"],
-        "1"
+        "3"
     );
     let pod_spec = &set["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"];
     assert!(
@@ -99,4 +102,54 @@ async fn a_slice_past_its_run_deadline_is_failed_and_scaled_down() {
         assert!(Instant::now() < give_up, "pods left: {pods:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// One host of a 4-host slice loses its node (the kubelet marks the pod
+/// with a `DisruptionTarget` condition, as a spot preemption does): the
+/// whole slice fails with reason `preempted`, written on the set so that
+/// the group's recreation cannot turn it into a run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preempted_host_fails_the_whole_slice_as_preempted() {
+    let h = harness().await;
+    let mut job = kinetic_testkit::prepare_python_job_on(
+        &h.store(),
+        "pathways",
+        &ConformanceJob::Sleeps,
+        CapturedEnv::default(),
+        Some("v5litepod-16"),
+    )
+    .await;
+    job.record.image_uri = "registry.invalid/kinetic/conformance:latest".into();
+    for i in 0..4 {
+        let node = kinetic_fake_gcp::k8s::FakeNode::cpu(&format!("tpu-{i}"))
+            .label(
+                "cloud.google.com/gke-tpu-accelerator",
+                "tpu-v5-lite-podslice",
+            )
+            .label("cloud.google.com/gke-tpu-topology", "4x4")
+            .capacity("google.com/tpu", 4);
+        h.cluster.add_node(&node).unwrap();
+    }
+    h.cluster
+        .script_next(kinetic_fake_gcp::k8s::PodScript::Preempted {
+            after: Duration::from_millis(300),
+        });
+    let b = h.backend();
+    b.submit(&job).await.unwrap();
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let state = loop {
+        let s = b.status(&job.record).await.unwrap();
+        if s.status.is_terminal() {
+            break s;
+        }
+        assert!(Instant::now() < give_up, "still {s:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        state,
+        JobState::new(JobStatus::Failed).with_reason(StatusReason::Preempted)
+    );
+    // Read again later, the verdict stands.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(b.status(&job.record).await.unwrap(), state);
 }

@@ -225,8 +225,12 @@ def test_ctrl_c_stops_the_wait_not_the_job(tmp_path):
         print(job.job_id, flush=True)
         job.result()
     """))
+    # Ctrl-C as a terminal delivers it: SIGINT at its default, even when
+    # the suite itself runs where it is ignored (a background job of a
+    # non-interactive shell), since Python keeps an inherited SIG_IGN.
     child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, cwd=str(tmp_path / "project"))
+                             text=True, cwd=str(tmp_path / "project"),
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     job_id = child.stdout.readline().strip()
     assert job_id.startswith("job-"), child.stderr.read()
     time.sleep(1.0)

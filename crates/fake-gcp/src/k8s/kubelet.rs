@@ -345,6 +345,32 @@ impl Kubelet {
                     set_running(store, &ns, &name, cname, image);
                     return;
                 }
+                // A disruption is announced before the containers are
+                // stopped: the pod keeps running, marked with its
+                // `DisruptionTarget` condition, for its grace period.
+                let announced = match script {
+                    PodScript::Preempted { .. } => Some((
+                        "TerminationByKubelet",
+                        "Pod was terminated in response to imminent node shutdown.",
+                    )),
+                    PodScript::Evicted { message, .. } => {
+                        Some(("TerminationByKubelet", message.as_str()))
+                    }
+                    _ => None,
+                };
+                if let Some((d, message)) = announced
+                    && elapsed < *after + self.config.kill_grace
+                {
+                    set_running(store, &ns, &name, cname, image);
+                    store.modify("pods", &ns, &name, |p| {
+                        if let Some(Value::Array(cs)) = p.pointer_mut("/status/conditions")
+                            && !cs.iter().any(|c| c["type"] == "DisruptionTarget")
+                        {
+                            cs.push(cond("DisruptionTarget", true, Some(d), Some(message)));
+                        }
+                    });
+                    return;
+                }
                 record_exit(&rt.exit, 137);
                 let (exit, reason, pod_reason, pod_message, disruption) = match script {
                     PodScript::OomKilled { .. } => (137, "OOMKilled", None, None, None),
@@ -376,6 +402,7 @@ impl Kubelet {
                     }
                     if let Some(d) = disruption
                         && let Some(Value::Array(cs)) = p.pointer_mut("/status/conditions")
+                        && !cs.iter().any(|c| c["type"] == "DisruptionTarget")
                     {
                         cs.push(cond("DisruptionTarget", true, Some(d), pod_message));
                     }
