@@ -166,6 +166,10 @@ impl LocalOptions {
 }
 
 /// The local backend.
+///
+/// It runs on a tokio runtime with IO enabled (`#[tokio::main]`, or
+/// `Builder::enable_all`/`enable_io`): it watches its jobs' files with
+/// inotify to notice a job's end and follow its log the moment they change.
 #[derive(Debug)]
 pub struct LocalBackend {
     options: LocalOptions,
