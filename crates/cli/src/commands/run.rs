@@ -125,8 +125,9 @@ pub(crate) struct JobFlags {
     /// Run on Spot (preemptible) VMs, as a `:spot` suffix does (Kinetic's `spot=True`).
     #[arg(long)]
     spot: bool,
-    /// Backend (`local`, `gke`); default: `KINETIC_BACKEND`, else the
-    /// configured cluster for a GPU or TPU, else `local`.
+    /// Backend (`local`, `gke`, `pathways`); default: `KINETIC_BACKEND`,
+    /// else `pathways` for a multi-host TPU slice, the configured cluster
+    /// (`gke`) for another GPU or TPU, else `local`.
     #[arg(long)]
     backend: Option<String>,
     /// GCP project (beats `KINETIC_PROJECT` and the profile).
