@@ -345,33 +345,6 @@ impl Kubelet {
                     set_running(store, &ns, &name, cname, image);
                     return;
                 }
-                // A disruption is announced before the containers are
-                // stopped: the pod keeps running, marked with its
-                // `DisruptionTarget` condition, for its grace period.
-                let announced = match script {
-                    PodScript::Preempted { .. } => Some((
-                        "TerminationByKubelet",
-                        "Pod was terminated in response to imminent node shutdown.",
-                    )),
-                    PodScript::Evicted { message, .. } => {
-                        Some(("TerminationByKubelet", message.as_str()))
-                    }
-                    _ => None,
-                };
-                if let Some((d, message)) = announced
-                    && elapsed < *after + self.config.kill_grace
-                {
-                    set_running(store, &ns, &name, cname, image);
-                    store.modify("pods", &ns, &name, |p| {
-                        if let Some(Value::Array(cs)) = p.pointer_mut("/status/conditions")
-                            && !cs.iter().any(|c| c["type"] == "DisruptionTarget")
-                        {
-                            cs.push(cond("DisruptionTarget", true, Some(d), Some(message)));
-                        }
-                    });
-                    return;
-                }
-                record_exit(&rt.exit, 137);
                 let (exit, reason, pod_reason, pod_message, disruption) = match script {
                     PodScript::OomKilled { .. } => (137, "OOMKilled", None, None, None),
                     PodScript::Preempted { .. } => (
@@ -391,6 +364,17 @@ impl Kubelet {
                     PodScript::Exit { code, .. } => (*code, "Error", None, None, None),
                     _ => (137, "Error", None, None, None),
                 };
+                // A disruption is announced before the containers are
+                // stopped: the pod keeps running, marked with its
+                // `DisruptionTarget` condition, for its grace period.
+                if disruption.is_some() && elapsed < *after + self.config.kill_grace {
+                    set_running(store, &ns, &name, cname, image);
+                    store.modify("pods", &ns, &name, |p| {
+                        mark_disrupted(p, disruption, pod_message)
+                    });
+                    return;
+                }
+                record_exit(&rt.exit, 137);
                 let exit_reason = if exit == 0 { "Completed" } else { reason };
                 store.modify("pods", &ns, &name, |p| {
                     terminated(p, cname, image, exit, exit_reason);
@@ -400,12 +384,7 @@ impl Kubelet {
                     if let Some(m) = pod_message {
                         p["status"]["message"] = json!(m);
                     }
-                    if let Some(d) = disruption
-                        && let Some(Value::Array(cs)) = p.pointer_mut("/status/conditions")
-                        && !cs.iter().any(|c| c["type"] == "DisruptionTarget")
-                    {
-                        cs.push(cond("DisruptionTarget", true, Some(d), pod_message));
-                    }
+                    mark_disrupted(p, disruption, pod_message);
                 });
             }
         }
@@ -733,6 +712,17 @@ fn pod_conditions(not_ready: Option<&str>) -> Value {
         cond("ContainersReady", ready, not_ready, None),
         cond("Ready", ready, not_ready, None),
     ])
+}
+
+/// Give pod `p` its `DisruptionTarget` condition with reason `disruption`
+/// (none: no disruption), once.
+fn mark_disrupted(p: &mut Value, disruption: Option<&str>, message: Option<&str>) {
+    if let Some(d) = disruption
+        && let Some(Value::Array(cs)) = p.pointer_mut("/status/conditions")
+        && !cs.iter().any(|c| c["type"] == "DisruptionTarget")
+    {
+        cs.push(cond("DisruptionTarget", true, Some(d), message));
+    }
 }
 
 fn set_running(store: &Store, ns: &str, name: &str, cname: &str, image: &str) {
