@@ -96,7 +96,7 @@ fn trusted(data: &Data) -> bool {
 
 /// A volume's data: its text, or `{"hf_trusted": uri}`.
 fn encode_volume(data: &Data) -> Value {
-    if trusted(data) {
+    if trusted(data) || data.is_fuse() {
         encode_data(data)
     } else {
         json!(data_text(data))
@@ -106,6 +106,8 @@ fn encode_volume(data: &Data) -> Value {
 fn encode_data(data: &Data) -> Value {
     if trusted(data) {
         json!({"hf_trusted": data_text(data)})
+    } else if data.is_fuse() {
+        json!({"fuse": data_text(data)})
     } else {
         json!({"data": data_text(data)})
     }
@@ -282,6 +284,9 @@ fn decode_arg(v: &Value, cwd: &Path) -> Result<Arg, String> {
         "data" => load_data(inner.as_str().ok_or("data is not a string")?, cwd).map(Arg::Data),
         "hf_trusted" => load_data(inner.as_str().ok_or("hf_trusted is not a string")?, cwd)
             .and_then(|d| d.trust_remote_code(true).map_err(|e| e.to_string()))
+            .map(Arg::Data),
+        "fuse" => load_data(inner.as_str().ok_or("fuse is not a string")?, cwd)
+            .and_then(|d| d.fuse(true).map_err(|e| e.to_string()))
             .map(Arg::Data),
         "list" => inner
             .as_array()
