@@ -72,7 +72,7 @@ fn spot_slice_with_deadlines_env_group_and_fuse() {
     job.record.group_id = Some("grp-00ff00ff".parse::<GroupId>().unwrap());
     job.record.group_index = Some(3);
     let options = ManifestOptions::default().with_fuse_mounts(vec![FuseMount {
-        gcs_uri: "gs://my-bucket/datasets/imagenet/".into(),
+        uri: "gs://my-bucket/datasets/imagenet/".into(),
         mount_path: "/data".into(),
         is_dir: true,
     }]);

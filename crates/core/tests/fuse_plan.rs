@@ -45,7 +45,13 @@ fn planned(spec: &JobSpec) -> (RunnerSpec, Vec<FuseMount>) {
     .unwrap();
     let settings = EngineSettings::for_cluster("p", "us-central1-a", "c", "default");
     let (text, accel) = plan::accelerator(spec, &settings).unwrap();
-    let facts = JobFacts::new(job_id, "gke", &text, &accel, UtcTimestamp::from_unix_seconds(0));
+    let facts = JobFacts::new(
+        job_id,
+        "gke",
+        &text,
+        &accel,
+        UtcTimestamp::from_unix_seconds(0),
+    );
     let project = ProjectFacts {
         plan: RunnerPlan {
             package_root: "/src".into(),
@@ -72,7 +78,10 @@ fn volumes_mount_first_then_arguments_in_order() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("config.json"), "{}").unwrap();
     std::fs::create_dir(dir.path().join("set")).unwrap();
-    let file = Data::new("config.json", dir.path()).unwrap().fuse(true).unwrap();
+    let file = Data::new("config.json", dir.path())
+        .unwrap()
+        .fuse(true)
+        .unwrap();
     let set = Data::new("set", dir.path()).unwrap().fuse(true).unwrap();
     let bucket = Data::new("gs://data/imagenet/", dir.path())
         .unwrap()
@@ -112,10 +121,16 @@ fn volumes_mount_first_then_arguments_in_order() {
     // The argument refs name their mounts; a downloaded one has none.
     assert_eq!(runner.args[0]["mount_path"], json!("/_kinetic/fuse-data/0"));
     assert_eq!(runner.args[0]["fuse"], json!(true));
-    assert!(runner.args[0].get("cache_marker").is_none(), "mounted, not fetched");
+    assert!(
+        runner.args[0].get("cache_marker").is_none(),
+        "mounted, not fetched"
+    );
     assert_eq!(runner.args[1][0]["fuse"], json!(false));
     assert_eq!(runner.args[1][0]["mount_path"], Value::Null);
-    assert_eq!(runner.args[1][1]["mount_path"], json!("/_kinetic/fuse-data/1"));
+    assert_eq!(
+        runner.args[1][1]["mount_path"],
+        json!("/_kinetic/fuse-data/1")
+    );
     assert_eq!(runner.kwargs["again"], runner.args[0], "one mount per data");
     assert_eq!(runner.volumes[0].data.mount_path.as_deref(), Some("/data"));
     assert!(runner.volumes[0].data.fuse);
@@ -125,7 +140,12 @@ fn volumes_mount_first_then_arguments_in_order() {
 fn the_same_data_mounted_and_downloaded_gets_two_refs() {
     let spec = entry()
         .arg(Data::new("gs://d/x/", Path::new("/")).unwrap())
-        .arg(Data::new("gs://d/x/", Path::new("/")).unwrap().fuse(true).unwrap());
+        .arg(
+            Data::new("gs://d/x/", Path::new("/"))
+                .unwrap()
+                .fuse(true)
+                .unwrap(),
+        );
     let (runner, mounts) = planned(&spec);
     assert_eq!(runner.args[0]["fuse"], json!(false));
     assert_eq!(runner.args[1]["fuse"], json!(true));
@@ -139,7 +159,10 @@ fn hugging_face_data_cannot_be_mounted() {
         .fuse(true)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("fuse=True is not supported for Hugging Face"), "{err}");
+    assert!(
+        err.contains("fuse=True is not supported for Hugging Face"),
+        "{err}"
+    );
 }
 
 fn fuse_data() -> impl Strategy<Value = Data> {

@@ -715,7 +715,7 @@ mod tests {
         for fine in ["/_kinetic/fuse-data", "/_kinetic/fuse-database"] {
             assert!(spec(fine).validate().is_ok(), "{fine}");
         }
-                let two = spec("/data").volume("/data/", d.clone());
+        let two = spec("/data").volume("/data/", d.clone());
         assert!(two.validate().is_err());
         let kw = JobSpec::new(Entrypoint::parse("m:f").unwrap()).kwarg("not-id", json!(1));
         assert_eq!(
