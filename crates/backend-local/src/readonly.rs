@@ -77,7 +77,15 @@ pub(crate) fn command(program: &Path, binds: &[Bind]) -> Result<Command, Backend
         return Ok(Command::new(program));
     }
     let mut cmd = Command::new("unshare");
-    cmd.args(["--map-root-user", "--mount", "--", "sh", "-c", MOUNT_SCRIPT, "sh"]);
+    cmd.args([
+        "--map-root-user",
+        "--mount",
+        "--",
+        "sh",
+        "-c",
+        MOUNT_SCRIPT,
+        "sh",
+    ]);
     for b in binds {
         std::fs::create_dir_all(&b.target).map_err(|e| {
             BackendError::other(format!("local backend: {}: {e}", b.target.display()))

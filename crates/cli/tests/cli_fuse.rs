@@ -129,8 +129,14 @@ fn what_cannot_be_mounted_here_is_refused_clearly() {
         "{err}"
     );
     for (arg, part) in [
-        ("data+fuse:hf://imdb", "fuse=True is not supported for Hugging Face"),
-        ("data+fuze:x", "unknown data option \"fuze\" (accepted: fuse"),
+        (
+            "data+fuse:hf://imdb",
+            "fuse=True is not supported for Hugging Face",
+        ),
+        (
+            "data+fuze:x",
+            "unknown data option \"fuze\" (accepted: fuse",
+        ),
     ] {
         let o = sb.kinetic(&["run", "work:read", "--arg", arg]);
         assert_eq!(o.status.code(), Some(2), "{arg}: {}", stderr(&o));

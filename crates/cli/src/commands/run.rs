@@ -76,11 +76,9 @@ impl PathBase<'_> {
     fn data(&self, text: &str) -> Result<Data, String> {
         let (options, path) = match text.strip_prefix("data") {
             Some(rest) if rest.starts_with(':') || rest.starts_with('+') => {
-                let (options, path) = rest
-                    .split_once(':')
-                    .ok_or_else(|| {
-                        "expected data:PATH, data+fuse:PATH or data+trust:hf://…".to_owned()
-                    })?;
+                let (options, path) = rest.split_once(':').ok_or_else(|| {
+                    "expected data:PATH, data+fuse:PATH or data+trust:hf://…".to_owned()
+                })?;
                 (options, path)
             }
             _ => ("", text),
