@@ -13,6 +13,7 @@ def test_fuse_data_is_a_read_only_path(tmp_path):
     root = tmp_path / "dataset"
     (root / "sub").mkdir(parents=True)
     (root / "a.txt").write_text("alpha")
+    (root / "sub" / "b.txt").write_text("beta")
     config = tmp_path / "config.json"
     config.write_text('{"lr": 0.1}')
     assert repr(kinetic.Data(str(config), fuse=True)).endswith("fuse=True)")
