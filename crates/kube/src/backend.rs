@@ -1211,6 +1211,18 @@ fn label_match<'a>(pods: &'a [Pod], selector: &str) -> Vec<&'a Pod> {
         .collect()
 }
 
+/// Refuses FUSE data the GCS FUSE CSI driver cannot mount: anything but a
+/// `gs://` URI (data in a `file://` store, which no pod can see).
+fn check_fuse_mounts(backend: &str, job: &PreparedJob) -> Result<(), BackendError> {
+    match job.fuse_mounts.iter().find(|m| !m.uri.starts_with("gs://")) {
+        None => Ok(()),
+        Some(m) => Err(BackendError::unsupported(format!(
+            "the {backend} backend mounts FUSE data through the GCS FUSE CSI driver, which reads gs:// buckets only; {} (for {}) is not in one: use a gs:// jobs bucket",
+            m.uri, m.mount_path
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1237,17 +1249,5 @@ mod tests {
         assert_eq!(label_match(&pods, "job-name=a").len(), 2);
         assert_eq!(label_match(&pods, "job-name=a,idx=0").len(), 1);
         assert_eq!(label_match(&pods, "job-name=c").len(), 0);
-    }
-}
-
-/// Refuses FUSE data the GCS FUSE CSI driver cannot mount: anything but a
-/// `gs://` URI (data in a `file://` store, which no pod can see).
-fn check_fuse_mounts(backend: &str, job: &PreparedJob) -> Result<(), BackendError> {
-    match job.fuse_mounts.iter().find(|m| !m.uri.starts_with("gs://")) {
-        None => Ok(()),
-        Some(m) => Err(BackendError::unsupported(format!(
-            "the {backend} backend mounts FUSE data through the GCS FUSE CSI driver, which reads gs:// buckets only; {} (for {}) is not in one: use a gs:// jobs bucket",
-            m.uri, m.mount_path
-        ))),
     }
 }

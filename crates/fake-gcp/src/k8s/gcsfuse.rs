@@ -94,15 +94,16 @@ fn only_dir(options: &str) -> String {
     let mut parts = vec![String::new()];
     let mut chars = options.chars().peekable();
     while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&',') => {
-                chars.next();
-                parts.last_mut().map(|p| p.push(','));
+        let c = match c {
+            '\\' if chars.peek() == Some(&',') => chars.next().unwrap_or(','),
+            ',' => {
+                parts.push(String::new());
+                continue;
             }
-            ',' => parts.push(String::new()),
-            c => {
-                parts.last_mut().map(|p| p.push(c));
-            }
+            c => c,
+        };
+        if let Some(p) = parts.last_mut() {
+            p.push(c);
         }
     }
     parts

@@ -4,7 +4,9 @@
 //! runner path mapped to the real runner, the environment from the pod spec
 //! and its Secrets — or follows a scripted outcome. Pod status, conditions
 //! and events are written as the real kubelet writes them; each container
-//! start is recorded in the [log server](super::logs)'s book.
+//! start is recorded in the [log server](super::logs)'s book. GCS FUSE CSI
+//! volumes are mounted as the [driver](super::gcsfuse) mounts them (and
+//! not at all without its sidecar annotation).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
