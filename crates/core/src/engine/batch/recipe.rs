@@ -333,7 +333,9 @@ mod tests {
             .env(EnvEntry::parse_secret("TOKEN").unwrap())
             .env(EnvEntry::parse_cli("WANDB_*").unwrap())
             .env(EnvEntry::parse_capture("OPT").unwrap())
-            .volume("/mnt/d", data)
+            .volume("/mnt/d", data.clone())
+            .volume("/mnt/f", data.clone().fuse(true).unwrap())
+            .arg(data.fuse(true).unwrap())
             .deadlines(Deadlines {
                 run: Some(Duration::from_secs(90)),
                 pending: None,
