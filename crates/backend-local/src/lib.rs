@@ -46,8 +46,12 @@
 //!   runner wrote decides.
 //! - FUSE data (`fuse=True`) in the store's data cache is bind-mounted
 //!   read-only where the runner looks for it, in a user and mount
-//!   namespace of the job (`unshare`), with no copy; `gs://` FUSE data is
-//!   refused (see the `readonly` module's notes on what read-only holds).
+//!   namespace of the job (`unshare --map-root-user --mount`), with no
+//!   copy. The kernel refuses every write under such a mount (`EROFS`),
+//!   root's included; only a job that remounts its own namespace could
+//!   undo it, and no one outside the job sees the mount. `gs://` FUSE data
+//!   (no GCS FUSE driver here) and a host that refuses user namespaces are
+//!   errors at submit.
 //! - No image is built: jobs run on the host. A job that asks for a GPU or
 //!   TPU the host does not have is refused before anything is uploaded, with
 //!   a message saying so.
