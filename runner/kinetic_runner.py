@@ -1302,17 +1302,23 @@ class DataResolver:
         self.objects += len(jobs)
 
     def _fuse_path(self, mount, ref: dict, is_dir: bool) -> str:
+        """The path of a FUSE reference: its mount (placed under the mount
+        root, as volumes are), or for one object the file of that name
+        inside it (the mount shows the object's directory)."""
         if ref["uri"].startswith(HF_SCHEME):
             raise RunnerError("%s: fuse=True is not supported for Hugging Face datasets (hf:// URIs)" % ref["uri"])
         if not isinstance(mount, str) or not mount:
             raise RunnerError("FUSE data reference %s has no mount_path" % ref["uri"])
-        if not os.path.exists(mount):
+        target = mount_target(self.mount_root, mount)
+        if not os.path.isdir(target):
             raise RunnerError("FUSE mount %s for %s is missing (the backend mounts it)" % (mount, ref["uri"]))
-        if not is_dir and os.path.isdir(mount):
-            entries = sorted(os.listdir(mount))
-            if entries:
-                return os.path.join(mount, entries[0])
-        return mount
+        if is_dir:
+            return target
+        name = ref["uri"].rstrip("/").rsplit("/", 1)[-1]
+        path = os.path.join(target, name)
+        if not name or not os.path.isfile(path):
+            raise RunnerError("FUSE mount %s for %s holds no file %r" % (mount, ref["uri"], name))
+        return path
 
     def _load_hf(self, ref: dict, target: str) -> None:
         if self._datasets is None:
@@ -1858,7 +1864,7 @@ class Runner:
         volumes = {}
         for volume in spec.volumes:
             mount = volume["mount_path"]
-            volumes[mount] = mount if volume["data"].get("fuse") else mount_target(self.mount_root, mount)
+            volumes[mount] = mount_target(self.mount_root, mount)
         env["KINETIC_VOLUMES"] = json.dumps(volumes)
         log(ENVIRONMENT, "%d captured variable%s present; KINETIC_* set" % (
             len(spec.env_names), "" if len(spec.env_names) == 1 else "s"))

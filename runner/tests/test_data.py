@@ -142,20 +142,41 @@ class FileDataTests(RunnerTestCase):
         # The volume outlives the runner's temp dir, like a mount would.
         self.assertTrue(os.path.isfile(self.path("mnt", "data", "sub", "deep", "x.txt")))
 
-    def test_fuse_refs_use_the_mount_path_as_is(self):
-        mount = self.path("fuse", "0")
+    def test_fuse_refs_resolve_under_the_mount_root(self):
+        # The backend mounted gs://b/data/ at /_kinetic/fuse-data/0 (under the
+        # mount root, as volumes are); one object is read by its name in the
+        # mount, never by whatever the directory lists first.
+        mount = self.path("mnt", "_kinetic", "fuse-data", "0")
         os.makedirs(mount)
-        with open(os.path.join(mount, "only.txt"), "w") as f:
-            f.write("mounted")
+        for name in ("a.txt", "weights.h5"):
+            with open(os.path.join(mount, name), "w") as f:
+                f.write("mounted " + name)
         run = self.run_job({"work.py": WORK}, function_entry("paths"),
-                           args=[data_ref("gs://b/default/data-cache/h", is_dir=True, mount_path=mount, fuse=True),
-                                 data_ref("gs://b/default/data-cache/h2", is_dir=False, mount_path=mount, fuse=True)])
-        self.assertSucceeded(run, [mount, os.path.join(mount, "only.txt")])
+                           args=[data_ref("gs://b/data", is_dir=True, mount_path="/_kinetic/fuse-data/0", fuse=True),
+                                 data_ref("gs://b/data/weights.h5", is_dir=False,
+                                          mount_path="/_kinetic/fuse-data/0", fuse=True)])
+        self.assertSucceeded(run, [mount, os.path.join(mount, "weights.h5")])
+
+    def test_fuse_volumes_are_listed_where_they_are_mounted(self):
+        mount = self.path("mnt", "data")
+        os.makedirs(mount)
+        volume = {"mount_path": "/data", "data": data_ref("gs://b/d", mount_path="/data", fuse=True)}
+        run = self.run_job({"work.py": "import os\ndef volumes():\n    return os.environ['KINETIC_VOLUMES']\n"},
+                           function_entry("volumes"), volumes=[volume])
+        self.assertSucceeded(run, json.dumps({"/data": mount}))
 
     def test_missing_fuse_mount_fails_data_resolve(self):
-        ref = data_ref("gs://b/x", mount_path=self.path("not-mounted"), fuse=True)
+        ref = data_ref("gs://b/x", mount_path="/not-mounted", fuse=True)
         run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[ref])
-        self.assertFailed(run, "data resolve", "RunnerError", ["not-mounted"])
+        self.assertFailed(run, "data resolve", "RunnerError", ["/not-mounted", "missing"])
+
+    def test_a_fuse_file_missing_from_its_mount_fails_data_resolve(self):
+        os.makedirs(self.path("mnt", "m"))
+        with open(self.path("mnt", "m", "other.txt"), "w") as f:
+            f.write("x")
+        ref = data_ref("gs://b/d/wanted.txt", is_dir=False, mount_path="/m", fuse=True)
+        run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[ref])
+        self.assertFailed(run, "data resolve", "RunnerError", ["holds no file 'wanted.txt'"])
 
     def test_missing_source_fails_data_resolve(self):
         run = self.run_job({"work.py": WORK}, function_entry("paths"), args=[data_ref(file_uri(self.path("nope")))])

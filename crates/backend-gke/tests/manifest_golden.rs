@@ -58,12 +58,12 @@ fn tpu_job_with_deadlines_env_group_and_fuse() {
     j.record.group_index = Some(3);
     let options = ManifestOptions::default().with_fuse_mounts(vec![
         FuseMount {
-            gcs_uri: "gs://my-bucket/datasets/imagenet/".into(),
+            uri: "gs://my-bucket/datasets/imagenet/".into(),
             mount_path: "/data".into(),
             is_dir: true,
         },
         FuseMount {
-            gcs_uri: "gs://b/ns/data-cache/abc123/config.json".into(),
+            uri: "gs://b/ns/data-cache/abc123/config.json".into(),
             mount_path: "/_kinetic/fuse-data/0".into(),
             is_dir: false,
         },
@@ -89,4 +89,52 @@ fn backend_default_pending_deadline_applies_when_the_job_sets_none() {
     let annotations = m.metadata.annotations.unwrap();
     assert_eq!(annotations[manifest::ANNOTATION_PENDING_DEADLINE], "90");
     assert!(m.spec.unwrap().active_deadline_seconds.is_none());
+}
+
+#[test]
+fn a_jobs_fuse_mounts_become_csi_volumes_with_the_sidecar_annotation() {
+    let plain = manifest::job_manifest(
+        &job("cpu", &[], Deadlines::default()),
+        &ManifestOptions::default(),
+    );
+    let v = serde_json::to_value(&plain).unwrap();
+    assert!(
+        v["spec"]["template"]["metadata"]
+            .get("annotations")
+            .is_none(),
+        "no FUSE, no annotation"
+    );
+    assert!(v["spec"]["template"]["spec"].get("volumes").is_none());
+    let j = job("cpu", &[], Deadlines::default()).with_fuse_mounts(vec![FuseMount {
+        uri: "gs://b/default/data-cache/h/config.json".into(),
+        mount_path: "/_kinetic/fuse-data/0".into(),
+        is_dir: false,
+    }]);
+    let options = ManifestOptions::default().with_fuse_mounts(vec![FuseMount {
+        uri: "gs://shared/".into(),
+        mount_path: "/shared".into(),
+        is_dir: true,
+    }]);
+    let v = serde_json::to_value(manifest::job_manifest(&j, &options)).unwrap();
+    let template = &v["spec"]["template"];
+    assert_eq!(
+        template["metadata"]["annotations"][manifest::ANNOTATION_GCSFUSE],
+        "true"
+    );
+    assert_eq!(
+        template["spec"]["volumes"],
+        serde_json::json!([
+            {"name": "gcs-fuse-0", "csi": {"driver": "gcsfuse.csi.storage.gke.io",
+                "volumeAttributes": {"bucketName": "shared", "mountOptions": "implicit-dirs"}}},
+            {"name": "gcs-fuse-1", "csi": {"driver": "gcsfuse.csi.storage.gke.io",
+                "volumeAttributes": {"bucketName": "b", "mountOptions": "implicit-dirs,only-dir=default/data-cache/h"}}},
+        ])
+    );
+    assert_eq!(
+        template["spec"]["containers"][0]["volumeMounts"],
+        serde_json::json!([
+            {"name": "gcs-fuse-0", "mountPath": "/shared", "readOnly": true},
+            {"name": "gcs-fuse-1", "mountPath": "/_kinetic/fuse-data/0", "readOnly": true},
+        ])
+    );
 }

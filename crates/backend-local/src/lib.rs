@@ -44,10 +44,19 @@
 //! - A job's state is read from what is on disk: when its processes are
 //!   gone without an exit code (the supervisor was killed), the result the
 //!   runner wrote decides.
+//! - FUSE data (`fuse=True`) in the store's data cache is bind-mounted
+//!   read-only where the runner looks for it, in a user and mount
+//!   namespace of the job (`unshare --map-root-user --mount`), with no
+//!   copy. The kernel refuses every write under such a mount (`EROFS`),
+//!   root's included; only a job that remounts its own namespace could
+//!   undo it, and no one outside the job sees the mount. `gs://` FUSE data
+//!   (no GCS FUSE driver here) and a host that refuses user namespaces are
+//!   errors at submit.
 //! - No image is built: jobs run on the host. A job that asks for a GPU or
 //!   TPU the host does not have is refused before anything is uploaded, with
 //!   a message saying so.
 
+mod readonly;
 mod state;
 mod watch;
 
@@ -548,6 +557,8 @@ impl Backend for LocalBackend {
             resolve_python(&self.options.python, &host, &self.options.root)
         });
         let dir = self.job_dir(&job.record.job_id);
+        let binds = readonly::binds(job, &dir.mounts_path())?;
+        readonly::check(&binds, &self.options.root)?;
         match dir.claim(&job.spec_uri) {
             Ok(true) => {
                 self.join_group(&job.record)?;
@@ -573,7 +584,7 @@ impl Backend for LocalBackend {
         }
         // One interpreter: the supervisor forks the runner, so it starts as
         // the runner always did (`-u`, site-packages for the job's imports).
-        let mut cmd = Command::new(python);
+        let mut cmd = readonly::command(python, &binds)?;
         cmd.arg("-u")
             .arg(&self.supervisor)
             .arg("--job-dir")

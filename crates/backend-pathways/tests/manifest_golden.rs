@@ -72,7 +72,7 @@ fn spot_slice_with_deadlines_env_group_and_fuse() {
     job.record.group_id = Some("grp-00ff00ff".parse::<GroupId>().unwrap());
     job.record.group_index = Some(3);
     let options = ManifestOptions::default().with_fuse_mounts(vec![FuseMount {
-        gcs_uri: "gs://my-bucket/datasets/imagenet/".into(),
+        uri: "gs://my-bucket/datasets/imagenet/".into(),
         mount_path: "/data".into(),
         is_dir: true,
     }]);
@@ -106,4 +106,39 @@ fn spot_slice_with_deadlines_env_group_and_fuse() {
     );
     let secret = env_secret(&job, APP_PATHWAYS, owner).unwrap();
     golden("secret_env", &serde_json::to_value(&secret).unwrap());
+}
+
+#[test]
+fn a_jobs_fuse_mounts_reach_every_host_of_the_slice() {
+    let job =
+        fixed_job("pathways", "v5litepod-16", &[], Deadlines::default()).with_fuse_mounts(vec![
+            FuseMount {
+                uri: "gs://b/default/data-cache/h".into(),
+                mount_path: "/_kinetic/fuse-data/0".into(),
+                is_dir: true,
+            },
+        ]);
+    let v = serde_json::to_value(lws_manifest(
+        &job,
+        &ManifestOptions::default(),
+        "leaderworkerset.x-k8s.io/v1",
+    ))
+    .unwrap();
+    for t in ["leaderTemplate", "workerTemplate"] {
+        let template = &v["spec"]["leaderWorkerTemplate"][t];
+        assert_eq!(
+            template["metadata"]["annotations"]["gke-gcsfuse/volumes"], "true",
+            "{t}"
+        );
+        assert_eq!(
+            template["spec"]["volumes"][0]["csi"]["volumeAttributes"]["mountOptions"],
+            "implicit-dirs,only-dir=default/data-cache/h",
+            "{t}"
+        );
+        assert_eq!(
+            template["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
+            "/_kinetic/fuse-data/0",
+            "{t}"
+        );
+    }
 }

@@ -66,7 +66,7 @@ use crate::hashing::{ContentHash, HashKind, HashedFile};
 use crate::ids::{GroupId, JobId, display_name, k8s_name_for_backend};
 use crate::image::{DOCKERFILE_TEMPLATE, python_base_image};
 use crate::layout;
-use crate::ports::{ImageMode, ImageRequest, ObjectPath, StoreError};
+use crate::ports::{FuseMount, ImageMode, ImageRequest, ObjectPath, StoreError};
 use crate::protocol::{
     Artifact, ClusterInfo, DataRef, PROTOCOL_VERSION, RUNNER_SOURCE, RunnerEntrypoint, RunnerPlan,
     RunnerSpec, RunnerVolume,
@@ -129,8 +129,29 @@ pub fn data_entries(spec: &JobSpec) -> Vec<&Data> {
         a.collect_data(&mut all);
     }
     let mut seen = std::collections::BTreeSet::new();
-    all.retain(|d| seen.insert(d.source().clone()));
+    all.retain(|d| seen.insert(d.key()));
     all
+}
+
+/// The prefix of the mount paths given to FUSE data in arguments
+/// (`/_kinetic/fuse-data/{n}`); volumes may not use it.
+pub const FUSE_ARG_MOUNT_PREFIX: &str = "/_kinetic/fuse-data/";
+
+/// The FUSE data of the arguments (positional, then keyword, depth
+/// first), once each, with the mount path each gets:
+/// `/_kinetic/fuse-data/{n}`, `n` from 0 in that order.
+pub fn fuse_arg_mounts(spec: &JobSpec) -> Vec<(&Data, String)> {
+    let mut in_args = Vec::new();
+    for a in spec.args.iter().chain(spec.kwargs.iter().map(|(_, a)| a)) {
+        a.collect_data(&mut in_args);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    in_args
+        .into_iter()
+        .filter(|d| d.is_fuse() && seen.insert(d.key()))
+        .enumerate()
+        .map(|(n, d)| (d, format!("{FUSE_ARG_MOUNT_PREFIX}{n}")))
+        .collect()
 }
 
 /// The local data paths of the spec, once each: what the engine hashes.
@@ -412,7 +433,9 @@ pub struct SharedPlan {
     /// Size of the archive.
     pub context_bytes: u64,
     /// How each data entry appears in `spec.json`.
-    refs: BTreeMap<DataSource, DataRef>,
+    refs: BTreeMap<(DataSource, bool), DataRef>,
+    /// The mounts of the FUSE data in arguments, in order.
+    fuse_arg_mounts: Vec<FuseMount>,
 }
 
 impl SharedPlan {
@@ -430,7 +453,24 @@ impl SharedPlan {
 
     /// The reference `spec.json` carries for a data entry of the spec.
     pub fn data_ref(&self, data: &Data) -> Option<&DataRef> {
-        self.refs.get(data.source())
+        self.refs.get(&data.key())
+    }
+
+    /// The read-only mounts of a job with `spec`'s volumes: FUSE volumes
+    /// at their paths first, then the FUSE data of the arguments at
+    /// `/_kinetic/fuse-data/{n}`.
+    pub fn fuse_mounts(&self, spec: &JobSpec) -> Vec<FuseMount> {
+        let volumes = spec.volumes.iter().filter(|(_, d)| d.is_fuse());
+        volumes
+            .filter_map(|(mount, d)| {
+                self.data_ref(d).map(|r| FuseMount {
+                    uri: r.uri.clone(),
+                    mount_path: mount.clone(),
+                    is_dir: r.is_dir,
+                })
+            })
+            .chain(self.fuse_arg_mounts.iter().cloned())
+            .collect()
     }
 }
 
@@ -473,13 +513,32 @@ pub fn shared(
                     entry: layout::data_entry(&facts.hash),
                     marker: layout::data_marker(&facts.hash),
                 };
-                let data_ref = DataRef::new(uri_of(&upload.entry), facts.is_dir)
-                    .with_marker(uri_of(&upload.marker));
+                let data_ref = if entry.is_fuse() {
+                    // Mounted, not fetched: the ref names what the mount
+                    // shows (a single file by its name in the entry).
+                    fuse_upload_ref(&upload, facts, uri_of)
+                } else {
+                    DataRef::new(uri_of(&upload.entry), facts.is_dir)
+                        .with_marker(uri_of(&upload.marker))
+                };
                 uploads.push(upload);
                 data_ref
             }
         };
-        refs.insert(entry.source().clone(), data_ref);
+        let mut data_ref = data_ref;
+        data_ref.fuse = entry.is_fuse();
+        refs.insert(entry.key(), data_ref);
+    }
+    let mut arg_mounts = Vec::new();
+    for (entry, mount) in fuse_arg_mounts(spec) {
+        if let Some(r) = refs.get_mut(&entry.key()) {
+            r.mount_path = Some(mount.clone());
+            arg_mounts.push(FuseMount {
+                uri: r.uri.clone(),
+                mount_path: mount,
+                is_dir: r.is_dir,
+            });
+        }
     }
     let context_key = match target {
         UploadTarget::Job(_) => layout::shared_context(&context.sha256),
@@ -523,7 +582,29 @@ pub fn shared(
         context_entries: context.entries,
         context_bytes: context.bytes,
         refs,
+        fuse_arg_mounts: arg_mounts,
     })
+}
+
+/// The reference of an uploaded local path mounted through FUSE: the
+/// cache entry for a directory, the file inside it for a single file.
+fn fuse_upload_ref(upload: &DataUpload, facts: &DataFacts, uri_of: UriOf<'_>) -> DataRef {
+    let entry = uri_of(&upload.entry);
+    if facts.is_dir {
+        return DataRef::new(entry, true);
+    }
+    let name = facts
+        .listing
+        .first()
+        .map(|f| f.name.clone())
+        .or_else(|| {
+            upload
+                .local
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    DataRef::new(format!("{}/{name}", entry.trim_end_matches('/')), false)
 }
 
 /// A batch child's place in its batch.
@@ -618,6 +699,8 @@ pub struct JobPlan {
     pub record: JobRecord,
     /// `handle.json`, encoded.
     pub record_upload: ObjectUpload,
+    /// What the backend mounts read-only for the job (FUSE data).
+    pub fuse_mounts: Vec<FuseMount>,
 }
 
 impl JobPlan {
@@ -760,5 +843,6 @@ pub fn job(
         },
         record,
         runner_spec,
+        fuse_mounts: shared.fuse_mounts(spec),
     })
 }

@@ -760,6 +760,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
 
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
         let r = &job.record;
+        check_fuse_mounts(self.name(), job)?;
         let api = self.objects(&r.namespace).await?;
         self.check_service_account(&r.namespace).await?;
         let manifest = self.workload.build(job, &self.options.manifest);
@@ -1208,6 +1209,18 @@ fn label_match<'a>(pods: &'a [Pod], selector: &str) -> Vec<&'a Pod> {
                 .all(|(k, v)| labels.and_then(|l| l.get(*k)).is_some_and(|have| have == v))
         })
         .collect()
+}
+
+/// Refuses FUSE data the GCS FUSE CSI driver cannot mount: anything but a
+/// `gs://` URI (data in a `file://` store, which no pod can see).
+fn check_fuse_mounts(backend: &str, job: &PreparedJob) -> Result<(), BackendError> {
+    match job.fuse_mounts.iter().find(|m| !m.uri.starts_with("gs://")) {
+        None => Ok(()),
+        Some(m) => Err(BackendError::unsupported(format!(
+            "the {backend} backend mounts FUSE data through the GCS FUSE CSI driver, which reads gs:// buckets only; {} (for {}) is not in one: use a gs:// jobs bucket",
+            m.uri, m.mount_path
+        ))),
+    }
 }
 
 #[cfg(test)]

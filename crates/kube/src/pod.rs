@@ -46,16 +46,9 @@ pub const RUNNER_PATH: &str = kinetic_core::image::RUNNER_IMAGE_PATH;
 /// The GCS FUSE CSI driver.
 pub const GCSFUSE_DRIVER: &str = "gcsfuse.csi.storage.gke.io";
 
-/// A GCS FUSE mount for a job's pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FuseMount {
-    /// `gs://bucket/prefix` of a directory or of one object.
-    pub gcs_uri: String,
-    /// Where it is mounted in the container.
-    pub mount_path: String,
-    /// Whether `gcs_uri` names a directory.
-    pub is_dir: bool,
-}
+/// A GCS FUSE mount for a job's pod (`uri`: `gs://bucket/prefix` of a
+/// directory or of one object).
+pub use kinetic_core::ports::FuseMount;
 
 /// The knobs of the manifest that are not in the prepared job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +64,8 @@ pub struct ManifestOptions {
     pub runner_command: Vec<String>,
     /// Pending deadline for jobs that set none (default 15 minutes).
     pub pending_deadline: Duration,
-    /// GCS FUSE mounts (none by default).
+    /// GCS FUSE mounts every pod gets (none by default), before the
+    /// job's own ([`PreparedJob::fuse_mounts`]).
     pub fuse_mounts: Vec<FuseMount>,
 }
 
@@ -159,7 +153,7 @@ pub fn gcs_fuse_volumes(mounts: &[FuseMount]) -> (Vec<Volume>, Vec<VolumeMount>)
     let mut volumes = Vec::new();
     let mut volume_mounts = Vec::new();
     for (i, m) in mounts.iter().enumerate() {
-        let rest = m.gcs_uri.strip_prefix("gs://").unwrap_or(&m.gcs_uri);
+        let rest = m.uri.strip_prefix("gs://").unwrap_or(&m.uri);
         let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
         let mut options = "implicit-dirs".to_owned();
         if let Some(dir) = only_dir(path, m.is_dir) {
@@ -247,7 +241,13 @@ pub fn pod_template(
     let accel = &job.accelerator;
     let mut pod_labels = labels(job, app);
     pod_labels.insert(LABEL_JOB_NAME.to_owned(), r.k8s_name.clone());
-    let (volumes, volume_mounts) = gcs_fuse_volumes(&options.fuse_mounts);
+    let mounts: Vec<FuseMount> = options
+        .fuse_mounts
+        .iter()
+        .chain(&job.fuse_mounts)
+        .cloned()
+        .collect();
+    let (volumes, volume_mounts) = gcs_fuse_volumes(&mounts);
     let pod_annotations = (!volumes.is_empty())
         .then(|| BTreeMap::from([(ANNOTATION_GCSFUSE.to_owned(), "true".to_owned())]));
     let resources: BTreeMap<String, Quantity> = accel
@@ -399,7 +399,7 @@ mod tests {
     fn fuse_only_dir_follows_kinetic() {
         let m = |uri: &str, is_dir: bool| {
             let (v, _) = gcs_fuse_volumes(&[FuseMount {
-                gcs_uri: uri.into(),
+                uri: uri.into(),
                 mount_path: "/m".into(),
                 is_dir,
             }]);

@@ -567,14 +567,11 @@ impl Client {
             .get("path")
             .and_then(Value::as_str)
             .ok_or_else(|| bad("kinetic.Data: no path"))?;
-        if doc.get("fuse").and_then(Value::as_bool) == Some(true) {
-            return Err(bad(format!(
-                "kinetic.Data('{path}', fuse=True): mounting data through GCS FUSE is not supported by this engine yet; use fuse=False (the data is downloaded before the call)"
-            )));
-        }
+        let fuse = doc.get("fuse").and_then(Value::as_bool) == Some(true);
         let trust = doc.get("hf_trust_remote_code").and_then(Value::as_bool) == Some(true);
         Data::with_home(path, &self.cwd, self.home.as_deref())
             .and_then(|data| data.trust_remote_code(trust))
+            .and_then(|data| data.fuse(fuse))
             .map_err(|e| bad(e.to_string()))
     }
 }

@@ -109,10 +109,6 @@ def test_lambdas_and_closures_ship_by_value_with_cloudpickle():
 def test_parameters_the_engine_cannot_honour_are_errors():
     with pytest.raises(ValueError, match="debug=True"):
         kinetic.run(accelerator="cpu", debug=True)
-    import work
-
-    with pytest.raises(ValueError, match="fuse=True"):
-        remote(work.read_text)(kinetic.Data("work.py", fuse=True))
     with pytest.raises(ValueError, match="backend='k8s'"):
         kinetic.run(backend="k8s")
 

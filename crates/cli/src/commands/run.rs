@@ -32,7 +32,9 @@ pub(crate) struct RunArgs {
     /// A positional argument as JSON (`7`, `'"text"'`, `'[1,2]'`), or
     /// `data:PATH` for a local file or directory, a `gs://` URI or an
     /// `hf://` Hugging Face dataset shipped as Data (`data+trust:hf://…`
-    /// lets the dataset run its own loading code).
+    /// lets the dataset run its own loading code; `data+fuse:PATH` mounts
+    /// a local path or `gs://` URI read-only through GCS FUSE instead of
+    /// downloading it).
     #[arg(long = "arg", value_name = "JSON")]
     args: Vec<String>,
     #[command(flatten)]
@@ -68,31 +70,35 @@ pub(crate) struct PathBase<'a> {
 }
 
 impl PathBase<'_> {
-    /// `PATH`, or `data:PATH` / `data+OPTION:PATH` (the one option:
-    /// `trust`, an `hf://` dataset's `hf_trust_remote_code`).
+    /// `PATH`, or `data:PATH` / `data+OPTION:PATH` (options: `trust`, an
+    /// `hf://` dataset's `hf_trust_remote_code`; `fuse`, mounted
+    /// read-only through GCS FUSE instead of downloaded).
     fn data(&self, text: &str) -> Result<Data, String> {
         let (options, path) = match text.strip_prefix("data") {
             Some(rest) if rest.starts_with(':') || rest.starts_with('+') => {
-                let (options, path) = rest
-                    .split_once(':')
-                    .ok_or_else(|| "expected data:PATH or data+trust:PATH".to_owned())?;
+                let (options, path) = rest.split_once(':').ok_or_else(|| {
+                    "expected data:PATH, data+fuse:PATH or data+trust:hf://…".to_owned()
+                })?;
                 (options, path)
             }
             _ => ("", text),
         };
         let mut trust = false;
+        let mut fuse = false;
         for option in options.split('+').filter(|o| !o.is_empty()) {
             match option {
                 "trust" => trust = true,
+                "fuse" => fuse = true,
                 other => {
                     return Err(format!(
-                        "unknown data option {other:?} (accepted: trust, for hf:// datasets)"
+                        "unknown data option {other:?} (accepted: fuse, to mount the data read-only through GCS FUSE; trust, for hf:// datasets)"
                     ));
                 }
             }
         }
         Data::with_home(path, self.cwd, self.home)
             .and_then(|data| data.trust_remote_code(trust))
+            .and_then(|data| data.fuse(fuse))
             .map_err(|e| e.to_string())
     }
 }
@@ -150,7 +156,8 @@ pub(crate) struct JobFlags {
     secrets: Vec<String>,
     /// Mount data at an absolute path in the job (every job of a batch):
     /// `MOUNT=PATH` (a local path, `gs://` or `hf://` URI; `MOUNT=data+trust:hf://…`
-    /// lets the dataset run its own loading code).
+    /// lets the dataset run its own loading code; `MOUNT=data+fuse:PATH`
+    /// mounts it read-only through GCS FUSE).
     #[arg(long = "volume", value_name = "MOUNT=PATH")]
     volumes: Vec<String>,
     /// Keyword arguments as one JSON object (every job of a batch gets them).

@@ -177,6 +177,9 @@ impl fmt::Display for Entrypoint {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Data {
     source: DataSource,
+    /// Mounted read-only through GCS FUSE (read on demand) instead of
+    /// downloaded before the call ([`Data::fuse`]).
+    fuse: bool,
 }
 
 /// Where a [`Data`] comes from.
@@ -259,6 +262,7 @@ impl Data {
             }
             return Ok(Self {
                 source: DataSource::Remote(path.to_owned()),
+                fuse: false,
             });
         }
         if path.starts_with("hf://") {
@@ -268,6 +272,7 @@ impl Data {
                     uri: path.to_owned(),
                     trust_remote_code: false,
                 },
+                fuse: false,
             });
         }
         if path.contains("://") {
@@ -285,7 +290,39 @@ impl Data {
         }
         Ok(Self {
             source: DataSource::Local(resolved),
+            fuse: false,
         })
+    }
+
+    /// This data mounted read-only through GCS FUSE (Kinetic's
+    /// `fuse=True`) instead of downloaded before the call: a local path is
+    /// uploaded to the data cache and its entry mounted, a `gs://` prefix
+    /// or object is mounted where it is. The function receives the mount
+    /// (for a single file, the file inside it), read on demand.
+    ///
+    /// # Errors
+    /// [`SpecError::DataInvalid`] for an `hf://` dataset, which is loaded
+    /// on the host and cannot be mounted.
+    pub fn fuse(mut self, fuse: bool) -> Result<Self, SpecError> {
+        if fuse && let DataSource::HuggingFace { uri, .. } = &self.source {
+            return Err(SpecError::DataInvalid {
+                input: uri.clone(),
+                reason: "fuse=True is not supported for Hugging Face datasets (hf:// URIs)".into(),
+            });
+        }
+        self.fuse = fuse;
+        Ok(self)
+    }
+
+    /// Whether this data is mounted through GCS FUSE ([`Data::fuse`]).
+    pub fn is_fuse(&self) -> bool {
+        self.fuse
+    }
+
+    /// What tells this data apart from other data of a spec: its source
+    /// and whether it is mounted.
+    pub(crate) fn key(&self) -> (DataSource, bool) {
+        (self.source.clone(), self.fuse)
     }
 
     /// This Hugging Face dataset, allowed (or not) to run its
@@ -550,7 +587,7 @@ impl JobSpec {
             if !mount.starts_with('/') {
                 return Err(bad("it must be an absolute path starting with '/'"));
             }
-            if mount.starts_with("/_kinetic/fuse-data/") {
+            if mount.starts_with(crate::plan::FUSE_ARG_MOUNT_PREFIX) {
                 return Err(bad(
                     "'/_kinetic/fuse-data/' is reserved for generated mounts",
                 ));
@@ -673,6 +710,10 @@ mod tests {
                 matches!(spec(bad).validate(), Err(SpecError::Volume { .. })),
                 "{bad}"
             );
+        }
+        // Only the prefix with its slash is reserved, as Kinetic has it.
+        for fine in ["/_kinetic/fuse-data", "/_kinetic/fuse-database"] {
+            assert!(spec(fine).validate().is_ok(), "{fine}");
         }
         let two = spec("/data").volume("/data/", d.clone());
         assert!(two.validate().is_err());

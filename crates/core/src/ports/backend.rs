@@ -169,6 +169,51 @@ pub struct PreparedJob {
     pub env: CapturedEnv,
     /// Deadlines to enforce.
     pub deadlines: Deadlines,
+    /// Data to mount read-only before the runner starts (Kinetic's
+    /// `fuse=True`), volumes first, then arguments' mounts under
+    /// `/_kinetic/fuse-data/`. A backend MUST present each at its mount
+    /// path (relative to the runner's `--mount-root` where it gives one)
+    /// read-only, or refuse the job with [`BackendError::Unsupported`]
+    /// when it cannot; it MUST NOT start the job without them.
+    pub fuse_mounts: Vec<FuseMount>,
+}
+
+/// Data a backend mounts read-only for a job: a GCS FUSE CSI volume on
+/// Kubernetes, a read-only view of the store's directory locally.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FuseMount {
+    /// `gs://bucket/prefix` (or the store's `file://` URI) of a directory,
+    /// or of one object.
+    pub uri: String,
+    /// Where it is mounted in the job (absolute).
+    pub mount_path: String,
+    /// Whether `uri` names a directory. For one object the mount shows
+    /// the object's directory (GCS FUSE's `only-dir`), and the job reads
+    /// the object by its name inside the mount.
+    pub is_dir: bool,
+}
+
+impl FuseMount {
+    /// The directory the mount shows: `uri` itself for a directory, its
+    /// parent for one object (without a trailing `/`).
+    ///
+    /// ```
+    /// use kinetic_core::ports::FuseMount;
+    /// let file = FuseMount { uri: "gs://b/data/w.h5".into(), mount_path: "/w".into(), is_dir: false };
+    /// assert_eq!(file.dir_uri(), "gs://b/data");
+    /// let dir = FuseMount { uri: "gs://b/data/".into(), mount_path: "/d".into(), is_dir: true };
+    /// assert_eq!(dir.dir_uri(), "gs://b/data");
+    /// ```
+    pub fn dir_uri(&self) -> &str {
+        let uri = self.uri.trim_end_matches('/');
+        if self.is_dir {
+            return uri;
+        }
+        match uri.rsplit_once('/') {
+            Some((parent, _)) if !parent.ends_with('/') => parent,
+            _ => uri,
+        }
+    }
 }
 
 impl PreparedJob {
@@ -186,7 +231,14 @@ impl PreparedJob {
             spec_uri,
             env,
             deadlines,
+            fuse_mounts: Vec::new(),
         }
+    }
+
+    /// The same job with these read-only mounts.
+    pub fn with_fuse_mounts(mut self, mounts: Vec<FuseMount>) -> Self {
+        self.fuse_mounts = mounts;
+        self
     }
 }
 

@@ -4,7 +4,9 @@
 //! runner path mapped to the real runner, the environment from the pod spec
 //! and its Secrets — or follows a scripted outcome. Pod status, conditions
 //! and events are written as the real kubelet writes them; each container
-//! start is recorded in the [log server](super::logs)'s book.
+//! start is recorded in the [log server](super::logs)'s book. GCS FUSE CSI
+//! volumes are mounted as the [driver](super::gcsfuse) mounts them (and
+//! not at all without its sidecar annotation).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -17,6 +19,7 @@ use serde_json::{Value, json};
 use super::PodScript;
 use super::b64;
 use super::events;
+use super::gcsfuse;
 use super::logs::{LogBook, container_name};
 use super::meta::{name_of, ns_of, uid_of};
 use super::runtime::{self, ExitCell, ProcessSpec, exit_code, kill_group, record_exit};
@@ -423,6 +426,17 @@ impl Kubelet {
                     });
                     return;
                 }
+                Err(SpawnError::Mount(message)) => {
+                    once_event(store, rt, pod, "FailedMount", "Warning", &message);
+                    let statuses = json!([{"name": cname, "image": image, "imageID": "", "ready": false,
+                        "restartCount": 0, "started": false,
+                        "state": {"waiting": {"reason": "ContainerCreating"}}}]);
+                    store.modify("pods", &ns, &name, |p| {
+                        p["status"]["phase"] = json!("Pending");
+                        p["status"]["containerStatuses"] = statuses;
+                    });
+                    return;
+                }
                 Err(SpawnError::Start(message)) => {
                     let statuses = json!([{"name": cname, "image": image, "imageID": "", "ready": false,
                         "restartCount": 0, "started": false,
@@ -478,6 +492,10 @@ impl Kubelet {
 
     fn spawn(&self, store: &Store, rt: &mut PodRuntime, pod: &Value) -> Result<(), SpawnError> {
         let c = container(pod);
+        let fuse_mounts = gcsfuse::mounts(pod, &c);
+        if let Some(why) = gcsfuse::mount_failure(pod, &fuse_mounts) {
+            return Err(SpawnError::Mount(why));
+        }
         let ns = rt.namespace.clone();
         // Environment: envFrom first, then env (env wins), as the kubelet does.
         let mut env: BTreeMap<String, String> = self.config.extra_env.clone();
@@ -586,6 +604,25 @@ impl Kubelet {
                 dir.join("mounts").to_string_lossy().into_owned(),
             ]);
         }
+        if !fuse_mounts.is_empty() {
+            let endpoint = env
+                .get("KINETIC_GCS_ENDPOINT")
+                .cloned()
+                .ok_or_else(|| {
+                    SpawnError::Mount(
+                        "MountVolume.SetUp failed: the fake GCS FUSE driver needs the fake GCS server (KINETIC_GCS_ENDPOINT in the cluster's env)".into(),
+                    )
+                })?;
+            argv = gcsfuse::wrap(
+                argv,
+                &fuse_mounts,
+                &endpoint,
+                &self.config.python,
+                &dir,
+                &dir.join("mounts"),
+            )
+            .map_err(SpawnError::Start)?;
+        }
         let log = dir.join(format!(
             "{}-{}.log",
             container_name(pod),
@@ -671,6 +708,8 @@ fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
 enum SpawnError {
     Config(String),
     Start(String),
+    /// A volume cannot be mounted (the `FailedMount` event's message).
+    Mount(String),
 }
 
 fn once_event(

@@ -70,6 +70,7 @@ mod autoscaler;
 mod b64;
 mod controller;
 mod events;
+mod gcsfuse;
 mod kubelet;
 mod logs;
 mod lws;

@@ -81,3 +81,19 @@ def hf_rows(path):
 
     d = datasets.load_from_disk(path)
     return {"n": len(d), "text": list(d["text"])}
+
+
+def read_mounted(folder, config):
+    """What a job sees of FUSE data: the files, and whether writing works."""
+    with open(os.path.join(folder, "a.txt")) as f:
+        a = f.read()
+    with open(config) as f:
+        c = f.read()
+    try:
+        with open(os.path.join(folder, "new.txt"), "w") as f:
+            f.write("x")
+        write = "written"
+    except OSError as e:
+        write = e.strerror
+    volume = json.loads(os.environ["KINETIC_VOLUMES"])["/data"]
+    return {"a": a, "config": c, "write": write, "volume": sorted(os.listdir(volume))}

@@ -96,7 +96,7 @@ fn trusted(data: &Data) -> bool {
 
 /// A volume's data: its text, or `{"hf_trusted": uri}`.
 fn encode_volume(data: &Data) -> Value {
-    if trusted(data) {
+    if trusted(data) || data.is_fuse() {
         encode_data(data)
     } else {
         json!(data_text(data))
@@ -106,6 +106,8 @@ fn encode_volume(data: &Data) -> Value {
 fn encode_data(data: &Data) -> Value {
     if trusted(data) {
         json!({"hf_trusted": data_text(data)})
+    } else if data.is_fuse() {
+        json!({"fuse": data_text(data)})
     } else {
         json!({"data": data_text(data)})
     }
@@ -283,6 +285,9 @@ fn decode_arg(v: &Value, cwd: &Path) -> Result<Arg, String> {
         "hf_trusted" => load_data(inner.as_str().ok_or("hf_trusted is not a string")?, cwd)
             .and_then(|d| d.trust_remote_code(true).map_err(|e| e.to_string()))
             .map(Arg::Data),
+        "fuse" => load_data(inner.as_str().ok_or("fuse is not a string")?, cwd)
+            .and_then(|d| d.fuse(true).map_err(|e| e.to_string()))
+            .map(Arg::Data),
         "list" => inner
             .as_array()
             .ok_or("list is not a list")?
@@ -328,7 +333,9 @@ mod tests {
             .env(EnvEntry::parse_secret("TOKEN").unwrap())
             .env(EnvEntry::parse_cli("WANDB_*").unwrap())
             .env(EnvEntry::parse_capture("OPT").unwrap())
-            .volume("/mnt/d", data)
+            .volume("/mnt/d", data.clone())
+            .volume("/mnt/f", data.clone().fuse(true).unwrap())
+            .arg(data.fuse(true).unwrap())
             .deadlines(Deadlines {
                 run: Some(Duration::from_secs(90)),
                 pending: None,
