@@ -401,7 +401,8 @@ async fn submit_prepared(
         job.spec_uri,
         resolved.env.clone(),
         spec.deadlines,
-    );
+    )
+    .with_budgets(spec.budgets);
     if let Err(err) = backend.submit(&prepared).await {
         // An ambiguous create: the backend may hold the job although the
         // call failed. If it does, the job is submitted.

@@ -169,6 +169,16 @@ pub struct PreparedJob {
     pub env: CapturedEnv,
     /// Deadlines to enforce.
     pub deadlines: Deadlines,
+    /// Failure budgets to enforce (see [`crate::budget`]): a backend MUST
+    /// run the job again after an application failure while
+    /// [`Budgets::retries`](crate::budget::Budgets::retries) allows, and
+    /// after a preemption or eviction while
+    /// [`Budgets::restarts`](crate::budget::Budgets::restarts) allows, and
+    /// MUST refuse (invalid input) an explicitly asked budget it cannot
+    /// honour ([`PreparedJob::budget_request`]).
+    pub budgets: crate::budget::Budgets,
+    /// The budgets as the user asked for them (unset: the default).
+    pub budget_request: crate::budget::BudgetRequest,
 }
 
 impl PreparedJob {
@@ -186,7 +196,17 @@ impl PreparedJob {
             spec_uri,
             env,
             deadlines,
+            budgets: crate::budget::Budgets::default(),
+            budget_request: crate::budget::BudgetRequest::default(),
         }
+    }
+
+    /// The same job with failure budgets `request`, resolved for its
+    /// accelerator (Spot jobs get restarts by default).
+    pub fn with_budgets(mut self, request: crate::budget::BudgetRequest) -> Self {
+        self.budgets = request.resolve(self.accelerator.spot());
+        self.budget_request = request;
+        self
     }
 }
 
