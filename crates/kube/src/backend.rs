@@ -135,7 +135,11 @@ pub trait Workload: Send + Sync + 'static {
         state.status == JobStatus::Failed
             && matches!(
                 state.reason,
-                Some(StatusReason::PendingDeadlineExceeded { .. } | StatusReason::Preempted)
+                Some(
+                    StatusReason::PendingDeadlineExceeded { .. }
+                        | StatusReason::Preempted
+                        | StatusReason::RestartsSpent { .. }
+                )
             )
     }
 
