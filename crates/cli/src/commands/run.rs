@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::budget::{BudgetRequest, parse_budget};
 use kinetic_core::engine::{
     Arg, Data, Engine, EngineError, Entrypoint, JobSpec, ProgressEvent, ResultOptions,
     SubmitOptions,
@@ -170,6 +171,15 @@ pub(crate) struct JobFlags {
     /// Fail the job if it runs longer than this many seconds.
     #[arg(long, value_name = "SECONDS")]
     run_deadline: Option<f64>,
+    /// Application retry budget: run the job again after it fails (an
+    /// exception, a non-zero exit) up to N times (default 0).
+    #[arg(long, value_name = "N")]
+    retries: Option<String>,
+    /// Infrastructure restart budget: run the job again after its node is
+    /// preempted or its pod evicted, up to N times (default 3 for Spot
+    /// jobs, else 0; nothing preempts the local backend).
+    #[arg(long, value_name = "N")]
+    restarts: Option<String>,
 }
 
 impl JobFlags {
@@ -228,6 +238,7 @@ impl JobFlags {
         if let Some(dir) = &self.output_dir {
             spec = spec.output_dir(dir);
         }
+        spec = spec.budgets(self.budgets()?);
         if let Some(s) = self.run_deadline {
             spec = spec.deadlines(Deadlines {
                 run: Some(seconds("run-deadline", s)?),
@@ -235,6 +246,20 @@ impl JobFlags {
             });
         }
         Ok(spec)
+    }
+
+    /// The failure budgets `--retries` and `--restarts` ask for.
+    fn budgets(&self) -> Result<BudgetRequest, CliError> {
+        let parse = |flag: &str, name: &'static str, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| parse_budget(name, t))
+                .transpose()
+                .map_err(|e| CliError::usage(format!("--{flag}: {e}")))
+        };
+        Ok(BudgetRequest {
+            retries: parse("retries", "retries", &self.retries)?,
+            restarts: parse("restarts", "restarts", &self.restarts)?,
+        })
     }
 
     /// The accelerator as asked: `--accelerator`, with `:spot` for `--spot`.
