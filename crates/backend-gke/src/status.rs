@@ -30,8 +30,8 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_core::budget::Budgets;
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_kube::status::{
     apply_budgets, apply_pending_deadline, created_at, live_pod_state, pod_attempts, pod_phase,
 };

@@ -235,7 +235,11 @@ impl JobDir {
                     host: format!("local process {}", v["pid"].as_u64().unwrap_or(0)),
                     started: stamp(&v["started"]),
                     ended: stamp(&v["ended"]),
-                    outcome: Some(if failed { Outcome::Failed } else { Outcome::Succeeded }),
+                    outcome: Some(if failed {
+                        Outcome::Failed
+                    } else {
+                        Outcome::Succeeded
+                    }),
                     reason: failed.then(|| {
                         StatusReason::ExitCode {
                             code: i32::try_from(code).unwrap_or(1),

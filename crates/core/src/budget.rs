@@ -285,7 +285,9 @@ pub fn retries_spent(times: u32, budget: u32) -> String {
 /// is never returned then: it is [`Decision::Retry`] of attempt 1).
 pub fn decide(budgets: Budgets, ended: &[Outcome]) -> Decision {
     let of = budgets.max_attempts();
-    let attempt = u32::try_from(ended.len()).unwrap_or(u32::MAX).saturating_add(1);
+    let attempt = u32::try_from(ended.len())
+        .unwrap_or(u32::MAX)
+        .saturating_add(1);
     let Some(&last) = ended.last() else {
         return Decision::Retry { attempt: 1, of };
     };
@@ -393,7 +395,10 @@ mod tests {
             spent.to_string(),
             "preempted 4 times, more than its infrastructure restart budget of 3; raise it with `--restarts N` (`restarts=N` in Python)"
         );
-        assert!(matches!(decide(b, &[Outcome::Failed]), Decision::Fail { .. }));
+        assert!(matches!(
+            decide(b, &[Outcome::Failed]),
+            Decision::Fail { .. }
+        ));
     }
 
     proptest! {

@@ -32,7 +32,10 @@ fn job(name: &str, script: &str, backoff: i32, rules: Value) -> Job {
     .unwrap()
 }
 
-fn condition<'a>(job: &'a Job, kind: &str) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
+fn condition<'a>(
+    job: &'a Job,
+    kind: &str,
+) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
     job.status
         .as_ref()?
         .conditions
@@ -45,16 +48,24 @@ fn disrupted(pod: &Pod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "DisruptionTarget" && c.status == "True"))
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        })
 }
 
 fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ignored_disruption_is_replaced_once_terminal_and_not_counted() {
-    let cluster = FakeCluster::start(FakeClusterConfig::default()).await.unwrap();
+    let cluster = FakeCluster::start(FakeClusterConfig::default())
+        .await
+        .unwrap();
     let client = client(&cluster);
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(client, "default");
@@ -83,7 +94,11 @@ async fn an_ignored_disruption_is_replaced_once_terminal_and_not_counted() {
         if condition(&j, "Complete").is_some() || condition(&j, "Failed").is_some() {
             break j;
         }
-        assert!(tokio::time::Instant::now() < deadline, "still running: {:?}", j.status);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still running: {:?}",
+            j.status
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(saw_announced, "the disruption was announced first");
@@ -97,12 +112,20 @@ async fn an_ignored_disruption_is_replaced_once_terminal_and_not_counted() {
         .unwrap()
         .items;
     assert_eq!(listed.len(), 2, "the preempted pod and its replacement");
-    assert_eq!(listed.iter().filter(|p| disrupted(p) && phase(p) == "Failed").count(), 1);
+    assert_eq!(
+        listed
+            .iter()
+            .filter(|p| disrupted(p) && phase(p) == "Failed")
+            .count(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fail_job_rule_fails_the_job_at_once_with_its_reason() {
-    let cluster = FakeCluster::start(FakeClusterConfig::default()).await.unwrap();
+    let cluster = FakeCluster::start(FakeClusterConfig::default())
+        .await
+        .unwrap();
     let client = client(&cluster);
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(client, "default");
@@ -144,7 +167,9 @@ async fn a_fail_job_rule_fails_the_job_at_once_with_its_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_policy_is_refused_with_the_servers_causes() {
-    let cluster = FakeCluster::start(FakeClusterConfig::default()).await.unwrap();
+    let cluster = FakeCluster::start(FakeClusterConfig::default())
+        .await
+        .unwrap();
     let jobs: Api<Job> = Api::namespaced(client(&cluster), "default");
     let mut j = job(
         "invalid",
@@ -152,7 +177,14 @@ async fn an_invalid_policy_is_refused_with_the_servers_causes() {
         0,
         json!([{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [0]}}]),
     );
-    j.spec.as_mut().unwrap().template.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+    j.spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .restart_policy = Some("OnFailure".into());
     let err = jobs.create(&PostParams::default(), &j).await.unwrap_err();
     let kube::Error::Api(status) = err else {
         panic!("not an API error: {err}")
@@ -162,5 +194,8 @@ async fn an_invalid_policy_is_refused_with_the_servers_causes() {
         status.message,
         "Job.batch \"invalid\" is invalid: [spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In operator, spec.template.spec.restartPolicy: Invalid value: \"OnFailure\": only \"Never\" is supported when podFailurePolicy is specified]"
     );
-    assert!(jobs.get_opt("invalid").await.unwrap().is_none(), "nothing was created");
+    assert!(
+        jobs.get_opt("invalid").await.unwrap().is_none(),
+        "nothing was created"
+    );
 }

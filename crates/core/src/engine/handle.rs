@@ -278,7 +278,10 @@ impl JobHandle {
         match self
             .inner
             .store
-            .get(&layout::attempts(&self.record.job_id), GetOptions::default())
+            .get(
+                &layout::attempts(&self.record.job_id),
+                GetOptions::default(),
+            )
             .await
         {
             Ok(bytes) => {

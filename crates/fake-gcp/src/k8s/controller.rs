@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 
 use super::events;
-use super::pod_failure_policy::Action;
 use super::meta::{name_of, ns_of, str_at, uid_of};
+use super::pod_failure_policy::Action;
 use super::store::{ApiError, Store, now_rfc3339, parse_time};
 
 /// Resources the garbage collector and foreground deletion look at.

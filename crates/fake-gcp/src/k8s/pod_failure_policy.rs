@@ -321,7 +321,11 @@ fn validate_exit_codes(
     let values_path = format!("{path}.values");
     if values.is_empty() {
         // Go prints a missing list as nil, an empty one as `{}`.
-        let shown = if given.is_some() { "[]int32{}" } else { "[]int32(nil)" };
+        let shown = if given.is_some() {
+            "[]int32{}"
+        } else {
+            "[]int32(nil)"
+        };
         causes.push(invalid(
             values_path.clone(),
             Some(shown.into()),
@@ -391,7 +395,9 @@ pub(crate) fn match_pod(job: &Value, pod: &Value) -> Action {
             })
         } else if let Some(patterns) = rule.get("onPodConditions").and_then(Value::as_array) {
             condition_match(pod, patterns).map(|kind| {
-                format!("Pod {ns}/{name} has condition {kind} matching {action} rule at index {index}")
+                format!(
+                    "Pod {ns}/{name} has condition {kind} matching {action} rule at index {index}"
+                )
             })
         } else {
             None
@@ -426,7 +432,10 @@ fn exit_code_match(pod: &Value, req: &Value) -> Option<(String, i64)> {
             .into_iter()
             .flatten()
         {
-            let Some(code) = c.pointer("/state/terminated/exitCode").and_then(Value::as_i64) else {
+            let Some(code) = c
+                .pointer("/state/terminated/exitCode")
+                .and_then(Value::as_i64)
+            else {
                 continue;
             };
             let cname = c.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -516,7 +525,9 @@ mod tests {
 
     #[test]
     fn a_policy_needs_restart_policy_never() {
-        let mut j = job(json!({"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}));
+        let mut j = job(
+            json!({"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}),
+        );
         j["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
         let e = refused(j);
         assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
@@ -542,10 +553,19 @@ mod tests {
              "onPodConditions": [{"type": "DisruptionTarget"}]},
             {"action": "Retry", "onExitCodes": {"operator": "Between", "values": [1]}},
         ]})));
-        let causes = e.details.as_ref().unwrap()["causes"].as_array().unwrap().clone();
+        let causes = e.details.as_ref().unwrap()["causes"]
+            .as_array()
+            .unwrap()
+            .clone();
         let said: Vec<String> = causes
             .iter()
-            .map(|c| format!("{}: {}", c["field"].as_str().unwrap(), c["message"].as_str().unwrap()))
+            .map(|c| {
+                format!(
+                    "{}: {}",
+                    c["field"].as_str().unwrap(),
+                    c["message"].as_str().unwrap()
+                )
+            })
             .collect();
         assert_eq!(
             said,
@@ -556,7 +576,11 @@ mod tests {
                 "spec.podFailurePolicy.rules[2].onExitCodes.operator: Unsupported value: \"Between\": supported values: \"In\", \"NotIn\"",
             ]
         );
-        assert!(e.message.starts_with("Job.batch \"j\" is invalid: ["), "{}", e.message);
+        assert!(
+            e.message.starts_with("Job.batch \"j\" is invalid: ["),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
@@ -587,7 +611,13 @@ mod tests {
         let e = refused(job(json!({"rules": [
             {"action": "Ignore", "onPodConditions": [{"type": "", "status": "Maybe"}]},
         ]})));
-        assert!(e.message.contains("onPodConditions[0].type: Invalid value: \"\": name part must be non-empty"), "{}", e.message);
+        assert!(
+            e.message.contains(
+                "onPodConditions[0].type: Invalid value: \"\": name part must be non-empty"
+            ),
+            "{}",
+            e.message
+        );
         assert!(e.message.contains("onPodConditions[0].status: Unsupported value: \"Maybe\": supported values: \"False\", \"True\", \"Unknown\""), "{}", e.message);
     }
 
@@ -599,7 +629,10 @@ mod tests {
             {"action": "Count", "onExitCodes": {"operator": "NotIn", "values": [42]}},
         ]}));
         // A disrupted pod that exited 137: the first rule wins.
-        assert_eq!(match_pod(&j, &failed_pod(137, disruption())), Action::Ignore);
+        assert_eq!(
+            match_pod(&j, &failed_pod(137, disruption())),
+            Action::Ignore
+        );
         // Not disrupted, 137: the job fails, in the controller's words.
         assert_eq!(
             match_pod(&j, &failed_pod(137, json!([]))),
@@ -611,7 +644,10 @@ mod tests {
         // 42 matches nothing: counted by default.
         assert_eq!(match_pod(&j, &failed_pod(42, json!([]))), Action::Count);
         // No policy: counted.
-        assert_eq!(match_pod(&job(Value::Null), &failed_pod(1, disruption())), Action::Count);
+        assert_eq!(
+            match_pod(&job(Value::Null), &failed_pod(1, disruption())),
+            Action::Count
+        );
     }
 
     #[test]
@@ -622,8 +658,14 @@ mod tests {
         ]}));
         assert_eq!(match_pod(&j, &failed_pod(0, disruption())), Action::Count);
         assert_eq!(
-            match_pod(&j, &failed_pod(0, json!([{"type": "DisruptionTarget", "status": "False"}]))),
-            Action::FailJob("Pod default/j-abc has condition DisruptionTarget matching FailJob rule at index 1".into())
+            match_pod(
+                &j,
+                &failed_pod(0, json!([{"type": "DisruptionTarget", "status": "False"}]))
+            ),
+            Action::FailJob(
+                "Pod default/j-abc has condition DisruptionTarget matching FailJob rule at index 1"
+                    .into()
+            )
         );
     }
 }
