@@ -81,3 +81,13 @@ def hf_rows(path):
 
     d = datasets.load_from_disk(path)
     return {"n": len(d), "text": list(d["text"])}
+
+
+def flaky(marker):
+    """Fails on its first attempt (no marker yet), succeeds on the next."""
+    import os
+
+    if not os.path.exists(marker):
+        open(marker, "w").write("tried")
+        raise RuntimeError("first attempt fails")
+    return "second attempt"
