@@ -668,13 +668,11 @@ impl Job {
             async move {
                 let state = job.status().await?;
                 let kept = job.attempts().await?;
-                Ok::<_, kinetic_core::engine::EngineError>(
-                    if state.attempts.len() >= kept.len() {
-                        state.attempts
-                    } else {
-                        kept
-                    },
-                )
+                Ok::<_, kinetic_core::engine::EngineError>(if state.attempts.len() >= kept.len() {
+                    state.attempts
+                } else {
+                    kept
+                })
             },
             &Listener::none(),
         )?

@@ -38,6 +38,11 @@ pub(crate) struct RunArgs {
     args: Vec<String>,
     #[command(flatten)]
     job: JobFlags,
+    /// Application retry budget: run the job again after it fails (an
+    /// exception, a non-zero exit) up to N times (default 0). (`kinetic
+    /// map --retries` resubmits a batch's failed inputs instead.)
+    #[arg(long, value_name = "N")]
+    retries: Option<String>,
     /// Print the job id and return once it is submitted.
     #[arg(long)]
     detach: bool,
@@ -96,6 +101,13 @@ impl PathBase<'_> {
             .and_then(|data| data.trust_remote_code(trust))
             .map_err(|e| e.to_string())
     }
+}
+
+/// A failure budget flag (`--retries`, `--restarts`), if given.
+fn budget_flag(name: &'static str, text: Option<&str>) -> Result<Option<u32>, CliError> {
+    text.map(|t| parse_budget(name, t))
+        .transpose()
+        .map_err(|e| CliError::usage(format!("--{name}: {e}")))
 }
 
 /// Parse one `--arg`.
@@ -171,10 +183,6 @@ pub(crate) struct JobFlags {
     /// Fail the job if it runs longer than this many seconds.
     #[arg(long, value_name = "SECONDS")]
     run_deadline: Option<f64>,
-    /// Application retry budget: run the job again after it fails (an
-    /// exception, a non-zero exit) up to N times (default 0).
-    #[arg(long, value_name = "N")]
-    retries: Option<String>,
     /// Infrastructure restart budget: run the job again after its node is
     /// preempted or its pod evicted, up to N times (default 3 for Spot
     /// jobs, else 0; nothing preempts the local backend).
@@ -248,17 +256,12 @@ impl JobFlags {
         Ok(spec)
     }
 
-    /// The failure budgets `--retries` and `--restarts` ask for.
+    /// The failure budget `--restarts` asks for (`run --retries` adds
+    /// the application one).
     fn budgets(&self) -> Result<BudgetRequest, CliError> {
-        let parse = |flag: &str, name: &'static str, text: &Option<String>| {
-            text.as_deref()
-                .map(|t| parse_budget(name, t))
-                .transpose()
-                .map_err(|e| CliError::usage(format!("--{flag}: {e}")))
-        };
         Ok(BudgetRequest {
-            retries: parse("retries", "retries", &self.retries)?,
-            restarts: parse("restarts", "restarts", &self.restarts)?,
+            retries: None,
+            restarts: budget_flag("restarts", self.restarts.as_deref())?,
         })
     }
 
@@ -384,7 +387,9 @@ fn build_spec(args: &RunArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
             ));
         }
     };
-    args.job.apply(JobSpec::new(entrypoint), base, &args.args)
+    let mut spec = args.job.apply(JobSpec::new(entrypoint), base, &args.args)?;
+    spec.budgets.retries = budget_flag("retries", args.retries.as_deref())?;
+    Ok(spec)
 }
 
 pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
