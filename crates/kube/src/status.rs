@@ -361,11 +361,25 @@ pub fn pod_outcome(pod: &Pod) -> Option<Outcome> {
     }
 }
 
-/// The attempts a job's pods (oldest first, see [`sort_oldest_first`])
-/// made, one per pod: its name, start, end (its container's
-/// `finishedAt`), outcome and, for a failure, why.
+/// The attempts a job's pods made, one per pod in the order they ran:
+/// by creation time, and within a second (creation times are whole
+/// seconds) ended pods before live ones, then by start; each with its
+/// name, start, end (its container's `finishedAt`), outcome and, for a
+/// failure, why.
 pub fn pod_attempts(pods: &[Pod]) -> Vec<Attempt> {
-    pods.iter()
+    let mut ordered: Vec<&Pod> = pods.iter().collect();
+    ordered.sort_by_key(|p| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            pod_outcome(p).is_none(),
+            p.status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0),
+        )
+    });
+    ordered
+        .into_iter()
         .enumerate()
         .map(|(i, pod)| {
             let status = pod.status.as_ref();
