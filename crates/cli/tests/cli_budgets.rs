@@ -3,7 +3,7 @@
 //! real node shutdown marks them) and on the local backend.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use kinetic_fake_gcp::FakeGcs;
@@ -29,34 +29,29 @@ def flaky(marker):
     return ["second attempt", os.environ.get("KINETIC_ATTEMPT")]
 "#;
 
-async fn kinetic(dir: &Path, env: Vec<(String, String)>, args: &[&str]) -> Output {
-    let dir = dir.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
-        cmd.args(&args)
-            .current_dir(dir.join("home/project"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", dir.join("home"))
-            .env("KINETIC_LOCAL_ROOT", dir.join("local"))
-            .env("KINETIC_PROFILES_FILE", dir.join("profiles.json"))
-            .envs(env);
-        cmd.output().unwrap()
-    })
-    .await
-    .unwrap()
+mod sandbox;
+
+use sandbox::{COMMAND_LIMIT, Sandbox, output_within};
+
+/// `kinetic ARGS` in the sandbox with `env`, off the runtime's threads
+/// (the fake cluster runs on them), bounded in time.
+async fn kinetic(sb: &Sandbox, env: Vec<(String, String)>, args: &[&str]) -> Output {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let cmd = sb.command(args, &env);
+    tokio::task::spawn_blocking(move || output_within(cmd, COMMAND_LIMIT))
+        .await
+        .unwrap()
 }
 
-fn project(dir: &Path) {
-    let project = dir.join("home/project");
-    std::fs::create_dir_all(&project).unwrap();
+/// A sandbox whose project is `work.py` and a `pyproject.toml`.
+fn project() -> Sandbox {
+    let sb = Sandbox::new(WORK_PY);
     std::fs::write(
-        project.join("pyproject.toml"),
+        sb.path("home/project/pyproject.toml"),
         "[project]\nname = \"p\"\ndependencies = []\n",
     )
     .unwrap();
-    std::fs::write(project.join("work.py"), WORK_PY).unwrap();
+    sb
 }
 
 async fn cluster(dir: &Path) -> (FakeGcs, FakeCluster, Vec<(String, String)>) {
@@ -90,9 +85,8 @@ fn preempted() -> PodScript {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
-    let dir = tempfile::tempdir().unwrap();
-    project(dir.path());
-    let (_gcs, cluster, env) = cluster(dir.path()).await;
+    let sb = project();
+    let (_gcs, cluster, env) = cluster(&sb.path("")).await;
     // A Spot node (labelled and tainted as GKE's Spot pools are).
     let spot = FakeNode::cpu("spot-0")
         .label("cloud.google.com/gke-spot", "true")
@@ -100,7 +94,7 @@ async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
     cluster.add_node(&spot).unwrap();
     cluster.script_next(preempted());
     let o = kinetic(
-        dir.path(),
+        &sb,
         env.clone(),
         &[
             "run",
@@ -129,12 +123,7 @@ async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
         cluster.objects("jobs.batch", "default").is_empty(),
         "cleaned up"
     );
-    let o = kinetic(
-        dir.path(),
-        env.clone(),
-        &["jobs", "status", &job_id, "--json"],
-    )
-    .await;
+    let o = kinetic(&sb, env.clone(), &["jobs", "status", &job_id, "--json"]).await;
     let (out, err) = texts(&o);
     assert!(o.status.success(), "stdout: {out}\nstderr: {err}");
     let v: Value = serde_json::from_str(&out).unwrap();
@@ -143,7 +132,7 @@ async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
     assert_eq!(attempts[0]["outcome"], "preempted", "{v}");
     assert_eq!(attempts[1]["outcome"], "succeeded", "{v}");
     assert_ne!(attempts[0]["host"], attempts[1]["host"], "two pods");
-    let o = kinetic(dir.path(), env, &["jobs", "status", &job_id]).await;
+    let o = kinetic(&sb, env, &["jobs", "status", &job_id]).await;
     let (out, _) = texts(&o);
     assert!(
         out.contains("attempt 1 on") && out.contains(": preempted (node was preempted)"),
@@ -157,15 +146,14 @@ async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_preempted_past_its_budget_fails_as_preempted_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    project(dir.path());
-    let (_gcs, cluster, env) = cluster(dir.path()).await;
+    let sb = project();
+    let (_gcs, cluster, env) = cluster(&sb.path("")).await;
     // Every pod is preempted, more often than the budget allows.
     for _ in 0..8 {
         cluster.script_next(preempted());
     }
     let o = kinetic(
-        dir.path(),
+        &sb,
         env,
         &[
             "run",
@@ -205,15 +193,9 @@ async fn a_job_preempted_past_its_budget_fails_as_preempted_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exception_without_retries_fails_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    project(dir.path());
-    let (_gcs, cluster, env) = cluster(dir.path()).await;
-    let o = kinetic(
-        dir.path(),
-        env,
-        &["run", "work.py:fail", "--backend", "gke"],
-    )
-    .await;
+    let sb = project();
+    let (_gcs, cluster, env) = cluster(&sb.path("")).await;
+    let o = kinetic(&sb, env, &["run", "work.py:fail", "--backend", "gke"]).await;
     let (out, err) = texts(&o);
     assert!(!o.status.success(), "stdout: {out}\nstderr: {err}");
     assert!(err.contains("deliberate failure"), "{err}");
@@ -228,13 +210,12 @@ async fn an_exception_without_retries_fails_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_on_the_cluster_absorbs_one_failure() {
-    let dir = tempfile::tempdir().unwrap();
-    project(dir.path());
-    let (_gcs, cluster, env) = cluster(dir.path()).await;
-    let marker = dir.path().join("marker");
+    let sb = project();
+    let (_gcs, cluster, env) = cluster(&sb.path("")).await;
+    let marker = sb.path("").join("marker");
     let arg = serde_json::to_string(&marker.display().to_string()).unwrap();
     let o = kinetic(
-        dir.path(),
+        &sb,
         env,
         &[
             "run",
@@ -271,16 +252,15 @@ async fn a_retry_on_the_cluster_absorbs_one_failure() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_retries_rerun_the_runner_and_keep_each_attempt() {
-    let dir = tempfile::tempdir().unwrap();
-    project(dir.path());
-    let marker = dir.path().join("marker");
+    let sb = project();
+    let marker = sb.path("").join("marker");
     let arg = serde_json::to_string(&marker.display().to_string()).unwrap();
     let env = vec![(
         "KINETIC_STORE_URL".to_owned(),
-        format!("file://{}", dir.path().join("store").display()),
+        format!("file://{}", sb.path("").join("store").display()),
     )];
     let o = kinetic(
-        dir.path(),
+        &sb,
         env.clone(),
         &[
             "run",
@@ -304,12 +284,7 @@ async fn local_retries_rerun_the_runner_and_keep_each_attempt() {
         "{v}"
     );
     let job_id = v["job_id"].as_str().unwrap().to_owned();
-    let o = kinetic(
-        dir.path(),
-        env.clone(),
-        &["jobs", "status", &job_id, "--json"],
-    )
-    .await;
+    let o = kinetic(&sb, env.clone(), &["jobs", "status", &job_id, "--json"]).await;
     let (out, err) = texts(&o);
     assert!(o.status.success(), "stdout: {out}\nstderr: {err}");
     let v: Value = serde_json::from_str(&out).unwrap();
@@ -326,7 +301,7 @@ async fn local_retries_rerun_the_runner_and_keep_each_attempt() {
     // Without retries the same failure ends the job at once.
     std::fs::remove_file(&marker).unwrap();
     let o = kinetic(
-        dir.path(),
+        &sb,
         env.clone(),
         &["run", "work.py:flaky", "--arg", &arg, "--backend", "local"],
     )
@@ -337,7 +312,7 @@ async fn local_retries_rerun_the_runner_and_keep_each_attempt() {
 
     // A budget that is not a number is refused before anything runs.
     let o = kinetic(
-        dir.path(),
+        &sb,
         env,
         &["run", "work.py:square", "--arg", "1", "--retries", "many"],
     )
