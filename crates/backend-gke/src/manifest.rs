@@ -3,7 +3,9 @@
 //! files under `tests/golden/` pin their JSON. The pod template, labels
 //! and the Secret are the shared Kubernetes layer's ([`kinetic_kube::pod`]).
 
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::batch::v1::{
+    Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
+};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinetic_core::ports::PreparedJob;
@@ -15,22 +17,37 @@ pub use kinetic_kube::pod::{
     gcs_fuse_volumes, secret_name,
 };
 
+/// Annotation carrying the job's infrastructure restart budget (see
+/// [`kinetic_core::budget`]), present when the job has a failure budget.
+pub const ANNOTATION_RESTARTS: &str = "kinetic.dev/restarts";
+
 /// The batch/v1 Job of a prepared job: the shared pod template (labels
 /// `app: kinetic`, `job-id`, `job-name`; `restartPolicy: Never`),
 /// `backoffLimit` and `ttlSecondsAfterFinished` from `options`, and
 /// `activeDeadlineSeconds` from the run deadline.
+///
+/// A job with failure budgets gets `backoffLimit` = its application
+/// retries (at least `options`'), a [`budget_policy`], and its restart
+/// budget in [`ANNOTATION_RESTARTS`] for the status to enforce.
 pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
     let r = &job.record;
+    let budgets = job.budgets;
+    let mut annotations = pod::annotations(job, options);
+    if !budgets.is_zero() {
+        annotations.insert(ANNOTATION_RESTARTS.to_owned(), budgets.restarts.to_string());
+    }
+    let retries = i32::try_from(budgets.retries).unwrap_or(i32::MAX);
     Job {
         metadata: ObjectMeta {
             name: Some(r.k8s_name.clone()),
             namespace: Some(r.namespace.clone()),
             labels: Some(pod::labels(job, APP_KINETIC)),
-            annotations: Some(pod::annotations(job, options)),
+            annotations: Some(annotations),
             ..ObjectMeta::default()
         },
         spec: Some(JobSpec {
-            backoff_limit: Some(options.backoff_limit),
+            backoff_limit: Some(options.backoff_limit.max(retries)),
+            pod_failure_policy: (!budgets.is_zero()).then(|| budget_policy(budgets.restarts)),
             ttl_seconds_after_finished: Some(options.ttl_seconds_after_finished),
             active_deadline_seconds: job
                 .deadlines
@@ -40,6 +57,26 @@ pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
             ..JobSpec::default()
         }),
         status: None,
+    }
+}
+
+/// The pod failure policy that keeps infrastructure failures off the
+/// application budget: a pod the cluster disrupted (its `DisruptionTarget`
+/// condition: preempted, evicted, its node shut down) is not counted
+/// against `backoffLimit` but replaced (`Ignore`) while the job has a
+/// restart budget — the backend counts those and stops the Job once the
+/// budget is spent — and fails the Job at once (`FailJob`) when it has
+/// none, so that no application retry is spent on it.
+pub fn budget_policy(restarts: u32) -> PodFailurePolicy {
+    PodFailurePolicy {
+        rules: vec![PodFailurePolicyRule {
+            action: if restarts > 0 { "Ignore" } else { "FailJob" }.to_owned(),
+            on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
+                type_: "DisruptionTarget".to_owned(),
+                status: "True".to_owned(),
+            }]),
+            on_exit_codes: None,
+        }],
     }
 }
 

@@ -18,7 +18,11 @@
 //!    pod the API server refused (the Job controller's newest
 //!    `FailedCreate` event on it, see [`pod_creation_failure`]) is
 //!    `PENDING` with `PodCreationFailed` and the server's message.
-//! 5. A `PENDING` state whose reason is blocking, older than the Job's
+//! 5. A Job with failure budgets ([`budgets`]): its pods are its attempts;
+//!    more preemptions or evictions than its restart budget make it
+//!    `FAILED` with `RestartsSpent`, and a later attempt's state says
+//!    which it is (`preempted, restarting (attempt 2 of 4)`).
+//! 6. A `PENDING` state whose reason is blocking, older than the Job's
 //!    pending deadline ([`ANNOTATION_PENDING_DEADLINE`](crate::manifest::ANNOTATION_PENDING_DEADLINE)), becomes `FAILED`
 //!    with `PendingDeadlineExceeded` and that reason as its cause.
 
@@ -26,8 +30,11 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::{Event, Pod};
+use kinetic_core::budget::Budgets;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
-use kinetic_kube::status::{apply_pending_deadline, created_at, live_pod_state, pod_phase};
+use kinetic_kube::status::{
+    apply_budgets, apply_pending_deadline, created_at, live_pod_state, pod_attempts, pod_phase,
+};
 pub use kinetic_kube::status::{explain_unschedulable, failure_reason, pending_reason};
 
 fn job_condition<'a>(job: &'a Job, kind: &str) -> Option<&'a JobCondition> {
@@ -68,10 +75,34 @@ fn failed(job: &Job) -> bool {
             .is_some_and(|n| n > limit)
 }
 
-/// True when [`job_state`] needs the Job's pods to be exact: the Job is
-/// neither finished successfully nor known running (`status.ready`), or it
-/// failed (the reason lives on its pod). A batch poll lists pods only then.
+/// The failure budgets a Job carries: `backoffLimit` application retries
+/// and the restart budget of its annotation; `None` for a Job without one
+/// (see [`crate::manifest::ANNOTATION_RESTARTS`]).
+pub fn budgets(job: &Job) -> Option<Budgets> {
+    let restarts = job
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(crate::manifest::ANNOTATION_RESTARTS)?
+        .parse()
+        .ok()?;
+    let retries = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.backoff_limit)
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(0);
+    Some(Budgets { retries, restarts })
+}
+
+/// True when [`job_state`] needs the Job's pods to be exact: the Job has
+/// failure budgets (its pods are its attempts), or is neither finished
+/// successfully nor known running (`status.ready`), or it failed (the
+/// reason lives on its pod). A batch poll lists pods only then.
 pub fn needs_pods(job: &Job) -> bool {
+    if final_state(job).is_none() && budgets(job).is_some() {
+        return true;
+    }
     if final_state(job).is_some() || succeeded(job) {
         return false;
     }
@@ -103,6 +134,19 @@ pub fn pod_creation_failure(job: &Job, events: &[Event]) -> Option<String> {
 /// The job's state from its Job, its pods, the events about the Job
 /// (read when it has no pod) and the time `now`.
 pub fn job_state_with_events(
+    job: &Job,
+    pods: &[Pod],
+    events: &[Event],
+    now: SystemTime,
+) -> JobState {
+    let state = job_state_without_budgets(job, pods, events, now);
+    match budgets(job) {
+        Some(b) if final_state(job).is_none() => apply_budgets(state, b, pod_attempts(pods)),
+        _ => state,
+    }
+}
+
+fn job_state_without_budgets(
     job: &Job,
     pods: &[Pod],
     events: &[Event],

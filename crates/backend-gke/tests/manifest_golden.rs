@@ -138,3 +138,44 @@ fn a_jobs_fuse_mounts_become_csi_volumes_with_the_sidecar_annotation() {
         ])
     );
 }
+
+#[test]
+fn a_job_with_budgets_gets_its_retries_and_a_pod_failure_policy() {
+    let spot = job("l4:spot", &[], Deadlines::default())
+        .with_budgets(kinetic_core::budget::BudgetRequest::default());
+    let v =
+        serde_json::to_value(manifest::job_manifest(&spot, &ManifestOptions::default())).unwrap();
+    assert_eq!(v["spec"]["backoffLimit"], 0);
+    assert_eq!(v["metadata"]["annotations"]["kinetic.dev/restarts"], "3");
+    assert_eq!(
+        v["spec"]["podFailurePolicy"],
+        serde_json::json!({"rules": [{"action": "Ignore",
+            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]})
+    );
+    let asked = kinetic_core::budget::BudgetRequest {
+        retries: Some(2),
+        restarts: Some(0),
+    };
+    let on_demand = job("cpu", &[], Deadlines::default()).with_budgets(asked);
+    let v = serde_json::to_value(manifest::job_manifest(
+        &on_demand,
+        &ManifestOptions::default(),
+    ))
+    .unwrap();
+    assert_eq!(v["spec"]["backoffLimit"], 2);
+    assert_eq!(
+        v["spec"]["podFailurePolicy"]["rules"][0]["action"],
+        "FailJob"
+    );
+    // Without budgets: Kinetic's Job, no policy, no annotation.
+    let plain = job("cpu", &[], Deadlines::default())
+        .with_budgets(kinetic_core::budget::BudgetRequest::default());
+    let v =
+        serde_json::to_value(manifest::job_manifest(&plain, &ManifestOptions::default())).unwrap();
+    assert!(v["spec"].get("podFailurePolicy").is_none());
+    assert!(
+        v["metadata"]["annotations"]
+            .get("kinetic.dev/restarts")
+            .is_none()
+    );
+}

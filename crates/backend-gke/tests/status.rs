@@ -286,3 +286,92 @@ fn a_final_state_written_by_the_backend_wins() {
     );
     assert!(!needs_pods(&j));
 }
+
+/// A Job with failure budgets (`retries` in `backoffLimit`, `restarts` in
+/// its annotation) and pods named `-a`, `-b`, … created a minute apart.
+fn budgeted(retries: i32, restarts: u32, pod_statuses: &[Value]) -> (Job, Vec<Pod>) {
+    let mut j = job(json!({"active": 1}));
+    j.spec.as_mut().unwrap().backoff_limit = Some(retries);
+    j.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert("kinetic.dev/restarts".into(), restarts.to_string());
+    let pods = pod_statuses
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mut p = pod(s.clone());
+            p.metadata.name = Some(format!("kinetic-job-0a1b2c3d-{}", (b'a' + i as u8) as char));
+            p.metadata.creation_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    format!("2026-03-25T10:0{i}:00Z").parse().unwrap(),
+                ));
+            p
+        })
+        .collect();
+    (j, pods)
+}
+
+fn preempted_pod() -> Value {
+    let mut s = terminated("Error", 137);
+    s["conditions"] =
+        json!([{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]);
+    s
+}
+
+fn running_pod() -> Value {
+    json!({"phase": "Running", "startTime": CREATED, "containerStatuses": [{"name": "kinetic-worker", "image": "img",
+           "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {"startedAt": CREATED}}}]})
+}
+
+#[test]
+fn a_replacement_after_a_preemption_says_which_attempt_it_is() {
+    let (j, pods) = budgeted(0, 3, &[preempted_pod(), running_pod()]);
+    assert!(needs_pods(&j), "a budgeted Job's pods are its attempts");
+    let state = job_state(&j, &pods, at(120));
+    assert_eq!(state.status, JobStatus::Running);
+    assert_eq!(
+        state.reason.as_ref().unwrap().to_string(),
+        "preempted, restarting (attempt 2 of 4)"
+    );
+    let outcomes: Vec<_> = state.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Some(kinetic_core::budget::Outcome::Preempted), None]
+    );
+    assert_eq!(state.attempts[0].host, "kinetic-job-0a1b2c3d-a");
+    assert_eq!(state.attempts[1].number, 2);
+}
+
+#[test]
+fn preemptions_past_the_budget_fail_the_job_whatever_runs_next() {
+    let (j, pods) = budgeted(0, 1, &[preempted_pod(), preempted_pod(), running_pod()]);
+    let state = job_state(&j, &pods, at(180));
+    assert_eq!(state.status, JobStatus::Failed);
+    assert_eq!(
+        state.reason,
+        Some(StatusReason::RestartsSpent {
+            after: kinetic_core::budget::Outcome::Preempted,
+            times: 2,
+            budget: 1
+        })
+    );
+    // Within the budget, the same history keeps running.
+    let (j, pods) = budgeted(0, 2, &[preempted_pod(), preempted_pod(), running_pod()]);
+    assert_eq!(job_state(&j, &pods, at(180)).status, JobStatus::Running);
+}
+
+#[test]
+fn an_application_retry_says_so_and_a_job_without_budgets_is_unchanged() {
+    let (j, pods) = budgeted(1, 0, &[terminated("Error", 1), running_pod()]);
+    let state = job_state(&j, &pods, at(120));
+    assert_eq!(
+        state.reason.unwrap().to_string(),
+        "failed, retrying (attempt 2 of 2)"
+    );
+    // No annotation: Kinetic's Job, no attempts reported.
+    let plain = job(json!({"active": 1}));
+    let state = job_state(&plain, &[pod(running_pod())], at(10));
+    assert_eq!(state, JobState::new(JobStatus::Running));
+}

@@ -281,6 +281,7 @@ impl LocalBackend {
             }
             Observed::Vanished => self.vanished_state(job_id).await,
         };
+        let state = with_attempts(state, dir);
         if state.status.is_terminal() && state.status != JobStatus::NotFound {
             self.archive_logs(job_id, dir).await;
         }
@@ -598,6 +599,9 @@ impl Backend for LocalBackend {
         if let Some(run) = job.deadlines.run {
             cmd.arg("--run-deadline").arg(run.as_secs_f64().to_string());
         }
+        if job.budgets.retries > 0 {
+            cmd.arg("--retries").arg(job.budgets.retries.to_string());
+        }
         cmd.arg("--runner")
             .arg(&self.runner)
             .arg("--")
@@ -748,6 +752,26 @@ impl Backend for LocalBackend {
         ids.sort();
         Ok(ids)
     }
+}
+
+/// `state` with the attempts the job's supervisor recorded (a job run
+/// under an application retry budget); while a retry runs, its reason
+/// says which attempt it is (`failed, retrying (attempt 2 of 3)`).
+fn with_attempts(state: JobState, dir: &JobDir) -> JobState {
+    let running = state.status == JobStatus::Running;
+    let (attempts, current) = dir.attempts(running);
+    if attempts.is_empty() {
+        return state;
+    }
+    let mut state = state;
+    if let Some((attempt, of)) = current {
+        state.reason = Some(StatusReason::Restarting {
+            attempt,
+            of,
+            after: kinetic_core::budget::Outcome::Failed,
+        });
+    }
+    state.with_attempts(attempts)
 }
 
 #[cfg(test)]

@@ -6,7 +6,10 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use kinetic_core::budget::{Attempt, Outcome};
 use kinetic_core::ports::{BackendError, LogStream, terminal_line};
+use kinetic_core::record::UtcTimestamp;
+use kinetic_core::status::StatusReason;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
@@ -209,6 +212,63 @@ impl JobDir {
                 }
             }
         }
+    }
+
+    /// The attempts the supervisor recorded (`attempts.jsonl`, one line
+    /// per ended attempt), and the one running after them (`attempt`:
+    /// its number and the most attempts) when `running`.
+    pub(crate) fn attempts(&self, running: bool) -> (Vec<Attempt>, Option<(u32, u32)>) {
+        let text = std::fs::read_to_string(self.file("attempts.jsonl")).unwrap_or_default();
+        let stamp = |v: &serde_json::Value| {
+            v.as_f64()
+                .filter(|s| *s >= 0.0)
+                .map(|s| UtcTimestamp::from_unix_seconds(s as u64))
+        };
+        let mut attempts: Vec<Attempt> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| {
+                let code = v["exit_code"].as_i64().unwrap_or(1);
+                let failed = code != 0;
+                Attempt {
+                    number: u32::try_from(v["number"].as_u64().unwrap_or(0)).unwrap_or(0),
+                    host: format!("local process {}", v["pid"].as_u64().unwrap_or(0)),
+                    started: stamp(&v["started"]),
+                    ended: stamp(&v["ended"]),
+                    outcome: Some(if failed {
+                        Outcome::Failed
+                    } else {
+                        Outcome::Succeeded
+                    }),
+                    reason: failed.then(|| {
+                        StatusReason::ExitCode {
+                            code: i32::try_from(code).unwrap_or(1),
+                        }
+                        .to_string()
+                    }),
+                }
+            })
+            .collect();
+        let current = std::fs::read_to_string(self.file("attempt"))
+            .ok()
+            .and_then(|t| {
+                let mut parts = t.split_whitespace().map(|p| p.parse::<u32>().ok());
+                Some((parts.next()??, parts.next()??))
+            })
+            .filter(|_| running);
+        if let Some((n, _)) = current
+            && attempts.iter().all(|a| a.number < n)
+        {
+            attempts.push(Attempt {
+                number: n,
+                host: "local process".into(),
+                started: None,
+                ended: None,
+                outcome: None,
+                reason: None,
+            });
+        }
+        (attempts, current)
     }
 
     pub(crate) fn mark_cancelled(&self) -> std::io::Result<()> {

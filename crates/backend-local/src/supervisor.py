@@ -4,7 +4,7 @@ Started by the local backend in a process group of its own, on the
 interpreter the job runs on:
 
     python3 -u supervisor.py --job-dir DIR --slots-dir DIR --max-concurrent N \
-        [--run-deadline SECONDS] [--grace SECONDS] --runner PATH -- RUNNER_ARGS...
+        [--run-deadline SECONDS] [--grace SECONDS] [--retries N] --runner PATH -- RUNNER_ARGS...
 
 It records its own pid (``DIR/pid``, with its start time, so the job's
 state can be read even when the process that started it died at once),
@@ -27,6 +27,11 @@ started is stopped: ``DIR/deadline_exceeded`` is written first, then the
 whole process group gets SIGTERM and, once the runner ended or after
 ``--grace`` seconds, SIGKILL, which also ends whatever the job started in
 the group and the supervisor itself (the marker says why).
+
+With ``--retries N``, a runner that exits non-zero is run again, up to N
+more times (the application retry budget; see ``run_attempts``); each
+attempt is a line of ``attempts.jsonl`` and ``attempt`` holds the number of
+the attempt running after the first and the most attempts (``2 3``).
 
 Files in DIR: ``queued`` (waiting for a slot), ``started`` (slot taken, JSON
 with the slot and time), ``exit_code`` (the runner's exit code; negative =
@@ -57,7 +62,8 @@ def parse_args(argv):
         arg = argv[i]
         if arg == "--":
             return opts, argv[i + 1:]
-        if arg in ("--job-dir", "--slots-dir", "--max-concurrent", "--run-deadline", "--grace", "--runner") \
+        if arg in ("--job-dir", "--slots-dir", "--max-concurrent", "--run-deadline", "--grace", "--runner",
+                   "--retries") \
                 and i + 1 < len(argv):
             opts[arg] = argv[i + 1]
             i += 2
@@ -246,6 +252,58 @@ def main():
     write_atomic(os.path.join(job_dir, "started"), '{"slot": %d, "at": %r}' % (index, time.time()))
     touch_ended(slots_dir)
 
+    retries = int(opts.get("--retries", "0"))
+    code = run_attempts(job_dir, slots_dir, runner, runner_args, _fd, deadline, grace, retries)
+    if code is None:
+        return 0
+    # The slot is free once the runner ended; the next job may take it
+    # while this one's end is recorded.
+    os.close(_fd)
+    write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
+    touch_ended(slots_dir)
+    return 0
+
+
+def run_attempts(job_dir, slots_dir, runner, runner_args, slot_fd, deadline, grace, retries):
+    """Run the runner, and again after each failure while the application
+    retry budget (``retries``) allows: attempt N sees ``KINETIC_ATTEMPT=N``,
+    and each attempt's pid, start, end and exit code is a line of
+    ``DIR/attempts.jsonl``. The run deadline counts from the first start.
+    Returns the last attempt's exit code (None: the runner could not be
+    started, already recorded)."""
+    started = time.monotonic()
+    attempts = retries + 1
+    for attempt in range(1, attempts + 1):
+        left = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
+        began = time.time()
+        child, code = run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, grace, attempt)
+        if child is None:
+            return None
+        record_attempt(job_dir, attempt, child, began, code)
+        stopped = any(os.path.exists(os.path.join(job_dir, f)) for f in ("cancelled", "deadline_exceeded"))
+        if code == 0 or attempt == attempts or stopped:
+            return code
+        with open(os.path.join(job_dir, "output.log"), "ab", buffering=0) as log:
+            log.write(("[kinetic] attempt %d failed (exit code %d): retrying (attempt %d of %d)\n"
+                       % (attempt, code, attempt + 1, attempts)).encode())
+        write_atomic(os.path.join(job_dir, "attempt"), "%d %d\n" % (attempt + 1, attempts))
+        touch_ended(slots_dir)
+    return code
+
+
+def record_attempt(job_dir, attempt, pid, began, code):
+    """Append one attempt's line to ``DIR/attempts.jsonl``."""
+    import json
+    line = json.dumps({"number": attempt, "pid": pid, "started": began, "ended": time.time(),
+                       "exit_code": code})
+    with open(os.path.join(job_dir, "attempts.jsonl"), "a") as f:
+        f.write(line + "\n")
+
+
+def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, grace, attempt):
+    """One attempt: the runner in a forked child, waited for (at most
+    ``left`` seconds, then stopped for the run ``deadline``). Returns
+    (pid, exit code), or (None, None) when it could not be forked."""
     log_fd = os.open(os.path.join(job_dir, "output.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -255,9 +313,10 @@ def main():
         os.write(log_fd, ("[kinetic] could not start the runner: %s\n" % exc).encode())
         write_atomic(os.path.join(job_dir, "exit_code"), "127\n")
         touch_ended(slots_dir)
-        return 0
+        return None, None
     if child == 0:
-        os.close(_fd)
+        os.close(slot_fd)
+        os.environ["KINETIC_ATTEMPT"] = str(attempt)
         run_runner(runner, runner_args, log_fd)
     os.close(log_fd)
     waiter = ChildWaiter(child)
@@ -272,15 +331,10 @@ def main():
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    code = waiter.wait(deadline)
+    code = waiter.wait(left)
     if code is None:
         code = stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace)
-    # The slot is free once the runner ended; the next job may take it
-    # while this one's end is recorded.
-    os.close(_fd)
-    write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
-    touch_ended(slots_dir)
-    return 0
+    return child, code
 
 
 def touch_ended(slots_dir):

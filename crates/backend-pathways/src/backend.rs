@@ -144,6 +144,27 @@ impl Workload for LwsKind {
         Ok(Api::namespaced_with(client.clone(), namespace, &ar))
     }
 
+    /// Failure budgets are not applied to a slice yet: a preempted host
+    /// fails the whole slice as preempted. An explicitly asked non-zero
+    /// budget is refused; the Spot default does not apply here.
+    fn check_job(&self, job: &PreparedJob) -> Result<(), BackendError> {
+        let asked = job.budget_request;
+        let mut named = Vec::new();
+        if let Some(n) = asked.retries.filter(|n| *n > 0) {
+            named.push(format!("--retries {n}"));
+        }
+        if let Some(n) = asked.restarts.filter(|n| *n > 0) {
+            named.push(format!("--restarts {n}"));
+        }
+        if named.is_empty() {
+            return Ok(());
+        }
+        Err(BackendError::invalid_input(format!(
+            "failure budgets ({}) are not supported on pathways yet: a preempted or failed host fails the whole slice; submit without them (or with 0), or run a single-host job on gke",
+            named.join(", ")
+        )))
+    }
+
     fn build(&self, job: &PreparedJob, options: &ManifestOptions) -> LeaderWorkerSet {
         manifest::lws_manifest(job, options, &self.resource().api_version)
     }

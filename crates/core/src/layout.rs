@@ -60,6 +60,8 @@ pub const RESULT_FILE: &str = "result.json";
 pub const RECORD_FILE: &str = "handle.json";
 /// The note that the job's backend resources were removed, inside the job's folder.
 pub const CLEANUP_FILE: &str = "cleanup.json";
+/// Name of a job's attempt history (see [`crate::budget::AttemptHistory`]).
+pub const ATTEMPTS_FILE: &str = "attempts.json";
 /// The file name of a packed project.
 pub const CONTEXT_FILE: &str = "context.zip";
 /// The requirements a prebuilt image installs, inside the job's folder.
@@ -135,6 +137,14 @@ pub fn record(job_id: &JobId) -> ObjectPath {
 /// was cleaned up rather than lost.
 pub fn cleanup_note(job_id: &JobId) -> ObjectPath {
     job_file(job_id, CLEANUP_FILE)
+}
+
+/// `{job_id}/attempts.json`: the job's attempt history (each attempt's
+/// host, start, end and outcome), written by the engine as it observes
+/// the job, so that it outlives the backend's objects. `handle.json`
+/// stays as Kinetic writes it.
+pub fn attempts(job_id: &JobId) -> ObjectPath {
+    job_file(job_id, ATTEMPTS_FILE)
 }
 
 /// `contexts/{sha256}.zip`: a packed project named by the SHA-256 of the

@@ -89,6 +89,7 @@
 
 pub mod accelerators;
 pub mod batch;
+pub mod budget;
 pub mod cache;
 pub mod config;
 pub mod engine;

@@ -182,6 +182,27 @@ pub enum StatusReason {
         /// Whether its value had been collected first.
         collected: bool,
     },
+    /// The job runs again after an attempt ended badly, within the
+    /// budget of that kind of failure (see [`crate::budget`]): shown as
+    /// `preempted, restarting (attempt 2 of 4)`.
+    Restarting {
+        /// The number of the attempt now running (or pending).
+        attempt: u32,
+        /// The most attempts the job's budgets allow.
+        of: u32,
+        /// How the previous attempt ended.
+        after: crate::budget::Outcome,
+    },
+    /// The job's node was preempted (or its pod evicted) more times than
+    /// its infrastructure restart budget allows.
+    RestartsSpent {
+        /// How the last attempt ended (`preempted` or `evicted`).
+        after: crate::budget::Outcome,
+        /// Infrastructure failures so far.
+        times: u32,
+        /// The budget.
+        budget: u32,
+    },
     /// The backend could not tell (an API error while observing the job).
     BackendError {
         /// The backend's error text.
@@ -243,6 +264,17 @@ impl fmt::Display for StatusReason {
                 f.write_str("cleaned up after its value was collected")
             }
             Self::CleanedUp { collected: false } => f.write_str("cleaned up"),
+            Self::Restarting { attempt, of, after } if after.is_infrastructure() => {
+                write!(f, "{after}, restarting (attempt {attempt} of {of})")
+            }
+            Self::Restarting { attempt, of, .. } => {
+                write!(f, "failed, retrying (attempt {attempt} of {of})")
+            }
+            Self::RestartsSpent {
+                after,
+                times,
+                budget,
+            } => f.write_str(&crate::budget::restarts_spent(*times, *budget, *after)),
             Self::BackendError { message } => write!(f, "backend error: {message}"),
         }
     }
@@ -256,6 +288,10 @@ pub struct JobState {
     /// Why the job is in it (pending or failed), if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<StatusReason>,
+    /// The job's attempts as the backend sees them now, first first
+    /// (empty when it keeps no history, see [`crate::budget`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<crate::budget::Attempt>,
 }
 
 impl JobState {
@@ -264,7 +300,14 @@ impl JobState {
         Self {
             status,
             reason: None,
+            attempts: Vec::new(),
         }
+    }
+
+    /// The same state with the job's attempts.
+    pub fn with_attempts(mut self, attempts: Vec<crate::budget::Attempt>) -> Self {
+        self.attempts = attempts;
+        self
     }
 
     /// The same state with a reason.

@@ -79,6 +79,12 @@ pub trait Workload: Send + Sync + 'static {
         namespace: &str,
     ) -> Result<Api<Self::Object>, BackendError>;
 
+    /// Refuse a job the kind cannot run as asked (an explicitly asked
+    /// failure budget it cannot honour), before anything is created.
+    fn check_job(&self, _job: &PreparedJob) -> Result<(), BackendError> {
+        Ok(())
+    }
+
     /// The object of a prepared job (called after [`Workload::api`]).
     fn build(&self, job: &PreparedJob, options: &ManifestOptions) -> Self::Object;
 
@@ -135,7 +141,11 @@ pub trait Workload: Send + Sync + 'static {
         state.status == JobStatus::Failed
             && matches!(
                 state.reason,
-                Some(StatusReason::PendingDeadlineExceeded { .. } | StatusReason::Preempted)
+                Some(
+                    StatusReason::PendingDeadlineExceeded { .. }
+                        | StatusReason::Preempted
+                        | StatusReason::RestartsSpent { .. }
+                )
             )
     }
 
@@ -761,6 +771,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
         let r = &job.record;
         check_fuse_mounts(self.name(), job)?;
+        self.workload.check_job(job)?;
         let api = self.objects(&r.namespace).await?;
         self.check_service_account(&r.namespace).await?;
         let manifest = self.workload.build(job, &self.options.manifest);

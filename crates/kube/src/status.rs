@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kinetic_core::budget::{self, Attempt, Budgets, Decision, Outcome};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
 use crate::pod::{ANNOTATION_FINAL_STATE, ANNOTATION_PENDING_DEADLINE, ANNOTATION_RUN_DEADLINE};
@@ -338,4 +339,108 @@ pub fn pod_started(pod: &Pod) -> bool {
             .is_none_or(|st| st.waiting.is_none());
     }
     false
+}
+
+fn timestamp(t: &Time) -> kinetic_core::record::UtcTimestamp {
+    let secs = t.0.as_second();
+    kinetic_core::record::UtcTimestamp::from_unix_seconds(secs.max(0).unsigned_abs())
+}
+
+/// How a pod's attempt ended, if it did: succeeded, preempted or evicted
+/// (its `DisruptionTarget` condition, or the kubelet's `Evicted`), else
+/// failed (an exit, out of memory, a deadline).
+pub fn pod_outcome(pod: &Pod) -> Option<Outcome> {
+    match phase(pod) {
+        "Succeeded" => Some(Outcome::Succeeded),
+        "Failed" => Some(match failure_reason(pod) {
+            Some(StatusReason::Preempted) => Outcome::Preempted,
+            Some(StatusReason::Evicted { .. }) => Outcome::Evicted,
+            _ => Outcome::Failed,
+        }),
+        _ => None,
+    }
+}
+
+/// The attempts a job's pods made, one per pod in the order they ran:
+/// by creation time, and within a second (creation times are whole
+/// seconds) ended pods before live ones, then by start; each with its
+/// name, start, end (its container's `finishedAt`), outcome and, for a
+/// failure, why.
+pub fn pod_attempts(pods: &[Pod]) -> Vec<Attempt> {
+    let mut ordered: Vec<&Pod> = pods.iter().collect();
+    ordered.sort_by_key(|p| {
+        (
+            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            pod_outcome(p).is_none(),
+            p.status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0),
+        )
+    });
+    ordered
+        .into_iter()
+        .enumerate()
+        .map(|(i, pod)| {
+            let status = pod.status.as_ref();
+            let outcome = pod_outcome(pod);
+            let ended = first_container(pod)
+                .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
+                .map(timestamp)
+                .filter(|_| outcome.is_some());
+            let reason = match outcome {
+                Some(Outcome::Succeeded) | None => None,
+                Some(_) => failure_reason(pod).map(|r| r.to_string()),
+            };
+            Attempt {
+                number: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                host: pod.metadata.name.clone().unwrap_or_default(),
+                started: status.and_then(|s| s.start_time.as_ref()).map(timestamp),
+                ended,
+                outcome,
+                reason,
+            }
+        })
+        .collect()
+}
+
+/// `state` under the job's failure budgets, from its attempts (see
+/// [`kinetic_core::budget::decide`]): once more infrastructure failures
+/// ended its attempts than `budgets.restarts` allows, the job is `FAILED`
+/// with [`StatusReason::RestartsSpent`] (whatever its newest pod does);
+/// while a later attempt runs, a state without a blocking reason says
+/// which attempt it is ([`StatusReason::Restarting`]). The attempts go
+/// with the state. A terminal state other than a success is kept.
+pub fn apply_budgets(state: JobState, budgets: Budgets, attempts: Vec<Attempt>) -> JobState {
+    let ended: Vec<Outcome> = attempts.iter().filter_map(|a| a.outcome).collect();
+    if state.status != JobStatus::Succeeded
+        && let Decision::Fail { after, .. } = budget::decide(budgets, &ended)
+        && after.is_infrastructure()
+    {
+        let times = u32::try_from(ended.iter().filter(|o| o.is_infrastructure()).count())
+            .unwrap_or(u32::MAX);
+        return JobState::new(JobStatus::Failed)
+            .with_reason(StatusReason::RestartsSpent {
+                after,
+                times,
+                budget: budgets.restarts,
+            })
+            .with_attempts(attempts);
+    }
+    let live = attempts.last().is_some_and(|a| a.outcome.is_none());
+    let previous = ended.last().copied();
+    let mut state = state;
+    if !state.status.is_terminal()
+        && live
+        && attempts.len() > 1
+        && !state.reason.as_ref().is_some_and(StatusReason::is_blocking)
+        && let Some(after) = previous
+    {
+        state.reason = Some(StatusReason::Restarting {
+            attempt: u32::try_from(attempts.len()).unwrap_or(u32::MAX),
+            of: budgets.max_attempts(),
+            after,
+        });
+    }
+    state.with_attempts(attempts)
 }

@@ -542,6 +542,7 @@ impl Client {
         if let Some(version) = text_of("python_values") {
             spec = spec.python_values(version);
         }
+        spec = spec.budgets(budget_request(&doc)?);
         Ok(spec)
     }
 
@@ -653,6 +654,27 @@ impl Job {
             state.status.as_str().to_owned(),
             state.reason.map(|r| r.to_string()),
         ))
+    }
+
+    /// The job's attempts as JSON (`[{"number", "host", …}]`): as the
+    /// backend sees them now, else as the store kept them.
+    fn attempts(&self, py: Python<'_>) -> PyResult<String> {
+        let job = self.inner.clone();
+        let attempts = block(
+            py,
+            async move {
+                let state = job.status().await?;
+                let kept = job.attempts().await?;
+                Ok::<_, kinetic_core::engine::EngineError>(if state.attempts.len() >= kept.len() {
+                    state.attempts
+                } else {
+                    kept
+                })
+            },
+            &Listener::none(),
+        )?
+        .map_err(|e| engine_error(&e))?;
+        serde_json::to_string(&attempts).map_err(|e| bad(format!("attempts: {e}")))
     }
 
     /// The logs so far.
@@ -991,4 +1013,24 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RemoteJobError", m.py().get_type::<RemoteJobError>())?;
     m.add("BatchFailed", m.py().get_type::<BatchFailed>())?;
     Ok(())
+}
+
+/// The failure budgets (`retries`, `restarts`) of a job spec document.
+fn budget_request(doc: &Value) -> PyResult<kinetic_core::budget::BudgetRequest> {
+    let budget = |name: &'static str| -> PyResult<Option<u32>> {
+        match doc.get(name).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(|n| kinetic_core::budget::parse_budget(name, &n.to_string()))
+                .unwrap_or_else(|| kinetic_core::budget::parse_budget(name, &v.to_string()))
+                .map(Some)
+                .map_err(|e| bad(format!("{name}: {e}"))),
+        }
+    };
+    Ok(kinetic_core::budget::BudgetRequest {
+        retries: budget("retries")?,
+        restarts: budget("restarts")?,
+    })
 }

@@ -18,7 +18,9 @@ def test_run_has_the_reference_parameters_and_defaults():
     assert defaults(kinetic.run) == {
         "accelerator": "tpu-v5e-1", "container_image": None, "base_image_repo": None, "zone": None,
         "project": None, "capture_env_vars": None, "cluster": None, "backend": None, "namespace": None,
-        "volumes": None, "spot": False, "output_dir": None, "debug": False}
+        "volumes": None, "spot": False, "output_dir": None, "debug": False,
+        # Past the reference: failure budgets (None: the defaults).
+        "retries": None, "restarts": None}
     assert "Execute function on remote TPU/GPU" in kinetic.run.__doc__
 
 

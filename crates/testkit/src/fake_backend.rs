@@ -329,6 +329,13 @@ impl Backend for FakeBackend {
 
     async fn submit(&self, job: &PreparedJob) -> Result<(), BackendError> {
         self.enter("submit");
+        // It runs each job once: an asked budget is refused, not ignored.
+        if job.budget_request.is_explicit() && !job.budgets.is_zero() {
+            return Err(BackendError::invalid_input(format!(
+                "the {} backend does not apply failure budgets (--retries, --restarts)",
+                self.name
+            )));
+        }
         let id = job.record.job_id.to_string();
         let mut jobs = lock(&self.jobs);
         if let Some(existing) = jobs.get(&id) {

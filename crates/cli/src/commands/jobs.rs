@@ -117,6 +117,20 @@ async fn attach(engines: &Engines, job_id: &str) -> Result<JobHandle, CliError> 
     }
 }
 
+/// The job's attempts: as its backend sees them now, else as the store
+/// kept them (after the backend's objects are gone).
+async fn attempts_of(
+    handle: &kinetic_core::engine::JobHandle,
+    state: &kinetic_core::status::JobState,
+) -> Result<Vec<kinetic_core::budget::Attempt>, CliError> {
+    let kept = handle.attempts().await.map_err(engine_error)?;
+    Ok(if state.attempts.len() >= kept.len() {
+        state.attempts.clone()
+    } else {
+        kept
+    })
+}
+
 pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let settings = inv.settings(&inv.args())?;
     let engines = Engines::new(&settings, inv)?;
@@ -127,12 +141,18 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
             JobsCommand::Status { job_id } => {
                 let handle = attach(&engines, job_id).await?;
                 let state = handle.status().await.map_err(engine_error)?;
-                let text = match &state.reason {
+                let mut text = match &state.reason {
                     Some(r) => format!("{job_id}: {} ({r})\n", state.status.as_str()),
                     None => format!("{job_id}: {}\n", state.status.as_str()),
                 };
+                let attempts = attempts_of(&handle, &state).await?;
+                if attempts.len() > 1 {
+                    for a in &attempts {
+                        text.push_str(&format!("  {a}\n"));
+                    }
+                }
                 out.either(
-                    &json!({"job_id": job_id, "status": state.status, "reason": state.reason}),
+                    &json!({"job_id": job_id, "status": state.status, "reason": state.reason, "attempts": attempts}),
                     &text,
                 )
             }

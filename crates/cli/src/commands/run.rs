@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::budget::{BudgetRequest, parse_budget};
 use kinetic_core::engine::{
     Arg, Data, Engine, EngineError, Entrypoint, JobSpec, ProgressEvent, ResultOptions,
     SubmitOptions,
@@ -39,6 +40,11 @@ pub(crate) struct RunArgs {
     args: Vec<String>,
     #[command(flatten)]
     job: JobFlags,
+    /// Application retry budget: run the job again after it fails (an
+    /// exception, a non-zero exit) up to N times (default 0). (`kinetic
+    /// map --retries` resubmits a batch's failed inputs instead.)
+    #[arg(long, value_name = "N")]
+    retries: Option<String>,
     /// Print the job id and return once it is submitted.
     #[arg(long)]
     detach: bool,
@@ -101,6 +107,13 @@ impl PathBase<'_> {
             .and_then(|data| data.fuse(fuse))
             .map_err(|e| e.to_string())
     }
+}
+
+/// A failure budget flag (`--retries`, `--restarts`), if given.
+fn budget_flag(name: &'static str, text: Option<&str>) -> Result<Option<u32>, CliError> {
+    text.map(|t| parse_budget(name, t))
+        .transpose()
+        .map_err(|e| CliError::usage(format!("--{name}: {e}")))
 }
 
 /// Parse one `--arg`.
@@ -177,6 +190,11 @@ pub(crate) struct JobFlags {
     /// Fail the job if it runs longer than this many seconds.
     #[arg(long, value_name = "SECONDS")]
     run_deadline: Option<f64>,
+    /// Infrastructure restart budget: run the job again after its node is
+    /// preempted or its pod evicted, up to N times (default 3 for Spot
+    /// jobs, else 0; nothing preempts the local backend).
+    #[arg(long, value_name = "N")]
+    restarts: Option<String>,
 }
 
 impl JobFlags {
@@ -235,6 +253,7 @@ impl JobFlags {
         if let Some(dir) = &self.output_dir {
             spec = spec.output_dir(dir);
         }
+        spec = spec.budgets(self.budgets()?);
         if let Some(s) = self.run_deadline {
             spec = spec.deadlines(Deadlines {
                 run: Some(seconds("run-deadline", s)?),
@@ -242,6 +261,15 @@ impl JobFlags {
             });
         }
         Ok(spec)
+    }
+
+    /// The failure budget `--restarts` asks for (`run --retries` adds
+    /// the application one).
+    fn budgets(&self) -> Result<BudgetRequest, CliError> {
+        Ok(BudgetRequest {
+            retries: None,
+            restarts: budget_flag("restarts", self.restarts.as_deref())?,
+        })
     }
 
     /// The accelerator as asked: `--accelerator`, with `:spot` for `--spot`.
@@ -366,7 +394,9 @@ fn build_spec(args: &RunArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
             ));
         }
     };
-    args.job.apply(JobSpec::new(entrypoint), base, &args.args)
+    let mut spec = args.job.apply(JobSpec::new(entrypoint), base, &args.args)?;
+    spec.budgets.retries = budget_flag("retries", args.retries.as_deref())?;
+    Ok(spec)
 }
 
 pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use kinetic_core::batch::BatchCounts;
 use kinetic_core::engine::{BatchHandle, ProgressEvent};
-use kinetic_core::status::JobState;
+use kinetic_core::status::{JobState, StatusReason};
 
 /// A spinner with a message and the time elapsed, when stderr is a
 /// terminal; `None` otherwise.
@@ -31,6 +31,8 @@ pub(crate) fn spinner() -> Option<ProgressBar> {
 pub(crate) struct Progress {
     bar: Option<Arc<ProgressBar>>,
     logs: Arc<LogBuffer>,
+    /// The last restart line written (each is written once).
+    restart_noted: Arc<std::sync::Mutex<String>>,
 }
 
 /// How much of a job's output is gathered before it is written out.
@@ -126,6 +128,7 @@ impl Progress {
                 done: std::sync::atomic::AtomicBool::new(false),
             }),
             bar,
+            restart_noted: Arc::default(),
         }
     }
 
@@ -199,6 +202,18 @@ impl Progress {
             Some(reason) => format!("{job_id}: {} ({reason})", state.status.as_str()),
             None => format!("{job_id}: {}", state.status.as_str()),
         };
+        // A restart is worth a line of its own, terminal or not.
+        if let Some(StatusReason::Restarting { .. }) = &state.reason {
+            let mut last = self
+                .restart_noted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *last != text {
+                last.clone_from(&text);
+                drop(last);
+                self.line(&text);
+            }
+        }
         self.step(text);
     }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde_json::Value;
 
+use crate::budget::{Attempt, AttemptHistory};
 use crate::ids::JobId;
 use crate::layout;
 use crate::ports::{
@@ -142,6 +143,8 @@ pub struct JobHandle {
     /// otherwise (the names from `spec.json`, the values from the engine's
     /// environment).
     redactor: Arc<tokio::sync::OnceCell<Redactor>>,
+    /// The attempts last kept in the store (`{job_id}/attempts.json`).
+    kept_attempts: Arc<std::sync::Mutex<Vec<Attempt>>>,
 }
 
 impl std::fmt::Debug for JobHandle {
@@ -174,6 +177,7 @@ impl JobHandle {
             backend,
             record,
             redactor: Arc::new(tokio::sync::OnceCell::new()),
+            kept_attempts: Arc::default(),
         }
     }
 
@@ -257,6 +261,7 @@ impl JobHandle {
     /// it was cleaned up is `NOT_FOUND` with [`StatusReason::CleanedUp`].
     pub async fn status(&self) -> Result<JobState, EngineError> {
         let state = self.backend.status(&self.record).await?;
+        self.keep_attempts(&state).await;
         if state.status != JobStatus::NotFound || state.reason.is_some() {
             return Ok(state);
         }
@@ -264,6 +269,83 @@ impl JobHandle {
             Some(collected) => state.with_reason(StatusReason::CleanedUp { collected }),
             None => state,
         })
+    }
+
+    /// The job's attempts (see [`crate::budget`]): as last kept in the
+    /// store (`{job_id}/attempts.json`), which outlives the backend's
+    /// objects; empty for a job whose backend reported none.
+    pub async fn attempts(&self) -> Result<Vec<Attempt>, EngineError> {
+        match self
+            .inner
+            .store
+            .get(
+                &layout::attempts(&self.record.job_id),
+                GetOptions::default(),
+            )
+            .await
+        {
+            Ok(bytes) => {
+                let path = layout::attempts(&self.record.job_id);
+                let history: AttemptHistory =
+                    serde_json::from_slice(&bytes).map_err(|e| EngineError::InvalidResult {
+                        job_id: self.record.job_id.to_string(),
+                        uri: self.inner.store.uri(&path),
+                        message: format!("invalid attempt history: {e}"),
+                    })?;
+                Ok(history.attempts)
+            }
+            Err(StoreError::NotFound { .. }) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keep the attempts `state` carries in the store when they differ
+    /// from the last kept (a backend that no longer sees some, its pods
+    /// gone, does not shorten the history). A failed write is a warning:
+    /// the next observation writes again.
+    async fn keep_attempts(&self, state: &JobState) {
+        if state.attempts.is_empty() {
+            return;
+        }
+        {
+            let kept = self
+                .kept_attempts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *kept == state.attempts || kept.len() > state.attempts.len() {
+                return;
+            }
+        }
+        let history = AttemptHistory {
+            attempts: state.attempts.clone(),
+        };
+        let body = match serde_json::to_vec_pretty(&history) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(job_id = %self.record.job_id, "cannot encode the attempt history: {e}");
+                return;
+            }
+        };
+        match self
+            .inner
+            .store
+            .put(
+                &layout::attempts(&self.record.job_id),
+                bytes::Bytes::from(body),
+                PutOptions::default(),
+            )
+            .await
+        {
+            Ok(()) => {
+                *self
+                    .kept_attempts
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = state.attempts.clone();
+            }
+            Err(e) => {
+                tracing::warn!(job_id = %self.record.job_id, "could not keep the attempt history: {e}")
+            }
+        }
     }
 
     /// What the cleanup note says (whether the value had been collected),
@@ -508,6 +590,7 @@ impl JobHandle {
         // out of it has spent its budget and ends the wait.
         loop {
             let state = self.backend.status(&self.record).await?;
+            self.keep_attempts(&state).await;
             if last.as_ref() != Some(&state) {
                 if let Some(cb) = &options.on_status_change {
                     cb(&state);

@@ -50,6 +50,9 @@ pub enum SpecError {
         /// Why, and what is accepted.
         reason: String,
     },
+    /// A failure budget out of range.
+    #[error(transparent)]
+    Budget(#[from] crate::budget::BudgetError),
     /// A job id that is not one.
     #[error("invalid job id '{input}': {reason}")]
     JobId {
@@ -489,6 +492,9 @@ pub struct JobSpec {
     /// marked `__kinetic_pickle__` and pickles a result JSON cannot hold.
     /// `None` (the default): JSON only.
     pub python_values: Option<String>,
+    /// Failure budgets asked for (application retries, infrastructure
+    /// restarts); unset ones take their defaults (see [`crate::budget`]).
+    pub budgets: crate::budget::BudgetRequest,
 }
 
 impl JobSpec {
@@ -507,6 +513,7 @@ impl JobSpec {
             image: ImageMode::default(),
             deadlines: Deadlines::default(),
             python_values: None,
+            budgets: crate::budget::BudgetRequest::default(),
         }
     }
 
@@ -571,8 +578,15 @@ impl JobSpec {
         self
     }
 
+    /// Set the failure budgets (see [`crate::budget`]).
+    pub fn budgets(mut self, budgets: crate::budget::BudgetRequest) -> Self {
+        self.budgets = budgets;
+        self
+    }
+
     /// Check what can be checked without IO: keyword names and volume paths.
     pub(crate) fn validate(&self) -> Result<(), SpecError> {
+        self.budgets.validate()?;
         for (name, _) in &self.kwargs {
             if !is_identifier(name) {
                 return Err(SpecError::KwargName { name: name.clone() });

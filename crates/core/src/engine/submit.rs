@@ -402,7 +402,8 @@ async fn submit_prepared(
         resolved.env.clone(),
         spec.deadlines,
     )
-    .with_fuse_mounts(job.fuse_mounts);
+    .with_fuse_mounts(job.fuse_mounts)
+    .with_budgets(spec.budgets);
     if let Err(err) = backend.submit(&prepared).await {
         // An ambiguous create: the backend may hold the job although the
         // call failed. If it does, the job is submitted.

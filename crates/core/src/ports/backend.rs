@@ -176,6 +176,16 @@ pub struct PreparedJob {
     /// read-only, or refuse the job with [`BackendError::Unsupported`]
     /// when it cannot; it MUST NOT start the job without them.
     pub fuse_mounts: Vec<FuseMount>,
+    /// Failure budgets to enforce (see [`crate::budget`]): a backend MUST
+    /// run the job again after an application failure while
+    /// [`Budgets::retries`](crate::budget::Budgets::retries) allows, and
+    /// after a preemption or eviction while
+    /// [`Budgets::restarts`](crate::budget::Budgets::restarts) allows, and
+    /// MUST refuse (invalid input) an explicitly asked budget it cannot
+    /// honour ([`PreparedJob::budget_request`]).
+    pub budgets: crate::budget::Budgets,
+    /// The budgets as the user asked for them (unset: the default).
+    pub budget_request: crate::budget::BudgetRequest,
 }
 
 /// Data a backend mounts read-only for a job: a GCS FUSE CSI volume on
@@ -232,12 +242,22 @@ impl PreparedJob {
             env,
             deadlines,
             fuse_mounts: Vec::new(),
+            budgets: crate::budget::Budgets::default(),
+            budget_request: crate::budget::BudgetRequest::default(),
         }
     }
 
     /// The same job with these read-only mounts.
     pub fn with_fuse_mounts(mut self, mounts: Vec<FuseMount>) -> Self {
         self.fuse_mounts = mounts;
+        self
+    }
+
+    /// The same job with failure budgets `request`, resolved for its
+    /// accelerator (Spot jobs get restarts by default).
+    pub fn with_budgets(mut self, request: crate::budget::BudgetRequest) -> Self {
+        self.budgets = request.resolve(self.accelerator.spot());
+        self.budget_request = request;
         self
     }
 }

@@ -1131,6 +1131,9 @@ async fn create(s: Shared, resource: String, ns: String, body: Bytes) -> Respons
         if resource == super::statefulset::RESOURCE {
             super::statefulset::admit(&mut obj)?;
         }
+        if resource == "jobs.batch" {
+            super::pod_failure_policy::admit_job(&mut obj)?;
+        }
         if resource == "jobs.batch" && obj.get("status").is_none() {
             obj["status"] = json!({});
         }

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::events;
 use super::meta::{name_of, ns_of, str_at, uid_of};
+use super::pod_failure_policy::Action;
 use super::store::{ApiError, Store, now_rfc3339, parse_time};
 
 /// Resources the garbage collector and foreground deletion look at.
@@ -228,7 +229,12 @@ fn condition_of<'a>(job: &'a Value, kind: &str) -> Option<&'a Value> {
 ///
 /// - a finished Job (`Complete` or `Failed`) is left alone, and removed
 ///   (foreground) `ttlSecondsAfterFinished` after it finished;
-/// - a failure (`backoffLimit` exceeded, `activeDeadlineSeconds` passed
+/// - a failed pod counts against `backoffLimit` as the Job's
+///   `podFailurePolicy` says (see [`super::pod_failure_policy`]): not at
+///   all (`Ignore`: a replacement is created), or it fails the Job at once
+///   (`FailJob`: reason `PodFailurePolicy`); `status.failed` counts only
+///   the counted ones;
+/// - a failure (a `FailJob` rule, `backoffLimit` exceeded, `activeDeadlineSeconds` passed
 ///   while not suspended) first adds `FailureTarget` and deletes the active
 ///   pods; `Failed`, with the same reason and message, follows once no pod
 ///   is left running or terminating; success adds `SuccessCriteriaMet`,
@@ -260,7 +266,20 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         .filter(|p| deleting(p) && !matches!(phase(p), "Succeeded" | "Failed"))
         .count();
     let succeeded = pods.iter().filter(|p| phase(p) == "Succeeded").count();
-    let failed = pods.iter().filter(|p| phase(p) == "Failed").count();
+    // Failed pods count against `backoffLimit` as the pod failure policy
+    // says (terminal pods only: a pod still stopping is not yet judged).
+    let mut failed = 0;
+    let mut fail_job: Option<String> = None;
+    for p in pods.iter().filter(|p| phase(p) == "Failed") {
+        match super::pod_failure_policy::match_pod(job, p) {
+            Action::Ignore => {}
+            Action::Count => failed += 1,
+            Action::FailJob(message) => {
+                failed += 1;
+                fail_job.get_or_insert(message);
+            }
+        }
+    }
     let ready = active.iter().filter(|p| pod_ready(p)).count();
     let delete_active = || {
         for p in &active {
@@ -321,15 +340,17 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         && seconds_at(job, "/spec/activeDeadlineSeconds")
             .zip(started)
             .is_some_and(|(d, start)| now >= start + Duration::from_secs(d));
-    let failure = if failed > backoff {
+    let failure = if let Some(message) = fail_job {
+        Some(("PodFailurePolicy", message))
+    } else if failed > backoff {
         Some((
             "BackoffLimitExceeded",
-            "Job has reached the specified backoff limit",
+            "Job has reached the specified backoff limit".to_owned(),
         ))
     } else if past_deadline {
         Some((
             "DeadlineExceeded",
-            "Job was active longer than specified deadline",
+            "Job was active longer than specified deadline".to_owned(),
         ))
     } else {
         None
@@ -337,7 +358,7 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
     if let Some((reason, message)) = failure {
         delete_active();
         store.modify("jobs.batch", &ns, &name, |j| {
-            push_condition(j, condition("FailureTarget", reason, message));
+            push_condition(j, condition("FailureTarget", reason, &message));
             counters(j, 0);
         });
         return;

@@ -75,6 +75,7 @@ mod kubelet;
 mod logs;
 mod lws;
 mod meta;
+mod pod_failure_policy;
 mod runtime;
 mod scheduler;
 mod selector;

@@ -55,7 +55,12 @@ def _function_reference(fn: Callable) -> Dict[str, Any]:
 
 class _Options:
     def __init__(self, accelerator, container_image, base_image_repo, zone, project, capture_env_vars,
-                 cluster, backend, namespace, volumes, spot, output_dir, debug):
+                 cluster, backend, namespace, volumes, spot, output_dir, debug, retries=None, restarts=None):
+        for name, value in (("retries", retries), ("restarts", restarts)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError("@kinetic.run(%s=%r): expected a whole number of times to run the job again "
+                                 "(0 or more), or None for the default" % (name, value))
+        self.retries, self.restarts = retries, restarts
         if debug:
             raise ValueError("@kinetic.run(debug=True): debugpy remote debugging is not supported by this engine yet")
         if not isinstance(accelerator, str) or not accelerator:
@@ -101,6 +106,8 @@ class _Options:
             "output_dir": self.output_dir,
             "container_image": self.container_image,
             "python_values": python_minor(),
+            "retries": self.retries,
+            "restarts": self.restarts,
         })
         return json.dumps(doc)
 
@@ -110,7 +117,8 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
         capture_env_vars: Optional[List[str]] = None, cluster: Optional[str] = None,
         backend: Optional[str] = None, namespace: Optional[str] = None,
         volumes: Optional[Dict[str, Data]] = None, spot: bool = False, output_dir: Optional[str] = None,
-        debug: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        debug: bool = False, retries: Optional[int] = None,
+        restarts: Optional[int] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Execute function on remote TPU/GPU (or on this machine with ``backend="local"``).
 
     Args:
@@ -141,6 +149,11 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
             KINETIC_OUTPUT_DIR. Defaults to the jobs bucket's outputs/{job_id}.
         debug: debugpy remote debugging; not supported by this engine yet
             (True raises ``ValueError``).
+        retries: Application retry budget: how many times the job runs again
+            after it fails (an exception, a non-zero exit). Default 0.
+        restarts: Infrastructure restart budget: how many times the job runs
+            again after its node is preempted or its pod evicted. Default 3
+            for ``spot=True`` jobs, else 0. Not supported on pathways yet.
 
     Returns:
         A decorator that returns a wrapper function. When called, the wrapper
@@ -159,7 +172,7 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
     pickled when the client and the job run the same Python minor version.
     """
     options = _Options(accelerator, container_image, base_image_repo, zone, project, capture_env_vars,
-                       cluster, backend, namespace, volumes, spot, output_dir, debug)
+                       cluster, backend, namespace, volumes, spot, output_dir, debug, retries, restarts)
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         _function_reference(fn)  # a lambda or closure without cloudpickle is an error at once

@@ -105,6 +105,12 @@ class JobHandle:
         status, _reason = self._native().status()
         return JobStatus(status)
 
+    def attempts(self) -> List[Dict[str, Any]]:
+        """Each attempt of the job (number, host, started, ended, outcome,
+        reason), first first: kept when a failure budget ran it again, and
+        kept after its Kubernetes objects are cleaned up."""
+        return json.loads(self._native().attempts())
+
     def logs(self, follow: bool = False) -> Optional[str]:
         """Return logs, or (``follow=True``) stream them to stdout until the job terminates."""
         if not follow:

@@ -97,3 +97,13 @@ def read_mounted(folder, config):
         write = e.strerror
     volume = json.loads(os.environ["KINETIC_VOLUMES"])["/data"]
     return {"a": a, "config": c, "write": write, "volume": sorted(os.listdir(volume))}
+
+
+def flaky(marker):
+    """Fails on its first attempt (no marker yet), succeeds on the next."""
+    import os
+
+    if not os.path.exists(marker):
+        open(marker, "w").write("tried")
+        raise RuntimeError("first attempt fails")
+    return "second attempt"
