@@ -91,6 +91,7 @@ pub mod accelerators;
 pub mod batch;
 pub mod cache;
 pub mod config;
+pub mod debug;
 pub mod engine;
 pub mod env;
 pub mod files;

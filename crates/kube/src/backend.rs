@@ -894,9 +894,26 @@ impl<W: Workload> Backend for KubeBackend<W> {
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         self.list_jobs().await
     }
+
+    async fn port_forward(
+        &self,
+        job: &JobRecord,
+        port: u16,
+    ) -> Result<kinetic_core::ports::PortStream, BackendError> {
+        self.forward_port(job, port).await
+    }
 }
 
 impl<W: Workload> KubeBackend<W> {
+    /// [`Backend::port_forward`]: refused unless the workload declares it.
+    async fn forward_port(
+        &self,
+        _job: &JobRecord,
+        _port: u16,
+    ) -> Result<kinetic_core::ports::PortStream, BackendError> {
+        Err(BackendCapabilities::undeclared(self.name(), "port_forward"))
+    }
+
     /// The log of the job's log pods, across their restarts.
     async fn pod_logs(&self, record: &Named, options: LogOptions) -> Result<String, BackendError> {
         let pods = self

@@ -452,6 +452,10 @@ pub struct JobSpec {
     /// marked `__kinetic_pickle__` and pickles a result JSON cannot hold.
     /// `None` (the default): JSON only.
     pub python_values: Option<String>,
+    /// Run under a debugger (Kinetic's `debug=True`): the runner starts
+    /// debugpy and waits for a client before the call
+    /// ([`crate::debug`]); the job is kept when its value comes back.
+    pub debug: bool,
 }
 
 impl JobSpec {
@@ -470,7 +474,14 @@ impl JobSpec {
             image: ImageMode::default(),
             deadlines: Deadlines::default(),
             python_values: None,
+            debug: false,
         }
+    }
+
+    /// Run under a debugger ([`JobSpec::debug`]).
+    pub fn debug(mut self, debug: bool) -> Self {
+        self.debug = debug;
+        self
     }
 
     /// Add a positional argument.

@@ -26,8 +26,8 @@ mod store;
 
 pub use backend::{
     Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, Deadlines,
-    FaultyBackend, GroupQuery, GroupStatus, LogOptions, LogStream, PreparedJob, RegistryError,
-    RetryBackend, tail_lines, terminal_line,
+    FaultyBackend, GroupQuery, GroupStatus, LogOptions, LogStream, PortIo, PortStream, PreparedJob,
+    RegistryError, RetryBackend, tail_lines, terminal_line,
 };
 pub use fault::FaultPlan;
 pub use image::{
