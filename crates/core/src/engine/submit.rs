@@ -270,6 +270,11 @@ pub(crate) async fn resolve(
     backend.capabilities().check(backend.name(), &accelerator)?;
     backend.check(&accelerator).await?;
     if spec.debug {
+        if matches!(spec.entrypoint, super::spec::Entrypoint::Command { .. }) {
+            return Err(EngineError::invalid_input(
+                "debug runs a Python function under debugpy; a command cannot be debugged (give module:function or file.py:function)",
+            ));
+        }
         if !backend.capabilities().port_forward {
             return Err(BackendCapabilities::undeclared(backend.name(), "port_forward").into());
         }
