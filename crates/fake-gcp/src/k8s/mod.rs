@@ -74,6 +74,7 @@ mod kubelet;
 mod logs;
 mod lws;
 mod meta;
+mod portforward;
 mod runtime;
 mod scheduler;
 mod selector;
