@@ -742,7 +742,9 @@ impl Backend for LocalBackend {
         let dir = self.job_dir(&job.job_id);
         match dir.observe() {
             Observed::Running => {}
-            Observed::Missing => return Err(BackendError::not_found(self.name(), job.job_id.as_str())),
+            Observed::Missing => {
+                return Err(BackendError::not_found(self.name(), job.job_id.as_str()));
+            }
             Observed::Queued => {
                 return Err(BackendError::invalid_input(format!(
                     "cannot forward port {port} of job {}: it is queued, not running yet",

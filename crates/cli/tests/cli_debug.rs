@@ -49,12 +49,18 @@ fn a_debugger_attaches_through_jobs_debug_and_the_value_comes_back() {
     let sandbox = Sandbox::new(WORK_PY);
     let path = path_with_debugpy();
     let env = [("PATH", path.as_str())];
-    let o = sandbox.kinetic_env(&["run", "--detach", "--debug", "work:square", "--arg", "7"], &env);
+    let o = sandbox.kinetic_env(
+        &["run", "--detach", "--debug", "work:square", "--arg", "7"],
+        &env,
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let job = stdout(&o).trim().to_owned();
 
     let mut debug = sandbox
-        .command(&["jobs", "debug", &job, "--port", "0", "--working-dir", "."], &env)
+        .command(
+            &["jobs", "debug", &job, "--port", "0", "--working-dir", "."],
+            &env,
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -80,10 +86,14 @@ fn a_debugger_attaches_through_jobs_debug_and_the_value_comes_back() {
     assert_ne!(port, 0);
     let project = sandbox.path("home/project");
     let local_root = PathBuf::from(config["pathMappings"][0]["localRoot"].as_str().unwrap());
-    assert_eq!(local_root.canonicalize().unwrap(), project.canonicalize().unwrap());
+    assert_eq!(
+        local_root.canonicalize().unwrap(),
+        project.canonicalize().unwrap()
+    );
     let remote_root = config["pathMappings"][0]["remoteRoot"].as_str().unwrap();
     assert!(
-        remote_root.ends_with("/workspace") && std::path::Path::new(remote_root).join("work.py").is_file(),
+        remote_root.ends_with("/workspace")
+            && std::path::Path::new(remote_root).join("work.py").is_file(),
         "the remote root is the job's extracted project: {remote_root}"
     );
 
@@ -100,7 +110,10 @@ fn a_debugger_attaches_through_jobs_debug_and_the_value_comes_back() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "49");
     // A debug job is kept once its value came back (Kinetic's default).
-    assert!(sandbox.path("local/jobs").join(&job).is_dir(), "{job} was cleaned up");
+    assert!(
+        sandbox.path("local/jobs").join(&job).is_dir(),
+        "{job} was cleaned up"
+    );
     let o = sandbox.kinetic_env(&["jobs", "status", &job], &env);
     assert!(stdout(&o).contains("SUCCEEDED"), "{}", stdout(&o));
     let logs = stdout(&sandbox.kinetic_env(&["jobs", "logs", &job], &env));
@@ -119,13 +132,18 @@ fn without_debugpy_the_job_fails_in_debugger_setup_and_jobs_debug_says_it_ended_
     .unwrap();
     let path = path_with_debugpy();
     let env = [("PATH", path.as_str())];
-    let o = sandbox.kinetic_env(&["run", "--detach", "--debug", "work:square", "--arg", "3"], &env);
+    let o = sandbox.kinetic_env(
+        &["run", "--detach", "--debug", "work:square", "--arg", "3"],
+        &env,
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let job = stdout(&o).trim().to_owned();
     let o = sandbox.kinetic_env(&["jobs", "debug", &job, "--port", "0"], &env);
     assert!(!o.status.success());
     assert!(
-        stderr(&o).contains(&format!("Job {job} reached terminal state (FAILED) before debugpy server was ready.")),
+        stderr(&o).contains(&format!(
+            "Job {job} reached terminal state (FAILED) before debugpy server was ready."
+        )),
         "{}",
         stderr(&o)
     );
@@ -133,7 +151,10 @@ fn without_debugpy_the_job_fails_in_debugger_setup_and_jobs_debug_says_it_ended_
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(err.contains("debugger setup"), "{err}");
-    assert!(err.contains("add `debugpy` to the project's requirements"), "{err}");
+    assert!(
+        err.contains("add `debugpy` to the project's requirements"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -144,7 +165,11 @@ fn jobs_debug_refuses_a_job_run_without_debug() {
     let job = stdout(&o).trim().to_owned();
     let o = sandbox.kinetic(&["jobs", "debug", &job, "--port", "0"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("was not submitted with debug"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("was not submitted with debug"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -152,5 +177,9 @@ fn a_command_cannot_run_under_the_debugger() {
     let sandbox = Sandbox::new(WORK_PY);
     let o = sandbox.kinetic(&["run", "--debug", "--", "true"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("a command cannot be debugged"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("a command cannot be debugged"),
+        "{}",
+        stderr(&o)
+    );
 }

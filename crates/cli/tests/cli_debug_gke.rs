@@ -24,7 +24,8 @@ def square(x):
 "#;
 
 fn venv_python() -> PathBuf {
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/python-venv/bin/python3");
+    let python =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/python-venv/bin/python3");
     let ok = Command::new(&python)
         .args(["-c", "import debugpy"])
         .status()
@@ -83,7 +84,16 @@ async fn a_debugger_attaches_to_a_pod_through_the_api_servers_port_forward() {
     let o = output(kinetic(
         dir.path(),
         &env,
-        &["run", "--detach", "--debug", "work:square", "--arg", "7", "--backend", "gke"],
+        &[
+            "run",
+            "--detach",
+            "--debug",
+            "work:square",
+            "--arg",
+            "7",
+            "--backend",
+            "gke",
+        ],
     ))
     .await;
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -112,7 +122,10 @@ async fn a_debugger_attaches_to_a_pod_through_the_api_servers_port_forward() {
     .unwrap();
     let config = &launch["configurations"][0];
     assert_eq!(config["type"], "debugpy", "{launch}");
-    assert_eq!(config["pathMappings"][0]["localRoot"], "${workspaceFolder}", "{launch}");
+    assert_eq!(
+        config["pathMappings"][0]["localRoot"], "${workspaceFolder}",
+        "{launch}"
+    );
     let port = u16::try_from(config["connect"]["port"].as_u64().unwrap()).unwrap();
 
     let stopped = tokio::task::spawn_blocking(move || {
@@ -125,7 +138,11 @@ async fn a_debugger_attaches_to_a_pod_through_the_api_servers_port_forward() {
         .await
         .unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("ended (SUCCEEDED)"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("ended (SUCCEEDED)"),
+        "{}",
+        text(&o.stderr)
+    );
 
     let o = output(kinetic(dir.path(), &env, &["jobs", "result", &job])).await;
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -141,5 +158,8 @@ async fn a_debugger_attaches_to_a_pod_through_the_api_servers_port_forward() {
     assert_eq!(container["ports"][0]["containerPort"], 5678);
     let pods = cluster.objects("pods", "default");
     let ip = pods[0]["status"]["podIP"].as_str().unwrap();
-    assert!(ip.starts_with("127.") && ip != "127.0.0.1", "each pod has its own loopback IP: {ip}");
+    assert!(
+        ip.starts_with("127.") && ip != "127.0.0.1",
+        "each pod has its own loopback IP: {ip}"
+    );
 }

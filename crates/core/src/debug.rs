@@ -98,9 +98,7 @@ impl DebugEndpoint {
     /// [`DebugError`] when they are not the JSON object the runner writes.
     pub fn parse(bytes: &[u8]) -> Result<Self, DebugError> {
         serde_json::from_slice(bytes).map_err(|e| DebugError {
-            message: format!(
-                "{e} (expected {{\"host\": …, \"port\": …, \"workspace\": …}})"
-            ),
+            message: format!("{e} (expected {{\"host\": …, \"port\": …, \"workspace\": …}})"),
         })
     }
 }

@@ -39,7 +39,9 @@ async fn bytes_go_to_the_pods_port_at_its_ip_and_back() {
         assert_eq!(&buf, b"ping");
         conn.write_all(b"pong from the pod").await.unwrap();
     });
-    cluster.insert("pods", "ns", pod("p1", "Running", "127.3.4.5")).unwrap();
+    cluster
+        .insert("pods", "ns", pod("p1", "Running", "127.3.4.5"))
+        .unwrap();
     let mut forwarder = pods.portforward("p1", &[port]).await.unwrap();
     let mut stream = forwarder.take_stream(port).unwrap();
     stream.write_all(b"ping").await.unwrap();
@@ -60,10 +62,19 @@ async fn nothing_listening_is_reported_on_the_error_channel() {
         let l = std::net::TcpListener::bind("127.3.4.6:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    cluster.insert("pods", "ns", pod("p2", "Running", "127.3.4.6")).unwrap();
+    cluster
+        .insert("pods", "ns", pod("p2", "Running", "127.3.4.6"))
+        .unwrap();
     let mut forwarder = pods.portforward("p2", &[port]).await.unwrap();
-    let error = forwarder.take_error(port).unwrap().await.expect("an error message");
-    assert!(error.starts_with(&format!("error forwarding port {port} to pod ns/p2")), "{error}");
+    let error = forwarder
+        .take_error(port)
+        .unwrap()
+        .await
+        .expect("an error message");
+    assert!(
+        error.starts_with(&format!("error forwarding port {port} to pod ns/p2")),
+        "{error}"
+    );
     assert!(error.contains("127.3.4.6"), "{error}");
 }
 
@@ -77,12 +88,20 @@ async fn pods_that_cannot_be_forwarded_are_refused_as_the_real_server_does() {
     let (code, message) = status(pods.portforward("nope", &[5678]).await.err().unwrap());
     assert_eq!(code, 404, "{message}");
     assert!(message.contains("pods \"nope\" not found"), "{message}");
-    cluster.insert("pods", "ns", pod("done", "Succeeded", "127.3.4.7")).unwrap();
+    cluster
+        .insert("pods", "ns", pod("done", "Succeeded", "127.3.4.7"))
+        .unwrap();
     let (code, message) = status(pods.portforward("done", &[5678]).await.err().unwrap());
-    assert_eq!((code, message.as_str()), (500, "unable to upgrade connection: pod does not exist"));
+    assert_eq!(
+        (code, message.as_str()),
+        (500, "unable to upgrade connection: pod does not exist")
+    );
     let mut pending = pod("pending", "Pending", "");
     pending["spec"]["nodeName"] = json!(null);
     cluster.insert("pods", "ns", pending).unwrap();
     let (code, message) = status(pods.portforward("pending", &[5678]).await.err().unwrap());
-    assert_eq!((code, message.as_str()), (400, "pod pending does not have a host assigned"));
+    assert_eq!(
+        (code, message.as_str()),
+        (400, "pod pending does not have a host assigned")
+    );
 }

@@ -917,7 +917,10 @@ impl<W: Workload> KubeBackend<W> {
         }
         let named = Named::of(job);
         let mut pods = self
-            .list_pods(&named.namespace, &self.workload.log_selector(&named.k8s_name))
+            .list_pods(
+                &named.namespace,
+                &self.workload.log_selector(&named.k8s_name),
+            )
             .await?;
         if pods.is_empty() {
             return Err(match self.get_object(&named).await? {
@@ -929,9 +932,10 @@ impl<W: Workload> KubeBackend<W> {
             });
         }
         sort_oldest_first(&mut pods);
-        let running = pods.iter().rev().find(|p| {
-            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-        });
+        let running = pods
+            .iter()
+            .rev()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
         let Some(pod) = running else {
             return Err(BackendError::invalid_input(format!(
                 "cannot forward port {port} of job {}: its pod is not running",

@@ -86,7 +86,11 @@ impl AsyncRead for ForwardedPort {
 }
 
 impl AsyncWrite for ForwardedPort {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         this.check(cx)?;
         Pin::new(&mut this.stream).poll_write(cx, data)

@@ -31,7 +31,9 @@ pub struct DebugForward {
 #[non_exhaustive]
 pub enum DebugForwardError {
     /// The local port cannot be listened on.
-    #[error("cannot listen on localhost:{port}: {source}; port {port} may already be in use (choose another with --port)")]
+    #[error(
+        "cannot listen on localhost:{port}: {source}; port {port} may already be in use (choose another with --port)"
+    )]
     Bind {
         /// The port asked for.
         port: u16,

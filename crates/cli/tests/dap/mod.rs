@@ -31,8 +31,9 @@ impl Dap {
     /// Send a request; gives its sequence number.
     pub(crate) fn request(&mut self, command: &str, arguments: Value) -> u64 {
         self.seq += 1;
-        let body = json!({"seq": self.seq, "type": "request", "command": command, "arguments": arguments})
-            .to_string();
+        let body =
+            json!({"seq": self.seq, "type": "request", "command": command, "arguments": arguments})
+                .to_string();
         write!(self.writer, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
         self.writer.flush().unwrap();
         self.seq
@@ -75,7 +76,10 @@ pub(crate) fn attach_and_continue(addr: impl ToSocketAddrs, limit: Duration) -> 
     dap.request("attach", json!({"justMyCode": false}));
     let mut stopped = None;
     while let Some(message) = dap.next() {
-        assert!(Instant::now() < deadline, "the debug session took longer than {limit:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the debug session took longer than {limit:?}"
+        );
         match (message["type"].as_str(), message["event"].as_str()) {
             (Some("event"), Some("initialized")) => {
                 dap.request("configurationDone", json!({}));

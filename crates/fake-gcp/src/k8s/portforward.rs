@@ -64,25 +64,35 @@ pub(crate) fn parse_ports(query: Option<&str>) -> Result<Vec<u16>, ApiError> {
         ports.push(port);
     }
     if ports.is_empty() {
-        return Err(ApiError::bad_request(
-            "at least one port must be specified",
-        ));
+        return Err(ApiError::bad_request("at least one port must be specified"));
     }
     Ok(ports)
 }
 
 /// Check the pod as the API server and the kubelet do.
 pub(crate) fn target(pod: &Value, ports: Vec<u16>) -> Result<Target, ApiError> {
-    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let ns = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default();
+    let name = pod
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let ns = pod
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let node = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if node.is_empty() {
         return Err(ApiError::bad_request(format!(
             "pod {name} does not have a host assigned"
         )));
     }
     let phase = pod.pointer("/status/phase").and_then(Value::as_str);
-    let ip = pod.pointer("/status/podIP").and_then(Value::as_str).unwrap_or_default();
+    let ip = pod
+        .pointer("/status/podIP")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if phase != Some("Running") || ip.is_empty() {
         return Err(ApiError::new(
             500,
@@ -92,7 +102,11 @@ pub(crate) fn target(pod: &Value, ports: Vec<u16>) -> Result<Target, ApiError> {
     }
     Ok(Target {
         pod: format!("{ns}/{name}"),
-        uid: pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        uid: pod
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
         ip: ip.to_owned(),
         ports,
     })
@@ -148,7 +162,10 @@ pub(crate) fn upgrade(mut req: Request, target: Target) -> Result<Response, ApiE
         .status(StatusCode::SWITCHING_PROTOCOLS)
         .header(header::CONNECTION, "Upgrade")
         .header(header::UPGRADE, "websocket")
-        .header(header::SEC_WEBSOCKET_ACCEPT, derive_accept_key(key.as_bytes()));
+        .header(
+            header::SEC_WEBSOCKET_ACCEPT,
+            derive_accept_key(key.as_bytes()),
+        );
     if !protocol.is_empty() {
         response = response.header(header::SEC_WEBSOCKET_PROTOCOL, protocol);
     }
@@ -175,7 +192,11 @@ where
     for (i, port) in target.ports.iter().enumerate() {
         let Ok(ch) = u8::try_from(2 * i) else { return };
         for channel in [ch, ch + 1] {
-            if sink.send(frame(channel, &port.to_le_bytes())).await.is_err() {
+            if sink
+                .send(frame(channel, &port.to_le_bytes()))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -269,9 +290,24 @@ mod tests {
     #[test]
     fn ports_are_parsed_as_the_kubelet_does() {
         assert_eq!(parse_ports(Some("5678,80")).unwrap(), vec![5678, 80]);
-        assert!(parse_ports(None).unwrap_err().message.contains("at least one port"));
-        assert!(parse_ports(Some("x")).unwrap_err().message.contains("unable to parse \"x\""));
-        assert!(parse_ports(Some("0")).unwrap_err().message.contains("must be > 0"));
+        assert!(
+            parse_ports(None)
+                .unwrap_err()
+                .message
+                .contains("at least one port")
+        );
+        assert!(
+            parse_ports(Some("x"))
+                .unwrap_err()
+                .message
+                .contains("unable to parse \"x\"")
+        );
+        assert!(
+            parse_ports(Some("0"))
+                .unwrap_err()
+                .message
+                .contains("must be > 0")
+        );
     }
 
     #[test]
@@ -281,7 +317,10 @@ mod tests {
                    "spec": {"nodeName": node}, "status": {"phase": phase, "podIP": "127.1.2.3"}})
         };
         let e = target(&pod("", "Pending"), vec![1]).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (400, "pod p does not have a host assigned"));
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "pod p does not have a host assigned")
+        );
         let e = target(&pod("n", "Succeeded"), vec![1]).unwrap_err();
         assert_eq!(e.code, 500);
         assert!(e.message.contains("pod does not exist"));
@@ -293,14 +332,23 @@ mod tests {
     fn the_v4_channel_protocol_is_chosen_and_v5_alone_is_refused() {
         let mut h = HeaderMap::new();
         assert_eq!(choose_protocol(&h).unwrap(), "");
-        h.insert(header::SEC_WEBSOCKET_PROTOCOL, "v5.channel.k8s.io, v4.channel.k8s.io".parse().unwrap());
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            "v5.channel.k8s.io, v4.channel.k8s.io".parse().unwrap(),
+        );
         assert_eq!(choose_protocol(&h).unwrap(), V4_CHANNEL);
-        h.insert(header::SEC_WEBSOCKET_PROTOCOL, "v5.channel.k8s.io".parse().unwrap());
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            "v5.channel.k8s.io".parse().unwrap(),
+        );
         assert_eq!(choose_protocol(&h).unwrap_err().code, 400);
     }
 
     #[test]
     fn frames_carry_their_channel_first() {
-        assert_eq!(frame(3, &5678u16.to_le_bytes()).into_data().as_ref(), &[3, 0x2e, 0x16]);
+        assert_eq!(
+            frame(3, &5678u16.to_le_bytes()).into_data().as_ref(),
+            &[3, 0x2e, 0x16]
+        );
     }
 }
