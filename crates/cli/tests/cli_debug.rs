@@ -11,35 +11,18 @@
 mod dap;
 mod sandbox;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use dap::WORK_PY;
 use sandbox::{Sandbox, stderr, stdout, wait_within};
-
-const WORK_PY: &str = r#"
-def square(x):
-    y = x * x
-    return y
-"#;
 
 /// `PATH` with the venv's `bin` first, so the local backend's `python3` has debugpy.
 fn path_with_debugpy() -> String {
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/python-venv/bin");
-    let python = bin.join("python3");
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import debugpy"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "{} with debugpy is needed: run scripts/test.sh (it builds the venv with debugpy from PyPI)",
-        python.display()
-    );
     format!(
         "{}:{}",
-        bin.canonicalize().unwrap().display(),
+        dap::venv_bin().display(),
         std::env::var("PATH").unwrap_or_default()
     )
 }
@@ -65,19 +48,7 @@ fn a_debugger_attaches_through_jobs_debug_and_the_value_comes_back() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The launch configuration: pretty JSON, ending with a lone `}`.
-    let mut lines = BufReader::new(debug.stdout.take().unwrap()).lines();
-    let mut text = String::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        text.push_str(&line);
-        text.push('\n');
-        if line == "}" {
-            break;
-        }
-    }
-    let launch: serde_json::Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("no launch configuration ({e}): {text:?}"));
+    let launch = dap::read_launch(debug.stdout.take().unwrap());
     let config = &launch["configurations"][0];
     assert_eq!(config["type"], "debugpy", "{launch}");
     assert_eq!(config["request"], "attach", "{launch}");

@@ -9,34 +9,13 @@
 
 mod dap;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use dap::WORK_PY;
 use kinetic_fake_gcp::FakeGcs;
 use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
-
-const WORK_PY: &str = r#"
-def square(x):
-    y = x * x
-    return y
-"#;
-
-fn venv_python() -> PathBuf {
-    let python =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/python-venv/bin/python3");
-    let ok = Command::new(&python)
-        .args(["-c", "import debugpy"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "{} with debugpy is needed: run scripts/test.sh (it builds the venv with debugpy from PyPI)",
-        python.display()
-    );
-    python
-}
 
 fn kinetic(dir: &Path, env: &[(String, String)], args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
@@ -71,7 +50,7 @@ async fn a_debugger_attaches_to_a_pod_through_the_api_servers_port_forward() {
     let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
     let cluster = FakeCluster::start(
         FakeClusterConfig::default()
-            .python(venv_python())
+            .python(dap::venv_bin().join("python3"))
             .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
     )
     .await
@@ -105,21 +84,9 @@ async fn a_debugger_attaches_to_a_pod_through_the_api_servers_port_forward() {
         .spawn()
         .unwrap();
     let stdout = debug.stdout.take().unwrap();
-    let launch = tokio::task::spawn_blocking(move || {
-        let mut text = String::new();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            text.push_str(&line);
-            text.push('\n');
-            if line == "}" {
-                break;
-            }
-        }
-        serde_json::from_str::<serde_json::Value>(&text)
-            .unwrap_or_else(|e| panic!("no launch configuration ({e}): {text:?}"))
-    })
-    .await
-    .unwrap();
+    let launch = tokio::task::spawn_blocking(move || dap::read_launch(stdout))
+        .await
+        .unwrap();
     let config = &launch["configurations"][0];
     assert_eq!(config["type"], "debugpy", "{launch}");
     assert_eq!(

@@ -6,9 +6,50 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+/// The project the debug tests run: a line to stop before, a value to check.
+pub(crate) const WORK_PY: &str = r#"
+def square(x):
+    y = x * x
+    return y
+"#;
+
+/// The `bin` of the venv `scripts/test.sh` builds, whose `python3` has
+/// debugpy; the test fails saying so when it is missing.
+pub(crate) fn venv_bin() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/python-venv/bin");
+    let python = bin.join("python3");
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import debugpy"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{} with debugpy is needed: run scripts/test.sh (it builds the venv with debugpy from PyPI)",
+        python.display()
+    );
+    bin.canonicalize().unwrap()
+}
+
+/// The launch configuration `kinetic jobs debug` prints: pretty JSON
+/// ending with a lone `}`.
+pub(crate) fn read_launch(out: impl Read) -> Value {
+    let mut text = String::new();
+    for line in BufReader::new(out).lines() {
+        let line = line.unwrap();
+        text.push_str(&line);
+        text.push('\n');
+        if line == "}" {
+            break;
+        }
+    }
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("no launch configuration ({e}): {text:?}"))
+}
 
 /// One DAP connection.
 pub(crate) struct Dap {
