@@ -51,6 +51,7 @@ EXTRACT = "context extract"
 ENVIRONMENT = "environment setup"
 DATA = "data resolve"
 LOAD = "entrypoint load"
+DEBUG = "debugger setup"
 EXECUTE = "execute"
 SERIALIZE = "result serialization"
 UPLOAD = "result upload"  # log only: an upload failure cannot be reported in a result
@@ -816,9 +817,49 @@ class Spec:
         if python_values is not None and not isinstance(python_values, str):
             raise RunnerError("spec.python_values must be a Python version string ('3.11') or null")
         self.python_values = python_values
+        self.debug = _debug(doc.get("debug"))
 
 
 _MISSING = object()
+
+
+def _debug(doc):
+    """``spec.debug``: ``None``, or where the readiness marker goes, the port and the wait."""
+    if doc is None:
+        return None
+    if not isinstance(doc, dict):
+        raise RunnerError("spec.debug must be an object or null")
+    ready_uri = _field(doc, "ready_uri", str, where="spec.debug.")
+    port = _field(doc, "port", int, where="spec.debug.")
+    wait = _field(doc, "wait_timeout_seconds", int, where="spec.debug.")
+    if not 0 < port < 65536 or wait < 0:
+        raise RunnerError("spec.debug.port must be a port (1-65535) and wait_timeout_seconds >= 0")
+    return {"ready_uri": ready_uri, "port": port, "wait_timeout_seconds": wait}
+
+
+def import_debugpy():
+    """debugpy, which a debug job needs in its image or requirements (it is never installed here)."""
+    try:
+        import debugpy  # noqa: PLC0415 - only debug jobs need it
+    except ImportError as err:
+        raise RunnerError(
+            "this job runs under a debugger but the debugpy package cannot be imported (%s); "
+            "add `debugpy` to the project's requirements (or install it in the image)" % err) from None
+    return debugpy
+
+
+def debug_listen_address(settings: dict, environ) -> tuple:
+    """Where debugpy listens: ``KINETIC_DEBUG_HOST`` (the pod's IP) or loopback, at
+    ``KINETIC_DEBUG_PORT`` when the backend set one, else the spec's port."""
+    host = environ.get("KINETIC_DEBUG_HOST") or "127.0.0.1"
+    port = settings["port"]
+    override = environ.get("KINETIC_DEBUG_PORT")
+    if override:
+        try:
+            port = int(override)
+        except ValueError:
+            raise RunnerError("KINETIC_DEBUG_PORT must be a port number, got %r" % override) from None
+    return host, port
 
 
 def _field(doc: dict, key: str, kind: type, default=_MISSING, where: str = "spec."):
@@ -1742,13 +1783,18 @@ class Runner:
             self._phase(ENVIRONMENT, self.setup_environment)
             args, kwargs = self._phase(DATA, self.resolve_data)
             if self.spec.entrypoint["kind"] == "command":
+                if self.spec.debug is not None:
+                    self._phase(DEBUG, self.refuse_command_debug)
                 value = self._phase(EXECUTE, self.run_command)
             else:
                 fn = self._phase(LOAD, self.load_entrypoint, user_code=True)
                 if self.spec.python_values is not None:
                     args, kwargs = self._phase(DATA, lambda: (decode_python_values(args), decode_python_values(kwargs)),
                                                user_code=True)
-                value = self.call(fn, args, kwargs)
+                debugger = None
+                if self.spec.debug is not None and self.host_index == 0:
+                    debugger = self._phase(DEBUG, self.start_debugger)
+                value = self.call(fn, args, kwargs, debugger)
             if self.host_index != 0:
                 log(EXECUTE, "host %d succeeded (only the leader writes a success result)" % self.host_index)
                 return EXIT_OK
@@ -1930,10 +1976,40 @@ class Runner:
             raise
         return module
 
-    def call(self, fn, args: list, kwargs: dict):
+    def refuse_command_debug(self) -> None:
+        raise RunnerError("a command cannot run under the debugger; debug runs a Python function")
+
+    def start_debugger(self):
+        """Start debugpy, say where it listens, and wait for a client; gives the module."""
+        settings = self.spec.debug
+        debugpy = import_debugpy()
+        host, port = debug_listen_address(settings, self.environ)
+        self.environ["PYTHONBREAKPOINT"] = "debugpy.breakpoint"
+        host, port = debugpy.listen((host, port))
+        workspace = os.path.realpath(os.path.join(self.tmp, "workspace"))
+        marker = json.dumps({"host": host, "port": port, "workspace": workspace})
+        self.storage.write_bytes(settings["ready_uri"], marker.encode("utf-8"))
+        timeout = settings["wait_timeout_seconds"]
+        log(DEBUG, "debugpy listens on %s:%d; waiting up to %ds for a debugger (kinetic jobs debug %s)" % (
+            host, port, timeout, self.spec.job_id))
+        flush_streams()
+        waiter = threading.Thread(target=debugpy.wait_for_client, name="kinetic-debug-wait", daemon=True)
+        waiter.start()
+        waiter.join(timeout)
+        if waiter.is_alive():
+            debugpy.wait_for_client.cancel()
+            raise RunnerError("no debugger attached within %ds (KINETIC_DEBUG_WAIT_TIMEOUT); attach with "
+                              "`kinetic jobs debug %s` while the job waits" % (timeout, self.spec.job_id))
+        log(DEBUG, "debugger attached; stopping before the call")
+        return debugpy
+
+    def call(self, fn, args: list, kwargs: dict, debugger=None):
         """The user's call; its exceptions are reported with their own names."""
         flush_streams()
         try:
+            if debugger is not None:
+                # Step into the user's function from here.
+                debugger.breakpoint()
             value = fn(*args, **kwargs)
         except SystemExit as exc:
             if exc.code is None or exc.code == 0:

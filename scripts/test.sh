@@ -45,9 +45,14 @@ step "python module (maturin develop into a venv, pytest)"
 venv=target/python-venv
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest cloudpickle datasets
+# debugpy: the runner's debug jobs (runner test below, the CLI's end-to-end
+# debug sessions, which find this venv's interpreter).
+"$venv/bin/python" -m pip install -q --disable-pip-version-check debugpy
 # The runner's hf:// loading, for real, with the venv's datasets package
 # (the system python3 has none): a dataset the test builds, no hub reached.
 KINETIC_RUNNER_PYTHON="$PWD/$venv/bin/python" python3 -m unittest runner.tests.hf_loading 2>&1 | tail -n 5
+# The runner's debug jobs with the venv's debugpy.
+KINETIC_RUNNER_PYTHON="$PWD/$venv/bin/python" python3 -m unittest runner.tests.debugpy_session 2>&1 | tail -n 5
 # The gke half of the suite runs on the fake cloud of kinetic-fake-gcp.
 cargo build -p kinetic-fake-gcp --locked --quiet
 (cd crates/python && VIRTUAL_ENV="$PWD/../../$venv" "../../$venv/bin/maturin" develop --locked -q)

@@ -51,7 +51,9 @@ impl Workload for JobKind {
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::single_host().with_image(true)
+        BackendCapabilities::single_host()
+            .with_image(true)
+            .with_port_forward(true)
     }
 
     async fn api(&self, client: &kube::Client, namespace: &str) -> Result<Api<Job>, BackendError> {

@@ -48,7 +48,14 @@ pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
         spec: Some(JobSpec {
             backoff_limit: Some(options.backoff_limit.max(retries)),
             pod_failure_policy: (!budgets.is_zero()).then(|| budget_policy(budgets.restarts)),
-            ttl_seconds_after_finished: Some(options.ttl_seconds_after_finished),
+            // A debug job stays longer, to be looked at (Kinetic's 2 hours).
+            ttl_seconds_after_finished: Some(if r.debug {
+                options
+                    .ttl_seconds_after_finished
+                    .max(pod::DEBUG_TTL_SECONDS)
+            } else {
+                options.ttl_seconds_after_finished
+            }),
             active_deadline_seconds: job
                 .deadlines
                 .run

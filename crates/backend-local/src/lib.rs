@@ -68,10 +68,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kinetic_core::accelerators::{AcceleratorSpec, Category};
+use kinetic_core::debug;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
     Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions,
-    LogStream, ObjectStore, ObjectStoreExt, PreparedJob, PutOptions, tail_lines,
+    LogStream, ObjectStore, ObjectStoreExt, PortStream, PreparedJob, PutOptions, tail_lines,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
@@ -397,6 +398,29 @@ fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, S
     env
 }
 
+/// A debug job's environment: jobs share the host's ports, so the
+/// debugger listens on a free loopback port this backend picks and records
+/// as the job's debug port ([`Backend::port_forward`] connects to it).
+fn debug_env(dir: &JobDir) -> Result<Vec<(String, String)>, BackendError> {
+    let host_port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map_err(|e| {
+            BackendError::other(format!(
+                "local backend: cannot find a free port for the debugger: {e}"
+            ))
+            .with_source(e)
+        })?
+        .port();
+    dir.record_port(debug::DEFAULT_PORT, host_port)
+        .map_err(|e| io_err(dir.path(), &e))?;
+    let mut env: Vec<(String, String)> = debug::pod_env(host_port, debug::DEFAULT_WAIT_TIMEOUT)
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect();
+    env.push((debug::HOST_ENV.to_owned(), "127.0.0.1".to_owned()));
+    Ok(env)
+}
+
 /// The [`HOST_ENV`] variables this process has.
 fn host_env() -> Vec<(String, String)> {
     HOST_ENV
@@ -520,7 +544,7 @@ impl Backend for LocalBackend {
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::single_host()
+        BackendCapabilities::single_host().with_port_forward(true)
     }
 
     async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
@@ -622,6 +646,11 @@ impl Backend for LocalBackend {
         for (name, value) in job_env(job, &self.options.runner_env) {
             cmd.env(name, value);
         }
+        if job.record.debug {
+            for (name, value) in debug_env(&dir)? {
+                cmd.env(name, value);
+            }
+        }
         let mut child = cmd.spawn().map_err(|e| BackendError::unsupported(format!(
                 "the local backend could not start '{}': {e} (it needs a Python 3.9+ interpreter on this host)",
                 python.display()
@@ -722,6 +751,41 @@ impl Backend for LocalBackend {
             }
         }
         dir.remove().map_err(|e| io_err(dir.path(), &e))
+    }
+
+    async fn port_forward(&self, job: &JobRecord, port: u16) -> Result<PortStream, BackendError> {
+        let dir = self.job_dir(&job.job_id);
+        match dir.observe() {
+            Observed::Running => {}
+            Observed::Missing => {
+                return Err(BackendError::not_found(self.name(), job.job_id.as_str()));
+            }
+            Observed::Queued => {
+                return Err(BackendError::invalid_input(format!(
+                    "cannot forward port {port} of job {}: it is queued, not running yet",
+                    job.job_id
+                )));
+            }
+            _ => {
+                return Err(BackendError::invalid_input(format!(
+                    "cannot forward port {port} of job {}: it has ended",
+                    job.job_id
+                )));
+            }
+        }
+        // The job shares the host's network: a port this backend mapped
+        // (the debug port) is the host port it picked, any other is itself.
+        let host_port = dir.host_port(port).unwrap_or(port);
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", host_port))
+            .await
+            .map_err(|e| {
+                BackendError::unavailable(format!(
+                    "nothing accepts connections on port {port} of job {} (127.0.0.1:{host_port}): {e}",
+                    job.job_id
+                ))
+                .with_source(e)
+            })?;
+        Ok(Box::new(stream))
     }
 
     fn changes(&self) -> Option<ChangeFeed> {

@@ -153,6 +153,23 @@ impl JobDir {
         write_atomic(&self.file("pid"), &format!("{pid} {start}\n"))
     }
 
+    /// Remember that the job's port `job_port` is the host's `host_port`.
+    pub(crate) fn record_port(&self, job_port: u16, host_port: u16) -> std::io::Result<()> {
+        write_atomic(
+            &self.file(&format!("port-{job_port}")),
+            &format!("{host_port}\n"),
+        )
+    }
+
+    /// The host's port for the job's `job_port`, when one was recorded.
+    pub(crate) fn host_port(&self, job_port: u16) -> Option<u16> {
+        std::fs::read_to_string(self.file(&format!("port-{job_port}")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     fn pid(&self) -> Option<(i32, String)> {
         let text = std::fs::read_to_string(self.file("pid")).ok()?;
         let mut parts = text.split_whitespace();

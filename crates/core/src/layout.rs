@@ -19,6 +19,7 @@
 //! | `{job_id}/result-worker-{N}.json` | runner, failing host N > 0 | a failure result |
 //! | `{job_id}/logs/output.log` | backend | the job's output, once it ended |
 //! | `{job_id}/logs/host-{N}/{seq:08}[.end]` | runner, host N | the job's output, copied in chunks while it runs |
+//! | `{job_id}/.debug_ready` | runner, host 0 of a debug job | the debugger listens ([`crate::debug::DebugEndpoint`]) |
 //! | `outputs/{job_id}/…` | user code | the default output directory |
 //! | `default/data-cache/{hash}/…` | engine | a data entry, by content hash |
 //! | `default/data-markers/{hash}` | engine | written last: the entry is complete |
@@ -145,6 +146,15 @@ pub fn cleanup_note(job_id: &JobId) -> ObjectPath {
 /// stays as Kinetic writes it.
 pub fn attempts(job_id: &JobId) -> ObjectPath {
     job_file(job_id, ATTEMPTS_FILE)
+}
+
+/// The debug readiness marker, inside the job's folder.
+pub const DEBUG_READY_FILE: &str = ".debug_ready";
+
+/// `{job_id}/.debug_ready`: written by the runner of a debug job once its
+/// debugger listens ([`crate::debug::DebugEndpoint`]).
+pub fn debug_ready(job_id: &JobId) -> ObjectPath {
+    job_file(job_id, DEBUG_READY_FILE)
 }
 
 /// `contexts/{sha256}.zip`: a packed project named by the SHA-256 of the

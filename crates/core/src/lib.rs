@@ -92,6 +92,7 @@ pub mod batch;
 pub mod budget;
 pub mod cache;
 pub mod config;
+pub mod debug;
 pub mod engine;
 pub mod env;
 pub mod files;

@@ -791,6 +791,11 @@ pub fn job(
         },
         extract_limits: settings.extract_limits,
         python_values: spec.python_values.clone(),
+        debug: spec.debug.then(|| crate::protocol::RunnerDebug {
+            ready_uri: uri_of(&layout::debug_ready(job_id)),
+            port: crate::debug::DEFAULT_PORT,
+            wait_timeout_seconds: crate::debug::DEFAULT_WAIT_TIMEOUT.as_secs(),
+        }),
     };
     let spec_json = serde_json::to_string_pretty(&runner_spec).map_err(|e| PlanError::Encode {
         message: e.to_string(),
@@ -811,7 +816,7 @@ pub fn job(
         bucket_name,
         cluster_name: settings.cluster.clone(),
         created_at: facts.now,
-        debug: false,
+        debug: spec.debug,
         display_name: display_name(&func_name, job_id),
         entrypoint: Some(spec.entrypoint.to_string()),
         func_name,

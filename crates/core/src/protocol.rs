@@ -84,6 +84,27 @@ pub struct RunnerSpec {
     /// (the same as [`ExtractLimits::default`]).
     #[serde(default)]
     pub extract_limits: ExtractLimits,
+    /// Run the function under a debugger ([`RunnerDebug`]); absent: no
+    /// debugger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug: Option<RunnerDebug>,
+}
+
+/// `spec.debug`: the leader starts debugpy, listening on the address in
+/// `KINETIC_DEBUG_HOST` (the pod's IP; `127.0.0.1` when unset) at `port`
+/// (or `KINETIC_DEBUG_PORT` when the backend sets it), writes
+/// `ready_uri` ([`crate::debug::DebugEndpoint`]), waits up to
+/// `wait_timeout_seconds` for a client (past it the job fails in phase
+/// `debugger setup`), then stops at a breakpoint before the call.
+/// debugpy must be importable (in the image or the requirements).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerDebug {
+    /// Where the readiness marker goes (`{job_id}/.debug_ready`).
+    pub ready_uri: String,
+    /// The port debugpy listens on.
+    pub port: u16,
+    /// How long to wait for a client.
+    pub wait_timeout_seconds: u64,
 }
 
 /// Limits on what `context.zip` may expand to, checked by the runner
@@ -515,6 +536,7 @@ mod tests {
                 node_ips: vec![],
             },
             python_values: None,
+            debug: None,
             extract_limits: ExtractLimits::default(),
         };
         let value = serde_json::to_value(&spec).unwrap();

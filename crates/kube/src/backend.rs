@@ -906,9 +906,81 @@ impl<W: Workload> Backend for KubeBackend<W> {
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         self.list_jobs().await
     }
+
+    async fn port_forward(
+        &self,
+        job: &JobRecord,
+        port: u16,
+    ) -> Result<kinetic_core::ports::PortStream, BackendError> {
+        self.forward_port(job, port).await
+    }
 }
 
 impl<W: Workload> KubeBackend<W> {
+    /// [`Backend::port_forward`]: the API server's `pods/portforward` (a
+    /// WebSocket) to the job's running pod, one per call.
+    async fn forward_port(
+        &self,
+        job: &JobRecord,
+        port: u16,
+    ) -> Result<kinetic_core::ports::PortStream, BackendError> {
+        if !self.capabilities().port_forward {
+            return Err(BackendCapabilities::undeclared(self.name(), "port_forward"));
+        }
+        let named = Named::of(job);
+        let mut pods = self
+            .list_pods(
+                &named.namespace,
+                &self.workload.log_selector(&named.k8s_name),
+            )
+            .await?;
+        if pods.is_empty() {
+            return Err(match self.get_object(&named).await? {
+                None => not_found(self.name(), &named),
+                Some(_) => BackendError::invalid_input(format!(
+                    "cannot forward port {port} of job {}: it has no pod yet",
+                    named.job_id
+                )),
+            });
+        }
+        sort_oldest_first(&mut pods);
+        let running = pods
+            .iter()
+            .rev()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+        let Some(pod) = running else {
+            return Err(BackendError::invalid_input(format!(
+                "cannot forward port {port} of job {}: its pod is not running",
+                named.job_id
+            )));
+        };
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let api = self.pods(&named.namespace).await?;
+        let mut forwarder = api.portforward(&name, &[port]).await.map_err(|e| {
+            error::map(
+                e,
+                Context {
+                    verb: "create",
+                    resource: "pods/portforward",
+                    name: Some(&name),
+                    namespace: &named.namespace,
+                },
+            )
+        })?;
+        let (Some(stream), Some(error)) = (forwarder.take_stream(port), forwarder.take_error(port))
+        else {
+            return Err(BackendError::other(format!(
+                "the port-forward to pod {name} gave no stream for port {port}"
+            )));
+        };
+        Ok(Box::new(crate::forward::ForwardedPort::new(
+            stream,
+            Box::pin(error),
+            forwarder,
+            format!("port {port} of pod {name}"),
+        )))
+    }
+
     /// The log of the job's log pods, across their restarts.
     async fn pod_logs(&self, record: &Named, options: LogOptions) -> Result<String, BackendError> {
         let pods = self

@@ -23,6 +23,7 @@
 pub mod backend;
 pub mod client;
 pub mod error;
+mod forward;
 pub mod pod;
 pub mod status;
 

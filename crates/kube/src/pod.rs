@@ -281,6 +281,7 @@ pub fn pod_template(
     });
     let mut env = container_env(job);
     env.extend(settings.extra_env);
+    env.extend(debug_env(job));
     let container = Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(r.image_uri.clone()),
@@ -297,6 +298,7 @@ pub fn pod_template(
             }
         }),
         volume_mounts: (!volume_mounts.is_empty()).then_some(volume_mounts),
+        ports: debug_ports(job),
         ..Container::default()
     };
     PodTemplateSpec {
@@ -315,6 +317,51 @@ pub fn pod_template(
             ..PodSpec::default()
         }),
     }
+}
+
+/// How long a debug job's Job stays after it finished, as Kinetic's
+/// (`ttlSecondsAfterFinished`): two hours, to look at it.
+pub const DEBUG_TTL_SECONDS: i32 = 7200;
+
+/// A debug job's environment, as Kinetic's pods get it (`KINETIC_DEBUG`,
+/// `PYTHONBREAKPOINT`, the wait and the port), plus where debugpy listens:
+/// the pod's IP (`KINETIC_DEBUG_HOST` from `status.podIP`), the address
+/// the API server's port-forward reaches. Empty for other jobs.
+fn debug_env(job: &PreparedJob) -> Vec<EnvVar> {
+    if !job.record.debug {
+        return Vec::new();
+    }
+    let mut env: Vec<EnvVar> = kinetic_core::debug::pod_env(
+        kinetic_core::debug::DEFAULT_PORT,
+        kinetic_core::debug::DEFAULT_WAIT_TIMEOUT,
+    )
+    .into_iter()
+    .map(|(name, value)| env_var(name, &value))
+    .collect();
+    env.push(EnvVar {
+        name: kinetic_core::debug::HOST_ENV.to_owned(),
+        value_from: Some(k8s_openapi::api::core::v1::EnvVarSource {
+            field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
+                field_path: "status.podIP".to_owned(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..EnvVar::default()
+    });
+    env
+}
+
+/// A debug job's container port `5678` named `debugpy`, as Kinetic's.
+fn debug_ports(job: &PreparedJob) -> Option<Vec<k8s_openapi::api::core::v1::ContainerPort>> {
+    job.record.debug.then(|| {
+        vec![k8s_openapi::api::core::v1::ContainerPort {
+            name: Some("debugpy".to_owned()),
+            container_port: i32::from(kinetic_core::debug::DEFAULT_PORT),
+            protocol: Some("TCP".to_owned()),
+            ..Default::default()
+        }]
+    })
 }
 
 /// The container's own environment: the job's identity (`JOB_ID`,

@@ -352,6 +352,15 @@ impl Backend for InProcessBackend {
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         Ok(lock(&self.jobs).keys().cloned().collect())
     }
+
+    async fn port_forward(
+        &self,
+        _job: &JobRecord,
+        _port: u16,
+    ) -> Result<kinetic_core::ports::PortStream, BackendError> {
+        // In-process jobs listen on nothing.
+        Err(BackendCapabilities::undeclared(self.name(), "port_forward"))
+    }
 }
 
 fn arg_u64(call: &Call, index: usize) -> Result<u64, Raised> {

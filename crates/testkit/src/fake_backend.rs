@@ -462,6 +462,16 @@ impl Backend for FakeBackend {
             .map(|j| j.record.job_id.clone())
             .collect())
     }
+
+    async fn port_forward(
+        &self,
+        _job: &JobRecord,
+        _port: u16,
+    ) -> Result<kinetic_core::ports::PortStream, BackendError> {
+        self.enter("port_forward");
+        // Scripted jobs run nothing that listens.
+        Err(BackendCapabilities::undeclared(self.name(), "port_forward"))
+    }
 }
 
 /// A [`crate::conformance::backend::BackendHarness`] over a [`FakeBackend`]

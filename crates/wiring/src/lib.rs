@@ -44,6 +44,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod debug;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
-//! `kinetic jobs list|status|logs|tail|result|cancel|cleanup`: follow jobs
-//! submitted earlier, from any process.
+//! `kinetic jobs list|status|logs|tail|result|cancel|cleanup|debug`: follow
+//! jobs submitted earlier, from any process.
 
 use futures_util::StreamExt;
 use kinetic_core::engine::{CleanupOptions, Engine, JobHandle, ResultOptions};
@@ -64,6 +64,24 @@ enum JobsCommand {
     Cancel {
         /// The job id.
         job_id: String,
+    },
+    /// Attach a debugger to a job run with `--debug`: waits until its
+    /// debugger listens, forwards a local port to it, and prints the VS Code
+    /// launch configuration (`launch.json`) with path mappings; forwards
+    /// until the job ends or Ctrl-C.
+    Debug {
+        /// The job id.
+        job_id: String,
+        /// Local port debuggers connect to (0: any free port).
+        #[arg(long, default_value_t = kinetic_core::debug::DEFAULT_PORT)]
+        port: u16,
+        /// Local project directory the job's workspace maps to (default:
+        /// VS Code's `${workspaceFolder}`).
+        #[arg(long, value_name = "DIR")]
+        working_dir: Option<std::path::PathBuf>,
+        /// Stop waiting for the debugger after this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
+        timeout: f64,
     },
     /// Remove a job's backend resources and its artifacts.
     Cleanup {
@@ -193,7 +211,11 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 no_cleanup,
             } => {
                 let handle = attach(&engines, job_id).await?;
-                let mut options = ResultOptions::default().cleanup(!no_cleanup);
+                // Without --no-cleanup the default holds: a debug job is kept.
+                let mut options = ResultOptions::default();
+                if *no_cleanup {
+                    options = options.cleanup(false);
+                }
                 if let Some(t) = timeout {
                     options = options.timeout(seconds("timeout", *t)?);
                 }
@@ -209,6 +231,19 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                         &format!("{job_id} had already finished ({state}): nothing to cancel\n"),
                     ),
                 }
+            }
+            JobsCommand::Debug {
+                job_id,
+                port,
+                working_dir,
+                timeout,
+            } => {
+                let handle = attach(&engines, job_id).await?;
+                let local_root = match working_dir {
+                    Some(dir) => Some(inv.cwd()?.join(dir).display().to_string()),
+                    None => None,
+                };
+                debug(handle, *port, local_root, seconds("timeout", *timeout)?, out).await
             }
             JobsCommand::Cleanup {
                 job_id,
@@ -227,6 +262,51 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
             }
         }
     })
+}
+
+/// `kinetic jobs debug`: forward a local port to the job's debugger until
+/// the job ends (or Ctrl-C), after printing the launch configuration.
+async fn debug(
+    handle: JobHandle,
+    port: u16,
+    local_root: Option<String>,
+    timeout: std::time::Duration,
+    out: &Output,
+) -> Result<(), CliError> {
+    use kinetic_wiring::debug::{DebugForward, DebugForwardError};
+    let job_id = handle.id().to_string();
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}")))?;
+    eprintln!("waiting for the debugger of {job_id} to listen…");
+    let bound = tokio::select! {
+        bound = DebugForward::bind(handle, port, timeout) => bound,
+        _ = interrupt.recv() => return Err(CliError::interrupted(format!("interrupted; job {job_id} keeps waiting for a debugger"))),
+    };
+    let forward = bound.map_err(|e| match e {
+        DebugForwardError::Engine(e) => engine_error(e),
+        e => CliError::failed(e.to_string()),
+    })?;
+    let local_port = forward.local_addr().port();
+    let launch = forward.launch_configuration(local_root.as_deref());
+    out.either(
+        &json!({"job_id": job_id, "local_port": local_port, "launch": launch}),
+        &format!(
+            "{}\n",
+            serde_json::to_string_pretty(&launch).unwrap_or_default()
+        ),
+    )?;
+    eprintln!(
+        "forwarding localhost:{local_port} to the debugger of {job_id}; attach with the launch configuration above (VS Code: .vscode/launch.json); Ctrl-C stops forwarding"
+    );
+    let status = tokio::select! {
+        ended = forward.serve() => ended.map_err(engine_error)?,
+        _ = interrupt.recv() => {
+            eprintln!("stopped forwarding; job {job_id} keeps running");
+            return Ok(());
+        }
+    };
+    eprintln!("job {job_id} ended ({status}); forwarding stopped");
+    Ok(())
 }
 
 fn logs_out(job_id: &str, text: &str, out: &Output) -> Result<(), CliError> {

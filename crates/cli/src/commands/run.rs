@@ -57,6 +57,12 @@ pub(crate) struct RunArgs {
     /// Do not stream the job's output.
     #[arg(long)]
     no_logs: bool,
+    /// Run the function under debugpy (Kinetic's `debug=True`): it waits
+    /// for a debugger before the call (attach with `kinetic jobs debug ID`);
+    /// the job is kept when it succeeds. debugpy must be in the image or
+    /// the requirements.
+    #[arg(long)]
+    debug: bool,
     /// Also show the runner's own lines (`[kinetic] …`) while streaming,
     /// and which backend the job goes to and why.
     #[arg(short, long)]
@@ -396,7 +402,7 @@ fn build_spec(args: &RunArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
     };
     let mut spec = args.job.apply(JobSpec::new(entrypoint), base, &args.args)?;
     spec.budgets.retries = budget_flag("retries", args.retries.as_deref())?;
-    Ok(spec)
+    Ok(spec.debug(args.debug))
 }
 
 pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
@@ -430,8 +436,17 @@ pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), 
             "submitted {job_id} ({} backend)",
             handle.record().backend
         ));
+        if args.debug {
+            progress.note(&format!(
+                "{job_id} waits for a debugger: attach with `kinetic jobs debug {job_id}`"
+            ));
+        }
         progress.waiting(&job_id);
-        let mut options = ResultOptions::default().cleanup(!args.no_cleanup);
+        // Without --no-cleanup the default holds: a debug job is kept.
+        let mut options = ResultOptions::default();
+        if args.no_cleanup {
+            options = options.cleanup(false);
+        }
         if let Some(t) = timeout {
             options = options.timeout(t);
         }

@@ -124,6 +124,15 @@ pub enum EngineError {
         /// How long the caller waited.
         after: Duration,
     },
+    /// A debug job ended (or is gone) before its debugger listened: read
+    /// its logs ([`crate::engine::JobHandle::wait_debug_ready`]).
+    #[error("Job {job_id} reached terminal state ({status}) before debugpy server was ready.")]
+    DebugNotReady {
+        /// The job.
+        job_id: String,
+        /// Its state (`SUCCEEDED`, `FAILED`, `NOT_FOUND`).
+        status: String,
+    },
     /// Report a bug: the engine failed in a way no input explains, or a
     /// service gave an answer nothing expected.
     #[error("{message}")]

@@ -36,8 +36,12 @@ pub struct ResultOptions {
     /// Clean up when done, as Kinetic does: the backend's resources (a
     /// Kubernetes Job and its pod) of a job whose value came back; a job
     /// that failed keeps them, so its logs can still be read (the cluster
-    /// collects it after its TTL). Default true.
+    /// collects it after its TTL). Default true, except for a debug job
+    /// ([`crate::engine::JobSpec::debug`]), which is kept unless
+    /// [`ResultOptions::cleanup`] asks for it.
     pub cleanup: bool,
+    /// `cleanup` was set by [`ResultOptions::cleanup`].
+    cleanup_asked: bool,
     /// Also remove the job's artifacts in the store once its value came
     /// back (only when asked: default false).
     pub remove_artifacts: bool,
@@ -58,6 +62,7 @@ impl Default for ResultOptions {
         Self {
             timeout: None,
             cleanup: true,
+            cleanup_asked: false,
             remove_artifacts: false,
             stream_logs: false,
             on_status_change: None,
@@ -88,9 +93,10 @@ impl ResultOptions {
         self
     }
 
-    /// Clean up afterwards, or not.
+    /// Clean up afterwards, or not (a debug job too).
     pub fn cleanup(mut self, cleanup: bool) -> Self {
         self.cleanup = cleanup;
+        self.cleanup_asked = true;
         self
     }
 
@@ -255,6 +261,78 @@ impl JobHandle {
         } else {
             Err(BackendCapabilities::undeclared(self.backend.name(), what).into())
         }
+    }
+
+    /// Wait until a debug job's debugger listens: the job is `RUNNING` and
+    /// its runner wrote `{job_id}/.debug_ready`; gives what the marker
+    /// says (where debugpy listens, the job's workspace). Polls every
+    /// `poll` (and at each change the backend reports).
+    ///
+    /// # Errors
+    /// [`EngineError::DebugNotReady`] when the job reaches a terminal state
+    /// (or is gone) first; [`EngineError::Timeout`] after `timeout`
+    /// ([`crate::debug::DEFAULT_READY_TIMEOUT`] in Kinetic);
+    /// [`EngineError::InvalidInput`] for a job not submitted with `debug`.
+    pub async fn wait_debug_ready(
+        &self,
+        timeout: Duration,
+        poll: Duration,
+    ) -> Result<crate::debug::DebugEndpoint, EngineError> {
+        if !self.record.debug {
+            return Err(EngineError::invalid_input(format!(
+                "job {} was not submitted with debug (kinetic run --debug, debug=True): no debugger to attach to",
+                self.record.job_id
+            )));
+        }
+        let started = Instant::now();
+        let mut changes = self.backend.changes();
+        let marker = layout::debug_ready(&self.record.job_id);
+        let mut last: Option<JobStatus> = None;
+        loop {
+            let state = self.status().await?;
+            if last != Some(state.status) {
+                tracing::info!(job_id = %self.record.job_id, "waiting for the debugger: job {}", state.status);
+                last = Some(state.status);
+            }
+            if state.status.is_terminal() || state.status == JobStatus::NotFound {
+                return Err(EngineError::DebugNotReady {
+                    job_id: self.record.job_id.to_string(),
+                    status: state.status.to_string(),
+                });
+            }
+            if state.status == JobStatus::Running {
+                match self.inner.store.get(&marker, GetOptions::default()).await {
+                    Ok(bytes) => {
+                        return crate::debug::DebugEndpoint::parse(&bytes)
+                            .map_err(EngineError::internal);
+                    }
+                    Err(StoreError::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if started.elapsed() >= timeout {
+                return Err(EngineError::Timeout {
+                    job_id: self.record.job_id.to_string(),
+                    after: timeout,
+                });
+            }
+            let nap = poll.min(timeout.saturating_sub(started.elapsed()));
+            match changes.as_mut() {
+                Some(feed) => {
+                    let _ = tokio::time::timeout(nap, feed.next()).await;
+                }
+                None => tokio::time::sleep(nap).await,
+            }
+        }
+    }
+
+    /// Open one connection to TCP port `port` of the job's leader, as the
+    /// job sees it (a debug job's debugger: [`crate::debug::DebugEndpoint::port`]);
+    /// see [`Backend::port_forward`]. An invalid-input error when the
+    /// backend does not declare [`BackendCapabilities::port_forward`].
+    pub async fn port_forward(&self, port: u16) -> Result<crate::ports::PortStream, EngineError> {
+        self.require(self.capabilities().port_forward, "port_forward")?;
+        Ok(self.backend.port_forward(&self.record, port).await?)
     }
 
     /// The job's current state. A job the backend no longer holds because
@@ -527,7 +605,9 @@ impl JobHandle {
     /// still read from the store.
     pub async fn result(&self, options: ResultOptions) -> Result<Value, EngineError> {
         let state = self.wait(&options).await?;
-        self.collect_ended(&state, options.cleanup, options.remove_artifacts)
+        // Kinetic's default: a debug job is kept, to be looked at.
+        let cleanup = options.cleanup && (options.cleanup_asked || !self.record.debug);
+        self.collect_ended(&state, cleanup, options.remove_artifacts)
             .await
     }
 

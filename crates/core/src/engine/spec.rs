@@ -495,6 +495,10 @@ pub struct JobSpec {
     /// Failure budgets asked for (application retries, infrastructure
     /// restarts); unset ones take their defaults (see [`crate::budget`]).
     pub budgets: crate::budget::BudgetRequest,
+    /// Run under a debugger (Kinetic's `debug=True`): the runner starts
+    /// debugpy and waits for a client before the call
+    /// ([`crate::debug`]); the job is kept when its value comes back.
+    pub debug: bool,
 }
 
 impl JobSpec {
@@ -514,7 +518,14 @@ impl JobSpec {
             deadlines: Deadlines::default(),
             python_values: None,
             budgets: crate::budget::BudgetRequest::default(),
+            debug: false,
         }
+    }
+
+    /// Run under a debugger ([`JobSpec::debug`]).
+    pub fn debug(mut self, debug: bool) -> Self {
+        self.debug = debug;
+        self
     }
 
     /// Add a positional argument.

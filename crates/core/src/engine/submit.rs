@@ -26,7 +26,9 @@ use crate::plan::{
     self, ContextFacts, DataFacts, GroupPlace, ImageChoice, ImagePlan, ObjectUpload, SharedPlan,
     UploadSource, UploadTarget,
 };
-use crate::ports::{Backend, ObjectStore, ObjectStoreExt as _, PreparedJob, PutOptions};
+use crate::ports::{
+    Backend, BackendCapabilities, ObjectStore, ObjectStoreExt as _, PreparedJob, PutOptions,
+};
 use crate::record::JobRecord;
 use crate::redact::Redactor;
 use crate::requirements;
@@ -267,6 +269,21 @@ pub(crate) async fn resolve(
     // What the backend declares first (hosts), then what only it knows.
     backend.capabilities().check(backend.name(), &accelerator)?;
     backend.check(&accelerator).await?;
+    if spec.debug {
+        if matches!(spec.entrypoint, super::spec::Entrypoint::Command { .. }) {
+            return Err(EngineError::invalid_input(
+                "debug runs a Python function under debugpy; a command cannot be debugged (give module:function or file.py:function)",
+            ));
+        }
+        if !backend.capabilities().port_forward {
+            return Err(BackendCapabilities::undeclared(backend.name(), "port_forward").into());
+        }
+        if accelerator.spot() {
+            options.emit(ProgressEvent::Warning(
+                "debug on Spot VMs: a preemption ends the debugging session".to_owned(),
+            ));
+        }
+    }
     let snapshot = inner.env.clone().unwrap_or_else(EnvSnapshot::from_process);
     let env = capture(&spec.env, &snapshot)?;
     for warning in env.warnings() {

@@ -52,11 +52,14 @@ pub struct BackendCapabilities {
     /// `group_status` reports a whole batch in one call; without it the
     /// engine polls a batch one `status` call per job.
     pub group_status: bool,
+    /// `port_forward` opens a byte stream to a port of a running job's
+    /// leader (debug jobs need it).
+    pub port_forward: bool,
 }
 
 impl BackendCapabilities {
     /// A single-host backend with logs, cancel and group status, that
-    /// needs no image.
+    /// needs no image and forwards no ports.
     pub fn single_host() -> Self {
         Self {
             multi_host: false,
@@ -66,7 +69,14 @@ impl BackendCapabilities {
             cancel: true,
             needs_image: false,
             group_status: true,
+            port_forward: false,
         }
+    }
+
+    /// The same, stating whether `port_forward` reaches a job's ports.
+    pub fn with_port_forward(mut self, port_forward: bool) -> Self {
+        self.port_forward = port_forward;
+        self
     }
 
     /// The same, stating whether jobs need an image.
@@ -318,6 +328,15 @@ pub type LogStream = Pin<Box<dyn Stream<Item = Result<String, BackendError>> + S
 /// Hints that jobs of a backend may have changed state ([`Backend::changes`]):
 /// each item says "look again", never what changed.
 pub type ChangeFeed = Pin<Box<dyn Stream<Item = ()> + Send>>;
+
+/// A byte stream, both ways, to a port of a job's host
+/// ([`Backend::port_forward`]).
+pub trait PortIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> PortIo for T {}
+
+/// An open connection to a job's port: what [`Backend::port_forward`] gives.
+pub type PortStream = Box<dyn PortIo>;
 
 /// Which group [`Backend::group_status`] reports on: the batch's id and the
 /// namespace its jobs were submitted to (from their records).
@@ -577,6 +596,28 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 
     /// The ids of the jobs this backend holds.
     async fn list(&self) -> Result<Vec<JobId>, BackendError>;
+
+    /// Open one connection to TCP port `port` of the job's leader host, as
+    /// the job sees the port (the debug port of a debug job: `spec.debug.port`,
+    /// which a backend MAY map to another port of its own, as the local
+    /// backend does since its jobs share the host): what `kubectl
+    /// port-forward` does, one stream per call.
+    ///
+    /// - A job that is not running (queued, pending, ended, unknown) MUST
+    ///   be refused with [`BackendError::InvalidInput`] saying so (an
+    ///   unknown job: [`BackendError::NotFound`]); nothing waits for it to
+    ///   start.
+    /// - Nothing listening on the port MUST be
+    ///   [`BackendError::Unavailable`] (the same call may succeed once the
+    ///   job listens), at this call or as an error of the stream's first
+    ///   read or write.
+    /// - Bytes written to the stream reach the job's port in order, and the
+    ///   job's bytes come back in order; shutting down the write half ends
+    ///   what the job reads.
+    ///
+    /// Without [`BackendCapabilities::port_forward`] it MUST be
+    /// [`BackendError::Unsupported`].
+    async fn port_forward(&self, job: &JobRecord, port: u16) -> Result<PortStream, BackendError>;
 
     /// A feed of hints that a job of this backend may have changed state,
     /// so that whoever waits on jobs reads their states at once instead of

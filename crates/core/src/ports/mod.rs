@@ -26,7 +26,8 @@ mod store;
 
 pub use backend::{
     Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, Deadlines,
-    FaultyBackend, FuseMount, GroupQuery, GroupStatus, LogOptions, LogStream, PreparedJob,
+    FaultyBackend, FuseMount, GroupQuery, GroupStatus, LogOptions, LogStream, PortIo, PortStream,
+    PreparedJob,
     RegistryError, RetryBackend, tail_lines, terminal_line,
 };
 pub use fault::FaultPlan;

@@ -307,6 +307,10 @@ fn resource_id(group: Option<&str>, plural: &str) -> String {
 
 pub(crate) fn router(state: Shared) -> Router {
     Router::new()
+        .route(
+            "/api/v1/namespaces/{ns}/pods/{name}/portforward",
+            get(pod_portforward).post(pod_portforward),
+        )
         .route("/version", get(version))
         .route("/api", get(api_versions))
         .route("/apis", get(api_groups))
@@ -577,6 +581,7 @@ fn resource_list(store: &Store, group_version: &str) -> Value {
             let mut v = vec![json!({"name": plural, "singularName": "", "namespaced": namespaced, "kind": k, "verbs": verbs})];
             if plural == "pods" {
                 v.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
+                v.push(json!({"name": "pods/portforward", "singularName": "", "namespaced": true, "kind": "PodPortForwardOptions", "verbs": ["create", "get"]}));
             }
             v
         })
@@ -1235,6 +1240,26 @@ async fn delete(
         ),
         Err(e) => error_response(&e),
     }
+}
+
+/// `pods/{name}/portforward`: a WebSocket to the pod's ports
+/// ([`super::portforward`]).
+async fn pod_portforward(
+    State(s): State<Shared>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(q): Params,
+    req: axum::extract::Request,
+) -> Response {
+    if let Err(e) = guard(&s, "portforward", "pods").await {
+        return error_response(&e);
+    }
+    let answer = super::portforward::parse_ports(q.get("ports").map(String::as_str))
+        .and_then(|ports| {
+            let pod = s.store.get("pods", &ns, &name)?;
+            super::portforward::target(&pod, ports)
+        })
+        .and_then(|target| super::portforward::upgrade(req, target));
+    answer.unwrap_or_else(|e| error_response(&e))
 }
 
 async fn logs(s: Shared, ns: String, name: String, q: BTreeMap<String, String>) -> Response {

@@ -541,7 +541,8 @@ impl Kubelet {
                 let v = match field {
                     "metadata.name" => rt.name.clone(),
                     "metadata.namespace" => ns.clone(),
-                    "status.podIP" | "status.hostIP" => "127.0.0.1".to_owned(),
+                    "status.podIP" => pod_ip(&ns, &rt.name),
+                    "status.hostIP" => "127.0.0.1".to_owned(),
                     _ => String::new(),
                 };
                 env.insert(key.to_owned(), v);
@@ -764,6 +765,16 @@ fn mark_disrupted(p: &mut Value, disruption: Option<&str>, message: Option<&str>
     }
 }
 
+/// The pod's IP: pods are processes of this host, each with its own
+/// loopback address (`127.x.y.z`, never `127.0.0.1`, derived from the
+/// pod's namespace and name), so that pods listening on the same port do
+/// not collide, as pods with their own network namespaces do not.
+pub(crate) fn pod_ip(ns: &str, name: &str) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(format!("{ns}/{name}").as_bytes());
+    format!("127.{}.{}.{}", 1 + h[0] % 254, h[1], 1 + h[2] % 254)
+}
+
 fn set_running(store: &Store, ns: &str, name: &str, cname: &str, image: &str) {
     store.modify("pods", ns, name, |p| {
         if p.pointer("/status/phase").and_then(Value::as_str) == Some("Running") {
@@ -771,7 +782,8 @@ fn set_running(store: &Store, ns: &str, name: &str, cname: &str, image: &str) {
         }
         let now = now_rfc3339();
         p["status"]["phase"] = json!("Running");
-        p["status"]["podIP"] = json!("127.0.0.1");
+        p["status"]["podIP"] = json!(pod_ip(ns, name));
+        p["status"]["podIPs"] = json!([{"ip": pod_ip(ns, name)}]);
         p["status"]["startTime"] = json!(now);
         p["status"]["containerStatuses"] = json!([{"name": cname, "image": image, "imageID": "",
             "ready": true, "restartCount": 0, "started": true, "state": {"running": {"startedAt": now}}}]);

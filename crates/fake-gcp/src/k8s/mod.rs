@@ -76,6 +76,7 @@ mod logs;
 mod lws;
 mod meta;
 mod pod_failure_policy;
+mod portforward;
 mod runtime;
 mod scheduler;
 mod selector;

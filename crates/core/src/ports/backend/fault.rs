@@ -121,4 +121,13 @@ impl Backend for FaultyBackend {
         self.faults.check("list").await?;
         self.inner.list().await
     }
+
+    async fn port_forward(
+        &self,
+        job: &JobRecord,
+        port: u16,
+    ) -> Result<super::PortStream, BackendError> {
+        self.faults.check("port_forward").await?;
+        self.inner.port_forward(job, port).await
+    }
 }

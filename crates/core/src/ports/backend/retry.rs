@@ -127,4 +127,14 @@ impl Backend for RetryBackend {
     async fn list(&self) -> Result<Vec<JobId>, BackendError> {
         self.policy.call(|| self.inner.list()).await
     }
+
+    async fn port_forward(
+        &self,
+        job: &JobRecord,
+        port: u16,
+    ) -> Result<super::PortStream, BackendError> {
+        self.policy
+            .call(|| self.inner.port_forward(job, port))
+            .await
+    }
 }
