@@ -176,7 +176,9 @@ pub struct LocalBackend {
     store: Arc<dyn ObjectStore>,
     runner: PathBuf,
     supervisor: PathBuf,
-    gpus: u32,
+    /// GPUs on this host: as declared, else counted when a job first asks
+    /// for one (a CPU job never starts `nvidia-smi`).
+    gpus: OnceLock<u32>,
     /// The interpreter jobs start on, resolved at the first submit.
     python: OnceLock<PathBuf>,
 }
@@ -216,7 +218,10 @@ impl LocalBackend {
             .create(true)
             .open(&ended)
             .map_err(|e| io_err(&ended, &e))?;
-        let gpus = options.gpus.unwrap_or_else(count_gpus);
+        let gpus = OnceLock::new();
+        if let Some(declared) = options.gpus {
+            let _ = gpus.set(declared);
+        }
         Ok(Self {
             options,
             store,
@@ -523,12 +528,12 @@ impl Backend for LocalBackend {
             Category::Cpu => Ok(()),
             Category::Gpu => {
                 let wanted = accelerator.count().unwrap_or(1);
-                if wanted <= self.gpus {
+                let gpus = *self.gpus.get_or_init(count_gpus);
+                if wanted <= gpus {
                     Ok(())
                 } else {
                     Err(BackendError::unsupported(format!(
-                        "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} GPU(s) but this host has {} (counted with nvidia-smi); use --accelerator cpu to run here, or a cloud backend (--backend gke) for GPUs",
-                        self.gpus
+                        "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} GPU(s) but this host has {gpus} (counted with nvidia-smi); use --accelerator cpu to run here, or a cloud backend (--backend gke) for GPUs"
                     )))
                 }
             }
