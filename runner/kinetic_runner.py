@@ -2105,7 +2105,7 @@ def make_run_dir(base: str) -> str:
         return os.path.abspath(path)
 
 
-RUNNER_OPTIONS = {"--spec": "spec", "--workdir": "workdir", "--mount-root": "mount_root"}
+RUNNER_OPTIONS = {"--spec": "spec", "--workdir": "workdir", "--mount-root": "mount_root", "--log-copy": "log_copy"}
 
 
 def parse_args(argv: list):
@@ -2113,11 +2113,12 @@ def parse_args(argv: list):
     # here; anything else goes through argparse, for its errors and help.
     if len(argv) % 2 == 0 and all(
             argv[i] in RUNNER_OPTIONS and not argv[i + 1].startswith("-") for i in range(0, len(argv), 2)):
-        args = {"spec": None, "workdir": None, "mount_root": "/"}
+        args = {"spec": None, "workdir": None, "mount_root": "/", "log_copy": "on"}
         for i in range(0, len(argv), 2):
             args[RUNNER_OPTIONS[argv[i]]] = argv[i + 1]
-        import types
-        return types.SimpleNamespace(**args)
+        if args["log_copy"] in ("on", "off"):
+            import types
+            return types.SimpleNamespace(**args)
     import argparse
 
     class _ArgumentParser(argparse.ArgumentParser):
@@ -2130,6 +2131,9 @@ def parse_args(argv: list):
     parser.add_argument("--spec", help="spec.json URI: gs://, file:// or an absolute path")
     parser.add_argument("--workdir", help="where to make the temporary directory (default: system temp)")
     parser.add_argument("--mount-root", default="/", help="directory volume mount paths are placed under (default /)")
+    parser.add_argument("--log-copy", choices=("on", "off"), default="on",
+                        help="copy the output to spec.json's log_uris while running (default on; off when the "
+                             "backend keeps the output and copies it itself)")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         log(STARTUP, "ignoring unknown arguments: %s" % " ".join(unknown))
@@ -2154,7 +2158,7 @@ def main(argv: list | None = None) -> int:
         return EXIT_BAD_INVOCATION
     start_cwd = os.getcwd()
     runner = Runner(spec_doc, storage, args.workdir, args.mount_root)
-    uploader = start_log_upload(spec_doc, storage, os.environ)
+    uploader = start_log_upload(spec_doc, storage, os.environ) if args.log_copy == "on" else None
     output = RedactedOutput(runner.redactor, uploader) if runner.redactor or uploader else None
     try:
         try:
