@@ -150,10 +150,10 @@ fn check_with(
         let key = verdict_key(&python, function, &source);
         (entry, key)
     });
-    if let Some((entry, key)) = &remembered {
-        if entry.holds(key) {
-            return Ok(());
-        }
+    if let Some((entry, key)) = &remembered
+        && entry.holds(key)
+    {
+        return Ok(());
     }
     let Some(answer) = python.ask(&file, function, &source) else {
         return Ok(()); // the interpreter could not be run: the job finds out
