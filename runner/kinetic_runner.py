@@ -16,11 +16,8 @@ printed.
 
 from __future__ import annotations
 
-import argparse
-import base64
 import collections
 import contextlib
-import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -28,18 +25,18 @@ import json
 import os
 import re
 import select
-import shlex
 import shutil
 import signal
 import stat
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 import urllib.parse
 import zipfile
+
+# Modules only some jobs need (commands, requirements, pickles, errors,
+# data caches, big artifacts) are imported where they are used: every import
+# here is paid by every job before it starts.
 
 PROTOCOL = 1
 
@@ -1192,6 +1189,7 @@ def decode_python_values(value):
             raise PhaseFailure(DATA, "PythonVersionMismatch",
                                "an argument was pickled by Python %s but this job runs Python %s; "
                                "pass JSON values, or run the client on Python %s" % (made_by, python_minor(), python_minor()), "")
+        import base64
         import pickle
         return pickle.loads(base64.b64decode(value[PICKLE_KEY]))
     if isinstance(value, list):
@@ -1215,6 +1213,7 @@ def call_pickled(fn, *args, **kwargs):
 
 def encode_python_value(value) -> dict:
     """``value`` pickled as a leaf a Python client of the same minor version reads back."""
+    import base64
     import pickle
     return {PICKLE_KEY: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii"),
             "python": python_minor()}
@@ -1448,6 +1447,7 @@ def read_cache_marker(storage: Storage, uri: str, marker_uri: str) -> list:
     if (not isinstance(files, list) or kind not in ("dir", "file") or doc.get("hash") != expected
             or marker_uri.rstrip("/").rsplit("/", 1)[-1] != expected):
         raise RunnerError("data cache marker %s does not describe the entry %s" % (marker_uri, uri))
+    import hashlib
     listing = hashlib.sha256(b"dir:" if kind == "dir" else b"file:")
     for entry in files:
         if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]
@@ -1721,6 +1721,7 @@ class PhaseFailure(Exception):
         tb = exc.__traceback__
         if user_code:
             tb = _user_traceback(tb)
+        import traceback
         text = "".join(traceback.format_exception(type(exc), exc, tb))
         return cls(phase, error_type, message, text)
 
@@ -1842,8 +1843,11 @@ class Runner:
         for message in warnings:
             warn(STARTUP, message)
         self.spec = Spec(self.spec_doc)
-        base = self.workdir or tempfile.gettempdir()
-        self.tmp = tempfile.mkdtemp(prefix="kinetic-run-", dir=base)
+        if self.workdir:
+            self.tmp = make_run_dir(self.workdir)
+        else:
+            import tempfile
+            self.tmp = tempfile.mkdtemp(prefix="kinetic-run-")
         log(STARTUP, "job %s, host %d, runner protocol %d, Python %s" % (
             self.spec.job_id, self.host_index, PROTOCOL, sys.version.split()[0]))
 
@@ -1867,6 +1871,7 @@ class Runner:
         log(VERIFY, "SHA-256 verified")
 
     def install(self) -> None:
+        import shlex
         path = os.path.join(self.tmp, "requirements.txt")
         with open(path, "rb") as f:
             if not f.read().strip():
@@ -2022,6 +2027,8 @@ class Runner:
         return value
 
     def run_command(self):
+        import shlex
+        import subprocess
         argv = self.spec.entrypoint["argv"]
         cwd = os.path.join(self.tmp, "workspace") if self.plan.legacy else self.plan.cwd
         env = dict(self.environ)
@@ -2049,6 +2056,7 @@ class Runner:
         try:
             return success_document(value, self.host_index)
         except (TypeError, ValueError, RecursionError) as err:
+            import traceback
             if self.spec.python_values is not None:
                 # The client reads pickles: a value JSON cannot hold goes back pickled.
                 try:
@@ -2076,15 +2084,37 @@ def module_name_for_path(rel: str) -> str:
     return ".".join(cleaned)
 
 
+# Files up to this size are hashed with the interpreter's own SHA-256, which
+# loads in microseconds; hashlib's loads OpenSSL, which takes milliseconds
+# and pays off only on larger files.
+SMALL_FILE_HASH = 1 << 20
+
+
 def sha256_file(path: str, prefix: bytes = b"") -> str:
     """SHA-256 of ``prefix`` then the file's bytes, as hex."""
-    digest = hashlib.sha256(prefix)
+    digest = None
+    if os.path.getsize(path) <= SMALL_FILE_HASH:
+        digest = builtin_sha256(prefix)
+    if digest is None:
+        import hashlib
+        digest = hashlib.sha256(prefix)
     with open(path, "rb") as f:
         while True:
             chunk = f.read(CHUNK)
             if not chunk:
                 return digest.hexdigest()
             digest.update(chunk)
+
+
+def builtin_sha256(data: bytes):
+    """A SHA-256 object from the interpreter's built-in module (``_sha2``
+    since 3.12, ``_sha256`` before), or None when it has none."""
+    for module in ("_sha2", "_sha256"):
+        try:
+            return __import__(module).sha256(data)
+        except (ImportError, AttributeError):
+            continue
+    return None
 
 
 def install_command(environ, requirements_path: str) -> list:
@@ -2105,6 +2135,8 @@ def install_command(environ, requirements_path: str) -> list:
 
 def run_capturing_stderr(argv: list) -> tuple:
     """Runs ``argv`` with its stdout on our stderr and its stderr echoed; returns (code, stderr tail)."""
+    import shlex
+    import subprocess
     try:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sys.__stderr__.fileno(), stderr=subprocess.PIPE)
     except OSError as err:
@@ -2143,18 +2175,47 @@ def wait_forwarding_signals(child: subprocess.Popen) -> int:
 # Entry point
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message):
-        log(STARTUP, "bad invocation: %s" % message)
-        sys.exit(EXIT_BAD_INVOCATION)
+def make_run_dir(base: str) -> str:
+    """A new directory ``kinetic-run-…`` only we can enter under ``base``, as
+    ``tempfile.mkdtemp`` makes it (without importing tempfile and random)."""
+    while True:
+        path = os.path.join(base, "kinetic-run-%s" % os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return os.path.abspath(path)
+
+
+RUNNER_OPTIONS = {"--spec": "spec", "--workdir": "workdir", "--mount-root": "mount_root", "--log-copy": "log_copy"}
 
 
 def parse_args(argv: list):
+    # What the backends pass (each option followed by its value) is read
+    # here; anything else goes through argparse, for its errors and help.
+    if len(argv) % 2 == 0 and all(
+            argv[i] in RUNNER_OPTIONS and not argv[i + 1].startswith("-") for i in range(0, len(argv), 2)):
+        args = {"spec": None, "workdir": None, "mount_root": "/", "log_copy": "on"}
+        for i in range(0, len(argv), 2):
+            args[RUNNER_OPTIONS[argv[i]]] = argv[i + 1]
+        if args["log_copy"] in ("on", "off"):
+            import types
+            return types.SimpleNamespace(**args)
+    import argparse
+
+    class _ArgumentParser(argparse.ArgumentParser):
+        def error(self, message):
+            log(STARTUP, "bad invocation: %s" % message)
+            sys.exit(EXIT_BAD_INVOCATION)
+
     parser = _ArgumentParser(prog="kinetic_runner.py", allow_abbrev=False,
                              description="Runs one Kinetic job (runner protocol v1).")
     parser.add_argument("--spec", help="spec.json URI: gs://, file:// or an absolute path")
     parser.add_argument("--workdir", help="where to make the temporary directory (default: system temp)")
     parser.add_argument("--mount-root", default="/", help="directory volume mount paths are placed under (default /)")
+    parser.add_argument("--log-copy", choices=("on", "off"), default="on",
+                        help="copy the output to spec.json's log_uris while running (default on; off when the "
+                             "backend keeps the output and copies it itself)")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         log(STARTUP, "ignoring unknown arguments: %s" % " ".join(unknown))
@@ -2179,7 +2240,7 @@ def main(argv: list | None = None) -> int:
         return EXIT_BAD_INVOCATION
     start_cwd = os.getcwd()
     runner = Runner(spec_doc, storage, args.workdir, args.mount_root)
-    uploader = start_log_upload(spec_doc, storage, os.environ)
+    uploader = start_log_upload(spec_doc, storage, os.environ) if args.log_copy == "on" else None
     output = RedactedOutput(runner.redactor, uploader) if runner.redactor or uploader else None
     try:
         try:

@@ -109,6 +109,25 @@ class StoredLogTests(RunnerTestCase):
         self.assertSucceeded(run, 1)
         self.assertFalse(os.path.exists(os.path.join(self.store, "logs")))
 
+    def test_with_log_copy_off_nothing_is_copied_and_output_stays_redacted(self):
+        spec = self.log_spec(function_entry("chatty"), args=[3], env_names=["API_TOKEN"],
+                             secret_names=["API_TOKEN"])
+        run = self.run_runner(self.write_spec(spec), env={"API_TOKEN": SECRET}, extra_args=["--log-copy", "off"])
+        self.assertSucceeded(run, 3)
+        self.assertEqual(chunks(self.logs_dir()), [])
+        # The output the backend keeps (the process's own streams) is still
+        # redacted.
+        self.assertIn("secret is <redacted>", run.stdout)
+        self.assertNotIn(SECRET, run.stdout + run.stderr)
+
+    def test_log_copy_takes_on_or_off_only(self):
+        spec_uri = self.write_spec(self.log_spec(function_entry("chatty"), args=[1], env_names=["API_TOKEN"]))
+        run = self.run_runner(spec_uri, env={"API_TOKEN": "x"}, extra_args=["--log-copy", "later"])
+        self.assertEqual(run.returncode, kr.EXIT_BAD_INVOCATION, run)
+        self.assertIn("bad invocation", run.stderr)
+        self.assertIn("--log-copy", run.stderr)
+        self.assertEqual(chunks(self.logs_dir()), [])
+
     def test_output_is_readable_from_the_store_while_the_job_runs(self):
         release = self.path("release")
         spec_uri = self.write_spec(self.log_spec(function_entry("slow"), args=[release]))

@@ -186,7 +186,9 @@ pub struct LocalBackend {
     store: Arc<dyn ObjectStore>,
     runner: PathBuf,
     supervisor: PathBuf,
-    gpus: u32,
+    /// GPUs on this host: as declared, else counted when a job first asks
+    /// for one (a CPU job never starts `nvidia-smi`).
+    gpus: OnceLock<u32>,
     /// The interpreter jobs start on, resolved at the first submit.
     python: OnceLock<PathBuf>,
 }
@@ -226,7 +228,10 @@ impl LocalBackend {
             .create(true)
             .open(&ended)
             .map_err(|e| io_err(&ended, &e))?;
-        let gpus = options.gpus.unwrap_or_else(count_gpus);
+        let gpus = OnceLock::new();
+        if let Some(declared) = options.gpus {
+            let _ = gpus.set(declared);
+        }
         Ok(Self {
             options,
             store,
@@ -316,9 +321,13 @@ impl LocalBackend {
         }
     }
 
-    /// Copy the job's log to the store once it ended (idempotent), unless
-    /// its runner already copied it there (`{job_id}/logs/host-0/…`,
-    /// which the engine reads once the job directory is gone).
+    /// Copy the job's log to the store once it ended (idempotent), as the
+    /// one last chunk a runner would have copied (`{job_id}/logs/host-0/
+    /// 00000000.end`, which the engine reads once the job directory is
+    /// gone), unless chunks are there already. Local runners leave the copy
+    /// to this (`--log-copy off`): their output is already in the job's
+    /// directory, and copying it while they run would cost every job a pipe
+    /// and threads.
     async fn archive_logs(&self, job_id: &JobId, dir: &JobDir) {
         if dir.logs_archived() {
             return;
@@ -332,7 +341,7 @@ impl LocalBackend {
             dir.mark_logs_archived();
             return;
         }
-        let path = kinetic_core::layout::log(job_id);
+        let path = archived_log(job_id);
         let log = dir.log_path();
         let result = if log.exists() {
             self.store
@@ -359,8 +368,16 @@ impl LocalBackend {
         if dir.exists() {
             return Ok(dir.read_log());
         }
-        let path = kinetic_core::layout::log(&record.job_id);
-        match self.store.get(&path, Default::default()).await {
+        // The archive, else a whole-log copy an older version wrote.
+        let mut found = self
+            .store
+            .get(&archived_log(&record.job_id), Default::default())
+            .await;
+        if found.as_ref().is_err_and(|e| e.is_not_found()) {
+            let path = kinetic_core::layout::log(&record.job_id);
+            found = self.store.get(&path, Default::default()).await;
+        }
+        match found {
             Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
             Err(e) if e.is_not_found() => Err(BackendError::not_found(
                 self.name().to_owned(),
@@ -520,6 +537,16 @@ fn io_err(path: &Path, e: &std::io::Error) -> BackendError {
     BackendError::other(format!("local backend: {}: {e}", path.display()))
 }
 
+/// Where [`LocalBackend::archive_logs`] copies a job's log: host 0's one
+/// and last chunk (`{job_id}/logs/host-0/00000000.end`).
+fn archived_log(job_id: &JobId) -> kinetic_core::ports::ObjectPath {
+    let chunks = kinetic_core::layout::log_chunks(job_id, 0);
+    // Cannot fail: the name is eight digits and a suffix.
+    chunks
+        .child(&format!("{:08}{}", 0, kinetic_core::layout::LOG_END_SUFFIX))
+        .unwrap_or(chunks)
+}
+
 /// GPUs on this host, as `nvidia-smi -L` lists them (0 when it is absent).
 fn count_gpus() -> u32 {
     Command::new("nvidia-smi")
@@ -557,12 +584,12 @@ impl Backend for LocalBackend {
             Category::Cpu => Ok(()),
             Category::Gpu => {
                 let wanted = accelerator.count().unwrap_or(1);
-                if wanted <= self.gpus {
+                let gpus = *self.gpus.get_or_init(count_gpus);
+                if wanted <= gpus {
                     Ok(())
                 } else {
                     Err(BackendError::unsupported(format!(
-                        "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} GPU(s) but this host has {} (counted with nvidia-smi); use --accelerator cpu to run here, or a cloud backend (--backend gke) for GPUs",
-                        self.gpus
+                        "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} GPU(s) but this host has {gpus} (counted with nvidia-smi); use --accelerator cpu to run here, or a cloud backend (--backend gke) for GPUs"
                     )))
                 }
             }
@@ -635,6 +662,8 @@ impl Backend for LocalBackend {
             .arg(dir.work_path())
             .arg("--mount-root")
             .arg(dir.mounts_path())
+            .arg("--log-copy")
+            .arg("off")
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -19,8 +19,26 @@ impl AsRawFd for Instance {
 
 /// A watch on one file or directory, armed from its creation: every event
 /// after [`Watch::new`] returned wakes the next [`Watch::changed`].
+///
+/// Closing an inotify instance waits until the kernel has retired its
+/// watches (a grace period of its notification machinery, 10–20 ms on a
+/// busy machine), so a dropped watch is closed on a thread of its own: the
+/// waiter that no longer needs it goes on at once.
 pub(crate) struct Watch {
-    fd: AsyncFd<Instance>,
+    /// Always `Some` until dropped.
+    fd: Option<AsyncFd<Instance>>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let Some(fd) = self.fd.take() else { return };
+        let instance = fd.into_inner();
+        // When no thread can be started, the closure (and the instance in
+        // it) is dropped here instead: closed inline, as before.
+        let _ = std::thread::Builder::new()
+            .name("kinetic-inotify-close".into())
+            .spawn(move || drop(instance));
+    }
 }
 
 impl std::fmt::Debug for Watch {
@@ -42,7 +60,7 @@ impl Watch {
         // drops it. This crate forbids `unsafe`.
         #[allow(deprecated)]
         let fd = AsyncFd::new(Instance(inotify))?;
-        Ok(Self { fd })
+        Ok(Self { fd: Some(fd) })
     }
 
     /// A directory's entries: files appended to, closed after writing,
@@ -61,8 +79,11 @@ impl Watch {
     /// Resolves once at least one event came since the last call (all
     /// events waiting are consumed: several changes wake once).
     pub(crate) async fn changed(&self) -> std::io::Result<()> {
+        let Some(fd) = &self.fd else {
+            return Err(std::io::ErrorKind::NotConnected.into());
+        };
         loop {
-            let mut guard = self.fd.readable().await?;
+            let mut guard = fd.readable().await?;
             match guard.get_inner().0.read_events() {
                 Ok(_) => return Ok(()),
                 Err(nix::errno::Errno::EAGAIN) => guard.clear_ready(),
@@ -85,6 +106,29 @@ impl Watch {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_dropped_watch_closes_its_instance() {
+        let dir = tempfile::tempdir().unwrap();
+        let watch = Watch::directory(dir.path()).unwrap();
+        let fd = watch.fd.as_ref().unwrap().as_raw_fd();
+        // The descriptor's number may be reused once closed, but not for a
+        // watch on this test's directory (named by its inode).
+        let info = format!("/proc/self/fdinfo/{fd}");
+        let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(dir.path()).unwrap());
+        let watching = || {
+            std::fs::read_to_string(&info)
+                .is_ok_and(|text| text.contains(&format!(" ino:{inode:x} ")))
+        };
+        assert!(watching(), "{info} is the instance");
+        drop(watch);
+        // Closed on its own thread: wait for it.
+        let closed = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            !watching()
+        });
+        assert!(closed, "{info} still open");
+    }
 
     #[tokio::test]
     async fn a_file_written_in_the_directory_wakes_the_watch() {

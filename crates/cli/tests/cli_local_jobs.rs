@@ -493,9 +493,10 @@ fn messages_point_only_to_commands_that_exist() {
     }
 }
 
-/// The runner copies the job's output to the store as it runs; once the
-/// job's local directory is cleaned up, `jobs logs`, `tail` and `logs -f`
-/// read that copy (redacted), and no whole-log archive is written beside it.
+/// The backend copies the job's output to the store, in the runner's chunk
+/// layout, once the job ended; once the job's local directory is cleaned
+/// up, `jobs logs`, `tail` and `logs -f` read that copy (redacted), and no
+/// whole-log archive of the old layout is written beside it.
 #[test]
 fn logs_outlive_the_job_directory() {
     let sb = Sandbox::new(WORK_PY);

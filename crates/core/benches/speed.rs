@@ -246,16 +246,28 @@ fn many_files_rows(dir: &Path, scale: f64, runs: usize, cores: usize, lines: &mu
     if wanted("warm") {
         let _ = content_hash_with(&root, &options).expect("hash");
         let (mut floor, mut ours) = (Best::new(), Best::new());
+        let mut reading = Best::new();
         let mut read_ahead = Vec::new();
         for _ in 0..runs {
             floor.time(|| sha_only(cores, bytes));
             let report = ours.time(|| content_hash_with(&root, &options).expect("hash"));
             assert_eq!(report.hash, reference.hash, "warm hash differs");
             read_ahead.push(report.read_ahead);
+            assert_eq!(reading.time(|| plain_read(&files, cores)), bytes);
         }
         // Files read ahead in a warm run mean the kernel dropped some of
         // them meanwhile (proactive reclaim in a VM, say).
         println!("warm runs: files read ahead per run {read_ahead:?}");
+        // Where the time goes: reading the files (open, copy out of the
+        // page cache, close) on every core, without hashing, costs this
+        // much; a hash that only added the two would reach the predicted
+        // ratio.
+        let predicted = 1.0 / (1.0 + reading.secs / floor.secs);
+        println!(
+            "warm: reading alone ({cores} threads, open + read + close, no hash) {:.0} MB/s = {:.0} % of the SHA-256 time; reading + hashing predict {predicted:.3} of the floor",
+            reading.mb_s(bytes),
+            100.0 * reading.secs / floor.secs
+        );
         lines.push(Line::speed(
             format!("hash {count} files of 4-100 KiB, warm"),
             bytes,

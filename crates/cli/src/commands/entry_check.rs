@@ -8,23 +8,44 @@
 //! under the working directory (an installed package), a module that
 //! binds names dynamically (`from x import *`, `globals()`, a module
 //! `__getattr__`), or no local `python3` let the job go on as before.
+//!
+//! Starting `python3` costs more than the rest of a local job's submission,
+//! so a passed check is remembered in the user's cache directory
+//! (`$XDG_CACHE_HOME/kinetic/entry-check`, else `~/.cache/kinetic/…`): one
+//! small file per interpreter, source file and function, holding the
+//! SHA-256 of everything the verdict depends on (this check's code, the
+//! interpreter's path and its file's identity — device, inode, size,
+//! modification time — the function's name and the source's bytes, which
+//! are handed to the interpreter on stdin so that the verdict is about
+//! exactly the bytes hashed). A changed file or interpreter therefore misses
+//! and is checked again. Only passes are remembered: a refusal is checked
+//! afresh every time, so an interpreter that changed behind an unchanged
+//! file (a version manager's shim selecting another version) can at worst
+//! let a job go on that the job itself then reports, never refuse one. The
+//! entries are written aside and renamed into place, so a reader sees a
+//! whole entry or none.
 
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use kinetic_core::config::EnvLookup;
 use kinetic_core::engine::Entrypoint;
+use sha2::{Digest, Sha256};
 
+use crate::engine::Invocation;
 use crate::error::CliError;
 
-/// Parses the file named by `sys.argv[1]` and says whether it binds the
-/// name `sys.argv[2]` at module level: `ok`, `missing<TAB>defined functions`
-/// or `syntax<TAB>message`; `skip` when the file cannot be read.
+/// Parses the source on stdin (the file named by `sys.argv[1]`) and says
+/// whether it binds the name `sys.argv[2]` at module level: `ok`,
+/// `missing<TAB>defined functions` or `syntax<TAB>message`; `skip` when the
+/// source cannot be parsed for another reason.
 const CHECK_PY: &str = r#"
 import ast, sys
 path, name = sys.argv[1], sys.argv[2]
 try:
-    with open(path, "rb") as f:
-        tree = ast.parse(f.read(), filename=path)
+    tree = ast.parse(sys.stdin.buffer.read(), filename=path)
 except SyntaxError as e:
     where = "line %s" % e.lineno if e.lineno else "?"
     text = (e.text or "").strip()
@@ -88,8 +109,22 @@ else:
 "#;
 
 /// Refuses (as a usage error) an entry whose module has a syntax error or
-/// does not define the function, when that can be told locally.
-pub(crate) fn check(entry: &Entrypoint, cwd: &Path) -> Result<(), CliError> {
+/// does not define the function, when that can be told locally; a pass is
+/// remembered in the user's cache directory.
+pub(crate) fn check(entry: &Entrypoint, inv: &Invocation) -> Result<(), CliError> {
+    let cwd = inv.cwd()?;
+    let cache = CheckCache::for_env(inv.env());
+    check_with(entry, cwd, inv.env().var("PATH").as_deref(), cache.as_ref())
+}
+
+/// [`check`] with `python3` looked up on `path_var` and passes remembered
+/// in `cache`, if any.
+fn check_with(
+    entry: &Entrypoint,
+    cwd: &Path,
+    path_var: Option<&str>,
+    cache: Option<&CheckCache>,
+) -> Result<(), CliError> {
     let (file, function) = match entry {
         Entrypoint::Module { module, function } => match module_file(cwd, module) {
             Some(file) => (file, function),
@@ -104,17 +139,25 @@ pub(crate) fn check(entry: &Entrypoint, cwd: &Path) -> Result<(), CliError> {
         }
         Entrypoint::Command { .. } => return Ok(()),
     };
-    let Ok(output) = Command::new("python3")
-        .args(["-I", "-S", "-c", CHECK_PY])
-        .arg(&file)
-        .arg(function)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-    else {
+    let Some(python) = path_var.and_then(Interpreter::on_path) else {
         return Ok(()); // no local python3: the job finds out
     };
-    let answer = String::from_utf8_lossy(&output.stdout);
+    let Ok(source) = std::fs::read(&file) else {
+        return Ok(()); // unreadable here: the job finds out
+    };
+    let remembered = cache.map(|cache| {
+        let entry = cache.entry(&python, &file, function);
+        let key = verdict_key(&python, function, &source);
+        (entry, key)
+    });
+    if let Some((entry, key)) = &remembered
+        && entry.holds(key)
+    {
+        return Ok(());
+    }
+    let Some(answer) = python.ask(&file, function, &source) else {
+        return Ok(()); // the interpreter could not be run: the job finds out
+    };
     let (verdict, detail) = answer
         .trim_end()
         .split_once('\t')
@@ -132,7 +175,148 @@ pub(crate) fn check(entry: &Entrypoint, cwd: &Path) -> Result<(), CliError> {
                 format!("it defines: {detail}")
             }
         ))),
+        "ok" => {
+            if let Some((entry, key)) = &remembered {
+                entry.remember(key);
+            }
+            Ok(())
+        }
         _ => Ok(()),
+    }
+}
+
+/// The `python3` the check runs: the first executable of that name on
+/// `PATH`, and what tells one version of it from another on disk.
+#[derive(Debug)]
+struct Interpreter {
+    path: PathBuf,
+    /// The resolved file's path, device, inode, size and modification time.
+    identity: String,
+}
+
+impl Interpreter {
+    fn on_path(path_var: &str) -> Option<Self> {
+        let path = std::env::split_paths(path_var)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join("python3"))
+            .find(|candidate| {
+                std::fs::metadata(candidate)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })?;
+        let real = std::fs::canonicalize(&path).ok()?;
+        let meta = std::fs::metadata(&real).ok()?;
+        let identity = format!(
+            "{} dev={} ino={} size={} mtime={}.{:09}",
+            real.display(),
+            meta.dev(),
+            meta.ino(),
+            meta.len(),
+            meta.mtime(),
+            meta.mtime_nsec()
+        );
+        Some(Self { path, identity })
+    }
+
+    /// The check's answer for `source` (read from `file`), or `None` when
+    /// the interpreter could not be run.
+    fn ask(&self, file: &Path, function: &str, source: &[u8]) -> Option<String> {
+        let mut child = Command::new(&self.path)
+            .args(["-I", "-S", "-c", CHECK_PY])
+            .arg(file)
+            .arg(function)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A write that fails (the interpreter exited early) shows in
+            // its answer, which is then not `ok`.
+            let _ = stdin.write_all(source);
+        }
+        let output = child.wait_with_output().ok()?;
+        Some(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+/// The SHA-256 of everything a verdict depends on, as hex.
+fn verdict_key(python: &Interpreter, function: &str, source: &[u8]) -> String {
+    let mut hasher = Sha256::new();
+    for part in [
+        b"kinetic entry check 1".as_slice(),
+        CHECK_PY.as_bytes(),
+        python.identity.as_bytes(),
+        function.as_bytes(),
+    ] {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    hasher.update(source);
+    hex::encode(hasher.finalize())
+}
+
+/// Where passed checks are remembered.
+#[derive(Debug)]
+struct CheckCache {
+    dir: PathBuf,
+}
+
+impl CheckCache {
+    /// `$XDG_CACHE_HOME/kinetic/entry-check` (when absolute), else
+    /// `$HOME/.cache/kinetic/entry-check`; `None` without either.
+    fn for_env(env: &dyn EnvLookup) -> Option<Self> {
+        let base = env
+            .non_empty("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| kinetic_core::settings::home(env).map(|home| home.join(".cache")))?;
+        Some(Self {
+            dir: base.join("kinetic").join("entry-check"),
+        })
+    }
+
+    /// The entry of `function` in `file` checked by `python`: one per
+    /// such triple, so an edited file replaces its entry.
+    fn entry(&self, python: &Interpreter, file: &Path, function: &str) -> CacheEntry<'_> {
+        let mut hasher = Sha256::new();
+        for part in [
+            python.identity.as_bytes(),
+            file.as_os_str().as_encoded_bytes(),
+            function.as_bytes(),
+        ] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part);
+        }
+        CacheEntry {
+            cache: self,
+            path: self.dir.join(hex::encode(hasher.finalize())),
+        }
+    }
+}
+
+/// One remembered pass: a file holding the key it was given for.
+#[derive(Debug)]
+struct CacheEntry<'a> {
+    cache: &'a CheckCache,
+    path: PathBuf,
+}
+
+impl CacheEntry<'_> {
+    fn holds(&self, key: &str) -> bool {
+        std::fs::read(&self.path).is_ok_and(|held| held == key.as_bytes())
+    }
+
+    /// Writes the entry aside and renames it into place. A cache that
+    /// cannot be written only costs the next check its speed.
+    fn remember(&self, key: &str) {
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&self.cache.dir)?;
+            let mut tmp = tempfile::NamedTempFile::new_in(&self.cache.dir)?;
+            tmp.write_all(key.as_bytes())?;
+            tmp.persist(&self.path).map_err(|e| e.error)?;
+            Ok(())
+        };
+        let _ = write();
     }
 }
 
@@ -154,6 +338,20 @@ mod tests {
 
     fn entry(text: &str) -> Entrypoint {
         Entrypoint::parse(text).unwrap()
+    }
+
+    /// The test process's `PATH`, which must lead to a `python3`.
+    fn path_var() -> String {
+        let path = std::env::var("PATH").unwrap_or_default();
+        assert!(
+            Interpreter::on_path(&path).is_some(),
+            "these tests need python3 on PATH"
+        );
+        path
+    }
+
+    fn check(entry: &Entrypoint, cwd: &Path) -> Result<(), CliError> {
+        check_with(entry, cwd, Some(&path_var()), None)
     }
 
     #[test]
@@ -192,5 +390,79 @@ mod tests {
         std::fs::write(cwd.join("star.py"), "from os.path import *\n").unwrap();
         check(&entry("star:join"), cwd).unwrap();
         check(&entry("installed.somewhere:f"), cwd).unwrap();
+    }
+
+    #[test]
+    fn a_pass_is_remembered_until_the_file_or_the_interpreter_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("proj");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::create_dir_all(&bin).unwrap();
+        let real = Interpreter::on_path(&path_var()).unwrap().path;
+        // A python3 that counts its starts before running the real one.
+        let starts = dir.path().join("starts");
+        let wrapper = |comment: &str| {
+            let script = format!(
+                "#!/bin/sh\n# {comment}\necho >> '{}'\nexec '{}' \"$@\"\n",
+                starts.display(),
+                real.display()
+            );
+            std::fs::write(bin.join("python3"), script).unwrap();
+            let mode = std::fs::Permissions::from_mode(0o755);
+            std::fs::set_permissions(bin.join("python3"), mode).unwrap();
+        };
+        wrapper("first");
+        let started = || {
+            std::fs::read_to_string(&starts)
+                .map(|s| s.lines().count())
+                .unwrap_or(0)
+        };
+        let path = bin.display().to_string();
+        let cache = CheckCache {
+            dir: dir.path().join("cache"),
+        };
+        let run = |text: &str| check_with(&entry(text), &cwd, Some(&path), Some(&cache));
+
+        std::fs::write(cwd.join("work.py"), "def square(x):\n    return x * x\n").unwrap();
+        run("work:square").unwrap();
+        assert_eq!(started(), 1);
+        run("work:square").unwrap();
+        run("work.py:square").unwrap();
+        assert_eq!(started(), 1, "the pass was remembered");
+
+        // Refusals are never remembered: each is checked again.
+        for _ in 0..2 {
+            let err = run("work:cube").unwrap_err();
+            assert!(err.to_string().contains("no function 'cube'"), "{err}");
+        }
+        assert_eq!(started(), 3);
+
+        // An edited file is checked again, and its new verdict holds.
+        std::fs::write(cwd.join("work.py"), "def cube(x):\n    return x ** 3\n").unwrap();
+        let err = run("work:square").unwrap_err();
+        assert!(err.to_string().contains("it defines: cube"), "{err}");
+        run("work:cube").unwrap();
+        run("work:cube").unwrap();
+        assert_eq!(started(), 5);
+
+        // Another interpreter (here: its file rewritten) is asked again.
+        wrapper("second, a longer line");
+        run("work:cube").unwrap();
+        run("work:cube").unwrap();
+        assert_eq!(started(), 6);
+
+        // An entry that does not hold the key (torn or foreign) is a miss.
+        for file in std::fs::read_dir(&cache.dir).unwrap() {
+            std::fs::write(file.unwrap().path(), "0123").unwrap();
+        }
+        run("work:cube").unwrap();
+        assert_eq!(started(), 7);
+        let leftovers: Vec<_> = std::fs::read_dir(&cache.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|name| name.len() != 64)
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     }
 }

@@ -110,7 +110,7 @@ fn build_spec(args: &MapArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
     let home = inv.home();
     let entrypoint = Entrypoint::parse(&args.entry).map_err(|e| CliError::usage(e.to_string()))?;
     // Before a single input is submitted.
-    super::entry_check::check(&entrypoint, cwd)?;
+    super::entry_check::check(&entrypoint, inv)?;
     let base = PathBase {
         cwd,
         home: home.as_deref(),

@@ -410,7 +410,7 @@ pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), 
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
     // A wrong function name or a syntax error is found here, before
     // anything is hashed, uploaded or submitted.
-    super::entry_check::check(&spec.entrypoint, inv.cwd()?)?;
+    super::entry_check::check(&spec.entrypoint, inv)?;
     let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let progress = Progress::new();
     let rt = engine::runtime()?;
