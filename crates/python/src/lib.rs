@@ -26,8 +26,8 @@ use kinetic_core::engine::{
 };
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::ImageMode;
-use kinetic_wiring::debug::{DebugForward as WiringForward, DebugForwardError};
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput};
+use kinetic_wiring::debug::{DebugForward as WiringForward, DebugForwardError};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyLookupError, PyRuntimeError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
@@ -830,8 +830,11 @@ struct DebugForward {
     local_port: u16,
     /// The VS Code launch configuration, as JSON.
     launch: String,
-    task: Mutex<Option<tokio::task::JoinHandle<Result<kinetic_core::status::JobStatus, EngineError>>>>,
+    task: Mutex<Option<Forwarding>>,
 }
+
+/// The task serving a [`DebugForward`]; gives the job's final status.
+type Forwarding = tokio::task::JoinHandle<Result<kinetic_core::status::JobStatus, EngineError>>;
 
 #[pymethods]
 impl DebugForward {
