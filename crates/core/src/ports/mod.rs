@@ -27,8 +27,7 @@ mod store;
 pub use backend::{
     Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, Deadlines,
     FaultyBackend, FuseMount, GroupQuery, GroupStatus, LogOptions, LogStream, PortIo, PortStream,
-    PreparedJob,
-    RegistryError, RetryBackend, tail_lines, terminal_line,
+    PreparedJob, RegistryError, RetryBackend, tail_lines, terminal_line,
 };
 pub use fault::FaultPlan;
 pub use image::{
