@@ -824,7 +824,8 @@ impl Job {
 }
 
 /// A local port forwarded to a debug job's debugger, served on the shared
-/// runtime until the job ends or [`DebugForward::close`].
+/// runtime until the job ends or [`DebugForward::close`] (dropping it does
+/// not stop the forward, as a port-forward process outlives its handle).
 #[pyclass(frozen, module = "kinetic._native")]
 struct DebugForward {
     local_port: u16,
@@ -861,12 +862,6 @@ impl DebugForward {
         if let Some(task) = self.task.lock().ok().and_then(|mut t| t.take()) {
             task.abort();
         }
-    }
-}
-
-impl Drop for DebugForward {
-    fn drop(&mut self) {
-        self.close();
     }
 }
 

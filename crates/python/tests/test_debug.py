@@ -8,6 +8,7 @@ its value came back unless cleanup is asked for.
 The jobs run on this interpreter (the venv ``scripts/test.sh`` builds, which
 has debugpy from PyPI)."""
 
+import gc
 import json
 import os
 import socket
@@ -144,6 +145,11 @@ def test_close_stops_forwarding_and_the_port_is_free_again():
                 break
             assert time.monotonic() < deadline, "port %d still accepts connections after close()" % port
             time.sleep(0.1)
+        # A session dropped unclosed forwards on (until the job ends).
+        port = job.debug_attach(local_port=0, timeout=LIMIT).local_port
+        gc.collect()
+        with socket.socket() as probe, pytest.raises(OSError):
+            probe.bind(("127.0.0.1", port))
         # Another forward serves the job as well.
         with job.debug_attach(local_port=0, timeout=LIMIT) as again:
             assert attach_and_continue(again.local_port) is not None
