@@ -857,11 +857,22 @@ impl DebugForward {
             .is_ok_and(|t| t.as_ref().is_some_and(|t| !t.is_finished()))
     }
 
-    /// Stop forwarding: the local port is released; the job keeps running.
-    fn close(&self) {
-        if let Some(task) = self.task.lock().ok().and_then(|mut t| t.take()) {
-            task.abort();
-        }
+    /// Stop forwarding: once this returns the local port is released (a
+    /// debugger already connected keeps its connection); the job keeps
+    /// running.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(task) = self.task.lock().ok().and_then(|mut t| t.take()) else {
+            return Ok(());
+        };
+        task.abort();
+        // The listener is dropped with the task: wait for that.
+        block(
+            py,
+            async move {
+                let _ = task.await;
+            },
+            &Listener::none(),
+        )
     }
 }
 
