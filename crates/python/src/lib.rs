@@ -27,6 +27,7 @@ use kinetic_core::engine::{
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::ImageMode;
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput};
+use kinetic_wiring::debug::{DebugForward as WiringForward, DebugForwardError};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyLookupError, PyRuntimeError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
@@ -543,6 +544,15 @@ impl Client {
             spec = spec.python_values(version);
         }
         spec = spec.budgets(budget_request(&doc)?);
+        match field("debug") {
+            None => {}
+            Some(Value::Bool(debug)) => spec = spec.debug(*debug),
+            Some(other) => {
+                return Err(bad(format!(
+                    "@kinetic.run(debug={other}): expected True or False"
+                )));
+            }
+        }
         Ok(spec)
     }
 
@@ -710,18 +720,22 @@ impl Job {
     }
 
     /// Wait for the result: its JSON text, or the job's error raised.
-    #[pyo3(signature = (timeout=None, cleanup=true, on_status=None, on_log=None))]
+    /// `cleanup=None` is the engine's default: clean up, except a debug job.
+    #[pyo3(signature = (timeout=None, cleanup=None, on_status=None, on_log=None))]
     fn result(
         &self,
         py: Python<'_>,
         timeout: Option<f64>,
-        cleanup: bool,
+        cleanup: Option<bool>,
         on_status: Option<Py<PyAny>>,
         on_log: Option<Py<PyAny>>,
     ) -> PyResult<String> {
         let stream = on_log.is_some();
         let (listener, tx) = listener(on_status, on_log);
-        let mut options = ResultOptions::default().cleanup(cleanup);
+        let mut options = ResultOptions::default();
+        if let Some(cleanup) = cleanup {
+            options = options.cleanup(cleanup);
+        }
         if let Some(t) = secs(timeout, "timeout")? {
             options = options.timeout(t);
         }
@@ -745,6 +759,46 @@ impl Job {
         Ok(value.to_string())
     }
 
+    /// Wait (at most `timeout` seconds) until the debug job's debugger
+    /// listens, then forward `127.0.0.1:local_port` (0: any free port) to
+    /// it on the shared runtime until the job ends or the forward is
+    /// closed. `working_dir` is the launch configuration's local root.
+    #[pyo3(signature = (local_port, working_dir=None, timeout=None))]
+    fn debug_attach(
+        &self,
+        py: Python<'_>,
+        local_port: u16,
+        working_dir: Option<String>,
+        timeout: Option<f64>,
+    ) -> PyResult<DebugForward> {
+        let timeout =
+            secs(timeout, "timeout")?.unwrap_or(kinetic_core::debug::DEFAULT_READY_TIMEOUT);
+        let job = self.inner.clone();
+        let forward = block(
+            py,
+            async move { WiringForward::bind(job, local_port, timeout).await },
+            &Listener::none(),
+        )?
+        .map_err(|e| match e {
+            DebugForwardError::Bind { port, source } => PyRuntimeError::new_err(format!(
+                "debug_attach(local_port={port}): cannot listen on localhost:{port}: {source}; \
+                 the port may already be in use (choose another local_port, or 0 for any free port)"
+            )),
+            DebugForwardError::Engine(e) => engine_error(&e),
+            other => PyRuntimeError::new_err(other.to_string()),
+        })?;
+        let local_port = forward.local_addr().port();
+        let launch = forward
+            .launch_configuration(working_dir.as_deref())
+            .to_string();
+        let task = runtime()?.spawn(forward.serve());
+        Ok(DebugForward {
+            local_port,
+            launch,
+            task: Mutex::new(Some(task)),
+        })
+    }
+
     /// Cancel the job (its backend object is deleted).
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
         let job = self.inner.clone();
@@ -766,6 +820,59 @@ impl Job {
             &Listener::none(),
         )?
         .map_err(|e| engine_error(&e))
+    }
+}
+
+/// A local port forwarded to a debug job's debugger, served on the shared
+/// runtime until the job ends or [`DebugForward::close`] (dropping it does
+/// not stop the forward, as a port-forward process outlives its handle).
+#[pyclass(frozen, module = "kinetic._native")]
+struct DebugForward {
+    local_port: u16,
+    /// The VS Code launch configuration, as JSON.
+    launch: String,
+    task: Mutex<Option<Forwarding>>,
+}
+
+/// The task serving a [`DebugForward`]; gives the job's final status.
+type Forwarding = tokio::task::JoinHandle<Result<kinetic_core::status::JobStatus, EngineError>>;
+
+#[pymethods]
+impl DebugForward {
+    /// The local port debuggers connect to.
+    #[getter]
+    fn local_port(&self) -> u16 {
+        self.local_port
+    }
+
+    /// The VS Code launch configuration attaching through this forward (JSON).
+    fn launch_json(&self) -> String {
+        self.launch.clone()
+    }
+
+    /// Whether connections are still forwarded (not closed, job not ended).
+    fn is_forwarding(&self) -> bool {
+        self.task
+            .lock()
+            .is_ok_and(|t| t.as_ref().is_some_and(|t| !t.is_finished()))
+    }
+
+    /// Stop forwarding: once this returns the local port is released (a
+    /// debugger already connected keeps its connection); the job keeps
+    /// running.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(task) = self.task.lock().ok().and_then(|mut t| t.take()) else {
+            return Ok(());
+        };
+        task.abort();
+        // The listener is dropped with the task: wait for that.
+        block(
+            py,
+            async move {
+                let _ = task.await;
+            },
+            &Listener::none(),
+        )
     }
 }
 
@@ -1008,6 +1115,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Job>()?;
     m.add_class::<Batch>()?;
     m.add_class::<Completions>()?;
+    m.add_class::<DebugForward>()?;
     m.add_function(wrap_pyfunction!(python_minor, m)?)?;
     m.add_function(wrap_pyfunction!(content_hash, m)?)?;
     m.add("RemoteJobError", m.py().get_type::<RemoteJobError>())?;

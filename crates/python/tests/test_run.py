@@ -107,8 +107,8 @@ def test_lambdas_and_closures_ship_by_value_with_cloudpickle():
 
 
 def test_parameters_the_engine_cannot_honour_are_errors():
-    with pytest.raises(ValueError, match="debug=True"):
-        kinetic.run(accelerator="cpu", debug=True)
+    with pytest.raises(ValueError, match="debug='yes'"):
+        kinetic.run(accelerator="cpu", debug="yes")
     with pytest.raises(ValueError, match="backend='k8s'"):
         kinetic.run(backend="k8s")
 

@@ -23,12 +23,13 @@ from kinetic.batch import BatchError, BatchHandle, attach_batch
 from kinetic.core import run
 from kinetic.data import Data
 from kinetic.job_status import JobStatus
-from kinetic.jobs import JobHandle, attach, list_jobs
+from kinetic.jobs import DebugSession, JobHandle, attach, list_jobs
 
 __all__ = [
     "BatchError",
     "BatchHandle",
     "Data",
+    "DebugSession",
     "JobHandle",
     "JobStatus",
     "RemoteError",

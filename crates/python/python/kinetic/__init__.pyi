@@ -50,6 +50,22 @@ class RemoteError(RuntimeError):
     phase: Optional[str]
     def __init__(self, type_name: str, message: str) -> None: ...
 
+class DebugSession:
+    """A local port forwarded to a debug job's debugger (from
+    JobHandle.debug_attach); close() or leaving a with block stops it."""
+    job_id: str
+    local_port: int
+    launch_config: Dict[str, Any]
+    @property
+    def forwarding(self) -> bool:
+        """True until closed or the job ended."""
+    def close(self) -> None:
+        """Stop forwarding (idempotent); the job keeps running."""
+    def terminate(self) -> None:
+        """Same as close()."""
+    def __enter__(self) -> DebugSession: ...
+    def __exit__(self, *exc: Any) -> None: ...
+
 class JobHandle:
     """Durable description of a submitted remote job."""
 
@@ -86,13 +102,19 @@ class JobHandle:
         """Return logs or stream them to stdout until the job terminates."""
     def tail(self, n: int = 100) -> str:
         """Return the last n log lines."""
-    def debug_attach(self, local_port: int = 5678, working_dir: Optional[str] = None) -> Any:
-        """Not supported by this engine yet."""
+    def debug_attach(self, local_port: int = 5678, working_dir: Optional[str] = None,
+                     timeout: float = 600) -> DebugSession:
+        """Wait until a debug=True job's debugpy server listens, forward
+        localhost:local_port (0: any free port) to it, print the VS Code
+        launch configuration (local root: working_dir, default
+        ${workspaceFolder}); RuntimeError if the job ends first,
+        TimeoutError after timeout seconds."""
     def result(self, timeout: Optional[float] = None, cleanup: Optional[bool] = None,
                cleanup_timeout: float = 180, cleanup_poll_interval: float = 2,
                stream_logs: Optional[bool] = None,
                on_status_change: Optional[Callable[[JobStatus], None]] = None) -> Any:
-        """Wait for the job result and return it or re-raise the user exception."""
+        """Wait for the job result and return it or re-raise the user exception.
+        cleanup=None means ``not debug``: a debug job is kept."""
     def cancel(self, cleanup_timeout: float = 180, cleanup_poll_interval: float = 2) -> None:
         """Cancel the running job by deleting its backend object."""
     def cleanup(self, k8s: bool = True, gcs: bool = True, cleanup_timeout: float = 180,

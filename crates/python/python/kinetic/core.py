@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import sys
+import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from kinetic import _native
@@ -61,8 +62,12 @@ class _Options:
                 raise ValueError("@kinetic.run(%s=%r): expected a whole number of times to run the job again "
                                  "(0 or more), or None for the default" % (name, value))
         self.retries, self.restarts = retries, restarts
-        if debug:
-            raise ValueError("@kinetic.run(debug=True): debugpy remote debugging is not supported by this engine yet")
+        if not isinstance(debug, bool):
+            raise ValueError("@kinetic.run(debug=%r): expected True or False" % (debug,))
+        if debug and spot:
+            warnings.warn("@kinetic.run(debug=True, spot=True): a Spot node can be preempted while "
+                          "the job waits for a debugger or is being debugged", stacklevel=3)
+        self.debug = debug
         if not isinstance(accelerator, str) or not accelerator:
             raise ValueError("@kinetic.run(accelerator=%r): expected an accelerator name such as "
                              "'cpu', 'gpu-l4' or 'tpu-v5e-1'" % (accelerator,))
@@ -108,8 +113,21 @@ class _Options:
             "python_values": python_minor(),
             "retries": self.retries,
             "restarts": self.restarts,
+            "debug": self.debug,
         })
         return json.dumps(doc)
+
+
+def _debug_call(handle: JobHandle) -> Any:
+    """The synchronous call of a debug job: attach, then wait for the value
+    with the forward open; the forward is closed however the wait ends."""
+    if not sys.stdin.isatty() and os.environ.get("KINETIC_NO_TTY_DEBUG") != "1":
+        raise RuntimeError(
+            "Job %s runs with debug=True and waits for a debugger, but stdin is not a terminal: "
+            "attach from elsewhere with kinetic.attach(%r).debug_attach() (or kinetic jobs debug %s), "
+            "or set KINETIC_NO_TTY_DEBUG=1 to attach here anyway" % (handle.job_id, handle.job_id, handle.job_id))
+    with handle.debug_attach(working_dir=os.getcwd()):
+        return handle.result(stream_logs=False, cleanup=False)
 
 
 def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
@@ -147,8 +165,14 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
         spot: If True, use preemptible/spot VMs for the job.
         output_dir: Where job outputs go, exported to the job as
             KINETIC_OUTPUT_DIR. Defaults to the jobs bucket's outputs/{job_id}.
-        debug: debugpy remote debugging; not supported by this engine yet
-            (True raises ``ValueError``).
+        debug: debugpy remote debugging. The job starts debugpy and waits
+            for a debugger before calling the function; attach with
+            ``JobHandle.debug_attach()`` (or ``kinetic jobs debug JOB_ID``).
+            A debug job is kept once its value came back. Called
+            synchronously, the wrapper needs a terminal on stdin (or
+            ``KINETIC_NO_TTY_DEBUG=1``), forwards localhost:5678 to the
+            debugger, prints the VS Code launch configuration and waits for
+            the result. With ``spot=True`` a warning is given.
         retries: Application retry budget: how many times the job runs again
             after it fails (an exception, a non-zero exit). Default 0.
         restarts: Infrastructure restart budget: how many times the job runs
@@ -207,7 +231,10 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            return run_async(*args, **kwargs).result()
+            handle = run_async(*args, **kwargs)
+            if not options.debug:
+                return handle.result(stream_logs=True)
+            return _debug_call(handle)
 
         # The runner calls this instead of the wrapper, so a job does not submit itself.
         wrapper.__kinetic_function__ = fn

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import logging
+import os
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
@@ -32,6 +33,42 @@ def _reattach_hint(job_id: str) -> str:
     return ("kinetic: stopped waiting for job %s; the job keeps running. "
             "Reattach with kinetic.attach(%r).result() (or cancel it with kinetic.attach(%r).cancel())"
             % (job_id, job_id, job_id))
+
+
+class DebugSession:
+    """A local port forwarded to a debug job's debugger, returned by
+    :meth:`JobHandle.debug_attach`. ``close()`` (or leaving a ``with``
+    block) stops forwarding new connections and frees the port; the job
+    keeps running."""
+
+    def __init__(self, job_id: str, native) -> None:
+        self.job_id = job_id
+        self._native = native
+        #: The local port debuggers connect to.
+        self.local_port: int = native.local_port
+        #: The VS Code ``launch.json`` attaching through this port.
+        self.launch_config: Dict[str, Any] = json.loads(native.launch_json())
+
+    @property
+    def forwarding(self) -> bool:
+        """True until closed or the job ended."""
+        return self._native.is_forwarding()
+
+    def close(self) -> None:
+        """Stop forwarding (idempotent)."""
+        self._native.close()
+
+    terminate = close
+
+    def __enter__(self) -> "DebugSession":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "DebugSession(job_id=%r, local_port=%d, forwarding=%r)" % (
+            self.job_id, self.local_port, self.forwarding)
 
 
 @dataclasses.dataclass
@@ -133,9 +170,51 @@ class JobHandle:
             raise ValueError("tail(n=%r): expected a whole number, zero or more" % (n,))
         return self._native().tail(n)
 
-    def debug_attach(self, local_port: int = 5678, working_dir: Optional[str] = None):
-        """Not supported by this engine yet: raises ``NotImplementedError``."""
-        raise NotImplementedError("JobHandle.debug_attach: debugpy jobs (debug=True) are not supported by this engine yet")
+    def debug_attach(self, local_port: int = 5678, working_dir: Optional[str] = None,
+                     timeout: float = 600) -> "DebugSession":
+        """Attach to a job submitted with ``debug=True``.
+
+        Waits until the job runs and its debugpy server listens, forwards
+        ``localhost:local_port`` to it (``0``: any free port), and prints
+        the VS Code ``launch.json`` that attaches through it, mapping
+        ``working_dir`` (default ``${workspaceFolder}``) to the job's
+        workspace. Forwarding goes on in the background until the job ends
+        or the returned :class:`DebugSession` is closed (``close()``, or
+        leaving a ``with`` block); the job keeps running either way.
+
+        Args:
+            local_port: The local port debuggers connect to.
+            working_dir: The local root of the launch configuration's path
+                mappings (made absolute).
+            timeout: Seconds to wait for the debugger to listen.
+
+        Returns:
+            A :class:`DebugSession` (``local_port``, ``launch_config``).
+
+        Raises:
+            RuntimeError: If the job reaches a terminal state first, or the
+                port cannot be listened on.
+            TimeoutError: If the debugger does not listen within ``timeout``.
+            ValueError: If the job was not submitted with ``debug=True``.
+        """
+        if isinstance(local_port, bool) or not isinstance(local_port, int) or not 0 <= local_port <= 65535:
+            raise ValueError("debug_attach(local_port=%r): expected a port number, 0 to 65535 (0: any free port)"
+                             % (local_port,))
+        _check_seconds("timeout", timeout)
+        if working_dir is not None:
+            working_dir = os.path.abspath(os.path.expanduser(working_dir))
+        try:
+            native = self._native().debug_attach(local_port, working_dir=working_dir, timeout=timeout)
+        except KeyboardInterrupt:
+            print(_reattach_hint(self.job_id), file=sys.stderr)
+            raise
+        session = DebugSession(self.job_id, native)
+        print("kinetic: job %s waits for a debugger; VS Code launch configuration (.vscode/launch.json):"
+              % self.job_id)
+        print(json.dumps(session.launch_config, indent=2))
+        print("kinetic: forwarding localhost:%d to the job's debugger" % session.local_port)
+        sys.stdout.flush()
+        return session
 
     def result(self, timeout: Optional[float] = None, cleanup: Optional[bool] = None,
                cleanup_timeout: float = 180, cleanup_poll_interval: float = 2,
@@ -147,8 +226,9 @@ class JobHandle:
             timeout: Maximum seconds to wait. None means wait forever. If
                 reached, ``TimeoutError`` is raised but the job keeps running
                 and the handle remains valid.
-            cleanup: When True (the default), delete the job's backend object
-                and stored artifacts after the result is downloaded.
+            cleanup: When True, delete the job's backend object after the
+                result is downloaded. None (the default) means ``not debug``:
+                a debug job is kept for inspection.
             cleanup_timeout: Maximum seconds for the cleanup (the engine
                 returns once the deletion is accepted).
             cleanup_poll_interval: Seconds between deletion-confirmation polls.
@@ -188,7 +268,7 @@ class JobHandle:
 
         streaming = True if stream_logs is None else bool(stream_logs)
         try:
-            text = self._native().result(timeout=timeout, cleanup=True if cleanup is None else bool(cleanup),
+            text = self._native().result(timeout=timeout, cleanup=None if cleanup is None else bool(cleanup),
                                          on_status=on_status, on_log=on_log if streaming else None)
         except KeyboardInterrupt:
             print(_reattach_hint(self.job_id), file=sys.stderr)
