@@ -113,7 +113,7 @@ fn without_debugpy_the_job_fails_in_debugger_setup_and_jobs_debug_says_it_ended_
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains(&format!(
-            "Job {job} reached terminal state (FAILED) before debugpy server was ready."
+            "Job {job} reached terminal state (FAILED) before debugpy server was ready. It ended: exited with code 1. Its logs say what happened (kinetic jobs logs {job}"
         )),
         "{}",
         stderr(&o)

@@ -126,12 +126,15 @@ pub enum EngineError {
     },
     /// A debug job ended (or is gone) before its debugger listened: read
     /// its logs ([`crate::engine::JobHandle::wait_debug_ready`]).
-    #[error("Job {job_id} reached terminal state ({status}) before debugpy server was ready.")]
+    #[error("Job {job_id} reached terminal state ({status}) before debugpy server was ready.{}", debug_not_ready_detail(job_id, reason.as_deref()))]
     DebugNotReady {
         /// The job.
         job_id: String,
         /// Its state (`SUCCEEDED`, `FAILED`, `NOT_FOUND`).
         status: String,
+        /// Why it ended, as its status says (`exited with code 1`), when
+        /// the backend says.
+        reason: Option<String>,
     },
     /// Report a bug: the engine failed in a way no input explains, or a
     /// service gave an answer nothing expected.
@@ -383,6 +386,17 @@ impl From<crate::plan::PlanError> for EngineError {
             },
         }
     }
+}
+
+/// What [`EngineError::DebugNotReady`] adds to Kinetic's sentence: why the
+/// job ended, when known, and where to read what happened.
+fn debug_not_ready_detail(job_id: &str, reason: Option<&str>) -> String {
+    let why = reason
+        .map(|r| format!(" It ended: {r}."))
+        .unwrap_or_default();
+    format!(
+        "{why} Its logs say what happened (kinetic jobs logs {job_id}, or the handle's logs())."
+    )
 }
 
 #[cfg(test)]

@@ -298,6 +298,7 @@ impl JobHandle {
                 return Err(EngineError::DebugNotReady {
                     job_id: self.record.job_id.to_string(),
                     status: state.status.to_string(),
+                    reason: state.reason.as_ref().map(ToString::to_string),
                 });
             }
             if state.status == JobStatus::Running {
