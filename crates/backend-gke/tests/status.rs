@@ -375,3 +375,30 @@ fn an_application_retry_says_so_and_a_job_without_budgets_is_unchanged() {
     let state = job_state(&plain, &[pod(running_pod())], at(10));
     assert_eq!(state, JobState::new(JobStatus::Running));
 }
+
+#[test]
+fn attempts_in_the_same_second_are_ordered_as_a_job_replaces_its_pods() {
+    // The API lists pods by name, and timestamps have whole seconds: the
+    // pod that succeeded may come first in the list though it replaced
+    // the one that failed within the same second.
+    let done = json!({"phase": "Succeeded", "startTime": CREATED, "containerStatuses": [{"name": "kinetic-worker",
+        "image": "img", "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": CREATED}}}]});
+    let mut failed = terminated("Error", 1);
+    failed["startTime"] = json!(CREATED);
+    failed["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = json!(CREATED);
+    let (_, mut pods) = budgeted(1, 0, &[done, failed]);
+    let same = pods[0].metadata.creation_timestamp.clone();
+    pods[1].metadata.creation_timestamp = same;
+    let attempts = kinetic_kube::status::pod_attempts(&pods);
+    let outcomes: Vec<_> = attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            Some(kinetic_core::budget::Outcome::Failed),
+            Some(kinetic_core::budget::Outcome::Succeeded)
+        ]
+    );
+    assert_eq!(attempts[0].host, "kinetic-job-0a1b2c3d-b");
+    assert_eq!(attempts[1].number, 2);
+}

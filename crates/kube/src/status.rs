@@ -363,15 +363,27 @@ pub fn pod_outcome(pod: &Pod) -> Option<Outcome> {
 
 /// The attempts a job's pods made, one per pod in the order they ran:
 /// by creation time, and within a second (creation times are whole
-/// seconds) ended pods before live ones, then by start; each with its
+/// seconds) failed pods before the running or succeeded one, earlier
+/// ends first, then by start; each with its
 /// name, start, end (its container's `finishedAt`), outcome and, for a
 /// failure, why.
 pub fn pod_attempts(pods: &[Pod]) -> Vec<Attempt> {
     let mut ordered: Vec<&Pod> = pods.iter().collect();
+    // Timestamps have whole seconds, so a failed pod and its replacement
+    // often tie. A Job replaces a pod only once it failed, so the one still
+    // running or the one that succeeded is the newest, and a pod that
+    // ended earlier ran earlier.
     ordered.sort_by_key(|p| {
+        let outcome = pod_outcome(p);
+        let last = matches!(outcome, None | Some(Outcome::Succeeded));
+        let ended = first_container(p)
+            .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
+            .map(|t| t.0);
         (
             p.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            pod_outcome(p).is_none(),
+            last,
+            ended.is_none(),
+            ended,
             p.status
                 .as_ref()
                 .and_then(|s| s.start_time.as_ref())
