@@ -128,30 +128,7 @@ pub(crate) fn admit_job(job: &mut Value) -> Result<(), ApiError> {
     if causes.is_empty() {
         return Ok(());
     }
-    let name = name_of(job).to_owned();
-    let listed: Vec<String> = causes
-        .iter()
-        .map(|(_, field, body)| format!("{field}: {body}"))
-        .collect();
-    let message = if listed.len() == 1 {
-        listed[0].clone()
-    } else {
-        format!("[{}]", listed.join(", "))
-    };
-    Err(ApiError::new(
-        422,
-        "Invalid",
-        format!("Job.batch \"{name}\" is invalid: {message}"),
-    )
-    .with_details(json!({
-        "name": name,
-        "group": "batch",
-        "kind": "Job",
-        "causes": causes
-            .iter()
-            .map(|(reason, field, body)| json!({"reason": reason, "message": body, "field": field}))
-            .collect::<Vec<_>>(),
-    })))
+    Err(ApiError::invalid("Job", "batch", name_of(job), &causes))
 }
 
 fn validate(job: &Value) -> Vec<Cause> {

@@ -84,29 +84,11 @@ pub(crate) fn admit(set: &mut Value) -> Result<(), ApiError> {
     if causes.is_empty() {
         return Ok(());
     }
-    let listed: Vec<String> = causes
-        .iter()
-        .map(|(_, message, field)| format!("{field}: {message}"))
+    let causes: Vec<(&str, String, String)> = causes
+        .into_iter()
+        .map(|(reason, message, field)| (reason, field.to_owned(), message))
         .collect();
-    let message = if listed.len() == 1 {
-        listed[0].clone()
-    } else {
-        format!("[{}]", listed.join(", "))
-    };
-    Err(ApiError::new(
-        422,
-        "Invalid",
-        format!("StatefulSet.apps \"{name}\" is invalid: {message}"),
-    )
-    .with_details(json!({
-        "name": name,
-        "group": "apps",
-        "kind": "StatefulSet",
-        "causes": causes
-            .iter()
-            .map(|(reason, message, field)| json!({"reason": reason, "message": message, "field": field}))
-            .collect::<Vec<_>>(),
-    })))
+    Err(ApiError::invalid("StatefulSet", "apps", &name, &causes))
 }
 
 fn int_at(v: &Value, pointer: &str, default: i64) -> i64 {

@@ -82,6 +82,41 @@ impl ApiError {
             .with_details(json!({"name": name, "group": group, "kind": plural}))
     }
 
+    /// The API server's 422 for an object that fails field validation:
+    /// `{Kind}.{group} "{name}" is invalid: {field}: {message}` (a list in
+    /// brackets for several), with each cause as `{reason, message, field}`
+    /// in `details`. `causes` are `(reason, field, message)`.
+    pub(crate) fn invalid(
+        kind: &str,
+        group: &str,
+        name: &str,
+        causes: &[(&str, String, String)],
+    ) -> Self {
+        let listed: Vec<String> = causes
+            .iter()
+            .map(|(_, field, message)| format!("{field}: {message}"))
+            .collect();
+        let message = if listed.len() == 1 {
+            listed[0].clone()
+        } else {
+            format!("[{}]", listed.join(", "))
+        };
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind}.{group} \"{name}\" is invalid: {message}"),
+        )
+        .with_details(json!({
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": causes
+                .iter()
+                .map(|(reason, field, message)| json!({"reason": reason, "message": message, "field": field}))
+                .collect::<Vec<_>>(),
+        }))
+    }
+
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
