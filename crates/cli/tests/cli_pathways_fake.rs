@@ -220,11 +220,16 @@ async fn a_workers_failure_under_restart_always_is_reported_once_by_its_host() {
         })
         .collect();
     assert!(recreated.is_empty(), "{recreated:?}");
+    // No host ran g twice (nothing restarted it). Host 2 ran it; another
+    // host may not have reached g before the slice was failed and scaled
+    // down, as on a real cluster where a slow host is stopped with it.
     for rank in 0..4 {
         let path = w.dir.path().join(format!("hosts/g-runs-{rank}"));
-        let runs = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("host {rank} never ran g ({}): {e}", path.display()));
-        assert_eq!(runs, "run\n", "host {rank} ran g once");
+        match std::fs::read_to_string(&path) {
+            Ok(runs) => assert_eq!(runs, "run\n", "host {rank} ran g once"),
+            Err(e) if rank == 2 => panic!("host 2 never ran g ({}): {e}", path.display()),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{}", path.display()),
+        }
     }
 }
 
