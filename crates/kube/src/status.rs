@@ -368,50 +368,42 @@ pub fn pod_outcome(pod: &Pod) -> Option<Outcome> {
 /// name, start, end (its container's `finishedAt`), outcome and, for a
 /// failure, why.
 pub fn pod_attempts(pods: &[Pod]) -> Vec<Attempt> {
-    let mut ordered: Vec<&Pod> = pods.iter().collect();
+    // Each pod's facts, read once: its outcome, its container's end and
+    // its start.
+    let mut seen: Vec<_> = pods
+        .iter()
+        .map(|pod| {
+            let ended = first_container(pod)
+                .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref());
+            let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref());
+            (pod, pod_outcome(pod), ended, started)
+        })
+        .collect();
     // Timestamps have whole seconds, so a failed pod and its replacement
     // often tie. A Job replaces a pod only once it failed, so the one still
     // running or the one that succeeded is the newest, and a pod that
     // ended earlier ran earlier.
-    ordered.sort_by_key(|p| {
-        let outcome = pod_outcome(p);
-        let last = matches!(outcome, None | Some(Outcome::Succeeded));
-        let ended = first_container(p)
-            .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
-            .map(|t| t.0);
+    seen.sort_by_key(|(pod, outcome, ended, started)| {
         (
-            p.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            last,
+            pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            matches!(outcome, None | Some(Outcome::Succeeded)),
             ended.is_none(),
-            ended,
-            p.status
-                .as_ref()
-                .and_then(|s| s.start_time.as_ref())
-                .map(|t| t.0),
+            ended.map(|t| t.0),
+            started.map(|t| t.0),
         )
     });
-    ordered
-        .into_iter()
+    seen.into_iter()
         .enumerate()
-        .map(|(i, pod)| {
-            let status = pod.status.as_ref();
-            let outcome = pod_outcome(pod);
-            let ended = first_container(pod)
-                .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
-                .map(timestamp)
-                .filter(|_| outcome.is_some());
-            let reason = match outcome {
+        .map(|(i, (pod, outcome, ended, started))| Attempt {
+            number: u32::try_from(i + 1).unwrap_or(u32::MAX),
+            host: pod.metadata.name.clone().unwrap_or_default(),
+            started: started.map(timestamp),
+            ended: ended.map(timestamp).filter(|_| outcome.is_some()),
+            outcome,
+            reason: match outcome {
                 Some(Outcome::Succeeded) | None => None,
                 Some(_) => failure_reason(pod).map(|r| r.to_string()),
-            };
-            Attempt {
-                number: u32::try_from(i + 1).unwrap_or(u32::MAX),
-                host: pod.metadata.name.clone().unwrap_or_default(),
-                started: status.and_then(|s| s.start_time.as_ref()).map(timestamp),
-                ended,
-                outcome,
-                reason,
-            }
+            },
         })
         .collect()
 }
