@@ -2187,18 +2187,34 @@ def make_run_dir(base: str) -> str:
         return os.path.abspath(path)
 
 
-RUNNER_OPTIONS = {"--spec": "spec", "--workdir": "workdir", "--mount-root": "mount_root", "--log-copy": "log_copy"}
+# The runner's options, once for both readers below: (flag, default,
+# accepted values or None, help). The attribute is the flag without its
+# dashes, `-` as `_`.
+RUNNER_OPTIONS = (
+    ("--spec", None, None, "spec.json URI: gs://, file:// or an absolute path"),
+    ("--workdir", None, None, "where to make the temporary directory (default: system temp)"),
+    ("--mount-root", "/", None, "directory volume mount paths are placed under (default /)"),
+    ("--log-copy", "on", ("on", "off"),
+     "copy the output to spec.json's log_uris while running (default on; off when the "
+     "backend keeps the output and copies it itself)"),
+)
+
+
+def _option_name(flag: str) -> str:
+    return flag[2:].replace("-", "_")
 
 
 def parse_args(argv: list):
     # What the backends pass (each option followed by its value) is read
     # here; anything else goes through argparse, for its errors and help.
+    options = {flag: (default, choices) for flag, default, choices, _ in RUNNER_OPTIONS}
     if len(argv) % 2 == 0 and all(
-            argv[i] in RUNNER_OPTIONS and not argv[i + 1].startswith("-") for i in range(0, len(argv), 2)):
-        args = {"spec": None, "workdir": None, "mount_root": "/", "log_copy": "on"}
+            argv[i] in options and not argv[i + 1].startswith("-") for i in range(0, len(argv), 2)):
+        args = {_option_name(flag): default for flag, (default, _) in options.items()}
         for i in range(0, len(argv), 2):
-            args[RUNNER_OPTIONS[argv[i]]] = argv[i + 1]
-        if args["log_copy"] in ("on", "off"):
+            args[_option_name(argv[i])] = argv[i + 1]
+        if all(choices is None or args[_option_name(flag)] in choices
+               for flag, (_, choices) in options.items()):
             import types
             return types.SimpleNamespace(**args)
     import argparse
@@ -2210,12 +2226,8 @@ def parse_args(argv: list):
 
     parser = _ArgumentParser(prog="kinetic_runner.py", allow_abbrev=False,
                              description="Runs one Kinetic job (runner protocol v1).")
-    parser.add_argument("--spec", help="spec.json URI: gs://, file:// or an absolute path")
-    parser.add_argument("--workdir", help="where to make the temporary directory (default: system temp)")
-    parser.add_argument("--mount-root", default="/", help="directory volume mount paths are placed under (default /)")
-    parser.add_argument("--log-copy", choices=("on", "off"), default="on",
-                        help="copy the output to spec.json's log_uris while running (default on; off when the "
-                             "backend keeps the output and copies it itself)")
+    for flag, default, choices, text in RUNNER_OPTIONS:
+        parser.add_argument(flag, default=default, choices=choices, help=text)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         log(STARTUP, "ignoring unknown arguments: %s" % " ".join(unknown))
