@@ -31,16 +31,11 @@ def flaky(marker):
 
 mod sandbox;
 
-use sandbox::{COMMAND_LIMIT, Sandbox, output_within};
+use sandbox::Sandbox;
 
-/// `kinetic ARGS` in the sandbox with `env`, off the runtime's threads
-/// (the fake cluster runs on them), bounded in time.
+/// `kinetic ARGS` in the sandbox with `env` ([`Sandbox::kinetic_async`]).
 async fn kinetic(sb: &Sandbox, env: Vec<(String, String)>, args: &[&str]) -> Output {
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let cmd = sb.command(args, &env);
-    tokio::task::spawn_blocking(move || output_within(cmd, COMMAND_LIMIT))
-        .await
-        .unwrap()
+    sb.kinetic_async(args, &env).await
 }
 
 /// A sandbox whose project is `work.py` and a `pyproject.toml`.

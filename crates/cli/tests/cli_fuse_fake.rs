@@ -4,12 +4,15 @@
 //! (mounted where it is) reach the function as read-only paths through
 //! GCS FUSE CSI volumes, and the Job carries the sidecar annotation.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use kinetic_fake_gcp::FakeGcs;
 use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
 use serde_json::Value;
+
+mod sandbox;
+
+use sandbox::Sandbox;
 
 const WORK_PY: &str = r#"
 import os
@@ -43,32 +46,16 @@ def read(folder, config, prefix):
     }
 "#;
 
-async fn kinetic(dir: &Path, env: Vec<(String, String)>, args: &[&str]) -> Output {
-    let dir = dir.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_kinetic"))
-            .args(&args)
-            .current_dir(dir.join("home/project"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", dir.join("home"))
-            .env("KINETIC_LOCAL_ROOT", dir.join("local"))
-            .env("KINETIC_PROFILES_FILE", dir.join("profiles.json"))
-            .envs(env)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
+/// `kinetic ARGS` in the sandbox with `env` ([`Sandbox::kinetic_async`]).
+async fn kinetic(sb: &Sandbox, env: Vec<(String, String)>, args: &[&str]) -> Output {
+    sb.kinetic_async(args, &env).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fuse_data_is_mounted_read_only_on_the_fake_cluster() {
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("home/project");
+    let sb = Sandbox::new(WORK_PY);
+    let project = sb.path("home/project");
     std::fs::create_dir_all(project.join("data/sub")).unwrap();
-    std::fs::write(project.join("work.py"), WORK_PY).unwrap();
     std::fs::write(project.join("data/sub/a.txt"), "alpha").unwrap();
     std::fs::write(project.join("config.json"), "{\"lr\": 1}").unwrap();
     let gcs = FakeGcs::with_buckets(&["fake-jobs", "datasets"]).unwrap();
@@ -81,13 +68,13 @@ async fn fuse_data_is_mounted_read_only_on_the_fake_cluster() {
     )
     .await
     .unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
+    let kubeconfig = sb.path("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
     let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
     env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
 
     let o = kinetic(
-        dir.path(),
+        &sb,
         env.clone(),
         &[
             "--json",

@@ -54,6 +54,16 @@ impl Sandbox {
     pub(crate) fn kinetic_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         output_within(self.command(args, env), COMMAND_LIMIT)
     }
+
+    /// `kinetic ARGS` with `env`, off the runtime's threads (a fake cluster
+    /// in the same test runs on them), bounded in time.
+    pub(crate) async fn kinetic_async(&self, args: &[&str], env: &[(String, String)]) -> Output {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let cmd = self.command(args, &env);
+        tokio::task::spawn_blocking(move || output_within(cmd, COMMAND_LIMIT))
+            .await
+            .unwrap()
+    }
 }
 
 /// The output of `cmd`, failing the test (and killing the process) if it
