@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use common::{
     cached_bytes, evict, list_files, load_average, openssl_sha256_bytes_per_sec, plain_read,
-    process_cpu_seconds, runs, scale,
+    process_cpu_seconds, read_and_hash, runs, scale,
 };
 use kinetic_core::hashing::{HashOptions, content_hash_with};
 use kinetic_core::packaging::{PackOptions, pack};
@@ -247,6 +247,7 @@ fn many_files_rows(dir: &Path, scale: f64, runs: usize, cores: usize, lines: &mu
         let _ = content_hash_with(&root, &options).expect("hash");
         let (mut floor, mut ours) = (Best::new(), Best::new());
         let mut reading = Best::new();
+        let mut bare = Best::new();
         let mut read_ahead = Vec::new();
         for _ in 0..runs {
             floor.time(|| sha_only(cores, bytes));
@@ -254,6 +255,7 @@ fn many_files_rows(dir: &Path, scale: f64, runs: usize, cores: usize, lines: &mu
             assert_eq!(report.hash, reference.hash, "warm hash differs");
             read_ahead.push(report.read_ahead);
             assert_eq!(reading.time(|| plain_read(&files, cores)), bytes);
+            assert_eq!(bare.time(|| read_and_hash(&files, cores)), bytes);
         }
         // Files read ahead in a warm run mean the kernel dropped some of
         // them meanwhile (proactive reclaim in a VM, say).
@@ -267,6 +269,15 @@ fn many_files_rows(dir: &Path, scale: f64, runs: usize, cores: usize, lines: &mu
             "warm: reading alone ({cores} threads, open + read + close, no hash) {:.0} MB/s = {:.0} % of the SHA-256 time; reading + hashing predict {predicted:.3} of the floor",
             reading.mb_s(bytes),
             100.0 * reading.secs / floor.secs
+        );
+        // The least any hash by `read` can do: a bare loop reading and
+        // hashing the files on every core, without the walk, the order or
+        // the folding the content hash needs.
+        println!(
+            "warm: bare read + SHA-256 loop ({cores} threads, no walk, no order) {:.0} MB/s = {:.3} of the floor; ours = {:.3}x the bare loop",
+            bare.mb_s(bytes),
+            floor.secs / bare.secs,
+            bare.secs / ours.secs
         );
         lines.push(Line::speed(
             format!("hash {count} files of 4-100 KiB, warm"),
