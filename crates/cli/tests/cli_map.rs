@@ -12,6 +12,14 @@ def square(x):
     return x * x
 
 
+def count_lines(path):
+    import os
+    if os.path.isdir(path):
+        return sorted(os.listdir(path))
+    with open(path) as f:
+        return len(f.read().splitlines())
+
+
 def scaled(x, scale=1):
     if x == 3:
         raise ValueError("three is not allowed")
@@ -232,4 +240,48 @@ fn map_accepts_every_job_option_of_run() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn input_data_gives_each_job_its_own_data() {
+    let w = World::new();
+    let proj = w.home.join("proj");
+    fs::create_dir_all(proj.join("shards/a")).expect("mkdir");
+    fs::write(proj.join("shards/a/x.txt"), "x").expect("write");
+    fs::write(proj.join("shards/b.txt"), "1\n2\n3\n").expect("write");
+    let o = w.kinetic(&[
+        "map",
+        "work:count_lines",
+        "--input-data",
+        "shards/a",
+        "shards/b.txt",
+        "data:shards/a",
+        "--poll-interval",
+        "0.05",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "[\"x.txt\"]\n3\n[\"x.txt\"]\n");
+
+    // A path that is not there is named before anything runs; --inputs and
+    // --input-data do not mix.
+    let o = w.kinetic(&["map", "work:count_lines", "--input-data", "shards/nope"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--input-data shards/nope"),
+        "{}",
+        stderr(&o)
+    );
+    let inputs = w.inputs("in.jsonl", &[json!(1)]);
+    let o = w.kinetic(&[
+        "map",
+        "work:count_lines",
+        "--inputs",
+        &inputs,
+        "--input-data",
+        "shards/a",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+    let o = w.kinetic(&["map", "work:count_lines"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }

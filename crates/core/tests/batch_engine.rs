@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use kinetic_core::batch::{InputMode, child_job_id, child_position};
 use kinetic_core::engine::{
-    AttachOptions, BatchError, BatchResultsOptions, ChildError, CleanupOptions, Data, Engine,
+    Arg, AttachOptions, BatchError, BatchResultsOptions, ChildError, CleanupOptions, Data, Engine,
     EngineSettings, Entrypoint, JobSpec, MapOptions, ProgressEvent,
 };
 use kinetic_core::env::EnvSnapshot;
@@ -426,6 +426,143 @@ async fn shared_data_and_the_project_are_uploaded_once_per_batch() {
     );
     assert_eq!(spec["args"][0]["__data_ref__"], true);
     assert_eq!(spec["args"][1], 7);
+}
+
+/// Reads `{job_id}/spec.json`.
+async fn child_spec(w: &World, job_id: &JobId) -> Value {
+    let path = ObjectPath::parse(format!("{job_id}/spec.json")).unwrap();
+    serde_json::from_slice(&w.store.get(&path, GetOptions::default()).await.unwrap()).unwrap()
+}
+
+/// Data in the inputs: each input's data reaches its own job as a
+/// reference; data given to several inputs is hashed and uploaded once; a
+/// resumed batch reads its inputs back, data included, and hashes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_in_inputs_reaches_each_job_and_is_uploaded_once() {
+    let w = World::new();
+    let proj = w.dir.path().join("home/proj");
+    for (name, text) in [("s0", "zero"), ("s1", "one")] {
+        std::fs::create_dir_all(proj.join("shards").join(name)).unwrap();
+        std::fs::write(proj.join("shards").join(name).join("part.txt"), text).unwrap();
+    }
+    let s0 = Data::new("shards/s0", &proj).unwrap();
+    let s1 = Data::new("shards/s1", &proj).unwrap();
+    let inputs = vec![
+        Arg::Data(s0.clone()),
+        Arg::Data(s1.clone()),
+        Arg::List(vec![Arg::Data(s0.clone()), Arg::Json(json!(2))]),
+    ];
+    let hashed = Arc::new(Mutex::new(Vec::new()));
+    let seen = hashed.clone();
+    let progress = Arc::new(move |e: &ProgressEvent| {
+        if let ProgressEvent::HashingData { path } = e {
+            seen.lock().unwrap().push(path.clone());
+        }
+    });
+    let options = fast().progress(progress);
+    let engine = w.engine();
+    // Submitted by a loop that is dropped at once: nothing reaches the
+    // backend, so the batch is resumed from what it stored.
+    let (batch, driver) = engine
+        .map_with_driver(w.spec(), inputs, options.clone())
+        .await
+        .unwrap();
+    drop(driver);
+    assert_eq!(
+        hashed.lock().unwrap().len(),
+        2,
+        "s0, given twice, hashed once: {:?}",
+        hashed.lock().unwrap()
+    );
+    let markers = |w: &World| {
+        w.store
+            .snapshot()
+            .keys()
+            .filter(|p| p.as_str().starts_with("default/data-markers/"))
+            .count()
+    };
+    assert_eq!(markers(&w), 2, "one cache entry per content");
+    let stored = w
+        .store
+        .get(
+            &layout::group_inputs(batch.group_id()),
+            GetOptions::default(),
+        )
+        .await
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8(stored.to_vec())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[0],
+        json!({"__kinetic_input__": {"data": proj.join("shards/s0").to_string_lossy()}})
+    );
+
+    let attached = w
+        .engine()
+        .attach_batch(batch.group_id().as_str(), AttachOptions::default())
+        .await
+        .unwrap();
+    attached.resume(w.spec(), options).await.unwrap();
+    let items = attached
+        .results(BatchResultsOptions::default().timeout(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(values(&items), vec![json!(0), json!(1), json!(4)]);
+    assert_eq!(hashed.lock().unwrap().len(), 4, "the resume hashed again");
+    assert_eq!(markers(&w), 2);
+    let mut refs = Vec::new();
+    for i in 0..3 {
+        refs.push(child_spec(&w, &attached.job_id(i).unwrap()).await["args"].clone());
+    }
+    let uri = |args: &Value, i: usize| args[i]["uri"].as_str().unwrap().to_owned();
+    assert_eq!(refs[0][0]["__data_ref__"], true);
+    assert!(uri(&refs[0], 0).contains("/data-cache/"), "{}", refs[0]);
+    assert_ne!(
+        uri(&refs[0], 0),
+        uri(&refs[1], 0),
+        "each input its own data"
+    );
+    assert_eq!(
+        uri(&refs[2], 0),
+        uri(&refs[0], 0),
+        "the same data, the same entry"
+    );
+    assert_eq!(refs[2][1], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_inputs_that_cannot_be_honoured_are_refused() {
+    let w = World::new();
+    let proj = w.dir.path().join("home/proj");
+    let data = Data::new("data", &proj).unwrap();
+    let engine = w.engine();
+    let err = engine
+        .map(
+            w.spec(),
+            vec![Arg::Data(data.clone().fuse(true).unwrap())],
+            fast(),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert!(err.to_string().contains("FUSE-mounted data"), "{err}");
+    let err = engine
+        .map(
+            w.spec(),
+            vec![Arg::Data(data)],
+            fast().input_mode(InputMode::Args),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("input 0 must be a JSON array for input mode 'args', got data"),
+        "{err}"
+    );
+    assert!(w.store.snapshot().is_empty(), "nothing was uploaded");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -413,6 +413,10 @@ impl Client {
         let spec = self.spec(spec)?;
         let inputs: Vec<Value> =
             serde_json::from_str(inputs).map_err(|e| bad(format!("inputs: {e}")))?;
+        let inputs: Vec<Arg> = inputs
+            .iter()
+            .map(|v| self.arg(v))
+            .collect::<PyResult<_>>()?;
         let options = map_options(options)?;
         let engine = self.engine.clone();
         let handle = block(

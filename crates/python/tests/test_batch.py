@@ -59,3 +59,34 @@ def test_attach_batch_from_its_group_id():
     assert again.group_id == batch.group_id
     assert again.results() == [25, 36]
     again.cleanup()
+
+
+def test_data_in_map_inputs_reaches_each_job(tmp_path):
+    import work
+
+    shards = []
+    for i in range(3):
+        shard = tmp_path / ("shard%d" % i)
+        shard.mkdir()
+        for j in range(i + 1):
+            (shard / ("part-%d.txt" % j)).write_text("shard %d part %d" % (i, j))
+        shards.append(kinetic.Data(str(shard)))
+    config = tmp_path / "config.json"
+    config.write_text('{"lr": 0.1}')
+
+    # Each input's data is its own; the same file given to two inputs is
+    # uploaded once and read by both.
+    batch = remote(work.list_dir).run_async_map(shards)
+    assert batch.results() == [["part-0.txt"], ["part-0.txt", "part-1.txt"],
+                               ["part-0.txt", "part-1.txt", "part-2.txt"]]
+    batch = remote(work.read_nested).run_async_map(
+        [{"config": {"files": {"c": kinetic.Data(str(config))}, "dirs": shards[:n]}} for n in (1, 2)])
+    assert batch.results() == [{"c": '{"lr": 0.1}', "n": 1}, {"c": '{"lr": 0.1}', "n": 2}]
+
+
+def test_fuse_data_in_map_inputs_is_refused(tmp_path):
+    import work
+
+    (tmp_path / "a.txt").write_text("a")
+    with pytest.raises(Exception, match="FUSE-mounted data, which a map input cannot be"):
+        remote(work.list_dir).run_async_map([kinetic.Data(str(tmp_path), fuse=True)])

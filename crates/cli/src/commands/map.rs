@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kinetic_core::batch::InputMode;
-use kinetic_core::engine::{BatchError, BatchHandle, Entrypoint, JobSpec, MapOptions};
+use kinetic_core::engine::{Arg, BatchError, BatchHandle, Entrypoint, JobSpec, MapOptions};
 use serde_json::{Value, json};
 
 use super::run::{JobFlags, PathBase};
@@ -22,8 +22,17 @@ pub(crate) struct MapArgs {
     /// `module.path:function` or `path/to/file.py:function`.
     entry: String,
     /// JSON Lines file of inputs, one JSON value per line (`-` = stdin).
-    #[arg(long, value_name = "FILE.jsonl")]
-    inputs: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE.jsonl",
+        required_unless_present = "input_data"
+    )]
+    inputs: Option<PathBuf>,
+    /// Data inputs instead: each PATH (a local file or directory, a
+    /// `gs://` URI or an `hf://` dataset) is one input, shipped to its own
+    /// job and passed as a local path. Data given twice is uploaded once.
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with = "inputs")]
+    input_data: Vec<String>,
     /// Inputs in flight at once (0 = no limit).
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_concurrent: usize,
@@ -105,6 +114,24 @@ fn read_inputs(path: &PathBuf) -> Result<Vec<Value>, CliError> {
     Ok(inputs)
 }
 
+/// `--input-data`: one data input per path.
+fn data_inputs(paths: &[String], inv: &Invocation) -> Result<Vec<Arg>, CliError> {
+    let cwd = inv.cwd()?;
+    let home = inv.home();
+    let base = PathBase {
+        cwd,
+        home: home.as_deref(),
+    };
+    paths
+        .iter()
+        .map(|p| {
+            base.data(p)
+                .map(Arg::Data)
+                .map_err(|e| CliError::usage(format!("--input-data {p}: {e}")))
+        })
+        .collect()
+}
+
 fn build_spec(args: &MapArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
     let cwd = inv.cwd()?;
     let home = inv.home();
@@ -176,7 +203,10 @@ pub(crate) async fn follow(
 pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let mut spec = build_spec(args, inv)?;
     let options = map_options(args)?;
-    let inputs = read_inputs(&args.inputs)?;
+    let inputs = match &args.inputs {
+        Some(path) => read_inputs(path)?.into_iter().map(Arg::Json).collect(),
+        None => data_inputs(&args.input_data, inv)?,
+    };
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
     let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let rt = engine::runtime()?;

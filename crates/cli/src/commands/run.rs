@@ -85,7 +85,7 @@ impl PathBase<'_> {
     /// `PATH`, or `data:PATH` / `data+OPTION:PATH` (options: `trust`, an
     /// `hf://` dataset's `hf_trust_remote_code`; `fuse`, mounted
     /// read-only through GCS FUSE instead of downloaded).
-    fn data(&self, text: &str) -> Result<Data, String> {
+    pub(crate) fn data(&self, text: &str) -> Result<Data, String> {
         let (options, path) = match text.strip_prefix("data") {
             Some(rest) if rest.starts_with(':') || rest.starts_with('+') => {
                 let (options, path) = rest.split_once(':').ok_or_else(|| {

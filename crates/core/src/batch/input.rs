@@ -1,5 +1,6 @@
 //! How one input of a map becomes the call's arguments (Kinetic's
-//! `input_mode`), for JSON inputs.
+//! `input_mode`), for JSON inputs and for any input shaped like JSON
+//! ([`MapInput`]: the engine's arguments, which may hold data).
 
 use std::fmt;
 use std::str::FromStr;
@@ -96,12 +97,49 @@ pub enum InputError {
 }
 
 /// The arguments one input adds to the call.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CallArgs {
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallArgs<T = Value> {
     /// Positional arguments, after the spec's own.
-    pub args: Vec<Value>,
+    pub args: Vec<T>,
     /// Keyword arguments, after (and over) the spec's own.
-    pub kwargs: Vec<(String, Value)>,
+    pub kwargs: Vec<(String, T)>,
+}
+
+impl<T> Default for CallArgs<T> {
+    fn default() -> Self {
+        Self {
+            args: Vec::new(),
+            kwargs: Vec::new(),
+        }
+    }
+}
+
+/// What [`dispatch_input`] needs to see of an input: whether it is an
+/// array (its items) or an object (its members, in order), and what to
+/// call it in an error. JSON is one; the engine's arguments, which may
+/// hold data, are another.
+pub trait MapInput: Clone {
+    /// The items, when the input is an array.
+    fn items(&self) -> Option<Vec<Self>>;
+    /// The members in order, when the input is an object.
+    fn members(&self) -> Option<Vec<(String, Self)>>;
+    /// What the input is, for errors ("an array", "a string", …).
+    fn kind(&self) -> &'static str;
+}
+
+impl MapInput for Value {
+    fn items(&self) -> Option<Vec<Self>> {
+        self.as_array().cloned()
+    }
+
+    fn members(&self) -> Option<Vec<(String, Self)>> {
+        self.as_object()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    }
+
+    fn kind(&self) -> &'static str {
+        json_type(self)
+    }
 }
 
 const PYTHON_KEYWORDS: [&str; 35] = [
@@ -120,7 +158,8 @@ pub fn is_keyword_name(s: &str) -> bool {
     ident && !PYTHON_KEYWORDS.contains(&s)
 }
 
-fn json_type(v: &Value) -> &'static str {
+/// What a JSON value is, for errors ("an array", "a string", …).
+pub fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -143,46 +182,46 @@ fn json_type(v: &Value) -> &'static str {
 /// let call = dispatch_input(InputMode::Auto, 2, &json!({"not-id": 1})).unwrap();
 /// assert_eq!(call.args, vec![json!({"not-id": 1})]);
 /// ```
-pub fn dispatch_input(
+pub fn dispatch_input<T: MapInput>(
     mode: InputMode,
     index: usize,
-    input: &Value,
-) -> Result<CallArgs, InputError> {
+    input: &T,
+) -> Result<CallArgs<T>, InputError> {
     let single = || CallArgs {
         args: vec![input.clone()],
         kwargs: Vec::new(),
     };
-    let kwargs = |map: &serde_json::Map<String, Value>| CallArgs {
+    let kwargs = |members: Vec<(String, T)>| CallArgs {
         args: Vec::new(),
-        kwargs: map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        kwargs: members,
     };
-    match (mode, input) {
-        (InputMode::Single, _) => Ok(single()),
-        (InputMode::Args | InputMode::Auto, Value::Array(items)) => Ok(CallArgs {
-            args: items.clone(),
+    match mode {
+        InputMode::Single => Ok(single()),
+        InputMode::Args | InputMode::Auto if let Some(items) = input.items() => Ok(CallArgs {
+            args: items,
             kwargs: Vec::new(),
         }),
-        (InputMode::Args, other) => Err(InputError::NotAnArray {
+        InputMode::Args => Err(InputError::NotAnArray {
             index,
-            found: json_type(other),
+            found: input.kind(),
         }),
-        (InputMode::Kwargs, Value::Object(map)) => {
-            if let Some(key) = map.keys().find(|k| !is_keyword_name(k)) {
+        InputMode::Kwargs => {
+            let members = input.members().ok_or(InputError::NotAnObject {
+                index,
+                found: input.kind(),
+            })?;
+            if let Some((key, _)) = members.iter().find(|(k, _)| !is_keyword_name(k)) {
                 return Err(InputError::BadKeyword {
                     index,
                     key: key.clone(),
                 });
             }
-            Ok(kwargs(map))
+            Ok(kwargs(members))
         }
-        (InputMode::Kwargs, other) => Err(InputError::NotAnObject {
-            index,
-            found: json_type(other),
-        }),
-        (InputMode::Auto, Value::Object(map)) if map.keys().all(|k| is_keyword_name(k)) => {
-            Ok(kwargs(map))
-        }
-        (InputMode::Auto, _) => Ok(single()),
+        InputMode::Auto => match input.members() {
+            Some(members) if members.iter().all(|(k, _)| is_keyword_name(k)) => Ok(kwargs(members)),
+            _ => Ok(single()),
+        },
     }
 }
 

@@ -33,7 +33,9 @@ mod input;
 mod machine;
 mod manifest;
 
-pub use input::{CallArgs, InputError, InputMode, dispatch_input, is_keyword_name};
+pub use input::{
+    CallArgs, InputError, InputMode, MapInput, dispatch_input, is_keyword_name, json_type,
+};
 pub use machine::{
     BatchConfig, BatchCounts, BatchMachine, Command, DEFAULT_MAX_CONCURRENT, Event, SkipReason,
     Slot, result_order,

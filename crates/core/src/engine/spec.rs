@@ -458,6 +458,41 @@ impl Arg {
     }
 }
 
+/// An argument is a map input like JSON: a list is an array, an object an
+/// object, and data is neither (`auto` passes it as the one argument).
+impl crate::batch::MapInput for Arg {
+    fn items(&self) -> Option<Vec<Self>> {
+        match self {
+            Self::Json(v) => v
+                .as_array()
+                .map(|items| items.iter().cloned().map(Self::Json).collect()),
+            Self::List(items) => Some(items.clone()),
+            Self::Data(_) | Self::Object(_) => None,
+        }
+    }
+
+    fn members(&self) -> Option<Vec<(String, Self)>> {
+        match self {
+            Self::Json(v) => v.as_object().map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), Self::Json(v.clone())))
+                    .collect()
+            }),
+            Self::Object(members) => Some(members.clone()),
+            Self::Data(_) | Self::List(_) => None,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Json(v) => crate::batch::json_type(v),
+            Self::Data(_) => "data",
+            Self::List(_) => "an array",
+            Self::Object(_) => "an object",
+        }
+    }
+}
+
 /// Everything needed to submit one job. Built with [`JobSpec::new`] and the
 /// chained setters; unset fields take the engine's defaults.
 #[derive(Debug, Clone)]

@@ -44,13 +44,6 @@ def encode(value, where: str):
     return {PICKLE_KEY: base64.b64encode(data).decode("ascii"), "python": python_minor()}
 
 
-def contains_data(tree) -> bool:
-    if isinstance(tree, dict):
-        return DATA_KEY in tree or any(contains_data(v) for v in tree.values())
-    if isinstance(tree, list):
-        return any(contains_data(v) for v in tree)
-    return False
-
 
 def decode(tree):
     """A JSON tree from a job with every pickled leaf unpickled."""

@@ -10,7 +10,7 @@ import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from kinetic import _native
-from kinetic._values import PICKLE_KEY, contains_data, encode, python_minor
+from kinetic._values import PICKLE_KEY, encode, python_minor
 from kinetic.batch import BatchHandle, _batch_error
 from kinetic.data import Data
 from kinetic.jobs import JobHandle, _client
@@ -214,9 +214,6 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
             retried ``retries`` times; ``fail_fast`` stops submitting after a
             failure (``cancel_running_on_fail`` also cancels running jobs)."""
             encoded = [encode(x, "input %d" % i) for i, x in enumerate(inputs)]
-            if contains_data(encoded):
-                raise ValueError("run_async_map: kinetic.Data in inputs is not supported yet; "
-                                 "mount it with volumes= instead")
             if cancel_running_on_fail and not fail_fast:
                 raise ValueError("run_async_map: cancel_running_on_fail=True needs fail_fast=True")
             map_options = {"input_mode": input_mode, "max_concurrent": max_concurrent, "retries": retries,

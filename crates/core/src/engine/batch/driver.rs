@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
-use serde_json::Value;
 use tracing::Instrument;
 
-use crate::batch::{Event, GROUP_KIND_MAP, InputMode, child_job_id, dispatch_input};
+use crate::batch::{CallArgs, Event, GROUP_KIND_MAP, child_job_id};
 use crate::engine::submit::{ChildCall, Resolved, Shared, submit_child};
 use crate::engine::{EngineError, JobHandle, JobSpec};
 use crate::ids::JobId;
@@ -35,8 +34,8 @@ pub(super) struct BatchPrep {
     pub(super) spec: JobSpec,
     pub(super) resolved: Resolved,
     pub(super) uploaded: Shared,
-    pub(super) inputs: Vec<Value>,
-    pub(super) mode: InputMode,
+    /// Each input's arguments, its data already replaced by references.
+    pub(super) calls: Vec<CallArgs>,
 }
 
 /// Settings of one loop.
@@ -121,12 +120,10 @@ fn submit_one(
     Box::pin(async move {
         let job_id = child_job_id(&shared.group_id, index, attempt);
         let result = async {
-            let input = prep
-                .inputs
-                .get(index)
-                .ok_or_else(|| EngineError::internal(format!("batch input {index} is missing")))?;
-            let call = dispatch_input(prep.mode, index, input)
-                .map_err(|e| EngineError::internal(e.to_string()))?;
+            let call =
+                prep.calls.get(index).cloned().ok_or_else(|| {
+                    EngineError::internal(format!("batch input {index} is missing"))
+                })?;
             let call = ChildCall {
                 args: call.args,
                 kwargs: call.kwargs,

@@ -9,16 +9,18 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use crate::batch::{
-    BatchConfig, BatchCounts, BatchMachine, ChildOutcome, Event, InputMode,
+    BatchConfig, BatchCounts, BatchMachine, CallArgs, ChildOutcome, Event, InputMode,
     MAX_DETERMINISTIC_INDEX, ManifestChild, SkipReason, Slot, child_job_id, decode_inputs,
     dispatch_input, encode_inputs,
 };
+use crate::engine::spec::{Arg, Data, data_source_text};
 use crate::engine::submit::{self, SubmitOptions};
 use crate::engine::{CleanupOptions, EngineError, EngineInner, JobHandle, JobSpec};
 use crate::ids::{GroupId, JobId};
 use crate::layout;
 use crate::plan::UploadTarget;
 use crate::ports::ObjectStoreExt;
+use crate::protocol::DataRef;
 use crate::record::UtcTimestamp;
 use crate::status::JobState;
 
@@ -54,7 +56,7 @@ fn invalid(message: impl Into<String>) -> BatchError {
     }
 }
 
-fn check_inputs(inputs: &[Value], mode: InputMode) -> Result<(), BatchError> {
+fn check_inputs(inputs: &[Arg], mode: InputMode) -> Result<(), BatchError> {
     if inputs.is_empty() {
         return Err(invalid("inputs must be non-empty"));
     }
@@ -66,6 +68,16 @@ fn check_inputs(inputs: &[Value], mode: InputMode) -> Result<(), BatchError> {
     }
     for (i, input) in inputs.iter().enumerate() {
         dispatch_input(mode, i, input).map_err(|e| invalid(e.to_string()))?;
+        let mut data = Vec::new();
+        input.collect_data(&mut data);
+        if let Some(fused) = data.iter().find(|d| d.is_fuse()) {
+            // Every child of a batch gets the same mounts, so data that is
+            // mounted rather than fetched cannot differ per input.
+            return Err(invalid(format!(
+                "input {i}: {} is FUSE-mounted data, which a map input cannot be (the jobs of a batch share their mounts); mount it for every input with volumes=, or drop fuse to fetch it for this input only",
+                data_source_text(fused.source())
+            )));
+        }
     }
     Ok(())
 }
@@ -85,12 +97,15 @@ fn settings_of(options: &MapOptions) -> DriverSettings {
     }
 }
 
-/// Resolve the spec and upload what the children share (once).
+/// Resolve the spec and upload what the children share (once): the
+/// project, the spec's data and every input's data (data given to several
+/// inputs is hashed and uploaded once). Each input becomes its call's
+/// arguments, its data replaced by references to the uploads.
 async fn prepare(
     inner: &Arc<EngineInner>,
     group_id: &GroupId,
     spec: JobSpec,
-    inputs: Vec<Value>,
+    inputs: &[Arg],
     mode: InputMode,
     options: &MapOptions,
 ) -> Result<BatchPrep, BatchError> {
@@ -98,20 +113,51 @@ async fn prepare(
         progress: options.progress.clone(),
     };
     let resolved = submit::resolve(inner, &spec, &submit_options).await?;
+    let mut with_inputs = spec.clone();
+    let mut input_data: Vec<&Data> = Vec::new();
+    for input in inputs {
+        input.collect_data(&mut input_data);
+    }
+    for data in input_data {
+        let arg = Arg::Data(data.clone());
+        if !with_inputs.args.contains(&arg) {
+            with_inputs.args.push(arg);
+        }
+    }
     let uploaded = submit::upload_shared(
         inner,
-        &spec,
+        &with_inputs,
         &resolved,
         &submit_options,
         UploadTarget::Group(group_id),
     )
     .await?;
+    let ref_for = |d: &Data| {
+        uploaded
+            .plan
+            .data_ref(d)
+            .map_or(Value::Null, DataRef::to_value)
+    };
+    let calls = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, input)| {
+            let call = dispatch_input(mode, i, input).map_err(|e| invalid(e.to_string()))?;
+            Ok(CallArgs {
+                args: call.args.iter().map(|a| a.to_json(&ref_for)).collect(),
+                kwargs: call
+                    .kwargs
+                    .iter()
+                    .map(|(k, a)| (k.clone(), a.to_json(&ref_for)))
+                    .collect(),
+            })
+        })
+        .collect::<Result<_, BatchError>>()?;
     Ok(BatchPrep {
         spec,
         resolved,
         uploaded,
-        inputs,
-        mode,
+        calls,
     })
 }
 
@@ -119,7 +165,7 @@ async fn prepare(
 pub(super) async fn start_map(
     inner: &Arc<EngineInner>,
     spec: JobSpec,
-    inputs: Vec<Value>,
+    inputs: Vec<Arg>,
     options: MapOptions,
 ) -> Result<(BatchHandle, BatchDriver), BatchError> {
     options.validate()?;
@@ -128,10 +174,19 @@ pub(super) async fn start_map(
     let prefix = layout::group_prefix(&group_id);
     let started = async {
         let total = inputs.len();
-        let encoded = encode_inputs(&inputs);
+        let stored: Vec<Value> = inputs.iter().map(super::recipe::encode_input).collect();
+        let encoded = encode_inputs(&stored);
         let working_dir = submit::working_dir(&inner.settings, &spec)?;
         let recipe = super::recipe::encode(&spec, &options, &working_dir);
-        let prep = prepare(inner, &group_id, spec, inputs, options.input_mode, &options).await?;
+        let prep = prepare(
+            inner,
+            &group_id,
+            spec,
+            &inputs,
+            options.input_mode,
+            &options,
+        )
+        .await?;
         let inputs_path = layout::group_inputs(&group_id);
         inner
             .store
@@ -986,9 +1041,20 @@ impl BatchHandle {
                 ),
             });
         }
+        let cwd = submit::working_dir(&shared.engine.settings, &spec)?;
+        let inputs: Vec<Arg> = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| super::recipe::decode_input(v, &cwd).map_err(|e| (i, e)))
+            .collect::<Result<_, _>>()
+            .map_err(|(i, message)| BatchError::InvalidManifest {
+                group_id: group_id.clone(),
+                uri: inputs_uri.clone(),
+                message: format!("input {i} cannot be used: {message}"),
+            })?;
         let mode = base.input_mode.unwrap_or_default();
         check_inputs(&inputs, mode)?;
-        let prep = prepare(&shared.engine, &group_id, spec, inputs, mode, &options).await?;
+        let prep = prepare(&shared.engine, &group_id, spec, &inputs, mode, &options).await?;
         // From here on this handle writes the manifest.
         shared.lock().manifest_poll = None;
         let namespace = base

@@ -66,6 +66,7 @@ use crate::record::UtcTimestamp;
 pub use error::{BatchError, BatchFailure, ChildError, FailedChild};
 pub use handle::BatchHandle;
 
+use super::spec::Arg;
 use super::{Engine, JobSpec, ProgressCallback};
 
 /// Runs a batch's submission loop in the background: given to
@@ -384,7 +385,11 @@ impl Engine {
     /// input were checked, the data and project uploaded once).
     ///
     /// Each input is turned into arguments by `options.input_mode` and
-    /// appended to the spec's own. Needs a spawner
+    /// appended to the spec's own. An input is JSON or an [`Arg`] that may
+    /// hold [`super::Data`] at any depth: each input's data reaches its own
+    /// job as a local path, and data given to several inputs is hashed and
+    /// uploaded once with the spec's. Data mounted through FUSE cannot be an
+    /// input (the jobs of a batch share their mounts): give it as a volume. Needs a spawner
     /// ([`crate::engine::EngineBuilder::spawner`]); without one use
     /// [`Engine::map_with_driver`].
     ///
@@ -403,7 +408,7 @@ impl Engine {
     pub async fn map(
         &self,
         spec: JobSpec,
-        inputs: impl IntoIterator<Item = Value>,
+        inputs: impl IntoIterator<Item = impl Into<Arg>>,
         options: MapOptions,
     ) -> Result<BatchHandle, BatchError> {
         let spawner = self.spawner_or_error()?;
@@ -418,10 +423,10 @@ impl Engine {
     pub async fn map_with_driver(
         &self,
         spec: JobSpec,
-        inputs: impl IntoIterator<Item = Value>,
+        inputs: impl IntoIterator<Item = impl Into<Arg>>,
         options: MapOptions,
     ) -> Result<(BatchHandle, BatchDriver), BatchError> {
-        let inputs: Vec<Value> = inputs.into_iter().collect();
+        let inputs: Vec<Arg> = inputs.into_iter().map(Into::into).collect();
         handle::start_map(&self.inner, spec, inputs, options).await
     }
 

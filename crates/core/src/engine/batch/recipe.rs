@@ -124,6 +124,33 @@ fn encode_arg(arg: &Arg) -> Value {
     }
 }
 
+/// The key that marks, in a batch's stored inputs (`inputs.jsonl`), an
+/// input holding data: `{"__kinetic_input__": ARG}`, `ARG` in the form of
+/// the recipe's arguments. An input without data is stored as it is.
+const INPUT_WITH_DATA: &str = "__kinetic_input__";
+
+/// `input` as a line of the batch's stored inputs.
+pub(super) fn encode_input(input: &Arg) -> Value {
+    let mut data = Vec::new();
+    input.collect_data(&mut data);
+    if data.is_empty() {
+        input.to_json(&|_| Value::Null)
+    } else {
+        json!({ INPUT_WITH_DATA: encode_arg(input) })
+    }
+}
+
+/// An input read back from the batch's stored inputs; its local data must
+/// still be there (it is hashed again).
+pub(super) fn decode_input(value: Value, cwd: &Path) -> Result<Arg, String> {
+    match value {
+        Value::Object(m) if m.len() == 1 && m.contains_key(INPUT_WITH_DATA) => {
+            decode_arg(&m[INPUT_WITH_DATA], cwd)
+        }
+        other => Ok(Arg::Json(other)),
+    }
+}
+
 /// The spec and options a `resume` value records; the error says what is
 /// wrong with it (a key missing, data no longer there, a bad name).
 pub(super) fn decode(value: &Value) -> Result<(JobSpec, MapOptions), String> {
