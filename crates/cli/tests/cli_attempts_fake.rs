@@ -116,7 +116,11 @@ async fn a_retried_pod_sees_kinetic_attempt_2_and_cleanup_removes_the_markers() 
         ],
     )
     .await;
-    assert_eq!(v["value"], serde_json::json!(["second attempt", "2"]), "{v}");
+    assert_eq!(
+        v["value"],
+        serde_json::json!(["second attempt", "2"]),
+        "{v}"
+    );
     let job_id = v["job_id"].as_str().unwrap().to_owned();
 
     // One marker per pod, each naming its own pod (the downward API's
@@ -131,16 +135,17 @@ async fn a_retried_pod_sees_kinetic_attempt_2_and_cleanup_removes_the_markers() 
     let job = &cluster.objects("jobs.batch", "default")[0];
     let env_of_pod = &job["spec"]["template"]["spec"]["containers"][0]["env"];
     assert!(
-        env_of_pod.as_array().unwrap().iter().any(|e| e["name"]
-            == "KINETIC_POD_NAME"
-            && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"),
+        env_of_pod
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "KINETIC_POD_NAME"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"),
         "{env_of_pod}"
     );
 
     // Cleaning up the job's store objects removes its markers too.
-    let o = sb
-        .kinetic_async(&["jobs", "cleanup", &job_id], &env)
-        .await;
+    let o = sb.kinetic_async(&["jobs", "cleanup", &job_id], &env).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(start_markers(&gcs, &job_id), Vec::new());
 }
@@ -193,7 +198,8 @@ async fn a_batch_childs_attempts_outlive_its_kubernetes_objects() {
         "cleaned up"
     );
     assert!(
-        gcs.object(BUCKET, &format!("{child}/attempts.json")).is_some(),
+        gcs.object(BUCKET, &format!("{child}/attempts.json"))
+            .is_some(),
         "the batch kept the child's attempts"
     );
     let s = kinetic_json(&sb, &env, &["jobs", "status", &child, "--json"]).await;

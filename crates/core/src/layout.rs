@@ -408,10 +408,7 @@ mod tests {
         assert_eq!(requirements(&j).as_str(), "job-0a1b2c3d/requirements.txt");
         assert_eq!(log(&j).as_str(), "job-0a1b2c3d/logs/output.log");
         assert_eq!(starts(&j).as_str(), "job-0a1b2c3d/starts");
-        assert_eq!(
-            start_marker(&j, 2).as_str(),
-            "job-0a1b2c3d/starts/00000002"
-        );
+        assert_eq!(start_marker(&j, 2).as_str(), "job-0a1b2c3d/starts/00000002");
         assert!(start_marker(&j, 2).is_under(&starts(&j)));
         for key in [
             spec(&j),
