@@ -319,11 +319,16 @@ class Gcs:
 
         return self._call("read gs://%s/%s" % (bucket, name), get)
 
-    def upload(self, bucket: str, name: str, data: bytes, content_type: str) -> None:
+    def upload(self, bucket: str, name: str, data: bytes, content_type: str, if_generation_match=None) -> None:
+        """Writes one object; with ``if_generation_match`` only if its generation
+        is that (``0``: only if absent), else StorageError with status 412."""
         url = self._object_url(bucket, name)
+        headers = {"Content-Type": content_type}
+        if if_generation_match is not None:
+            headers["x-goog-if-generation-match"] = str(if_generation_match)
 
         def put():
-            with self._open("PUT", url, data=data, headers={"Content-Type": content_type}) as resp:
+            with self._open("PUT", url, data=data, headers=headers) as resp:
                 resp.read()
 
         self._call("upload gs://%s/%s" % (bucket, name), put)
@@ -405,6 +410,33 @@ class Storage:
             return []
         return sorted(os.path.join(directory, n) for n in os.listdir(directory)
                       if os.path.join(directory, n).startswith(parsed[1]))
+
+    def create_bytes(self, uri: str, data: bytes, content_type: str = "application/json") -> bool:
+        """Writes ``uri`` only if no object is there: True when this call
+        created it, False when one was there already. Atomic: of two
+        callers creating the same URI at once, exactly one gets True (GCS
+        ``ifGenerationMatch=0``; a hard link of a complete file locally)."""
+        parsed = parse_uri(uri)
+        if parsed[0] == "gs":
+            try:
+                self.gcs().upload(parsed[1], parsed[2], data, content_type, if_generation_match=0)
+            except StorageError as err:
+                if err.status == 412:
+                    return False
+                raise
+            return True
+        path = parsed[1]
+        os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
+        partial = "%s.%d.%d.part" % (path, os.getpid(), threading.get_ident())
+        with open(partial, "wb") as f:
+            f.write(data)
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(partial)
+        return True
 
     def write_bytes(self, uri: str, data: bytes, content_type: str = "application/json") -> None:
         parsed = parse_uri(uri)
@@ -694,6 +726,82 @@ def start_log_upload(spec_doc: dict, storage: Storage, environ):
 
 
 # --------------------------------------------------------------------------
+# Attempt number
+#
+# Every attempt of a Kubernetes Job runs the same pod template and a pod
+# cannot ask the API server about its Job, so a run learns which attempt it
+# is from the store: it claims the next number under spec.starts_uri
+# (``{job_id}/starts/{N:08}``) by creating that marker only if absent. The
+# claim is what makes it race-free: of two runs that try the same number at
+# once exactly one creates the marker (GCS answers the other 412), and the
+# loser moves on to the next number. Counting the markers listed, or ordering
+# them by creation time, would not be: two runs that list at the same moment
+# see the same markers, and two markers can share a timestamp. The listing
+# only says where to start trying.
+
+ATTEMPT_ENV = "KINETIC_ATTEMPT"
+POD_NAME_ENV = "KINETIC_POD_NAME"
+START_MARKER_RE = re.compile(r"^([0-9]{8})$")
+# More runs than any failure budget allows (100 + 100 + 1): past it the
+# markers are not ours to count.
+MAX_START_CLAIMS = 1000
+
+
+def claim_attempt(storage: Storage, prefix: str, pod: str, token: str | None = None, clock=time.time) -> int:
+    """Claims this run's attempt number under ``prefix`` (1 for the first run):
+    one more than the highest marker there, or the next free one after it.
+    A marker that holds this run's ``token`` is its own (an answer lost after
+    the create landed, retried), and its number is this run's."""
+    import uuid
+    token = token or uuid.uuid4().hex
+    prefix = prefix.rstrip("/")
+    highest = 0
+    for name in storage.list_names(prefix + "/"):
+        match = START_MARKER_RE.match(name.rsplit("/", 1)[-1])
+        if match:
+            highest = max(highest, int(match.group(1)))
+    body = json.dumps({"pod": pod, "run": token, "started": clock()}).encode("utf-8")
+    for attempt in range(highest + 1, highest + 1 + MAX_START_CLAIMS):
+        uri = "%s/%08d" % (prefix, attempt)
+        if storage.create_bytes(uri, body):
+            return attempt
+        try:
+            held = json.loads(storage.read_bytes(uri).decode("utf-8"))
+        except (NotFound, ValueError):
+            continue
+        if isinstance(held, dict) and held.get("run") == token:
+            return attempt
+    raise RunnerError("cannot claim an attempt number under %s: %d numbers after %d are taken"
+                      % (prefix, MAX_START_CLAIMS, highest))
+
+
+def attempt_from_env(spec, environ):
+    """The attempt number the backend set in KINETIC_ATTEMPT (the local
+    supervisor counts its own runs), or None. A value the job captured from
+    the client's environment (listed in spec.env_names) is not the backend's."""
+    raw = environ.get(ATTEMPT_ENV)
+    if raw is None or ATTEMPT_ENV in spec.env_names:
+        return None
+    value = raw.strip()
+    if not value.isdigit() or int(value) < 1:
+        raise RunnerError("%s=%r: expected a whole number from 1 (the backend sets it)" % (ATTEMPT_ENV, raw))
+    return int(value)
+
+
+def resolve_attempt(spec, storage: Storage, environ, host_index: int) -> tuple:
+    """``(number, how)``: the backend's KINETIC_ATTEMPT, else the number this run
+    claims under spec.starts_uri (host 0 only: a slice's hosts are one run),
+    else 1."""
+    given = attempt_from_env(spec, environ)
+    if given is not None:
+        return given, "set by the backend"
+    if spec.starts_uri is not None and host_index == 0:
+        pod = environ.get(POD_NAME_ENV) or "%s-%d" % (os.uname().nodename, os.getpid())
+        return claim_attempt(storage, spec.starts_uri, pod), "claimed under %s" % spec.starts_uri
+    return 1, "the job is run once" if spec.starts_uri is None else "host %d of a slice" % host_index
+
+
+# --------------------------------------------------------------------------
 # Host index
 
 
@@ -815,6 +923,10 @@ class Spec:
             raise RunnerError("spec.python_values must be a Python version string ('3.11') or null")
         self.python_values = python_values
         self.debug = _debug(doc.get("debug"))
+        starts_uri = doc.get("starts_uri")
+        if starts_uri is not None and (not isinstance(starts_uri, str) or not starts_uri):
+            raise RunnerError("spec.starts_uri must be a non-empty string or null")
+        self.starts_uri = starts_uri
 
 
 _MISSING = object()
@@ -1766,6 +1878,7 @@ class Runner:
         self.environ = os.environ if environ is None else environ
         self.result_uri = spec_doc["result_uri"]
         self.host_index = 0
+        self.attempt = 1
         self.tmp: str | None = None
         self.spec: Spec | None = None
         self.plan: PlanActions | None = None
@@ -1850,6 +1963,8 @@ class Runner:
             self.tmp = tempfile.mkdtemp(prefix="kinetic-run-")
         log(STARTUP, "job %s, host %d, runner protocol %d, Python %s" % (
             self.spec.job_id, self.host_index, PROTOCOL, sys.version.split()[0]))
+        self.attempt, how = resolve_attempt(self.spec, self.storage, self.environ, self.host_index)
+        log(STARTUP, "attempt %d (%s)" % (self.attempt, how))
 
     def download(self) -> None:
         for name, artifact, dest in self._artifacts():
@@ -1909,6 +2024,7 @@ class Runner:
             raise RunnerError("missing environment variables listed in spec.env_names: %s" % ", ".join(missing))
         env = self.environ
         env["KINETIC_JOB_ID"] = spec.job_id
+        env[ATTEMPT_ENV] = str(self.attempt)
         if spec.output_dir is not None:
             env["KINETIC_OUTPUT_DIR"] = spec.output_dir
         env.update(topology_env(spec, self.host_index, env))

@@ -60,6 +60,7 @@ class CapturedEnvTests(RunnerTestCase):
         volumes = json.loads(env.pop("KINETIC_VOLUMES"))
         self.assertEqual(env, {
             "KINETIC_JOB_ID": "job-0a1b2c3d",
+            "KINETIC_ATTEMPT": "1",
             "KINETIC_OUTPUT_DIR": "gs://p-kn-c-jobs/outputs/job-0a1b2c3d",
             "KINETIC_NODE_RANK": "0",
             "KINETIC_NUM_NODES": "4",

@@ -25,6 +25,11 @@ class FakeGcs:
 
     def __init__(self, page_size=1000):
         self.objects = {}
+        # Each object's generation: a new one for every write, as GCS's.
+        self.generations = {}
+        self.next_generation = 1
+        # Writes whose answer is lost after they land: (bucket, name) -> statuses.
+        self.lost_answers = {}
         self.page_size = page_size
         self.requests = []
         self.failures = {}
@@ -57,6 +62,12 @@ class FakeGcs:
 
     def put(self, bucket, name, data):
         self.objects[(bucket, name)] = data.encode() if isinstance(data, str) else data
+        self.generations[(bucket, name)] = self.next_generation
+        self.next_generation += 1
+
+    def lose_answer(self, bucket, name, *statuses):
+        """The next writes of that object land, then answer those statuses."""
+        self.lost_answers.setdefault((bucket, name), []).extend(statuses)
 
     def fail(self, method, bucket, name, *statuses):
         self.failures.setdefault((method, bucket, name), []).extend(statuses)
@@ -85,8 +96,19 @@ class FakeGcs:
         if status is not None:
             return self.send(request, status, b"<Error><Code>Injected</Code></Error>")
         if method == "PUT":
-            self.objects[(bucket, name)] = body
-            return self.send(request, 200, b"")
+            # GCS's precondition: x-goog-if-generation-match must be the
+            # object's generation (0: the object must not exist), else 412.
+            wanted = request.headers.get("x-goog-if-generation-match")
+            with self.lock:
+                current = self.generations.get((bucket, name), 0)
+                if wanted is not None and int(wanted) != current:
+                    return self.send(request, 412, b"<?xml version='1.0' encoding='UTF-8'?><Error>"
+                                     b"<Code>PreconditionFailed</Code><Message>At least one of the pre-conditions "
+                                     b"you specified did not hold.</Message></Error>", "application/xml")
+                self.put(bucket, name, body)
+                lost = self.lost_answers.get((bucket, name))
+                status = lost.pop(0) if lost else 200
+            return self.send(request, status, b"")
         if not name and query.get("list-type") == "2":
             return self.listing(request, bucket, query)
         data = self.objects.get((bucket, name))

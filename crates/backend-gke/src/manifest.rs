@@ -60,11 +60,23 @@ pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
                 .deadlines
                 .run
                 .map(|d| i64::try_from(d.as_secs().max(1)).unwrap_or(i64::MAX)),
-            template: pod::pod_template(job, options, APP_KINETIC, PodSettings::new("Never")),
+            template: pod::pod_template(job, options, APP_KINETIC, job_pod_settings()),
             ..JobSpec::default()
         }),
         status: None,
     }
+}
+
+/// The Job's pods: `restartPolicy: Never`, and the pod's name in
+/// `KINETIC_POD_NAME` (the downward API), which the runner keeps in the
+/// marker by which it claims its attempt number (`KINETIC_ATTEMPT`): every
+/// attempt of a Job runs the same template, and a pod cannot ask the API
+/// server which attempt it is.
+fn job_pod_settings() -> PodSettings {
+    PodSettings::new("Never").with_env(vec![pod::field_env(
+        kinetic_core::budget::POD_NAME_ENV,
+        "metadata.name",
+    )])
 }
 
 /// The pod failure policy that keeps infrastructure failures off the

@@ -32,6 +32,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::UtcTimestamp;
 
+/// The variable that tells the job which attempt it is: `1` for the first
+/// run, one more for each run after a failure (a retry) or a disruption
+/// (a restart). Set by the local supervisor, or by the runner from the
+/// start markers of a single-host job ([`crate::layout::starts`]).
+pub const ATTEMPT_ENV: &str = "KINETIC_ATTEMPT";
+
+/// The variable that names the pod a runner runs in (the downward API's
+/// `metadata.name`), kept in the run's start marker.
+pub const POD_NAME_ENV: &str = "KINETIC_POD_NAME";
+
 /// The infrastructure restart budget of a Spot job when none is asked.
 pub const SPOT_RESTARTS: u32 = 3;
 

@@ -20,6 +20,7 @@
 //! | `{job_id}/logs/output.log` | backend | the job's output, once it ended |
 //! | `{job_id}/logs/host-{N}/{seq:08}[.end]` | runner, host N | the job's output, copied in chunks while it runs |
 //! | `{job_id}/.debug_ready` | runner, host 0 of a debug job | the debugger listens ([`crate::debug::DebugEndpoint`]) |
+//! | `{job_id}/starts/{N:08}` | runner, host 0 of a single-host job | run `N` of the job started (its `KINETIC_ATTEMPT`) |
 //! | `outputs/{job_id}/…` | user code | the default output directory |
 //! | `default/data-cache/{hash}/…` | engine | a data entry, by content hash |
 //! | `default/data-markers/{hash}` | engine | written last: the entry is complete |
@@ -146,6 +147,24 @@ pub fn cleanup_note(job_id: &JobId) -> ObjectPath {
 /// stays as Kinetic writes it.
 pub fn attempts(job_id: &JobId) -> ObjectPath {
     job_file(job_id, ATTEMPTS_FILE)
+}
+
+/// Folder of the job's start markers, inside the job's folder.
+pub const STARTS_DIR: &str = "starts";
+
+/// `{job_id}/starts`: where each run of a single-host job's runner claims
+/// its attempt number (named in `spec.json`'s `starts_uri`). Run `N`
+/// creates `{N:08}` only if absent (a GCS `ifGenerationMatch=0` upload, an
+/// exclusive create on a directory store), so no two runs get the same
+/// number; job cleanup deletes the markers with the job's folder.
+pub fn starts(job_id: &JobId) -> ObjectPath {
+    job_file(job_id, STARTS_DIR)
+}
+
+/// `{job_id}/starts/{attempt:08}`: the marker of the job's run number
+/// `attempt` (1 for the first), in [`starts`].
+pub fn start_marker(job_id: &JobId, attempt: u32) -> ObjectPath {
+    known(format!("{job_id}/{STARTS_DIR}/{attempt:08}"))
 }
 
 /// The debug readiness marker, inside the job's folder.
@@ -388,7 +407,16 @@ mod tests {
         assert!(!is_shared_context(&spec(&j)));
         assert_eq!(requirements(&j).as_str(), "job-0a1b2c3d/requirements.txt");
         assert_eq!(log(&j).as_str(), "job-0a1b2c3d/logs/output.log");
-        for key in [spec(&j), record(&j), log(&j), host_result(&j, 7)] {
+        assert_eq!(starts(&j).as_str(), "job-0a1b2c3d/starts");
+        assert_eq!(start_marker(&j, 2).as_str(), "job-0a1b2c3d/starts/00000002");
+        assert!(start_marker(&j, 2).is_under(&starts(&j)));
+        for key in [
+            spec(&j),
+            record(&j),
+            log(&j),
+            host_result(&j, 7),
+            start_marker(&j, 1),
+        ] {
             assert!(key.is_under(&job_prefix(&j)), "{key}");
         }
         assert!(!outputs(&j).is_under(&job_prefix(&j)));

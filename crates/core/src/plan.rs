@@ -782,6 +782,9 @@ pub fn job(
         log_uris: (0..hosts)
             .map(|host| uri_of(&layout::log_chunks(job_id, host)))
             .collect(),
+        // A slice is run once (a failed host fails it): its hosts need no
+        // count, and would otherwise each claim a number of their own.
+        starts_uri: (hosts == 1).then(|| uri_of(&layout::starts(job_id))),
         cluster: ClusterInfo {
             accelerator: facts.accelerator_text.to_owned(),
             num_nodes: hosts,

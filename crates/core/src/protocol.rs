@@ -71,6 +71,15 @@ pub struct RunnerSpec {
     /// what the folder already holds. Empty: nothing is copied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log_uris: Vec<String>,
+    /// Where each run of a single-host job claims its attempt number
+    /// (`{job_id}/starts`, [`crate::layout::starts`]): at start the runner
+    /// creates `{N:08}` there only if absent, `N` one more than the
+    /// highest already there, and exports `N` to the job as
+    /// `KINETIC_ATTEMPT` (1 for the first run). Absent (a multi-host
+    /// slice, which is never run again): `KINETIC_ATTEMPT` is the one the
+    /// backend set (the local supervisor counts its own runs), else 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starts_uri: Option<String>,
     /// What the job runs on.
     pub cluster: ClusterInfo,
     /// The client's Python minor version when it exchanges pickled Python
@@ -528,6 +537,7 @@ mod tests {
             result_uri: "gs://p-kn-c-jobs/job-0a1b2c3d/result.json".into(),
             worker_result_uris: vec![],
             log_uris: vec![],
+            starts_uri: None,
             cluster: ClusterInfo {
                 accelerator: "cpu".into(),
                 num_nodes: 1,
@@ -544,6 +554,7 @@ mod tests {
             value.get("python_values").is_none(),
             "absent unless asked for"
         );
+        assert!(value.get("starts_uri").is_none(), "absent for a slice");
         assert_eq!(
             value["extract_limits"],
             json!({"max_bytes": 4u64 << 30, "max_entries": 50000, "max_ratio": 200})

@@ -283,6 +283,9 @@ proptest! {
         for (i, uri) in r.worker_result_uris.iter().enumerate() {
             prop_assert_eq!(uri, &uri_of(&layout::host_result(&job_id, i as u32 + 1)));
         }
+        // Only a single-host job counts its runs (a slice is run once).
+        let starts = (hosts == 1).then(|| uri_of(&layout::starts(&job_id)));
+        prop_assert_eq!(&r.starts_uri, &starts);
         prop_assert_eq!(r.cluster.num_nodes, hosts);
         prop_assert_eq!(&r.context, &shared.context_artifact);
         prop_assert_eq!(&r.requirements, &shared.requirements_artifact);

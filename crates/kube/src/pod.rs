@@ -338,18 +338,24 @@ fn debug_env(job: &PreparedJob) -> Vec<EnvVar> {
     .into_iter()
     .map(|(name, value)| env_var(name, &value))
     .collect();
-    env.push(EnvVar {
-        name: kinetic_core::debug::HOST_ENV.to_owned(),
+    env.push(field_env(kinetic_core::debug::HOST_ENV, "status.podIP"));
+    env
+}
+
+/// A variable the kubelet fills from a field of the pod (the downward
+/// API): `status.podIP`, `metadata.name`, …
+pub fn field_env(name: &str, field_path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
         value_from: Some(k8s_openapi::api::core::v1::EnvVarSource {
             field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
-                field_path: "status.podIP".to_owned(),
+                field_path: field_path.to_owned(),
                 ..Default::default()
             }),
             ..Default::default()
         }),
         ..EnvVar::default()
-    });
-    env
+    }
 }
 
 /// A debug job's container port `5678` named `debugpy`, as Kinetic's.

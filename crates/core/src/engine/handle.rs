@@ -381,8 +381,9 @@ impl JobHandle {
     /// Keep the attempts `state` carries in the store when they differ
     /// from the last kept (a backend that no longer sees some, its pods
     /// gone, does not shorten the history). A failed write is a warning:
-    /// the next observation writes again.
-    async fn keep_attempts(&self, state: &JobState) {
+    /// the next observation writes again. A batch keeps its children's
+    /// from its group polls the same way.
+    pub(crate) async fn keep_attempts(&self, state: &JobState) {
         if state.attempts.is_empty() {
             return;
         }

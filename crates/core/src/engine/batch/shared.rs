@@ -292,16 +292,20 @@ impl BatchShared {
                 None
             };
             let states: Vec<(usize, JobId, JobState)> = match grouped {
-                Some(map) => entries
-                    .iter()
-                    .map(|(i, h)| {
-                        let state = map
-                            .get(h.id())
-                            .cloned()
-                            .unwrap_or_else(|| JobState::new(JobStatus::NotFound));
-                        (*i, h.id().clone(), state)
-                    })
-                    .collect(),
+                Some(map) => {
+                    let states: Vec<(usize, JobId, JobState)> = entries
+                        .iter()
+                        .map(|(i, h)| {
+                            let state = map
+                                .get(h.id())
+                                .cloned()
+                                .unwrap_or_else(|| JobState::new(JobStatus::NotFound));
+                            (*i, h.id().clone(), state)
+                        })
+                        .collect();
+                    keep_children_attempts(&entries, &states).await;
+                    states
+                }
                 None => {
                     let owned: Vec<(usize, JobHandle)> =
                         entries.iter().map(|e| (e.0, e.1.clone())).collect();
@@ -647,6 +651,23 @@ async fn per_job_status(
 ) -> Result<(usize, JobId, JobState), EngineError> {
     let state = job.status().await?;
     Ok((index, job.id().clone(), state))
+}
+
+/// Keep each child's attempts a group poll saw in its
+/// `{job_id}/attempts.json`, as a single job's own polls do
+/// ([`JobHandle::status`]; the per-job fallback goes through it), so that
+/// the history outlives the backend's objects. Each handle writes only
+/// when its attempts changed.
+async fn keep_children_attempts(
+    entries: &[&(usize, JobHandle)],
+    states: &[(usize, JobId, JobState)],
+) {
+    futures_util::stream::iter(entries.iter().zip(states))
+        .filter(|(_, (_, _, state))| std::future::ready(!state.attempts.is_empty()))
+        .for_each_concurrent(FAN_OUT, |((_, handle), (_, _, state))| {
+            handle.keep_attempts(state)
+        })
+        .await;
 }
 
 /// How a vanished job ended, by its stored result (if any).
