@@ -104,13 +104,9 @@ async fn a_slice_past_its_run_deadline_is_failed_and_scaled_down() {
     }
 }
 
-/// One host of a 4-host slice loses its node (the kubelet marks the pod
-/// with a `DisruptionTarget` condition, as a spot preemption does): the
-/// whole slice fails with reason `preempted`, written on the set so that
-/// the group's recreation cannot turn it into a run.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_preempted_host_fails_the_whole_slice_as_preempted() {
-    let h = harness().await;
+/// A job that sleeps on a `v5litepod-16` slice, and the slice's four TPU
+/// nodes added to the cluster.
+async fn sleeping_slice(h: &ClusterHarness) -> kinetic_core::ports::PreparedJob {
     let mut job = kinetic_testkit::prepare_python_job_on(
         &h.store(),
         "pathways",
@@ -130,6 +126,17 @@ async fn a_preempted_host_fails_the_whole_slice_as_preempted() {
             .capacity("google.com/tpu", 4);
         h.cluster.add_node(&node).unwrap();
     }
+    job
+}
+
+/// One host of a 4-host slice loses its node (the kubelet marks the pod
+/// with a `DisruptionTarget` condition, as a spot preemption does): the
+/// whole slice fails with reason `preempted`, written on the set so that
+/// the group's recreation cannot turn it into a run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preempted_host_fails_the_whole_slice_as_preempted() {
+    let h = harness().await;
+    let job = sleeping_slice(&h).await;
     h.cluster
         .script_next(kinetic_fake_gcp::k8s::PodScript::Preempted {
             after: Duration::from_millis(300),
@@ -193,25 +200,7 @@ async fn port_forward_reaches_the_leader_of_the_slice_and_refuses_an_ended_one()
     let h = harness().await;
     let b = h.backend();
     assert!(b.capabilities().port_forward);
-    let mut job = kinetic_testkit::prepare_python_job_on(
-        &h.store(),
-        "pathways",
-        &ConformanceJob::Sleeps,
-        CapturedEnv::default(),
-        Some("v5litepod-16"),
-    )
-    .await;
-    job.record.image_uri = "registry.invalid/kinetic/conformance:latest".into();
-    for i in 0..4 {
-        let node = kinetic_fake_gcp::k8s::FakeNode::cpu(&format!("tpu-{i}"))
-            .label(
-                "cloud.google.com/gke-tpu-accelerator",
-                "tpu-v5-lite-podslice",
-            )
-            .label("cloud.google.com/gke-tpu-topology", "4x4")
-            .capacity("google.com/tpu", 4);
-        h.cluster.add_node(&node).unwrap();
-    }
+    let job = sleeping_slice(&h).await;
     let unknown = b.port_forward(&job.record, 5678).await.err().unwrap();
     assert!(unknown.is_not_found(), "{unknown:?}");
     b.submit(&job).await.unwrap();

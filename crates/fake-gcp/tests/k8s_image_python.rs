@@ -37,7 +37,10 @@ async fn the_images_python3_runs_directly_and_through_a_shell() {
     let api: Api<Pod> = Api::namespaced(client, "default");
     let pods = [
         ("direct", vec!["python3", "-c", "x"]),
-        ("shell", vec!["sh", "-c", "python3 -c y \"$1\"", "sh", "one arg"]),
+        (
+            "shell",
+            vec!["sh", "-c", "python3 -c y \"$1\"", "sh", "one arg"],
+        ),
         ("python", vec!["sh", "-c", "python -V"]),
     ];
     for (name, command) in &pods {
