@@ -941,9 +941,65 @@ def _debug(doc):
     ready_uri = _field(doc, "ready_uri", str, where="spec.debug.")
     port = _field(doc, "port", int, where="spec.debug.")
     wait = _field(doc, "wait_timeout_seconds", int, where="spec.debug.")
+    leader_ready_uri = _field(doc, "leader_ready_uri", str, None, where="spec.debug.")
     if not 0 < port < 65536 or wait < 0:
         raise RunnerError("spec.debug.port must be a port (1-65535) and wait_timeout_seconds >= 0")
-    return {"ready_uri": ready_uri, "port": port, "wait_timeout_seconds": wait}
+    return {"ready_uri": ready_uri, "port": port, "wait_timeout_seconds": wait, "leader_ready_uri": leader_ready_uri}
+
+
+# A multi-host debug job runs its debugger on the leader (host 0) alone.
+# The other hosts, told so by KINETIC_DEBUG_WAIT_LEADER=1 (the workers of a
+# Pathways slice), wait before their call until the leader's debugger has a
+# client, so that the user sets breakpoints before any host runs the
+# function. The leader says so by writing spec.debug.leader_ready_uri
+# (``{job_id}/.leader_ready``, empty) just before its call; every host
+# reads the job's store prefix, so each worker polls that object. A worker
+# stops waiting with a failure when the leader's result appears first (the
+# leader ended without a client: no debugger attached in time, or its
+# setup failed), or after the leader's wait for a client plus
+# LEADER_SETUP_GRACE_SECONDS for its own setup.
+WAIT_LEADER_ENV = "KINETIC_DEBUG_WAIT_LEADER"
+LEADER_SETUP_GRACE_SECONDS = 60
+LEADER_POLL_SECONDS = 2.0
+
+
+def waits_for_leader(environ) -> bool:
+    """Whether ``KINETIC_DEBUG_WAIT_LEADER`` tells this host to wait for the leader's debugger."""
+    value = environ.get(WAIT_LEADER_ENV, "")
+    if value in ("", "0"):
+        return False
+    if value == "1":
+        return True
+    raise RunnerError("%s must be 1 (wait for the leader's debugger) or 0, got %r" % (WAIT_LEADER_ENV, value))
+
+
+def object_exists(storage, uri: str) -> bool:
+    try:
+        storage.read_bytes(uri)
+    except (NotFound, FileNotFoundError):
+        return False
+    return True
+
+
+def wait_for_leader(storage, leader_ready_uri: str, leader_result_uri, bound: float,
+                    poll: float = LEADER_POLL_SECONDS, clock=time.monotonic, sleep=time.sleep) -> float:
+    """Wait until ``leader_ready_uri`` exists; gives the seconds waited. A RunnerError
+    when the leader's result (``leader_result_uri``) appears first, or after ``bound`` seconds."""
+    started = clock()
+    deadline = started + bound
+    while True:
+        if object_exists(storage, leader_ready_uri):
+            return clock() - started
+        if leader_result_uri is not None and object_exists(storage, leader_result_uri):
+            raise RunnerError("the leader ended before its debugger had a client (its result is at %s); "
+                              "this host did not run the function" % leader_result_uri)
+        now = clock()
+        if now >= deadline:
+            raise RunnerError("the leader's debugger had no client within %ds (the leader's wait, "
+                              "spec.debug.wait_timeout_seconds, plus %ds for its setup): %s was not written; "
+                              "this host did not run the function" % (bound, LEADER_SETUP_GRACE_SECONDS,
+                                                                      leader_ready_uri))
+        sleep(min(poll, deadline - now))
 
 
 def import_debugpy():
@@ -1908,6 +1964,8 @@ class Runner:
                 debugger = None
                 if self.spec.debug is not None and self.host_index == 0:
                     debugger = self._phase(DEBUG, self.start_debugger)
+                elif self.spec.debug is not None:
+                    self._phase(DEBUG, self.wait_for_leader)
                 value = self.call(fn, args, kwargs, debugger)
             if self.host_index != 0:
                 log(EXECUTE, "host %d succeeded (only the leader writes a success result)" % self.host_index)
@@ -2121,8 +2179,29 @@ class Runner:
             debugpy.wait_for_client.cancel()
             raise RunnerError("no debugger attached within %ds (KINETIC_DEBUG_WAIT_TIMEOUT); attach with "
                               "`kinetic jobs debug %s` while the job waits" % (timeout, self.spec.job_id))
+        leader_ready = settings["leader_ready_uri"]
+        if leader_ready is not None:
+            # Releases the other hosts of a multi-host job (wait_for_leader).
+            self.storage.write_bytes(leader_ready, b"", "application/octet-stream")
         log(DEBUG, "debugger attached; stopping before the call")
         return debugpy
+
+    def wait_for_leader(self) -> None:
+        """On a host other than the leader: wait, when told to, until the leader's debugger has a client."""
+        if not waits_for_leader(self.environ):
+            return
+        settings = self.spec.debug
+        leader_ready = settings["leader_ready_uri"]
+        if leader_ready is None:
+            raise RunnerError("%s=1 asks this host to wait for the leader's debugger, but spec.debug names "
+                              "no leader_ready_uri to wait for" % WAIT_LEADER_ENV)
+        bound = settings["wait_timeout_seconds"] + LEADER_SETUP_GRACE_SECONDS
+        log(DEBUG, "host %d waits up to %ds for the leader's debugger to have a client (%s)" % (
+            self.host_index, bound, leader_ready))
+        flush_streams()
+        waited = wait_for_leader(self.storage, leader_ready, result_target(self.spec_doc, 0), bound)
+        log(DEBUG, "the leader's debugger has a client (after %.1fs); host %d runs the function" % (
+            waited, self.host_index))
 
     def call(self, fn, args: list, kwargs: dict, debugger=None):
         """The user's call; its exceptions are reported with their own names."""

@@ -129,6 +129,7 @@ impl Workload for LwsKind {
         BackendCapabilities::single_host()
             .with_multi_host(max_hosts())
             .with_image(true)
+            .with_port_forward(true)
     }
 
     async fn api(
@@ -179,7 +180,9 @@ impl Workload for LwsKind {
     }
 
     /// The leader's pods: its log is the job's output (each host's runner
-    /// prints to its own pod; the leader's carries the result).
+    /// prints to its own pod; the leader's carries the result), and its
+    /// ports are the job's (a debug job's debugger listens on the leader;
+    /// `port_forward` reaches the leader's running pod).
     fn log_selector(&self, k8s_name: &str) -> String {
         format!("{LABEL_JOB_NAME}={k8s_name},{LABEL_WORKER_INDEX}=0")
     }

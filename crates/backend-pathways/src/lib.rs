@@ -16,6 +16,11 @@
 //!   `MEGASCALE_NUM_SLICES` and `TPU_WORKER_ID` (its index).
 //! - [`status`]: LeaderWorkerSet + pods → `JobState`: one host failing
 //!   fails the slice, a preempted host with reason `preempted`.
+//! - Debug jobs: the debugger runs on the leader (host 0), reached through
+//!   the API server's `pods/portforward` to the leader's running pod (the
+//!   `worker-index=0` pod of the job's group); the workers run no
+//!   debugger and wait, before their call, until the leader's has a client
+//!   (`KINETIC_DEBUG_WAIT_LEADER=1`, released by `{job_id}/.leader_ready`).
 //! - The version of `leaderworkerset.x-k8s.io` is the cluster's, by API
 //!   discovery; a cluster without the CRD gets an error that says how to
 //!   install it (`kinetic up` does).

@@ -3,7 +3,7 @@
 //! (the shared Kubernetes layer's), recreated together when one restarts.
 //! Pure; the golden files under `tests/golden/` pin its JSON.
 
-use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::api::core::v1::{EnvVar, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinetic_core::ports::PreparedJob;
 use kinetic_kube::pod::{self, ManifestOptions, PodSettings, env_var};
@@ -71,12 +71,50 @@ pub fn hold_workers(command: Vec<String>) -> Vec<String> {
     out
 }
 
+/// The pod template of a host: the shared layer's, with `extra_env` after
+/// the container's own, its command under [`HOLD_WORKERS`].
+fn host_template(
+    job: &PreparedJob,
+    options: &ManifestOptions,
+    extra_env: Vec<EnvVar>,
+) -> PodTemplateSpec {
+    let settings = PodSettings::always_restarting().with_env(extra_env);
+    let mut template = pod::pod_template(job, options, APP_PATHWAYS, settings);
+    if let Some(c) = template
+        .spec
+        .as_mut()
+        .and_then(|s| s.containers.first_mut())
+    {
+        c.command = c.command.take().map(hold_workers);
+    }
+    template
+}
+
+/// The workers' pod template of a debug job, as Kinetic's: no debugger
+/// (no `KINETIC_DEBUG`, breakpoint hook, debug port or address), and
+/// `KINETIC_DEBUG_WAIT_LEADER=1` with the leader's wait for a client, so
+/// that each worker's runner waits before its call until the leader's
+/// debugger has a client (the leader writes `{job_id}/.leader_ready`):
+/// the user sets breakpoints before any host runs the function.
+fn debug_worker_template(job: &PreparedJob, options: &ManifestOptions) -> PodTemplateSpec {
+    let mut plain = job.clone();
+    plain.record.debug = false;
+    let mut env = slice_env();
+    env.extend(
+        kinetic_core::debug::worker_pod_env(kinetic_core::debug::DEFAULT_WAIT_TIMEOUT)
+            .into_iter()
+            .map(|(name, value)| env_var(name, &value)),
+    );
+    host_template(&plain, options, env)
+}
+
 /// The LeaderWorkerSet of a prepared job, at API version `api_version`
 /// (`leaderworkerset.x-k8s.io/v1`): labels `app: kinetic-pathways` and
 /// `job-id` (and the batch's), the spec URI, pending deadline and run
 /// deadline as annotations, `replicas: 1`, `size` = the accelerator's hosts,
 /// `restartPolicy: RecreateGroupOnPodRestart`, and one pod template for
-/// leader and workers.
+/// leader and workers (a debug job's workers get their own, without the
+/// debugger, waiting for the leader's).
 ///
 /// The pods keep the default `restartPolicy` (`Always`) and have no
 /// `activeDeadlineSeconds`: the StatefulSets the LeaderWorkerSet controller
@@ -91,15 +129,12 @@ pub fn lws_manifest(
 ) -> LeaderWorkerSet {
     let r = &job.record;
     let size = i32::try_from(job.accelerator.num_hosts().max(1)).unwrap_or(i32::MAX);
-    let settings = PodSettings::always_restarting().with_env(slice_env());
-    let mut template = pod::pod_template(job, options, APP_PATHWAYS, settings);
-    if let Some(c) = template
-        .spec
-        .as_mut()
-        .and_then(|s| s.containers.first_mut())
-    {
-        c.command = c.command.take().map(hold_workers);
-    }
+    let leader_template = host_template(job, options, slice_env());
+    let worker_template = if job.record.debug {
+        debug_worker_template(job, options)
+    } else {
+        leader_template.clone()
+    };
     let mut annotations = pod::annotations(job, options);
     if let Some(run) = job.deadlines.run {
         annotations.insert(
@@ -120,8 +155,8 @@ pub fn lws_manifest(
         spec: LeaderWorkerSetSpec {
             replicas: Some(1),
             leader_worker_template: LeaderWorkerTemplate {
-                leader_template: Some(template.clone()),
-                worker_template: template,
+                leader_template: Some(leader_template),
+                worker_template,
                 size: Some(size),
                 restart_policy: Some(RECREATE_GROUP_ON_POD_RESTART.to_owned()),
             },

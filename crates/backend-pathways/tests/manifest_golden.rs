@@ -142,3 +142,78 @@ fn a_jobs_fuse_mounts_reach_every_host_of_the_slice() {
         );
     }
 }
+
+/// A debug job's leader runs the debugger (Kinetic's debug variables, the
+/// pod's IP as its address, port 5678 named `debugpy`); its workers run
+/// none and wait for it: `KINETIC_DEBUG_WAIT_LEADER=1` tells their runner
+/// to wait before the call until the leader writes `{job_id}/.leader_ready`
+/// (once its debugger has a client), at most the leader's wait
+/// (`KINETIC_DEBUG_WAIT_TIMEOUT`) plus a minute for its setup.
+#[test]
+fn a_debug_slice_runs_the_debugger_on_the_leader_and_its_workers_wait_for_it() {
+    let mut job = fixed_job("pathways", "v5litepod-16", &[], Deadlines::default());
+    job.record.debug = true;
+    let v = serde_json::to_value(lws_manifest(&job, &ManifestOptions::default(), V1)).unwrap();
+    let t = &v["spec"]["leaderWorkerTemplate"];
+    let env_of = |template: &Value| -> Vec<(String, Value)> {
+        template["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let value = e
+                    .get("value")
+                    .cloned()
+                    .unwrap_or_else(|| e["valueFrom"].clone());
+                (e["name"].as_str().unwrap().to_owned(), value)
+            })
+            .collect()
+    };
+    let leader = env_of(&t["leaderTemplate"]);
+    let worker = env_of(&t["workerTemplate"]);
+    let has = |env: &[(String, Value)], name: &str| {
+        env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+    };
+    assert_eq!(has(&leader, "KINETIC_DEBUG"), Some("1".into()));
+    assert_eq!(
+        has(&leader, "PYTHONBREAKPOINT"),
+        Some("debugpy.breakpoint".into())
+    );
+    assert_eq!(
+        has(&leader, "KINETIC_DEBUG_HOST").unwrap()["fieldRef"]["fieldPath"],
+        "status.podIP"
+    );
+    assert_eq!(has(&leader, "KINETIC_DEBUG_WAIT_LEADER"), None);
+    let ports = &t["leaderTemplate"]["spec"]["containers"][0]["ports"];
+    assert_eq!(ports[0]["name"], "debugpy");
+    assert_eq!(ports[0]["containerPort"], 5678);
+
+    assert_eq!(has(&worker, "KINETIC_DEBUG_WAIT_LEADER"), Some("1".into()));
+    assert_eq!(
+        has(&worker, "KINETIC_DEBUG_WAIT_TIMEOUT"),
+        Some("600".into())
+    );
+    for name in [
+        "KINETIC_DEBUG",
+        "PYTHONBREAKPOINT",
+        "KINETIC_DEBUG_HOST",
+        "KINETIC_DEBUG_PORT",
+    ] {
+        assert_eq!(has(&worker, name), None, "{name} on a worker");
+    }
+    assert!(
+        t["workerTemplate"]["spec"]["containers"][0]
+            .get("ports")
+            .is_none()
+    );
+    // Both run their command under the hold, with the slice's variables.
+    for template in [&t["leaderTemplate"], &t["workerTemplate"]] {
+        let c = &template["spec"]["containers"][0];
+        assert_eq!(c["command"][3], "kinetic-host", "{c}");
+    }
+    assert_eq!(
+        has(&worker, "TPU_WORKER_ID"),
+        Some("$(LWS_WORKER_INDEX)".into())
+    );
+    golden("lws_v5litepod16_debug", &v);
+}

@@ -66,6 +66,45 @@ pub fn pod_env(port: u16, wait_timeout: Duration) -> Vec<(&'static str, String)>
     ]
 }
 
+/// The variable that tells a host of a multi-host debug job other than the
+/// leader to wait, before its call, until the leader's debugger has a
+/// client (`1`), as Kinetic's Pathways workers get it.
+pub const WAIT_LEADER_ENV: &str = "KINETIC_DEBUG_WAIT_LEADER";
+
+/// What the other hosts allow the leader for its own setup (download,
+/// install, extract) on top of its wait for a client, as Kinetic's
+/// workers do: they wait at most [`worker_wait_bound`].
+pub const LEADER_SETUP_GRACE: Duration = Duration::from_secs(60);
+
+/// How long a host told to wait for the leader ([`WAIT_LEADER_ENV`])
+/// waits for it at most: the leader's wait for a client plus
+/// [`LEADER_SETUP_GRACE`]; past it the host fails in phase
+/// `debugger setup`.
+///
+/// ```
+/// use std::time::Duration;
+/// use kinetic_core::debug::worker_wait_bound;
+/// assert_eq!(worker_wait_bound(Duration::from_secs(600)), Duration::from_secs(660));
+/// ```
+pub fn worker_wait_bound(wait_timeout: Duration) -> Duration {
+    wait_timeout + LEADER_SETUP_GRACE
+}
+
+/// The environment of the other hosts of a multi-host debug job on
+/// Kubernetes, as Kinetic's Pathways workers get it: told to wait for the
+/// leader ([`WAIT_LEADER_ENV`]) and for how long the leader waits for a
+/// client; no `KINETIC_DEBUG`, no breakpoint hook and no port (they run no
+/// debugger).
+pub fn worker_pod_env(wait_timeout: Duration) -> Vec<(&'static str, String)> {
+    vec![
+        (WAIT_LEADER_ENV, "1".to_owned()),
+        (
+            "KINETIC_DEBUG_WAIT_TIMEOUT",
+            wait_timeout.as_secs().to_string(),
+        ),
+    ]
+}
+
 /// A readiness marker that could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error("the debug readiness marker is not valid: {message}")]

@@ -20,6 +20,7 @@
 //! | `{job_id}/logs/output.log` | backend | the job's output, once it ended |
 //! | `{job_id}/logs/host-{N}/{seq:08}[.end]` | runner, host N | the job's output, copied in chunks while it runs |
 //! | `{job_id}/.debug_ready` | runner, host 0 of a debug job | the debugger listens ([`crate::debug::DebugEndpoint`]) |
+//! | `{job_id}/.leader_ready` | runner, host 0 of a debug job | a debugger attached; the other hosts may run the function |
 //! | `{job_id}/starts/{N:08}` | runner, host 0 of a single-host job | run `N` of the job started (its `KINETIC_ATTEMPT`) |
 //! | `outputs/{job_id}/…` | user code | the default output directory |
 //! | `default/data-cache/{hash}/…` | engine | a data entry, by content hash |
@@ -174,6 +175,17 @@ pub const DEBUG_READY_FILE: &str = ".debug_ready";
 /// debugger listens ([`crate::debug::DebugEndpoint`]).
 pub fn debug_ready(job_id: &JobId) -> ObjectPath {
     job_file(job_id, DEBUG_READY_FILE)
+}
+
+/// The marker releasing the other hosts of a debug job, inside the job's
+/// folder.
+pub const LEADER_READY_FILE: &str = ".leader_ready";
+
+/// `{job_id}/.leader_ready`: written (empty) by the runner of a debug
+/// job's leader once its debugger has a client, just before the call; the
+/// other hosts of a multi-host debug job wait for it before theirs.
+pub fn leader_ready(job_id: &JobId) -> ObjectPath {
+    job_file(job_id, LEADER_READY_FILE)
 }
 
 /// `contexts/{sha256}.zip`: a packed project named by the SHA-256 of the

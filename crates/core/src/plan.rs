@@ -798,6 +798,7 @@ pub fn job(
             ready_uri: uri_of(&layout::debug_ready(job_id)),
             port: crate::debug::DEFAULT_PORT,
             wait_timeout_seconds: crate::debug::DEFAULT_WAIT_TIMEOUT.as_secs(),
+            leader_ready_uri: Some(uri_of(&layout::leader_ready(job_id))),
         }),
     };
     let spec_json = serde_json::to_string_pretty(&runner_spec).map_err(|e| PlanError::Encode {

@@ -104,8 +104,17 @@ pub struct RunnerSpec {
 /// (or `KINETIC_DEBUG_PORT` when the backend sets it), writes
 /// `ready_uri` ([`crate::debug::DebugEndpoint`]), waits up to
 /// `wait_timeout_seconds` for a client (past it the job fails in phase
-/// `debugger setup`), then stops at a breakpoint before the call.
-/// debugpy must be importable (in the image or the requirements).
+/// `debugger setup`), writes `leader_ready_uri` once one attached, then
+/// stops at a breakpoint before the call. debugpy must be importable (in
+/// the image or the requirements).
+///
+/// On a multi-host job the other hosts run no debugger: a host whose
+/// environment has `KINETIC_DEBUG_WAIT_LEADER=1` (the workers of a
+/// Pathways slice) waits in phase `debugger setup`, before the call, until
+/// `leader_ready_uri` exists, so that the user sets breakpoints before any
+/// host runs the function; it stops waiting with a failure when the
+/// leader's result appears first (the leader failed) or after
+/// [`crate::debug::worker_wait_bound`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunnerDebug {
     /// Where the readiness marker goes (`{job_id}/.debug_ready`).
@@ -114,6 +123,11 @@ pub struct RunnerDebug {
     pub port: u16,
     /// How long to wait for a client.
     pub wait_timeout_seconds: u64,
+    /// Where the leader writes that its debugger has a client and the
+    /// call starts (`{job_id}/.leader_ready`); the hosts told to wait for
+    /// the leader wait for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_ready_uri: Option<String>,
 }
 
 /// Limits on what `context.zip` may expand to, checked by the runner

@@ -104,13 +104,9 @@ async fn a_slice_past_its_run_deadline_is_failed_and_scaled_down() {
     }
 }
 
-/// One host of a 4-host slice loses its node (the kubelet marks the pod
-/// with a `DisruptionTarget` condition, as a spot preemption does): the
-/// whole slice fails with reason `preempted`, written on the set so that
-/// the group's recreation cannot turn it into a run.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_preempted_host_fails_the_whole_slice_as_preempted() {
-    let h = harness().await;
+/// A job that sleeps on a `v5litepod-16` slice, and the slice's four TPU
+/// nodes added to the cluster.
+async fn sleeping_slice(h: &ClusterHarness) -> kinetic_core::ports::PreparedJob {
     let mut job = kinetic_testkit::prepare_python_job_on(
         &h.store(),
         "pathways",
@@ -130,6 +126,17 @@ async fn a_preempted_host_fails_the_whole_slice_as_preempted() {
             .capacity("google.com/tpu", 4);
         h.cluster.add_node(&node).unwrap();
     }
+    job
+}
+
+/// One host of a 4-host slice loses its node (the kubelet marks the pod
+/// with a `DisruptionTarget` condition, as a spot preemption does): the
+/// whole slice fails with reason `preempted`, written on the set so that
+/// the group's recreation cannot turn it into a run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preempted_host_fails_the_whole_slice_as_preempted() {
+    let h = harness().await;
+    let job = sleeping_slice(&h).await;
     h.cluster
         .script_next(kinetic_fake_gcp::k8s::PodScript::Preempted {
             after: Duration::from_millis(300),
@@ -152,4 +159,100 @@ async fn a_preempted_host_fails_the_whole_slice_as_preempted() {
     // Read again later, the verdict stands.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(b.status(&job.record).await.unwrap(), state);
+}
+
+/// The leader's pod of a running slice: its name and IP, and the other
+/// hosts' IPs.
+fn slice_pods(h: &ClusterHarness) -> Option<(String, String, Vec<String>)> {
+    let pods = h.cluster.objects("pods", "default");
+    let running = |p: &&serde_json::Value| p["status"]["phase"] == "Running";
+    let index = |p: &serde_json::Value| {
+        p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    if pods.len() < 4 || pods.iter().filter(running).count() < 4 {
+        return None;
+    }
+    let ip = |p: &serde_json::Value| p["status"]["podIP"].as_str().unwrap().to_owned();
+    let leader = pods.iter().find(|p| index(p).as_deref() == Some("0"))?;
+    let workers = pods
+        .iter()
+        .filter(|p| index(p).as_deref() != Some("0"))
+        .map(ip)
+        .collect();
+    Some((
+        leader["metadata"]["name"].as_str()?.to_owned(),
+        ip(leader),
+        workers,
+    ))
+}
+
+/// A debug job's port is the leader's: `port_forward` reaches the pod of
+/// host 0 of the job's group at its own IP (each host listens on the same
+/// port at its own IP here, and only the leader's answer comes back);
+/// nothing listening is an error of the stream; an unknown job is not
+/// found; an ended slice, whose pods are gone, is refused saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_forward_reaches_the_leader_of_the_slice_and_refuses_an_ended_one() {
+    use tokio::io::AsyncReadExt;
+
+    let h = harness().await;
+    let b = h.backend();
+    assert!(b.capabilities().port_forward);
+    let job = sleeping_slice(&h).await;
+    let unknown = b.port_forward(&job.record, 5678).await.err().unwrap();
+    assert!(unknown.is_not_found(), "{unknown:?}");
+    b.submit(&job).await.unwrap();
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let (leader, leader_ip, worker_ips) = loop {
+        if b.status(&job.record).await.unwrap().status == JobStatus::Running
+            && let Some(pods) = slice_pods(&h)
+        {
+            break pods;
+        }
+        assert!(Instant::now() < give_up, "the slice never ran");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(leader_ip.starts_with("127.") && leader_ip != "127.0.0.1");
+    assert!(!worker_ips.contains(&leader_ip), "each pod has its own IP");
+
+    // Every host "listens" on one port at its IP; each answers its name.
+    let listener = std::net::TcpListener::bind((leader_ip.as_str(), 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut listeners = vec![("leader", listener)];
+    for ip in &worker_ips {
+        listeners.push((
+            "worker",
+            std::net::TcpListener::bind((ip.as_str(), port)).unwrap(),
+        ));
+    }
+    for (who, listener) in listeners {
+        std::thread::spawn(move || {
+            if let Ok((mut conn, _)) = listener.accept() {
+                use std::io::Write;
+                let _ = conn.write_all(who.as_bytes());
+            }
+        });
+    }
+    let mut stream = b.port_forward(&job.record, port).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert_eq!(answer, "leader", "port {port} of the leader's pod {leader}");
+
+    // Nothing listens on the leader's port 1: an error of the stream.
+    let mut closed = b.port_forward(&job.record, 1).await.unwrap();
+    let mut buf = Vec::new();
+    let err = closed.read_to_end(&mut buf).await.unwrap_err();
+    assert!(err.to_string().contains(&leader), "{err}");
+
+    b.cancel(&job.record).await.unwrap();
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while !b.status(&job.record).await.unwrap().status.is_terminal() {
+        assert!(Instant::now() < give_up, "the cancelled slice never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ended = b.port_forward(&job.record, port).await.err().unwrap();
+    assert!(ended.is_invalid_input(), "{ended:?}");
+    assert!(ended.to_string().contains("it has ended"), "{ended}");
 }

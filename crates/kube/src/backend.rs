@@ -916,6 +916,14 @@ impl<W: Workload> Backend for KubeBackend<W> {
     }
 }
 
+/// The refusal to forward a port of a job that ended.
+fn ended_forward(port: u16, named: &Named) -> BackendError {
+    BackendError::invalid_input(format!(
+        "cannot forward port {port} of job {}: it has ended",
+        named.job_id
+    ))
+}
+
 impl<W: Workload> KubeBackend<W> {
     /// [`Backend::port_forward`]: the API server's `pods/portforward` (a
     /// WebSocket) to the job's running pod, one per call.
@@ -937,6 +945,9 @@ impl<W: Workload> KubeBackend<W> {
         if pods.is_empty() {
             return Err(match self.get_object(&named).await? {
                 None => not_found(self.name(), &named),
+                // An ended workload whose pods are gone (a slice is scaled
+                // to no group when it ends).
+                Some(object) if self.workload.is_finished(&object) => ended_forward(port, &named),
                 Some(_) => BackendError::invalid_input(format!(
                     "cannot forward port {port} of job {}: it has no pod yet",
                     named.job_id
@@ -954,6 +965,12 @@ impl<W: Workload> KubeBackend<W> {
                 named.job_id
             )));
         };
+        if let Some(object) = self.get_object(&named).await?
+            && self.workload.is_finished(&object)
+        {
+            // A slice's hosts hold their containers after the job ended.
+            return Err(ended_forward(port, &named));
+        }
         let name = pod.metadata.name.clone().unwrap_or_default();
         let api = self.pods(&named.namespace).await?;
         let mut forwarder = api.portforward(&name, &[port]).await.map_err(|e| {

@@ -78,7 +78,7 @@ def kinetic_env(request, tmp_path, monkeypatch, backend):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("KINETIC_LOCAL_ROOT", str(tmp_path / "local"))
-    if backend == "gke":
+    if backend != "local":  # gke, and pathways (which tests ask for by parametrizing `backend`)
         for name, value in request.getfixturevalue("fake_gcp").items():
             monkeypatch.setenv(name, value)
     else:

@@ -225,3 +225,19 @@ def test_calling_a_debug_function_forwards_port_5678_and_gives_the_value(monkeyp
 def test_debug_with_spot_warns():
     with pytest.warns(UserWarning, match="spot=True"):
         kinetic.run(accelerator="cpu", debug=True, spot=True)
+
+
+@pytest.mark.parametrize("backend", ["pathways"])
+def test_a_debugger_attaches_to_the_leader_of_a_pathways_job(backend):
+    # The pathways backend forwards to its LeaderWorkerSet's leader pod on
+    # the fake cloud (its multi-host waiting is covered by the CLI's test on
+    # a v5litepod-16 slice).
+    import work
+
+    job = kinetic.run(accelerator="cpu", backend=backend, debug=True)(work.square).run_async(6)
+    with job.debug_attach(local_port=0, timeout=LIMIT) as session:
+        assert attach_and_continue(session.local_port) is not None, "the job stopped before the call"
+        assert job.result(timeout=LIMIT) == 36
+    assert job.status() is JobStatus.SUCCEEDED
+    assert "debugger attached" in job.logs()
+    job.cleanup()

@@ -629,6 +629,7 @@ impl Kubelet {
             container_name(pod),
             self.logs.starts(&rt.uid)
         ));
+        let bin = self.image_bin()?;
         let spec = ProcessSpec {
             argv: &argv,
             env: &env,
@@ -639,10 +640,44 @@ impl Kubelet {
                 .and_then(Value::as_str)
                 .map_or_else(|| dir.join("work"), PathBuf::from),
             log: &log,
+            bin: bin.as_deref(),
         };
         rt.pgid = runtime::start(&spec, rt.exit.clone()).map_err(SpawnError::Start)?;
         self.logs.started(&rt.uid, log, rt.exit.clone(), true);
         Ok(())
+    }
+
+    /// The image's `python3` and `python` as programs on `PATH`, for a
+    /// container that runs them through another program (a shell, as a
+    /// slice's hosts do): scripts that run the cluster's interpreter, in a
+    /// directory put first on the pods' `PATH`. `None` when the
+    /// interpreter is a bare name, found on `PATH` as it is.
+    fn image_bin(&self) -> Result<Option<PathBuf>, SpawnError> {
+        let python = &self.config.python;
+        if python.components().count() < 2 {
+            return Ok(None);
+        }
+        let bin = self.config.root.join("image-bin");
+        let write = |name: &str| -> std::io::Result<()> {
+            use std::os::unix::fs::PermissionsExt;
+            let path = bin.join(name);
+            if path.exists() {
+                return Ok(());
+            }
+            let script = format!(
+                "#!/bin/sh\nexec '{}' \"$@\"\n",
+                python.display().to_string().replace('\'', "'\\''")
+            );
+            let partial = bin.join(format!("{name}.{}.part", std::process::id()));
+            std::fs::write(&partial, script)?;
+            std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755))?;
+            std::fs::rename(&partial, &path)
+        };
+        std::fs::create_dir_all(&bin)
+            .and_then(|()| write("python3"))
+            .and_then(|()| write("python"))
+            .map_err(|e| SpawnError::Start(format!("{}: {e}", bin.display())))?;
+        Ok(Some(bin))
     }
 
     /// A pod being deleted: stop its process (TERM, then KILL after the

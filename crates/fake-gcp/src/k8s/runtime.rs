@@ -56,6 +56,8 @@ pub(crate) struct ProcessSpec<'a> {
     pub(crate) cwd: PathBuf,
     /// Where its output goes.
     pub(crate) log: &'a Path,
+    /// A directory put first on `PATH`: the image's own programs.
+    pub(crate) bin: Option<&'a Path>,
 }
 
 /// Start the process in its own process group; a task records its exit in
@@ -68,12 +70,14 @@ pub(crate) fn start(spec: &ProcessSpec<'_>, exit: ExitCell) -> Result<Option<i32
         std::fs::File::create(spec.log).map_err(|e| format!("{}: {e}", spec.log.display()))?;
     let log = Arc::new(Mutex::new(log));
     let mut cmd = tokio::process::Command::new(program);
+    let host_path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+    let path = match spec.bin {
+        Some(bin) => format!("{}:{host_path}", bin.display()),
+        None => host_path,
+    };
     cmd.args(args)
         .env_clear()
-        .env(
-            "PATH",
-            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
-        )
+        .env("PATH", path)
         .env("HOME", &spec.home)
         .env("HOSTNAME", spec.hostname)
         .env("LANG", "C.UTF-8")
@@ -171,6 +175,7 @@ mod tests {
                 hostname: "pod",
                 cwd: dir.path().to_owned(),
                 log: &log,
+                bin: None,
             },
             exit.clone(),
         )

@@ -1,0 +1,75 @@
+//! The image's interpreter: the cluster's configured `python3` runs a
+//! container's `python3`, whether the container runs it as its command or
+//! through a shell (as a slice's hosts run their command under `sh -c`),
+//! since a real image has its `python3` on the container's `PATH`.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
+use kube::api::{Api, LogParams, PostParams};
+use serde_json::json;
+
+fn pod(name: &str, command: &[&str]) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "c", "image": "fake.registry.invalid/x:1",
+            "command": command,
+        }]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_images_python3_runs_directly_and_through_a_shell() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // The image's interpreter: says who it is, with its arguments.
+    let python = dir.path().join("image's python");
+    std::fs::write(&python, "#!/bin/sh\necho \"image python: $*\"\n").unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cluster = FakeCluster::start(FakeClusterConfig::default().python(&python))
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    let pods = [
+        ("direct", vec!["python3", "-c", "x"]),
+        (
+            "shell",
+            vec!["sh", "-c", "python3 -c y \"$1\"", "sh", "one arg"],
+        ),
+        ("python", vec!["sh", "-c", "python -V"]),
+    ];
+    for (name, command) in &pods {
+        api.create(&PostParams::default(), &pod(name, command))
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (name, want) in [
+        ("direct", "image python: -c x"),
+        ("shell", "image python: -c y one arg"),
+        ("python", "image python: -V"),
+    ] {
+        loop {
+            let phase = api
+                .get(name)
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.phase)
+                .unwrap_or_default();
+            if phase == "Succeeded" || phase == "Failed" {
+                assert_eq!(phase, "Succeeded", "{name}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name} never ended");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let log = api.logs(name, &LogParams::default()).await.unwrap();
+        assert_eq!(log.trim(), want, "{name}");
+    }
+}
