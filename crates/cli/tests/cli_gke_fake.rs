@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 mod sandbox;
 
-use sandbox::world::World;
+use sandbox::world::{PROJECT_FLAGS, World};
 
 const WORK_PY: &str = r#"
 def square(x):
@@ -221,16 +221,10 @@ async fn a_gpu_job_goes_to_the_configured_cluster_its_context_and_its_bucket() {
         "KINETIC_CLUSTER",
         "KINETIC_NAMESPACE",
     ]);
-    let target = [
-        "--project",
-        "fake-project",
-        "--zone",
-        "us-central1-a",
-        "--cluster",
-        "fake",
-        "--namespace",
-        "default",
-    ];
+    let target: Vec<&str> = PROJECT_FLAGS
+        .into_iter()
+        .chain(["--namespace", "default"])
+        .collect();
     let mut args = vec![
         "run",
         "work.py:square",
@@ -245,7 +239,7 @@ async fn a_gpu_job_goes_to_the_configured_cluster_its_context_and_its_bucket() {
         "--json",
         "-v",
     ];
-    args.extend(target);
+    args.extend(&target);
     let o = sb.kinetic_async(&args, &[]).await;
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
@@ -296,7 +290,7 @@ async fn a_gpu_job_goes_to_the_configured_cluster_its_context_and_its_bucket() {
         "prebuilt",
         "--detach",
     ];
-    args.extend(target);
+    args.extend(&target);
     let o = sb.kinetic_async(&args, &[]).await;
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(spot_scheduled(&only_job(cloud.cluster())));

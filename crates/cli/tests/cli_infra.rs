@@ -17,7 +17,7 @@ use serde_json::Value;
 mod sandbox;
 
 use sandbox::Sandbox;
-use sandbox::world::World;
+use sandbox::world::{PROJECT_FLAGS, World};
 
 const WORK_PY: &str = "def square(x):\n    print('squaring', x, flush=True)\n    return x * x\n";
 
@@ -473,14 +473,7 @@ async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
     let w = new_project(Duration::from_millis(50)).await;
     let cloud = w.cloud();
     let c = &without_target(w.sandbox());
-    let target = [
-        "--project",
-        "fake-project",
-        "--zone",
-        "us-central1-a",
-        "--cluster",
-        "fake",
-    ];
+    let target = PROJECT_FLAGS;
     let with_target = |args: &[&'static str]| -> Vec<&'static str> {
         args.iter().chain(target.iter()).copied().collect()
     };

@@ -25,6 +25,16 @@ use super::Sandbox;
 /// The jobs bucket of a [`World::gke`] world (`gs://fake-jobs`).
 pub(crate) const JOBS_BUCKET: &str = "fake-jobs";
 
+/// The flags that name the cluster of a [`World::project`] world.
+pub(crate) const PROJECT_FLAGS: [&str; 6] = [
+    "--project",
+    "fake-project",
+    "--zone",
+    "us-central1-a",
+    "--cluster",
+    "fake",
+];
+
 /// A `pyproject.toml` with no dependencies.
 pub(crate) const PYPROJECT: &str = "[project]\nname = \"p\"\ndependencies = []\n";
 
