@@ -2,12 +2,10 @@
 //! fake cluster (GKE Jobs whose pods the fake kubelet runs, preempted as a
 //! real node shutdown marks them) and on the local backend.
 
-use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use kinetic_fake_gcp::FakeGcs;
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, FakeNode, PodScript};
+use kinetic_fake_gcp::k8s::{FakeNode, PodScript};
 use serde_json::Value;
 
 const WORK_PY: &str = r#"
@@ -32,6 +30,7 @@ def flaky(marker):
 mod sandbox;
 
 use sandbox::Sandbox;
+use sandbox::world::{PYPROJECT, World};
 
 /// `kinetic ARGS` in the sandbox with `env` ([`Sandbox::kinetic_async`]).
 async fn kinetic(sb: &Sandbox, env: Vec<(String, String)>, args: &[&str]) -> Output {
@@ -41,28 +40,18 @@ async fn kinetic(sb: &Sandbox, env: Vec<(String, String)>, args: &[&str]) -> Out
 /// A sandbox whose project is `work.py` and a `pyproject.toml`.
 fn project() -> Sandbox {
     let sb = Sandbox::new(WORK_PY);
-    std::fs::write(
-        sb.path("home/project/pyproject.toml"),
-        "[project]\nname = \"p\"\ndependencies = []\n",
-    )
-    .unwrap();
+    sb.write("home/project/pyproject.toml", PYPROJECT);
     sb
 }
 
-async fn cluster(dir: &Path) -> (FakeGcs, FakeCluster, Vec<(String, String)>) {
-    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
-    let cluster = FakeCluster::start(
-        FakeClusterConfig::default()
-            .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
-            .kill_grace(Duration::from_millis(300)),
-    )
-    .await
-    .unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
-    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
-    (gcs, cluster, env)
+/// A fake cluster whose kubelet gives pods 300 ms between SIGTERM and
+/// SIGKILL, the same project.
+async fn cluster() -> World {
+    World::gke(WORK_PY)
+        .pyproject()
+        .kill_grace(Duration::from_millis(300))
+        .start()
+        .await
 }
 
 fn texts(o: &Output) -> (String, String) {
@@ -80,18 +69,16 @@ fn preempted() -> PodScript {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
-    let sb = project();
-    let (_gcs, cluster, env) = cluster(&sb.path("")).await;
+    let w = cluster().await;
+    let cluster = w.cluster();
     // A Spot node (labelled and tainted as GKE's Spot pools are).
     let spot = FakeNode::cpu("spot-0")
         .label("cloud.google.com/gke-spot", "true")
         .taint("cloud.google.com/gke-spot", "true", "NoSchedule");
     cluster.add_node(&spot).unwrap();
     cluster.script_next(preempted());
-    let o = kinetic(
-        &sb,
-        env.clone(),
-        &[
+    let o = w
+        .kinetic(&[
             "run",
             "work.py:square",
             "--arg",
@@ -100,9 +87,8 @@ async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
             "gke",
             "--spot",
             "--json",
-        ],
-    )
-    .await;
+        ])
+        .await;
     let (out, err) = texts(&o);
     assert!(o.status.success(), "stdout: {out}\nstderr: {err}");
     let v: Value = serde_json::from_str(&out).unwrap();
@@ -118,7 +104,7 @@ async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
         cluster.objects("jobs.batch", "default").is_empty(),
         "cleaned up"
     );
-    let o = kinetic(&sb, env.clone(), &["jobs", "status", &job_id, "--json"]).await;
+    let o = w.kinetic(&["jobs", "status", &job_id, "--json"]).await;
     let (out, err) = texts(&o);
     assert!(o.status.success(), "stdout: {out}\nstderr: {err}");
     let v: Value = serde_json::from_str(&out).unwrap();
@@ -127,7 +113,7 @@ async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
     assert_eq!(attempts[0]["outcome"], "preempted", "{v}");
     assert_eq!(attempts[1]["outcome"], "succeeded", "{v}");
     assert_ne!(attempts[0]["host"], attempts[1]["host"], "two pods");
-    let o = kinetic(&sb, env, &["jobs", "status", &job_id]).await;
+    let o = w.kinetic(&["jobs", "status", &job_id]).await;
     let (out, _) = texts(&o);
     assert!(
         out.contains("attempt 1 on") && out.contains(": preempted (node was preempted)"),
@@ -141,16 +127,14 @@ async fn a_preempted_spot_job_restarts_and_keeps_its_history_after_cleanup() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_preempted_past_its_budget_fails_as_preempted_naming_it() {
-    let sb = project();
-    let (_gcs, cluster, env) = cluster(&sb.path("")).await;
+    let w = cluster().await;
+    let cluster = w.cluster();
     // Every pod is preempted, more often than the budget allows.
     for _ in 0..8 {
         cluster.script_next(preempted());
     }
-    let o = kinetic(
-        &sb,
-        env,
-        &[
+    let o = w
+        .kinetic(&[
             "run",
             "work.py:square",
             "--arg",
@@ -159,9 +143,8 @@ async fn a_job_preempted_past_its_budget_fails_as_preempted_naming_it() {
             "gke",
             "--restarts",
             "3",
-        ],
-    )
-    .await;
+        ])
+        .await;
     let (out, err) = texts(&o);
     assert!(!o.status.success(), "stdout: {out}\nstderr: {err}");
     assert!(
@@ -188,9 +171,11 @@ async fn a_job_preempted_past_its_budget_fails_as_preempted_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exception_without_retries_fails_at_once() {
-    let sb = project();
-    let (_gcs, cluster, env) = cluster(&sb.path("")).await;
-    let o = kinetic(&sb, env, &["run", "work.py:fail", "--backend", "gke"]).await;
+    let w = cluster().await;
+    let cluster = w.cluster();
+    let o = w
+        .kinetic(&["run", "work.py:fail", "--backend", "gke"])
+        .await;
     let (out, err) = texts(&o);
     assert!(!o.status.success(), "stdout: {out}\nstderr: {err}");
     assert!(err.contains("deliberate failure"), "{err}");
@@ -205,14 +190,12 @@ async fn an_exception_without_retries_fails_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_on_the_cluster_absorbs_one_failure() {
-    let sb = project();
-    let (_gcs, cluster, env) = cluster(&sb.path("")).await;
+    let w = cluster().await;
+    let (sb, cluster) = (w.sandbox(), w.cluster());
     let marker = sb.path("").join("marker");
     let arg = serde_json::to_string(&marker.display().to_string()).unwrap();
-    let o = kinetic(
-        &sb,
-        env,
-        &[
+    let o = w
+        .kinetic(&[
             "run",
             "work.py:flaky",
             "--arg",
@@ -223,9 +206,8 @@ async fn a_retry_on_the_cluster_absorbs_one_failure() {
             "1",
             "--json",
             "--no-cleanup",
-        ],
-    )
-    .await;
+        ])
+        .await;
     let (out, err) = texts(&o);
     assert!(o.status.success(), "stdout: {out}\nstderr: {err}");
     let v: Value = serde_json::from_str(&out).unwrap();

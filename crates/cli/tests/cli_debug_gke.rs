@@ -8,34 +8,13 @@
 //! (`target/python-venv`, which has debugpy from PyPI).
 
 mod dap;
+mod sandbox;
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use dap::WORK_PY;
-use kinetic_fake_gcp::FakeGcs;
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
-
-fn kinetic(dir: &Path, env: &[(String, String)], args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
-    cmd.args(args)
-        .current_dir(dir.join("home/project"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", dir.join("home"))
-        .env("KINETIC_LOCAL_ROOT", dir.join("local"))
-        .env("KINETIC_PROFILES_FILE", dir.join("profiles.json"))
-        .envs(env.iter().cloned())
-        .stdin(Stdio::null());
-    cmd
-}
-
-async fn output(mut cmd: Command) -> Output {
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
+use sandbox::world::World;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -43,27 +22,14 @@ fn text(bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_debugger_attaches_to_a_pod_through_the_api_servers_port_forward() {
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("home/project");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
-    let cluster = FakeCluster::start(
-        FakeClusterConfig::default()
-            .python(dap::venv_bin().join("python3"))
-            .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
-    )
-    .await
-    .unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
-    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
+    let w = World::gke(WORK_PY)
+        .python(dap::venv_bin().join("python3"))
+        .start()
+        .await;
+    let cluster = w.cluster();
 
-    let o = output(kinetic(
-        dir.path(),
-        &env,
-        &[
+    let o = w
+        .kinetic(&[
             "run",
             "--detach",
             "--debug",
@@ -72,13 +38,14 @@ async fn a_debugger_attaches_to_a_pod_through_the_api_servers_port_forward() {
             "7",
             "--backend",
             "gke",
-        ],
-    ))
-    .await;
+        ])
+        .await;
     assert!(o.status.success(), "{}", text(&o.stderr));
     let job = text(&o.stdout).trim().to_owned();
 
-    let mut debug = kinetic(dir.path(), &env, &["jobs", "debug", &job, "--port", "0"])
+    let mut debug = w
+        .sandbox()
+        .command(&["jobs", "debug", &job, "--port", "0"], &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -111,7 +78,7 @@ async fn a_debugger_attaches_to_a_pod_through_the_api_servers_port_forward() {
         text(&o.stderr)
     );
 
-    let o = output(kinetic(dir.path(), &env, &["jobs", "result", &job])).await;
+    let o = w.kinetic(&["jobs", "result", &job]).await;
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout).trim(), "49");
     // Kept, with Kinetic's debug manifest.

@@ -4,15 +4,11 @@
 //! (mounted where it is) reach the function as read-only paths through
 //! GCS FUSE CSI volumes, and the Job carries the sidecar annotation.
 
-use std::process::Output;
-
-use kinetic_fake_gcp::FakeGcs;
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
 use serde_json::Value;
 
 mod sandbox;
 
-use sandbox::Sandbox;
+use sandbox::world::World;
 
 const WORK_PY: &str = r#"
 import os
@@ -46,37 +42,22 @@ def read(folder, config, prefix):
     }
 "#;
 
-/// `kinetic ARGS` in the sandbox with `env` ([`Sandbox::kinetic_async`]).
-async fn kinetic(sb: &Sandbox, env: Vec<(String, String)>, args: &[&str]) -> Output {
-    sb.kinetic_async(args, &env).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fuse_data_is_mounted_read_only_on_the_fake_cluster() {
-    let sb = Sandbox::new(WORK_PY);
-    let project = sb.path("home/project");
-    std::fs::create_dir_all(project.join("data/sub")).unwrap();
-    std::fs::write(project.join("data/sub/a.txt"), "alpha").unwrap();
-    std::fs::write(project.join("config.json"), "{\"lr\": 1}").unwrap();
-    let gcs = FakeGcs::with_buckets(&["fake-jobs", "datasets"]).unwrap();
+    let w = World::gke(WORK_PY)
+        .file("data/sub/a.txt", "alpha")
+        .file("config.json", "{\"lr\": 1}")
+        .bucket("datasets")
+        .start()
+        .await;
+    let gcs = w.gcs();
     gcs.put_object("datasets", "corpus/v1/shard-0.txt", b"shard zero");
     gcs.put_object("datasets", "corpus/v1/shard-1.txt", b"shard one");
     gcs.put_object("datasets", "corpus/v2/other.txt", b"elsewhere");
     gcs.put_object("datasets", "models/w.bin", b"weights");
-    let cluster = FakeCluster::start(
-        FakeClusterConfig::default().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
-    )
-    .await
-    .unwrap();
-    let kubeconfig = sb.path("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
-    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
 
-    let o = kinetic(
-        &sb,
-        env.clone(),
-        &[
+    let o = w
+        .kinetic(&[
             "--json",
             "run",
             "work:read",
@@ -91,9 +72,8 @@ async fn fuse_data_is_mounted_read_only_on_the_fake_cluster() {
             "data+fuse:gs://datasets/corpus/v1/",
             "--volume",
             "/weights=data+fuse:gs://datasets/models/",
-        ],
-    )
-    .await;
+        ])
+        .await;
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
@@ -116,7 +96,7 @@ async fn fuse_data_is_mounted_read_only_on_the_fake_cluster() {
 
     // The Job: the sidecar annotation, one CSI volume per mount (volume
     // first), each mounted read-only.
-    let jobs = cluster.objects("jobs.batch", "default");
+    let jobs = w.cluster().objects("jobs.batch", "default");
     assert_eq!(jobs.len(), 1);
     let template = &jobs[0]["spec"]["template"];
     assert_eq!(

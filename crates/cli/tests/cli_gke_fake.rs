@@ -4,12 +4,15 @@
 //! writes: the runner runs as a pod process and its context and result go
 //! through the fake GCS server.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
-use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig, FakeGcs, GcsOp};
+use kinetic_fake_gcp::GcsOp;
+use kinetic_fake_gcp::k8s::FakeCluster;
 use serde_json::{Value, json};
+
+mod sandbox;
+
+use sandbox::world::{PROJECT_FLAGS, World};
 
 const WORK_PY: &str = r#"
 def square(x):
@@ -37,55 +40,17 @@ const SQUARE_7_ON_GKE: [&str; 7] = [
     "--json",
 ];
 
-async fn kinetic(dir: &Path, env: Vec<(String, String)>, args: &[&str]) -> Output {
-    let dir = dir.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
-        cmd.args(&args)
-            .current_dir(dir.join("home/project"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", dir.join("home"))
-            .env("KINETIC_LOCAL_ROOT", dir.join("local"))
-            .env("KINETIC_PROFILES_FILE", dir.join("profiles.json"))
-            .envs(env);
-        cmd.output().unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-/// The fake cluster and jobs bucket, and the environment `FakeCluster`
-/// gives the CLI (one fixed image, `KINETIC_IMAGE`), with the GCS endpoint.
-async fn fixed_image_cluster(dir: &Path) -> (FakeGcs, FakeCluster, Vec<(String, String)>) {
-    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
-    let cluster = FakeCluster::start(
-        FakeClusterConfig::default().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
-    )
-    .await
-    .unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
-    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
-    (gcs, cluster, env)
+/// A cluster world whose project is `work.py` and a `pyproject.toml`.
+async fn cluster_world() -> World {
+    World::gke(WORK_PY).pyproject().start().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_with_the_gke_backend_against_the_fake_cluster() {
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("home/project");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(
-        project.join("pyproject.toml"),
-        "[project]\nname = \"p\"\ndependencies = []\n",
-    )
-    .unwrap();
-    std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-    let (gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
+    let w = cluster_world().await;
+    let (gcs, cluster) = (w.gcs(), w.cluster());
 
-    let o = kinetic(dir.path(), env.clone(), &SQUARE_7_ON_GKE).await;
+    let o = w.kinetic(&SQUARE_7_ON_GKE).await;
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
@@ -118,24 +83,16 @@ async fn run_with_the_gke_backend_against_the_fake_cluster() {
         "the pod's runner read its context from GCS: {requests:?}"
     );
 
-    let o = kinetic(
-        dir.path(),
-        env,
-        &["run", "work.py:fail", "--backend", "gke"],
-    )
-    .await;
+    let o = w
+        .kinetic(&["run", "work.py:fail", "--backend", "gke"])
+        .await;
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("RuntimeError: deliberate failure"), "{err}");
 }
 
 /// A project with requirements, for a bundled image.
-fn project_with_requirements(dir: &Path) {
-    let project = dir.join("home/project");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(project.join("requirements.txt"), "six==1.16.0\n").unwrap();
-    std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-}
+const REQUIREMENTS: &str = "six==1.16.0\n";
 
 /// The whole fake project `kinetic-fake-gcp` serves: the bundled image is
 /// built on the fake Cloud Build from a context uploaded to the builds
@@ -143,13 +100,12 @@ fn project_with_requirements(dir: &Path) {
 /// finds the image in the fake Artifact Registry and builds nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_builds_its_image_on_the_fake_cloud_build() {
-    let dir = tempfile::tempdir().unwrap();
-    project_with_requirements(dir.path());
-    let cloud = FakeGcp::start(FakeGcpConfig::default()).await.unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cloud.write_kubeconfig(&kubeconfig).unwrap();
-    let env = cloud.cli_env(&kubeconfig);
-    let o = kinetic(dir.path(), env.clone(), &SQUARE_7_ON_GKE).await;
+    let w = World::project(WORK_PY)
+        .file("requirements.txt", REQUIREMENTS)
+        .start()
+        .await;
+    let cloud = w.cloud();
+    let o = w.kinetic(&SQUARE_7_ON_GKE).await;
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
@@ -177,7 +133,7 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
     );
     assert!(build.dockerfile().is_some());
 
-    let o = kinetic(dir.path(), env, &SQUARE_7_ON_GKE).await;
+    let o = w.kinetic(&SQUARE_7_ON_GKE).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert_eq!(v["value"], 49);
@@ -192,15 +148,13 @@ async fn run_builds_its_image_on_the_fake_cloud_build() {
 /// is refused before anything runs, naming the setting and the way out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_image_refuses_requirements_it_cannot_bake_in() {
-    let dir = tempfile::tempdir().unwrap();
-    project_with_requirements(dir.path());
-    let (_gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
-    let o = kinetic(
-        dir.path(),
-        env,
-        &["run", "work.py:square", "--arg", "7", "--backend", "gke"],
-    )
-    .await;
+    let w = World::gke(WORK_PY)
+        .file("requirements.txt", REQUIREMENTS)
+        .start()
+        .await;
+    let o = w
+        .kinetic(&["run", "work.py:square", "--arg", "7", "--backend", "gke"])
+        .await;
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     for want in [
@@ -211,29 +165,10 @@ async fn a_fixed_image_refuses_requirements_it_cannot_bake_in() {
         assert!(err.contains(want), "{want:?} missing from: {err}");
     }
     assert_eq!(
-        cluster.calls().count("create", "jobs.batch"),
+        w.cluster().calls().count("create", "jobs.batch"),
         0,
         "nothing was submitted"
     );
-}
-
-/// A project with `work.py` and no requirements.
-fn plain_project(dir: &Path) {
-    let project = dir.join("home/project");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(
-        project.join("pyproject.toml"),
-        "[project]\nname = \"p\"\ndependencies = []\n",
-    )
-    .unwrap();
-    std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-}
-
-fn without(env: &[(String, String)], names: &[&str]) -> Vec<(String, String)> {
-    env.iter()
-        .filter(|(k, _)| !names.contains(&k.as_str()))
-        .cloned()
-        .collect()
 }
 
 fn stderr(o: &Output) -> String {
@@ -263,14 +198,12 @@ fn spot_scheduled(job: &Value) -> bool {
 /// bucket (no store configured), on Spot VMs with `--spot`; `-v` says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gpu_job_goes_to_the_configured_cluster_its_context_and_its_bucket() {
-    let dir = tempfile::tempdir().unwrap();
-    plain_project(dir.path());
-    let cloud = FakeGcp::start(FakeGcpConfig::default()).await.unwrap();
+    let w = World::project(WORK_PY).pyproject().start().await;
+    let cloud = w.cloud();
     let names = cloud.names().clone();
-    let kubeconfig = dir.path().join("kubeconfig");
     // The current context is another cluster, which does not answer.
     std::fs::write(
-        &kubeconfig,
+        w.kubeconfig(),
         FakeCluster::kubeconfig_with_contexts(
             &[
                 ("elsewhere", "http://127.0.0.1:9"),
@@ -281,26 +214,17 @@ async fn a_gpu_job_goes_to_the_configured_cluster_its_context_and_its_bucket() {
         ),
     )
     .unwrap();
-    let env = without(
-        &cloud.cli_env(&kubeconfig),
-        &[
-            "KINETIC_STORE_URL",
-            "KINETIC_PROJECT",
-            "KINETIC_ZONE",
-            "KINETIC_CLUSTER",
-            "KINETIC_NAMESPACE",
-        ],
-    );
-    let target = [
-        "--project",
-        "fake-project",
-        "--zone",
-        "us-central1-a",
-        "--cluster",
-        "fake",
-        "--namespace",
-        "default",
-    ];
+    let sb = w.sandbox().without(&[
+        "KINETIC_STORE_URL",
+        "KINETIC_PROJECT",
+        "KINETIC_ZONE",
+        "KINETIC_CLUSTER",
+        "KINETIC_NAMESPACE",
+    ]);
+    let target: Vec<&str> = PROJECT_FLAGS
+        .into_iter()
+        .chain(["--namespace", "default"])
+        .collect();
     let mut args = vec![
         "run",
         "work.py:square",
@@ -315,8 +239,8 @@ async fn a_gpu_job_goes_to_the_configured_cluster_its_context_and_its_bucket() {
         "--json",
         "-v",
     ];
-    args.extend(target);
-    let o = kinetic(dir.path(), env.clone(), &args).await;
+    args.extend(&target);
+    let o = sb.kinetic_async(&args, &[]).await;
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -366,26 +290,26 @@ async fn a_gpu_job_goes_to_the_configured_cluster_its_context_and_its_bucket() {
         "prebuilt",
         "--detach",
     ];
-    args.extend(target);
-    let o = kinetic(dir.path(), env.clone(), &args).await;
+    args.extend(&target);
+    let o = sb.kinetic_async(&args, &[]).await;
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(spot_scheduled(&only_job(cloud.cluster())));
     // …and refused where it cannot be honoured.
-    let o = kinetic(
-        dir.path(),
-        env,
-        &[
-            "run",
-            "work.py:square",
-            "--arg",
-            "3",
-            "--accelerator",
-            "cpu:spot",
-            "--backend",
-            "local",
-        ],
-    )
-    .await;
+    let o = sb
+        .kinetic_async(
+            &[
+                "run",
+                "work.py:square",
+                "--arg",
+                "3",
+                "--accelerator",
+                "cpu:spot",
+                "--backend",
+                "local",
+            ],
+            &[],
+        )
+        .await;
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no Spot VM"), "{}", stderr(&o));
 }
@@ -393,13 +317,9 @@ async fn a_gpu_job_goes_to_the_configured_cluster_its_context_and_its_bucket() {
 /// Captured variables beat the container's own environment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn captured_env_overrides_the_containers_own() {
-    let dir = tempfile::tempdir().unwrap();
-    plain_project(dir.path());
-    let (_gcs, _cluster, env) = fixed_image_cluster(dir.path()).await;
-    let o = kinetic(
-        dir.path(),
-        env,
-        &[
+    let w = cluster_world().await;
+    let o = w
+        .kinetic(&[
             "run",
             "work.py:envs",
             "--backend",
@@ -409,9 +329,8 @@ async fn captured_env_overrides_the_containers_own() {
             "KERAS_BACKEND=torch",
             "--env",
             "JAX_PLATFORMS=cuda",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(o.status.success(), "{}", stderr(&o));
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(out["value"], json!(["torch", "cuda"]), "{out}");
@@ -421,10 +340,8 @@ async fn captured_env_overrides_the_containers_own() {
 /// the server's message and fails at the pending deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_pod_fails_at_the_pending_deadline_with_the_servers_reason() {
-    let dir = tempfile::tempdir().unwrap();
-    plain_project(dir.path());
-    let (_gcs, cluster, mut env) = fixed_image_cluster(dir.path()).await;
-    cluster
+    let w = cluster_world().await;
+    w.cluster()
         .insert(
             "resourcequotas",
             "default",
@@ -432,13 +349,12 @@ async fn a_refused_pod_fails_at_the_pending_deadline_with_the_servers_reason() {
                    "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}}),
         )
         .unwrap();
-    env.push(("KINETIC_PENDING_DEADLINE".into(), "2".into()));
-    let o = kinetic(
-        dir.path(),
-        env,
-        &["run", "work.py:square", "--arg", "3", "--backend", "gke"],
-    )
-    .await;
+    let o = w
+        .kinetic_env(
+            &["run", "work.py:square", "--arg", "3", "--backend", "gke"],
+            &[("KINETIC_PENDING_DEADLINE", "2")],
+        )
+        .await;
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("still pending after"), "{err}");
@@ -450,17 +366,13 @@ async fn a_refused_pod_fails_at_the_pending_deadline_with_the_servers_reason() {
 /// no context for the configured cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_the_gke_backend_lacks_is_named() {
-    let dir = tempfile::tempdir().unwrap();
-    plain_project(dir.path());
-    let (_gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
+    let w = cluster_world().await;
+    let sb = w.sandbox();
     let run = ["run", "work.py:square", "--arg", "3", "--backend", "gke"];
 
-    let mut local_store = without(&env, &["KINETIC_STORE_URL"]);
-    local_store.push((
-        "KINETIC_STORE_URL".into(),
-        "file:///tmp/kinetic-store".into(),
-    ));
-    let o = kinetic(dir.path(), local_store, &run).await;
+    let o = w
+        .kinetic_env(&run, &[("KINETIC_STORE_URL", "file:///tmp/kinetic-store")])
+        .await;
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains(
@@ -469,7 +381,10 @@ async fn what_the_gke_backend_lacks_is_named() {
         "{}",
         stderr(&o)
     );
-    let o = kinetic(dir.path(), without(&env, &["KINETIC_STORE_URL"]), &run).await;
+    let o = sb
+        .without(&["KINETIC_STORE_URL"])
+        .kinetic_async(&run, &[])
+        .await;
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("no project is configured"),
@@ -477,7 +392,7 @@ async fn what_the_gke_backend_lacks_is_named() {
         stderr(&o)
     );
 
-    let o = kinetic(dir.path(), without(&env, &["KUBECONFIG"]), &run).await;
+    let o = sb.without(&["KUBECONFIG"]).kinetic_async(&run, &[]).await;
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     for want in [
         "needs a kubeconfig",
@@ -488,8 +403,8 @@ async fn what_the_gke_backend_lacks_is_named() {
     }
 
     // No project: a bundled image cannot be built, a prebuilt one needs none.
-    let no_image = without(&env, &["KINETIC_IMAGE"]);
-    let o = kinetic(dir.path(), no_image.clone(), &run).await;
+    let no_image = sb.without(&["KINETIC_IMAGE"]);
+    let o = no_image.kinetic_async(&run, &[]).await;
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("no project is set")
@@ -499,9 +414,9 @@ async fn what_the_gke_backend_lacks_is_named() {
     );
     let mut prebuilt = run.to_vec();
     prebuilt.extend(["--container-image", "prebuilt", "--detach"]);
-    let o = kinetic(dir.path(), no_image, &prebuilt).await;
+    let o = no_image.kinetic_async(&prebuilt, &[]).await;
     assert!(o.status.success(), "{}", stderr(&o));
-    let job = only_job(&cluster);
+    let job = only_job(w.cluster());
     let image = job["spec"]["template"]["spec"]["containers"][0]["image"]
         .as_str()
         .unwrap_or_default()
@@ -509,9 +424,7 @@ async fn what_the_gke_backend_lacks_is_named() {
     assert!(image.starts_with("kinetic/base-cpu:"), "{image}");
 
     // A configured cluster the kubeconfig has no context for.
-    let mut configured = env.clone();
-    configured.push(("KINETIC_PROJECT".into(), "p".into()));
-    let o = kinetic(dir.path(), configured, &run).await;
+    let o = w.kinetic_env(&run, &[("KINETIC_PROJECT", "p")]).await;
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("has no context 'gke_p_us-central1-a_kinetic-cluster'")
@@ -525,13 +438,9 @@ async fn what_the_gke_backend_lacks_is_named() {
 /// asked twice gives the value twice, `jobs cancel` says it had finished.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_commands_after_cleanup_say_what_happened() {
-    let dir = tempfile::tempdir().unwrap();
-    plain_project(dir.path());
-    let (_gcs, cluster, env) = fixed_image_cluster(dir.path()).await;
-    let o = kinetic(
-        dir.path(),
-        env.clone(),
-        &[
+    let w = cluster_world().await;
+    let o = w
+        .kinetic(&[
             "run",
             "work.py:square",
             "--arg",
@@ -539,24 +448,23 @@ async fn jobs_commands_after_cleanup_say_what_happened() {
             "--backend",
             "gke",
             "--detach",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(o.status.success(), "{}", stderr(&o));
     let job_id = String::from_utf8_lossy(&o.stdout).trim().to_owned();
     for _ in 0..2 {
-        let o = kinetic(dir.path(), env.clone(), &["jobs", "result", &job_id]).await;
+        let o = w.kinetic(&["jobs", "result", &job_id]).await;
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "25");
     }
-    assert!(cluster.objects("jobs.batch", "default").is_empty());
-    let o = kinetic(dir.path(), env.clone(), &["jobs", "status", &job_id]).await;
+    assert!(w.cluster().objects("jobs.batch", "default").is_empty());
+    let o = w.kinetic(&["jobs", "status", &job_id]).await;
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
         format!("{job_id}: NOT_FOUND (cleaned up after its value was collected)")
     );
-    let o = kinetic(dir.path(), env, &["jobs", "cancel", &job_id]).await;
+    let o = w.kinetic(&["jobs", "cancel", &job_id]).await;
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("had already finished"),

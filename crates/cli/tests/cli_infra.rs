@@ -6,109 +6,55 @@
 //! missing piece in turn; the profile `up` saves and makes active.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use kinetic_core::settings::vars;
-use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
+use kinetic_fake_gcp::FakeGcp;
 use serde_json::Value;
+
+mod sandbox;
+
+use sandbox::Sandbox;
+use sandbox::world::{PROJECT_FLAGS, World};
 
 const WORK_PY: &str = "def square(x):\n    print('squaring', x, flush=True)\n    return x * x\n";
 
-struct Client {
-    dir: tempfile::TempDir,
-    env: Vec<(String, String)>,
+/// A sandbox that names no project, zone, cluster or namespace, so that
+/// they come from the active profile (or flags); its store is the bare
+/// `gs://`, the jobs bucket of whatever cluster that names.
+fn without_target(sb: &Sandbox) -> Sandbox {
+    sb.without(&[
+        vars::PROJECT,
+        vars::ZONE,
+        vars::CLUSTER,
+        vars::NAMESPACE,
+        vars::STORE_URL,
+    ])
+    .with_var(vars::STORE_URL, "gs://")
 }
 
-impl Client {
-    fn new(cloud: &FakeGcp) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let project = dir.path().join("home/project");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("work.py"), WORK_PY).unwrap();
-        let kubeconfig = dir.path().join("home/.kube/config");
-        std::fs::create_dir_all(kubeconfig.parent().unwrap()).unwrap();
-        cloud.write_kubeconfig(&kubeconfig).unwrap();
-        let bin = dir.path().join("bin");
-        cloud.write_auth_plugin(&bin).unwrap();
-        let mut env = cloud.cli_env(&kubeconfig);
-        env.push((
-            "PATH".into(),
-            format!(
-                "{}:{}",
-                bin.display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        ));
-        Self { dir, env }
-    }
+async fn run(sb: &Sandbox, args: &[&str]) -> Output {
+    sb.kinetic_async(args, &[]).await
+}
 
-    /// A client that names no project, zone, cluster or namespace, so
-    /// that they come from the active profile (or flags); its store is the
-    /// bare `gs://`, the jobs bucket of whatever cluster that names.
-    fn without_target(cloud: &FakeGcp) -> Self {
-        let mut c = Self::new(cloud);
-        c.env.retain(|(k, _)| {
-            ![
-                vars::PROJECT,
-                vars::ZONE,
-                vars::CLUSTER,
-                vars::NAMESPACE,
-                vars::STORE_URL,
-            ]
-            .contains(&k.as_str())
-        });
-        c.env.push((vars::STORE_URL.to_owned(), "gs://".to_owned()));
-        c
-    }
+async fn ok(sb: &Sandbox, args: &[&str]) -> (String, String) {
+    let o = run(sb, args).await;
+    let (out, err) = texts(&o);
+    assert!(
+        o.status.success(),
+        "kinetic {args:?} failed\nstdout: {out}\nstderr: {err}"
+    );
+    (out, err)
+}
 
-    fn kubeconfig(&self) -> PathBuf {
-        self.dir.path().join("home/.kube/config")
-    }
-
-    fn profiles_file(&self) -> PathBuf {
-        self.dir.path().join("profiles.json")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let home = self.dir.path().join("home");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
-        cmd.args(args)
-            .current_dir(home.join("project"))
-            .env_clear()
-            .env("HOME", &home)
-            .env("KINETIC_LOCAL_ROOT", self.dir.path().join("local"))
-            .env("KINETIC_PROFILES_FILE", self.profiles_file())
-            .envs(self.env.iter().cloned())
-            .stdin(Stdio::null());
-        cmd
-    }
-
-    async fn run(&self, args: &[&str]) -> Output {
-        let mut cmd = self.command(args);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap()
-    }
-
-    async fn ok(&self, args: &[&str]) -> (String, String) {
-        let o = self.run(args).await;
-        let (out, err) = texts(&o);
-        assert!(
-            o.status.success(),
-            "kinetic {args:?} failed\nstdout: {out}\nstderr: {err}"
-        );
-        (out, err)
-    }
-
-    async fn json(&self, args: &[&str]) -> (Option<i32>, Value) {
-        let o = self.run(args).await;
-        let (out, err) = texts(&o);
-        let v = serde_json::from_str(&out)
-            .unwrap_or_else(|e| panic!("{args:?}: {e}\nstdout: {out}\nstderr: {err}"));
-        (o.status.code(), v)
-    }
+async fn json(sb: &Sandbox, args: &[&str]) -> (Option<i32>, Value) {
+    let o = run(sb, args).await;
+    let (out, err) = texts(&o);
+    let v = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}\nstdout: {out}\nstderr: {err}"));
+    (o.status.code(), v)
 }
 
 fn texts(o: &Output) -> (String, String) {
@@ -118,14 +64,13 @@ fn texts(o: &Output) -> (String, String) {
     )
 }
 
-async fn new_project(operation_time: Duration) -> FakeGcp {
-    FakeGcp::start(
-        FakeGcpConfig::default()
-            .provisioned(false)
-            .operation_time(operation_time),
-    )
-    .await
-    .unwrap()
+/// A new project (`kinetic up` builds it), whose operations take
+/// `operation_time`, and a sandbox pointed at it.
+async fn new_project(operation_time: Duration) -> World {
+    World::project(WORK_PY)
+        .new_project(operation_time)
+        .start()
+        .await
 }
 
 fn assert_nothing_created_twice(cloud: &FakeGcp) {
@@ -144,11 +89,11 @@ fn assert_nothing_created_twice(cloud: &FakeGcp) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_pool_add_a_job_on_l4_status_and_down() {
-    let cloud = new_project(Duration::from_millis(100)).await;
-    let c = Client::new(&cloud);
+    let w = new_project(Duration::from_millis(100)).await;
+    let (cloud, c) = (w.cloud(), w.sandbox());
 
     // The plan alone changes nothing.
-    let (out, _) = c.ok(&["up", "--dry-run"]).await;
+    let (out, _) = ok(c, &["up", "--dry-run"]).await;
     assert!(
         out.starts_with("Plan for cluster fake in us-central1-a (project fake-project):"),
         "{out}"
@@ -159,11 +104,11 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
     );
     assert!(cloud.apis().creations().is_empty());
     // Without a terminal to ask on, it needs --yes.
-    let o = c.run(&["up"]).await;
+    let o = run(c, &["up"]).await;
     assert_eq!(o.status.code(), Some(2), "{:?}", texts(&o));
     assert!(texts(&o).1.contains("pass --yes"), "{:?}", texts(&o));
 
-    let (out, err) = c.ok(&["up", "--yes"]).await;
+    let (out, err) = ok(c, &["up", "--yes"]).await;
     assert!(out.ends_with("Done.\n"), "{out}");
     assert!(err.contains("[1/15] enable APIs"), "{err}");
     assert!(
@@ -174,17 +119,17 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
         cloud.apis().clusters(),
         vec![("fake".to_owned(), "RUNNING".to_owned())]
     );
-    let (out, _) = c.ok(&["up", "--yes"]).await;
+    let (out, _) = ok(c, &["up", "--yes"]).await;
     assert!(out.contains("nothing to do"), "idempotent: {out}");
 
-    let (out, _) = c.ok(&["pool", "add", "--accelerator", "l4", "--yes"]).await;
+    let (out, _) = ok(c, &["pool", "add", "--accelerator", "l4", "--yes"]).await;
     assert!(out.contains("create node pool gpu-l4-"), "{out}");
     assert!(
         out.contains("install the NVIDIA driver installer DaemonSet"),
         "{out}"
     );
-    let pool = l4_pool(&cloud);
-    let (out, _) = c.ok(&["pool", "add", "--accelerator", "l4", "--yes"]).await;
+    let pool = l4_pool(cloud);
+    let (out, _) = ok(c, &["pool", "add", "--accelerator", "l4", "--yes"]).await;
     assert!(
         out.contains(&format!(
             "node pool {pool} (0–10 nodes) already serves gpu:l4"
@@ -194,10 +139,10 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
 
     // A job on l4: its pod waits for a node, the autoscaler adds one to
     // the pool, the pod runs there and returns its value.
-    square_on_l4(&c).await;
-    assert_ran_on_pool(&cloud, &pool);
+    square_on_l4(c).await;
+    assert_ran_on_pool(cloud, &pool);
 
-    let (code, status) = c.json(&["status", "--json"]).await;
+    let (code, status) = json(c, &["status", "--json"]).await;
     assert_eq!(code, Some(0), "{status}");
     assert_eq!(status["complete"], true, "{status:#}");
     let pools = status["status"]["pools"].as_array().unwrap();
@@ -210,15 +155,15 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
         ),
         (Some("gpu:l4"), Some(1), Some(false))
     );
-    let (out, _) = c.ok(&["status"]).await;
+    let (out, _) = ok(c, &["status"]).await;
     assert!(out.contains("Everything is in place."), "{out}");
     assert!(out.contains(&pool) && out.contains("gpu:l4"), "{out}");
-    let (out, _) = c.ok(&["pool", "list"]).await;
+    let (out, _) = ok(c, &["pool", "list"]).await;
     assert!(out.starts_with("POOL"), "{out}");
-    let (out, _) = c.ok(&["doctor", "--accelerator", "l4"]).await;
+    let (out, _) = ok(c, &["doctor", "--accelerator", "l4"]).await;
     assert!(out.contains("checks passed"), "{out}");
 
-    let (out, _) = c.ok(&["down", "--yes"]).await;
+    let (out, _) = ok(c, &["down", "--yes"]).await;
     assert!(
         out.contains("delete GKE cluster fake with its node pools"),
         "{out}"
@@ -226,25 +171,25 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
     assert!(out.contains("is kept with its objects"), "{out}");
     assert!(cloud.apis().clusters().is_empty());
     assert_eq!(cloud.gcs().buckets().len(), 2, "the buckets stay");
-    let (code, status) = c.json(&["status", "--json"]).await;
+    let (code, status) = json(c, &["status", "--json"]).await;
     assert_eq!(code, Some(0));
     assert_eq!(status["status"]["cluster"], Value::Null);
     assert_eq!(status["status"]["fixes"][0], "kinetic up");
-    let (out, _) = c.ok(&["down", "--delete-buckets", "--yes"]).await;
+    let (out, _) = ok(c, &["down", "--delete-buckets", "--yes"]).await;
     assert!(
         out.contains("delete bucket gs://fake-project-kn-fake-jobs"),
         "{out}"
     );
     assert!(cloud.gcs().buckets().is_empty());
-    assert_nothing_created_twice(&cloud);
+    assert_nothing_created_twice(cloud);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_up_killed_midway_is_finished_by_the_next() {
-    let cloud = new_project(Duration::from_secs(3)).await;
-    let c = Client::new(&cloud);
+    let w = new_project(Duration::from_secs(3)).await;
+    let (cloud, c) = (w.cloud(), w.sandbox());
     let mut child = c
-        .command(&["up", "--yes"])
+        .command(&["up", "--yes"], &[])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -264,7 +209,7 @@ async fn an_up_killed_midway_is_finished_by_the_next() {
         vec![("fake".to_owned(), "PROVISIONING".to_owned())]
     );
 
-    let (out, _) = c.ok(&["up", "--yes"]).await;
+    let (out, _) = ok(c, &["up", "--yes"]).await;
     assert!(
         out.contains("wait for the cluster's operation in progress to finish"),
         "{out}"
@@ -274,14 +219,14 @@ async fn an_up_killed_midway_is_finished_by_the_next() {
         cloud.apis().clusters(),
         vec![("fake".to_owned(), "RUNNING".to_owned())]
     );
-    let (out, _) = c.ok(&["up", "--dry-run"]).await;
+    let (out, _) = ok(c, &["up", "--dry-run"]).await;
     assert!(out.contains("nothing to do"), "{out}");
-    assert_nothing_created_twice(&cloud);
+    assert_nothing_created_twice(cloud);
 }
 
 /// `doctor --json`'s failing checks, by what they check.
-async fn failing(c: &Client) -> Vec<(String, String, String)> {
-    let (code, v) = c.json(&["doctor", "--accelerator", "l4", "--json"]).await;
+async fn failing(c: &Sandbox) -> Vec<(String, String, String)> {
+    let (code, v) = json(c, &["doctor", "--accelerator", "l4", "--json"]).await;
     let failing: Vec<(String, String, String)> = v["checks"]
         .as_array()
         .unwrap()
@@ -299,7 +244,7 @@ async fn failing(c: &Client) -> Vec<(String, String, String)> {
     failing
 }
 
-async fn assert_named(c: &Client, what: &str, detail: &str, fix: &str) {
+async fn assert_named(c: &Sandbox, what: &str, detail: &str, fix: &str) {
     let failing = failing(c).await;
     assert!(
         failing
@@ -317,28 +262,28 @@ fn edit_kubeconfig(path: &Path, from: &str, to: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_names_every_missing_piece() {
-    let cloud = new_project(Duration::from_millis(50)).await;
-    let c = Client::new(&cloud);
+    let w = new_project(Duration::from_millis(50)).await;
+    let (cloud, c) = (w.cloud(), w.sandbox());
     assert_named(
-        &c,
+        c,
         "API container.googleapis.com",
         "not enabled",
         "kinetic up",
     )
     .await;
-    c.ok(&["up", "--accelerator", "l4", "--yes"]).await;
-    assert!(failing(&c).await.is_empty(), "all pass after up");
+    ok(c, &["up", "--accelerator", "l4", "--yes"]).await;
+    assert!(failing(c).await.is_empty(), "all pass after up");
     let names = cloud.names().clone();
     let context = names.kube_context.clone();
 
     // Each piece taken away in turn is named, with its fix.
     edit_kubeconfig(
-        &c.kubeconfig(),
+        &w.kubeconfig(),
         &format!("current-context: {context}"),
         "current-context: elsewhere",
     );
     assert_named(
-        &c,
+        c,
         &format!("kubeconfig context {context}"),
         "not the current context",
         "kubectl config use-context",
@@ -346,19 +291,19 @@ async fn doctor_names_every_missing_piece() {
     .await;
     let server = cloud.cluster().url().to_owned();
     edit_kubeconfig(
-        &c.kubeconfig(),
+        &w.kubeconfig(),
         &format!("server: {server}"),
         "server: http://127.0.0.1:9",
     );
     assert_named(
-        &c,
+        c,
         &format!("kubeconfig context {context}"),
         "points at http://127.0.0.1:9",
         "kinetic up",
     )
     .await;
     assert_named(
-        &c,
+        c,
         "cluster API through kubeconfig context",
         "cannot reach",
         "get-credentials",
@@ -372,7 +317,7 @@ async fn doctor_names_every_missing_piece() {
         "serviceAccount:fake-project.svc.id.goog[default/kinetic]",
     );
     assert_named(
-        &c,
+        c,
         "Workload Identity binding",
         "roles/iam.workloadIdentityUser",
         "kinetic up",
@@ -382,7 +327,7 @@ async fn doctor_names_every_missing_piece() {
         .cluster()
         .remove_object("serviceaccounts", "default", "kinetic");
     assert_named(
-        &c,
+        c,
         "Kubernetes service account default/kinetic",
         "missing",
         "kinetic up",
@@ -393,15 +338,15 @@ async fn doctor_names_every_missing_piece() {
         "",
         "leaderworkersets.leaderworkerset.x-k8s.io",
     );
-    assert_named(&c, "LeaderWorkerSet CRD", "missing", "kinetic up").await;
+    assert_named(c, "LeaderWorkerSet CRD", "missing", "kinetic up").await;
     cloud
         .cluster()
         .remove_object("daemonsets.apps", "kube-system", "nvidia-driver-installer");
-    assert_named(&c, "NVIDIA driver installer", "missing", "kinetic up").await;
-    let pool = l4_pool(&cloud);
+    assert_named(c, "NVIDIA driver installer", "missing", "kinetic up").await;
+    let pool = l4_pool(cloud);
     cloud.apis().remove_node_pool("fake", &pool);
     assert_named(
-        &c,
+        c,
         "node pool for gpu:l4",
         "no pool has this accelerator",
         "kinetic pool add --accelerator gpu-l4",
@@ -409,7 +354,7 @@ async fn doctor_names_every_missing_piece() {
     .await;
     cloud.gcs().deny("storage.objects.create");
     assert_named(
-        &c,
+        c,
         &format!("access to gs://{}", names.jobs_bucket),
         "storage.objects.create",
         "roles/storage.objectAdmin",
@@ -417,7 +362,7 @@ async fn doctor_names_every_missing_piece() {
     .await;
     cloud.gcs().remove_bucket(&names.builds_bucket);
     assert_named(
-        &c,
+        c,
         &format!("bucket gs://{}", names.builds_bucket),
         "missing",
         "kinetic up",
@@ -428,7 +373,7 @@ async fn doctor_names_every_missing_piece() {
         names.ar_repository
     ));
     assert_named(
-        &c,
+        c,
         &format!("Artifact Registry repository {}", names.ar_repository),
         "missing",
         "kinetic up",
@@ -438,7 +383,7 @@ async fn doctor_names_every_missing_piece() {
         .apis()
         .remove_service_account(&names.build_service_account);
     assert_named(
-        &c,
+        c,
         &format!("service account {}", names.build_service_account),
         "missing",
         "kinetic up",
@@ -446,15 +391,15 @@ async fn doctor_names_every_missing_piece() {
     .await;
     cloud.apis().disable("cloudbuild.googleapis.com");
     assert_named(
-        &c,
+        c,
         "API cloudbuild.googleapis.com",
         "not enabled",
         "gcloud services enable cloudbuild.googleapis.com",
     )
     .await;
-    c.ok(&["down", "--yes"]).await;
+    ok(c, &["down", "--yes"]).await;
     assert_named(
-        &c,
+        c,
         "GKE cluster fake in us-central1-a",
         "missing",
         "kinetic up",
@@ -462,10 +407,9 @@ async fn doctor_names_every_missing_piece() {
     .await;
 
     // Bad credentials: the project cannot be read.
-    let mut bad = Client::new(&cloud);
-    bad.env.retain(|(k, _)| k != "KINETIC_ACCESS_TOKEN");
-    bad.env
-        .push(("KINETIC_ACCESS_TOKEN".into(), "expired".into()));
+    let bad = w
+        .another_sandbox(WORK_PY)
+        .with_var("KINETIC_ACCESS_TOKEN", "expired");
     assert_named(
         &bad,
         "project fake-project",
@@ -476,9 +420,10 @@ async fn doctor_names_every_missing_piece() {
 }
 
 /// `kinetic run work.py:square --arg 7` on GKE with an L4 GPU: 49.
-async fn square_on_l4(c: &Client) {
-    let (out, err) = c
-        .ok(&[
+async fn square_on_l4(c: &Sandbox) {
+    let (out, err) = ok(
+        c,
+        &[
             "run",
             "work.py:square",
             "--arg",
@@ -488,8 +433,9 @@ async fn square_on_l4(c: &Client) {
             "--accelerator",
             "l4",
             "--json",
-        ])
-        .await;
+        ],
+    )
+    .await;
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(v["value"], 49, "{err}");
 }
@@ -524,16 +470,10 @@ fn assert_ran_on_pool(cloud: &FakeGcp, pool: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
-    let cloud = new_project(Duration::from_millis(50)).await;
-    let c = Client::without_target(&cloud);
-    let target = [
-        "--project",
-        "fake-project",
-        "--zone",
-        "us-central1-a",
-        "--cluster",
-        "fake",
-    ];
+    let w = new_project(Duration::from_millis(50)).await;
+    let cloud = w.cloud();
+    let c = &without_target(w.sandbox());
+    let target = PROJECT_FLAGS;
     let with_target = |args: &[&'static str]| -> Vec<&'static str> {
         args.iter().chain(target.iter()).copied().collect()
     };
@@ -557,20 +497,18 @@ async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
   }
 }
 "#;
-    std::fs::write(c.profiles_file(), before).unwrap();
-    let profiles = || std::fs::read_to_string(c.profiles_file()).unwrap();
+    std::fs::write(c.path("profiles.json"), before).unwrap();
+    let profiles = || std::fs::read_to_string(c.path("profiles.json")).unwrap();
 
     // Refused before anything is read or changed.
-    let o = c.run(&["up", "--profile-name", "has/slash", "--yes"]).await;
+    let o = run(c, &["up", "--profile-name", "has/slash", "--yes"]).await;
     assert_eq!(o.status.code(), Some(2), "{:?}", texts(&o));
     assert!(
         texts(&o).1.contains("Invalid profile name 'has/slash'"),
         "{:?}",
         texts(&o)
     );
-    let o = c
-        .run(&["up", "--profile-name", "x", "--no-profile", "--yes"])
-        .await;
+    let o = run(c, &["up", "--profile-name", "x", "--no-profile", "--yes"]).await;
     assert_eq!(o.status.code(), Some(2), "{:?}", texts(&o));
     assert!(
         cloud.apis().calls().is_empty(),
@@ -578,14 +516,12 @@ async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
         cloud.apis().calls()
     );
     // A plan alone saves nothing.
-    c.ok(&with_target(&["up", "--dry-run"])).await;
+    ok(c, &with_target(&["up", "--dry-run"])).await;
     assert_eq!(profiles(), before);
 
     // Built: the profile named after the cluster is updated in place and
     // made active, in Kinetic's format to the byte.
-    let (out, _) = c
-        .ok(&with_target(&["up", "--accelerator", "l4", "--yes"]))
-        .await;
+    let (out, _) = ok(c, &with_target(&["up", "--accelerator", "l4", "--yes"])).await;
     assert!(
         out.contains(
             "Profile 'fake' saved and made active (project fake-project, zone us-central1-a, cluster fake, namespace default).\nDone.\n"
@@ -614,21 +550,19 @@ async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
 }
 "#
     );
-    let (code, list) = c.json(&["profile", "list", "--json"]).await;
+    let (code, list) = json(c, &["profile", "list", "--json"]).await;
     assert_eq!((code, &list["active"]), (Some(0), &Value::from("fake")));
 
     // The next job names nothing but its accelerator: the project, zone,
     // cluster and namespace (so the bucket, the registry and the
     // kubeconfig context) come from the profile, and the job runs on the
     // pool `up` added.
-    square_on_l4(&c).await;
-    assert_ran_on_pool(&cloud, &l4_pool(&cloud));
+    square_on_l4(c).await;
+    assert_ran_on_pool(cloud, &l4_pool(cloud));
 
     // Nothing left to build: the profile is still saved, under the name
     // asked for, and --json says so.
-    let (code, v) = c
-        .json(&["up", "--yes", "--profile-name", "team_a", "--json"])
-        .await;
+    let (code, v) = json(c, &["up", "--yes", "--profile-name", "team_a", "--json"]).await;
     assert_eq!(code, Some(0), "{v:#}");
     assert_eq!(v["applied"], false, "{v:#}");
     assert_eq!(
@@ -645,10 +579,10 @@ async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
 
     // --no-profile: the file is not touched.
     let saved = profiles();
-    let (code, v) = c.json(&["up", "--yes", "--no-profile", "--json"]).await;
+    let (code, v) = json(c, &["up", "--yes", "--no-profile", "--json"]).await;
     assert_eq!((code, &v["profile"]), (Some(0), &Value::Null), "{v:#}");
     assert_eq!(profiles(), saved);
-    let (out, _) = c.ok(&["up", "--dry-run"]).await;
+    let (out, _) = ok(c, &["up", "--dry-run"]).await;
     assert!(!out.contains("Profile"), "{out}");
     assert_eq!(profiles(), saved);
 }

@@ -5,11 +5,13 @@
 //! back as reported by its host, and `kinetic map` maps over the slice.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use kinetic_fake_gcp::FakeGcs;
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, FakeNode};
 use serde_json::Value;
+
+mod sandbox;
+
+use sandbox::world::World;
 
 /// `f` writes what its host saw to `{hosts}/host-{rank}.json` and returns
 /// the rank; `g` counts its runs on each host and fails on host 2 only; `square` is for `map`.
@@ -51,85 +53,22 @@ def square(x):
     )
 }
 
-fn tpu_node(name: &str) -> FakeNode {
-    FakeNode::cpu(name)
-        .label(
-            "cloud.google.com/gke-tpu-accelerator",
-            "tpu-v5-lite-podslice",
-        )
-        .label("cloud.google.com/gke-tpu-topology", "4x4")
-        .capacity("google.com/tpu", 4)
+/// The slice, its project `work.py` (which writes to `hosts/` in the
+/// sandbox) and a `pyproject.toml`.
+async fn slice() -> World {
+    let w = World::gke("").pyproject().pathways().start().await;
+    let sb = w.sandbox();
+    std::fs::create_dir_all(sb.path("hosts")).unwrap();
+    sb.write("home/project/work.py", &work_py(&sb.path("hosts")));
+    w
 }
 
-struct World {
-    dir: tempfile::TempDir,
-    _gcs: FakeGcs,
-    cluster: FakeCluster,
-    env: Vec<(String, String)>,
-}
-
-impl World {
-    async fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let project = dir.path().join("home/project");
-        let hosts = dir.path().join("hosts");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::create_dir_all(&hosts).unwrap();
-        std::fs::write(
-            project.join("pyproject.toml"),
-            "[project]\nname = \"p\"\ndependencies = []\n",
-        )
-        .unwrap();
-        std::fs::write(project.join("work.py"), work_py(&hosts)).unwrap();
-        let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
-        let nodes = (0..4).map(|i| tpu_node(&format!("tpu-{i}"))).collect();
-        let cluster = FakeCluster::start(
-            FakeClusterConfig::default()
-                .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
-                .nodes(nodes),
-        )
-        .await
-        .unwrap();
-        cluster.install_leader_worker_set().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-        let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
-        env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
-        Self {
-            dir,
-            _gcs: gcs,
-            cluster,
-            env,
-        }
-    }
-
-    async fn kinetic(&self, args: &[&str]) -> Output {
-        let dir = self.dir.path().to_path_buf();
-        let env = self.env.clone();
-        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_kinetic"))
-                .args(&args)
-                .current_dir(dir.join("home/project"))
-                .env_clear()
-                .env("PATH", std::env::var("PATH").unwrap_or_default())
-                .env("HOME", dir.join("home"))
-                .env("KINETIC_LOCAL_ROOT", dir.join("local"))
-                .env("KINETIC_PROFILES_FILE", dir.join("profiles.json"))
-                .envs(env)
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap()
-    }
-
-    fn host(&self, rank: u32) -> Value {
-        let path = self.dir.path().join(format!("hosts/host-{rank}.json"));
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("host {rank} left no record at {}: {e}", path.display()));
-        serde_json::from_str(&text).unwrap()
-    }
+/// What host `rank` saw, as `f` wrote it.
+fn host(w: &World, rank: u32) -> Value {
+    let path = w.sandbox().path(&format!("hosts/host-{rank}.json"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("host {rank} left no record at {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
 }
 
 fn stderr(o: &Output) -> String {
@@ -140,7 +79,7 @@ const LWS: &str = "leaderworkersets.leaderworkerset.x-k8s.io";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_host_slice_runs_on_pathways_and_returns_the_leaders_value() {
-    let w = World::new().await;
+    let w = slice().await;
     let o = w
         .kinetic(&[
             "run",
@@ -156,8 +95,8 @@ async fn a_multi_host_slice_runs_on_pathways_and_returns_the_leaders_value() {
     assert!(err.contains("backend: pathways"), "{err}");
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(out["value"], serde_json::json!({"leader_rank": 0}), "{out}");
-    assert_eq!(w.cluster.calls().count("create", LWS), 1);
-    let hosts: Vec<Value> = (0..4).map(|r| w.host(r)).collect();
+    assert_eq!(w.cluster().calls().count("create", LWS), 1);
+    let hosts: Vec<Value> = (0..4).map(|r| host(&w, r)).collect();
     for (rank, seen) in hosts.iter().enumerate() {
         assert_eq!(seen["rank"], rank, "{seen}");
         assert_eq!(seen["tpu_worker_id"], rank.to_string(), "{seen}");
@@ -173,7 +112,7 @@ async fn a_multi_host_slice_runs_on_pathways_and_returns_the_leaders_value() {
         "the leader coordinates"
     );
     assert!(
-        w.cluster.objects(LWS, "default").is_empty(),
+        w.cluster().objects(LWS, "default").is_empty(),
         "the LeaderWorkerSet is cleaned up after its value was collected"
     );
 }
@@ -185,7 +124,7 @@ async fn a_multi_host_slice_runs_on_pathways_and_returns_the_leaders_value() {
 /// again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workers_failure_under_restart_always_is_reported_once_by_its_host() {
-    let w = World::new().await;
+    let w = slice().await;
     let o = w
         .kinetic(&["run", "work.py:g", "--accelerator", "v5litepod-16"])
         .await;
@@ -193,7 +132,7 @@ async fn a_workers_failure_under_restart_always_is_reported_once_by_its_host() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("ValueError: host 2 broke"), "{err}");
     assert!(err.contains("reported by host 2 of 4"), "{err}");
-    let sets = w.cluster.objects("statefulsets.apps", "default");
+    let sets = w.cluster().objects("statefulsets.apps", "default");
     assert!(
         !sets.is_empty(),
         "the leader and worker StatefulSets were made"
@@ -209,7 +148,7 @@ async fn a_workers_failure_under_restart_always_is_reported_once_by_its_host() {
                 .is_none()
         );
     }
-    let events = w.cluster.objects("events", "default");
+    let events = w.cluster().objects("events", "default");
     let recreated: Vec<&Value> = events
         .iter()
         .filter(|e| {
@@ -224,7 +163,7 @@ async fn a_workers_failure_under_restart_always_is_reported_once_by_its_host() {
     // host may not have reached g before the slice was failed and scaled
     // down, as on a real cluster where a slow host is stopped with it.
     for rank in 0..4 {
-        let path = w.dir.path().join(format!("hosts/g-runs-{rank}"));
+        let path = w.sandbox().path(&format!("hosts/g-runs-{rank}"));
         match std::fs::read_to_string(&path) {
             Ok(runs) => assert_eq!(runs, "run\n", "host {rank} ran g once"),
             Err(e) if rank == 2 => panic!("host 2 never ran g ({}): {e}", path.display()),
@@ -235,9 +174,8 @@ async fn a_workers_failure_under_restart_always_is_reported_once_by_its_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn map_runs_each_input_on_its_own_slice() {
-    let w = World::new().await;
-    let inputs = w.dir.path().join("home/project/in.jsonl");
-    std::fs::write(&inputs, "1\n2\n3\n").unwrap();
+    let w = slice().await;
+    let inputs = w.sandbox().write("home/project/in.jsonl", "1\n2\n3\n");
     let o = w
         .kinetic(&[
             "map",
@@ -256,5 +194,5 @@ async fn map_runs_each_input_on_its_own_slice() {
     assert!(o.status.success(), "{err}");
     let values: Vec<&str> = std::str::from_utf8(&o.stdout).unwrap().lines().collect();
     assert_eq!(values, ["1", "4", "9"], "{err}");
-    assert_eq!(w.cluster.calls().count("create", LWS), 3);
+    assert_eq!(w.cluster().calls().count("create", LWS), 3);
 }

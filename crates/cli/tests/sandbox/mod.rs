@@ -1,18 +1,24 @@
 //! A temporary home with a Python project, and the real `kinetic` binary
-//! run in it on the local backend with nothing of the test's environment
-//! but `PATH`, every run bounded in time.
+//! run in it with nothing of the test's environment but `PATH` (on the
+//! local backend, or pointed at a fake cloud by [`world::World`]), every
+//! run bounded in time.
 
 #![allow(dead_code)] // each test binary uses its own share
 
-use std::path::PathBuf;
+pub(crate) mod world;
+
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long one `kinetic` command may take before the test fails.
 pub(crate) const COMMAND_LIMIT: Duration = Duration::from_secs(120);
 
 pub(crate) struct Sandbox {
-    dir: tempfile::TempDir,
+    dir: Arc<tempfile::TempDir>,
+    /// Every command's environment, under what each call adds.
+    env: Vec<(String, String)>,
 }
 
 impl Sandbox {
@@ -22,7 +28,50 @@ impl Sandbox {
         let project = dir.path().join("home/project");
         std::fs::create_dir_all(&project).unwrap();
         std::fs::write(project.join("work.py"), work_py).unwrap();
-        Self { dir }
+        Self {
+            dir: Arc::new(dir),
+            env: Vec::new(),
+        }
+    }
+
+    /// The same home, its commands run with `env` under what each call
+    /// adds (the environment that points them at a fake cloud, say).
+    pub(crate) fn with_env(&self, env: Vec<(String, String)>) -> Self {
+        Self {
+            dir: self.dir.clone(),
+            env,
+        }
+    }
+
+    /// The same home with its environment but the variables `names`.
+    pub(crate) fn without(&self, names: &[&str]) -> Self {
+        let env = self
+            .env
+            .iter()
+            .filter(|(k, _)| !names.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        self.with_env(env)
+    }
+
+    /// The same home with its environment and `name` set to `value`.
+    pub(crate) fn with_var(&self, name: &str, value: &str) -> Self {
+        let mut env = self.without(&[name]).env;
+        env.push((name.to_owned(), value.to_owned()));
+        self.with_env(env)
+    }
+
+    /// The environment every command of this sandbox has.
+    pub(crate) fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// Write `text` to `rel` inside the sandbox, making its folders.
+    pub(crate) fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().unwrap_or(Path::new("/"))).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
     }
 
     /// A path inside the sandbox.
@@ -40,7 +89,8 @@ impl Sandbox {
             .env("HOME", self.path("home"))
             .env("KINETIC_LOCAL_ROOT", self.path("local"))
             .env("KINETIC_PROFILES_FILE", self.path("profiles.json"))
-            .stdin(Stdio::null());
+            .stdin(Stdio::null())
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -63,6 +113,15 @@ impl Sandbox {
         tokio::task::spawn_blocking(move || output_within(cmd, COMMAND_LIMIT))
             .await
             .unwrap()
+    }
+
+    /// [`Sandbox::kinetic_async`] with `env` as string pairs.
+    pub(crate) async fn kinetic_async_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.kinetic_async(args, &env).await
     }
 }
 
