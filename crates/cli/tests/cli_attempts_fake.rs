@@ -4,17 +4,16 @@
 //! `KINETIC_ATTEMPT`; a batch child's attempts are kept in its
 //! `attempts.json` as a single job's are.
 
-use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
 use kinetic_fake_gcp::FakeGcs;
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, PodScript};
+use kinetic_fake_gcp::k8s::{FakeCluster, PodScript};
 use serde_json::Value;
 
 mod sandbox;
 
-use sandbox::Sandbox;
+use sandbox::world::{JOBS_BUCKET, World};
 
 const WORK_PY: &str = r#"
 import os
@@ -32,37 +31,18 @@ def attempt(x):
     return [x, os.environ["KINETIC_ATTEMPT"]]
 "#;
 
-const BUCKET: &str = "fake-jobs";
-
-async fn cluster(dir: &Path) -> (FakeGcs, FakeCluster, Vec<(String, String)>) {
-    let gcs = FakeGcs::with_buckets(&[BUCKET]).unwrap();
-    let cluster = FakeCluster::start(
-        FakeClusterConfig::default()
-            .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
-            .kill_grace(Duration::from_millis(300)),
-    )
-    .await
-    .unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-    let mut env = cluster.cli_env(&kubeconfig, &format!("gs://{BUCKET}"), "default");
-    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
-    (gcs, cluster, env)
-}
-
-fn project() -> Sandbox {
-    let sb = Sandbox::new(WORK_PY);
-    std::fs::write(
-        sb.path("home/project/pyproject.toml"),
-        "[project]\nname = \"p\"\ndependencies = []\n",
-    )
-    .unwrap();
-    sb
+/// A fake cluster whose pods get 300 ms between SIGTERM and SIGKILL.
+async fn world() -> World {
+    World::gke(WORK_PY)
+        .pyproject()
+        .kill_grace(Duration::from_millis(300))
+        .start()
+        .await
 }
 
 /// `kinetic ARGS`, which must succeed; its stdout as JSON.
-async fn kinetic_json(sb: &Sandbox, env: &[(String, String)], args: &[&str]) -> Value {
-    let o: Output = sb.kinetic_async(args, env).await;
+async fn kinetic_json(w: &World, args: &[&str]) -> Value {
+    let o: Output = w.kinetic(args).await;
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{args:?}\nstdout: {out}\nstderr: {err}");
@@ -72,11 +52,12 @@ async fn kinetic_json(sb: &Sandbox, env: &[(String, String)], args: &[&str]) -> 
 /// The start markers of `job_id` in the bucket: (name, the pod it names).
 fn start_markers(gcs: &FakeGcs, job_id: &str) -> Vec<(String, String)> {
     let prefix = format!("{job_id}/starts/");
-    gcs.list_objects(BUCKET)
+    gcs.list_objects(JOBS_BUCKET)
         .into_iter()
         .filter(|(name, _)| name.starts_with(&prefix))
         .map(|(name, _)| {
-            let body: Value = serde_json::from_slice(&gcs.object(BUCKET, &name).unwrap()).unwrap();
+            let body: Value =
+                serde_json::from_slice(&gcs.object(JOBS_BUCKET, &name).unwrap()).unwrap();
             let pod = body["pod"].as_str().unwrap_or_default().to_owned();
             (name[prefix.len()..].to_owned(), pod)
         })
@@ -95,13 +76,12 @@ fn pod_names(cluster: &FakeCluster) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_pod_sees_kinetic_attempt_2_and_cleanup_removes_the_markers() {
-    let sb = project();
-    let (gcs, cluster, env) = cluster(&sb.path("")).await;
-    let marker = sb.path("").join("marker");
+    let w = world().await;
+    let (gcs, cluster) = (w.gcs(), w.cluster());
+    let marker = w.sandbox().path("").join("marker");
     let arg = serde_json::to_string(&marker.display().to_string()).unwrap();
     let v = kinetic_json(
-        &sb,
-        &env,
+        &w,
         &[
             "run",
             "work.py:flaky",
@@ -125,13 +105,13 @@ async fn a_retried_pod_sees_kinetic_attempt_2_and_cleanup_removes_the_markers() 
 
     // One marker per pod, each naming its own pod (the downward API's
     // metadata.name), numbered in the order the pods ran.
-    let markers = start_markers(&gcs, &job_id);
+    let markers = start_markers(gcs, &job_id);
     let names: Vec<&str> = markers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["00000001", "00000002"], "{markers:?}");
     let mut pods: Vec<String> = markers.iter().map(|(_, p)| p.clone()).collect();
     assert_ne!(pods[0], pods[1], "{markers:?}");
     pods.sort();
-    assert_eq!(pods, pod_names(&cluster), "the markers name the Job's pods");
+    assert_eq!(pods, pod_names(cluster), "the markers name the Job's pods");
     let job = &cluster.objects("jobs.batch", "default")[0];
     let env_of_pod = &job["spec"]["template"]["spec"]["containers"][0]["env"];
     assert!(
@@ -145,24 +125,23 @@ async fn a_retried_pod_sees_kinetic_attempt_2_and_cleanup_removes_the_markers() 
     );
 
     // Cleaning up the job's store objects removes its markers too.
-    let o = sb.kinetic_async(&["jobs", "cleanup", &job_id], &env).await;
+    let o = w.kinetic(&["jobs", "cleanup", &job_id]).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(start_markers(&gcs, &job_id), Vec::new());
+    assert_eq!(start_markers(gcs, &job_id), Vec::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_childs_attempts_outlive_its_kubernetes_objects() {
-    let sb = project();
-    let (gcs, cluster, env) = cluster(&sb.path("")).await;
+    let w = world().await;
+    let (gcs, cluster) = (w.gcs(), w.cluster());
     // The child's first pod is preempted; its restart budget runs it again.
     cluster.script_next(PodScript::Preempted {
         after: Duration::from_millis(300),
     });
-    let inputs = sb.path("inputs.jsonl");
+    let inputs = w.sandbox().path("inputs.jsonl");
     std::fs::write(&inputs, "5\n").unwrap();
     let v = kinetic_json(
-        &sb,
-        &env,
+        &w,
         &[
             "map",
             "work.py:attempt",
@@ -183,7 +162,7 @@ async fn a_batch_childs_attempts_outlive_its_kubernetes_objects() {
     assert_eq!(v["results"][0]["value"][0], 5, "{v}");
     // The preempted pod may or may not have reached the runner: the run
     // that returned claimed the last number there is.
-    let markers = start_markers(&gcs, &child);
+    let markers = start_markers(gcs, &child);
     assert!(!markers.is_empty() && markers.len() <= 2, "{markers:?}");
     assert_eq!(
         v["results"][0]["value"][1],
@@ -198,11 +177,11 @@ async fn a_batch_childs_attempts_outlive_its_kubernetes_objects() {
         "cleaned up"
     );
     assert!(
-        gcs.object(BUCKET, &format!("{child}/attempts.json"))
+        gcs.object(JOBS_BUCKET, &format!("{child}/attempts.json"))
             .is_some(),
         "the batch kept the child's attempts"
     );
-    let s = kinetic_json(&sb, &env, &["jobs", "status", &child, "--json"]).await;
+    let s = kinetic_json(&w, &["jobs", "status", &child, "--json"]).await;
     let attempts = s["attempts"].as_array().expect("attempts");
     assert_eq!(attempts.len(), 2, "{s}");
     assert_eq!(attempts[0]["outcome"], "preempted", "{s}");

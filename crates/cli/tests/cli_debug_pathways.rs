@@ -16,9 +16,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kinetic_fake_gcp::FakeGcs;
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, FakeNode};
-use sandbox::{Sandbox, stderr, stdout, wait_within};
+use sandbox::world::World;
+use sandbox::{stderr, stdout, wait_within};
 use serde_json::Value;
 
 const LWS: &str = "leaderworkersets.leaderworkerset.x-k8s.io";
@@ -44,16 +43,6 @@ def square(x):
     )
 }
 
-fn tpu_node(name: &str) -> FakeNode {
-    FakeNode::cpu(name)
-        .label(
-            "cloud.google.com/gke-tpu-accelerator",
-            "tpu-v5-lite-podslice",
-        )
-        .label("cloud.google.com/gke-tpu-topology", "4x4")
-        .capacity("google.com/tpu", 4)
-}
-
 /// When each host ran the function (seconds since the epoch), by rank.
 fn ran(stamps: &Path) -> Vec<(u32, f64)> {
     (0..4)
@@ -76,46 +65,31 @@ fn env_value(container: &Value, name: &str) -> Option<String> {
 async fn a_debugger_attaches_to_the_leader_of_a_slice_and_the_workers_wait_for_it() {
     let stamps_dir = tempfile::tempdir().unwrap();
     let stamps = stamps_dir.path().canonicalize().unwrap();
-    let sb = Sandbox::new(&work_py(&stamps));
-    let gcs = FakeGcs::with_buckets(&["fake-jobs"]).unwrap();
-    let nodes = (0..4).map(|i| tpu_node(&format!("tpu-{i}"))).collect();
-    let cluster = FakeCluster::start(
-        FakeClusterConfig::default()
-            .python(dap::venv_bin().join("python3"))
-            .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
-            .nodes(nodes),
-    )
-    .await
-    .unwrap();
-    cluster.install_leader_worker_set().unwrap();
-    let kubeconfig = sb.path("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-    let mut env = cluster.cli_env(&kubeconfig, "gs://fake-jobs", "default");
-    env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
-
-    let o = sb
-        .kinetic_async(
-            &[
-                "run",
-                "--detach",
-                "--debug",
-                "work:square",
-                "--arg",
-                "7",
-                "--accelerator",
-                "v5litepod-16",
-                "-v",
-            ],
-            &env,
-        )
+    let w = World::gke(&work_py(&stamps))
+        .pathways()
+        .python(dap::venv_bin().join("python3"))
+        .start()
+        .await;
+    let o = w
+        .kinetic(&[
+            "run",
+            "--detach",
+            "--debug",
+            "work:square",
+            "--arg",
+            "7",
+            "--accelerator",
+            "v5litepod-16",
+            "-v",
+        ])
         .await;
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("backend: pathways"), "{}", stderr(&o));
     let job = stdout(&o).trim().to_owned();
 
-    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut debug = sb
-        .command(&["jobs", "debug", &job, "--port", "0"], &env_refs)
+    let mut debug = w
+        .sandbox()
+        .command(&["jobs", "debug", &job, "--port", "0"], &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -127,7 +101,7 @@ async fn a_debugger_attaches_to_the_leader_of_a_slice_and_the_workers_wait_for_i
             .unwrap();
     let Ok(launch) = launch else {
         let o = wait_within(debug, sandbox::COMMAND_LIMIT);
-        let logs = sb.kinetic_async(&["jobs", "logs", &job], &env).await;
+        let logs = w.kinetic(&["jobs", "logs", &job]).await;
         panic!(
             "`kinetic jobs debug` printed no launch configuration: {}\nthe job's logs: {}{}",
             stderr(&o),
@@ -163,7 +137,7 @@ async fn a_debugger_attaches_to_the_leader_of_a_slice_and_the_workers_wait_for_i
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("ended (SUCCEEDED)"), "{}", stderr(&o));
 
-    let o = sb.kinetic_async(&["jobs", "result", &job], &env).await;
+    let o = w.kinetic(&["jobs", "result", &job]).await;
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "49");
     let runs = ran(&stamps);
@@ -181,7 +155,8 @@ async fn a_debugger_attaches_to_the_leader_of_a_slice_and_the_workers_wait_for_i
 
     // Kept, with the debugger on the leader and the workers told to wait.
     let name = format!("keras-pathways-{job}");
-    let set = cluster
+    let set = w
+        .cluster()
         .object(LWS, "default", &name)
         .unwrap_or_else(|| panic!("the debug slice {name} was cleaned up"));
     let template = &set["spec"]["leaderWorkerTemplate"];
@@ -194,7 +169,7 @@ async fn a_debugger_attaches_to_the_leader_of_a_slice_and_the_workers_wait_for_i
         Some("1")
     );
     assert_eq!(env_value(worker, "KINETIC_DEBUG"), None);
-    let logs = sb.kinetic_async(&["jobs", "logs", &job], &env).await;
+    let logs = w.kinetic(&["jobs", "logs", &job]).await;
     assert!(
         stdout(&logs).contains("debugger attached"),
         "{}",
