@@ -90,3 +90,20 @@ def test_fuse_data_in_map_inputs_is_refused(tmp_path):
     (tmp_path / "a.txt").write_text("a")
     with pytest.raises(Exception, match="FUSE-mounted data, which a map input cannot be"):
         remote(work.list_dir).run_async_map([kinetic.Data(str(tmp_path), fuse=True)])
+
+
+def test_wait_bounds_that_do_not_apply_per_call_are_said_so():
+    import work
+
+    batch = remote(work.square).run_async_map([2])
+    with pytest.warns(UserWarning, match=r"as_completed\(poll_interval=1\) is not applied"):
+        assert [j.result(cleanup=False) for j in batch.as_completed(poll_interval=1, timeout=60)] == [4]
+    job = batch.jobs[0]
+    with pytest.warns(UserWarning, match="cleanup_timeout=5 is not applied per call"):
+        job.cleanup(cleanup_timeout=5)
+    with pytest.raises(ValueError, match="cleanup_poll_interval=-1"):
+        job.cancel(cleanup_poll_interval=-1)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        remote(work.square).run_async(3).result(cleanup_timeout=180, cleanup_poll_interval=2)

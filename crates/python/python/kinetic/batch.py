@@ -1,6 +1,7 @@
 """Batches: :class:`BatchHandle`, :class:`BatchError`, :func:`attach_batch`."""
 
 import json
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from kinetic import _native
@@ -91,12 +92,16 @@ class BatchHandle:
         even while more inputs are still being submitted.
 
         Args:
-            poll_interval: Seconds between status polls (the batch polls at
-                the interval it was created with; this must be positive).
+            poll_interval: Seconds between status polls. The batch polls at
+                the interval it was created with; another value than the
+                default 5 is checked and warned about.
             timeout: Maximum seconds to wait. Raises TimeoutError if exceeded.
         """
         _check_seconds("poll_interval", poll_interval)
         _check_seconds("timeout", timeout)
+        if poll_interval != 5.0:
+            warnings.warn("as_completed(poll_interval=%r) is not applied: the batch polls at the interval it "
+                          "was created with" % (poll_interval,), stacklevel=2)
         completions = self._batch.as_completed(timeout)
         while True:
             job = completions.next()

@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from typing import Any, Callable, Dict, List, Optional
 
 from kinetic import _native
@@ -27,6 +28,19 @@ def _client(project=None, zone=None, cluster=None, namespace=None, base_image_re
 def _check_seconds(name: str, value) -> None:
     if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
         raise ValueError("%s=%r: expected a number of seconds, zero or more" % (name, value))
+
+
+def _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval) -> None:
+    """Kinetic's per-call bounds on waiting for a deletion. The backend waits
+    for the deletion itself, under its own bound (180 s, Kinetic's default),
+    so other values are checked and said not to apply, never dropped silently."""
+    _check_seconds("cleanup_timeout", cleanup_timeout)
+    _check_seconds("cleanup_poll_interval", cleanup_poll_interval)
+    for name, value, default in (("cleanup_timeout", cleanup_timeout, 180),
+                                 ("cleanup_poll_interval", cleanup_poll_interval, 2)):
+        if value != default:
+            warnings.warn("%s=%r is not applied per call: the backend waits for the deletion itself, "
+                          "for up to 180 s" % (name, value), stacklevel=3)
 
 
 def _reattach_hint(job_id: str) -> str:
@@ -229,9 +243,11 @@ class JobHandle:
             cleanup: When True, delete the job's backend object after the
                 result is downloaded. None (the default) means ``not debug``:
                 a debug job is kept for inspection.
-            cleanup_timeout: Maximum seconds for the cleanup (the engine
-                returns once the deletion is accepted).
-            cleanup_poll_interval: Seconds between deletion-confirmation polls.
+            cleanup_timeout: Kinetic's bound on waiting for the deletion. The
+                backend waits for the deletion itself, for up to 180 s (the
+                default); another value is checked and warned about.
+            cleanup_poll_interval: Kinetic's seconds between deletion checks;
+                likewise checked, and warned about when not the default 2.
             stream_logs: When True (the default), print the job's output to
                 stdout while waiting.
             on_status_change: Called with the new :class:`JobStatus` each time
@@ -252,8 +268,7 @@ class JobHandle:
                 how to reattach.
         """
         _check_seconds("timeout", timeout)
-        _check_seconds("cleanup_timeout", cleanup_timeout)
-        _check_seconds("cleanup_poll_interval", cleanup_poll_interval)
+        _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval)
         on_status = None
         if on_status_change is not None:
             def on_status(text, callback=on_status_change):
@@ -280,15 +295,13 @@ class JobHandle:
 
     def cancel(self, cleanup_timeout: float = 180, cleanup_poll_interval: float = 2) -> None:
         """Cancel the running job by deleting its backend object."""
-        _check_seconds("cleanup_timeout", cleanup_timeout)
-        _check_seconds("cleanup_poll_interval", cleanup_poll_interval)
+        _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval)
         self._native().cancel()
 
     def cleanup(self, k8s: bool = True, gcs: bool = True, cleanup_timeout: float = 180,
                 cleanup_poll_interval: float = 2) -> None:
         """Clean up the backend object (``k8s``) and/or the stored artifacts (``gcs``)."""
-        _check_seconds("cleanup_timeout", cleanup_timeout)
-        _check_seconds("cleanup_poll_interval", cleanup_poll_interval)
+        _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval)
         self._native().cleanup(k8s=bool(k8s), gcs=bool(gcs))
 
 
