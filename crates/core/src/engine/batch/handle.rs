@@ -74,7 +74,7 @@ fn check_inputs(inputs: &[Arg], mode: InputMode) -> Result<(), BatchError> {
             // Every child of a batch gets the same mounts, so data that is
             // mounted rather than fetched cannot differ per input.
             return Err(invalid(format!(
-                "input {i}: {} is FUSE-mounted data, which a map input cannot be (the jobs of a batch share their mounts); mount it for every input with volumes=, or drop fuse to fetch it for this input only",
+                "input {i}: {} is FUSE-mounted data, which a map input cannot be (the jobs of a batch share their mounts); mount it for every input as a volume (volumes= in Python, --volume on the command line), or drop fuse to fetch it for this input only",
                 data_source_text(fused.source())
             )));
         }
