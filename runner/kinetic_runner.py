@@ -384,11 +384,15 @@ class Storage:
         return self._gcs
 
     def read_bytes(self, uri: str) -> bytes:
+        """The object's bytes; NotFound when there is none, here as on GCS."""
         parsed = parse_uri(uri)
         if parsed[0] == "gs":
             return self.gcs().read(parsed[1], parsed[2])
-        with open(parsed[1], "rb") as f:
-            return f.read()
+        try:
+            with open(parsed[1], "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise NotFound("%s: no such file" % uri) from None
 
     def download(self, uri: str, dest: str) -> int:
         parsed = parse_uri(uri)
@@ -426,10 +430,7 @@ class Storage:
                 raise
             return True
         path = parsed[1]
-        os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
-        partial = "%s.%d.%d.part" % (path, os.getpid(), threading.get_ident())
-        with open(partial, "wb") as f:
-            f.write(data)
+        partial = _write_partial(path, data)
         try:
             os.link(partial, path)
         except FileExistsError:
@@ -444,11 +445,17 @@ class Storage:
             self.gcs().upload(parsed[1], parsed[2], data, content_type)
             return
         path = parsed[1]
-        os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
-        partial = "%s.%d.part" % (path, os.getpid())
-        with open(partial, "wb") as f:
-            f.write(data)
-        os.replace(partial, path)
+        os.replace(_write_partial(path, data), path)
+
+
+def _write_partial(path: str, data: bytes) -> str:
+    """Writes ``data`` beside ``path`` under a name of this process and
+    thread, for the caller to move into place whole; gives that name."""
+    os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
+    partial = "%s.%d.%d.part" % (path, os.getpid(), threading.get_ident())
+    with open(partial, "wb") as f:
+        f.write(data)
+    return partial
 
 
 def result_target(spec_doc: dict, host_index: int):
@@ -976,7 +983,7 @@ def waits_for_leader(environ) -> bool:
 def object_exists(storage, uri: str) -> bool:
     try:
         storage.read_bytes(uri)
-    except (NotFound, FileNotFoundError):
+    except NotFound:
         return False
     return True
 
@@ -1601,7 +1608,7 @@ def read_cache_marker(storage: Storage, uri: str, marker_uri: str) -> list:
     expected = uri.rstrip("/").rsplit("/", 1)[-1]
     try:
         raw = storage.read_bytes(marker_uri)
-    except (NotFound, FileNotFoundError):
+    except NotFound:
         raise RunnerError("data cache entry %s has no marker at %s (its upload never finished, or it was removed)"
                           % (uri, marker_uri)) from None
     except (OSError, RunnerError) as err:
