@@ -56,7 +56,10 @@ fn invalid(message: impl Into<String>) -> BatchError {
     }
 }
 
-fn check_inputs(inputs: &[Arg], mode: InputMode) -> Result<(), BatchError> {
+/// Each input's arguments under `mode`, once every input was checked:
+/// there is at least one and not too many, each fits the mode, and none
+/// holds FUSE-mounted data.
+fn calls_of(inputs: &[Arg], mode: InputMode) -> Result<Vec<CallArgs<Arg>>, BatchError> {
     if inputs.is_empty() {
         return Err(invalid("inputs must be non-empty"));
     }
@@ -66,20 +69,31 @@ fn check_inputs(inputs: &[Arg], mode: InputMode) -> Result<(), BatchError> {
             inputs.len()
         )));
     }
-    for (i, input) in inputs.iter().enumerate() {
-        dispatch_input(mode, i, input).map_err(|e| invalid(e.to_string()))?;
-        let mut data = Vec::new();
-        input.collect_data(&mut data);
-        if let Some(fused) = data.iter().find(|d| d.is_fuse()) {
-            // Every child of a batch gets the same mounts, so data that is
-            // mounted rather than fetched cannot differ per input.
-            return Err(invalid(format!(
-                "input {i}: {} is FUSE-mounted data, which a map input cannot be (the jobs of a batch share their mounts); mount it for every input as a volume (volumes= in Python, --volume on the command line), or drop fuse to fetch it for this input only",
-                data_source_text(fused.source())
-            )));
-        }
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, input)| {
+            let call = dispatch_input(mode, i, input).map_err(|e| invalid(e.to_string()))?;
+            if let Some(fused) = call_data(&call).into_iter().find(|d| d.is_fuse()) {
+                // Every child of a batch gets the same mounts, so data that
+                // is mounted rather than fetched cannot differ per input.
+                return Err(invalid(format!(
+                    "input {i}: {} is FUSE-mounted data, which a map input cannot be (the jobs of a batch share their mounts); mount it for every input as a volume (volumes= in Python, --volume on the command line), or drop fuse to fetch it for this input only",
+                    data_source_text(fused.source())
+                )));
+            }
+            Ok(call)
+        })
+        .collect()
+}
+
+/// Every [`Data`] of a call's arguments, positional then keyword.
+fn call_data(call: &CallArgs<Arg>) -> Vec<&Data> {
+    let mut data = Vec::new();
+    for arg in call.args.iter().chain(call.kwargs.iter().map(|(_, a)| a)) {
+        arg.collect_data(&mut data);
     }
-    Ok(())
+    data
 }
 
 fn config_of(total: usize, options: &MapOptions) -> BatchConfig {
@@ -99,14 +113,13 @@ fn settings_of(options: &MapOptions) -> DriverSettings {
 
 /// Resolve the spec and upload what the children share (once): the
 /// project, the spec's data and every input's data (data given to several
-/// inputs is hashed and uploaded once). Each input becomes its call's
-/// arguments, its data replaced by references to the uploads.
+/// inputs is hashed and uploaded once). Each input's call ([`calls_of`])
+/// is turned to JSON, its data replaced by references to the uploads.
 async fn prepare(
     inner: &Arc<EngineInner>,
     group_id: &GroupId,
     spec: JobSpec,
-    inputs: &[Arg],
-    mode: InputMode,
+    calls: &[CallArgs<Arg>],
     options: &MapOptions,
 ) -> Result<BatchPrep, BatchError> {
     let submit_options = SubmitOptions {
@@ -114,11 +127,7 @@ async fn prepare(
     };
     let resolved = submit::resolve(inner, &spec, &submit_options).await?;
     let mut with_inputs = spec.clone();
-    let mut input_data: Vec<&Data> = Vec::new();
-    for input in inputs {
-        input.collect_data(&mut input_data);
-    }
-    for data in input_data {
+    for data in calls.iter().flat_map(call_data) {
         let arg = Arg::Data(data.clone());
         if !with_inputs.args.contains(&arg) {
             with_inputs.args.push(arg);
@@ -138,21 +147,17 @@ async fn prepare(
             .data_ref(d)
             .map_or(Value::Null, DataRef::to_value)
     };
-    let calls = inputs
+    let calls = calls
         .iter()
-        .enumerate()
-        .map(|(i, input)| {
-            let call = dispatch_input(mode, i, input).map_err(|e| invalid(e.to_string()))?;
-            Ok(CallArgs {
-                args: call.args.iter().map(|a| a.to_json(&ref_for)).collect(),
-                kwargs: call
-                    .kwargs
-                    .iter()
-                    .map(|(k, a)| (k.clone(), a.to_json(&ref_for)))
-                    .collect(),
-            })
+        .map(|call| CallArgs {
+            args: call.args.iter().map(|a| a.to_json(&ref_for)).collect(),
+            kwargs: call
+                .kwargs
+                .iter()
+                .map(|(k, a)| (k.clone(), a.to_json(&ref_for)))
+                .collect(),
         })
-        .collect::<Result<_, BatchError>>()?;
+        .collect();
     Ok(BatchPrep {
         spec,
         resolved,
@@ -169,7 +174,7 @@ pub(super) async fn start_map(
     options: MapOptions,
 ) -> Result<(BatchHandle, BatchDriver), BatchError> {
     options.validate()?;
-    check_inputs(&inputs, options.input_mode)?;
+    let calls = calls_of(&inputs, options.input_mode)?;
     let group_id = GroupId::new_random();
     let prefix = layout::group_prefix(&group_id);
     let started = async {
@@ -178,15 +183,7 @@ pub(super) async fn start_map(
         let encoded = encode_inputs(&stored);
         let working_dir = submit::working_dir(&inner.settings, &spec)?;
         let recipe = super::recipe::encode(&spec, &options, &working_dir);
-        let prep = prepare(
-            inner,
-            &group_id,
-            spec,
-            &inputs,
-            options.input_mode,
-            &options,
-        )
-        .await?;
+        let prep = prepare(inner, &group_id, spec, &calls, &options).await?;
         let inputs_path = layout::group_inputs(&group_id);
         inner
             .store
@@ -1053,8 +1050,8 @@ impl BatchHandle {
                 message: format!("input {i} cannot be used: {message}"),
             })?;
         let mode = base.input_mode.unwrap_or_default();
-        check_inputs(&inputs, mode)?;
-        let prep = prepare(&shared.engine, &group_id, spec, &inputs, mode, &options).await?;
+        let calls = calls_of(&inputs, mode)?;
+        let prep = prepare(&shared.engine, &group_id, spec, &calls, &options).await?;
         // From here on this handle writes the manifest.
         shared.lock().manifest_poll = None;
         let namespace = base
