@@ -44,7 +44,6 @@ def encode(value, where: str):
     return {PICKLE_KEY: base64.b64encode(data).decode("ascii"), "python": python_minor()}
 
 
-
 def decode(tree):
     """A JSON tree from a job with every pickled leaf unpickled."""
     if isinstance(tree, dict):
