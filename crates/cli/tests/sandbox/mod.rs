@@ -109,19 +109,15 @@ impl Sandbox {
     /// in the same test runs on them), bounded in time.
     pub(crate) async fn kinetic_async(&self, args: &[&str], env: &[(String, String)]) -> Output {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let cmd = self.command(args, &env);
+        self.kinetic_async_env(args, &env).await
+    }
+
+    /// [`Sandbox::kinetic_async`] with `env` as string slices.
+    pub(crate) async fn kinetic_async_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let cmd = self.command(args, env);
         tokio::task::spawn_blocking(move || output_within(cmd, COMMAND_LIMIT))
             .await
             .unwrap()
-    }
-
-    /// [`Sandbox::kinetic_async`] with `env` as string pairs.
-    pub(crate) async fn kinetic_async_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let env: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        self.kinetic_async(args, &env).await
     }
 }
 
