@@ -814,7 +814,9 @@ impl Backend for LocalBackend {
                 ))
                 .with_source(e)
             })?;
-        Ok(Box::new(stream))
+        Ok(Box::new(
+            tokio_util::compat::TokioAsyncReadCompatExt::compat(stream),
+        ))
     }
 
     fn changes(&self) -> Option<ChangeFeed> {

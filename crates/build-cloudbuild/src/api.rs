@@ -295,10 +295,10 @@ impl Api {
         url: &str,
         body: Option<&Value>,
     ) -> Result<Answer, BuildError> {
-        let outcome = self
-            .retry
-            .retry_if(Failure::decision, || self.attempt(call, &method, url, body))
-            .await;
+        let outcome = kinetic_engine::retry::retry_if(&self.retry, Failure::decision, || {
+            self.attempt(call, &method, url, body)
+        })
+        .await;
         let gave_up = match outcome {
             Ok(answer) => return Ok(answer),
             Err(gave_up) => gave_up,

@@ -9,13 +9,11 @@ use std::time::Duration;
 
 use kinetic_build_cloudbuild::retry::{Backoff, RetryPolicy};
 use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, StaticToken};
-use kinetic_core::engine::{
-    Engine, EngineSettings, Entrypoint, JobSpec, ProgressEvent, SubmitOptions,
-};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::image::DOCKERFILE_TEMPLATE;
 use kinetic_core::ports::{GetOptions, ImageMode, ObjectPath, ObjectStore};
 use kinetic_core::protocol::{RUNNER_SOURCE, RunnerSpec};
+use kinetic_engine::{Engine, EngineSettings, Entrypoint, JobSpec, ProgressEvent, SubmitOptions};
 use kinetic_fake_gcp::cloudbuild::{FakeCloudBuild, FakeRoute};
 use kinetic_testkit::{FakeBackend, MemoryStore};
 use sha2::Digest;

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use kinetic_build_cloudbuild::CloudBuildImageBuilder;
 use kinetic_core::config::ProfileStore;
-use kinetic_core::engine::Engine;
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput};
+use kinetic_engine::Engine;
 use kinetic_infra_gcp::{Endpoints, GcpInfra, GcpInfraConfig};
 
 use crate::error::{CliError, profile_error, settings_error};
@@ -133,7 +133,7 @@ pub(crate) fn cloud_builder(
 
 /// The configured cluster's infrastructure on Google Cloud.
 pub(crate) fn infra(settings: &Settings) -> Result<GcpInfra, CliError> {
-    let desired = kinetic_core::infra::Desired::from_settings(settings)
+    let desired = kinetic_infra_gcp::model::Desired::from_settings(settings)
         .map_err(crate::error::core_infra_error)?;
     let mut endpoints = Endpoints::default();
     for (endpoint, setting) in [

@@ -6,9 +6,9 @@
 use std::fmt;
 
 use kinetic_core::config::ProfileError;
-use kinetic_core::engine::{BatchError, EngineError};
 use kinetic_core::ports::BuildError;
 use kinetic_core::settings::SettingsError;
+use kinetic_engine::{BatchError, EngineError};
 
 use crate::render;
 
@@ -116,7 +116,7 @@ pub(crate) fn engine_error_quiet(err: EngineError) -> CliError {
 
 /// A planning error: a bad name or value, a missing pool, is the user's
 /// input; a cluster in the wrong state is a failure.
-pub(crate) fn core_infra_error(e: kinetic_core::infra::InfraError) -> CliError {
+pub(crate) fn core_infra_error(e: kinetic_infra_gcp::model::InfraError) -> CliError {
     CliError::of(e.is_invalid_input(), e.to_string())
 }
 

@@ -6,7 +6,7 @@
 //! The runner of a debug job starts debugpy on the leader, writes
 //! `{job_id}/.debug_ready` ([`DebugEndpoint`]), waits for a client, and
 //! stops before the call; the client waits for the marker
-//! ([`crate::engine::JobHandle::wait_debug_ready`]), forwards a local port
+//! (`kinetic_engine::JobHandle::wait_debug_ready`), forwards a local port
 //! to the job's debug port ([`crate::ports::Backend::port_forward`]) and
 //! prints [`launch_configuration`]. A debug job is kept when its value
 //! comes back (its logs and objects stay for inspection) unless cleanup is

@@ -249,7 +249,8 @@ impl fmt::Display for EnvName {
 
 /// One declaration of what to send to the job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
+// Exhaustive on purpose: the engine matches every variant, so a new
+// one is a compile error there rather than a case it silently skips.
 pub enum EnvEntry {
     /// Capture this name if it is set locally; skip it silently if not
     /// (Kinetic's `capture_env_vars` exact entry).

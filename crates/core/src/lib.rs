@@ -1,16 +1,19 @@
 //! # kinetic-core
 //!
-//! The engine of Kinetic for Rust: run a Python function (or a command) as
-//! a job on remote TPUs, GPUs and CPUs — or on this machine — and get its
-//! value back. This crate holds the domain rules, the ports the engine
-//! reaches the world through, and the [`engine`] that drives them; the
-//! adapters (GKE, GCS, Cloud Build, the local backend) live in their own
-//! crates and plug in as `Arc<dyn Port>`.
+//! The domain of Kinetic for Rust — what a job is, where it goes, how its
+//! objects are named and what its state means — and the ports the engine
+//! reaches the world through. Values in, values out: this crate has no
+//! async runtime, network client, Kubernetes client or object store in its
+//! dependencies (the test command's purity check says so), and a module
+//! here cannot name the engine, which lives in `kinetic-engine` on the
+//! floor above; the adapters (GKE, GCS, Cloud Build, the local backend) sit
+//! above that and plug in as `Arc<dyn Port>`.
 //!
 //! # Where things are
 //!
-//! - **What a job is** (pure; values in, values out):
+//! - **What a job is**:
 //!   [`accelerators`] (parsing `l4`, `v5litepod-16`, `cpu:spot`),
+//!   [`spec`] (the job spec: entrypoint, arguments, data, volumes),
 //!   [`requirements`] (dependency discovery and JAX filtering),
 //!   [`hashing`] (the data cache's content hash, bit-compatible with
 //!   Kinetic), [`packaging`] (package root, ignore rules, `context.zip`),
@@ -22,70 +25,27 @@
 //! - **Where it goes**: [`settings`] resolves every setting once, with its
 //!   source, from values the caller passes in (arguments, an environment
 //!   lookup, the profiles of [`config`], the working directory);
-//!   [`layout`] names every object in the bucket; [`infra`] is the cloud a
-//!   cluster needs (what `kinetic up` provisions) and the plan that builds
-//!   it from what exists.
+//!   [`layout`] names every object in the bucket.
 //! - **How it runs**: [`plan`] turns a job spec, the settings and the facts
-//!   found by IO into what to upload and submit, without doing any of it;
-//!   the [`engine`] gathers the facts, follows the plan through the
-//!   [`ports`] ([`ports::ObjectStore`], [`ports::Backend`],
-//!   [`ports::ImageBuilder`]) and follows the job to its value; the runner
-//!   protocol ([`protocol`]) is the JSON the engine and the in-pod runner
-//!   exchange, and the runner itself ships in this crate.
+//!   gathered by IO into what to upload and submit, without doing any of
+//!   it; the engine executes it through the [`ports`]
+//!   ([`ports::ObjectStore`], [`ports::Backend`], [`ports::ImageBuilder`]);
+//!   the runner protocol ([`protocol`]) is the JSON the engine and the
+//!   in-pod runner exchange, and the runner itself ships in this crate.
 //! - **When things fail**: each port has one error enum grouped by what
 //!   the caller does next, keeping the adapter's typed cause as its
-//!   `source`; [`engine::EngineError`]'s variants say what to do (fix the
-//!   input, fix permissions, try later, read the job's error…); [`retry`]
-//!   is the one retry policy and loop, applied as a decorator over the
-//!   backend port.
+//!   `source`; [`retry`] is the one retry policy (the loop that waits is
+//!   the engine's).
 //!
-//! The engine is the only part that does IO: through the ports, and by
-//! reading the user's files (hashing, packing, the dependency file) on
-//! worker threads. It reads no environment variable and no setting of its
-//! own: the embedding program resolves [`settings::Settings`] at its edge
-//! and hands the engine [`engine::EngineSettings`]. It needs no async
-//! runtime of its own (only tokio's timers and channels); batches run on
-//! the spawner the program gives it.
+//! # What reads files
 //!
-//! # Example
-//!
-//! An engine over the test kit's in-memory store and scripted backend
-//! (real programs register `kinetic-store-gcs` and a real backend the same
-//! way):
-//!
-//! ```
-//! use std::sync::Arc;
-//! use kinetic_core::engine::{Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
-//! use kinetic_core::layout;
-//! use kinetic_core::ports::ObjectStore;
-//! use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
-//! use serde_json::json;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let project = tempfile::tempdir()?;
-//! std::fs::write(project.path().join("work.py"), "def square(x):\n    return x * x\n")?;
-//!
-//! let store = Arc::new(MemoryStore::new());
-//! let backend = FakeBackend::new("fake", store.clone());
-//! backend.push_outcome(Outcome::Succeed(json!(49)));
-//! let engine = Engine::builder()
-//!     .settings(EngineSettings::default().with_cwd(project.path()))
-//!     .store(store.clone())
-//!     .backend(Arc::new(backend))
-//!     .default_backend("fake")
-//!     .build()?;
-//!
-//! let spec = JobSpec::new(Entrypoint::parse("work:square")?).arg(json!(7));
-//! let handle = engine.submit(spec).await?;
-//! // The engine wrote the job's spec and record where the layout says.
-//! assert!(store.head(&layout::spec(handle.id())).await.is_ok());
-//! assert!(store.head(&layout::record(handle.id())).await.is_ok());
-//! let value = handle.result(ResultOptions::default().cleanup(false)).await?;
-//! assert_eq!(value, json!(49));
-//! # Ok(())
-//! # }
-//! ```
+//! The only IO here is reading what the user points at, on the caller's
+//! thread: the project and its data ([`hashing`], [`packaging`],
+//! [`requirements`], and [`spec`]'s check that local data exists), the
+//! profiles file ([`config`]'s `ProfileStore::load`/`save`), and
+//! [`files`]'s check of a path before an atomic write replaces it.
+//! Everything else takes values; the test command's purity check keeps
+//! file IO to these modules.
 
 pub mod accelerators;
 pub mod batch;
@@ -93,13 +53,13 @@ pub mod budget;
 pub mod cache;
 pub mod config;
 pub mod debug;
-pub mod engine;
+
 pub mod env;
 pub mod files;
 pub mod hashing;
 pub mod ids;
 pub mod image;
-pub mod infra;
+
 pub mod json;
 pub mod layout;
 pub mod packaging;
@@ -113,4 +73,5 @@ pub mod redact;
 pub mod requirements;
 pub mod retry;
 pub mod settings;
+pub mod spec;
 pub mod status;

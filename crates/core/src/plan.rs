@@ -5,7 +5,7 @@
 //! the packed context's digest and size, the filtered requirements, the
 //! chosen backend, the clock) into what to upload, which image to ask for,
 //! the runner's `spec.json` and the job record. The engine
-//! ([`crate::engine`]) gathers the facts, calls these steps and carries out
+//! (`kinetic-engine`) gathers the facts, calls these steps and carries out
 //! what they return; nothing here touches a file, the store or a backend.
 //!
 //! A submission is planned in three steps, so that a batch plans its shared
@@ -23,7 +23,8 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use kinetic_core::engine::{EngineSettings, Entrypoint, JobSpec};
+//! use kinetic_core::settings::EngineSettings;
+//! use kinetic_core::spec::{Entrypoint, JobSpec};
 //! use kinetic_core::plan::{self, ContextFacts, JobFacts, ProjectFacts, UploadSource, UploadTarget};
 //! use kinetic_core::protocol::{RunnerEntrypoint, RunnerPlan};
 //! use kinetic_core::record::UtcTimestamp;
@@ -61,7 +62,6 @@ use sha2::Digest as _;
 
 use crate::accelerators::{AcceleratorError, AcceleratorSpec};
 use crate::cache::DataMarker;
-use crate::engine::{Data, DataSource, EngineSettings, JobSpec};
 use crate::hashing::{ContentHash, HashKind, HashedFile};
 use crate::ids::{GroupId, JobId, display_name, k8s_name_for_backend};
 use crate::image::{DOCKERFILE_TEMPLATE, python_base_image};
@@ -73,6 +73,8 @@ use crate::protocol::{
 };
 use crate::record::{JobRecord, UtcTimestamp};
 use crate::requirements::{RequirementsError, RequirementsMode, ResolvedRequirements};
+use crate::settings::EngineSettings;
+use crate::spec::{Data, DataSource, JobSpec};
 
 /// Why a submission cannot be planned.
 #[derive(Debug, thiserror::Error)]
@@ -284,7 +286,8 @@ pub fn image(
 
 /// Where the content of an upload comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
+// Exhaustive on purpose: the engine matches every variant, so a new
+// one is a compile error there rather than a case it silently skips.
 pub enum UploadSource {
     /// A local file, streamed.
     File(PathBuf),

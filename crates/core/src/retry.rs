@@ -1,9 +1,10 @@
 //! Retries in one place: the *policy* — which failures are worth another
-//! try ([`Retryable`], or a predicate) and how long to keep trying
-//! ([`RetryPolicy`]: a budget of attempts and of time, and a [`Backoff`]
-//! with jitter) — apart from the *mechanism*, the one loop that calls,
-//! waits and calls again ([`RetryPolicy::call`], [`RetryPolicy::retry_if`]),
-//! as tower splits its `Policy` from its `Retry` service.
+//! try ([`Retryable`], or a predicate giving a [`Decision`]) and how long
+//! to keep trying ([`RetryPolicy`]: a budget of attempts and of time, and a
+//! [`Backoff`] with jitter) — as plain values. The *mechanism*, the one
+//! loop that calls, waits and calls again, needs a timer and so lives in
+//! `kinetic-engine` (`kinetic_engine::retry::call` and `retry_if`), as
+//! tower splits its `Policy` from its `Retry` service.
 //!
 //! Who retries what, so that nothing is retried twice:
 //!
@@ -11,46 +12,29 @@
 //!   reports what it gave up on as already retried
 //!   ([`StoreError::Unavailable`](crate::ports::StoreError::Unavailable)
 //!   with `retried: true`); the engine never retries a store call;
-//! - the engine wraps every backend in
-//!   [`RetryBackend`](crate::ports::RetryBackend), the decorator that
+//! - the engine wraps every backend in its `RetryBackend` decorator, which
 //!   retries backend calls (job and batch polling, submit, cancel…) under
-//!   one policy ([`EngineBuilder::retry`](crate::engine::EngineBuilder::retry));
+//!   one policy (`EngineBuilder::retry`);
 //! - adapters that loop on their own (the GKE backend writing a final
 //!   state, the Cloud Build client, the infrastructure adapter's API calls
-//!   and its waits for a busy cluster) use this same mechanism and report
-//!   what they gave up on as retried, which no layer above retries again;
-//!   the Google adapters decide alike which answers to retry
+//!   and its waits for a busy cluster) use the engine's same mechanism and
+//!   report what they gave up on as retried, which no layer above retries
+//!   again; the Google adapters decide alike which answers to retry
 //!   (`kinetic_gcp_common::retry`).
 //!
-//! Waiting uses `tokio::time` (the core has no runtime of its own; a test
-//! with a paused clock runs the waits instantly).
-//!
 //! ```
-//! # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
 //! use std::time::Duration;
-//! use kinetic_core::ports::StoreError;
 //! use kinetic_core::retry::{Backoff, RetryPolicy};
 //!
 //! let policy = RetryPolicy::new(3, Backoff::new(Duration::from_millis(10), Duration::from_secs(1)));
-//! let mut calls = 0;
-//! let result: Result<(), StoreError> = policy
-//!     .call(|| {
-//!         calls += 1;
-//!         async { Err(StoreError::unavailable("busy")) }
-//!     })
-//!     .await;
-//! let err = result.unwrap_err();
-//! assert_eq!(calls, 3, "exactly the budget");
-//! assert!(err.is_retried(), "reported as already retried");
-//! # });
+//! assert_eq!(policy.next_delay(1, Duration::ZERO), Some(Duration::from_millis(10)));
+//! assert_eq!(policy.next_delay(2, Duration::from_millis(10)), Some(Duration::from_millis(20)));
+//! assert_eq!(policy.next_delay(3, Duration::from_millis(30)), None, "exactly the budget");
 //! ```
 
-use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 /// What a retry policy needs to know about an error: whether trying again
 /// may help, and whether someone already did. The port errors implement it.
@@ -288,7 +272,7 @@ impl Default for RetryPolicy {
 }
 
 /// What to do after a failed attempt: the policy's *which failures* part,
-/// as a predicate given to [`RetryPolicy::retry_if`] returns it (`bool`
+/// as a predicate given to the engine's `retry::retry_if` returns it (`bool`
 /// converts: `true` is [`Decision::Retry`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -307,7 +291,8 @@ impl From<bool> for Decision {
     }
 }
 
-/// A call that ended in failure under [`RetryPolicy::retry_if`].
+/// A call that ended in failure under a [`RetryPolicy`] (the engine's
+/// `retry::retry_if`).
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct GaveUp<E> {
@@ -318,6 +303,19 @@ pub struct GaveUp<E> {
     /// True when the last error was one to retry but the budget was spent;
     /// false when it was one not to retry.
     pub exhausted: bool,
+}
+
+impl<E> GaveUp<E> {
+    /// The failure of a call that ended with `error` after `attempts`
+    /// attempts; `exhausted` when the budget ran out on an error worth
+    /// retrying.
+    pub fn new(error: E, attempts: u32, exhausted: bool) -> Self {
+        Self {
+            error,
+            attempts,
+            exhausted,
+        }
+    }
 }
 
 impl RetryPolicy {
@@ -367,87 +365,11 @@ impl RetryPolicy {
             _ => Some(wait),
         }
     }
-
-    /// The mechanism: run `attempt` until it succeeds, fails with an error
-    /// `retry_if` does not accept ([`Decision::Stop`], or `false`), or the
-    /// budget is spent, waiting the backoff between attempts (at least
-    /// what a [`Decision::RetryAfter`] asks, up to the backoff's `max`).
-    pub async fn retry_if<T, E, D, F, Fut>(
-        &self,
-        mut retry_if: impl FnMut(&E) -> D,
-        mut attempt: F,
-    ) -> Result<T, GaveUp<E>>
-    where
-        D: Into<Decision>,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        let started = Instant::now();
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            let error = match attempt().await {
-                Ok(value) => return Ok(value),
-                Err(error) => error,
-            };
-            let at_least = match retry_if(&error).into() {
-                Decision::Stop => {
-                    return Err(GaveUp {
-                        error,
-                        attempts,
-                        exhausted: false,
-                    });
-                }
-                Decision::Retry => Duration::ZERO,
-                Decision::RetryAfter(after) => after.min(self.backoff.max),
-            };
-            match self.next_delay(attempts, started.elapsed()) {
-                Some(wait) => {
-                    let wait = wait.max(at_least);
-                    tracing::debug!(
-                        attempt = attempts,
-                        ?wait,
-                        "retrying after a retryable failure"
-                    );
-                    tokio::time::sleep(wait).await;
-                }
-                None => {
-                    return Err(GaveUp {
-                        error,
-                        attempts,
-                        exhausted: true,
-                    });
-                }
-            }
-        }
-    }
-
-    /// Run a port call under this policy: errors that are retryable and
-    /// not yet retried are tried again; the error that ends it comes back
-    /// marked as retried when it was retryable, so no layer above retries
-    /// it again. An error already retried below is returned at once.
-    pub async fn call<T, E, F, Fut>(&self, attempt: F) -> Result<T, E>
-    where
-        E: Retryable,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        self.retry_if(|e: &E| e.is_retryable() && !e.is_retried(), attempt)
-            .await
-            .map_err(|gave_up| {
-                if gave_up.exhausted {
-                    gave_up.error.into_retried(gave_up.attempts)
-                } else {
-                    gave_up.error
-                }
-            })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::StoreError;
 
     #[test]
     fn jitter_stays_within_its_share() {
@@ -469,122 +391,5 @@ mod tests {
             none.next(Duration::from_millis(600)),
             Duration::from_secs(1)
         );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_call_is_tried_up_to_its_budget_and_comes_back_retried() {
-        let policy = RetryPolicy::new(
-            4,
-            Backoff::new(Duration::from_secs(1), Duration::from_secs(8)),
-        );
-        let mut calls = 0;
-        let started = Instant::now();
-        let err = policy
-            .call(|| {
-                calls += 1;
-                async { Err::<(), _>(StoreError::unavailable("busy")) }
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(calls, 4);
-        assert!(err.is_retried());
-        assert!(
-            err.to_string().contains("gave up after 4 attempts"),
-            "{err}"
-        );
-        assert_eq!(started.elapsed(), Duration::from_secs(1 + 2 + 4));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn errors_not_worth_retrying_or_already_retried_are_returned_at_once() {
-        let policy = RetryPolicy::default();
-        for error in [
-            StoreError::not_found("x"),
-            StoreError::permission_denied("x"),
-            StoreError::unavailable("x").into_retried(3),
-        ] {
-            let mut calls = 0;
-            let mut error = Some(error);
-            let _ = policy
-                .call(|| {
-                    calls += 1;
-                    let e = error.take().expect("called once");
-                    async move { Err::<(), _>(e) }
-                })
-                .await;
-            assert_eq!(calls, 1);
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn success_after_failures_is_returned() {
-        let policy = RetryPolicy::new(
-            5,
-            Backoff::new(Duration::from_millis(1), Duration::from_millis(1)),
-        );
-        let mut calls = 0;
-        let value = policy
-            .call(|| {
-                calls += 1;
-                let n = calls;
-                async move {
-                    if n < 3 {
-                        Err(StoreError::unavailable("busy"))
-                    } else {
-                        Ok(n)
-                    }
-                }
-            })
-            .await
-            .unwrap();
-        assert_eq!(value, 3);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_server_hint_waits_at_least_that_long_but_never_past_the_max() {
-        let policy = RetryPolicy::new(
-            3,
-            Backoff::new(Duration::from_millis(10), Duration::from_secs(5)),
-        );
-        let started = Instant::now();
-        let gave_up = policy
-            .retry_if(
-                |_: &()| Decision::RetryAfter(Duration::from_secs(60)),
-                || async { Err::<(), ()>(()) },
-            )
-            .await
-            .unwrap_err();
-        assert!(gave_up.exhausted);
-        assert_eq!(
-            started.elapsed(),
-            Duration::from_secs(10),
-            "two waits of 5 s"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_time_budget_ends_the_retries() {
-        let policy = RetryPolicy::new(
-            100,
-            Backoff::new(Duration::from_secs(1), Duration::from_secs(1)),
-        )
-        .with_max_elapsed(Duration::from_millis(3500));
-        let mut calls = 0;
-        let gave_up = policy
-            .retry_if(
-                |_: &()| true,
-                || {
-                    calls += 1;
-                    async { Err::<(), ()>(()) }
-                },
-            )
-            .await
-            .unwrap_err();
-        assert!(gave_up.exhausted);
-        assert_eq!(
-            calls, 4,
-            "attempts at 0, 1, 2 and 3 s; a fifth would start past 3.5 s"
-        );
-        assert_eq!(gave_up.attempts, 4);
     }
 }

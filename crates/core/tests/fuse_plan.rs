@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kinetic_core::engine::{Arg, Data, EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::hashing::ContentHash;
 use kinetic_core::plan::{
     self, ContextFacts, DataFacts, JobFacts, ProjectFacts, UploadSource, UploadTarget,
@@ -14,6 +13,8 @@ use kinetic_core::plan::{
 use kinetic_core::ports::{FuseMount, ObjectPath};
 use kinetic_core::protocol::{RunnerEntrypoint, RunnerPlan, RunnerSpec};
 use kinetic_core::record::UtcTimestamp;
+use kinetic_core::settings::EngineSettings;
+use kinetic_core::spec::{Arg, Data, Entrypoint, JobSpec};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use kinetic_core::engine::{Arg, Data, DataSource, EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::hashing::ContentHash;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::layout;
@@ -18,6 +17,8 @@ use kinetic_core::plan::{
 use kinetic_core::ports::ObjectPath;
 use kinetic_core::protocol::{DataRef, RunnerEntrypoint, RunnerPlan, RunnerSpec};
 use kinetic_core::record::{JobRecord, UtcTimestamp};
+use kinetic_core::settings::EngineSettings;
+use kinetic_core::spec::{Arg, Data, DataSource, Entrypoint, JobSpec};
 use proptest::prelude::*;
 use serde_json::Value;
 use sha2::Digest;

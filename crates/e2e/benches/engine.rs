@@ -21,10 +21,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_core::engine::{Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::layout;
-use kinetic_core::ports::{FaultyStore, ObjectStore};
+use kinetic_core::ports::ObjectStore;
+use kinetic_engine::layers::FaultyStore;
+use kinetic_engine::{Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_store_gcs::GcsStore;
 use kinetic_testkit::{FakeBackend, MemoryStore};
 use serde_json::json;

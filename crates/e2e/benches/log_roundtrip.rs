@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
-use kinetic_core::engine::{Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::layout;
 use kinetic_core::ports::ObjectStore;
+use kinetic_engine::{Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_fake_gcp::FakeGcs;
 use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
 use kinetic_store_gcs::{GcsOptions, GcsStore};

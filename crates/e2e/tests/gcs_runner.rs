@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_core::engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::ObjectStore;
+use kinetic_engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp};
 use kinetic_store_gcs::{GCS_ENDPOINT_VAR, GcsOptions, GcsStore};
 use serde_json::json;

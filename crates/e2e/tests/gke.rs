@@ -7,12 +7,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
-use kinetic_core::engine::{
-    Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions,
-};
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::{Deadlines, ImageBuilder, ObjectStore};
 use kinetic_core::status::{JobStatus, StatusReason};
+use kinetic_engine::{Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
 use kinetic_fake_gcp::{FakeGcs, GcsOp};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
@@ -348,7 +346,7 @@ async fn an_image_pull_error_is_reported_as_such() {
 
 /// Poll the job's state until `done` says so (at most 60 s).
 async fn wait_for(
-    handle: &kinetic_core::engine::JobHandle,
+    handle: &kinetic_engine::JobHandle,
     done: impl Fn(&kinetic_core::status::JobState) -> bool,
 ) -> kinetic_core::status::JobState {
     let until = std::time::Instant::now() + Duration::from_secs(60);

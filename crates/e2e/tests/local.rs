@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kinetic_backend_local::{LocalBackend, LocalOptions};
-use kinetic_core::engine::{
-    Arg, Data, Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions,
-};
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::{GetOptions, ObjectStore};
 use kinetic_core::status::JobStatus;
+use kinetic_engine::{
+    Arg, Data, Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions,
+};
 use kinetic_store_gcs::GcsStore;
 use serde_json::json;
 
@@ -506,7 +506,7 @@ async fn bad_input_is_refused_before_upload() {
 }
 
 async fn wait_status(
-    handle: &kinetic_core::engine::JobHandle,
+    handle: &kinetic_engine::JobHandle,
     want: JobStatus,
 ) -> kinetic_core::status::JobState {
     for _ in 0..400 {

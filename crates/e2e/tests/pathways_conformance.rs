@@ -235,13 +235,17 @@ async fn port_forward_reaches_the_leader_of_the_slice_and_refuses_an_ended_one()
             }
         });
     }
-    let mut stream = b.port_forward(&job.record, port).await.unwrap();
+    let mut stream = tokio_util::compat::FuturesAsyncReadCompatExt::compat(
+        b.port_forward(&job.record, port).await.unwrap(),
+    );
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
     assert_eq!(answer, "leader", "port {port} of the leader's pod {leader}");
 
     // Nothing listens on the leader's port 1: an error of the stream.
-    let mut closed = b.port_forward(&job.record, 1).await.unwrap();
+    let mut closed = tokio_util::compat::FuturesAsyncReadCompatExt::compat(
+        b.port_forward(&job.record, 1).await.unwrap(),
+    );
     let mut buf = Vec::new();
     let err = closed.read_to_end(&mut buf).await.unwrap_err();
     assert!(err.to_string().contains(&leader), "{err}");

@@ -11,11 +11,11 @@ use kinetic_backend_gke::manifest::{ManifestOptions, job_manifest};
 use kinetic_core::accelerators::{AcceleratorSpec, GPU_TYPES, TPU_TYPES};
 use kinetic_core::env::{EnvSnapshot, capture};
 use kinetic_core::ids::JobId;
-use kinetic_core::infra::{Desired, InfraTarget, PoolRequest, PoolSpec};
 use kinetic_core::ports::{Deadlines, PreparedJob};
 use kinetic_core::record::{JobRecord, UtcTimestamp};
 use kinetic_fake_gcp::apis::node_template;
 use kinetic_fake_gcp::k8s::schedule;
+use kinetic_infra_gcp::model::{Desired, InfraTarget, PoolRequest, PoolSpec};
 use kinetic_infra_gcp::request;
 use serde_json::{Value, json};
 

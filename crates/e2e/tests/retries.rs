@@ -6,11 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinetic_core::engine::{
-    Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions,
-};
 use kinetic_core::ports::{ObjectStore, StoreError};
 use kinetic_core::retry::{Backoff, RetryPolicy};
+use kinetic_engine::{Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp};
 use kinetic_store_gcs::{GcsOptions, GcsStore, RetrySettings};
 use kinetic_testkit::{FakeBackend, Outcome};

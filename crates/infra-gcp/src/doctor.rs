@@ -3,8 +3,8 @@
 //! kubeconfig context jobs use, and the caller's own access to the buckets
 //! and the registry.
 
+use crate::model::DoctorFacts;
 use kinetic_core::accelerators::AcceleratorSpec;
-use kinetic_core::infra::DoctorFacts;
 use reqwest::Method;
 use serde_json::{Value, json};
 

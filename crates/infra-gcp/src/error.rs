@@ -81,8 +81,8 @@ impl InfraError {
     }
 }
 
-impl From<kinetic_core::infra::InfraError> for InfraError {
-    fn from(e: kinetic_core::infra::InfraError) -> Self {
+impl From<crate::model::InfraError> for InfraError {
+    fn from(e: crate::model::InfraError) -> Self {
         Self::InvalidInput {
             message: e.to_string(),
         }

@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::model::{Action, Binding, ManifestBundle, Plan, Resource};
 use futures_util::StreamExt;
-use kinetic_core::infra::{Action, Binding, ManifestBundle, Plan, Resource};
 use kinetic_core::retry::{Backoff, Decision, GaveUp, RetryPolicy};
 use kinetic_gcp_common::GoogleError;
 use reqwest::Method;
@@ -166,27 +166,27 @@ impl GcpInfra {
         let timeout = self.config.operation_timeout;
         let policy = RetryPolicy::new(u32::MAX, self.config.poll).with_max_elapsed(timeout);
         let start = tokio::time::Instant::now();
-        policy
-            .retry_if(
-                |failure: &E| match busy(failure) {
-                    Some(status) => {
-                        progress.waiting(what, &status, start.elapsed());
-                        Decision::Retry
-                    }
-                    None => Decision::Stop,
-                },
-                attempt,
-            )
-            .await
-            .map_err(|gave_up| match gave_up {
-                GaveUp {
-                    exhausted: true, ..
-                } => WaitedOut::Timeout(InfraError::Timeout {
-                    what: what.to_owned(),
-                    after: timeout,
-                }),
-                GaveUp { error, .. } => WaitedOut::Failed(error),
-            })
+        kinetic_engine::retry::retry_if(
+            &policy,
+            |failure: &E| match busy(failure) {
+                Some(status) => {
+                    progress.waiting(what, &status, start.elapsed());
+                    Decision::Retry
+                }
+                None => Decision::Stop,
+            },
+            attempt,
+        )
+        .await
+        .map_err(|gave_up| match gave_up {
+            GaveUp {
+                exhausted: true, ..
+            } => WaitedOut::Timeout(InfraError::Timeout {
+                what: what.to_owned(),
+                after: timeout,
+            }),
+            GaveUp { error, .. } => WaitedOut::Failed(error),
+        })
     }
 
     fn waiter<'a>(&self, what: impl Into<String>, progress: &'a dyn Progress) -> Waiter<'a> {
@@ -424,16 +424,12 @@ impl GcpInfra {
                 }
                 Ok(())
             }
-            other => Err(InfraError::other(format!(
-                "this adapter cannot {}",
-                other.describe()
-            ))),
         }
     }
 
     fn no_cluster(&self) -> InfraError {
         InfraError::InvalidInput {
-            message: kinetic_core::infra::InfraError::NoCluster {
+            message: crate::model::InfraError::NoCluster {
                 cluster: self.desired.target.cluster.clone(),
                 zone: self.desired.target.zone.clone(),
             }
@@ -459,10 +455,7 @@ impl GcpInfra {
         self.kube_client(&cluster).await
     }
 
-    async fn patch_bucket(
-        &self,
-        bucket: &kinetic_core::infra::BucketSpec,
-    ) -> Result<(), InfraError> {
+    async fn patch_bucket(&self, bucket: &crate::model::BucketSpec) -> Result<(), InfraError> {
         let what = format!("setting the rule and labels of bucket gs://{}", bucket.name);
         let url = format!(
             "{}/storage/v1/b/{}",
@@ -721,7 +714,8 @@ impl GcpInfra {
         // Conflicts are retried under the retry policy's budget; a member
         // IAM does not know yet is waited out within the operation timeout.
         let write = || {
-            self.config.retry.retry_if(
+            kinetic_engine::retry::retry_if(
+                &self.config.retry,
                 |failure: &PolicyWrite| {
                     Decision::from(matches!(failure, PolicyWrite::Conflict { .. }))
                 },
@@ -817,11 +811,6 @@ impl GcpInfra {
                 ),
                 json!({"policy": new}),
             ),
-            other => {
-                return Err(PolicyWrite::Failed(InfraError::other(format!(
-                    "no IAM policy for {other}"
-                ))));
-            }
         };
         let answer = self
             .rest

@@ -228,27 +228,27 @@ impl Rest {
         body: Option<&Value>,
         accept: &[u16],
     ) -> Result<Answer, InfraError> {
-        self.retry
-            .retry_if(
-                |failure: &Failure| failure.decision(self.propagating()),
-                || self.attempt(&method, url, body, accept),
-            )
-            .await
-            .map_err(
-                |GaveUp {
-                     error, attempts, ..
-                 }| match error {
-                    Failure::Status { google, .. } => {
-                        http_error(service, &self.project, what, &google, attempts)
-                    }
-                    Failure::Transport(e) => InfraError::Unavailable {
-                        message: format!(
-                            "{what} failed after {attempts} attempt(s): cannot reach {url}: {e}"
-                        ),
-                    },
-                    Failure::Token(e) => e,
+        kinetic_engine::retry::retry_if(
+            &self.retry,
+            |failure: &Failure| failure.decision(self.propagating()),
+            || self.attempt(&method, url, body, accept),
+        )
+        .await
+        .map_err(
+            |GaveUp {
+                 error, attempts, ..
+             }| match error {
+                Failure::Status { google, .. } => {
+                    http_error(service, &self.project, what, &google, attempts)
+                }
+                Failure::Transport(e) => InfraError::Unavailable {
+                    message: format!(
+                        "{what} failed after {attempts} attempt(s): cannot reach {url}: {e}"
+                    ),
                 },
-            )
+                Failure::Token(e) => e,
+            },
+        )
     }
 }
 

@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
-use kinetic_core::infra::{
+use crate::model::{
     KubeSpec, LABEL_NODE_POOL, ManifestBundle, ObservedKube, WORKLOAD_IDENTITY_ANNOTATION,
 };
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
@@ -149,12 +149,13 @@ pub(crate) async fn observe(
                 .and_then(|a| a.get(WORKLOAD_IDENTITY_ANNOTATION).cloned())
                 .unwrap_or_default()
         });
-    let mut kube = ObservedKube::default();
-    kube.namespace = namespace;
-    kube.service_account = service_account;
-    kube.lws = installed(client, &spec.lws).await?;
-    kube.nvidia_driver = installed(client, &spec.nvidia_driver).await?;
-    Ok(kube)
+    Ok(ObservedKube {
+        namespace,
+        service_account,
+        lws: installed(client, &spec.lws).await?,
+        nvidia_driver: installed(client, &spec.nvidia_driver).await?,
+        ..ObservedKube::default()
+    })
 }
 
 /// Nodes (ready, total) per pool.

@@ -2,8 +2,8 @@
 //!
 //! The Google Cloud side of `kinetic up`, `down`, `status`, `pool` and
 //! `doctor`: [`GcpInfra`] reads what exists back from the cloud's APIs
-//! into a [`kinetic_core::infra::Observed`] ([`GcpInfra::observe`]) and
-//! carries out the plan `kinetic_core::infra` makes from it
+//! into a [`crate::model::Observed`] ([`GcpInfra::observe`]) and
+//! carries out the plan `crate::model` makes from it
 //! ([`GcpInfra::execute`]). There is no state file: the cloud is the state,
 //! so a run that stopped midway is finished by running it again.
 //!
@@ -29,7 +29,7 @@
 //! ```no_run
 //! # async fn demo(settings: &kinetic_core::settings::Settings) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use kinetic_core::infra::{self, Desired};
+//! use kinetic_infra_gcp::model::{self, Desired};
 //! use kinetic_gcp_common::GcpTokenSource;
 //! use kinetic_infra_gcp::{GcpInfra, GcpInfraConfig, PlainProgress};
 //!
@@ -37,7 +37,7 @@
 //! let tokens = Arc::new(GcpTokenSource::application_default(&desired.buckets[0].name, None));
 //! let cloud = GcpInfra::new(desired.clone(), GcpInfraConfig::default(), tokens)?;
 //! let observation = cloud.observe().await;
-//! let plan = infra::plan_up(&desired, &observation.complete()?, None)?;
+//! let plan = model::plan_up(&desired, &observation.complete()?, None)?;
 //! cloud.execute(&plan, &PlainProgress).await?;
 //! # Ok(()) }
 //! ```
@@ -48,6 +48,7 @@ mod execute;
 mod http;
 pub mod kube;
 pub mod kubeconfig;
+pub mod model;
 mod observe;
 pub mod request;
 
@@ -55,7 +56,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinetic_core::infra::{Action, Desired};
+use crate::model::{Action, Desired};
 use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_gcp_common::TokenSource;
 

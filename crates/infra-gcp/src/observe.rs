@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kinetic_core::infra::{
+use crate::model::{
     KubeconfigState, Observed, ObservedBucket, ObservedCluster, ObservedPool, Resource,
     ResourceStatus, accelerator_of_pool, cluster_url,
 };
@@ -290,7 +290,6 @@ impl GcpInfra {
                 ),
                 Some(json!({})),
             ),
-            _ => return Ok(None),
         };
         let answer = self
             .rest

@@ -1,7 +1,7 @@
-//! The request bodies, pure: specs of `kinetic_core::infra` → the JSON
+//! The request bodies, pure: specs of `crate::model` → the JSON
 //! each REST API takes. Golden files under `tests/golden/` pin them.
 
-use kinetic_core::infra::{
+use crate::model::{
     Binding, BucketSpec, ClusterSpec, PoolSpec, RepositorySpec, ServiceAccountSpec, Taint,
 };
 use serde_json::{Map, Value, json};

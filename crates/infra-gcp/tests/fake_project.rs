@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kinetic_core::accelerators::AcceleratorSpec;
-use kinetic_core::infra::{self, Action, Desired, InfraTarget, PoolRequest, PoolSpec};
 use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
 use kinetic_gcp_common::StaticToken;
+use kinetic_infra_gcp::model::{self, Action, Desired, InfraTarget, PoolRequest, PoolSpec};
 use kinetic_infra_gcp::{Endpoints, GcpInfra, GcpInfraConfig, InfraError, Observation, Progress};
 
 /// Records what the adapter reports.
@@ -84,9 +84,9 @@ fn l4_pool(d: &Desired) -> PoolSpec {
     .unwrap()
 }
 
-async fn up(infra: &GcpInfra, progress: &Recorded) -> Result<infra::Plan, InfraError> {
+async fn up(infra: &GcpInfra, progress: &Recorded) -> Result<model::Plan, InfraError> {
     let observed = infra.observe().await.complete()?;
-    let plan = infra::plan_up(infra.desired(), &observed, Some(&l4_pool(infra.desired())))?;
+    let plan = model::plan_up(infra.desired(), &observed, Some(&l4_pool(infra.desired())))?;
     infra.execute(&plan, progress).await?;
     Ok(plan)
 }
@@ -177,9 +177,9 @@ async fn up_builds_a_new_project_and_down_takes_it_away() {
     // Nothing left to do, and status says so.
     let observed = infra.observe().await.complete().unwrap();
     let again =
-        infra::plan_up(infra.desired(), &observed, Some(&l4_pool(infra.desired()))).unwrap();
+        model::plan_up(infra.desired(), &observed, Some(&l4_pool(infra.desired()))).unwrap();
     assert!(again.is_empty(), "{:#?}", again.actions);
-    let report = infra::status(infra.desired(), &observed);
+    let report = model::status(infra.desired(), &observed);
     assert!(report.complete(), "{:?}", report.fixes);
     let gpu = report
         .pools
@@ -201,7 +201,7 @@ async fn up_builds_a_new_project_and_down_takes_it_away() {
     cloud
         .gcs()
         .put_object(&names.jobs_bucket, "job-1/spec.json", b"{}");
-    let down = infra::plan_down(infra.desired(), &observed, true);
+    let down = model::plan_down(infra.desired(), &observed, true);
     infra.execute(&down, &progress).await.unwrap();
     assert!(cloud.apis().clusters().is_empty());
     assert!(cloud.apis().repositories().is_empty());
@@ -219,7 +219,7 @@ async fn up_builds_a_new_project_and_down_takes_it_away() {
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
     assert!(kc.contexts.is_empty());
     let observed = infra.observe().await.complete().unwrap();
-    assert!(infra::plan_down(infra.desired(), &observed, true).is_empty());
+    assert!(model::plan_down(infra.desired(), &observed, true).is_empty());
 }
 
 fn assert_nothing_twice(cloud: &FakeGcp) {
@@ -273,7 +273,7 @@ async fn a_run_stopped_midway_is_finished_by_the_next() {
     )));
     let observed = infra.observe().await.complete().unwrap();
     assert!(
-        infra::plan_up(infra.desired(), &observed, None)
+        model::plan_up(infra.desired(), &observed, None)
             .unwrap()
             .is_empty()
     );
@@ -382,7 +382,7 @@ async fn a_change_waits_out_the_clusters_operation_in_progress() {
             suffix,
         )
         .unwrap();
-        let mut plan = infra::Plan::default();
+        let mut plan = model::Plan::default();
         plan.actions.push(Action::CreatePool { pool });
         plan
     };

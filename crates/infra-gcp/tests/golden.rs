@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use kinetic_core::accelerators::AcceleratorSpec;
-use kinetic_core::infra::{Binding, Desired, InfraTarget, PoolRequest, PoolSpec};
+use kinetic_infra_gcp::model::{Binding, Desired, InfraTarget, PoolRequest, PoolSpec};
 use kinetic_infra_gcp::request;
 use serde_json::{Value, json};
 

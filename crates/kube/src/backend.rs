@@ -510,9 +510,7 @@ impl<W: Workload> KubeBackend<W> {
             }
         };
         let conflict = |e: &BackendError| api_status(e).is_some_and(|s| s.code == 409);
-        self.options
-            .conflict_retry
-            .retry_if(conflict, attempt)
+        kinetic_engine::retry::retry_if(&self.options.conflict_retry, conflict, attempt)
             .await
             .map_err(|gave_up| {
                 if !gave_up.exhausted {
@@ -990,12 +988,16 @@ impl<W: Workload> KubeBackend<W> {
                 "the port-forward to pod {name} gave no stream for port {port}"
             )));
         };
-        Ok(Box::new(crate::forward::ForwardedPort::new(
-            stream,
-            Box::pin(error),
-            forwarder,
-            format!("port {port} of pod {name}"),
-        )))
+        Ok(Box::new(
+            tokio_util::compat::TokioAsyncReadCompatExt::compat(
+                crate::forward::ForwardedPort::new(
+                    stream,
+                    Box::pin(error),
+                    forwarder,
+                    format!("port {port} of pod {name}"),
+                ),
+            ),
+        ))
     }
 
     /// The log of the job's log pods, across their restarts.
@@ -1142,7 +1144,7 @@ impl<W: Workload> KubeBackend<W> {
         let poll = self.options.poll_interval.max(Duration::from_millis(20));
         let wait = RetryPolicy::new(u32::MAX, Backoff::new(Duration::from_millis(20), poll))
             .with_max_elapsed(self.options.cleanup_timeout);
-        wait.call(|| async {
+        kinetic_engine::retry::call(&wait, || async {
             match self.get_object(&Named::of(record)).await? {
                 None => Ok(()),
                 Some(_) => Err(BackendError::unavailable(format!(

@@ -20,13 +20,13 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::config::ProfileStore;
-use kinetic_core::engine::{
-    Arg, AttachOptions, BatchError, BatchHandle, BatchResultsOptions, ChildError, CleanupOptions,
-    Data, Engine, EngineError, Entrypoint, JobHandle, JobSpec, MapOptions, ResultOptions,
-};
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::ImageMode;
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput};
+use kinetic_engine::{
+    Arg, AttachOptions, BatchError, BatchHandle, BatchResultsOptions, ChildError, CleanupOptions,
+    Data, Engine, EngineError, Entrypoint, JobHandle, JobSpec, MapOptions, ResultOptions,
+};
 use kinetic_wiring::debug::{DebugForward as WiringForward, DebugForwardError};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyLookupError, PyRuntimeError, PyTimeoutError, PyValueError};
@@ -223,7 +223,7 @@ fn batch_error(py: Python<'_>, e: BatchError) -> PyErr {
     }
 }
 
-fn e_text(failure: &kinetic_core::engine::BatchFailure) -> String {
+fn e_text(failure: &kinetic_engine::BatchFailure) -> String {
     format!(
         "batch {}: {} of {} input(s) failed",
         failure.group_id,
@@ -679,7 +679,7 @@ impl Job {
             async move {
                 let state = job.status().await?;
                 let kept = job.attempts().await?;
-                Ok::<_, kinetic_core::engine::EngineError>(if state.attempts.len() >= kept.len() {
+                Ok::<_, kinetic_engine::EngineError>(if state.attempts.len() >= kept.len() {
                     state.attempts
                 } else {
                     kept

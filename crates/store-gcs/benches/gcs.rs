@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use kinetic_core::engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::{ObjectPath, ObjectStore, PutOptions};
+use kinetic_engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec};
 use kinetic_fake_gcp::FakeGcs;
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::FakeBackend;

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use kinetic_core::cache::DataMarker;
-use kinetic_core::engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::hashing::content_hash;
 use kinetic_core::layout::{data_entry, data_marker};
 use kinetic_core::ports::{ObjectPath, ObjectStore};
+use kinetic_engine::{Arg, Data, Engine, EngineSettings, Entrypoint, JobSpec};
 use kinetic_fake_gcp::{FakeGcs, GcsFault, GcsOp, GcsRequest};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::FakeBackend;

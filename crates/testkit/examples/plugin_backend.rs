@@ -20,7 +20,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use kinetic_core::accelerators::AcceleratorSpec;
-use kinetic_core::engine::{Engine, Entrypoint, JobSpec, ResultOptions};
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
@@ -31,6 +30,7 @@ use kinetic_core::ports::{
 use kinetic_core::protocol::{RemoteError, RunnerEntrypoint, RunnerResult, RunnerSpec};
 use kinetic_core::record::JobRecord;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
+use kinetic_engine::{Engine, Entrypoint, JobSpec, ResultOptions};
 use kinetic_testkit::conformance::backend::BackendHarness;
 use kinetic_testkit::{ConformanceJob, MemoryStore, conformance, prepare_python_job};
 use serde_json::{Value, json};

@@ -11,9 +11,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinetic_core::engine::{Engine, EngineError, Entrypoint, JobSpec, ResultOptions};
-use kinetic_core::ports::{BackendError, FaultyBackend};
+use kinetic_core::ports::BackendError;
 use kinetic_core::retry::{Backoff, RetryPolicy};
+use kinetic_engine::layers::FaultyBackend;
+use kinetic_engine::{Engine, EngineError, Entrypoint, JobSpec, ResultOptions};
 use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
 use serde_json::json;
 

@@ -5,7 +5,7 @@
 //! an optional pending and running time it ends, writing the `result.json`
 //! a runner would have written (or none, for outcomes that kill the job).
 //! Failures and latency of the port's calls are scripted by wrapping it in
-//! [`FaultyBackend`](kinetic_core::ports::FaultyBackend).
+//! [`FaultyBackend`](kinetic_engine::layers::FaultyBackend).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,7 +1,7 @@
 //! An in-memory [`ImageBuilder`]: a registry of tags, builds that take a
 //! scripted time, and one build per image however many equal requests
 //! arrive at once. Failures are scripted with
-//! [`FaultyImageBuilder`](kinetic_core::ports::FaultyImageBuilder).
+//! [`FaultyImageBuilder`](kinetic_engine::layers::FaultyImageBuilder).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};

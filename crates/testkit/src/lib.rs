@@ -6,9 +6,9 @@
 //!   idempotency: [`MemoryStore`], [`FakeBackend`] (scripted outcomes) and
 //!   [`FakeImageBuilder`]; failures are scripted with the fault-injecting
 //!   decorators that live beside each port in `kinetic_core::ports`
-//!   ([`FaultyStore`](kinetic_core::ports::FaultyStore),
-//!   [`FaultyBackend`](kinetic_core::ports::FaultyBackend),
-//!   [`FaultyImageBuilder`](kinetic_core::ports::FaultyImageBuilder));
+//!   ([`FaultyStore`](kinetic_engine::layers::FaultyStore),
+//!   [`FaultyBackend`](kinetic_engine::layers::FaultyBackend),
+//!   [`FaultyImageBuilder`](kinetic_engine::layers::FaultyImageBuilder));
 //! - [`conformance`]: one suite per port, checking every sentence of its
 //!   contract, that every adapter, fake and decorator runs;
 //! - fixtures: [`ConformanceJob`]s, a real Python module written to a store

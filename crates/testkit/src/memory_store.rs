@@ -16,7 +16,7 @@ use kinetic_core::ports::{
 /// objects through another clone (as a bucket outlives a crashed client).
 ///
 /// To script failures or latency, wrap it in
-/// [`FaultyStore`](kinetic_core::ports::FaultyStore).
+/// [`FaultyStore`](kinetic_engine::layers::FaultyStore).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     /// Each object with the write that made it (its version tag).

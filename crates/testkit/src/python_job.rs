@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use kinetic_core::engine::{EngineSettings, Entrypoint, JobSpec};
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ids::JobId;
 use kinetic_core::plan::{
@@ -19,6 +18,7 @@ use kinetic_core::plan::{
 use kinetic_core::ports::{Deadlines, ObjectPath, ObjectStore, PreparedJob, PutOptions};
 use kinetic_core::protocol::{RunnerEntrypoint, RunnerPlan};
 use kinetic_core::record::UtcTimestamp;
+use kinetic_engine::{EngineSettings, Entrypoint, JobSpec};
 use serde_json::{Value, json};
 use sha2::Digest;
 

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, FaultyBackend, ImageBuilder, ObjectStore,
-    PreparedJob,
+    Backend, BackendCapabilities, BackendError, ImageBuilder, ObjectStore, PreparedJob,
 };
+use kinetic_engine::layers::FaultyBackend;
 use kinetic_testkit::conformance::backend::BackendHarness;
 use kinetic_testkit::conformance::image_builder::ImageBuilderHarness;
 use kinetic_testkit::{ConformanceJob, FakeBackendHarness, FakeImageBuilder, conformance};

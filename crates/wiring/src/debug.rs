@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use kinetic_core::debug::{DebugEndpoint, launch_configuration};
-use kinetic_core::engine::{EngineError, JobHandle};
 use kinetic_core::status::JobStatus;
+use kinetic_engine::{EngineError, JobHandle};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -121,7 +121,7 @@ impl DebugForward {
                     let handle = self.handle.clone();
                     tokio::spawn(async move {
                         let mut remote = match handle.port_forward(job_port).await {
-                            Ok(stream) => stream,
+                            Ok(stream) => tokio_util::compat::FuturesAsyncReadCompatExt::compat(stream),
                             Err(e) => {
                                 tracing::warn!(%peer, "cannot reach the job's debugger: {e}");
                                 return;

@@ -53,13 +53,13 @@ use kinetic_backend_gke::JobKind;
 use kinetic_backend_local::{LocalBackend, LocalOptions};
 use kinetic_backend_pathways::LwsKind;
 use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, PrebuiltImages};
-use kinetic_core::engine::Engine;
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::{
-    BackendError, BuildError, FixedImage, ImageBuilder, ImageCapabilities, LazyImageBuilder,
-    ObjectStore,
+    BackendError, BuildError, FixedImage, ImageBuilder, ImageCapabilities, ObjectStore,
 };
 use kinetic_core::settings::{self, Settings, vars};
+use kinetic_engine::Engine;
+use kinetic_engine::layers::LazyImageBuilder;
 use kinetic_gcp_common::{GcpTokenSource, StaticToken, TokenSource};
 use kinetic_kube::{KubeBackend, KubeOptions, Workload};
 use kinetic_store_gcs::{GcsOptions, GcsStore};

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use kinetic_core::engine::{
+use kinetic_engine::{
     AttachOptions, BatchHandle, BatchResultsOptions, BatchSummary, CleanupOptions, Engine,
 };
 use serde_json::json;

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use kinetic_core::config::EnvLookup;
-use kinetic_core::engine::Entrypoint;
+use kinetic_engine::Entrypoint;
 use sha2::{Digest, Sha256};
 
 use crate::engine::Invocation;

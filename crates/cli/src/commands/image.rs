@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 use kinetic_build_cloudbuild::{BundledImage, KINETIC_VERSION};
 use kinetic_core::accelerators::AcceleratorSpec;
-use kinetic_core::engine::EngineSettings;
 use kinetic_core::image::{ImageTagInputs, prebuilt_image_uri, python_base_image};
 use kinetic_core::plan::{self, ImageChoice};
 use kinetic_core::ports::ImageMode;
 use kinetic_core::requirements::{RequirementsMode, ResolvedRequirements, resolve};
 use kinetic_core::settings::{Settings, SettingsArgs};
+use kinetic_engine::EngineSettings;
 use serde_json::{Value, json};
 
 use super::deps::ModeArg;

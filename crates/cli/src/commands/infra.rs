@@ -1,5 +1,5 @@
 //! `kinetic up`, `down`, `status` and `doctor`: the cluster's
-//! infrastructure, planned by `kinetic_core::infra` from what the cloud
+//! infrastructure, planned by `kinetic_infra_gcp::model` from what the cloud
 //! holds (read back by `kinetic-infra-gcp`), printed, confirmed, carried
 //! out. No state file: running a command again after it stopped finishes
 //! the job.
@@ -9,9 +9,9 @@ use std::hash::BuildHasher;
 
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::config as core_config;
-use kinetic_core::infra::{self, Observed, Plan, PoolRequest, PoolSpec};
 use kinetic_core::settings::{Settings, SettingsArgs};
 use kinetic_infra_gcp::GcpInfra;
+use kinetic_infra_gcp::model::{self, Observed, Plan, PoolRequest, PoolSpec};
 use serde_json::{Value, json};
 
 use super::image::TargetArgs;
@@ -252,7 +252,7 @@ pub(crate) fn up(args: &UpArgs, inv: &Invocation, out: &Output) -> Result<(), Cl
         None => None,
     };
     let observed = observe(&infra)?;
-    let plan = infra::plan_up(infra.desired(), &observed, first_pool.as_ref())
+    let plan = model::plan_up(infra.desired(), &observed, first_pool.as_ref())
         .map_err(core_infra_error)?;
     let mut applied = apply(out, &infra, &plan, args.dry_run, args.yes, "kinetic up")?;
     let saved = if args.dry_run || args.no_profile {
@@ -304,7 +304,7 @@ pub(crate) fn down(args: &DownArgs, inv: &Invocation, out: &Output) -> Result<()
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
     let observed = observe(&infra)?;
-    let plan = infra::plan_down(infra.desired(), &observed, args.delete_buckets);
+    let plan = model::plan_down(infra.desired(), &observed, args.delete_buckets);
     apply(out, &infra, &plan, args.dry_run, args.yes, "kinetic down")?.print(out)
 }
 
@@ -312,7 +312,7 @@ pub(crate) fn status(args: &StatusArgs, inv: &Invocation, out: &Output) -> Resul
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
     let observation = engine::runtime()?.block_on(infra.observe());
-    let report = infra::status(infra.desired(), &observation.observed);
+    let report = model::status(infra.desired(), &observation.observed);
     let unreadable: Vec<(String, String)> = observation
         .unreadable
         .iter()
@@ -344,7 +344,7 @@ pub(crate) fn doctor(args: &DoctorArgs, inv: &Invocation, out: &Output) -> Resul
         let facts = infra.doctor_facts(&observation, accelerator).await;
         (observation, facts)
     });
-    let checks = infra::doctor(infra.desired(), &observation.observed, &facts);
+    let checks = model::doctor(infra.desired(), &observation.observed, &facts);
     let failed = checks.iter().filter(|c| !c.ok).count();
     out.either(
         &json!({"target": infra.desired().target, "ok": failed == 0, "checks": checks}),

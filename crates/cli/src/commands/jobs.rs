@@ -2,7 +2,7 @@
 //! jobs submitted earlier, from any process.
 
 use futures_util::StreamExt;
-use kinetic_core::engine::{CleanupOptions, Engine, JobHandle, ResultOptions};
+use kinetic_engine::{CleanupOptions, Engine, JobHandle, ResultOptions};
 use serde_json::json;
 
 use super::seconds;
@@ -138,7 +138,7 @@ async fn attach(engines: &Engines, job_id: &str) -> Result<JobHandle, CliError> 
 /// The job's attempts: as its backend sees them now, else as the store
 /// kept them (after the backend's objects are gone).
 async fn attempts_of(
-    handle: &kinetic_core::engine::JobHandle,
+    handle: &kinetic_engine::JobHandle,
     state: &kinetic_core::status::JobState,
 ) -> Result<Vec<kinetic_core::budget::Attempt>, CliError> {
     let kept = handle.attempts().await.map_err(engine_error)?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kinetic_core::batch::InputMode;
-use kinetic_core::engine::{Arg, BatchError, BatchHandle, Entrypoint, JobSpec, MapOptions};
+use kinetic_engine::{Arg, BatchError, BatchHandle, Entrypoint, JobSpec, MapOptions};
 use serde_json::{Value, json};
 
 use super::run::{JobFlags, PathBase};

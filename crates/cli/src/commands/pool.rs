@@ -1,7 +1,7 @@
 //! `kinetic pool add|list|remove`: the cluster's accelerator node pools,
 //! built from the accelerator registry so that jobs' selectors match them.
 
-use kinetic_core::infra;
+use kinetic_infra_gcp::model;
 use serde_json::json;
 
 use super::infra::{InfraTarget, PoolArgs, apply, observe};
@@ -80,7 +80,7 @@ fn add(args: &AddArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
         )
     })?;
     let observed = observe(&infra)?;
-    let plan = infra::plan_pool_add(infra.desired(), &observed, &pool).map_err(core_infra_error)?;
+    let plan = model::plan_pool_add(infra.desired(), &observed, &pool).map_err(core_infra_error)?;
     apply(
         out,
         &infra,
@@ -103,7 +103,7 @@ fn list(args: &ListArgs, inv: &Invocation, out: &Output) -> Result<(), CliError>
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
     let observed = observe(&infra)?;
-    let report = infra::status(infra.desired(), &observed);
+    let report = model::status(infra.desired(), &observed);
     out.either(
         &json!({"cluster": report.cluster, "pools": report.pools}),
         &match report.cluster {
@@ -120,7 +120,7 @@ fn remove(args: &RemoveArgs, inv: &Invocation, out: &Output) -> Result<(), CliEr
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
     let observed = observe(&infra)?;
-    let plan = infra::plan_pool_remove(infra.desired(), &observed, &args.name)
+    let plan = model::plan_pool_remove(infra.desired(), &observed, &args.name)
         .map_err(core_infra_error)?;
     apply(
         out,

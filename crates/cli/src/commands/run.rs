@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::budget::{BudgetRequest, parse_budget};
-use kinetic_core::engine::{
-    Arg, Data, Engine, EngineError, Entrypoint, JobSpec, ProgressEvent, ResultOptions,
-    SubmitOptions,
-};
 use kinetic_core::env::EnvEntry;
 use kinetic_core::ports::{Deadlines, ImageMode};
 use kinetic_core::settings::{Settings, SettingsArgs};
+use kinetic_engine::{
+    Arg, Data, Engine, EngineError, Entrypoint, JobSpec, ProgressEvent, ResultOptions,
+    SubmitOptions,
+};
 use serde_json::Value;
 
 use super::seconds;

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::ProgressBar;
-use kinetic_core::infra::{Action, Check, InfraTarget, Plan, PoolStatus, StatusReport};
 use kinetic_infra_gcp::Progress;
+use kinetic_infra_gcp::model::{Action, Check, InfraTarget, Plan, PoolStatus, StatusReport};
 
 use super::{key_values, table};
 use crate::error::CliError;

@@ -9,7 +9,7 @@ pub(crate) mod progress;
 
 use std::io::Write;
 
-use kinetic_core::engine::{BatchHandle, BatchItem, ChildError};
+use kinetic_engine::{BatchHandle, BatchItem, ChildError};
 use serde::Serialize;
 use serde_json::{Value, json};
 

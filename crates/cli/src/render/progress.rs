@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use kinetic_core::batch::BatchCounts;
-use kinetic_core::engine::{BatchHandle, ProgressEvent};
 use kinetic_core::status::{JobState, StatusReason};
+use kinetic_engine::{BatchHandle, ProgressEvent};
 
 /// A spinner with a message and the time elapsed, when stderr is a
 /// terminal; `None` otherwise.

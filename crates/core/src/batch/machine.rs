@@ -249,7 +249,8 @@ pub enum Event {
 
 /// What the engine must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
+// Exhaustive on purpose: the engine matches every variant, so a new
+// one is a compile error there rather than a case it silently skips.
 pub enum Command {
     /// Submit input `index` as attempt `attempt`, then report
     /// [`Event::Submitted`] or [`Event::SubmitFailed`].

@@ -133,7 +133,8 @@ impl ManifestChild {
 /// `{"status": "SUCCEEDED", "value": V, "cleaned": true}` or
 /// `{"status": "FAILED", "error": "…", "cleaned": false}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
+// Exhaustive on purpose: the engine matches every variant, so a new
+// one is a compile error there rather than a case it silently skips.
 pub enum ChildOutcome {
     /// It returned `value`.
     Succeeded {

@@ -10,7 +10,7 @@
 //! - [`child_job_id`]: the deterministic job id of each input and attempt.
 //! - [`InputMode`] and [`dispatch_input`]: how an input becomes arguments.
 //!
-//! The engine ([`crate::engine::Engine::map`], [`crate::engine::BatchHandle`])
+//! The engine (`kinetic_engine::Engine::map`, `kinetic_engine::BatchHandle`)
 //! carries out the machine's commands through the ports.
 //!
 //! ```

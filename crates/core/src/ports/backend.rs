@@ -4,9 +4,6 @@
 //! [`FaultyBackend`] (fault injection) and [`RetryBackend`] (the engine's
 //! one retry policy).
 
-mod fault;
-mod retry;
-
 use std::collections::BTreeMap;
 use std::fmt;
 use std::pin::Pin;
@@ -21,9 +18,6 @@ use crate::env::CapturedEnv;
 use crate::ids::{GroupId, JobId};
 use crate::record::JobRecord;
 use crate::status::JobState;
-
-pub use fault::FaultyBackend;
-pub use retry::RetryBackend;
 
 use super::{BoxError, StoreError};
 
@@ -331,9 +325,9 @@ pub type ChangeFeed = Pin<Box<dyn Stream<Item = ()> + Send>>;
 
 /// A byte stream, both ways, to a port of a job's host
 /// ([`Backend::port_forward`]).
-pub trait PortIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+pub trait PortIo: futures_io::AsyncRead + futures_io::AsyncWrite + Send + Unpin {}
 
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> PortIo for T {}
+impl<T: futures_io::AsyncRead + futures_io::AsyncWrite + Send + Unpin> PortIo for T {}
 
 /// An open connection to a job's port: what [`Backend::port_forward`] gives.
 pub type PortStream = Box<dyn PortIo>;
@@ -423,7 +417,7 @@ pub enum BackendError {
     },
     /// The backend could not be reached or is overloaded: the same call may
     /// succeed later. When `retried` is true the call already went through
-    /// a retry policy that spent its budget ([`RetryBackend`], or a store's
+    /// a retry policy that spent its budget (the engine's `RetryBackend`, or a store's
     /// own retries): nobody retries it again.
     #[error("backend unavailable: {message}")]
     Unavailable {
@@ -514,7 +508,7 @@ crate::retry::port_error_kinds!(
 /// declared by [`Backend::capabilities`]; a method whose capability is not
 /// declared answers [`BackendError::Unsupported`].
 ///
-/// The engine wraps each backend it is given in a [`RetryBackend`], which
+/// The engine wraps each backend it is given in a `RetryBackend`, which
 /// calls a method again when it failed with an error that is retryable and
 /// not yet retried: every method MUST be safe to call again (`submit`,
 /// `cancel` and `cleanup` are idempotent, the rest only read). A backend

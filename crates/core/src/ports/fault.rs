@@ -1,11 +1,7 @@
-//! Fault injection, the mechanism: scripted errors and added latency that
-//! the fault-injecting decorators of each port ([`FaultyStore`],
-//! [`FaultyBackend`], [`FaultyImageBuilder`]) and the fake servers consult
-//! at the start of every call.
-//!
-//! [`FaultyStore`]: crate::ports::FaultyStore
-//! [`FaultyBackend`]: crate::ports::FaultyBackend
-//! [`FaultyImageBuilder`]: crate::ports::FaultyImageBuilder
+//! Fault injection, the plan: scripted errors and added latency that the
+//! fault-injecting decorators of each port (`kinetic-engine`'s
+//! `FaultyStore`, `FaultyBackend` and `FaultyImageBuilder`, which wait the
+//! latency) and the fake servers draw at the start of every call.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -17,17 +13,15 @@ use std::time::Duration;
 /// plan; the port decorators use the port's method names.
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// use kinetic_core::ports::FaultPlan;
 ///
 /// let plan = FaultPlan::default();
 /// plan.fail_on("get", 1, "second get fails");
-/// assert_eq!(plan.check("get").await, Ok(()));
-/// assert_eq!(plan.check("put").await, Ok(()));
-/// assert_eq!(plan.check("get").await, Err("second get fails"));
-/// assert_eq!(plan.check("get").await, Ok(()));
+/// assert_eq!(plan.draw("get").into_result(), Ok(()));
+/// assert_eq!(plan.draw("put").into_result(), Ok(()));
+/// assert_eq!(plan.draw("get").into_result(), Err("second get fails"));
+/// assert_eq!(plan.draw("get").into_result(), Ok(()));
 /// assert_eq!(plan.calls("get"), 3);
-/// # });
 /// ```
 #[derive(Debug)]
 pub struct FaultPlan<E> {
@@ -104,9 +98,10 @@ impl<E> FaultPlan<E> {
         inner.latency = Duration::ZERO;
     }
 
-    /// Called at the start of `op`: waits the latency, then returns the
-    /// scripted error if one is due.
-    pub async fn check(&self, op: &'static str) -> Result<(), E> {
+    /// Called at the start of `op`: counts the call and hands out the
+    /// latency to wait and the scripted error, if one is due. The caller
+    /// waits the latency (this crate has no timer), then fails or goes on.
+    pub fn draw(&self, op: &'static str) -> Fault<E> {
         let (latency, due) = {
             let mut inner = self.lock();
             *inner.calls.entry(op).or_default() += 1;
@@ -127,9 +122,27 @@ impl<E> FaultPlan<E> {
             }
             (inner.latency, due)
         };
-        if !latency.is_zero() {
-            tokio::time::sleep(latency).await;
+        Fault {
+            latency,
+            error: due,
         }
-        due.map_or(Ok(()), Err)
+    }
+}
+
+/// What one call drew from a [`FaultPlan`]: how long to wait before
+/// going on, and the error to fail with, if one was due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Fault<E> {
+    /// The latency to add before the call goes on (zero: none).
+    pub latency: Duration,
+    /// The scripted error the call fails with, if one was due.
+    pub error: Option<E>,
+}
+
+impl<E> Fault<E> {
+    /// The error as a result, once the latency has been waited.
+    pub fn into_result(self) -> Result<(), E> {
+        self.error.map_or(Ok(()), Err)
     }
 }

@@ -4,9 +4,7 @@
 //! [`LazyImageBuilder`] (the inner builder made on first use) and
 //! [`FaultyImageBuilder`] (scripted failures).
 
-mod fault;
 mod fixed;
-mod lazy;
 
 use std::fmt;
 
@@ -14,9 +12,7 @@ use async_trait::async_trait;
 
 use super::BoxError;
 
-pub use fault::FaultyImageBuilder;
 pub use fixed::FixedImage;
-pub use lazy::LazyImageBuilder;
 
 /// How the job's image is chosen (Kinetic's `container_image`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

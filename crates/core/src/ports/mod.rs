@@ -11,13 +11,12 @@
 //! `Display` is a sentence for a person, its `source` the adapter's typed
 //! cause ([`BoxError`]).
 //!
-//! Decorators live beside the port they implement around another (as
-//! `object_store`'s `LimitStore` or tower's layers do), forward every
-//! method, and pass the same suite: fault injection for each port
-//! ([`FaultyStore`], [`FaultyBackend`], [`FaultyImageBuilder`], over one
-//! [`FaultPlan`]), retries for backends ([`RetryBackend`], under
-//! [`crate::retry::RetryPolicy`]), and the image builders [`FixedImage`]
-//! and [`LazyImageBuilder`].
+//! Decorators implement a port around another (as `object_store`'s
+//! `LimitStore` or tower's layers do), forward every method, and pass the
+//! same suite. The one that needs no timer lives here ([`FixedImage`]);
+//! those that wait or hold an async cell (fault injection, retries, the
+//! image builder made on first use) live in `kinetic-engine`'s `layers`,
+//! since this crate has no async runtime.
 
 mod backend;
 mod fault;
@@ -25,18 +24,17 @@ mod image;
 mod store;
 
 pub use backend::{
-    Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, Deadlines,
-    FaultyBackend, FuseMount, GroupQuery, GroupStatus, LogOptions, LogStream, PortIo, PortStream,
-    PreparedJob, RegistryError, RetryBackend, tail_lines, terminal_line,
+    Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, Deadlines, FuseMount,
+    GroupQuery, GroupStatus, LogOptions, LogStream, PortIo, PortStream, PreparedJob, RegistryError,
+    tail_lines, terminal_line,
 };
-pub use fault::FaultPlan;
+pub use fault::{Fault, FaultPlan};
 pub use image::{
-    BuildError, FaultyImageBuilder, FixedImage, ImageBuilder, ImageCapabilities, ImageMode,
-    ImageRequest, LazyImageBuilder, ResolvedImage,
+    BuildError, FixedImage, ImageBuilder, ImageCapabilities, ImageMode, ImageRequest, ResolvedImage,
 };
 pub use store::{
-    FaultyStore, GetOptions, ObjectMeta, ObjectPath, ObjectStore, ObjectStoreExt, PutMode,
-    PutOptions, StoreError,
+    GetOptions, ObjectMeta, ObjectPath, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
+    StoreError,
 };
 
 /// The typed cause a port error keeps as its

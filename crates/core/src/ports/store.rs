@@ -10,8 +10,6 @@
 //! the testkit has an in-memory fake. Both pass the same conformance suite,
 //! as does the fault-injecting decorator [`FaultyStore`].
 
-mod fault;
-
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
@@ -20,8 +18,6 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::BoxError;
-
-pub use fault::FaultyStore;
 
 /// The path of an object inside a store: `/`-separated segments, no leading
 /// or trailing `/`, no empty, `.` or `..` segment, no control characters.

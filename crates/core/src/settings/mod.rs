@@ -44,6 +44,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod engine;
 pub mod vars;
 
 use std::path::{Path, PathBuf};
@@ -57,10 +58,10 @@ use crate::config::{
     resolve_partial,
 };
 pub use crate::config::{EnvLookup, ProfileRef, Setting, Source};
-use crate::engine::EngineSettings;
 use crate::env::SecretValue;
 use crate::packaging::DEFAULT_SIZE_WARN_BYTES;
 use crate::protocol::ExtractLimits;
+pub use engine::EngineSettings;
 
 /// The backend jobs go to when neither the job nor `KINETIC_BACKEND` names one.
 pub const DEFAULT_BACKEND: &str = "local";

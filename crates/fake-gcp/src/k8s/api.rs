@@ -968,7 +968,11 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
 
 async fn guard(s: &ApiState, verb: &'static str, resource: &str) -> Result<(), ApiError> {
     s.calls.add(verb, resource);
-    s.faults.check(verb).await
+    let fault = s.faults.draw(verb);
+    if !fault.latency.is_zero() {
+        tokio::time::sleep(fault.latency).await;
+    }
+    fault.into_result()
 }
 
 async fn list(

@@ -1,0 +1,350 @@
+//! The submission loop: a future that carries out the machine's `Submit`
+//! commands a few at a time, keeps the manifest up to date, and polls the
+//! batch while only polling can free capacity or trigger a retry.
+//!
+//! It needs no runtime feature: it multiplexes its submissions, the
+//! command channel, the manifest write, a poll and a timer in one
+//! `poll_fn`, and whoever polls it (a spawned task, a `join`) drives it.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use tracing::Instrument;
+
+use crate::submit::{ChildCall, Resolved, Shared, submit_child};
+use crate::{EngineError, JobHandle, JobSpec};
+use kinetic_core::batch::{CallArgs, Event, GROUP_KIND_MAP, child_job_id};
+use kinetic_core::ids::JobId;
+use kinetic_core::plan::GroupPlace;
+use kinetic_core::status::{JobState, JobStatus};
+
+use super::BatchDriver;
+use super::shared::{BatchShared, Chore, DriverState, dispatch};
+
+/// What every child of a batch shares: the spec, what was resolved and
+/// uploaded once for it, and the inputs.
+pub(super) struct BatchPrep {
+    pub(super) spec: JobSpec,
+    pub(super) resolved: Resolved,
+    pub(super) uploaded: Shared,
+    /// Each input's arguments, its data already replaced by references.
+    pub(super) calls: Vec<CallArgs>,
+}
+
+/// Settings of one loop.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DriverSettings {
+    pub(super) parallelism: usize,
+    pub(super) manifest_interval: Duration,
+    pub(super) poll_interval: Duration,
+}
+
+/// Install a loop on `shared`, apply `initial` (e.g. `Pump`, or a resume's
+/// events), and return the loop as a future.
+pub(super) fn start(
+    shared: Arc<BatchShared>,
+    prep: Arc<BatchPrep>,
+    settings: DriverSettings,
+    initial: Vec<Event>,
+) -> BatchDriver {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let chores = {
+        let mut core = shared.lock();
+        core.submit_tx = Some(tx);
+        core.driver = DriverState::Running;
+        let mut chores = Vec::new();
+        for event in initial {
+            let commands = core.machine.apply(event);
+            dispatch(&mut core, commands, &mut chores);
+        }
+        chores
+    };
+    let group_id = shared.group_id.clone();
+    let span = tracing::info_span!("batch", group_id = %group_id);
+    let future = run(shared, prep, rx, settings, chores).instrument(span);
+    BatchDriver {
+        group_id,
+        future: Box::pin(future),
+    }
+}
+
+/// Marks the batch abandoned when the loop is dropped before its end.
+struct AbandonGuard {
+    shared: Arc<BatchShared>,
+    armed: bool,
+}
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut core = self.shared.lock();
+        if core.driver == DriverState::Running {
+            core.driver = DriverState::Abandoned;
+            core.submit_tx = None;
+            let commands = core.machine.apply(Event::Abandon);
+            dispatch(&mut core, commands, &mut Vec::new());
+        }
+        drop(core);
+        self.shared.changed.notify_waiters();
+    }
+}
+
+type Submission = (usize, u32, JobId, Result<JobHandle, EngineError>);
+
+enum Wake {
+    Command(Option<(usize, u32)>),
+    Submitted(Box<Submission>),
+    ChoreDone,
+    ManifestWritten,
+    PollDone,
+    /// A backend said a job may have changed state: poll now.
+    Changed,
+    Timer,
+}
+
+fn submit_one(
+    shared: Arc<BatchShared>,
+    prep: Arc<BatchPrep>,
+    index: usize,
+    attempt: u32,
+) -> BoxFuture<'static, Submission> {
+    Box::pin(async move {
+        let job_id = child_job_id(&shared.group_id, index, attempt);
+        let result = async {
+            let call =
+                prep.calls.get(index).cloned().ok_or_else(|| {
+                    EngineError::internal(format!("batch input {index} is missing"))
+                })?;
+            let call = ChildCall {
+                args: call.args,
+                kwargs: call.kwargs,
+                group: Some(GroupPlace::new(
+                    shared.group_id.clone(),
+                    GROUP_KIND_MAP,
+                    index as u64,
+                )),
+            };
+            submit_child(
+                &shared.engine,
+                &prep.spec,
+                &prep.resolved,
+                &prep.uploaded,
+                &job_id,
+                &call,
+            )
+            .await
+        }
+        .await;
+        (index, attempt, job_id, result)
+    })
+}
+
+/// Record a submission's outcome and tell the machine.
+fn settle(shared: &BatchShared, (index, _attempt, job_id, result): Submission) -> Vec<Chore> {
+    let mut chores = Vec::new();
+    {
+        let mut core = shared.lock();
+        let event = match result {
+            Ok(handle) => {
+                core.jobs[index] = Some(handle);
+                core.states[index] = Some(JobState::new(JobStatus::Pending));
+                core.submission_errors.remove(&index);
+                Event::Submitted { index, job_id }
+            }
+            Err(error) => {
+                tracing::warn!(job_id = %job_id, "batch input {index} could not be submitted: {error}");
+                // A failure some layer already retried (the engine's
+                // RetryBackend, a cloud store's client) is not retried
+                // again here: the batch's own attempts are for jobs, and
+                // for submissions nobody retried yet.
+                let retryable = error.is_retryable() && !error.is_retried();
+                core.submission_errors.insert(index, Arc::new(error));
+                Event::SubmitFailed { index, retryable }
+            }
+        };
+        let commands = core.machine.apply(event);
+        dispatch(&mut core, commands, &mut chores);
+    }
+    shared.changed.notify_waiters();
+    chores
+}
+
+async fn run(
+    shared: Arc<BatchShared>,
+    prep: Arc<BatchPrep>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<(usize, u32)>,
+    settings: DriverSettings,
+    first_chores: Vec<Chore>,
+) {
+    let mut guard = AbandonGuard {
+        shared: shared.clone(),
+        armed: true,
+    };
+    let mut backlog: VecDeque<(usize, u32)> = VecDeque::new();
+    let mut submissions: FuturesUnordered<BoxFuture<'static, Submission>> = FuturesUnordered::new();
+    let mut chores: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
+    let mut manifest_write: Option<BoxFuture<'static, ()>> = None;
+    let mut poll: Option<BoxFuture<'static, ()>> = None;
+    let mut last_manifest: Option<Instant> = None;
+    let mut next_poll = Instant::now() + settings.poll_interval;
+    let mut rx_open = true;
+    // Jobs ending are events where a backend has them: a freed slot is
+    // seen (and taken) at once, not at the next poll.
+    let mut changes = shared.engine.backends.changes();
+    // A poll asked for by a change reads states however recent the last
+    // poll: the change came after it.
+    let mut changed = false;
+    let run_chores = |list: Vec<Chore>| -> Option<BoxFuture<'static, ()>> {
+        if list.is_empty() {
+            return None;
+        }
+        let shared = shared.clone();
+        Some(Box::pin(async move { shared.run_chores(list).await }))
+    };
+    if let Some(f) = run_chores(first_chores) {
+        chores.push(f);
+    }
+
+    loop {
+        while submissions.len() < settings.parallelism {
+            let Some((index, attempt)) = backlog.pop_front() else {
+                break;
+            };
+            submissions.push(submit_one(shared.clone(), prep.clone(), index, attempt));
+        }
+
+        let idle = submissions.is_empty() && backlog.is_empty();
+        let (dirty, complete, wants_poll) = {
+            let core = shared.lock();
+            let complete = core.machine.is_submission_complete();
+            (
+                // Once everything is submitted the manifest must say so.
+                core.manifest_dirty || (complete && !core.complete_manifest_written),
+                complete,
+                core.machine.needs_polling(),
+            )
+        };
+
+        // The manifest: at most one write at a time, at most one per
+        // interval, and one as soon as everything is submitted.
+        let manifest_due = last_manifest.map_or(Instant::now(), |t| t + settings.manifest_interval);
+        if manifest_write.is_none()
+            && dirty
+            && (Instant::now() >= manifest_due || (idle && complete))
+        {
+            let snapshot = {
+                let mut core = shared.lock();
+                core.manifest_dirty = false;
+                drop(core);
+                shared.manifest_snapshot()
+            };
+            let s = shared.clone();
+            manifest_write = Some(Box::pin(async move {
+                if !s.write_manifest(snapshot).await {
+                    // Written again at the next interval.
+                    s.lock().manifest_dirty = true;
+                }
+            }));
+            last_manifest = Some(Instant::now());
+        }
+
+        // Done: nothing to submit, retry or write.
+        if idle && chores.is_empty() && manifest_write.is_none() && poll.is_none() {
+            let mut core = shared.lock();
+            let unwritten =
+                core.machine.is_submission_complete() && !core.complete_manifest_written;
+            if !core.machine.needs_driver() && !core.manifest_dirty && !unwritten {
+                core.driver = DriverState::Finished;
+                core.submit_tx = None;
+                drop(core);
+                guard.armed = false;
+                shared.changed.notify_waiters();
+                return;
+            }
+        }
+
+        // Polling frees capacity and finds failures to retry; it is only
+        // the loop's business while the machine needs it.
+        if wants_poll && poll.is_none() && Instant::now() >= next_poll {
+            let s = shared.clone();
+            let max_age = (!std::mem::take(&mut changed)).then_some(settings.poll_interval / 2);
+            poll = Some(Box::pin(async move {
+                if let Err(e) = s.refresh(max_age).await {
+                    tracing::warn!(group_id = %s.group_id, "batch status poll failed: {e}");
+                }
+            }));
+            next_poll = Instant::now() + settings.poll_interval;
+        }
+
+        let mut wake_at = Instant::now() + Duration::from_secs(3600);
+        if wants_poll && poll.is_none() {
+            wake_at = wake_at.min(next_poll);
+        }
+        if dirty && manifest_write.is_none() {
+            wake_at = wake_at.min(manifest_due);
+        }
+        let mut timer = std::pin::pin!(tokio::time::sleep_until(wake_at.into()));
+
+        let wake = std::future::poll_fn(|cx| {
+            if let Poll::Ready(Some(done)) = submissions.poll_next_unpin(cx) {
+                return Poll::Ready(Wake::Submitted(Box::new(done)));
+            }
+            if rx_open && let Poll::Ready(message) = rx.poll_recv(cx) {
+                return Poll::Ready(Wake::Command(message));
+            }
+            if let Poll::Ready(Some(())) = chores.poll_next_unpin(cx) {
+                return Poll::Ready(Wake::ChoreDone);
+            }
+            if let Some(w) = manifest_write.as_mut()
+                && w.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(Wake::ManifestWritten);
+            }
+            if let Some(p) = poll.as_mut()
+                && Pin::new(p).poll(cx).is_ready()
+            {
+                return Poll::Ready(Wake::PollDone);
+            }
+            if let Some(feed) = changes.as_mut() {
+                match feed.poll_next_unpin(cx) {
+                    Poll::Ready(Some(())) => return Poll::Ready(Wake::Changed),
+                    Poll::Ready(None) => changes = None,
+                    Poll::Pending => {}
+                }
+            }
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wake::Timer);
+            }
+            Poll::Pending
+        })
+        .await;
+
+        match wake {
+            Wake::Command(Some(submit)) => backlog.push_back(submit),
+            Wake::Command(None) => rx_open = false,
+            Wake::Submitted(done) => {
+                if let Some(f) = run_chores(settle(&shared, *done)) {
+                    chores.push(f);
+                }
+            }
+            Wake::ChoreDone | Wake::Timer => {}
+            Wake::ManifestWritten => manifest_write = None,
+            Wake::PollDone => poll = None,
+            // Polled as soon as no poll is in flight (and again after one
+            // that is, which may have read the states before the change).
+            Wake::Changed => {
+                next_poll = Instant::now();
+                changed = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,748 @@
+//! The state a batch handle and its submission loop share: the machine,
+//! the children's handles and states, and the poll that refreshes them
+//! with one backend call.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+
+use serde_json::Value;
+
+use crate::{EngineError, EngineInner, JobHandle, load_handle};
+use kinetic_core::batch::{
+    BatchMachine, ChildOutcome, Command, Event, GroupManifest, InputMode, ManifestChild,
+    child_job_id,
+};
+use kinetic_core::ids::{GroupId, JobId};
+use kinetic_core::layout;
+use kinetic_core::ports::{GetOptions, GroupQuery, ObjectStoreExt};
+use kinetic_core::protocol::RunnerResult;
+use kinetic_core::record::UtcTimestamp;
+use kinetic_core::status::{JobState, JobStatus};
+
+use super::BatchError;
+
+/// Store or backend calls a batch makes at once when it must make one per
+/// child (loading records, per-job status fallback, cancel, cleanup).
+pub(super) const FAN_OUT: usize = 16;
+
+/// Whether a submission loop serves this handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DriverState {
+    /// None was started (an attached batch).
+    None,
+    /// It runs.
+    Running,
+    /// It ended after submitting everything it had to.
+    Finished,
+    /// It was dropped before the end.
+    Abandoned,
+}
+
+/// What the manifest says, beyond its children.
+#[derive(Debug, Clone)]
+pub(super) struct ManifestBase {
+    pub(super) created_at: UtcTimestamp,
+    pub(super) submit_fn_name: String,
+    pub(super) backend: Option<String>,
+    pub(super) namespace: Option<String>,
+    pub(super) entrypoint: Option<String>,
+    pub(super) input_mode: Option<InputMode>,
+    pub(super) inputs: Option<String>,
+    /// What a resume needs ([`super::recipe`]).
+    pub(super) resume: Option<Value>,
+    /// The manifest says every input was submitted.
+    pub(super) submission_complete: bool,
+}
+
+/// Reading the manifest of a batch still being submitted elsewhere.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ManifestPoll {
+    pub(super) interval: Duration,
+    pub(super) deadline: Option<Instant>,
+    pub(super) next: Instant,
+}
+
+/// The mutable part.
+#[derive(Debug)]
+pub(super) struct Core {
+    pub(super) machine: BatchMachine,
+    /// The handle of each input's current (or last) job.
+    pub(super) jobs: Vec<Option<JobHandle>>,
+    /// The last state seen of each input's job.
+    pub(super) states: Vec<Option<JobState>>,
+    /// The last submission error of each input.
+    pub(super) submission_errors: BTreeMap<usize, Arc<EngineError>>,
+    /// Children the manifest names whose record cannot be read.
+    pub(super) unavailable: BTreeMap<usize, JobId>,
+    /// Failed jobs found by the last `results()`.
+    pub(super) cached_failures: Option<Vec<JobHandle>>,
+    pub(super) driver: DriverState,
+    /// Where `Submit` commands go while a loop runs.
+    pub(super) submit_tx: Option<tokio::sync::mpsc::UnboundedSender<(usize, u32)>>,
+    /// The manifest has children it has not written yet.
+    pub(super) manifest_dirty: bool,
+    /// Set while an attached handle still reads the manifest.
+    pub(super) manifest_poll: Option<ManifestPoll>,
+    pub(super) base: ManifestBase,
+    /// How each collected input ended (kept in the manifest).
+    pub(super) outcomes: BTreeMap<usize, ChildOutcome>,
+    /// A manifest naming every submitted child and saying the submission
+    /// is complete was written.
+    pub(super) complete_manifest_written: bool,
+}
+
+/// Something to do after a state change, outside the lock.
+#[derive(Debug)]
+pub(super) enum Chore {
+    Cancel(JobHandle),
+    Cleanup(JobHandle),
+}
+
+/// Shared by a [`super::BatchHandle`] and its submission loop.
+#[derive(Debug)]
+pub(super) struct BatchShared {
+    pub(super) engine: Arc<EngineInner>,
+    pub(super) group_id: GroupId,
+    pub(super) name: Option<String>,
+    pub(super) tags: BTreeMap<String, String>,
+    pub(super) total: usize,
+    pub(super) poll_interval: Duration,
+    pub(super) core: Mutex<Core>,
+    /// Woken when the state changes (submissions, polls).
+    pub(super) changed: tokio::sync::Notify,
+    /// Serialises polls; holds when the last one started.
+    poll_gate: tokio::sync::Mutex<Option<Instant>>,
+}
+
+impl BatchShared {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        engine: Arc<EngineInner>,
+        group_id: GroupId,
+        name: Option<String>,
+        tags: BTreeMap<String, String>,
+        machine: BatchMachine,
+        poll_interval: Duration,
+        base: ManifestBase,
+        driver: DriverState,
+    ) -> Self {
+        let total = machine.total();
+        Self {
+            engine,
+            group_id,
+            name,
+            tags,
+            total,
+            poll_interval,
+            core: Mutex::new(Core {
+                machine,
+                jobs: vec![None; total],
+                states: vec![None; total],
+                submission_errors: BTreeMap::new(),
+                unavailable: BTreeMap::new(),
+                cached_failures: None,
+                driver,
+                submit_tx: None,
+                manifest_dirty: false,
+                manifest_poll: None,
+                base,
+                outcomes: BTreeMap::new(),
+                complete_manifest_written: false,
+            }),
+            changed: tokio::sync::Notify::new(),
+            poll_gate: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Apply events under the lock and turn the commands into chores.
+    pub(super) fn apply(&self, events: impl IntoIterator<Item = Event>) -> Vec<Chore> {
+        let mut chores = Vec::new();
+        {
+            let mut core = self.lock();
+            for event in events {
+                let commands = core.machine.apply(event);
+                dispatch(&mut core, commands, &mut chores);
+            }
+        }
+        self.changed.notify_waiters();
+        chores
+    }
+
+    /// Carry out chores, a few at a time; failures are logged.
+    pub(super) async fn run_chores(&self, chores: Vec<Chore>) {
+        if chores.is_empty() {
+            return;
+        }
+        futures_util::stream::iter(chores)
+            .for_each_concurrent(FAN_OUT, |chore| async move {
+                match chore {
+                    Chore::Cancel(job) => {
+                        if let Err(e) = job.cancel().await {
+                            tracing::warn!(job_id = %job.id(), "could not cancel a batch child: {e}");
+                        }
+                    }
+                    Chore::Cleanup(job) => {
+                        if let Err(e) = job
+                            .cleanup(crate::CleanupOptions {
+                                backend: true,
+                                store: false,
+                            })
+                            .await
+                        {
+                            tracing::warn!(job_id = %job.id(), "could not clean up a failed attempt before its retry: {e}");
+                        }
+                    }
+                }
+            })
+            .await;
+    }
+
+    /// Poll the children's states (one backend call per backend and
+    /// namespace, in practice one) and feed them to the machine.
+    ///
+    /// With `max_age`, a poll that started less than `max_age` ago is
+    /// reused; without, the poll starts after this call (concurrent callers
+    /// share it).
+    pub(super) async fn refresh(&self, max_age: Option<Duration>) -> Result<(), BatchError> {
+        let asked = Instant::now();
+        let mut gate = self.poll_gate.lock().await;
+        if let Some(started) = *gate {
+            let fresh = match max_age {
+                Some(age) => started.elapsed() < age,
+                None => started >= asked,
+            };
+            if fresh {
+                return Ok(());
+            }
+        }
+        *gate = Some(Instant::now());
+        self.poll_manifest_if_due().await?;
+        let active: Vec<(usize, JobHandle)> = {
+            let core = self.lock();
+            core.machine
+                .active_jobs()
+                .filter_map(|(i, _)| core.jobs[i].clone().map(|h| (i, h)))
+                .collect()
+        };
+        if active.is_empty() {
+            return Ok(());
+        }
+        let observed = self.observe(&active).await?;
+        let chores = self.record_states(observed);
+        drop(gate);
+        self.run_chores(chores).await;
+        Ok(())
+    }
+
+    /// Store the states seen and tell the machine.
+    pub(super) fn record_states(&self, observed: Vec<(usize, JobId, JobState)>) -> Vec<Chore> {
+        let mut chores = Vec::new();
+        {
+            let mut core = self.lock();
+            for (index, job_id, state) in observed {
+                let current = core.jobs[index].as_ref().map(|h| h.id() == &job_id);
+                if current == Some(true) {
+                    core.states[index] = Some(state.clone());
+                }
+                let commands = core.machine.apply(Event::Observed {
+                    index,
+                    job_id,
+                    status: state.status,
+                });
+                dispatch(&mut core, commands, &mut chores);
+            }
+        }
+        self.changed.notify_waiters();
+        chores
+    }
+
+    /// The states of `jobs`: one group call per (backend, namespace), or
+    /// one call per job for a backend without group status.
+    pub(super) async fn observe(
+        &self,
+        jobs: &[(usize, JobHandle)],
+    ) -> Result<Vec<(usize, JobId, JobState)>, BatchError> {
+        let mut by_target: HashMap<(String, String), Vec<&(usize, JobHandle)>> = HashMap::new();
+        for entry in jobs {
+            let r = entry.1.record();
+            by_target
+                .entry((r.backend.clone(), r.namespace.clone()))
+                .or_default()
+                .push(entry);
+        }
+        let mut out = Vec::with_capacity(jobs.len());
+        for ((backend_name, namespace), entries) in by_target {
+            let backend = self
+                .engine
+                .backends
+                .get(&backend_name)
+                .map_err(EngineError::from)?;
+            // The backend's capabilities choose one group call or one call per job.
+            let grouped = if backend.capabilities().group_status {
+                let query = GroupQuery::new(self.group_id.clone(), namespace);
+                Some(backend.group_status(&query).await?)
+            } else {
+                None
+            };
+            let states: Vec<(usize, JobId, JobState)> = match grouped {
+                Some(map) => {
+                    let states: Vec<(usize, JobId, JobState)> = entries
+                        .iter()
+                        .map(|(i, h)| {
+                            let state = map
+                                .get(h.id())
+                                .cloned()
+                                .unwrap_or_else(|| JobState::new(JobStatus::NotFound));
+                            (*i, h.id().clone(), state)
+                        })
+                        .collect();
+                    keep_children_attempts(&entries, &states).await;
+                    states
+                }
+                None => {
+                    let owned: Vec<(usize, JobHandle)> =
+                        entries.iter().map(|e| (e.0, e.1.clone())).collect();
+                    futures_util::stream::iter(owned)
+                        .map(per_job_status)
+                        .buffer_unordered(FAN_OUT)
+                        .collect::<Vec<_>>()
+                        .await
+                        .into_iter()
+                        .collect::<Result<_, _>>()?
+                }
+            };
+            out.extend(states);
+        }
+        self.settle_vanished(&mut out).await;
+        Ok(out)
+    }
+
+    /// A job the backend no longer holds but whose result is stored has
+    /// ended: take the result's word for how.
+    async fn settle_vanished(&self, observed: &mut [(usize, JobId, JobState)]) {
+        let vanished: Vec<usize> = observed
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, _, s))| s.status == JobStatus::NotFound)
+            .map(|(pos, _)| pos)
+            .collect();
+        let probes: Vec<(usize, JobId, Arc<EngineInner>)> = vanished
+            .into_iter()
+            .map(|pos| (pos, observed[pos].1.clone(), self.engine.clone()))
+            .collect();
+        let settled: Vec<(usize, Option<JobStatus>)> = futures_util::stream::iter(probes)
+            .map(stored_outcome)
+            .buffer_unordered(FAN_OUT)
+            .collect()
+            .await;
+        for (pos, status) in settled {
+            if let Some(status) = status {
+                observed[pos].2 = JobState::new(status);
+            }
+        }
+    }
+
+    /// The manifest as it should be written now.
+    pub(super) fn manifest_snapshot(&self) -> GroupManifest {
+        let core = self.lock();
+        let base = &core.base;
+        let mut m = GroupManifest::new(self.group_id.clone(), self.total, &base.submit_fn_name);
+        m.created_at = base.created_at;
+        m.group_name = self.name.clone();
+        m.tags = self.tags.clone();
+        m.backend = base.backend.clone();
+        m.namespace = base.namespace.clone();
+        m.entrypoint = base.entrypoint.clone();
+        m.input_mode = base.input_mode;
+        m.inputs = base.inputs.clone();
+        m.resume = base.resume.clone();
+        // Complete once the submitting loop submitted everything (or the
+        // manifest said so already).
+        let submitting = matches!(core.driver, DriverState::Running | DriverState::Finished);
+        m.submission_complete =
+            base.submission_complete || (submitting && core.machine.is_submission_complete());
+        m.children = core
+            .machine
+            .children()
+            .map(|(group_index, job_id, attempts)| {
+                let mut child = ManifestChild::new(group_index, job_id.clone(), attempts);
+                child.outcome = core.outcomes.get(&group_index).cloned();
+                child
+            })
+            .collect();
+        m
+    }
+
+    /// Write the manifest; false when it could not be (logged: the
+    /// children's records and the backend's group listing still find every
+    /// child, and the writer tries again).
+    pub(super) async fn write_manifest(&self, manifest: GroupManifest) -> bool {
+        let path = layout::group_manifest(&self.group_id);
+        match self.engine.store.put_json(&path, manifest.to_json()).await {
+            Ok(_) => {
+                if manifest.submission_complete {
+                    self.lock().complete_manifest_written = true;
+                    self.changed.notify_waiters();
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(group_id = %self.group_id, "could not write the batch manifest: {e}");
+                false
+            }
+        }
+    }
+
+    /// Read the manifest (for an attached batch still being submitted).
+    pub(super) async fn read_manifest(&self) -> Result<GroupManifest, BatchError> {
+        read_manifest(&self.engine, &self.group_id).await
+    }
+
+    async fn poll_manifest_if_due(&self) -> Result<(), BatchError> {
+        let due = {
+            let core = self.lock();
+            match core.manifest_poll {
+                Some(p) => Instant::now() >= p.next,
+                None => false,
+            }
+        };
+        if !due {
+            return Ok(());
+        }
+        let manifest = self.read_manifest().await?;
+        self.adopt_children(&manifest.children).await;
+        let mut core = self.lock();
+        let now = Instant::now();
+        let complete = core.machine.counts().unknown == 0;
+        let expired = core
+            .manifest_poll
+            .and_then(|p| p.deadline)
+            .is_some_and(|d| now >= d);
+        if complete || expired {
+            core.manifest_poll = None;
+            if expired {
+                let commands = core.machine.apply(Event::CloseManifest);
+                dispatch(&mut core, commands, &mut Vec::new());
+            }
+        } else if let Some(p) = core.manifest_poll.as_mut() {
+            p.next = now + p.interval;
+        }
+        drop(core);
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// Load the records of children not followed yet (the slot is unknown)
+    /// and follow them; children whose record cannot be read are marked
+    /// unavailable. Returns how many were adopted.
+    pub(super) async fn adopt_children(&self, children: &[ManifestChild]) -> usize {
+        let wanted: Vec<ManifestChild> = {
+            let core = self.lock();
+            let mut best: BTreeMap<usize, ManifestChild> = BTreeMap::new();
+            for c in children {
+                if c.group_index >= self.total
+                    || core.machine.slot(c.group_index) != Some(&kinetic_core::batch::Slot::Unknown)
+                {
+                    continue;
+                }
+                let better = best
+                    .get(&c.group_index)
+                    .is_none_or(|b| c.attempts > b.attempts);
+                if better {
+                    best.insert(c.group_index, c.clone());
+                }
+            }
+            best.into_values().collect()
+        };
+        // A child whose outcome was recorded at collection reads as
+        // recorded; one whose job was cleaned up since is settled without
+        // loading its record.
+        {
+            let mut core = self.lock();
+            for c in &wanted {
+                if let Some(outcome) = &c.outcome {
+                    core.outcomes.insert(c.group_index, outcome.clone());
+                }
+            }
+        }
+        let (recorded, wanted): (Vec<ManifestChild>, Vec<ManifestChild>) = wanted
+            .into_iter()
+            .partition(|c| c.outcome.as_ref().is_some_and(ChildOutcome::cleaned));
+        let mut adopted = recorded.len();
+        if !recorded.is_empty() {
+            let mut core = self.lock();
+            let mut chores = Vec::new();
+            for child in recorded {
+                let index = child.group_index;
+                let status = match child.outcome {
+                    Some(ChildOutcome::Succeeded { .. }) => JobStatus::Succeeded,
+                    _ => JobStatus::Failed,
+                };
+                core.states[index] = Some(JobState::new(status));
+                for event in [
+                    Event::Adopt {
+                        index,
+                        job_id: child.job_id.clone(),
+                        attempts: child.attempts,
+                    },
+                    Event::Observed {
+                        index,
+                        job_id: child.job_id,
+                        status,
+                    },
+                ] {
+                    let commands = core.machine.apply(event);
+                    dispatch(&mut core, commands, &mut chores);
+                }
+            }
+        }
+        if wanted.is_empty() {
+            self.changed.notify_waiters();
+            return adopted;
+        }
+        let loads: Vec<(ManifestChild, Arc<EngineInner>, GroupId)> = wanted
+            .into_iter()
+            .map(|c| (c, self.engine.clone(), self.group_id.clone()))
+            .collect();
+        let loaded: Vec<(ManifestChild, Result<JobHandle, EngineError>)> =
+            futures_util::stream::iter(loads)
+                .map(load_child)
+                .buffer_unordered(FAN_OUT)
+                .collect()
+                .await;
+        let mut chores = Vec::new();
+        {
+            let mut core = self.lock();
+            for (child, handle) in loaded {
+                let index = child.group_index;
+                match handle {
+                    Ok(handle) => {
+                        core.jobs[index] = Some(handle);
+                        let commands = core.machine.apply(Event::Adopt {
+                            index,
+                            job_id: child.job_id,
+                            attempts: child.attempts,
+                        });
+                        dispatch(&mut core, commands, &mut chores);
+                        adopted += 1;
+                    }
+                    Err(e) => {
+                        tracing::warn!(group_id = %self.group_id, job_id = %child.job_id, "batch child {index} cannot be loaded: {e}");
+                        core.unavailable.insert(index, child.job_id);
+                        let commands = core.machine.apply(Event::Unavailable { index });
+                        dispatch(&mut core, commands, &mut chores);
+                    }
+                }
+            }
+        }
+        self.changed.notify_waiters();
+        self.run_chores(chores).await;
+        adopted
+    }
+
+    /// Ask the backend for the group's jobs (one call) and adopt those the
+    /// manifest did not name; feed the states it gave. `backend` and
+    /// `namespace` say where the children run.
+    pub(super) async fn reconcile(&self, backend: &str, namespace: &str) -> Result<(), BatchError> {
+        let Ok(backend) = self.engine.backends.get(backend) else {
+            return Ok(());
+        };
+        if !backend.capabilities().group_status {
+            // Children the manifest does not name cannot be found without it.
+            return Ok(());
+        }
+        let query = GroupQuery::new(self.group_id.clone(), namespace);
+        let map = backend.group_status(&query).await?;
+        let mut found = Vec::new();
+        for job_id in map.keys() {
+            if let Some((index, attempt)) = child_position(&self.group_id, job_id, self.total) {
+                found.push(ManifestChild::new(index, job_id.clone(), attempt));
+            }
+        }
+        self.adopt_children(&found).await;
+        let observed: Vec<(usize, JobId, JobState)> = {
+            let core = self.lock();
+            map.into_iter()
+                .filter_map(|(job_id, state)| {
+                    let (index, _) = child_position(&self.group_id, &job_id, self.total)?;
+                    let current = core.jobs[index].as_ref()?.id() == &job_id;
+                    current.then_some((index, job_id, state))
+                })
+                .collect()
+        };
+        let chores = self.record_states(observed);
+        self.run_chores(chores).await;
+        Ok(())
+    }
+
+    /// The inputs not known yet (no job followed, none queued).
+    pub(super) fn unknown_slots(&self) -> Vec<usize> {
+        let core = self.lock();
+        core.machine
+            .slots()
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == kinetic_core::batch::Slot::Unknown)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Every job id this batch used for `index` (all attempts up to the current).
+    pub(super) fn attempt_ids(&self, index: usize) -> Vec<JobId> {
+        let core = self.lock();
+        let last = core.machine.last_job(index).map_or(0, |(_, a)| *a);
+        (1..last)
+            .map(|a| child_job_id(&self.group_id, index, a))
+            .collect()
+    }
+}
+
+/// Turn commands into chores, `Submit`s into messages for the loop, and
+/// manifest changes into the dirty flag. Called under the lock.
+pub(super) fn dispatch(core: &mut Core, commands: Vec<Command>, chores: &mut Vec<Chore>) {
+    for command in commands {
+        match command {
+            Command::Submit { index, attempt } => {
+                let sent = core
+                    .submit_tx
+                    .as_ref()
+                    .is_some_and(|tx| tx.send((index, attempt)).is_ok());
+                if !sent {
+                    // Only a running loop can be asked to submit; the machine
+                    // asks only while one must run. Should it happen anyway,
+                    // the input fails instead of waiting forever.
+                    core.submission_errors.insert(
+                        index,
+                        Arc::new(EngineError::internal(
+                            "no submission loop is running for this batch",
+                        )),
+                    );
+                    let more = core.machine.apply(Event::SubmitFailed {
+                        index,
+                        retryable: false,
+                    });
+                    dispatch(core, more, chores);
+                }
+            }
+            Command::Cancel { index, .. } => {
+                if let Some(job) = core.jobs[index].clone() {
+                    chores.push(Chore::Cancel(job));
+                }
+            }
+            Command::Cleanup { index, job_id } => {
+                if let Some(job) = core.jobs[index].clone().filter(|j| j.id() == &job_id) {
+                    chores.push(Chore::Cleanup(job));
+                }
+            }
+            Command::RecordChild { .. } => core.manifest_dirty = true,
+        }
+    }
+}
+
+async fn per_job_status(
+    (index, job): (usize, JobHandle),
+) -> Result<(usize, JobId, JobState), EngineError> {
+    let state = job.status().await?;
+    Ok((index, job.id().clone(), state))
+}
+
+/// Keep each child's attempts a group poll saw in its
+/// `{job_id}/attempts.json`, as a single job's own polls do
+/// ([`JobHandle::status`]; the per-job fallback goes through it), so that
+/// the history outlives the backend's objects. Each handle writes only
+/// when its attempts changed.
+async fn keep_children_attempts(
+    entries: &[&(usize, JobHandle)],
+    states: &[(usize, JobId, JobState)],
+) {
+    futures_util::stream::iter(entries.iter().zip(states))
+        .filter(|(_, (_, _, state))| std::future::ready(!state.attempts.is_empty()))
+        .for_each_concurrent(FAN_OUT, |((_, handle), (_, _, state))| {
+            handle.keep_attempts(state)
+        })
+        .await;
+}
+
+/// How a vanished job ended, by its stored result (if any).
+async fn stored_outcome(
+    (pos, job_id, engine): (usize, JobId, Arc<EngineInner>),
+) -> (usize, Option<JobStatus>) {
+    let store = &engine.store;
+    let status = match store
+        .get(&layout::result(&job_id), GetOptions::default())
+        .await
+    {
+        Ok(bytes) => RunnerResult::from_json(&bytes).ok().map(|r| {
+            if r.success {
+                JobStatus::Succeeded
+            } else {
+                JobStatus::Failed
+            }
+        }),
+        Err(_) => None,
+    };
+    (pos, status)
+}
+
+async fn load_child(
+    (child, engine, group_id): (ManifestChild, Arc<EngineInner>, GroupId),
+) -> (ManifestChild, Result<JobHandle, EngineError>) {
+    let handle = load_handle(&engine, &child.job_id)
+        .await
+        .and_then(|handle| {
+            // A child's record must say it belongs to this batch.
+            handle
+                .record()
+                .check_group(&group_id)
+                .map_err(|e| EngineError::InvalidResult {
+                    job_id: child.job_id.to_string(),
+                    uri: engine.store.uri(&layout::record(&child.job_id)),
+                    message: e.to_string(),
+                })?;
+            Ok(handle)
+        });
+    (child, handle)
+}
+
+/// Where `job_id` sits in the batch: `(index, attempt)`, when it is one of
+/// this group's child ids for an index below `total`.
+pub(super) fn child_position(
+    group_id: &GroupId,
+    job_id: &JobId,
+    total: usize,
+) -> Option<(usize, u32)> {
+    kinetic_core::batch::child_position(group_id, job_id).filter(|(i, _)| *i < total)
+}
+
+/// Read and parse a batch's manifest.
+pub(super) async fn read_manifest(
+    inner: &Arc<EngineInner>,
+    group_id: &GroupId,
+) -> Result<GroupManifest, BatchError> {
+    let path = layout::group_manifest(group_id);
+    let uri = inner.store.uri(&path);
+    let Some(bytes) = inner.store.get_if_exists(&path).await? else {
+        return Err(BatchError::GroupNotFound {
+            group_id: group_id.to_string(),
+            uri,
+        });
+    };
+    let (manifest, warnings) = GroupManifest::from_json_bytes(&bytes, group_id).map_err(|e| {
+        BatchError::InvalidManifest {
+            group_id: group_id.clone(),
+            uri: uri.clone(),
+            message: e.to_string(),
+        }
+    })?;
+    for w in warnings {
+        tracing::warn!(group_id = %group_id, "{w}");
+    }
+    Ok(manifest)
+}

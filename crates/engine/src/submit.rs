@@ -1,0 +1,602 @@
+//! The submission pipeline: gather the facts (IO), plan
+//! ([`kinetic_core::plan`], pure), carry out the plan (IO).
+//!
+//! 1. [`resolve`]: check the spec, choose the backend, capture the
+//!    environment, find the project and its dependency file, and plan the
+//!    image — nothing is uploaded for a job that cannot run;
+//! 2. [`upload_shared`]: hash the data and pack the project, plan the
+//!    shared uploads and make them, while the image is resolved;
+//! 3. [`submit_prepared`]: plan the job, write `spec.json` and
+//!    `handle.json`, hand the job to the backend.
+//!
+//! A batch does 1 and 2 once and 3 per child.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tracing::Instrument;
+
+use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::env::{CapturedEnv, EnvSnapshot, capture};
+use kinetic_core::ids::JobId;
+use kinetic_core::layout;
+use kinetic_core::plan::{
+    self, ContextFacts, DataFacts, GroupPlace, ImageChoice, ImagePlan, ObjectUpload, SharedPlan,
+    UploadSource, UploadTarget,
+};
+use kinetic_core::ports::{
+    Backend, BackendCapabilities, ObjectStore, ObjectStoreExt as _, PreparedJob, PutOptions,
+};
+use kinetic_core::record::JobRecord;
+use kinetic_core::redact::Redactor;
+use kinetic_core::requirements;
+
+use super::blocking::blocking;
+use super::data::ensure_cached;
+use super::project::{self, Project};
+use super::{EngineError, EngineInner, JobHandle};
+use kinetic_core::spec::JobSpec;
+
+/// A step of the submission, reported to a [`ProgressCallback`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProgressEvent {
+    /// Hashing a local data path.
+    HashingData {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A data path is in the cache.
+    DataReady {
+        /// The path.
+        path: PathBuf,
+        /// True when it was already there (one HEAD, nothing uploaded).
+        cache_hit: bool,
+        /// Bytes uploaded.
+        bytes: u64,
+    },
+    /// Packaging the project.
+    Packaging {
+        /// The package root.
+        root: PathBuf,
+    },
+    /// The project was packaged and uploaded.
+    ContextUploaded {
+        /// Files in the archive.
+        entries: usize,
+        /// Archive size in bytes.
+        bytes: u64,
+    },
+    /// Resolving the image (a build may run).
+    ResolvingImage,
+    /// The image is known.
+    ImageReady {
+        /// The image.
+        uri: String,
+        /// True when no build was needed.
+        cached: bool,
+    },
+    /// Handing the job to the backend.
+    Submitting {
+        /// The job.
+        job_id: String,
+        /// The backend.
+        backend: String,
+    },
+    /// Something the user should know (packaging, environment capture…).
+    Warning(String),
+}
+
+/// Receives [`ProgressEvent`]s during a submit.
+pub type ProgressCallback = Arc<dyn Fn(&ProgressEvent) + Send + Sync>;
+
+/// Options of [`super::Engine::submit_with`].
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct SubmitOptions {
+    /// Called at each step.
+    pub progress: Option<ProgressCallback>,
+}
+
+impl std::fmt::Debug for SubmitOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubmitOptions")
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+impl SubmitOptions {
+    /// Report progress to `callback`.
+    pub fn with_progress(callback: ProgressCallback) -> Self {
+        Self {
+            progress: Some(callback),
+        }
+    }
+
+    pub(crate) fn emit(&self, event: ProgressEvent) {
+        if let Some(cb) = &self.progress {
+            cb(&event);
+        }
+    }
+}
+
+/// What a job needs that does not depend on its own arguments, resolved
+/// without uploading anything: once per submit, or once per batch.
+pub(crate) struct Resolved {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) accelerator: AcceleratorSpec,
+    pub(crate) accelerator_text: String,
+    pub(crate) env: CapturedEnv,
+    pub(crate) project: Project,
+    pub(crate) image: ImagePlan,
+}
+
+/// What is uploaded once and shared by the jobs of one submit or batch.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    /// What was uploaded, and how arguments refer to the data.
+    pub(crate) plan: SharedPlan,
+    /// The image (`""` when the backend needs none).
+    pub(crate) image_uri: String,
+}
+
+/// A batch child's own part of the call and its place in the batch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChildCall {
+    /// Positional arguments after the spec's own.
+    pub(crate) args: Vec<Value>,
+    /// Keyword arguments after (and over) the spec's own.
+    pub(crate) kwargs: Vec<(String, Value)>,
+    /// Recorded in the child's `handle.json`.
+    pub(crate) group: Option<GroupPlace>,
+}
+
+pub(crate) async fn submit(
+    inner: &Arc<EngineInner>,
+    spec: JobSpec,
+    options: SubmitOptions,
+) -> Result<JobHandle, EngineError> {
+    let resolved = resolve(inner, &spec, &options).await?;
+    let job_id = JobId::new_random();
+    let span = tracing::info_span!("submit", job_id = %job_id, backend = resolved.backend.name());
+    let result = async {
+        let shared = upload_shared(
+            inner,
+            &spec,
+            &resolved,
+            &options,
+            UploadTarget::Job(&job_id),
+        )
+        .await?;
+        submit_prepared(
+            inner,
+            &spec,
+            &resolved,
+            &shared,
+            &job_id,
+            &ChildCall::default(),
+            &options,
+        )
+        .await
+    }
+    .instrument(span)
+    .await;
+    finish_submit(inner, &resolved, &job_id, result).await
+}
+
+/// Submit one child of a batch whose shared parts are uploaded.
+pub(crate) async fn submit_child(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    resolved: &Resolved,
+    shared: &Shared,
+    job_id: &JobId,
+    call: &ChildCall,
+) -> Result<JobHandle, EngineError> {
+    let span = tracing::info_span!("submit", job_id = %job_id, backend = resolved.backend.name());
+    let result = submit_prepared(
+        inner,
+        spec,
+        resolved,
+        shared,
+        job_id,
+        call,
+        &SubmitOptions::default(),
+    )
+    .instrument(span)
+    .await;
+    finish_submit(inner, resolved, job_id, result).await
+}
+
+async fn finish_submit(
+    inner: &Arc<EngineInner>,
+    resolved: &Resolved,
+    job_id: &JobId,
+    result: Result<JobRecord, EngineError>,
+) -> Result<JobHandle, EngineError> {
+    match result {
+        Ok(record) => Ok(
+            JobHandle::new(inner.clone(), resolved.backend.clone(), record)
+                .with_redactor(Redactor::from_captured(&resolved.env)),
+        ),
+        Err(err) => {
+            // Nothing of a job that was not submitted stays behind as if it
+            // were: its prefix goes (cached data, complete or marked, stays).
+            if let Err(e) = inner.store.delete_prefix(&layout::job_prefix(job_id)).await {
+                tracing::warn!(job_id = %job_id, "could not remove the artifacts of a failed submit: {e}");
+            }
+            Err(err)
+        }
+    }
+}
+
+/// The spec's working directory, absolute: a relative one (or none) is
+/// taken from the settings' working directory, else the process's.
+pub(crate) fn working_dir(
+    settings: &super::EngineSettings,
+    spec: &JobSpec,
+) -> Result<std::path::PathBuf, EngineError> {
+    let base = match &settings.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().map_err(|e| {
+            EngineError::project_caused_by(format!("cannot read the current directory: {e}"), e)
+        })?,
+    };
+    Ok(match &spec.working_dir {
+        Some(dir) => kinetic_core::spec::absolute(dir, &base),
+        None => base,
+    })
+}
+
+/// Check everything that can be checked before uploading, and resolve the
+/// backend, environment, project and image plan.
+pub(crate) async fn resolve(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    options: &SubmitOptions,
+) -> Result<Resolved, EngineError> {
+    // Everything that can be checked without IO is checked first: nothing is
+    // uploaded for a job that cannot run.
+    spec.validate()?;
+    let settings = &inner.settings;
+    let (accelerator_text, accelerator) = plan::accelerator(spec, settings)?;
+    let backend = inner
+        .backends
+        .choose(spec.backend.as_deref(), &accelerator)?;
+    // What the backend declares first (hosts), then what only it knows.
+    backend.capabilities().check(backend.name(), &accelerator)?;
+    backend.check(&accelerator).await?;
+    if spec.debug {
+        if matches!(
+            spec.entrypoint,
+            kinetic_core::spec::Entrypoint::Command { .. }
+        ) {
+            return Err(EngineError::invalid_input(
+                "debug runs a Python function under debugpy; a command cannot be debugged (give module:function or file.py:function)",
+            ));
+        }
+        if !backend.capabilities().port_forward {
+            return Err(BackendCapabilities::undeclared(backend.name(), "port_forward").into());
+        }
+        if accelerator.spot() {
+            options.emit(ProgressEvent::Warning(
+                "debug on Spot VMs: a preemption ends the debugging session".to_owned(),
+            ));
+        }
+    }
+    let snapshot = inner.env.clone().unwrap_or_else(EnvSnapshot::from_process);
+    let env = capture(&spec.env, &snapshot)?;
+    for warning in env.warnings() {
+        options.emit(ProgressEvent::Warning(warning.to_string()));
+    }
+    let cwd = working_dir(settings, spec)?;
+    let entrypoint = spec.entrypoint.clone();
+    let (home, package_root) = (settings.home.clone(), settings.package_root.clone());
+    let project = blocking(move || {
+        project::resolve(&entrypoint, &cwd, home.as_deref(), package_root.as_deref())
+    })
+    .await??;
+    let image = if backend.capabilities().needs_image {
+        let entry_dir = project.entry_dir();
+        let home = settings.home.clone();
+        let mode = plan::requirements_mode(&spec.image);
+        let deps =
+            blocking(move || requirements::resolve(&entry_dir, home.as_deref(), mode)).await?;
+        let image = plan::image(&spec.image, &settings.python_version, &accelerator, deps)?;
+        for warning in &image.warnings {
+            options.emit(ProgressEvent::Warning(warning.clone()));
+        }
+        if matches!(image.image, ImageChoice::Resolve(_)) && inner.images.is_none() {
+            return Err(EngineError::internal(
+                "this backend needs a container image but the engine has no image builder",
+            ));
+        }
+        image
+    } else {
+        ImagePlan::none()
+    };
+    Ok(Resolved {
+        backend,
+        accelerator,
+        accelerator_text,
+        env,
+        project,
+        image,
+    })
+}
+
+/// Hash the data, pack the project, plan the shared uploads and make them,
+/// while the image is resolved.
+pub(crate) async fn upload_shared(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    resolved: &Resolved,
+    options: &SubmitOptions,
+    target: UploadTarget<'_>,
+) -> Result<Shared, EngineError> {
+    let uploads = async {
+        let data = hash_data(spec, options).await?;
+        let tmp = tempfile::tempdir().map_err(|e| {
+            EngineError::project_caused_by(
+                format!("cannot create a temporary directory for the context: {e}"),
+                e,
+            )
+        })?;
+        let context = pack_context(inner, &resolved.project, spec, &tmp, options).await?;
+        let store = &inner.store;
+        let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+        let plan = plan::shared(
+            spec,
+            &target,
+            &data,
+            context,
+            resolved.image.install_requirements.as_deref(),
+            &uri_of,
+        )?;
+        execute_shared(inner, &plan, options).await?;
+        drop(tmp);
+        Ok::<_, EngineError>(plan)
+    };
+    let image = resolve_image(inner, &resolved.image, options);
+    let (plan, image_uri) = futures_util::future::try_join(uploads, image).await?;
+    Ok(Shared { plan, image_uri })
+}
+
+/// Write `spec.json` and `handle.json` and hand the job to the backend.
+async fn submit_prepared(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    resolved: &Resolved,
+    shared: &Shared,
+    job_id: &JobId,
+    call: &ChildCall,
+    options: &SubmitOptions,
+) -> Result<JobRecord, EngineError> {
+    let store = &inner.store;
+    let backend = &resolved.backend;
+    let mut facts = plan::JobFacts::new(
+        job_id.clone(),
+        backend.name(),
+        &resolved.accelerator_text,
+        &resolved.accelerator,
+        (inner.clock)(),
+    );
+    facts.env_names = resolved
+        .env
+        .names()
+        .map(|n| n.as_str().to_owned())
+        .collect();
+    facts.secret_names = resolved
+        .env
+        .secret_names()
+        .map(|n| n.as_str().to_owned())
+        .collect();
+    facts.image_uri.clone_from(&shared.image_uri);
+    facts.extra_args.clone_from(&call.args);
+    facts.extra_kwargs.clone_from(&call.kwargs);
+    facts.group.clone_from(&call.group);
+    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+    let job = plan::job(
+        spec,
+        &inner.settings,
+        &resolved.project.facts,
+        &shared.plan,
+        &facts,
+        &uri_of,
+    )?;
+    put_object(store, &job.spec).await?;
+    put_object(store, &job.record_upload).await?;
+
+    options.emit(ProgressEvent::Submitting {
+        job_id: job_id.to_string(),
+        backend: backend.name().to_owned(),
+    });
+    let record = job.record;
+    let prepared = PreparedJob::new(
+        record.clone(),
+        resolved.accelerator.clone(),
+        job.spec_uri,
+        resolved.env.clone(),
+        spec.deadlines,
+    )
+    .with_fuse_mounts(job.fuse_mounts)
+    .with_budgets(spec.budgets);
+    if let Err(err) = backend.submit(&prepared).await {
+        // An ambiguous create: the backend may hold the job although the
+        // call failed. If it does, the job is submitted.
+        match backend.status(&record).await {
+            Ok(state) if state.status != kinetic_core::status::JobStatus::NotFound => {
+                tracing::warn!(job_id = %job_id, "submit reported an error but the job exists; keeping it: {err}");
+            }
+            _ => return Err(err.into()),
+        }
+    }
+    Ok(record)
+}
+
+/// Hash every distinct local data path of the spec.
+async fn hash_data(
+    spec: &JobSpec,
+    options: &SubmitOptions,
+) -> Result<BTreeMap<PathBuf, DataFacts>, EngineError> {
+    let mut facts = BTreeMap::new();
+    for path in plan::local_data(spec) {
+        options.emit(ProgressEvent::HashingData { path: path.clone() });
+        let hashed = path.clone();
+        let found = blocking(move || project::hash_data(&hashed)).await??;
+        facts.insert(path, found);
+    }
+    Ok(facts)
+}
+
+/// Pack the project (without the spec's local data paths) into `dir`.
+async fn pack_context(
+    inner: &Arc<EngineInner>,
+    project: &Project,
+    spec: &JobSpec,
+    dir: &tempfile::TempDir,
+    options: &SubmitOptions,
+) -> Result<ContextFacts, EngineError> {
+    options.emit(ProgressEvent::Packaging {
+        root: project.root.clone(),
+    });
+    let excludes = plan::context_excludes(spec);
+    let zip_path = dir.path().join(layout::CONTEXT_FILE);
+    let packing = project::PackSettings {
+        default_excludes: inner.settings.default_excludes,
+        size_warn_bytes: inner.settings.context_size_warn_bytes,
+        limits: inner.settings.extract_limits,
+    };
+    let cache = inner.settings.context_cache.clone();
+    let (packed, zip_path) = {
+        let project = project.clone();
+        blocking(move || match cache {
+            Some(cache) => project::pack_cached(&project, &cache, &excludes, packing),
+            None => project::pack(&project, &zip_path, &excludes, packing).map(|p| (p, zip_path)),
+        })
+        .await??
+    };
+    for warning in &packed.warnings {
+        options.emit(ProgressEvent::Warning(warning.clone()));
+    }
+    Ok(ContextFacts::new(
+        packed.sha256,
+        packed.bytes,
+        packed.entries,
+        UploadSource::File(zip_path),
+    ))
+}
+
+/// Make the shared uploads: the data into the cache, then the context and
+/// the requirements.
+async fn execute_shared(
+    inner: &Arc<EngineInner>,
+    plan: &SharedPlan,
+    options: &SubmitOptions,
+) -> Result<(), EngineError> {
+    let store = &inner.store;
+    for data in &plan.data {
+        let cached = ensure_cached(store, data).await?;
+        if let Some(why) = &cached.repaired {
+            options.emit(ProgressEvent::Warning(format!(
+                "the data cache entry of '{}' ({}) did not match its marker ({why}); repaired: {} file(s) uploaded again",
+                data.local.display(),
+                cached.uri,
+                cached.objects
+            )));
+        }
+        options.emit(ProgressEvent::DataReady {
+            path: data.local.clone(),
+            cache_hit: cached.hit,
+            bytes: cached.bytes,
+        });
+    }
+    put_if_absent(inner, &plan.context).await?;
+    options.emit(ProgressEvent::ContextUploaded {
+        entries: plan.context_entries,
+        bytes: plan.context_bytes,
+    });
+    if let Some(requirements) = &plan.requirements {
+        put_object(store, requirements).await?;
+    }
+    Ok(())
+}
+
+/// Write one planned object; a content-addressed one only when the store
+/// lacks it, and by one submission of this engine at a time.
+async fn put_if_absent(inner: &EngineInner, upload: &ObjectUpload) -> Result<(), EngineError> {
+    let store = &inner.store;
+    if !upload.if_absent {
+        return put_object(store, upload).await;
+    }
+    let lock = {
+        let mut locks = inner.uploading.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(upload.key.clone()).or_default().clone()
+    };
+    let result = {
+        let _held = lock.lock().await;
+        match store.exists(&upload.key).await {
+            Ok(true) => Ok(()),
+            Ok(false) => put_object(store, upload).await,
+            Err(e) => Err(e.into()),
+        }
+    };
+    let mut locks = inner.uploading.lock().unwrap_or_else(|p| p.into_inner());
+    // The map's entry and this clone: nobody else waits on it.
+    if Arc::strong_count(&lock) == 2 {
+        locks.remove(&upload.key);
+    }
+    result
+}
+
+/// Write one planned object.
+pub(crate) async fn put_object(
+    store: &Arc<dyn ObjectStore>,
+    upload: &ObjectUpload,
+) -> Result<(), EngineError> {
+    let mut options = if upload.if_absent {
+        PutOptions::create_if_absent()
+    } else {
+        PutOptions::default()
+    };
+    if let Some(content_type) = upload.content_type {
+        options = options.with_content_type(content_type);
+    }
+    let put = match &upload.source {
+        UploadSource::File(path) => store.put_file(&upload.key, path, options).await.map(drop),
+        UploadSource::Bytes(bytes) => store.put(&upload.key, bytes.clone(), options).await,
+    };
+    match put {
+        // Content-addressed: whoever wrote it first wrote the same bytes.
+        Err(e) if upload.if_absent && e.is_already_exists() => Ok(()),
+        other => Ok(other.map(drop)?),
+    }
+}
+
+/// The image the job runs in (`""` when the backend needs none).
+async fn resolve_image(
+    inner: &Arc<EngineInner>,
+    image: &ImagePlan,
+    options: &SubmitOptions,
+) -> Result<String, EngineError> {
+    let request = match &image.image {
+        ImageChoice::Resolve(request) => request,
+        ImageChoice::Fixed(uri) => return Ok(uri.clone()),
+        _ => return Ok(String::new()),
+    };
+    let builder = inner.images.clone().ok_or_else(|| {
+        EngineError::internal(
+            "this backend needs a container image but the engine has no image builder",
+        )
+    })?;
+    options.emit(ProgressEvent::ResolvingImage);
+    let resolved = builder.resolve(request).await?;
+    options.emit(ProgressEvent::ImageReady {
+        uri: resolved.uri.clone(),
+        cached: resolved.cached,
+    });
+    Ok(resolved.uri)
+}
