@@ -1032,7 +1032,7 @@ mod tests {
         let runner = root.join("runner.py");
         std::fs::write(
             &runner,
-            "import os, time\n\ndef main(argv):\n    with open(argv[0], 'w') as f:\n        f.write(os.environ['CUDA_VISIBLE_DEVICES'] + ' ' + os.environ['NVIDIA_VISIBLE_DEVICES'])\n    time.sleep(float(argv[1]))\n    return 0\n",
+            "import os, time\n\ndef main(argv):\n    with open(argv[0], 'w') as f:\n        f.write(' '.join(os.environ[v] for v in ('CUDA_VISIBLE_DEVICES', 'NVIDIA_VISIBLE_DEVICES', 'CUDA_DEVICE_ORDER')))\n    time.sleep(float(argv[1]))\n    return 0\n",
         )
         .unwrap();
         let gpus = ["--gpus", "1", "--gpu-ids", "3"];
@@ -1048,7 +1048,7 @@ mod tests {
         wait_for("the first job never started", || {
             seen("job-0000000a").is_some()
         });
-        assert_eq!(seen("job-0000000a").as_deref(), Some("3 3"));
+        assert_eq!(seen("job-0000000a").as_deref(), Some("3 3 PCI_BUS_ID"));
         assert_eq!(
             gpus::last_holder(&root.join("slots"), 3).as_deref(),
             Some("job-0000000a")
@@ -1073,7 +1073,7 @@ mod tests {
         );
         first.wait().unwrap();
         assert!(second.wait().unwrap().success());
-        assert_eq!(seen("job-0000000b").as_deref(), Some("3 3"));
+        assert_eq!(seen("job-0000000b").as_deref(), Some("3 3 PCI_BUS_ID"));
         assert!(
             !waiting.exists(),
             "the waiting file goes once it holds them"

@@ -202,8 +202,11 @@ def acquire_gpus(slots_dir, ids, wanted, job_dir, cancelled_path):
 
 def show_devices(gpus):
     """Let the runner (this process's environment, inherited by the fork)
-    see only the devices ``gpus``."""
+    see only the devices ``gpus``, numbered as nvidia-smi numbers them (PCI
+    bus order; CUDA's own default puts the fastest first, so on a host of
+    mixed GPUs the ids would name other devices)."""
     visible = ",".join(str(gpu) for _, gpu in gpus)
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     os.environ["CUDA_VISIBLE_DEVICES"] = visible
     if "NVIDIA_VISIBLE_DEVICES" in os.environ:
         os.environ["NVIDIA_VISIBLE_DEVICES"] = visible
