@@ -1083,6 +1083,22 @@ mod tests {
     }
 
     #[test]
+    fn a_supervisor_asked_for_more_gpus_than_listed_fails_the_job_instead_of_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = dir.path().join("runner.py");
+        std::fs::write(&runner, "def main(argv):\n    return 0\n").unwrap();
+        let gpus = ["--gpus", "2", "--gpu-ids", "0"];
+        let mut child = spawn_supervisor(dir.path(), "job-0000000c", &runner, &gpus, &[]);
+        assert!(child.wait().unwrap().success());
+        let job = dir.path().join("job-0000000c");
+        let code = std::fs::read_to_string(job.join("exit_code")).unwrap();
+        assert_eq!(code.trim(), "1");
+        let log = std::fs::read_to_string(job.join("output.log")).unwrap();
+        assert!(log.contains("needs 2 GPUs and this host has 1"), "{log}");
+        assert!(!job.join("started").exists());
+    }
+
+    #[test]
     fn the_supervisor_runs_the_runner_in_its_own_interpreter_from_compiled_code() {
         let dir = tempfile::tempdir().unwrap();
         let runner = dir.path().join("runner-0123.py");

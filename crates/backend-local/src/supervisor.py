@@ -337,7 +337,16 @@ def main():
     gpus = []
     if "--gpus" in opts:
         ids = [int(gpu) for gpu in opts.get("--gpu-ids", "").split(",") if gpu]
-        gpus = acquire_gpus(slots_dir, ids, int(opts["--gpus"]), job_dir, cancelled)
+        wanted = int(opts["--gpus"])
+        if wanted > len(ids):
+            # The backend refuses such a job; were one started, it would
+            # wait forever.
+            with open(os.path.join(job_dir, "output.log"), "ab", buffering=0) as log:
+                log.write(("[kinetic] the job needs %d GPUs and this host has %d\n" % (wanted, len(ids))).encode())
+            write_atomic(os.path.join(job_dir, "exit_code"), "1\n")
+            touch_ended(slots_dir)
+            return 0
+        gpus = acquire_gpus(slots_dir, ids, wanted, job_dir, cancelled)
         if gpus is None:
             return 0
         show_devices(gpus)
