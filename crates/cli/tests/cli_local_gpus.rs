@@ -182,7 +182,7 @@ fn a_job_waiting_for_a_gpu_says_which_job_holds_it() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         let s = stdout(&sb.kinetic(&["jobs", "status", &second]));
-        if s.contains("waiting for 1 GPU of 1") {
+        if s.contains("waiting for 1 GPU of 1 (1 held by") {
             break s;
         }
         assert!(Instant::now() < deadline, "never said it waits: {s}");
