@@ -179,3 +179,21 @@ fn a_job_with_budgets_gets_its_retries_and_a_pod_failure_policy() {
             .is_none()
     );
 }
+
+/// NVIDIA GPU jobs get `JAX_PLATFORMS=cuda`: JAX's `gpu` also means ROCm,
+/// whose backend fails to start on an NVIDIA host.
+#[test]
+fn gpu_jobs_get_jax_platforms_cuda() {
+    for accelerator in ["l4", "a100x4", "h100"] {
+        let m = manifest::job_manifest(
+            &job(accelerator, &[], Deadlines::default()),
+            &ManifestOptions::default(),
+        );
+        let v = serde_json::to_value(&m).unwrap();
+        let env = v["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+        assert!(
+            env.contains(r#"{"name":"JAX_PLATFORMS","value":"cuda"}"#),
+            "{accelerator}: {env}"
+        );
+    }
+}

@@ -55,7 +55,16 @@
 //! - No image is built: jobs run on the host. A job that asks for a GPU or
 //!   TPU the host does not have is refused before anything is uploaded, with
 //!   a message saying so.
+//! - GPUs are a resource: a job asking for N GPUs is given N whole devices
+//!   of this host (`CUDA_VISIBLE_DEVICES`, and `NVIDIA_VISIBLE_DEVICES`
+//!   where the host sets it), locked under `{root}/slots/` like the job
+//!   slots, so jobs of every process sharing the root never share a
+//!   device; it waits `PENDING` ("waiting for 1 GPU of 2 (2 held by
+//!   job-…)") while they are taken. A CPU job sees none
+//!   (`CUDA_VISIBLE_DEVICES=""`). The host's GPUs are those `nvidia-smi -L`
+//!   lists, or `0..N` for [`LocalOptions::gpus`] (`KINETIC_LOCAL_GPUS`).
 
+mod gpus;
 mod readonly;
 mod state;
 mod watch;
@@ -126,7 +135,8 @@ pub struct LocalOptions {
     pub python: PathBuf,
     /// Jobs running at once (default: the number of cores).
     pub max_concurrent: usize,
-    /// GPUs the host has (default: counted with `nvidia-smi -L` when present).
+    /// GPUs the host has, handed out as devices `0..n` (default: those
+    /// `nvidia-smi -L` lists, counted when a job first asks for one).
     pub gpus: Option<u32>,
     /// Extra environment for every runner, on top of the base (the
     /// [`HOST_ENV`] variables and a pod's): non-secret settings such as
@@ -168,7 +178,8 @@ impl LocalOptions {
         self
     }
 
-    /// Declare how many GPUs the host has.
+    /// Declare how many GPUs the host has (devices `0..gpus`), instead of
+    /// asking `nvidia-smi`; `0` for none.
     pub fn gpus(mut self, gpus: u32) -> Self {
         self.gpus = Some(gpus);
         self
@@ -188,7 +199,7 @@ pub struct LocalBackend {
     supervisor: PathBuf,
     /// GPUs on this host: as declared, else counted when a job first asks
     /// for one (a CPU job never starts `nvidia-smi`).
-    gpus: OnceLock<u32>,
+    gpus: OnceLock<gpus::HostGpus>,
     /// The interpreter jobs start on, resolved at the first submit.
     python: OnceLock<PathBuf>,
 }
@@ -230,7 +241,7 @@ impl LocalBackend {
             .map_err(|e| io_err(&ended, &e))?;
         let gpus = OnceLock::new();
         if let Some(declared) = options.gpus {
-            let _ = gpus.set(declared);
+            let _ = gpus.set(gpus::HostGpus::declared(declared));
         }
         Ok(Self {
             options,
@@ -240,6 +251,28 @@ impl LocalBackend {
             gpus,
             python: OnceLock::new(),
         })
+    }
+
+    /// The GPUs a job on `accelerator` takes and the host's devices it
+    /// takes them from; `None` for a job without GPUs. The host's GPUs are
+    /// counted at the first request.
+    ///
+    /// # Errors
+    /// [`BackendError::Unsupported`] when the host has fewer GPUs than
+    /// asked for, or they cannot be counted.
+    fn gpu_request(
+        &self,
+        accelerator: &AcceleratorSpec,
+    ) -> Result<Option<(u32, Vec<u32>)>, BackendError> {
+        if accelerator.category() != Category::Gpu {
+            return Ok(None);
+        }
+        let wanted = accelerator.count().unwrap_or(1);
+        let host = self.gpus.get_or_init(gpus::detect);
+        match host.refusal(wanted, &accelerator.to_string()) {
+            Some(why) => Err(BackendError::unsupported(why)),
+            None => Ok(Some((wanted, host.ids().to_vec()))),
+        }
     }
 
     /// The state directory.
@@ -272,7 +305,7 @@ impl LocalBackend {
         let state = match dir.observe() {
             Observed::Missing => JobState::new(JobStatus::NotFound),
             Observed::Queued => {
-                JobState::new(JobStatus::Pending).with_reason(StatusReason::WaitingForResources)
+                JobState::new(JobStatus::Pending).with_reason(self.queued_reason(job_id, dir))
             }
             Observed::Running => JobState::new(JobStatus::Running),
             Observed::Exited(0) => JobState::new(JobStatus::Succeeded),
@@ -292,6 +325,30 @@ impl LocalBackend {
             self.archive_logs(job_id, dir).await;
         }
         state
+    }
+
+    /// Why a queued job waits: for GPUs other jobs hold (what its
+    /// supervisor's waiting file says, with the jobs named in the devices'
+    /// lock files that still run), else for a slot.
+    fn queued_reason(&self, job_id: &JobId, dir: &JobDir) -> StatusReason {
+        let Some((wanted, ids)) = dir
+            .read(gpus::WAITING_FILE)
+            .as_deref()
+            .and_then(gpus::parse_waiting)
+        else {
+            return StatusReason::WaitingForResources;
+        };
+        let slots = self.options.root.join("slots");
+        gpus::waiting_reason(wanted, &ids, |id| {
+            let holder = gpus::last_holder(&slots, id)?;
+            let holder_id: JobId = holder.parse().ok()?;
+            let alive = holder_id != *job_id
+                && matches!(
+                    self.job_dir(&holder_id).observe(),
+                    Observed::Queued | Observed::Running
+                );
+            alive.then_some(holder)
+        })
     }
 
     /// The state of a job whose processes are gone without an exit code
@@ -392,9 +449,16 @@ impl LocalBackend {
 }
 
 /// A job's whole environment, in the order later entries win: the host's
-/// [`HOST_ENV`] variables, what a pod's spec sets, `runner_env`, then the
-/// job's captured variables.
-fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, String)> {
+/// [`HOST_ENV`] variables, what a pod's spec sets, `runner_env`, the job's
+/// captured variables, then the devices it may see: none for a job
+/// without GPUs (`CUDA_VISIBLE_DEVICES=""`, and `NVIDIA_VISIBLE_DEVICES=none`
+/// where the host sets that, `nvidia_devices`); a GPU job's are set by its
+/// supervisor once it holds them, over whatever is here.
+fn job_env(
+    job: &PreparedJob,
+    runner_env: &[(String, String)],
+    nvidia_devices: Option<String>,
+) -> Vec<(String, String)> {
     let mut env = host_env();
     let record = &job.record;
     env.extend([
@@ -412,7 +476,28 @@ fn job_env(job: &PreparedJob, runner_env: &[(String, String)]) -> Vec<(String, S
             .iter()
             .map(|(name, value)| (name.as_str().to_owned(), value.expose().to_owned())),
     );
+    if job.accelerator.category() == Category::Gpu {
+        // The supervisor replaces it with the job's devices.
+        env.extend(nvidia_devices.map(|value| (NVIDIA_VISIBLE_DEVICES.to_owned(), value)));
+    } else {
+        env.push((CUDA_VISIBLE_DEVICES.to_owned(), String::new()));
+        if nvidia_devices.is_some() {
+            env.push((NVIDIA_VISIBLE_DEVICES.to_owned(), "none".to_owned()));
+        }
+    }
     env
+}
+
+/// The devices CUDA shows a process.
+const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
+
+/// The devices the NVIDIA container runtime gave this host's container.
+const NVIDIA_VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
+
+/// This process's `NVIDIA_VISIBLE_DEVICES`: where it is set (a container
+/// given GPUs), local jobs get it too, naming only their own devices.
+fn host_nvidia_devices() -> Option<String> {
+    std::env::var(NVIDIA_VISIBLE_DEVICES).ok()
 }
 
 /// A debug job's environment: jobs share the host's ports, so the
@@ -547,23 +632,6 @@ fn archived_log(job_id: &JobId) -> kinetic_core::ports::ObjectPath {
         .unwrap_or(chunks)
 }
 
-/// GPUs on this host, as `nvidia-smi -L` lists them (0 when it is absent).
-fn count_gpus() -> u32 {
-    Command::new("nvidia-smi")
-        .arg("-L")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map_or(0, |o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| l.starts_with("GPU "))
-                .count() as u32
-        })
-}
-
 #[async_trait]
 impl Backend for LocalBackend {
     fn name(&self) -> &str {
@@ -582,17 +650,7 @@ impl Backend for LocalBackend {
         }
         match accelerator.category() {
             Category::Cpu => Ok(()),
-            Category::Gpu => {
-                let wanted = accelerator.count().unwrap_or(1);
-                let gpus = *self.gpus.get_or_init(count_gpus);
-                if wanted <= gpus {
-                    Ok(())
-                } else {
-                    Err(BackendError::unsupported(format!(
-                        "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} GPU(s) but this host has {gpus} (counted with nvidia-smi); use --accelerator cpu to run here, or a cloud backend (--backend gke) for GPUs"
-                    )))
-                }
-            }
+            Category::Gpu => self.gpu_request(accelerator).map(|_| ()),
             Category::Tpu => Err(BackendError::unsupported(format!(
                 "the local backend runs jobs on this host's CPU and cannot provide TPU '{accelerator}'; use --accelerator cpu to run here, or a cloud backend (--backend gke or pathways) for TPUs"
             ))),
@@ -608,6 +666,7 @@ impl Backend for LocalBackend {
             host.extend(self.options.runner_env.iter().cloned());
             resolve_python(&self.options.python, &host, &self.options.root)
         });
+        let gpus = self.gpu_request(&job.accelerator)?;
         let dir = self.job_dir(&job.record.job_id);
         let binds = readonly::binds(job, &dir.mounts_path())?;
         readonly::check(&binds, &self.options.root)?;
@@ -653,6 +712,13 @@ impl Backend for LocalBackend {
         if job.budgets.retries > 0 {
             cmd.arg("--retries").arg(job.budgets.retries.to_string());
         }
+        if let Some((wanted, ids)) = gpus {
+            let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+            cmd.arg("--gpus")
+                .arg(wanted.to_string())
+                .arg("--gpu-ids")
+                .arg(ids.join(","));
+        }
         cmd.arg("--runner")
             .arg(&self.runner)
             .arg("--")
@@ -672,7 +738,7 @@ impl Backend for LocalBackend {
             ))
             .process_group(0);
         cmd.env_clear();
-        for (name, value) in job_env(job, &self.options.runner_env) {
+        for (name, value) in job_env(job, &self.options.runner_env, host_nvidia_devices()) {
             cmd.env(name, value);
         }
         if job.record.debug {
@@ -914,6 +980,124 @@ mod tests {
             .process_group(0)
             .status()
             .unwrap()
+    }
+
+    /// Starts the supervisor of job directory `root/{job}` on `runner`
+    /// with GPU arguments `gpus`, in a process group of its own.
+    fn spawn_supervisor(
+        root: &Path,
+        job: &str,
+        runner: &Path,
+        gpus: &[&str],
+        args: &[&str],
+    ) -> std::process::Child {
+        let dir = root.join(job);
+        std::fs::create_dir_all(&dir).unwrap();
+        let supervisor = root.join("supervisor.py");
+        std::fs::write(&supervisor, SUPERVISOR_SOURCE).unwrap();
+        Command::new(real_python())
+            .arg("-u")
+            .arg(&supervisor)
+            .arg("--job-dir")
+            .arg(&dir)
+            .arg("--slots-dir")
+            .arg(root.join("slots"))
+            .arg("--max-concurrent")
+            .arg("4")
+            .args(gpus)
+            .arg("--runner")
+            .arg(runner)
+            .arg("--")
+            .args(args)
+            .env_clear()
+            .env("NVIDIA_VISIBLE_DEVICES", "all")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_gpu_held_by_a_killed_job_is_free_again_and_its_waiter_gets_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let runner = root.join("runner.py");
+        std::fs::write(
+            &runner,
+            "import os, time\n\ndef main(argv):\n    with open(argv[0], 'w') as f:\n        f.write(' '.join(os.environ[v] for v in ('CUDA_VISIBLE_DEVICES', 'NVIDIA_VISIBLE_DEVICES', 'CUDA_DEVICE_ORDER')))\n    time.sleep(float(argv[1]))\n    return 0\n",
+        )
+        .unwrap();
+        let gpus = ["--gpus", "1", "--gpu-ids", "3"];
+        let seen = |job: &str| std::fs::read_to_string(root.join(format!("{job}.seen"))).ok();
+        let first_seen = root.join("job-0000000a.seen");
+        let mut first = spawn_supervisor(
+            root,
+            "job-0000000a",
+            &runner,
+            &gpus,
+            &[first_seen.to_str().unwrap(), "60"],
+        );
+        wait_for("the first job never started", || {
+            seen("job-0000000a").is_some()
+        });
+        assert_eq!(seen("job-0000000a").as_deref(), Some("3 3 PCI_BUS_ID"));
+        assert_eq!(
+            gpus::last_holder(&root.join("slots"), 3).as_deref(),
+            Some("job-0000000a")
+        );
+        let second_seen = root.join("job-0000000b.seen");
+        let mut second = spawn_supervisor(
+            root,
+            "job-0000000b",
+            &runner,
+            &gpus,
+            &[second_seen.to_str().unwrap(), "0"],
+        );
+        let waiting = root.join("job-0000000b").join(gpus::WAITING_FILE);
+        wait_for("the second job never waited", || waiting.exists());
+        let text = std::fs::read_to_string(&waiting).unwrap();
+        assert_eq!(gpus::parse_waiting(&text), Some((1, vec![3])), "{text}");
+        assert_eq!(seen("job-0000000b"), None, "it waits for the device");
+        // The holder dies without a word: its device is free again.
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(first.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        first.wait().unwrap();
+        assert!(second.wait().unwrap().success());
+        assert_eq!(seen("job-0000000b").as_deref(), Some("3 3 PCI_BUS_ID"));
+        assert!(
+            !waiting.exists(),
+            "the waiting file goes once it holds them"
+        );
+        let started = std::fs::read_to_string(root.join("job-0000000b").join("started")).unwrap();
+        assert!(started.contains(r#""gpus": [3]"#), "{started}");
+    }
+
+    #[test]
+    fn a_supervisor_asked_for_more_gpus_than_listed_fails_the_job_instead_of_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = dir.path().join("runner.py");
+        std::fs::write(&runner, "def main(argv):\n    return 0\n").unwrap();
+        let gpus = ["--gpus", "2", "--gpu-ids", "0"];
+        let mut child = spawn_supervisor(dir.path(), "job-0000000c", &runner, &gpus, &[]);
+        assert!(child.wait().unwrap().success());
+        let job = dir.path().join("job-0000000c");
+        let code = std::fs::read_to_string(job.join("exit_code")).unwrap();
+        assert_eq!(code.trim(), "1");
+        let log = std::fs::read_to_string(job.join("output.log")).unwrap();
+        assert!(log.contains("needs 2 GPUs and this host has 1"), "{log}");
+        assert!(!job.join("started").exists());
     }
 
     #[test]

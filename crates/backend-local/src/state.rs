@@ -75,6 +75,11 @@ impl JobDir {
         self.path.join(name)
     }
 
+    /// The text of the job's file `name`, if it can be read.
+    pub(crate) fn read(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.file(name)).ok()
+    }
+
     /// Take the job id for `spec_uri`: `Ok(true)` when this call created the
     /// job, `Ok(false)` when the same spec was already submitted, `Err(uri)`
     /// when another spec holds the id.

@@ -4,7 +4,8 @@ Started by the local backend in a process group of its own, on the
 interpreter the job runs on:
 
     python3 -u supervisor.py --job-dir DIR --slots-dir DIR --max-concurrent N \
-        [--run-deadline SECONDS] [--grace SECONDS] [--retries N] --runner PATH -- RUNNER_ARGS...
+        [--run-deadline SECONDS] [--grace SECONDS] [--retries N] [--gpus N --gpu-ids 0,1,...] \
+        --runner PATH -- RUNNER_ARGS...
 
 It records its own pid (``DIR/pid``, with its start time, so the job's
 state can be read even when the process that started it died at once),
@@ -28,13 +29,26 @@ whole process group gets SIGTERM and, once the runner ended or after
 ``--grace`` seconds, SIGKILL, which also ends whatever the job started in
 the group and the supervisor itself (the marker says why).
 
+With ``--gpus N``, the job first takes N whole devices of those listed in
+``--gpu-ids``: an flock on ``slots/gpu-{id}.lock`` each, all or none,
+holding the job's id, so no two jobs of any process sharing the root use a
+device at once, and a device held by a process that died is free again.
+Supervisors waiting for GPUs line up on ``slots/gpu-queue.lock`` (first
+come, first served: a job wanting many is not overtaken by jobs wanting
+few) and write ``DIR/waiting_gpus`` (``{"wanted": N, "ids": [...]}``) until
+they hold them. GPUs are taken before the job slot, so a job holding a slot
+never waits for a GPU. The runner sees only its devices:
+``CUDA_VISIBLE_DEVICES`` (and ``NVIDIA_VISIBLE_DEVICES`` where it is set)
+name them. The forked runner keeps the device locks open too, so a runner
+that outlives a killed supervisor still holds its devices.
+
 With ``--retries N``, a runner that exits non-zero is run again, up to N
 more times (the application retry budget; see ``run_attempts``); each
 attempt is a line of ``attempts.jsonl`` and ``attempt`` holds the number of
 the attempt running after the first and the most attempts (``2 3``).
 
-Files in DIR: ``queued`` (waiting for a slot), ``started`` (slot taken, JSON
-with the slot and time), ``exit_code`` (the runner's exit code; negative =
+Files in DIR: ``queued`` (waiting for a slot), ``waiting_gpus`` (waiting
+for GPUs), ``started`` (slot taken, JSON with the slot, the GPUs and time), ``exit_code`` (the runner's exit code; negative =
 killed by that signal), ``cancelled`` (written by the backend before it
 kills the group; the supervisor then exits without starting the job),
 ``deadline_exceeded`` (the run deadline passed and the group was killed).
@@ -63,7 +77,7 @@ def parse_args(argv):
         if arg == "--":
             return opts, argv[i + 1:]
         if arg in ("--job-dir", "--slots-dir", "--max-concurrent", "--run-deadline", "--grace", "--runner",
-                   "--retries") \
+                   "--retries", "--gpus", "--gpu-ids") \
                 and i + 1 < len(argv):
             opts[arg] = argv[i + 1]
             i += 2
@@ -121,6 +135,81 @@ def acquire_slot(slots_dir, max_concurrent, cancelled_path):
             delay = min(delay * 2, 0.005)
     finally:
         os.close(queue_fd)
+
+
+def try_gpus(slots_dir, ids, wanted):
+    """Take ``wanted`` of the devices ``ids`` without waiting, all or none:
+    [(fd, id)], or None when fewer are free."""
+    taken = []
+    for gpu in ids:
+        fd = os.open(os.path.join(slots_dir, "gpu-%d.lock" % gpu), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        taken.append((fd, gpu))
+        if len(taken) == wanted:
+            return taken
+    for fd, _ in taken:
+        os.close(fd)
+    return None
+
+
+def acquire_gpus(slots_dir, ids, wanted, job_dir, cancelled_path):
+    """Block until ``wanted`` of the devices ``ids`` are this job's; return
+    [(fd, id)] (held until this process and the runner exit) or None if
+    cancelled.
+
+    Waiters line up on ``gpu-queue.lock`` (a blocking flock); only the one
+    at the head polls the devices. Each taken lock file names this job, so
+    the status of a waiting job can say who holds the devices.
+    """
+    os.makedirs(slots_dir, exist_ok=True)
+    waiting = None
+    queue_fd = os.open(os.path.join(slots_dir, "gpu-queue.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(queue_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            taken = try_gpus(slots_dir, ids, wanted)
+        except OSError:
+            taken = None  # others wait already: after them
+        if taken is None:
+            waiting = os.path.join(job_dir, "waiting_gpus")
+            write_atomic(waiting, '{"wanted": %d, "ids": [%s]}' % (wanted, ", ".join(str(i) for i in ids)))
+            fcntl.flock(queue_fd, fcntl.LOCK_EX)
+            delay = 0.001
+            while taken is None:
+                if os.path.exists(cancelled_path):
+                    return None
+                taken = try_gpus(slots_dir, ids, wanted)
+                if taken is None:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.02)
+    finally:
+        os.close(queue_fd)
+    job = os.path.basename(os.path.normpath(job_dir)).encode()
+    for fd, _ in taken:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, job + b"\n", 0)
+    if waiting is not None:
+        try:
+            os.unlink(waiting)
+        except OSError:
+            pass
+    return taken
+
+
+def show_devices(gpus):
+    """Let the runner (this process's environment, inherited by the fork)
+    see only the devices ``gpus``, numbered as nvidia-smi numbers them (PCI
+    bus order; CUDA's own default puts the fastest first, so on a host of
+    mixed GPUs the ids would name other devices)."""
+    visible = ",".join(str(gpu) for _, gpu in gpus)
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    if "NVIDIA_VISIBLE_DEVICES" in os.environ:
+        os.environ["NVIDIA_VISIBLE_DEVICES"] = visible
 
 
 def load_runner(path):
@@ -245,20 +334,39 @@ def main():
     pid = os.getpid()
     write_atomic(os.path.join(job_dir, "pid"), "%d %s\n" % (pid, start_time(pid)))
     write_atomic(os.path.join(job_dir, "queued"), '{"at": %r}' % time.time())
+    gpus = []
+    if "--gpus" in opts:
+        ids = [int(gpu) for gpu in opts.get("--gpu-ids", "").split(",") if gpu]
+        wanted = int(opts["--gpus"])
+        if wanted > len(ids):
+            # The backend refuses such a job; were one started, it would
+            # wait forever.
+            with open(os.path.join(job_dir, "output.log"), "ab", buffering=0) as log:
+                log.write(("[kinetic] the job needs %d GPUs and this host has %d\n" % (wanted, len(ids))).encode())
+            write_atomic(os.path.join(job_dir, "exit_code"), "1\n")
+            touch_ended(slots_dir)
+            return 0
+        gpus = acquire_gpus(slots_dir, ids, wanted, job_dir, cancelled)
+        if gpus is None:
+            return 0
+        show_devices(gpus)
     slot = acquire_slot(slots_dir, max_concurrent, cancelled)
     if slot is None:
         return 0
     _fd, index = slot  # held until this process exits
-    write_atomic(os.path.join(job_dir, "started"), '{"slot": %d, "at": %r}' % (index, time.time()))
+    write_atomic(os.path.join(job_dir, "started"), '{"slot": %d, "gpus": [%s], "at": %r}'
+                 % (index, ", ".join(str(gpu) for _, gpu in gpus), time.time()))
     touch_ended(slots_dir)
 
     retries = int(opts.get("--retries", "0"))
     code = run_attempts(job_dir, slots_dir, runner, runner_args, _fd, deadline, grace, retries)
     if code is None:
         return 0
-    # The slot is free once the runner ended; the next job may take it
-    # while this one's end is recorded.
+    # The slot and the GPUs are free once the runner ended; the next job
+    # may take them while this one's end is recorded.
     os.close(_fd)
+    for fd, _ in gpus:
+        os.close(fd)
     write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
     touch_ended(slots_dir)
     return 0

@@ -217,3 +217,21 @@ fn a_debug_slice_runs_the_debugger_on_the_leader_and_its_workers_wait_for_it() {
     );
     golden("lws_v5litepod16_debug", &v);
 }
+
+/// NVIDIA GPU jobs get `JAX_PLATFORMS=cuda` on every host: JAX's `gpu`
+/// also means ROCm, whose backend fails to start on an NVIDIA host.
+#[test]
+fn gpu_jobs_get_jax_platforms_cuda() {
+    for accelerator in ["l4", "a100x4", "h100"] {
+        let job = fixed_job("pathways", accelerator, &[], Deadlines::default());
+        let v = serde_json::to_value(lws_manifest(&job, &ManifestOptions::default(), V1)).unwrap();
+        let t = &v["spec"]["leaderWorkerTemplate"];
+        for template in ["leaderTemplate", "workerTemplate"] {
+            let env = t[template]["spec"]["containers"][0]["env"].to_string();
+            assert!(
+                env.contains(r#"{"name":"JAX_PLATFORMS","value":"cuda"}"#),
+                "{accelerator} {template}: {env}"
+            );
+        }
+    }
+}

@@ -7,7 +7,7 @@
 use std::process::Output;
 
 use kinetic_fake_gcp::GcsOp;
-use kinetic_fake_gcp::k8s::FakeCluster;
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeNode};
 use serde_json::{Value, json};
 
 mod sandbox;
@@ -334,6 +334,53 @@ async fn captured_env_overrides_the_containers_own() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(out["value"], json!(["torch", "cuda"]), "{out}");
+}
+
+/// NVIDIA GPU jobs see `JAX_PLATFORMS=cuda` in their pods on gke and on
+/// pathways (JAX's `gpu` also means ROCm, which fails to start there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_pods_get_jax_platforms_cuda_on_gke_and_pathways() {
+    let w = World::gke(WORK_PY).pyproject().pathways().start().await;
+    for (name, label, count) in [
+        ("gpu-l4", "nvidia-l4", 1),
+        ("gpu-a100", "nvidia-tesla-a100", 4),
+        ("gpu-h100", "nvidia-h100-80gb", 1),
+    ] {
+        w.cluster()
+            .add_node(
+                &FakeNode::cpu(name)
+                    .label("cloud.google.com/gke-accelerator", label)
+                    .capacity("nvidia.com/gpu", count)
+                    .taint("nvidia.com/gpu", "present", "NoSchedule"),
+            )
+            .unwrap();
+    }
+    for backend in ["gke", "pathways"] {
+        for accelerator in ["l4", "a100x4", "h100"] {
+            let o = w
+                .kinetic(&[
+                    "run",
+                    "work.py:envs",
+                    "--backend",
+                    backend,
+                    "--accelerator",
+                    accelerator,
+                    "--json",
+                ])
+                .await;
+            assert!(
+                o.status.success(),
+                "{backend} {accelerator}: {}",
+                stderr(&o)
+            );
+            let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(
+                out["value"],
+                json!(["jax", "cuda"]),
+                "{backend} {accelerator}: {out}"
+            );
+        }
+    }
 }
 
 /// A pod the API server refuses (here a ResourceQuota) is reported with

@@ -168,6 +168,19 @@ pub enum StatusReason {
     ContainerCreating,
     /// Waiting for capacity: the pod is pending while nodes scale up.
     WaitingForResources,
+    /// A local job waits for whole GPUs of its host while other jobs hold
+    /// them: shown as `waiting for 1 GPU of 2 (2 held by job-…)`.
+    WaitingForGpus {
+        /// GPUs the job asks for.
+        wanted: u32,
+        /// GPUs the host has.
+        total: u32,
+        /// GPUs other jobs hold now.
+        held: u32,
+        /// The jobs holding them, each once.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        held_by: Vec<String>,
+    },
     /// The job's process exited with a non-zero code.
     ExitCode {
         /// The exit code.
@@ -257,6 +270,20 @@ impl fmt::Display for StatusReason {
             Self::ContainerCreating => f.write_str("container is being created"),
             Self::WaitingForResources => {
                 f.write_str("waiting for resources (a free slot, or nodes scaling up)")
+            }
+            Self::WaitingForGpus {
+                wanted,
+                total,
+                held,
+                held_by,
+            } => {
+                let gpus = if *wanted == 1 { "GPU" } else { "GPUs" };
+                write!(f, "waiting for {wanted} {gpus} of {total}")?;
+                if held_by.is_empty() {
+                    f.write_str(" (queued behind other GPU jobs)")
+                } else {
+                    write!(f, " ({held} held by {})", held_by.join(", "))
+                }
             }
             Self::ExitCode { code } => write!(f, "exited with code {code}"),
             Self::Cancelled => f.write_str("cancelled"),

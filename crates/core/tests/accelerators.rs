@@ -323,7 +323,7 @@ fn scheduling_gpu() {
         v["tolerations"],
         serde_json::json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
     );
-    assert_eq!(v["jax_platform"], "gpu");
+    assert_eq!(v["jax_platform"], "cuda");
     assert_eq!(spec.pool_name("1a2b").as_deref(), Some("gpu-a100-1a2b"));
 }
 

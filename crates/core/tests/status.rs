@@ -72,6 +72,18 @@ fn all_reasons() -> Vec<StatusReason> {
         },
         StatusReason::ContainerCreating,
         StatusReason::WaitingForResources,
+        StatusReason::WaitingForGpus {
+            wanted: 1,
+            total: 2,
+            held: 2,
+            held_by: vec!["job-0000aaaa".into(), "job-0000bbbb".into()],
+        },
+        StatusReason::WaitingForGpus {
+            wanted: 2,
+            total: 4,
+            held: 0,
+            held_by: Vec::new(),
+        },
         StatusReason::ExitCode { code: 137 },
         StatusReason::Cancelled,
         StatusReason::BackendError {
@@ -117,6 +129,35 @@ fn reason_json_shape() {
     let bad = json!({"kind": "pending_deadline_exceeded", "waited": "soon"});
     let err = serde_json::from_value::<StatusReason>(bad).expect_err("must fail");
     assert!(err.to_string().contains("'soon'"), "{err}");
+}
+
+#[test]
+fn a_job_waiting_for_gpus_says_how_many_and_who_holds_them() {
+    let reason = StatusReason::WaitingForGpus {
+        wanted: 1,
+        total: 2,
+        held: 2,
+        held_by: vec!["job-0000aaaa".into(), "job-0000bbbb".into()],
+    };
+    assert_eq!(
+        reason.to_string(),
+        "waiting for 1 GPU of 2 (2 held by job-0000aaaa, job-0000bbbb)"
+    );
+    assert_eq!(
+        serde_json::to_value(&reason).expect("json"),
+        json!({"kind": "waiting_for_gpus", "wanted": 1, "total": 2, "held": 2,
+               "held_by": ["job-0000aaaa", "job-0000bbbb"]})
+    );
+    let behind = StatusReason::WaitingForGpus {
+        wanted: 2,
+        total: 4,
+        held: 0,
+        held_by: Vec::new(),
+    };
+    assert_eq!(
+        behind.to_string(),
+        "waiting for 2 GPUs of 4 (queued behind other GPU jobs)"
+    );
 }
 
 #[test]

@@ -219,6 +219,9 @@ pub fn engine_with(
     if let Some(n) = &settings.local_max_concurrent {
         local = local.max_concurrent(n.value);
     }
+    if let Some(n) = &settings.local_gpus {
+        local = local.gpus(n.value);
+    }
     if let Some(python) = &options.local_python {
         local = local.python(python);
     }

@@ -498,9 +498,16 @@ impl AcceleratorSpec {
         }
     }
 
-    /// `JAX_PLATFORMS` value for the job: `cpu`, `gpu` or `tpu`.
+    /// `JAX_PLATFORMS` value for the job: `cpu`, `cuda` or `tpu`.
+    ///
+    /// NVIDIA GPUs are `cuda`, not `gpu` (what Kinetic sets): current JAX
+    /// expands `gpu` to every GPU platform, CUDA and ROCm, and a job on an
+    /// NVIDIA host then dies with "Unable to initialize backend 'rocm'".
     pub fn jax_platform(&self) -> &'static str {
-        self.category().as_str()
+        match self.category() {
+            Category::Gpu => "cuda",
+            other => other.as_str(),
+        }
     }
 
     /// Pod `nodeSelector`, spot label included.

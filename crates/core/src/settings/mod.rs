@@ -404,6 +404,9 @@ pub struct Settings {
     pub local_root: Option<Setting<PathBuf>>,
     /// Jobs the local backend runs at once; `None` = one per core.
     pub local_max_concurrent: Option<Setting<usize>>,
+    /// GPUs the local backend hands out (devices `0..N`); `None` = as
+    /// many as `nvidia-smi -L` lists.
+    pub local_gpus: Option<Setting<u32>>,
     /// The working directory.
     pub cwd: PathBuf,
     /// The home directory (`HOME`), if set.
@@ -598,9 +601,22 @@ fn parse_limit(
         })
 }
 
+/// The most GPUs [`vars::LOCAL_GPUS`] may declare.
+pub const MAX_LOCAL_GPUS: u32 = 1024;
+
 fn parse_positive_count(
     env: &dyn EnvLookup,
     var: &'static str,
+    max: usize,
+    expected: &'static str,
+) -> Result<Option<Setting<usize>>, SettingsError> {
+    parse_count(env, var, 1, max, expected)
+}
+
+fn parse_count(
+    env: &dyn EnvLookup,
+    var: &'static str,
+    min: usize,
     max: usize,
     expected: &'static str,
 ) -> Result<Option<Setting<usize>>, SettingsError> {
@@ -610,7 +626,7 @@ fn parse_positive_count(
     raw.trim()
         .parse::<usize>()
         .ok()
-        .filter(|n| (1..=max).contains(n))
+        .filter(|n| (min..=max).contains(n))
         .map(|n| Some(Setting::new(n, Source::Env(var))))
         .ok_or(SettingsError::Invalid {
             var,
@@ -769,6 +785,14 @@ impl Settings {
                 MAX_LOCAL_CONCURRENT,
                 "a positive integer, at most 1024",
             )?,
+            local_gpus: parse_count(
+                env,
+                vars::LOCAL_GPUS,
+                0,
+                MAX_LOCAL_GPUS as usize,
+                "a number of GPUs, 0 to 1024",
+            )?
+            .map(|n| Setting::new(n.value as u32, n.source)),
             cwd: input.cwd.to_path_buf(),
             home,
             warnings: size_warning.into_iter().collect(),
@@ -1150,6 +1174,12 @@ impl Settings {
                 |n| json!(n),
                 "one per core",
             ),
+            of(
+                "local_gpus",
+                self.local_gpus.as_ref(),
+                |n| json!(n),
+                "counted with nvidia-smi -L",
+            ),
         ]
     }
 }
@@ -1383,6 +1413,9 @@ mod tests {
                 "1000000000000",
                 "a positive integer, at most 1024",
             ),
+            ("KINETIC_LOCAL_GPUS", "-1", "a number of GPUs, 0 to 1024"),
+            ("KINETIC_LOCAL_GPUS", "two", "a number of GPUs, 0 to 1024"),
+            ("KINETIC_LOCAL_GPUS", "1025", "a number of GPUs, 0 to 1024"),
         ] {
             let err = resolve(&[("HOME", "/h"), (var, value)]).unwrap_err();
             assert_eq!(

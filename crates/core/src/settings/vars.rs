@@ -74,6 +74,9 @@ pub const PENDING_DEADLINE: &str = "KINETIC_PENDING_DEADLINE";
 pub const LOCAL_ROOT: &str = "KINETIC_LOCAL_ROOT";
 /// Jobs the local backend runs at once.
 pub const LOCAL_MAX_CONCURRENT: &str = "KINETIC_LOCAL_MAX_CONCURRENT";
+/// GPUs the local backend hands out (devices `0..N`), instead of counting
+/// them with `nvidia-smi`; `0` declares a host without GPUs.
+pub const LOCAL_GPUS: &str = "KINETIC_LOCAL_GPUS";
 /// The kubeconfig file(s) (Kubernetes' variable; `:`-separated).
 pub const KUBECONFIG: &str = "KUBECONFIG";
 /// The user's home directory.
