@@ -1734,6 +1734,10 @@ def _check_ref(ref: dict) -> None:
 # integer code points of the surrogates, in order. A dict with such a key,
 # or one that would read as a tag, travels as {"__kinetic_dict__": [[key,
 # value], ...]}. Both tags are turned back into str and dict in arguments.
+#
+# A Python client (spec.python_values) gets a result JSON would change (a
+# tuple, a set, a dict with non-string keys, a lone surrogate, a dict shaped
+# like one of these markers) pickled instead: see ``json_keeps``.
 
 MAX_JSON_DEPTH = 512
 STR_TAG = "__kinetic_str__"
@@ -1792,6 +1796,49 @@ def _str_to_wire(text: str):
 
 def _looks_tagged(value: dict) -> bool:
     return len(value) == 1 and (STR_TAG in value or DICT_TAG in value)
+
+
+# Keys that make a dict read as the protocol's rather than the user's: the
+# Python client pickles a dict holding one, on the way in and back.
+WIRE_MARKERS = frozenset((PICKLE_KEY, "__kinetic_data__", "__data_ref__", STR_TAG, DICT_TAG))
+
+
+def json_keeps(value) -> bool:
+    """Whether JSON carries ``value`` exactly, so a Python client reads back
+    an equal value of the same types: ``None``, ``bool``, ``int``, finite
+    ``float``, ``str`` without surrogates, lists, and dicts whose keys are
+    such strings and not a marker (``WIRE_MARKERS``). The rule the client's
+    ``kinetic._values.encode`` applies to arguments; subclasses do not
+    count, and neither does a list or dict met twice (a cycle, or a value
+    shared that JSON would copy)."""
+    seen = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if item is None or kind is bool or kind is int:
+            continue
+        if kind is float:
+            if item != item or item in (float("inf"), float("-inf")):
+                return False
+            continue
+        if kind is str:
+            if _SURROGATE.search(item):
+                return False
+            continue
+        if kind is not list and kind is not dict:
+            return False
+        if id(item) in seen:
+            return False
+        seen.add(id(item))
+        if kind is list:
+            stack.extend(item)
+            continue
+        for key in item:
+            if type(key) is not str or key in WIRE_MARKERS or _SURROGATE.search(key):
+                return False
+        stack.extend(item.values())
+    return True
 
 
 def to_wire(value, depth: int = 0):
@@ -1921,6 +1968,13 @@ def success_document(value, host_index: int) -> str:
     value cannot travel as JSON (see ``encode_value``)."""
     return '{"protocol": %d, "success": true, "value": %s, "host_index": %d}' % (
         PROTOCOL, encode_value(value), host_index)
+
+
+def pickled_document(value, host_index: int) -> str:
+    """result.json for ``value`` pickled (``encode_python_value``): the leaf
+    is the protocol's own, written as it is."""
+    return '{"protocol": %d, "success": true, "value": %s, "host_index": %d}' % (
+        PROTOCOL, json.dumps(encode_python_value(value)), host_index)
 
 
 def failure_document(error: dict, host_index: int) -> str:
@@ -2255,6 +2309,17 @@ class Runner:
         raise PhaseFailure(EXECUTE, "CommandFailed", message, "")
 
     def serialize(self, value) -> str:
+        if self.spec.python_values is not None and not json_keeps(value):
+            # The client reads pickles: a value JSON would change goes back pickled, exactly.
+            try:
+                return pickled_document(value, self.host_index)
+            except Exception as err:  # noqa: BLE001 - any pickling failure is the user's to fix
+                import traceback
+                raise PhaseFailure(
+                    SERIALIZE, "ResultNotJSON",
+                    "the return value cannot travel as JSON without changing its types, and cannot be "
+                    "pickled (%s: %s): %s" % (type(err).__name__, err, _safe_repr(value)),
+                    "".join(traceback.format_exception(type(err), err, err.__traceback__))) from None
         try:
             return success_document(value, self.host_index)
         except (TypeError, ValueError, RecursionError) as err:
@@ -2262,7 +2327,7 @@ class Runner:
             if self.spec.python_values is not None:
                 # The client reads pickles: a value JSON cannot hold goes back pickled.
                 try:
-                    return success_document(encode_python_value(value), self.host_index)
+                    return pickled_document(value, self.host_index)
                 except Exception as pickle_err:  # noqa: BLE001 - reported below with the JSON error
                     err = TypeError("%s; pickling it failed too: %s: %s" % (err, type(pickle_err).__name__, pickle_err))
             raise PhaseFailure(

@@ -80,6 +80,19 @@ def test_values_that_are_not_json_travel_pickled():
     assert remote(work.as_tuple)([1, 2]) == ((1, 2), {1, 2})
 
 
+def test_returned_values_come_back_with_their_types():
+    # JSON would turn the keys into strings and the tuples into lists: these travel pickled.
+    import work
+
+    handles = {kind: remote(work.returned).run_async(kind) for kind in work.RETURNED}
+    for kind, handle in handles.items():
+        value = handle.result(timeout=120)
+        assert value == work.RETURNED[kind], kind
+        assert type(value) is type(work.RETURNED[kind]), kind
+    keys = handles["keys"].result(timeout=120)
+    assert [type(k) for k in keys] == [int, type(None), float]
+
+
 def test_a_lambda_or_closure_is_a_clear_error_without_cloudpickle(monkeypatch):
     monkeypatch.setitem(sys.modules, "cloudpickle", None)  # as if not installed
     with pytest.raises(TypeError, match="lambda or is defined inside another function.*cloudpickle"):

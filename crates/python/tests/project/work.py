@@ -107,3 +107,23 @@ def flaky(marker):
         open(marker, "w").write("tried")
         raise RuntimeError("first attempt fails")
     return "second attempt"
+
+
+# Values JSON would change, returned as they are (issue 25).
+RETURNED = {
+    "keys": {1: "a", True: "b", None: "c", 2.5: "d"},
+    "tuple": (1, [2, (3,)]),
+    "lone": "a\ud800",
+    "pickle_marker": {"__kinetic_pickle__": "not base64!", "python": "3.11"},
+    "str_tag": {"__kinetic_str__": [55296]},
+    "plain": {"a": [1, 2.5, None, True, "x"]},
+}
+
+
+def returned(kind):
+    return RETURNED[kind]
+
+
+def kinds(*args):
+    return [type(a).__name__ for a in args]
+
