@@ -1732,8 +1732,9 @@ def _check_ref(ref: dict) -> None:
 # surrogate code points (which JSON text can escape but UTF-8, hence most
 # readers, cannot hold) as {"__kinetic_str__": [pieces]}: strings and the
 # integer code points of the surrogates, in order. A dict with such a key,
-# or one that would read as a tag, travels as {"__kinetic_dict__": [[key,
-# value], ...]}. Both tags are turned back into str and dict in arguments.
+# or one that would read as a tag or as a pickled leaf, travels as
+# {"__kinetic_dict__": [[key, value], ...]}. Both tags are turned back into
+# str and dict in arguments (and by the Python client in results).
 #
 # A Python client (spec.python_values) gets a result JSON would change (a
 # tuple, a set, a dict with non-string keys, a lone surrogate, a dict shaped
@@ -1745,7 +1746,7 @@ DICT_TAG = "__kinetic_dict__"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # What json.dumps writes for a surrogate, and the tags' own names: only
 # then is a value rewritten before encoding.
-_NEEDS_TAGS = re.compile(r'\\u[dD][89a-fA-F][0-9a-fA-F]{2}|"__kinetic_(?:str|dict)__"')
+_NEEDS_TAGS = re.compile(r'\\u[dD][89a-fA-F][0-9a-fA-F]{2}|"__kinetic_(?:str|dict|pickle)__"')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 
@@ -1795,7 +1796,7 @@ def _str_to_wire(text: str):
 
 
 def _looks_tagged(value: dict) -> bool:
-    return len(value) == 1 and (STR_TAG in value or DICT_TAG in value)
+    return (len(value) == 1 and (STR_TAG in value or DICT_TAG in value)) or PICKLE_KEY in value
 
 
 # Keys that make a dict read as the protocol's rather than the user's: the
@@ -1972,7 +1973,7 @@ def success_document(value, host_index: int) -> str:
 
 def pickled_document(value, host_index: int) -> str:
     """result.json for ``value`` pickled (``encode_python_value``): the leaf
-    is the protocol's own, written as it is."""
+    is the protocol's own, so it is written as it is, never tagged."""
     return '{"protocol": %d, "success": true, "value": %s, "host_index": %d}' % (
         PROTOCOL, json.dumps(encode_python_value(value)), host_index)
 

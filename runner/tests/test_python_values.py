@@ -91,6 +91,9 @@ class PythonValuesTest(RunnerTestCase):
         self.assertEqual(self.unpickled(run), "a\ud800")
         run = self.run_job({"work.py": WORK}, function_entry("marker"), python_values=MINOR)
         self.assertEqual(self.unpickled(run), {"__kinetic_pickle__": "not base64!", "python": "3.11"})
+        # Without a Python client, a dict shaped like a pickled leaf is tagged, never taken for one.
+        run = self.run_job({"work.py": WORK}, function_entry("marker"))
+        self.assertSucceeded(run, {"__kinetic_dict__": [["__kinetic_pickle__", "not base64!"], ["python", "3.11"]]})
 
     def test_json_keeps(self):
         from runner import kinetic_runner as kr

@@ -93,6 +93,15 @@ def test_returned_values_come_back_with_their_types():
     assert [type(k) for k in keys] == [int, type(None), float]
 
 
+def test_values_that_look_like_markers_are_escaped_both_ways():
+    import work
+
+    markers = [{"__kinetic_str__": [55296]}, {"__kinetic_dict__": [["a", 1]]}, {"__data_ref__": "x"},
+               "a\ud800"]
+    assert remote(work.add)(markers, []) == markers
+    assert remote(work.kinds)(*markers) == ["dict", "dict", "dict", "str"]
+
+
 def test_a_lambda_or_closure_is_a_clear_error_without_cloudpickle(monkeypatch):
     monkeypatch.setitem(sys.modules, "cloudpickle", None)  # as if not installed
     with pytest.raises(TypeError, match="lambda or is defined inside another function.*cloudpickle"):
