@@ -102,6 +102,20 @@ def test_values_that_look_like_markers_are_escaped_both_ways():
     assert remote(work.kinds)(*markers) == ["dict", "dict", "dict", "str"]
 
 
+def test_a_bound_method_ships_with_its_object(monkeypatch):
+    import work
+
+    scaler = work.Scaler(3)
+    times = remote(scaler.times)
+    scaler.factor = 4  # the object as it is when the job is submitted
+    assert times(5) == 20  # not Scaler.times(5): self=5 and x=1
+    assert times.run_async_map([1, 2]).results() == [4, 8]
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)  # plain pickle ships it too
+    assert remote(work.Scaler(2).times)(x=7) == 14
+    with pytest.raises(TypeError, match="bound method Unpicklable.times.*cannot be pickled.*live connection"):
+        remote(work.Unpicklable(1).times)
+
+
 def test_a_lambda_or_closure_is_a_clear_error_without_cloudpickle(monkeypatch):
     monkeypatch.setitem(sys.modules, "cloudpickle", None)  # as if not installed
     with pytest.raises(TypeError, match="lambda or is defined inside another function.*cloudpickle"):

@@ -127,3 +127,18 @@ def returned(kind):
 def kinds(*args):
     return [type(a).__name__ for a in args]
 
+
+class Scaler:
+    """An object whose bound method is shipped (issue 25)."""
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def times(self, x=1):
+        return self.factor * x
+
+
+class Unpicklable(Scaler):
+    def __reduce__(self):
+        raise TypeError("a Unpicklable holds a live connection")
+
