@@ -479,8 +479,8 @@ def result_target(spec_doc: dict, host_index: int):
 # and in a failure's message and traceback, becomes REDACTED.
 
 REDACTED = "<redacted>"
-# Output held back while it may be the start of a secret, or a line not yet
-# ended, is written anyway after this long without more output.
+# A line not yet ended is written anyway after this long without more
+# output (a tail that may be the start of a secret is held until the rest).
 REDACT_FLUSH_SECONDS = 0.1
 # A partial line longer than this is written without waiting for its end.
 PUMP_MAX_PARTIAL = 1 << 16
@@ -555,9 +555,15 @@ class RedactedOutput:
         held = b""
         try:
             while True:
-                if held and not select.select([source], [], [], REDACT_FLUSH_SECONDS)[0]:
-                    self._emit(target, held)
-                    held = b""
+                # After a pause, a line not yet ended is written; a tail that
+                # may be the start of a secret never is, however long the
+                # pause, until what follows shows whether it is one (or the
+                # output ends): every copy (the pod log, output.log, the
+                # stored chunks) is written from here.
+                ready = len(held) - self.redactor.held_back(held)
+                if ready and not select.select([source], [], [], REDACT_FLUSH_SECONDS)[0]:
+                    self._emit(target, held[:ready])
+                    held = held[ready:]
                     continue
                 chunk = os.read(source, 1 << 16)
                 if not chunk:

@@ -116,6 +116,26 @@ def test_a_bound_method_ships_with_its_object(monkeypatch):
         remote(work.Unpicklable(1).times)
 
 
+def test_a_secret_split_over_a_pause_is_redacted_in_every_stored_copy(backend, monkeypatch):
+    import work
+
+    secret = "tok-3f9a1c77e2"
+    monkeypatch.setenv("API_TOKEN", secret)  # a credential-like name: a secret
+    handle = remote(work.slow_split, capture_env_vars=["API_TOKEN"]).run_async("API_TOKEN")
+    # Kept on local, to read its output.log below; on gke the pod goes and the stored chunks stay.
+    assert handle.result(timeout=120, cleanup=backend != "local") == "ok"
+    # Read back as `kinetic jobs logs` from a shell without the secret: what is stored, as it is.
+    monkeypatch.delenv("API_TOKEN")
+    logs = kinetic.attach(handle.job_id).logs()
+    assert "slow:" in logs and "<redacted>" in logs and secret[:6] not in logs, logs
+    if backend == "local":
+        path = os.path.join(os.environ["KINETIC_LOCAL_ROOT"], "jobs", handle.job_id, "output.log")
+        with open(path) as f:
+            text = f.read()
+        # (the runner's own stderr lines may land between "slow:" and the rest)
+        assert "slow:" in text and "<redacted>" in text and secret[:6] not in text, text
+
+
 def test_a_lambda_or_closure_is_a_clear_error_without_cloudpickle(monkeypatch):
     monkeypatch.setitem(sys.modules, "cloudpickle", None)  # as if not installed
     with pytest.raises(TypeError, match="lambda or is defined inside another function.*cloudpickle"):

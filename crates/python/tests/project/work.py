@@ -142,3 +142,11 @@ class Unpicklable(Scaler):
     def __reduce__(self):
         raise TypeError("a Unpicklable holds a live connection")
 
+
+def slow_split(name):
+    # A secret written in two pieces, a pause longer than the runner's hold window between them.
+    value = os.environ[name]
+    print("slow:" + value[:6], end="", flush=True)
+    time.sleep(0.5)
+    print(value[6:], flush=True)
+    return "ok"
