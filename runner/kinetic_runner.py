@@ -906,6 +906,12 @@ class Spec:
         self.entrypoint = _entrypoint(doc.get("entrypoint"))
         self.args = _field(doc, "args", list, [])
         self.kwargs = _field(doc, "kwargs", dict, {})
+        named = [("argument %d" % i, v) for i, v in enumerate(self.args)]
+        for where, value in named + [("keyword argument %r" % k, v) for k, v in self.kwargs.items()]:
+            number = out_of_range_number(value)
+            if number is not None:
+                raise RunnerError("%s: the number %s is out of the range of a float (Python would read it as %r); "
+                                  "pass a number a float can hold, or a string" % (where, number.text, float(number)))
         self.volumes = _volumes(_field(doc, "volumes", list, []))
         self.env_names = _field(doc, "env_names", list, [])
         if not all(isinstance(n, str) and n for n in self.env_names):
@@ -1111,6 +1117,40 @@ def _volumes(volumes: list) -> list:
     return volumes
 
 
+class OutOfRangeNumber(float):
+    """A JSON number beyond a float's range (``1e999``, ``1e-999``), which
+    ``json`` would read as ``inf`` or ``0.0``; keeps its text so that
+    ``Spec`` refuses it in an argument, naming both."""
+
+    def __new__(cls, text: str) -> "OutOfRangeNumber":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def parse_json_float(text: str) -> float:
+    """``json``'s ``parse_float``: the float, or an ``OutOfRangeNumber``."""
+    value = float(text)
+    mantissa = re.split("[eE]", text, maxsplit=1)[0]
+    if value in (float("inf"), float("-inf")) or (value == 0.0 and re.search("[1-9]", mantissa)):
+        return OutOfRangeNumber(text)
+    return value
+
+
+def out_of_range_number(value):
+    """The first ``OutOfRangeNumber`` in ``value`` (lists and dicts), or None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, OutOfRangeNumber):
+            return item
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return None
+
+
 def load_spec(storage: Storage, uri: str) -> dict:
     """Reads spec.json; RunnerError when unreadable, not protocol 1, or without a result URI."""
     try:
@@ -1119,7 +1159,7 @@ def load_spec(storage: Storage, uri: str) -> dict:
         raise RunnerError("cannot read spec %s: %s" % (uri, err)) from None
     try:
         with unlimited_int_digits():
-            doc = json.loads(raw.decode("utf-8"))
+            doc = json.loads(raw.decode("utf-8"), parse_float=parse_json_float)
     except ValueError as err:
         raise RunnerError("spec %s is not JSON: %s" % (uri, err)) from None
     if not isinstance(doc, dict):
