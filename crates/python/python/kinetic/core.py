@@ -193,7 +193,10 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
         project: GCP project. Falls back to KINETIC_PROJECT, then the active
             profile's project, then GOOGLE_CLOUD_PROJECT.
         capture_env_vars: Environment variable names or patterns (ending in
-            ``*``) to propagate to the remote environment.
+            ``*``) to propagate to the remote environment. A name must be
+            set here (as the command line's ``--env NAME``): unset, the
+            call fails before anything is uploaded; a pattern sends the
+            names set.
         cluster: GKE cluster name. Falls back to KINETIC_CLUSTER, then the
             active profile's cluster, then the built-in default.
         backend: 'gke', 'pathways' or 'local'; None chooses from KINETIC_BACKEND
@@ -204,8 +207,9 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
             ``{"/data": Data("./dataset/")}``; the data is placed there before
             the function runs.
         spot: If True, use preemptible/spot VMs for the job.
-        output_dir: Where job outputs go, exported to the job as
-            KINETIC_OUTPUT_DIR. Defaults to the jobs bucket's outputs/{job_id}.
+        output_dir: Where job outputs go (a non-empty string), exported to
+            the job as KINETIC_OUTPUT_DIR. Defaults to the jobs bucket's
+            outputs/{job_id}.
         debug: debugpy remote debugging. The job starts debugpy and waits
             for a debugger before calling the function; attach with
             ``JobHandle.debug_attach()`` (or ``kinetic jobs debug JOB_ID``).
