@@ -139,14 +139,7 @@ pub(crate) fn key_values(rows: &[(&str, String)]) -> String {
 /// with a note on stderr saying where it can be read.
 pub(crate) fn value(value: &Value, out: &Output) -> Result<(), CliError> {
     if let Some(python) = pickled_python(value) {
-        notice(
-            true,
-            &format!(
-                "the value holds Python objects pickled by Python {python} \
-                 (\"__kinetic_pickle__\" leaves, printed as they are): only the kinetic Python module \
-                 reads them, with kinetic.attach(JOB_ID).result() on Python {python}"
-            ),
-        );
+        note_pickled(&python, "kinetic.attach(JOB_ID).result()");
     }
     match value {
         Value::String(s) if !out.is_json() => emit(&format!("{s}\n")),
@@ -156,6 +149,19 @@ pub(crate) fn value(value: &Value, out: &Output) -> Result<(), CliError> {
             serde_json::to_string(other).unwrap_or_default()
         )),
     }
+}
+
+/// The note that a value printed as it is holds pickled Python values,
+/// which `read_with` (Python code) reads.
+fn note_pickled(python: &str, read_with: &str) {
+    notice(
+        true,
+        &format!(
+            "the value holds Python objects pickled by Python {python} \
+             (\"__kinetic_pickle__\" leaves, printed as they are): only the kinetic Python module \
+             reads them, with {read_with} on Python {python}"
+        ),
+    );
 }
 
 /// The Python version of the first pickled Python value (a
@@ -223,6 +229,12 @@ pub(crate) fn batch_items(
             text.push('\n');
         }
         emit(&text)?;
+        if let Some(python) = items
+            .iter()
+            .find_map(|i| i.value().and_then(pickled_python))
+        {
+            note_pickled(&python, "kinetic.attach_batch(GROUP_ID).results()");
+        }
         for e in failed.iter().take(20) {
             info(&e.to_string());
             if let Some(tb) = e
