@@ -479,8 +479,8 @@ def result_target(spec_doc: dict, host_index: int):
 # and in a failure's message and traceback, becomes REDACTED.
 
 REDACTED = "<redacted>"
-# Output held back while it may be the start of a secret, or a line not yet
-# ended, is written anyway after this long without more output.
+# A line not yet ended is written anyway after this long without more
+# output (a tail that may be the start of a secret is held until the rest).
 REDACT_FLUSH_SECONDS = 0.1
 # A partial line longer than this is written without waiting for its end.
 PUMP_MAX_PARTIAL = 1 << 16
@@ -555,9 +555,15 @@ class RedactedOutput:
         held = b""
         try:
             while True:
-                if held and not select.select([source], [], [], REDACT_FLUSH_SECONDS)[0]:
-                    self._emit(target, held)
-                    held = b""
+                # After a pause, a line not yet ended is written; a tail that
+                # may be the start of a secret never is, however long the
+                # pause, until what follows shows whether it is one (or the
+                # output ends): every copy (the pod log, output.log, the
+                # stored chunks) is written from here.
+                ready = len(held) - self.redactor.held_back(held)
+                if ready and not select.select([source], [], [], REDACT_FLUSH_SECONDS)[0]:
+                    self._emit(target, held[:ready])
+                    held = held[ready:]
                     continue
                 chunk = os.read(source, 1 << 16)
                 if not chunk:
@@ -900,6 +906,12 @@ class Spec:
         self.entrypoint = _entrypoint(doc.get("entrypoint"))
         self.args = _field(doc, "args", list, [])
         self.kwargs = _field(doc, "kwargs", dict, {})
+        named = [("argument %d" % i, v) for i, v in enumerate(self.args)]
+        for where, value in named + [("keyword argument %r" % k, v) for k, v in self.kwargs.items()]:
+            number = out_of_range_number(value)
+            if number is not None:
+                raise RunnerError("%s: the number %s is out of the range of a float (Python would read it as %r); "
+                                  "pass a number a float can hold, or a string" % (where, number.text, float(number)))
         self.volumes = _volumes(_field(doc, "volumes", list, []))
         self.env_names = _field(doc, "env_names", list, [])
         if not all(isinstance(n, str) and n for n in self.env_names):
@@ -1105,6 +1117,40 @@ def _volumes(volumes: list) -> list:
     return volumes
 
 
+class OutOfRangeNumber(float):
+    """A JSON number beyond a float's range (``1e999``, ``1e-999``), which
+    ``json`` would read as ``inf`` or ``0.0``; keeps its text so that
+    ``Spec`` refuses it in an argument, naming both."""
+
+    def __new__(cls, text: str) -> "OutOfRangeNumber":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def parse_json_float(text: str) -> float:
+    """``json``'s ``parse_float``: the float, or an ``OutOfRangeNumber``."""
+    value = float(text)
+    mantissa = re.split("[eE]", text, maxsplit=1)[0]
+    if value in (float("inf"), float("-inf")) or (value == 0.0 and re.search("[1-9]", mantissa)):
+        return OutOfRangeNumber(text)
+    return value
+
+
+def out_of_range_number(value):
+    """The first ``OutOfRangeNumber`` in ``value`` (lists and dicts), or None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, OutOfRangeNumber):
+            return item
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return None
+
+
 def load_spec(storage: Storage, uri: str) -> dict:
     """Reads spec.json; RunnerError when unreadable, not protocol 1, or without a result URI."""
     try:
@@ -1113,7 +1159,7 @@ def load_spec(storage: Storage, uri: str) -> dict:
         raise RunnerError("cannot read spec %s: %s" % (uri, err)) from None
     try:
         with unlimited_int_digits():
-            doc = json.loads(raw.decode("utf-8"))
+            doc = json.loads(raw.decode("utf-8"), parse_float=parse_json_float)
     except ValueError as err:
         raise RunnerError("spec %s is not JSON: %s" % (uri, err)) from None
     if not isinstance(doc, dict):
@@ -1732,8 +1778,13 @@ def _check_ref(ref: dict) -> None:
 # surrogate code points (which JSON text can escape but UTF-8, hence most
 # readers, cannot hold) as {"__kinetic_str__": [pieces]}: strings and the
 # integer code points of the surrogates, in order. A dict with such a key,
-# or one that would read as a tag, travels as {"__kinetic_dict__": [[key,
-# value], ...]}. Both tags are turned back into str and dict in arguments.
+# or one that would read as a tag or as a pickled leaf, travels as
+# {"__kinetic_dict__": [[key, value], ...]}. Both tags are turned back into
+# str and dict in arguments (and by the Python client in results).
+#
+# A Python client (spec.python_values) gets a result JSON would change (a
+# tuple, a set, a dict with non-string keys, a lone surrogate, a dict shaped
+# like one of these markers) pickled instead: see ``json_keeps``.
 
 MAX_JSON_DEPTH = 512
 STR_TAG = "__kinetic_str__"
@@ -1741,7 +1792,7 @@ DICT_TAG = "__kinetic_dict__"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # What json.dumps writes for a surrogate, and the tags' own names: only
 # then is a value rewritten before encoding.
-_NEEDS_TAGS = re.compile(r'\\u[dD][89a-fA-F][0-9a-fA-F]{2}|"__kinetic_(?:str|dict)__"')
+_NEEDS_TAGS = re.compile(r'\\u[dD][89a-fA-F][0-9a-fA-F]{2}|"__kinetic_(?:str|dict|pickle)__"')
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 
@@ -1791,7 +1842,50 @@ def _str_to_wire(text: str):
 
 
 def _looks_tagged(value: dict) -> bool:
-    return len(value) == 1 and (STR_TAG in value or DICT_TAG in value)
+    return (len(value) == 1 and (STR_TAG in value or DICT_TAG in value)) or PICKLE_KEY in value
+
+
+# Keys that make a dict read as the protocol's rather than the user's: the
+# Python client pickles a dict holding one, on the way in and back.
+WIRE_MARKERS = frozenset((PICKLE_KEY, "__kinetic_data__", "__data_ref__", STR_TAG, DICT_TAG))
+
+
+def json_keeps(value) -> bool:
+    """Whether JSON carries ``value`` exactly, so a Python client reads back
+    an equal value of the same types: ``None``, ``bool``, ``int``, finite
+    ``float``, ``str`` without surrogates, lists, and dicts whose keys are
+    such strings and not a marker (``WIRE_MARKERS``). The rule the client's
+    ``kinetic._values.encode`` applies to arguments; subclasses do not
+    count, and neither does a list or dict met twice (a cycle, or a value
+    shared that JSON would copy)."""
+    seen = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if item is None or kind is bool or kind is int:
+            continue
+        if kind is float:
+            if item != item or item in (float("inf"), float("-inf")):
+                return False
+            continue
+        if kind is str:
+            if _SURROGATE.search(item):
+                return False
+            continue
+        if kind is not list and kind is not dict:
+            return False
+        if id(item) in seen:
+            return False
+        seen.add(id(item))
+        if kind is list:
+            stack.extend(item)
+            continue
+        for key in item:
+            if type(key) is not str or key in WIRE_MARKERS or _SURROGATE.search(key):
+                return False
+        stack.extend(item.values())
+    return True
 
 
 def to_wire(value, depth: int = 0):
@@ -1921,6 +2015,13 @@ def success_document(value, host_index: int) -> str:
     value cannot travel as JSON (see ``encode_value``)."""
     return '{"protocol": %d, "success": true, "value": %s, "host_index": %d}' % (
         PROTOCOL, encode_value(value), host_index)
+
+
+def pickled_document(value, host_index: int) -> str:
+    """result.json for ``value`` pickled (``encode_python_value``): the leaf
+    is the protocol's own, so it is written as it is, never tagged."""
+    return '{"protocol": %d, "success": true, "value": %s, "host_index": %d}' % (
+        PROTOCOL, json.dumps(encode_python_value(value)), host_index)
 
 
 def failure_document(error: dict, host_index: int) -> str:
@@ -2255,6 +2356,17 @@ class Runner:
         raise PhaseFailure(EXECUTE, "CommandFailed", message, "")
 
     def serialize(self, value) -> str:
+        if self.spec.python_values is not None and not json_keeps(value):
+            # The client reads pickles: a value JSON would change goes back pickled, exactly.
+            try:
+                return pickled_document(value, self.host_index)
+            except Exception as err:  # noqa: BLE001 - any pickling failure is the user's to fix
+                import traceback
+                raise PhaseFailure(
+                    SERIALIZE, "ResultNotJSON",
+                    "the return value cannot travel as JSON without changing its types, and cannot be "
+                    "pickled (%s: %s): %s" % (type(err).__name__, err, _safe_repr(value)),
+                    "".join(traceback.format_exception(type(err), err, err.__traceback__))) from None
         try:
             return success_document(value, self.host_index)
         except (TypeError, ValueError, RecursionError) as err:
@@ -2262,7 +2374,7 @@ class Runner:
             if self.spec.python_values is not None:
                 # The client reads pickles: a value JSON cannot hold goes back pickled.
                 try:
-                    return success_document(encode_python_value(value), self.host_index)
+                    return pickled_document(value, self.host_index)
                 except Exception as pickle_err:  # noqa: BLE001 - reported below with the JSON error
                     err = TypeError("%s; pickling it failed too: %s: %s" % (err, type(pickle_err).__name__, pickle_err))
             raise PhaseFailure(

@@ -5,7 +5,7 @@ import os
 import unittest
 
 from runner import kinetic_runner as kr
-from runner.tests.support import RunnerTestCase, function_entry
+from runner.tests.support import WORKER_HOSTS, RunnerTestCase, file_uri, function_entry
 
 SECRET = "tok-3f9a1c77e2"
 
@@ -35,6 +35,15 @@ def quiet_prefix(name):
     sys.stdout.flush()
     time.sleep(0.5)
     sys.stdout.write(" done\\n")
+    return "ok"
+
+def slow_split(name):
+    value = os.environ[name]
+    sys.stdout.write("slow:" + value[:6])
+    sys.stdout.flush()
+    time.sleep(0.5)
+    sys.stdout.write(value[6:] + "\\n")
+    sys.stdout.flush()
     return "ok"
 
 def shout():
@@ -77,6 +86,26 @@ class RedactionEndToEndTests(RunnerTestCase):
         run = self.run_secret_job("quiet_prefix")
         self.assertSucceeded(run, "ok")
         self.assertIn("waiting " + SECRET[:4] + " done", run.stdout)
+
+    def test_a_secret_split_over_a_pause_is_redacted_in_every_copy(self):
+        # The pause is longer than the hold window: the start of the secret
+        # must stay held, in the output and in the stored log chunks alike.
+        logs = os.path.join(self.store, "logs", "host-0")
+        spec = self.spec({"work.py": WORK}, function_entry("slow_split"), args=["API_TOKEN"],
+                         env_names=["API_TOKEN"], secret_names=["API_TOKEN"],
+                         log_uris=[file_uri(logs)] + [None] * (WORKER_HOSTS - 1))
+        run = self.run_runner(self.write_spec(spec), env={"API_TOKEN": SECRET})
+        self.assertSucceeded(run, "ok")
+        self.assertIn("slow:<redacted>\n", run.stdout)
+        self.assertNotIn(SECRET[:6], run.stdout + run.stderr)
+        stored = ""
+        for name in sorted(os.listdir(logs)):
+            with open(os.path.join(logs, name), encoding="utf-8") as f:
+                stored += f.read()
+        # (the runner's own stderr lines may land between "slow:" and the rest)
+        self.assertIn("slow:", stored)
+        self.assertIn("<redacted>\n", stored)
+        self.assertNotIn(SECRET[:6], stored)
 
     def test_captured_values_not_named_secret_are_left_alone(self):
         run = self.run_secret_job("leak", names=())

@@ -80,6 +80,25 @@ class ValuesEndToEndTests(RunnerTestCase):
         run = self.run_job({"work.py": WORK}, function_entry("nested"), args=[513])
         self.assertFailed(run, "result serialization", "ResultNotJSON", ["512 levels"])
 
+    def test_numbers_beyond_a_float_are_refused_naming_the_argument(self):
+        for text, where in (("[1, [1e999]]", "argument 1"), ('{"x": -1E400}', "keyword argument 'x'"),
+                            ("[1.5e-999]", "argument 0")):
+            with self.subTest(text=text):
+                field = "kwargs" if text.startswith("{") else "args"
+                spec = self.spec({"work.py": WORK}, function_entry("echo"), **{field: "@VALUE@"})
+                uri = self.write_spec(spec)
+                path = uri[len("file://"):]
+                with open(path, encoding="utf-8") as f:
+                    doc = f.read().replace('"@VALUE@"', text)
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(doc)
+                run = self.run_runner(uri)
+                number = text.strip("[]{}").split()[-1].strip("[]")
+                self.assertFailed(run, "startup", "RunnerError", [where, number, "out of the range"])
+        # In range, and integers of any size, are numbers as before.
+        run = self.run_job({"work.py": WORK}, function_entry("echo"), args=[1e300, 5e-324, 0.0, 10 ** 400])
+        self.assertSucceeded(run, {"args": [1e300, 5e-324, 0.0, 10 ** 400], "kwargs": {}})
+
     def test_surrogate_strings_are_tagged_and_read_back(self):
         run = self.run_job({"work.py": WORK}, function_entry("lone"))
         self.assertSucceeded(run, {"__kinetic_str__": ["a", 0xD800, "b"]})

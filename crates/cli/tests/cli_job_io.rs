@@ -168,6 +168,21 @@ fn nesting_beyond_the_protocol_limit_is_a_clear_error_not_a_crash() {
 }
 
 #[test]
+fn a_number_beyond_a_float_is_refused_naming_the_argument() {
+    // Python would read 1e999 as inf: refused before anything is sent.
+    let p = Project::new();
+    for number in ["1e999", "[1, -1E400]", "1.5e-999"] {
+        let o = p.kinetic(&["run", "values:depth", "--arg", number], &[]);
+        assert_eq!(o.status.code(), Some(2), "{number}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("--arg") && err.contains("out of the range of a float"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn strings_with_surrogates_round_trip() {
     let p = Project::new();
     let value = p.value(&["values:surrogates"]);

@@ -291,11 +291,19 @@ impl EnvEntry {
             // Only the name part goes into an error, never the value.
             return Ok(Self::Literal(name.parse()?, SecretValue::new(value)));
         }
-        if arg.ends_with('*') {
-            return Self::parse_capture(arg);
+        Self::parse_required(arg)
+    }
+
+    /// Parses a name to send that must be set (`NAME`, required: unset, the
+    /// capture fails before anything is uploaded) or a pattern (`PREFIX*` /
+    /// `*`): the CLI's `--env NAME` and the Python module's
+    /// `capture_env_vars` entries, checked alike.
+    pub fn parse_required(entry: &str) -> Result<Self, EnvError> {
+        if entry.ends_with('*') {
+            return Self::parse_capture(entry);
         }
         Ok(Self::Required {
-            name: arg.parse()?,
+            name: entry.parse()?,
             secret: false,
         })
     }

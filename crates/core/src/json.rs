@@ -13,6 +13,11 @@
 //!   `ResultNotJSON` error, so what it writes as a success is always read.
 //!   The depth is checked on the text, before any parsing, so a hostile
 //!   document cannot exhaust the stack.
+//! - **Numbers a float cannot hold are refused** in a user value ([`parse`]):
+//!   `1e999` would be read by Python as `inf`, `1e-999` as `0.0`, so they
+//!   are an error ([`JsonError::OutOfRange`]), as the runner's is for an
+//!   argument that reaches it. Integers without a fraction or exponent are
+//!   Python `int`s of any size and stay valid.
 //! - **Strings JSON text can carry but UTF-8 cannot** (Python strings with
 //!   lone surrogates) travel as `{"__kinetic_str__": [...]}` objects the
 //!   runner writes and reads back (`docs/runner-protocol.md`); they are
@@ -54,12 +59,67 @@ pub enum JsonError {
         /// The limit.
         limit: usize,
     },
+    /// A number with a fraction or exponent beyond the range of a 64-bit
+    /// float, which Python reads as `inf` (or, too small, as `0.0`).
+    #[error(
+        "the number {number} is out of the range of a float (Python would read it as {read_as}); \
+         pass a number a float can hold, or a string"
+    )]
+    OutOfRange {
+        /// The number as written.
+        number: String,
+        /// What Python would read instead (`inf`, `-inf`, `0.0`).
+        read_as: String,
+    },
 }
 
 /// Parse one user value (an argument, an input, a result's value), at
 /// most [`MAX_DEPTH`] levels deep.
+/// A number a float cannot hold is an error ([`JsonError::OutOfRange`]).
 pub fn parse(text: &[u8]) -> Result<Value, JsonError> {
-    parse_document(text, 0)
+    let value = parse_document(text, 0)?;
+    check_numbers(&value)?;
+    Ok(value)
+}
+
+/// Refuse a number with a fraction or exponent (a Python `float`) that a
+/// 64-bit float cannot hold: one that overflows to infinity, or a non-zero
+/// one that underflows to zero.
+pub fn check_numbers(value: &Value) -> Result<(), JsonError> {
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Number(n) => {
+                let text = n.to_string();
+                if !text.contains(['.', 'e', 'E']) {
+                    continue;
+                }
+                let Ok(float) = text.parse::<f64>() else {
+                    continue;
+                };
+                let mantissa = text.split(['e', 'E']).next().unwrap_or_default();
+                let underflow =
+                    float == 0.0 && mantissa.contains(|c: char| ('1'..='9').contains(&c));
+                if float.is_infinite() || underflow {
+                    let read_as = if float.is_infinite() {
+                        if float > 0.0 { "inf" } else { "-inf" }
+                    } else if float.is_sign_negative() {
+                        "-0.0"
+                    } else {
+                        "0.0"
+                    };
+                    return Err(JsonError::OutOfRange {
+                        number: text,
+                        read_as: read_as.to_owned(),
+                    });
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Parse a document that wraps user values `envelope` levels down (a
@@ -195,6 +255,33 @@ mod tests {
         let doc = format!("{{\"value\": {}}}", nested(512));
         assert!(parse_document(doc.as_bytes(), 1).is_ok());
         assert!(parse(doc.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn numbers_beyond_a_float_are_refused() {
+        for (text, read_as) in [
+            ("1e999", "inf"),
+            ("[1, {\"a\": -1E400}]", "-inf"),
+            ("1.5e-999", "0.0"),
+        ] {
+            let err = parse(text.as_bytes()).unwrap_err();
+            assert!(
+                matches!(&err, JsonError::OutOfRange { read_as: r, .. } if r == read_as),
+                "{text}: {err}"
+            );
+            assert!(err.to_string().contains("out of the range"), "{err}");
+        }
+        let long_int = format!("1{}", "0".repeat(400));
+        for ok in [
+            "1e300",
+            "5e-324",
+            "0.0",
+            "-0e5",
+            "0e-999",
+            long_int.as_str(),
+        ] {
+            assert!(parse(ok.as_bytes()).is_ok(), "{ok}");
+        }
     }
 
     #[test]

@@ -510,7 +510,7 @@ impl Client {
             let pattern = pattern
                 .as_str()
                 .ok_or_else(|| bad("capture_env_vars: expected a list of strings"))?;
-            let entry = EnvEntry::parse_capture(pattern)
+            let entry = EnvEntry::parse_required(pattern)
                 .map_err(|e| bad(format!("capture_env_vars: {e}")))?;
             spec = spec.env(entry);
         }
@@ -532,8 +532,15 @@ impl Client {
             };
             spec = spec.volume(mount, self.data(data)?);
         }
-        if let Some(dir) = text_of("output_dir") {
-            spec = spec.output_dir(dir);
+        match field("output_dir") {
+            None => {}
+            Some(Value::String(dir)) if !dir.is_empty() => spec = spec.output_dir(dir),
+            Some(other) => {
+                return Err(bad(format!(
+                    "@kinetic.run(output_dir={other}): expected a directory path or URI \
+                     (a non-empty string), or None for the jobs bucket's outputs/{{job_id}}"
+                )));
+            }
         }
         spec.image = match text_of("container_image") {
             None | Some("bundled") => ImageMode::Bundled,
@@ -594,11 +601,29 @@ impl Client {
 fn map_options(text: &str) -> PyResult<MapOptions> {
     let doc: Value = serde_json::from_str(text).map_err(|e| bad(format!("map options: {e}")))?;
     let mut options = MapOptions::default();
-    if let Some(n) = doc.get("max_concurrent").and_then(Value::as_u64) {
+    // A whole number, as the command line's --max-concurrent and --retries
+    // take (the engine then refuses a max_concurrent of 0); None is the
+    // default.
+    let count = |name: &str, what: &str| -> PyResult<Option<u64>> {
+        match doc.get(name).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| bad(format!("run_async_map({name}={v}): expected {what}"))),
+        }
+    };
+    if let Some(n) = count(
+        "max_concurrent",
+        "a positive whole number of inputs in flight at once, or None for no limit",
+    )? {
         let n = usize::try_from(n).map_err(|_| bad("max_concurrent: too large"))?;
         options = options.max_concurrent(Some(n));
     }
-    if let Some(n) = doc.get("retries").and_then(Value::as_u64) {
+    if let Some(n) = count(
+        "retries",
+        "a whole number (0 or more) of extra attempts per failed input",
+    )? {
         let n = u32::try_from(n).map_err(|_| bad("retries: too large"))?;
         options = options.retries(n);
     }
@@ -1113,6 +1138,23 @@ fn content_hash(py: Python<'_>, path: PathBuf) -> PyResult<String> {
     Ok(report.hash.to_hex())
 }
 
+/// Check a `kinetic.Data` path when it is made, by the rule the engine
+/// (and so the command line) applies: a local path that exists (`~` and a
+/// relative path resolved against `HOME` and the working directory), a
+/// `gs://bucket/path` URI or a well-formed `hf://` dataset. A `ValueError`
+/// naming the path and what is accepted otherwise.
+#[pyfunction]
+fn check_data(path: &str) -> PyResult<()> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| bad(format!("kinetic.Data({path:?}): no working directory: {e}")))?;
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    Data::with_home(path, &cwd, home.as_deref())
+        .map(drop)
+        .map_err(|e| bad(format!("kinetic.Data: {e}")))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Client>()?;
@@ -1122,6 +1164,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DebugForward>()?;
     m.add_function(wrap_pyfunction!(python_minor, m)?)?;
     m.add_function(wrap_pyfunction!(content_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(check_data, m)?)?;
     m.add("RemoteJobError", m.py().get_type::<RemoteJobError>())?;
     m.add("BatchFailed", m.py().get_type::<BatchFailed>())?;
     Ok(())

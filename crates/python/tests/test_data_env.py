@@ -72,6 +72,30 @@ def test_missing_data_is_a_clear_error(tmp_path):
         remote(work.read_text)(kinetic.Data(str(tmp_path / "nope.txt")))
 
 
+def test_the_module_checks_what_the_command_line_checks(monkeypatch):
+    import work
+
+    # An unset name fails before anything is uploaded, as `--env NAME` does.
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    before = sorted(h.job_id for h in kinetic.list_jobs())  # the fake cloud is shared between tests
+    with pytest.raises(ValueError, match="NOT_SET_ANYWHERE"):
+        remote(work.env_values, capture_env_vars=["NOT_SET_ANYWHERE"])(["NOT_SET_ANYWHERE"])
+    assert sorted(h.job_id for h in kinetic.list_jobs()) == before
+    for options, message in ((dict(max_concurrent=-1), r"max_concurrent=-1\): expected a positive"),
+                             (dict(max_concurrent=1.5), r"max_concurrent=1.5\)"),
+                             (dict(retries=-1), r"retries=-1\): expected a whole number")):
+        with pytest.raises(ValueError, match=message):
+            remote(work.square).run_async_map([1], **options)
+    with pytest.raises(ValueError, match=r"output_dir=5\): expected a directory"):
+        remote(work.square, output_dir=5)(1)
+    for path, message in (("/nonexistent", "does not exist"), ("hf://", "names no dataset"),
+                          ("hf://x?bogus=1", 'unknown query key "bogus"'),
+                          ("ftp://host/x", "only local paths, gs:// and hf:// URIs")):
+        with pytest.raises(ValueError, match=message):
+            kinetic.Data(path)
+    assert sorted(h.job_id for h in kinetic.list_jobs()) == before
+
+
 def test_capture_env_vars_with_a_wildcard(monkeypatch):
     import work
 

@@ -80,6 +80,62 @@ def test_values_that_are_not_json_travel_pickled():
     assert remote(work.as_tuple)([1, 2]) == ((1, 2), {1, 2})
 
 
+def test_returned_values_come_back_with_their_types():
+    # JSON would turn the keys into strings and the tuples into lists: these travel pickled.
+    import work
+
+    handles = {kind: remote(work.returned).run_async(kind) for kind in work.RETURNED}
+    for kind, handle in handles.items():
+        value = handle.result(timeout=120)
+        assert value == work.RETURNED[kind], kind
+        assert type(value) is type(work.RETURNED[kind]), kind
+    keys = handles["keys"].result(timeout=120)
+    assert [type(k) for k in keys] == [int, type(None), float]
+
+
+def test_values_that_look_like_markers_are_escaped_both_ways():
+    import work
+
+    markers = [{"__kinetic_str__": [55296]}, {"__kinetic_dict__": [["a", 1]]}, {"__data_ref__": "x"},
+               "a\ud800"]
+    assert remote(work.add)(markers, []) == markers
+    assert remote(work.kinds)(*markers) == ["dict", "dict", "dict", "str"]
+
+
+def test_a_bound_method_ships_with_its_object(monkeypatch):
+    import work
+
+    scaler = work.Scaler(3)
+    times = remote(scaler.times)
+    scaler.factor = 4  # the object as it is when the job is submitted
+    assert times(5) == 20  # not Scaler.times(5): self=5 and x=1
+    assert times.run_async_map([1, 2]).results() == [4, 8]
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)  # plain pickle ships it too
+    assert remote(work.Scaler(2).times)(x=7) == 14
+    with pytest.raises(TypeError, match="bound method Unpicklable.times.*cannot be pickled.*live connection"):
+        remote(work.Unpicklable(1).times)
+
+
+def test_a_secret_split_over_a_pause_is_redacted_in_every_stored_copy(backend, monkeypatch):
+    import work
+
+    secret = "tok-3f9a1c77e2"
+    monkeypatch.setenv("API_TOKEN", secret)  # a credential-like name: a secret
+    handle = remote(work.slow_split, capture_env_vars=["API_TOKEN"]).run_async("API_TOKEN")
+    # Kept on local, to read its output.log below; on gke the pod goes and the stored chunks stay.
+    assert handle.result(timeout=120, cleanup=backend != "local") == "ok"
+    # Read back as `kinetic jobs logs` from a shell without the secret: what is stored, as it is.
+    monkeypatch.delenv("API_TOKEN")
+    logs = kinetic.attach(handle.job_id).logs()
+    assert "slow:" in logs and "<redacted>" in logs and secret[:6] not in logs, logs
+    if backend == "local":
+        path = os.path.join(os.environ["KINETIC_LOCAL_ROOT"], "jobs", handle.job_id, "output.log")
+        with open(path) as f:
+            text = f.read()
+        # (the runner's own stderr lines may land between "slow:" and the rest)
+        assert "slow:" in text and "<redacted>" in text and secret[:6] not in text, text
+
+
 def test_a_lambda_or_closure_is_a_clear_error_without_cloudpickle(monkeypatch):
     monkeypatch.setitem(sys.modules, "cloudpickle", None)  # as if not installed
     with pytest.raises(TypeError, match="lambda or is defined inside another function.*cloudpickle"):

@@ -134,8 +134,13 @@ pub(crate) fn key_values(rows: &[(&str, String)]) -> String {
 
 /// Print a job's value: JSON with `--json`; otherwise a string as itself,
 /// nothing for `null` (a command, or a function returning `None`), JSON for
-/// the rest.
+/// the rest. A value that holds pickled Python values (a job submitted by
+/// the Python module returned what JSON would change) is printed as it is,
+/// with a note on stderr saying where it can be read.
 pub(crate) fn value(value: &Value, out: &Output) -> Result<(), CliError> {
+    if let Some(python) = pickled_python(value) {
+        note_pickled(&python, "kinetic.attach(JOB_ID).result()");
+    }
     match value {
         Value::String(s) if !out.is_json() => emit(&format!("{s}\n")),
         Value::Null if !out.is_json() => Ok(()),
@@ -144,6 +149,41 @@ pub(crate) fn value(value: &Value, out: &Output) -> Result<(), CliError> {
             serde_json::to_string(other).unwrap_or_default()
         )),
     }
+}
+
+/// The note that a value printed as it is holds pickled Python values,
+/// which `read_with` (Python code) reads.
+fn note_pickled(python: &str, read_with: &str) {
+    notice(
+        true,
+        &format!(
+            "the value holds Python objects pickled by Python {python} \
+             (\"__kinetic_pickle__\" leaves, printed as they are): only the kinetic Python module \
+             reads them, with {read_with} on Python {python}"
+        ),
+    );
+}
+
+/// The Python version of the first pickled Python value (a
+/// `{"__kinetic_pickle__": base64, "python": "3.11"}` leaf) in `value`, if
+/// it holds one. The runner tags a user's dict of that shape, so such a
+/// leaf is always the protocol's.
+fn pickled_python(value: &Value) -> Option<String> {
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                if map.get("__kinetic_pickle__").is_some_and(Value::is_string) {
+                    let python = map.get("python").and_then(Value::as_str).unwrap_or("?");
+                    return Some(python.to_owned());
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `{id}: {what}` (or its JSON) after an action on a job or batch, whose
@@ -189,6 +229,12 @@ pub(crate) fn batch_items(
             text.push('\n');
         }
         emit(&text)?;
+        if let Some(python) = items
+            .iter()
+            .find_map(|i| i.value().and_then(pickled_python))
+        {
+            note_pickled(&python, "kinetic.attach_batch(GROUP_ID).results()");
+        }
         for e in failed.iter().take(20) {
             info(&e.to_string());
             if let Some(tb) = e
@@ -217,5 +263,25 @@ pub(crate) fn batch_items(
             failed.len(),
             batch.total()
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pickled_python_values_are_found_wherever_they_are() {
+        let leaf = json!({"__kinetic_pickle__": "gAU=", "python": "3.11"});
+        assert_eq!(pickled_python(&leaf).as_deref(), Some("3.11"));
+        let nested = json!({"a": [1, {"b": leaf}]});
+        assert_eq!(pickled_python(&nested).as_deref(), Some("3.11"));
+        for plain in [
+            json!([1, "x", null]),
+            json!({"__kinetic_pickle__": 5}),
+            json!({"__kinetic_dict__": [["__kinetic_pickle__", "x"]]}),
+        ] {
+            assert_eq!(pickled_python(&plain), None, "{plain}");
+        }
     }
 }

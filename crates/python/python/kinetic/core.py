@@ -5,6 +5,7 @@ import functools
 import inspect
 import json
 import os
+import pickle
 import sys
 import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional
@@ -18,12 +19,52 @@ from kinetic.jobs import JobHandle, _client
 _BACKENDS = ("gke", "pathways", "local")
 
 
+def _bound_method_reference(fn: Callable) -> Dict[str, Any]:
+    """A method bound to an object ships with its object, by value: pickled
+    (with cloudpickle when installed, else pickle) as the first argument of
+    the runner's ``call_pickled``, as it is when the job is submitted. The
+    job imports the object's class from the directory that holds its module.
+    An object that cannot be pickled is an error: calling the class's
+    function without it would shift the arguments into ``self``."""
+    owner = fn.__self__
+    what = "the bound method %s.%s" % (type(owner).__qualname__, getattr(fn, "__name__", "?"))
+    try:
+        import cloudpickle
+        dumps = cloudpickle.dumps
+    except ImportError:
+        if getattr(type(owner), "__module__", None) == "__main__":
+            raise TypeError("@kinetic.run cannot ship %s: a method ships with its object, by value, and the job "
+                            "cannot import a class defined in the __main__ script without cloudpickle; install "
+                            "cloudpickle (on this machine and in the job's image) or define the class in a module"
+                            % what) from None
+        dumps = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        payload = dumps(fn)
+    except Exception as err:  # noqa: BLE001 - any pickling failure is the user's to fix
+        raise TypeError("@kinetic.run cannot ship %s: a method ships with its object, by value, and the object "
+                        "cannot be pickled (%s: %s); pass a module-level function and the object's data as "
+                        "arguments instead" % (what, type(err).__name__, err)) from None
+    working_dir = os.getcwd()
+    module = sys.modules.get(getattr(type(owner), "__module__", None) or "")
+    file = getattr(module, "__file__", None)
+    if file and module.__name__ != "__main__":
+        working_dir = os.path.dirname(os.path.abspath(file))
+        for _ in range(module.__name__.count(".") + (1 if os.path.basename(file) == "__init__.py" else 0)):
+            working_dir = os.path.dirname(working_dir)
+    return {"entry": {"module": "__kinetic_runner__", "function": "call_pickled"},
+            "working_dir": working_dir,
+            "prefix": [{PICKLE_KEY: base64.b64encode(payload).decode("ascii"), "python": python_minor()}]}
+
+
 def _function_reference(fn: Callable) -> Dict[str, Any]:
     """Where the runner finds ``fn``: its module (imported from the
     directory that holds it) or, for a ``__main__`` script, its file. A
     lambda or closure has no such place: it travels pickled by value when
     cloudpickle is installed (``prefix`` then holds it, the first argument of
-    the runner's ``call_pickled``), and is an error otherwise."""
+    the runner's ``call_pickled``), and is an error otherwise. A method bound
+    to an object travels with its object (``_bound_method_reference``)."""
+    if inspect.ismethod(fn) and not inspect.isclass(fn.__self__):
+        return _bound_method_reference(fn)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     if not name or "<lambda>" in name or "<locals>" in name:
         try:
@@ -152,7 +193,10 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
         project: GCP project. Falls back to KINETIC_PROJECT, then the active
             profile's project, then GOOGLE_CLOUD_PROJECT.
         capture_env_vars: Environment variable names or patterns (ending in
-            ``*``) to propagate to the remote environment.
+            ``*``) to propagate to the remote environment. A name must be
+            set here (as the command line's ``--env NAME``): unset, the
+            call fails before anything is uploaded; a pattern sends the
+            names set.
         cluster: GKE cluster name. Falls back to KINETIC_CLUSTER, then the
             active profile's cluster, then the built-in default.
         backend: 'gke', 'pathways' or 'local'; None chooses from KINETIC_BACKEND
@@ -163,8 +207,9 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
             ``{"/data": Data("./dataset/")}``; the data is placed there before
             the function runs.
         spot: If True, use preemptible/spot VMs for the job.
-        output_dir: Where job outputs go, exported to the job as
-            KINETIC_OUTPUT_DIR. Defaults to the jobs bucket's outputs/{job_id}.
+        output_dir: Where job outputs go (a non-empty string), exported to
+            the job as KINETIC_OUTPUT_DIR. Defaults to the jobs bucket's
+            outputs/{job_id}.
         debug: debugpy remote debugging. The job starts debugpy and waits
             for a debugger before calling the function; attach with
             ``JobHandle.debug_attach()`` (or ``kinetic jobs debug JOB_ID``).

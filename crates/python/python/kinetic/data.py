@@ -23,7 +23,10 @@ class Data:
 
     Args:
         path: Local file/directory path (absolute or relative) or GCS URI
-            (``gs://bucket/prefix``).
+            (``gs://bucket/prefix``). Checked at once, as the command line
+            checks it: a local path must exist, an ``hf://`` URI must name
+            a dataset and only ``split``, ``config_name`` and ``revision``,
+            and other schemes are refused (``ValueError``).
         fuse: If True, mount the data via GCS FUSE instead of downloading it.
             Not supported by this engine yet: submitting it raises
             ``ValueError`` naming the parameter.
@@ -51,6 +54,9 @@ class Data:
             raise ValueError("kinetic.Data(path): the path is empty")
         if raw.startswith("hf://") and fuse:
             raise ValueError("fuse=True is not supported for Hugging Face datasets (hf:// URIs)")
+        # The engine's own check, as the command line's: a local path that
+        # exists, gs://bucket/path, or a well-formed hf:// dataset.
+        _native.check_data(raw)
         self._raw = raw
         if "://" in raw:
             self._path = raw

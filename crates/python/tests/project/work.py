@@ -107,3 +107,46 @@ def flaky(marker):
         open(marker, "w").write("tried")
         raise RuntimeError("first attempt fails")
     return "second attempt"
+
+
+# Values JSON would change, returned as they are (issue 25).
+RETURNED = {
+    "keys": {1: "a", True: "b", None: "c", 2.5: "d"},
+    "tuple": (1, [2, (3,)]),
+    "lone": "a\ud800",
+    "pickle_marker": {"__kinetic_pickle__": "not base64!", "python": "3.11"},
+    "str_tag": {"__kinetic_str__": [55296]},
+    "plain": {"a": [1, 2.5, None, True, "x"]},
+}
+
+
+def returned(kind):
+    return RETURNED[kind]
+
+
+def kinds(*args):
+    return [type(a).__name__ for a in args]
+
+
+class Scaler:
+    """An object whose bound method is shipped (issue 25)."""
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def times(self, x=1):
+        return self.factor * x
+
+
+class Unpicklable(Scaler):
+    def __reduce__(self):
+        raise TypeError("a Unpicklable holds a live connection")
+
+
+def slow_split(name):
+    # A secret written in two pieces, a pause longer than the runner's hold window between them.
+    value = os.environ[name]
+    print("slow:" + value[:6], end="", flush=True)
+    time.sleep(0.5)
+    print(value[6:], flush=True)
+    return "ok"
