@@ -72,9 +72,9 @@ fn request(requirements: Option<&str>) -> ImageRequest {
     )
 }
 
-struct Harness<'a>(&'a World);
+struct Harness(World);
 
-impl ImageBuilderHarness for Harness<'_> {
+impl ImageBuilderHarness for Harness {
     fn builder(&self) -> Arc<dyn ImageBuilder> {
         Arc::new(self.0.builder.clone())
     }
@@ -84,13 +84,33 @@ impl ImageBuilderHarness for Harness<'_> {
     }
 }
 
-#[tokio::test]
-async fn conforms_over_the_fake_server() {
+/// The suite's harness: builds that poll a few times before they succeed.
+async fn conformance_harness() -> Harness {
     let w = world().await;
     w.fake
         .set_schedule(BuildSchedule::success().with_polls(1, 2));
-    conformance::image_builder::run(&Harness(&w)).await;
-    assert_eq!(w.builder.builds_started(), w.fake.builds_created() as u64);
+    Harness(w)
+}
+
+mod conformance_over_the_fake_server {
+    kinetic_testkit::image_builder_conformance_tests! {
+        #[tokio::test]
+        harness = super::conformance_harness().await;
+        skips = [
+            "a_builder_that_cannot_build_never_builds",
+            "requirements_it_cannot_bake_in_are_refused",
+        ];
+    }
+}
+
+#[tokio::test]
+async fn over_the_whole_suite_the_builder_starts_what_the_server_creates() {
+    let h = conformance_harness().await;
+    conformance::image_builder::run(&h).await;
+    assert_eq!(
+        h.0.builder.builds_started(),
+        h.0.fake.builds_created() as u64
+    );
 }
 
 #[tokio::test]

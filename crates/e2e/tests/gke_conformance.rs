@@ -10,9 +10,8 @@ use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_testkit::conformance::backend;
 use support::cluster_harness::ClusterHarness;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gke_backend_conforms_over_the_fake_cluster() {
-    let h = ClusterHarness::new(
+async fn harness() -> ClusterHarness {
+    ClusterHarness::new(
         |_| {},
         |client| {
             Arc::new(GkeBackend::new(
@@ -21,9 +20,25 @@ async fn gke_backend_conforms_over_the_fake_cluster() {
             ))
         },
     )
-    .await;
-    backend::run(&h).await;
-    // Everything the suite cleaned up is gone from the cluster, Secrets included.
+    .await
+}
+
+kinetic_testkit::backend_conformance_tests! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    harness = harness().await;
+    skips = [];
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleaned_up_job_leaves_no_secret() {
+    let h = harness().await;
+    for case in [
+        "cleanup_forgets_the_job",
+        "env_reaches_the_job_and_nowhere_else",
+    ] {
+        backend::run_case(&h, case, &[]).await;
+    }
+    // Everything the cases cleaned up is gone from the cluster, Secrets included.
     let secrets = h.cluster.objects("secrets", "default");
     let jobs = h.cluster.objects("jobs.batch", "default");
     assert!(

@@ -8,7 +8,7 @@ use kinetic_backend_local::{LocalBackend, LocalOptions};
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ports::{Backend, ObjectStore, PreparedJob};
 use kinetic_store_gcs::GcsStore;
-use kinetic_testkit::conformance::backend::{self, BackendHarness};
+use kinetic_testkit::conformance::backend::BackendHarness;
 use kinetic_testkit::{ConformanceJob, prepare_python_job};
 
 struct LocalHarness {
@@ -50,7 +50,8 @@ impl BackendHarness for LocalHarness {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_backend_conforms() {
-    backend::run(&LocalHarness::new()).await;
+kinetic_testkit::backend_conformance_tests! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    harness = LocalHarness::new();
+    skips = [];
 }

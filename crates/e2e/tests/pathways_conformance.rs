@@ -33,10 +33,21 @@ async fn harness() -> ClusterHarness {
     .await
 }
 
+kinetic_testkit::backend_conformance_tests! {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    harness = harness().await;
+    skips = [];
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pathways_backend_conforms_over_the_fake_cluster() {
+async fn a_cleaned_up_slice_leaves_no_secret() {
     let h = harness().await;
-    backend::run(&h).await;
+    for case in [
+        "cleanup_forgets_the_job",
+        "env_reaches_the_job_and_nowhere_else",
+    ] {
+        backend::run_case(&h, case, &[]).await;
+    }
     let secrets = h.cluster.objects("secrets", "default");
     let sets = h.cluster.objects(LWS, "default");
     assert!(

@@ -22,9 +22,7 @@ use kinetic_engine::layers::{
 use kinetic_engine::{Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_testkit::conformance::backend::BackendHarness;
 use kinetic_testkit::conformance::image_builder::ImageBuilderHarness;
-use kinetic_testkit::{
-    ConformanceJob, FakeBackendHarness, FakeImageBuilder, MemoryStore, Outcome, conformance,
-};
+use kinetic_testkit::{ConformanceJob, FakeBackendHarness, FakeImageBuilder, MemoryStore, Outcome};
 
 const REGISTRY: &str = "us-docker.pkg.dev/p/kn-c";
 
@@ -34,9 +32,13 @@ fn unavailable() -> StoreError {
 
 // ObjectStore
 
-#[tokio::test]
-async fn faulty_store_conforms() {
-    conformance::object_store::run(&FaultyStore::new(Arc::new(MemoryStore::new()))).await;
+mod faulty_store_conformance {
+    use super::*;
+
+    kinetic_testkit::object_store_conformance_tests! {
+        #[tokio::test]
+        store = FaultyStore::new(Arc::new(MemoryStore::new()));
+    }
 }
 
 #[tokio::test]
@@ -144,9 +146,14 @@ impl BackendHarness for FaultyHarness {
     }
 }
 
-#[tokio::test]
-async fn faulty_backend_conforms() {
-    conformance::backend::run(&FaultyHarness::new()).await;
+mod faulty_backend_conformance {
+    use super::*;
+
+    kinetic_testkit::backend_conformance_tests! {
+        #[tokio::test]
+        harness = FaultyHarness::new();
+        skips = [];
+    }
 }
 
 #[tokio::test]
@@ -185,11 +192,19 @@ fn quick(attempts: u32) -> RetryPolicy {
     )
 }
 
+mod retry_backend_conformance {
+    use super::*;
+
+    kinetic_testkit::backend_conformance_tests! {
+        #[tokio::test]
+        harness = FaultyHarness::retried(quick(3));
+        skips = [];
+    }
+}
+
 #[tokio::test]
-async fn retry_backend_conforms() {
+async fn retry_backend_absorbs_a_scripted_outage() {
     let h = FaultyHarness::retried(quick(3));
-    conformance::backend::run(&h).await;
-    // And passes through what it wraps: a scripted outage is absorbed.
     h.backend
         .faults()
         .fail_next(BackendError::unavailable("scripted"));
@@ -348,15 +363,27 @@ fn bundled(requirements: Option<&str>) -> ImageRequest {
     )
 }
 
-#[tokio::test]
-async fn fixed_image_conforms() {
+#[test]
+fn a_fixed_image_declares_it_cannot_build() {
     let fixed = FixedImage::new("registry.example/team/job:1").unwrap();
     assert_eq!(fixed.capabilities(), ImageCapabilities::fixed());
-    conformance::image_builder::run(&Images {
-        builder: Arc::new(fixed),
-        fake: None,
-    })
-    .await;
+}
+
+mod fixed_image_conformance {
+    use super::*;
+
+    kinetic_testkit::image_builder_conformance_tests! {
+        #[tokio::test]
+        harness = Images {
+            builder: Arc::new(FixedImage::new("registry.example/team/job:1").unwrap()),
+            fake: None,
+        };
+        skips = [
+            "an_existing_image_is_not_rebuilt",
+            "inputs_change_the_image",
+            "concurrent_equal_requests_build_once",
+        ];
+    }
 }
 
 #[tokio::test]
@@ -389,19 +416,30 @@ async fn fixed_image_refuses_requirements_naming_the_setting_and_the_alternative
     assert!(FixedImage::new("  ").is_err(), "an empty URI is refused");
 }
 
-#[tokio::test]
-async fn lazy_builder_conforms() {
+fn lazy_images() -> Images {
     let fake = fake_images();
     let inner = fake.clone();
     let lazy = LazyImageBuilder::new(ImageCapabilities::building(), move || {
         let inner = inner.clone();
         async move { Ok(Arc::new(inner) as Arc<dyn ImageBuilder>) }
     });
-    conformance::image_builder::run(&Images {
+    Images {
         builder: Arc::new(lazy),
         fake: Some(fake),
-    })
-    .await;
+    }
+}
+
+mod lazy_builder_conformance {
+    use super::*;
+
+    kinetic_testkit::image_builder_conformance_tests! {
+        #[tokio::test]
+        harness = lazy_images();
+        skips = [
+            "a_builder_that_cannot_build_never_builds",
+            "requirements_it_cannot_bake_in_are_refused",
+        ];
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -453,14 +491,25 @@ async fn a_failed_construction_fails_that_call_and_is_tried_again() {
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
 }
 
-#[tokio::test]
-async fn faulty_image_builder_conforms() {
+fn faulty_images() -> Images {
     let fake = fake_images();
-    conformance::image_builder::run(&Images {
+    Images {
         builder: Arc::new(FaultyImageBuilder::new(Arc::new(fake.clone()))),
         fake: Some(fake),
-    })
-    .await;
+    }
+}
+
+mod faulty_image_builder_conformance {
+    use super::*;
+
+    kinetic_testkit::image_builder_conformance_tests! {
+        #[tokio::test]
+        harness = faulty_images();
+        skips = [
+            "a_builder_that_cannot_build_never_builds",
+            "requirements_it_cannot_bake_in_are_refused",
+        ];
+    }
 }
 
 #[tokio::test]

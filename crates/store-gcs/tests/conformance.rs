@@ -9,15 +9,8 @@ use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::conformance;
 
 #[tokio::test]
-async fn gs_bucket_on_the_fake_server_conforms() {
-    let gcs = FakeGcs::with_buckets(&["conformance-bucket"]).unwrap();
-    // Small pages, so every listing follows continuation tokens.
-    gcs.set_page_size(7);
-    let store = GcsStore::open(
-        "gs://conformance-bucket",
-        &GcsOptions::emulator(&gcs.endpoint()),
-    )
-    .unwrap();
+async fn the_whole_suite_leaves_no_upload_open_on_the_fake_server() {
+    let (gcs, store) = fake_server_store();
     conformance::object_store::run(&store).await;
     assert_eq!(gcs.pending_multipart_uploads(), 0, "no upload is left open");
 }
@@ -50,17 +43,45 @@ async fn gs_bucket_under_a_prefix_conforms_and_stays_inside_it() {
     );
 }
 
-#[tokio::test]
-async fn file_url_store_conforms() {
+/// A `file://` store, with the directory it lives in.
+fn file_store() -> (tempfile::TempDir, GcsStore) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().join("store").display());
     let store = GcsStore::from_url(&url).unwrap();
-    conformance::object_store::run(&store).await;
+    (dir, store)
 }
 
-#[tokio::test]
-async fn memory_url_store_conforms() {
-    conformance::object_store::run(&GcsStore::from_url("memory://").unwrap()).await;
+fn fake_server_store() -> (FakeGcs, GcsStore) {
+    let gcs = FakeGcs::with_buckets(&["conformance-bucket"]).unwrap();
+    // Small pages, so every listing follows continuation tokens.
+    gcs.set_page_size(7);
+    let store = GcsStore::open(
+        "gs://conformance-bucket",
+        &GcsOptions::emulator(&gcs.endpoint()),
+    )
+    .unwrap();
+    (gcs, store)
+}
+
+mod gs_bucket_on_the_fake_server {
+    kinetic_testkit::object_store_conformance_tests! {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        store_with_guard = super::fake_server_store();
+    }
+}
+
+mod file_url_store {
+    kinetic_testkit::object_store_conformance_tests! {
+        #[tokio::test]
+        store_with_guard = super::file_store();
+    }
+}
+
+mod memory_url_store {
+    kinetic_testkit::object_store_conformance_tests! {
+        #[tokio::test]
+        store = super::GcsStore::from_url("memory://").unwrap();
+    }
 }
 
 #[test]

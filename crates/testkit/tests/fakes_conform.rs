@@ -12,14 +12,52 @@ use kinetic_testkit::conformance::backend::BackendHarness;
 use kinetic_testkit::conformance::image_builder::ImageBuilderHarness;
 use kinetic_testkit::{ConformanceJob, FakeBackendHarness, FakeImageBuilder, conformance};
 
+mod fake_backend_conformance {
+    use kinetic_testkit::FakeBackendHarness;
+
+    kinetic_testkit::backend_conformance_tests! {
+        #[tokio::test]
+        harness = FakeBackendHarness::default();
+        skips = [];
+    }
+}
+
+/// A skip the test does not expect fails it, and so does an expected skip
+/// of a case the backend declares what it needs for: skips are asserted,
+/// not thrown away.
 #[tokio::test]
-async fn fake_backend_conforms() {
-    let report = conformance::backend::run(&FakeBackendHarness::default()).await;
-    assert!(report.skipped.is_empty(), "{report:?}");
+async fn named_cases_assert_their_skips() {
+    let less = FakeBackendHarness::with_capabilities(
+        BackendCapabilities::single_host().with_cancel(false),
+    );
+    let unexpected = std::panic::AssertUnwindSafe(conformance::backend::run_case(
+        &less,
+        "cancel_stops_a_running_job",
+        &[],
+    ))
+    .catch_unwind()
+    .await;
+    assert!(unexpected.is_err(), "an unexpected skip must fail");
     assert!(
-        report
-            .ran
-            .contains(&"group_status_reports_the_group_in_one_call")
+        !conformance::backend::run_case(
+            &less,
+            "cancel_stops_a_running_job",
+            &["cancel_stops_a_running_job"]
+        )
+        .await,
+        "an expected skip is reported as not run"
+    );
+    let full = FakeBackendHarness::default();
+    let wrong = std::panic::AssertUnwindSafe(conformance::backend::run_case(
+        &full,
+        "cancel_stops_a_running_job",
+        &["cancel_stops_a_running_job"],
+    ))
+    .catch_unwind()
+    .await;
+    assert!(
+        wrong.is_err(),
+        "an expected skip of a case that applies must fail"
     );
 }
 
@@ -109,9 +147,19 @@ impl ImageBuilderHarness for FakeImages {
     }
 }
 
-#[tokio::test]
-async fn fake_image_builder_conforms() {
-    let fake = FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c")
-        .with_build_time(std::time::Duration::from_millis(20));
-    conformance::image_builder::run(&FakeImages(fake)).await;
+mod fake_image_builder_conformance {
+    use super::FakeImages;
+    use kinetic_testkit::FakeImageBuilder;
+
+    kinetic_testkit::image_builder_conformance_tests! {
+        #[tokio::test]
+        harness = FakeImages(
+            FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c")
+                .with_build_time(std::time::Duration::from_millis(20)),
+        );
+        skips = [
+            "a_builder_that_cannot_build_never_builds",
+            "requirements_it_cannot_bake_in_are_refused",
+        ];
+    }
 }

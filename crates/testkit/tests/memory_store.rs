@@ -3,11 +3,15 @@
 
 use bytes::Bytes;
 use kinetic_core::ports::{GetOptions, ObjectPath, ObjectStore, PutOptions};
-use kinetic_testkit::{MemoryStore, conformance};
+use kinetic_testkit::MemoryStore;
 
-#[tokio::test]
-async fn memory_store_conforms() {
-    conformance::object_store::run(&MemoryStore::new()).await;
+mod memory_store_conformance {
+    use kinetic_testkit::MemoryStore;
+
+    kinetic_testkit::object_store_conformance_tests! {
+        #[tokio::test]
+        store = MemoryStore::new();
+    }
 }
 
 #[tokio::test]

@@ -9,7 +9,6 @@
 //! the capability that excluded it; the calls of an undeclared capability
 //! must answer `Unsupported`.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,6 +51,32 @@ pub trait BackendHarness: Send + Sync {
     }
 }
 
+/// Every case of the suite, in the order [`run`] runs them, with the
+/// capability each needs (`None`: every backend runs it). The
+/// [`backend_conformance_tests!`](crate::backend_conformance_tests) macro
+/// makes one named test of each.
+pub const CASES: &[(&str, Option<&str>)] = &[
+    ("checks_follow_the_capabilities", None),
+    ("runs_a_job_to_its_value", None),
+    ("reports_a_failed_job", None),
+    ("submit_is_idempotent", None),
+    ("unknown_jobs_are_not_found", None),
+    ("cleanup_forgets_the_job", None),
+    ("a_job_ending_is_announced_by_its_changes", None),
+    ("env_reaches_the_job_and_nowhere_else", None),
+    ("logs_hold_the_output_and_tail_the_end", Some("logs")),
+    (
+        "follow_logs_streams_every_line_and_ends",
+        Some("follow_logs"),
+    ),
+    ("cancel_stops_a_running_job", Some("cancel")),
+    (
+        "group_status_reports_the_group_in_one_call",
+        Some("group_status"),
+    ),
+    ("undeclared_capabilities_are_unsupported", None),
+];
+
 /// Which cases ran and which were skipped, with the capability each
 /// skipped case needs and the backend does not declare.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -63,99 +88,104 @@ pub struct Report {
     pub skipped: Vec<(&'static str, &'static str)>,
 }
 
-impl Report {
-    /// Run `case` (named `name`); with `needs` = `(capability, declared)`,
-    /// skip it when the backend does not declare that capability, saying so.
-    async fn case<F: Future<Output = ()>>(
-        &mut self,
-        name: &'static str,
-        needs: Option<(&'static str, bool)>,
-        case: F,
-    ) {
-        match needs {
-            Some((capability, false)) => {
-                eprintln!(
-                    "conformance: skipped {name}: the backend does not declare the '{capability}' capability"
-                );
-                self.skipped.push((name, capability));
-            }
-            _ => {
-                case.await;
-                self.ran.push(name);
-            }
+/// Whether `caps` declares the capability a case needs.
+fn declares(caps: &kinetic_core::ports::BackendCapabilities, capability: &str) -> bool {
+    match capability {
+        "logs" => caps.logs,
+        "follow_logs" => caps.follow_logs,
+        "cancel" => caps.cancel,
+        "group_status" => caps.group_status,
+        other => panic!("the suite names an unknown capability {other:?}"),
+    }
+}
+
+/// Run the case named `name`, or skip it when it needs a capability the
+/// backend does not declare. The skip is asserted: `expected_skips` names
+/// the cases the adapter's test expects to be skipped, and a case skipped
+/// that it does not name — or one it names that runs — fails the test, so
+/// a backend that stops declaring a capability (or starts to) is noticed.
+/// Returns whether the case ran.
+///
+/// # Panics
+/// When the case fails, when `name` is no case of [`CASES`], or when the
+/// skip does not match `expected_skips`.
+pub async fn run_case(h: &dyn BackendHarness, name: &str, expected_skips: &[&str]) -> bool {
+    let &(_, needs) = CASES
+        .iter()
+        .find(|(case, _)| *case == name)
+        .unwrap_or_else(|| panic!("no conformance case named {name}"));
+    let caps = h.backend().capabilities();
+    if let Some(capability) = needs
+        && !declares(&caps, capability)
+    {
+        assert!(
+            expected_skips.contains(&name),
+            "{name} is skipped (the backend does not declare '{capability}'), but the test does not expect that skip"
+        );
+        eprintln!(
+            "conformance: skipped {name}: the backend does not declare the '{capability}' capability"
+        );
+        return false;
+    }
+    assert!(
+        !expected_skips.contains(&name),
+        "the test expects {name} to be skipped, but the backend declares what it needs"
+    );
+    dispatch(h, name).await;
+    true
+}
+
+async fn dispatch(h: &dyn BackendHarness, name: &str) {
+    match name {
+        "checks_follow_the_capabilities" => checks_follow_the_capabilities(h).await,
+        "runs_a_job_to_its_value" => runs_a_job_to_its_value(h).await,
+        "reports_a_failed_job" => reports_a_failed_job(h).await,
+        "submit_is_idempotent" => submit_is_idempotent(h).await,
+        "unknown_jobs_are_not_found" => unknown_jobs_are_not_found(h).await,
+        "cleanup_forgets_the_job" => cleanup_forgets_the_job(h).await,
+        "a_job_ending_is_announced_by_its_changes" => {
+            a_job_ending_is_announced_by_its_changes(h).await;
         }
+        "env_reaches_the_job_and_nowhere_else" => env_reaches_the_job_and_nowhere_else(h).await,
+        "logs_hold_the_output_and_tail_the_end" => logs_hold_the_output_and_tail_the_end(h).await,
+        "follow_logs_streams_every_line_and_ends" => {
+            follow_logs_streams_every_line_and_ends(h).await;
+        }
+        "cancel_stops_a_running_job" => cancel_stops_a_running_job(h).await,
+        "group_status_reports_the_group_in_one_call" => {
+            group_status_reports_the_group_in_one_call(h).await;
+        }
+        "undeclared_capabilities_are_unsupported" => {
+            undeclared_capabilities_are_unsupported(h).await;
+        }
+        other => panic!("no conformance case named {other}"),
     }
 }
 
 /// Run every case the backend's capabilities call for, and the check that
-/// each undeclared capability is refused; returns what ran and what was
-/// skipped (and why).
+/// each undeclared capability is refused, in one go; returns what ran and
+/// what was skipped (and why). Adapters' test suites use
+/// [`backend_conformance_tests!`](crate::backend_conformance_tests)
+/// instead, which makes each case its own named test; this serves
+/// callers that want the whole report at once.
 pub async fn run(h: &dyn BackendHarness) -> Report {
     let caps = h.backend().capabilities();
-    let mut r = Report::default();
-    r.case(
-        "checks_follow_the_capabilities",
-        None,
-        checks_follow_the_capabilities(h),
-    )
-    .await;
-    r.case("runs_a_job_to_its_value", None, runs_a_job_to_its_value(h))
-        .await;
-    r.case("reports_a_failed_job", None, reports_a_failed_job(h))
-        .await;
-    r.case("submit_is_idempotent", None, submit_is_idempotent(h))
-        .await;
-    r.case(
-        "unknown_jobs_are_not_found",
-        None,
-        unknown_jobs_are_not_found(h),
-    )
-    .await;
-    r.case("cleanup_forgets_the_job", None, cleanup_forgets_the_job(h))
-        .await;
-    r.case(
-        "a_job_ending_is_announced_by_its_changes",
-        None,
-        a_job_ending_is_announced_by_its_changes(h),
-    )
-    .await;
-    r.case(
-        "env_reaches_the_job_and_nowhere_else",
-        None,
-        env_reaches_the_job_and_nowhere_else(h),
-    )
-    .await;
-    r.case(
-        "logs_hold_the_output_and_tail_the_end",
-        Some(("logs", caps.logs)),
-        logs_hold_the_output_and_tail_the_end(h),
-    )
-    .await;
-    r.case(
-        "follow_logs_streams_every_line_and_ends",
-        Some(("follow_logs", caps.follow_logs)),
-        follow_logs_streams_every_line_and_ends(h),
-    )
-    .await;
-    r.case(
-        "cancel_stops_a_running_job",
-        Some(("cancel", caps.cancel)),
-        cancel_stops_a_running_job(h),
-    )
-    .await;
-    r.case(
-        "group_status_reports_the_group_in_one_call",
-        Some(("group_status", caps.group_status)),
-        group_status_reports_the_group_in_one_call(h),
-    )
-    .await;
-    r.case(
-        "undeclared_capabilities_are_unsupported",
-        None,
-        undeclared_capabilities_are_unsupported(h),
-    )
-    .await;
-    r
+    let mut report = Report::default();
+    for &(name, needs) in CASES {
+        match needs {
+            Some(capability) if !declares(&caps, capability) => {
+                eprintln!(
+                    "conformance: skipped {name}: the backend does not declare the '{capability}' capability"
+                );
+                report.skipped.push((name, capability));
+            }
+            _ => {
+                dispatch(h, name).await;
+                report.ran.push(name);
+            }
+        }
+    }
+    report
 }
 
 fn no_env() -> CapturedEnv {

@@ -38,22 +38,81 @@ fn unique() -> String {
     )
 }
 
-/// Run the checks for what the builder declares it can do
-/// ([`ImageCapabilities`](kinetic_core::ports::ImageCapabilities)): every
-/// builder keeps custom images and gives equal requests one URI; a builder
-/// that builds gives new requirements a new image, builds it once and
-/// reuses it; one that does not never builds and refuses requirements it
-/// would have to bake in.
+/// Every case of the suite, in the order [`run`] runs them, with the
+/// value of [`ImageCapabilities::builds`](kinetic_core::ports::ImageCapabilities)
+/// each is for (`None`: every builder): every builder keeps custom images
+/// and gives equal requests one URI; a builder that builds gives new
+/// requirements a new image, builds it once and reuses it; one that does
+/// not never builds and refuses requirements it would have to bake in. The
+/// [`image_builder_conformance_tests!`](crate::image_builder_conformance_tests)
+/// macro makes one named test of each.
+pub const CASES: &[(&str, Option<bool>)] = &[
+    ("custom_images_need_no_build", None),
+    ("equal_requests_give_one_uri", None),
+    ("an_existing_image_is_not_rebuilt", Some(true)),
+    ("inputs_change_the_image", Some(true)),
+    ("concurrent_equal_requests_build_once", Some(true)),
+    ("a_builder_that_cannot_build_never_builds", Some(false)),
+    ("requirements_it_cannot_bake_in_are_refused", Some(false)),
+];
+
+/// Run the case named `name`, or skip it when it is for builders that do
+/// (or do not) build and this one does not (or does). The skip is
+/// asserted against `expected_skips`, as for the backend suite. Returns
+/// whether the case ran.
+///
+/// # Panics
+/// When the case fails, when `name` is no case of [`CASES`], or when the
+/// skip does not match `expected_skips`.
+pub async fn run_case(h: &dyn ImageBuilderHarness, name: &str, expected_skips: &[&str]) -> bool {
+    let &(_, builds) = CASES
+        .iter()
+        .find(|(case, _)| *case == name)
+        .unwrap_or_else(|| panic!("no conformance case named {name}"));
+    let declared = h.builder().capabilities().builds;
+    if builds.is_some_and(|b| b != declared) {
+        assert!(
+            expected_skips.contains(&name),
+            "{name} is skipped (it is for builders with builds = {}), but the test does not expect that skip",
+            !declared
+        );
+        eprintln!(
+            "conformance: skipped {name}: it is for builders with builds = {}",
+            !declared
+        );
+        return false;
+    }
+    assert!(
+        !expected_skips.contains(&name),
+        "the test expects {name} to be skipped, but it applies to this builder"
+    );
+    match name {
+        "custom_images_need_no_build" => custom_images_need_no_build(h).await,
+        "equal_requests_give_one_uri" => equal_requests_give_one_uri(h).await,
+        "an_existing_image_is_not_rebuilt" => an_existing_image_is_not_rebuilt(h).await,
+        "inputs_change_the_image" => inputs_change_the_image(h).await,
+        "concurrent_equal_requests_build_once" => concurrent_equal_requests_build_once(h).await,
+        "a_builder_that_cannot_build_never_builds" => {
+            a_builder_that_cannot_build_never_builds(h).await
+        }
+        "requirements_it_cannot_bake_in_are_refused" => {
+            requirements_it_cannot_bake_in_are_refused(h).await
+        }
+        other => panic!("no conformance case named {other}"),
+    }
+    true
+}
+
+/// Run the checks for what the builder declares it can do, in one go
+/// (adapters' test suites use
+/// [`image_builder_conformance_tests!`](crate::image_builder_conformance_tests),
+/// which makes each case its own named test).
 pub async fn run(h: &dyn ImageBuilderHarness) {
-    custom_images_need_no_build(h).await;
-    equal_requests_give_one_uri(h).await;
-    if h.builder().capabilities().builds {
-        an_existing_image_is_not_rebuilt(h).await;
-        inputs_change_the_image(h).await;
-        concurrent_equal_requests_build_once(h).await;
-    } else {
-        a_builder_that_cannot_build_never_builds(h).await;
-        requirements_it_cannot_bake_in_are_refused(h).await;
+    let declared = h.builder().capabilities().builds;
+    for &(name, builds) in CASES {
+        if builds.is_none_or(|b| b == declared) {
+            run_case(h, name, &[]).await;
+        }
     }
 }
 

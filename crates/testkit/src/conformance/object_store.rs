@@ -41,22 +41,61 @@ async fn get(store: &dyn ObjectStore, p: &ObjectPath) -> Bytes {
         .unwrap_or_else(|e| panic!("get {p}: {e}"))
 }
 
-/// Run every check against `store`.
+/// Every case of the suite, in the order [`run`] runs them. The
+/// [`object_store_conformance_tests!`](crate::object_store_conformance_tests)
+/// macro makes one named test of each.
+pub const CASES: &[&str] = &[
+    "put_then_get_round_trips",
+    "overwrite_replaces",
+    "create_if_absent",
+    "missing_objects_are_not_found",
+    "ranges",
+    "head_reports_size",
+    "version_tags_change_on_rewrite",
+    "list_is_segment_wise_sorted_and_deep",
+    "delete_is_idempotent",
+    "delete_prefix_counts_and_spares_siblings",
+    "put_file_streams_a_local_file",
+    "get_to_file_writes_whole_files_only",
+    "get_to_file_never_replaces_what_is_not_a_file",
+    "concurrent_puts_are_all_visible",
+];
+
+/// Run the case named `name` against `store`.
+///
+/// # Panics
+/// When the case fails, or `name` is no case of [`CASES`].
+pub async fn run_case(store: &dyn ObjectStore, name: &str) {
+    match name {
+        "put_then_get_round_trips" => put_then_get_round_trips(store).await,
+        "overwrite_replaces" => overwrite_replaces(store).await,
+        "create_if_absent" => create_if_absent(store).await,
+        "missing_objects_are_not_found" => missing_objects_are_not_found(store).await,
+        "ranges" => ranges(store).await,
+        "head_reports_size" => head_reports_size(store).await,
+        "version_tags_change_on_rewrite" => version_tags_change_on_rewrite(store).await,
+        "list_is_segment_wise_sorted_and_deep" => list_is_segment_wise_sorted_and_deep(store).await,
+        "delete_is_idempotent" => delete_is_idempotent(store).await,
+        "delete_prefix_counts_and_spares_siblings" => {
+            delete_prefix_counts_and_spares_siblings(store).await
+        }
+        "put_file_streams_a_local_file" => put_file_streams_a_local_file(store).await,
+        "get_to_file_writes_whole_files_only" => get_to_file_writes_whole_files_only(store).await,
+        "get_to_file_never_replaces_what_is_not_a_file" => {
+            get_to_file_never_replaces_what_is_not_a_file(store).await
+        }
+        "concurrent_puts_are_all_visible" => concurrent_puts_are_all_visible(store).await,
+        other => panic!("no conformance case named {other}"),
+    }
+}
+
+/// Run every check against `store`, in one go (adapters' test suites use
+/// [`object_store_conformance_tests!`](crate::object_store_conformance_tests),
+/// which makes each case its own named test).
 pub async fn run(store: &dyn ObjectStore) {
-    put_then_get_round_trips(store).await;
-    overwrite_replaces(store).await;
-    create_if_absent(store).await;
-    missing_objects_are_not_found(store).await;
-    ranges(store).await;
-    head_reports_size(store).await;
-    version_tags_change_on_rewrite(store).await;
-    list_is_segment_wise_sorted_and_deep(store).await;
-    delete_is_idempotent(store).await;
-    delete_prefix_counts_and_spares_siblings(store).await;
-    put_file_streams_a_local_file(store).await;
-    get_to_file_writes_whole_files_only(store).await;
-    get_to_file_never_replaces_what_is_not_a_file(store).await;
-    concurrent_puts_are_all_visible(store).await;
+    for name in CASES {
+        run_case(store, name).await;
+    }
 }
 
 /// `put` then `get` returns the same bytes; `uri` is stable for a path.
