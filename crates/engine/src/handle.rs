@@ -10,8 +10,8 @@ use kinetic_core::budget::{Attempt, AttemptHistory};
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, ChangeFeed, GetOptions, LogOptions, LogStream, ObjectPath,
-    PutOptions, StoreError, tail_lines,
+    Backend, BackendCapabilities, ChangeFeed, GetOptions, LogOptions, LogStream, PutOptions,
+    StoreError, tail_lines,
 };
 use kinetic_core::protocol::{HostReport, RunnerResult, worker_results_in_order};
 use kinetic_core::record::JobRecord;
@@ -197,9 +197,7 @@ impl JobHandle {
     async fn redactor(&self) -> &Redactor {
         self.redactor
             .get_or_init(|| async {
-                let Some(env) = &self.inner.env else {
-                    return Redactor::default();
-                };
+                let env = &self.inner.env;
                 let spec = self
                     .inner
                     .store
@@ -238,14 +236,6 @@ impl JobHandle {
     /// The record as JSON (Kinetic's `handle.json`).
     pub fn to_json(&self) -> String {
         self.record.to_json()
-    }
-
-    fn prefix(&self) -> Result<ObjectPath, EngineError> {
-        Ok(ObjectPath::parse(self.record.job_id.as_str())?)
-    }
-
-    fn path(&self, name: &str) -> Result<ObjectPath, EngineError> {
-        Ok(self.prefix()?.child(name)?)
     }
 
     /// What the job's backend can do.
@@ -583,14 +573,17 @@ impl JobHandle {
                 let collected = self
                     .inner
                     .store
-                    .head(&self.path(layout::RESULT_FILE)?)
+                    .head(&layout::result(&self.record.job_id))
                     .await
                     .is_ok();
                 self.clean_backend(collected).await?;
             }
         }
         if options.store {
-            self.inner.store.delete_prefix(&self.prefix()?).await?;
+            self.inner
+                .store
+                .delete_prefix(&layout::job_prefix(&self.record.job_id))
+                .await?;
         }
         Ok(())
     }
@@ -631,15 +624,12 @@ impl JobHandle {
                 tracing::warn!(job_id = %self.record.job_id, "cleanup of backend resources failed: {e}");
             }
             if remove_artifacts {
-                let deleted = match self.prefix() {
-                    Ok(prefix) => self
-                        .inner
-                        .store
-                        .delete_prefix(&prefix)
-                        .await
-                        .map_err(EngineError::from),
-                    Err(e) => Err(e),
-                };
+                let deleted = self
+                    .inner
+                    .store
+                    .delete_prefix(&layout::job_prefix(&self.record.job_id))
+                    .await
+                    .map_err(EngineError::from);
                 if let Err(e) = deleted {
                     tracing::warn!(job_id = %self.record.job_id, "cleanup of job artifacts failed: {e}");
                 }
@@ -744,7 +734,7 @@ impl JobHandle {
     /// the error, naming its host and the later hosts that reported one
     /// too. `None` when there is none, or the results cannot be listed.
     async fn worker_failure(&self) -> Option<EngineError> {
-        let prefix = self.prefix().ok()?;
+        let prefix = layout::job_prefix(&self.record.job_id);
         let listed = match self.inner.store.list(Some(&prefix)).await {
             Ok(listed) => listed,
             Err(e) => {
@@ -760,8 +750,8 @@ impl JobHandle {
             .map(|m| m.path.file_name())
             .collect();
         let workers = worker_results_in_order(names);
-        for (i, (host, name)) in workers.iter().enumerate() {
-            let Ok(path) = self.path(name) else { continue };
+        for (i, (host, _)) in workers.iter().enumerate() {
+            let path = layout::host_result(&self.record.job_id, *host);
             let result = match self.inner.store.get(&path, GetOptions::default()).await {
                 Ok(bytes) => RunnerResult::from_json(&bytes).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
@@ -794,7 +784,7 @@ impl JobHandle {
 
     /// How many hosts the job has, as its `spec.json` says.
     async fn host_count(&self) -> Option<u32> {
-        let path = self.path("spec.json").ok()?;
+        let path = layout::spec(&self.record.job_id);
         let bytes = self
             .inner
             .store
@@ -810,7 +800,7 @@ impl JobHandle {
 
     /// Read `result.json` after the job ended and turn it into the value or an error.
     async fn collect(&self, state: &JobState) -> Result<Value, EngineError> {
-        let path = self.path("result.json")?;
+        let path = layout::result(&self.record.job_id);
         let uri = self.inner.store.uri(&path);
         // A job the backend no longer knows may never write one: no grace.
         let grace = state.status != JobStatus::NotFound;

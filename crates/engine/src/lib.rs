@@ -109,9 +109,10 @@ pub(crate) struct EngineInner {
     pub(crate) store: Arc<dyn ObjectStore>,
     pub(crate) backends: BackendRegistry,
     pub(crate) images: Option<Arc<dyn ImageBuilder>>,
-    /// The environment `--env`/`--secret` entries are captured from; `None`
-    /// reads the process's at each submit.
-    pub(crate) env: Option<EnvSnapshot>,
+    /// The environment `--env`/`--secret` entries are captured from (and
+    /// secret values redacted with): the builder's snapshot, or the
+    /// process's, read once when the engine was built.
+    pub(crate) env: EnvSnapshot,
     /// Runs batch submission loops in the background ([`Engine::map`]).
     pub(crate) spawner: Option<Spawner>,
     /// The time job records are stamped with.
@@ -208,9 +209,11 @@ impl EngineBuilder {
     }
 
     /// Capture the jobs' `--env`/`--secret` variables from this snapshot
-    /// instead of the process environment (tests; embedding programs that
-    /// read their environment once). Only captured variables come from it:
-    /// settings come from [`EngineBuilder::settings`].
+    /// (tests; embedding programs that read their environment once at
+    /// their edge). Without one, [`EngineBuilder::build`] takes the
+    /// process's environment once; the engine never reads it afterwards.
+    /// Only captured variables come from it: settings come from
+    /// [`EngineBuilder::settings`].
     pub fn env_snapshot(mut self, env: EnvSnapshot) -> Self {
         self.env = Some(env);
         self
@@ -248,6 +251,16 @@ impl EngineBuilder {
         let store = self.store.ok_or_else(|| {
             EngineError::internal("an engine needs a store: call EngineBuilder::store")
         })?;
+        // The process's state is read here, once, when the embedder gave
+        // none: the engine itself never reads its environment or its
+        // working directory.
+        let env = self.env.unwrap_or_else(EnvSnapshot::from_process);
+        let mut settings = self.settings;
+        if settings.cwd.is_none() {
+            settings.cwd = Some(std::env::current_dir().map_err(|e| {
+                EngineError::project_caused_by(format!("cannot read the current directory: {e}"), e)
+            })?);
+        }
         let mut backends = BackendRegistry::new(self.backends.default_name());
         for name in self.backends.names() {
             let backend = self.backends.get(&name)?;
@@ -255,11 +268,11 @@ impl EngineBuilder {
         }
         Ok(Engine {
             inner: Arc::new(EngineInner {
-                settings: self.settings,
+                settings,
                 store,
                 backends,
                 images: self.images,
-                env: self.env,
+                env,
                 spawner: self.spawner,
                 clock: self.clock.unwrap_or_else(|| Arc::new(UtcTimestamp::now)),
                 uploading: UploadLocks::default(),

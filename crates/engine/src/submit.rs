@@ -19,7 +19,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use kinetic_core::accelerators::AcceleratorSpec;
-use kinetic_core::env::{CapturedEnv, EnvSnapshot, capture};
+use kinetic_core::env::{CapturedEnv, capture};
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
 use kinetic_core::plan::{
@@ -234,17 +234,16 @@ async fn finish_submit(
 }
 
 /// The spec's working directory, absolute: a relative one (or none) is
-/// taken from the settings' working directory, else the process's.
+/// taken from the settings' working directory (which the engine's builder
+/// fills with the process's when the embedder gave none).
 pub(crate) fn working_dir(
     settings: &super::EngineSettings,
     spec: &JobSpec,
 ) -> Result<std::path::PathBuf, EngineError> {
-    let base = match &settings.cwd {
-        Some(cwd) => cwd.clone(),
-        None => std::env::current_dir().map_err(|e| {
-            EngineError::project_caused_by(format!("cannot read the current directory: {e}"), e)
-        })?,
-    };
+    let base = settings
+        .cwd
+        .clone()
+        .ok_or_else(|| EngineError::internal("the engine's settings name no working directory"))?;
     Ok(match &spec.working_dir {
         Some(dir) => kinetic_core::spec::absolute(dir, &base),
         None => base,
@@ -287,8 +286,7 @@ pub(crate) async fn resolve(
             ));
         }
     }
-    let snapshot = inner.env.clone().unwrap_or_else(EnvSnapshot::from_process);
-    let env = capture(&spec.env, &snapshot)?;
+    let env = capture(&spec.env, &inner.env)?;
     for warning in env.warnings() {
         options.emit(ProgressEvent::Warning(warning.to_string()));
     }

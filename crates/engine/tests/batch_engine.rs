@@ -640,6 +640,40 @@ async fn map_with_driver_needs_no_spawner() {
     );
 }
 
+/// The batch's manifest, like its children's records, carries the time of
+/// the engine's clock, not the machine's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_manifest_is_stamped_with_the_engines_clock() {
+    let w = World::new();
+    let stamp = kinetic_core::record::UtcTimestamp::from_unix_seconds(1_750_000_000);
+    let engine = Engine::builder()
+        .store(Arc::new(w.store.clone()))
+        .backend(Arc::new(w.fake.clone()))
+        .default_backend("fake")
+        .env_snapshot({
+            let mut env = EnvSnapshot::new();
+            env.insert("HOME", w.dir.path().join("home").to_string_lossy());
+            env
+        })
+        .settings(EngineSettings::default().with_home(w.dir.path().join("home")))
+        .clock(move || stamp)
+        .build()
+        .unwrap();
+    let (batch, driver) = engine
+        .map_with_driver(w.spec(), numbers(2), fast())
+        .await
+        .unwrap();
+    let (_, items) = tokio::join!(driver, batch.results(BatchResultsOptions::default()));
+    items.unwrap();
+    let path = layout::group_manifest(batch.group_id());
+    let bytes = w.store.get(&path, GetOptions::default()).await.unwrap();
+    let (manifest, _) =
+        kinetic_core::batch::GroupManifest::from_json_bytes(&bytes, batch.group_id()).unwrap();
+    assert_eq!(manifest.created_at, stamp);
+    let child = w.record(batch.job(0).unwrap().id()).await;
+    assert_eq!(child.created_at, stamp);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_running_jobs_and_drops_queued_inputs() {
     let w = World::new();

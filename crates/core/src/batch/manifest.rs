@@ -225,14 +225,20 @@ pub struct GroupManifest {
 }
 
 impl GroupManifest {
-    /// A manifest for a new map batch, with no children yet.
-    pub fn new(group_id: GroupId, total_expected: usize, submit_fn_name: &str) -> Self {
+    /// A manifest for a new map batch created at `created_at`, with no
+    /// children yet.
+    pub fn new(
+        group_id: GroupId,
+        total_expected: usize,
+        submit_fn_name: &str,
+        created_at: UtcTimestamp,
+    ) -> Self {
         Self {
             group_id,
             group_kind: GROUP_KIND_MAP.to_owned(),
             group_name: None,
             tags: BTreeMap::new(),
-            created_at: UtcTimestamp::now(),
+            created_at,
             total_expected,
             submit_fn_name: submit_fn_name.to_owned(),
             children: Vec::new(),
@@ -448,7 +454,7 @@ mod tests {
 
     #[test]
     fn manifest_json_is_kinetics_with_sorted_keys() {
-        let mut m = GroupManifest::new(gid(), 3, "square");
+        let mut m = GroupManifest::new(gid(), 3, "square", UtcTimestamp::now());
         m.created_at = "2026-03-25T10:00:00Z".parse().unwrap();
         m.children
             .push(ManifestChild::new(1, "job-00000001".parse().unwrap(), 2));
@@ -461,7 +467,7 @@ mod tests {
 
     #[test]
     fn our_keys_round_trip() {
-        let mut m = GroupManifest::new(gid(), 2, "f");
+        let mut m = GroupManifest::new(gid(), 2, "f", UtcTimestamp::now());
         m.backend = Some("gke".into());
         m.namespace = Some("ns".into());
         m.entrypoint = Some("work:f".into());

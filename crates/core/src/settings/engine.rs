@@ -28,7 +28,8 @@ pub struct EngineSettings {
     /// Python version of the client (`3.11`), for the base image.
     pub python_version: String,
     /// The directory a job's relative (or missing) working directory is
-    /// taken from; `None` = the process's current directory.
+    /// taken from; `None` = the process's current directory, read once when
+    /// the engine is built.
     pub cwd: Option<PathBuf>,
     /// The user's home directory: where package root detection stops, and
     /// where the dependency file search stops.

@@ -20,7 +20,6 @@ use kinetic_core::layout;
 use kinetic_core::plan::UploadTarget;
 use kinetic_core::ports::ObjectStoreExt;
 use kinetic_core::protocol::DataRef;
-use kinetic_core::record::UtcTimestamp;
 use kinetic_core::spec::{Arg, Data, data_source_text};
 use kinetic_core::status::JobState;
 
@@ -190,7 +189,7 @@ pub(super) async fn start_map(
             .put_text(&inputs_path, encoded, "application/x-ndjson")
             .await?;
         let base = ManifestBase {
-            created_at: UtcTimestamp::now(),
+            created_at: (inner.clock)(),
             submit_fn_name: prep.spec.entrypoint.func_name(),
             backend: Some(prep.resolved.backend.name().to_owned()),
             namespace: Some(inner.settings.namespace.clone()),

@@ -353,8 +353,12 @@ impl BatchShared {
     pub(super) fn manifest_snapshot(&self) -> GroupManifest {
         let core = self.lock();
         let base = &core.base;
-        let mut m = GroupManifest::new(self.group_id.clone(), self.total, &base.submit_fn_name);
-        m.created_at = base.created_at;
+        let mut m = GroupManifest::new(
+            self.group_id.clone(),
+            self.total,
+            &base.submit_fn_name,
+            base.created_at,
+        );
         m.group_name = self.name.clone();
         m.tags = self.tags.clone();
         m.backend = base.backend.clone();
