@@ -135,9 +135,7 @@ pub fn data_entries(spec: &JobSpec) -> Vec<&Data> {
     all
 }
 
-/// The prefix of the mount paths given to FUSE data in arguments
-/// (`/_kinetic/fuse-data/{n}`); volumes may not use it.
-pub const FUSE_ARG_MOUNT_PREFIX: &str = "/_kinetic/fuse-data/";
+pub use crate::spec::FUSE_ARG_MOUNT_PREFIX;
 
 /// The FUSE data of the arguments (positional, then keyword, depth
 /// first), once each, with the mount path each gets:

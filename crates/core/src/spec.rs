@@ -9,6 +9,10 @@ use serde_json::Value;
 use crate::env::EnvEntry;
 use crate::ports::{Deadlines, ImageMode};
 
+/// The prefix of the mount paths given to FUSE data in arguments
+/// (`/_kinetic/fuse-data/{n}`, chosen by the plan); volumes may not use it.
+pub const FUSE_ARG_MOUNT_PREFIX: &str = "/_kinetic/fuse-data/";
+
 /// Errors in a job's specification, found before anything is uploaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -647,7 +651,7 @@ impl JobSpec {
             if !mount.starts_with('/') {
                 return Err(bad("it must be an absolute path starting with '/'"));
             }
-            if mount.starts_with(crate::plan::FUSE_ARG_MOUNT_PREFIX) {
+            if mount.starts_with(FUSE_ARG_MOUNT_PREFIX) {
                 return Err(bad(
                     "'/_kinetic/fuse-data/' is reserved for generated mounts",
                 ));
