@@ -1,5 +1,6 @@
 //! The real runner on every host of a LeaderWorkerSet group of the fake
-//! cluster: 4 processes, each with its own rank and the same host list;
+//! cluster: 4 processes, each with its own rank and the same host list
+//! (the hosts' names resolved to their pods' addresses);
 //! the leader writes `result.json`, a failing worker its
 //! `result-worker-{N}.json`, which the client reads in host order; the
 //! failure recreates the whole group.
@@ -132,9 +133,18 @@ async fn four_hosts_see_their_rank_and_the_same_hosts_and_the_leader_answers() {
     assert!(result.success, "{result:?}");
     assert_eq!(result.host_index, 0);
     let hosts = world.hosts().await;
+    // Each host's name (`LWS_LEADER_ADDRESS` and the workers' beside it)
+    // resolved through the cluster's DNS: its pod's IP address.
     let name = format!("keras-pathways-{}", job.record.job_id.as_str());
-    let addresses: Vec<String> = std::iter::once(format!("{name}-0.{name}.default"))
-        .chain((1..4).map(|i| format!("{name}-0-{i}.{name}.default")))
+    let pods = world.cluster.objects("pods", "default");
+    let addresses: Vec<String> = std::iter::once(format!("{name}-0"))
+        .chain((1..4).map(|i| format!("{name}-0-{i}")))
+        .map(|pod| {
+            let found = pods.iter().find(|p| p["metadata"]["name"] == pod.as_str());
+            let ip = found.and_then(|p| p["status"]["podIP"].as_str());
+            ip.unwrap_or_else(|| panic!("pod {pod} has no address: {pods:?}"))
+                .to_owned()
+        })
         .collect();
     for (rank, info) in hosts.iter().enumerate() {
         assert_eq!(info["node_rank"], rank, "{info}");
