@@ -163,7 +163,11 @@ async fn a_local_job_sees_this_host_and_keeps_its_task_id_on_a_retry() {
                 "1",
                 "--json",
             ],
-            &[("KINETIC_STORE_URL", &store), CLUSTER_ENV[0], CLUSTER_ENV[1]],
+            &[
+                ("KINETIC_STORE_URL", &store),
+                CLUSTER_ENV[0],
+                CLUSTER_ENV[1],
+            ],
         )
         .await;
     let v = run_ok(&o);

@@ -572,10 +572,8 @@ impl Kubelet {
             }
         }
         // The cluster's names resolve in the container's Python (see `dns`).
-        let python_path = dns::python_path(
-            &self.config.root,
-            env.get("PYTHONPATH").map(String::as_str),
-        );
+        let python_path =
+            dns::python_path(&self.config.root, env.get("PYTHONPATH").map(String::as_str));
         let mut argv: Vec<String> = Vec::new();
         for field in ["command", "args"] {
             for a in c.get(field).and_then(Value::as_array).into_iter().flatten() {
