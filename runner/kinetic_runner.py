@@ -915,24 +915,24 @@ def _lookup_checked(lookup, name: str) -> str:
     return address
 
 
-def node_addresses(spec, environ) -> tuple:
-    """``(addresses, source)`` of the job's hosts, in rank order: the
+def node_addresses(spec, environ) -> list:
+    """The addresses of the job's hosts, in rank order: the
     backend's ``KINETIC_NODE_IPS`` (one per line), else the spec's, else a
     LeaderWorkerSet group's host names resolved to addresses (the same list
     on every host of the group)."""
     if environ.get("KINETIC_NODE_IPS", "").strip() and "KINETIC_NODE_IPS" not in spec.env_names:
-        return [line.strip() for line in environ["KINETIC_NODE_IPS"].splitlines() if line.strip()], "backend"
+        return [line.strip() for line in environ["KINETIC_NODE_IPS"].splitlines() if line.strip()]
     if spec.node_ips:
-        return list(spec.node_ips), "spec"
+        return list(spec.node_ips)
     names = lws_host_addresses(environ)
     if not names:
-        return [], "none"
+        return []
     addresses, unresolved = resolve_hosts(names)
     if unresolved:
         warn(ENVIRONMENT, "%d of %d host name%s did not resolve in %ds (%s): KINETIC_NODE_IPS names them" % (
             len(unresolved), len(names), "" if len(names) == 1 else "s", RESOLVE_TIMEOUT_SECONDS,
             ", ".join(unresolved)))
-    return addresses, "resolved"
+    return addresses
 
 
 def gpus_given(spec, environ) -> int:
@@ -972,7 +972,7 @@ def topology_env(spec, host_index: int, environ) -> dict:
     stays the same when the job is retried or its hosts are restarted (the
     job id), and a JSON description of the cluster (its name, cloud,
     region and zone, with all of the above) in ``KINETIC_CLUSTER_INFO``."""
-    node_ips, _ = node_addresses(spec, environ)
+    node_ips = node_addresses(spec, environ)
     if node_ips and len(node_ips) != spec.num_nodes:
         warn(ENVIRONMENT, "%d host address%s for %d host%s" % (
             len(node_ips), "" if len(node_ips) == 1 else "es", spec.num_nodes, "" if spec.num_nodes == 1 else "s"))

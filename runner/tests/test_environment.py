@@ -98,6 +98,10 @@ class CapturedEnvTests(RunnerTestCase):
         self.assertEqual(env["SKYPILOT_NODE_IPS"], "10.1.0.5\n10.1.0.6")
         self.assertEqual(json.loads(env["KINETIC_CLUSTER_INFO"])["node_ips"], ["10.1.0.5", "10.1.0.6"])
         self.assertEqual(env["KINETIC_NUM_GPUS_PER_NODE"], "1")
+        # A value the job captured from the client is not the backend's.
+        run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster,
+                           env_names=["KINETIC_NODE_IPS"], env={"KINETIC_NODE_IPS": "10.1.0.5"})
+        self.assertEqual(run.result["value"]["KINETIC_NODE_IPS"], "10.9.9.9")
 
     def test_a_local_job_counts_the_devices_it_was_given(self):
         cluster = {"accelerator": "l4-2", "num_nodes": 1, "num_gpus_per_node": 2, "node_ips": [], "cloud": "local"}
