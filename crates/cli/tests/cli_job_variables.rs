@@ -130,6 +130,28 @@ fn pod_ips(w: &World) -> std::collections::BTreeMap<String, IpAddr> {
         .collect()
 }
 
+/// `kinetic ARGS` (with the configured cluster's settings) against `w`,
+/// and the address of every pod seen while it ran (a slice's pods may be
+/// gone by the time the command returns).
+async fn run_watching_pods(
+    w: &World,
+    args: &[&str],
+) -> (Output, std::collections::BTreeMap<String, IpAddr>) {
+    let run = w.kinetic_env(args, &CLUSTER_ENV);
+    tokio::pin!(run);
+    let mut pods = std::collections::BTreeMap::new();
+    loop {
+        pods.extend(pod_ips(w));
+        tokio::select! {
+            o = &mut run => {
+                pods.extend(pod_ips(w));
+                return (o, pods);
+            }
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+}
+
 fn run_ok(o: &Output) -> Value {
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -193,35 +215,35 @@ async fn a_gke_job_sees_its_pods_address_and_keeps_its_task_id_on_a_retry() {
         .await;
     let out = w.sandbox().path("seen");
     std::fs::create_dir_all(&out).unwrap();
-    let o = w
-        .kinetic_env(
-            &[
-                "run",
-                "work.py:seen",
-                "--arg",
-                &quoted(&out),
-                "--arg",
-                "true",
-                "--backend",
-                "gke",
-                "--retries",
-                "1",
-                "--json",
-                "--no-cleanup",
-            ],
-            &CLUSTER_ENV,
-        )
-        .await;
+    let (o, pods) = run_watching_pods(
+        &w,
+        &[
+            "run",
+            "work.py:seen",
+            "--arg",
+            &quoted(&out),
+            "--arg",
+            "true",
+            "--backend",
+            "gke",
+            "--retries",
+            "1",
+            "--json",
+        ],
+    )
+    .await;
     let v = run_ok(&o);
     let job_id = v["job_id"].as_str().unwrap();
-    let pods = pod_ips(&w);
     assert_eq!(pods.len(), 2, "the failed pod and its retry: {pods:?}");
     let mut seen = Vec::new();
     for attempt in [1, 2] {
         let host = record(&out, 0, attempt);
         let ips = check_hosts(std::slice::from_ref(&host), job_id, &CONFIGURED);
         let pod = host["HOSTNAME"].as_str().unwrap();
-        assert_eq!(ips, [pods[pod]], "the address of {pod}, its own");
+        let own = pods
+            .get(pod)
+            .unwrap_or_else(|| panic!("pod {pod} never seen: {pods:?}"));
+        assert_eq!(&ips[0], own, "the address of {pod}, its own");
         seen.push(ips[0]);
     }
     assert_ne!(seen[0], seen[1], "each attempt's pod has its own address");
@@ -232,29 +254,29 @@ async fn every_host_of_a_pathways_slice_sees_the_hosts_addresses_in_rank_order()
     let w = World::gke(WORK_PY).pyproject().pathways().start().await;
     let out = w.sandbox().path("seen");
     std::fs::create_dir_all(&out).unwrap();
-    let o = w
-        .kinetic_env(
-            &[
-                "run",
-                "work.py:seen",
-                "--arg",
-                &quoted(&out),
-                "--accelerator",
-                "v5litepod-16",
-                "--json",
-                "--no-cleanup",
-            ],
-            &CLUSTER_ENV,
-        )
-        .await;
+    let (o, pods) = run_watching_pods(
+        &w,
+        &[
+            "run",
+            "work.py:seen",
+            "--arg",
+            &quoted(&out),
+            "--accelerator",
+            "v5litepod-16",
+            "--json",
+        ],
+    )
+    .await;
     let v = run_ok(&o);
     let job_id = v["job_id"].as_str().unwrap();
     let hosts: Vec<Value> = (0..4).map(|rank| record(&out, rank, 1)).collect();
     let ips = check_hosts(&hosts, job_id, &CONFIGURED);
-    let pods = pod_ips(&w);
     for (rank, host) in hosts.iter().enumerate() {
         let pod = host["HOSTNAME"].as_str().unwrap();
-        assert_eq!(ips[rank], pods[pod], "host {rank} is pod {pod}");
+        let own = pods
+            .get(pod)
+            .unwrap_or_else(|| panic!("pod {pod} never seen: {pods:?}"));
+        assert_eq!(&ips[rank], own, "host {rank} is pod {pod}");
     }
     let distinct: std::collections::BTreeSet<&IpAddr> = ips.iter().collect();
     assert_eq!(distinct.len(), 4, "{ips:?}");

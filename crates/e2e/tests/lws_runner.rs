@@ -126,7 +126,20 @@ async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T
 async fn four_hosts_see_their_rank_and_the_same_hosts_and_the_leader_answers() {
     let world = World::new().await;
     let job = world.submit(vec![]).await;
+    // The pods' addresses as they run (a host that ended restarts, which
+    // recreates the group: the pods may be gone once the result is there).
+    let mut pod_ips = std::collections::BTreeMap::new();
     let result = wait_for("the leader's result", async || {
+        for p in world.cluster.objects("pods", "default") {
+            if let (Some(name), Some(ip)) = (
+                p["metadata"]["name"].as_str(),
+                p["status"]["podIP"].as_str(),
+            ) {
+                pod_ips
+                    .entry(name.to_owned())
+                    .or_insert_with(|| ip.to_owned());
+            }
+        }
         world.read(&job, "result.json").await
     })
     .await;
@@ -136,14 +149,13 @@ async fn four_hosts_see_their_rank_and_the_same_hosts_and_the_leader_answers() {
     // Each host's name (`LWS_LEADER_ADDRESS` and the workers' beside it)
     // resolved through the cluster's DNS: its pod's IP address.
     let name = format!("keras-pathways-{}", job.record.job_id.as_str());
-    let pods = world.cluster.objects("pods", "default");
     let addresses: Vec<String> = std::iter::once(format!("{name}-0"))
         .chain((1..4).map(|i| format!("{name}-0-{i}")))
         .map(|pod| {
-            let found = pods.iter().find(|p| p["metadata"]["name"] == pod.as_str());
-            let ip = found.and_then(|p| p["status"]["podIP"].as_str());
-            ip.unwrap_or_else(|| panic!("pod {pod} has no address: {pods:?}"))
-                .to_owned()
+            pod_ips
+                .get(&pod)
+                .unwrap_or_else(|| panic!("pod {pod} never had an address: {pod_ips:?}"))
+                .clone()
         })
         .collect();
     for (rank, info) in hosts.iter().enumerate() {
