@@ -899,7 +899,7 @@ def resolve_hosts(names, lookup=None, timeout=RESOLVE_TIMEOUT_SECONDS, clock=tim
             if name not in found:
                 try:
                     found[name] = _lookup_checked(lookup, name)
-                except OSError:
+                except (OSError, UnicodeError):  # a label IDNA refuses is no name either
                     pass
         missing = [name for name in names if name not in found]
         if not missing or clock() >= deadline:

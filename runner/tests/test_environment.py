@@ -174,6 +174,9 @@ class TopologyTests(RunnerTestCase):
         # A lookup that answers something other than an address is no answer.
         self.assertEqual(kr.resolve_hosts(["a"], lookup=lambda name: "a.example", timeout=0),
                          (["a"], ["a"]))
+        # A name the system resolver refuses to encode (a label over 63 characters).
+        long_name = "a" * 70 + ".b"
+        self.assertEqual(kr.resolve_hosts([long_name], timeout=0), ([long_name], [long_name]))
 
     def group_spec(self, **cluster):
         doc = {"accelerator": "v5litepod-16", "num_nodes": 4, "num_gpus_per_node": 0,
