@@ -287,11 +287,13 @@ async fn the_groups_names_resolve_to_its_pods_addresses() {
         .create(&PostParams::default(), &lws("job", 2, script))
         .await
         .unwrap();
-    let service = cluster
-        .objects("services", NS)
-        .into_iter()
-        .find(|s| s["metadata"]["name"] == "job")
-        .expect("the set's headless Service");
+    let service = wait_for("the set's headless Service", async || {
+        cluster
+            .objects("services", NS)
+            .into_iter()
+            .find(|s| s["metadata"]["name"] == "job")
+    })
+    .await;
     assert_eq!(
         service["spec"],
         json!({"clusterIP": "None", "selector": {"leaderworkerset.sigs.k8s.io/name": "job"},
