@@ -281,3 +281,51 @@ async fn every_host_of_a_pathways_slice_sees_the_hosts_addresses_in_rank_order()
     let distinct: std::collections::BTreeSet<&IpAddr> = ips.iter().collect();
     assert_eq!(distinct.len(), 4, "{ips:?}");
 }
+
+const GPUS_PY: &str = r#"
+import json
+import os
+
+
+def gpus():
+    return [os.environ.get(name) for name in
+            ("KINETIC_NUM_GPUS_PER_NODE", "SKYPILOT_NUM_GPUS_PER_NODE", "CUDA_VISIBLE_DEVICES")] + [
+        json.loads(os.environ["KINETIC_CLUSTER_INFO"])["num_gpus_per_node"]]
+"#;
+
+/// A local job holds the devices it was given: on a host whose stand-in
+/// `nvidia-smi` lists four GPUs, a two-GPU job counts its two, a CPU job none.
+#[test]
+fn a_local_job_counts_the_gpus_it_was_given() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new(GPUS_PY);
+    let list: String = (0..4)
+        .map(|i| format!("GPU {i}: NVIDIA A100 (UUID: GPU-{i:08x}-0000-0000-0000-000000000000)\n"))
+        .collect();
+    let smi = sb.write(
+        "bin/nvidia-smi",
+        &format!("#!/bin/sh\ncat <<'EOF'\n{list}EOF\n"),
+    );
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        sb.path("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let sb = sb.with_var("PATH", &path);
+    for (accelerator, expected) in [
+        ("a100x2", serde_json::json!(["2", "2", "0,1", 2])),
+        ("cpu", serde_json::json!(["0", "0", "", 0])),
+    ] {
+        let o = sb.kinetic(&[
+            "--json",
+            "run",
+            "--backend",
+            "local",
+            "work:gpus",
+            "--accelerator",
+            accelerator,
+        ]);
+        assert_eq!(run_ok(&o)["value"], expected, "{accelerator}");
+    }
+}
