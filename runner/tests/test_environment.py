@@ -4,6 +4,7 @@ result naming."""
 import json
 import os
 import unittest
+from unittest import mock
 
 from runner import kinetic_runner as kr
 from runner.tests.support import RunnerTestCase, data_ref, file_uri, function_entry
@@ -14,7 +15,7 @@ WORK = """\
 import os
 
 def kinetic_env():
-    return {k: v for k, v in os.environ.items() if k.startswith("KINETIC_")}
+    return {k: v for k, v in os.environ.items() if k.startswith(("KINETIC_", "SKYPILOT_"))}
 
 def secret_length(name):
     return len(os.environ[name])
@@ -25,6 +26,10 @@ def fail():
 def value():
     return float("nan")  # a non-leader never serialises its value
 """
+
+
+def _raise(name):
+    raise OSError("%s does not resolve" % name)
 
 
 class CapturedEnvTests(RunnerTestCase):
@@ -51,13 +56,16 @@ class CapturedEnvTests(RunnerTestCase):
         os.makedirs(volume)
         cluster = {"accelerator": "v5litepod-16", "num_nodes": 4, "num_gpus_per_node": 0,
                    "num_accelerators_per_node": 4,
-                   "node_ips": ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]}
+                   "node_ips": ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"],
+                   "cluster_name": "kinetic-cluster", "cloud": "GCP", "region": "us-central2",
+                   "zone": "us-central2-b"}
         run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster,
                            volumes=[{"mount_path": "/data", "data": data_ref(file_uri(volume), mount_path="/data")}],
                            env={"TPU_WORKER_ID": "0"})
         env = run.result["value"]
         info = json.loads(env.pop("KINETIC_CLUSTER_INFO"))
         volumes = json.loads(env.pop("KINETIC_VOLUMES"))
+        self.assertEqual(json.loads(env.pop("SKYPILOT_CLUSTER_INFO")), info)
         self.assertEqual(env, {
             "KINETIC_JOB_ID": "job-0a1b2c3d",
             "KINETIC_ATTEMPT": "1",
@@ -68,20 +76,45 @@ class CapturedEnvTests(RunnerTestCase):
             "KINETIC_NUM_GPUS_PER_NODE": "0",
             "KINETIC_NUM_ACCELERATORS_PER_NODE": "4",
             "KINETIC_TASK_ID": "job-0a1b2c3d",
+            "SKYPILOT_NODE_RANK": "0",
+            "SKYPILOT_NUM_NODES": "4",
+            "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2\n10.0.0.3\n10.0.0.4",
+            "SKYPILOT_NUM_GPUS_PER_NODE": "0",
+            "SKYPILOT_TASK_ID": "job-0a1b2c3d",
         })
-        self.assertEqual(info, {"job_id": "job-0a1b2c3d", "task_id": "job-0a1b2c3d", "node_rank": 0,
-                                "num_nodes": 4, "node_ips": cluster["node_ips"], "num_gpus_per_node": 0,
-                                "num_accelerators_per_node": 4, "accelerator": "v5litepod-16"})
+        self.assertEqual(info, {"cluster_name": "kinetic-cluster", "cloud": "GCP", "region": "us-central2",
+                                "zone": "us-central2-b", "job_id": "job-0a1b2c3d", "task_id": "job-0a1b2c3d",
+                                "node_rank": 0, "num_nodes": 4, "node_ips": cluster["node_ips"],
+                                "num_gpus_per_node": 0, "num_accelerators_per_node": 4,
+                                "accelerator": "v5litepod-16"})
         self.assertEqual(volumes, {"/data": self.path("mnt", "data")})
 
     def test_node_ips_set_by_the_backend_win(self):
-        cluster = {"accelerator": "l4", "num_nodes": 2, "num_gpus_per_node": 1, "node_ips": []}
+        cluster = {"accelerator": "l4", "num_nodes": 2, "num_gpus_per_node": 1, "node_ips": ["10.9.9.9"]}
         run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster,
-                           env={"KINETIC_NODE_IPS": "10.1.0.5\n10.1.0.6\n"})
+                           env={"KINETIC_NODE_IPS": "10.1.0.5\n 10.1.0.6\n"})
         env = run.result["value"]
-        self.assertEqual(env["KINETIC_NODE_IPS"], "10.1.0.5\n10.1.0.6\n")
+        self.assertEqual(env["KINETIC_NODE_IPS"], "10.1.0.5\n10.1.0.6")
+        self.assertEqual(env["SKYPILOT_NODE_IPS"], "10.1.0.5\n10.1.0.6")
         self.assertEqual(json.loads(env["KINETIC_CLUSTER_INFO"])["node_ips"], ["10.1.0.5", "10.1.0.6"])
         self.assertEqual(env["KINETIC_NUM_GPUS_PER_NODE"], "1")
+        # A value the job captured from the client is not the backend's.
+        run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster,
+                           env_names=["KINETIC_NODE_IPS"], env={"KINETIC_NODE_IPS": "10.1.0.5"})
+        self.assertEqual(run.result["value"]["KINETIC_NODE_IPS"], "10.9.9.9")
+
+    def test_a_local_job_counts_the_devices_it_was_given(self):
+        cluster = {"accelerator": "l4-2", "num_nodes": 1, "num_gpus_per_node": 2, "node_ips": [], "cloud": "local"}
+        for visible, gpus in (("0,1", "2"), ("3", "1"), ("", "0"), ("0,-1,2", "1")):
+            with self.subTest(visible=visible):
+                run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster,
+                                   env={"CUDA_VISIBLE_DEVICES": visible})
+                self.assertEqual(run.result["value"]["KINETIC_NUM_GPUS_PER_NODE"], gpus)
+                self.assertEqual(run.result["value"]["SKYPILOT_NUM_GPUS_PER_NODE"], gpus)
+        # Not given by the local backend: the accelerator's count.
+        run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=dict(cluster, cloud="GCP"),
+                           env={"CUDA_VISIBLE_DEVICES": "0"})
+        self.assertEqual(run.result["value"]["KINETIC_NUM_GPUS_PER_NODE"], "2")
 
 
 class TopologyTests(RunnerTestCase):
@@ -101,21 +134,56 @@ class TopologyTests(RunnerTestCase):
             with self.subTest(env=env):
                 self.assertEqual(kr.lws_host_addresses(env), [])
 
-    def test_every_host_of_a_group_sees_its_rank_and_the_same_hosts(self):
-        cluster = {"accelerator": "v5litepod-16", "num_nodes": 4, "num_gpus_per_node": 0,
-                   "num_accelerators_per_node": 4, "node_ips": []}
+    def test_every_host_of_a_group_sees_its_rank_and_the_same_addresses(self):
+        names = kr.lws_host_addresses(self.LWS)
+        table = {name: "10.4.0.%d" % (i + 7) for i, name in enumerate(names)}
         infos = []
-        for rank in range(4):
-            env = dict(self.LWS, LWS_WORKER_INDEX=str(rank), TPU_WORKER_ID="$(LWS_WORKER_INDEX)" if rank else str(rank))
-            run = self.run_job({"work.py": WORK.replace("def value", "def _unused")
-                                + "\ndef value():\n    import json\n    raise RuntimeError(os.environ['KINETIC_CLUSTER_INFO'])\n"},
-                               function_entry("value"), cluster=cluster, env=env)
-            name = "result.json" if rank == 0 else "result-worker-%d.json" % rank
-            infos.append(json.loads(run.read(name)["error"]["message"]))
+        with mock.patch.object(kr, "_lookup", lambda name: table[name] if name in table else _raise(name)):
+            for rank in range(4):
+                env = dict(self.LWS, LWS_WORKER_INDEX=str(rank))
+                infos.append(json.loads(kr.topology_env(self.group_spec(), rank, env)["KINETIC_CLUSTER_INFO"]))
         self.assertEqual([i["node_rank"] for i in infos], [0, 1, 2, 3])
-        self.assertEqual({json.dumps(i["node_ips"]) for i in infos}, {json.dumps(kr.lws_host_addresses(self.LWS))})
+        self.assertEqual({json.dumps(i["node_ips"]) for i in infos},
+                         {json.dumps(["10.4.0.7", "10.4.0.8", "10.4.0.9", "10.4.0.10"])})
         self.assertEqual({i["task_id"] for i in infos}, {"job-0a1b2c3d"})
         self.assertEqual({i["num_accelerators_per_node"] for i in infos}, {4})
+
+    def test_names_are_looked_up_again_until_they_all_resolve(self):
+        answers = {"a": ["10.0.0.1"], "b": [None, None, "10.0.0.2"]}
+
+        def lookup(name):
+            value = answers[name].pop(0) if len(answers[name]) > 1 else answers[name][0]
+            if value is None:
+                raise OSError("not yet")
+            return value
+        sleeps = []
+        got = kr.resolve_hosts(["a", "b", "10.0.0.3"], lookup=lookup, timeout=60, clock=lambda: 0.0,
+                               sleep=sleeps.append)
+        self.assertEqual(got, (["10.0.0.1", "10.0.0.2", "10.0.0.3"], []))
+        self.assertEqual(sleeps, [0.1, 0.2])
+
+    def test_names_that_never_resolve_stay_names_after_the_timeout(self):
+        now = [0.0]
+
+        def sleep(seconds):
+            now[0] += seconds
+        got = kr.resolve_hosts(["a", "b"], lookup=lambda name: "10.0.0.1" if name == "a" else _raise(name),
+                               timeout=5, clock=lambda: now[0], sleep=sleep)
+        self.assertEqual(got, (["10.0.0.1", "b"], ["b"]))
+        self.assertGreaterEqual(now[0], 5)
+        # A lookup that answers something other than an address is no answer.
+        self.assertEqual(kr.resolve_hosts(["a"], lookup=lambda name: "a.example", timeout=0),
+                         (["a"], ["a"]))
+        # A name the system resolver refuses to encode (a label over 63 characters).
+        long_name = "a" * 70 + ".b"
+        self.assertEqual(kr.resolve_hosts([long_name], timeout=0), ([long_name], [long_name]))
+
+    def group_spec(self, **cluster):
+        doc = {"accelerator": "v5litepod-16", "num_nodes": 4, "num_gpus_per_node": 0,
+               "num_accelerators_per_node": 4, "node_ips": []}
+        doc.update(cluster)
+        return kr.Spec({"job_id": "job-0a1b2c3d", "entrypoint": function_entry("value"), "cluster": doc,
+                        "context": {"uri": "file:///nonexistent/context.zip", "sha256": "0" * 64}})
 
     def test_a_spec_without_accelerators_per_node_reads_the_gpus(self):
         cluster = {"accelerator": "l4-2", "num_nodes": 1, "num_gpus_per_node": 2, "node_ips": []}
@@ -124,7 +192,8 @@ class TopologyTests(RunnerTestCase):
 
     def test_a_host_count_the_addresses_contradict_is_warned_about(self):
         cluster = {"accelerator": "cpu", "num_nodes": 2, "num_gpus_per_node": 0, "node_ips": []}
-        run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster, env=self.LWS)
+        run = self.run_job({"work.py": WORK}, function_entry("kinetic_env"), cluster=cluster,
+                           env={"KINETIC_NODE_IPS": "10.0.0.1\n10.0.0.2\n10.0.0.3\n10.0.0.4"})
         self.assertIn("4 host addresses for 2 hosts", run.stderr)
 
 

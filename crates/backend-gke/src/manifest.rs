@@ -67,17 +67,22 @@ pub fn job_manifest(job: &PreparedJob, options: &ManifestOptions) -> Job {
     }
 }
 
-/// The Job's pods: `restartPolicy: Never`, and the pod's name in
-/// `KINETIC_POD_NAME` (the downward API), which the runner keeps in the
+/// The Job's pods: `restartPolicy: Never`, and, through the downward API,
+/// the pod's name in `KINETIC_POD_NAME`, which the runner keeps in the
 /// marker by which it claims its attempt number (`KINETIC_ATTEMPT`): every
 /// attempt of a Job runs the same template, and a pod cannot ask the API
-/// server which attempt it is.
+/// server which attempt it is; and the pod's IP address (`status.podIP`)
+/// in [`NODE_IPS_ENV`], the address of the job's one host.
 fn job_pod_settings() -> PodSettings {
-    PodSettings::new("Never").with_env(vec![pod::field_env(
-        kinetic_core::budget::POD_NAME_ENV,
-        "metadata.name",
-    )])
+    PodSettings::new("Never").with_env(vec![
+        pod::field_env(kinetic_core::budget::POD_NAME_ENV, "metadata.name"),
+        pod::field_env(NODE_IPS_ENV, "status.podIP"),
+    ])
 }
+
+/// The variable that tells the runner the job's host addresses, one per
+/// line: a Job's one pod sets its own.
+pub const NODE_IPS_ENV: &str = "KINETIC_NODE_IPS";
 
 /// The pod failure policy that keeps infrastructure failures off the
 /// application budget: a pod the cluster disrupted (its `DisruptionTarget`

@@ -35,8 +35,9 @@
 //! - A job's environment is what a pod's would be, not the client's: the
 //!   host variables of [`HOST_ENV`] (where programs and the locale are, the
 //!   proxy), the variables a pod's spec sets (`KERAS_BACKEND`,
-//!   `JAX_PLATFORMS`, `JOB_ID`, `GCS_BUCKET`), [`LocalOptions::runner_env`],
-//!   and the job's captured variables, which win. Captured values go into
+//!   `JAX_PLATFORMS`, `JOB_ID`, `GCS_BUCKET`), its host's address
+//!   (`KINETIC_NODE_IPS=127.0.0.1`), [`LocalOptions::runner_env`], and the
+//!   job's captured variables, which win. Captured values go into
 //!   the child's environment only.
 //! - A run deadline ([`Deadlines::run`](kinetic_core::ports::Deadlines)) is
 //!   enforced by the supervisor: past it the job's whole process group is
@@ -448,8 +449,16 @@ impl LocalBackend {
     }
 }
 
+/// The variable that tells the runner its job's host addresses.
+const NODE_IPS_ENV: &str = "KINETIC_NODE_IPS";
+
+/// The address of a local job's one host (`KINETIC_NODE_IPS`): this host,
+/// as the job reaches it.
+pub const LOCAL_NODE_IP: &str = "127.0.0.1";
+
 /// A job's whole environment, in the order later entries win: the host's
-/// [`HOST_ENV`] variables, what a pod's spec sets, `runner_env`, the job's
+/// [`HOST_ENV`] variables, what a pod's spec sets, its host's address
+/// ([`LOCAL_NODE_IP`] in `KINETIC_NODE_IPS`), `runner_env`, the job's
 /// captured variables, then the devices it may see: none for a job
 /// without GPUs (`CUDA_VISIBLE_DEVICES=""`, and `NVIDIA_VISIBLE_DEVICES=none`
 /// where the host sets that, `nvidia_devices`); a GPU job's are set by its
@@ -470,6 +479,8 @@ fn job_env(
         ("JOB_ID".into(), record.job_id.to_string()),
         ("GCS_BUCKET".into(), record.bucket_name.clone()),
     ]);
+    // The job's one host is this one, as a pod's is its own address.
+    env.push((NODE_IPS_ENV.into(), LOCAL_NODE_IP.into()));
     env.extend(runner_env.iter().cloned());
     env.extend(
         job.env

@@ -13,7 +13,11 @@
 //!   tests): labels `app: kinetic-pathways` and `job-id`, `size` = the
 //!   slice's hosts, `restartPolicy: RecreateGroupOnPodRestart`, and in
 //!   every host `MEGASCALE_COORDINATOR_ADDRESS` (the leader),
-//!   `MEGASCALE_NUM_SLICES` and `TPU_WORKER_ID` (its index).
+//!   `MEGASCALE_NUM_SLICES` and `TPU_WORKER_ID` (its index). The hosts'
+//!   IP addresses (`KINETIC_NODE_IPS`) are no part of the manifest: each
+//!   host's runner resolves the group's DNS names (`LWS_LEADER_ADDRESS`
+//!   and the workers' beside it, published by the LeaderWorkerSet's
+//!   headless Service) when it starts, so every host lists the same.
 //! - [`status`]: LeaderWorkerSet + pods → `JobState`: one host failing
 //!   fails the slice, a preempted host with reason `preempted`.
 //! - Debug jobs: the debugger runs on the leader (host 0), reached through

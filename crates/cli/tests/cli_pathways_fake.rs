@@ -18,7 +18,7 @@ use sandbox::world::World;
 fn work_py(hosts: &Path) -> String {
     format!(
         r#"
-import json, os
+import json, os, socket
 
 HOSTS = {hosts:?}
 
@@ -32,6 +32,7 @@ def f():
         "node_ips": os.environ["KINETIC_NODE_IPS"],
         "coordinator": os.environ.get("MEGASCALE_COORDINATOR_ADDRESS"),
     }}
+    seen["coordinator_ip"] = socket.gethostbyname(seen["coordinator"])
     with open(os.path.join(HOSTS, "host-%d.json" % rank), "w") as out:
         json.dump(seen, out)
     return {{"leader_rank": rank}}
@@ -107,7 +108,7 @@ async fn a_multi_host_slice_runs_on_pathways_and_returns_the_leaders_value() {
     let ips: Vec<&str> = hosts[0]["node_ips"].as_str().unwrap().lines().collect();
     assert_eq!(ips.len(), 4, "{ips:?}");
     assert_eq!(
-        hosts[0]["coordinator"].as_str(),
+        hosts[0]["coordinator_ip"].as_str(),
         Some(ips[0]),
         "the leader coordinates"
     );

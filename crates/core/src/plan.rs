@@ -711,6 +711,35 @@ impl JobPlan {
     }
 }
 
+/// Where a job on `backend` runs, as `KINETIC_CLUSTER_INFO` tells it: the
+/// local backend's jobs run on this host (cluster and cloud `local`, no
+/// region or zone); every other backend's on the configured GKE cluster,
+/// in its zone and that zone's region. The host fields are left empty.
+pub fn cluster_facts(backend: &str, settings: &EngineSettings) -> ClusterInfo {
+    let empty = ClusterInfo {
+        accelerator: String::new(),
+        num_nodes: 0,
+        num_gpus_per_node: 0,
+        num_accelerators_per_node: 0,
+        node_ips: Vec::new(),
+        cluster_name: crate::protocol::CLOUD_LOCAL.to_owned(),
+        cloud: crate::protocol::CLOUD_LOCAL.to_owned(),
+        region: None,
+        zone: None,
+    };
+    if backend == crate::protocol::CLOUD_LOCAL {
+        return empty;
+    }
+    let zone = Some(settings.zone.clone()).filter(|z| !z.is_empty());
+    ClusterInfo {
+        cluster_name: settings.cluster.clone(),
+        cloud: crate::protocol::CLOUD_GCP.to_owned(),
+        region: zone.as_deref().and_then(ClusterInfo::region_of),
+        zone,
+        ..empty
+    }
+}
+
 /// Step 3: plan one job of a submission whose shared part is `shared`.
 ///
 /// The output directory is the spec's, else the settings', else
@@ -792,6 +821,7 @@ pub fn job(
             num_gpus_per_node: facts.accelerator.count().unwrap_or(0),
             num_accelerators_per_node: facts.accelerator.per_host(),
             node_ips: Vec::new(),
+            ..cluster_facts(facts.backend, settings)
         },
         extract_limits: settings.extract_limits,
         python_values: spec.python_values.clone(),

@@ -326,6 +326,43 @@ pub struct ClusterInfo {
     pub num_accelerators_per_node: u32,
     /// Host addresses, when the backend knows them at submit time.
     pub node_ips: Vec<String>,
+    /// The cluster the job runs on: the configured GKE cluster, or
+    /// `local` (absent in older specs: read as empty).
+    #[serde(default)]
+    pub cluster_name: String,
+    /// The cloud, as SkyPilot names it: `GCP`, or `local` for the local
+    /// backend (absent in older specs: the runner reads `GCP`).
+    #[serde(default = "default_cloud")]
+    pub cloud: String,
+    /// The cluster's region (`us-central1`); `None` locally.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// The cluster's zone (`us-central1-a`); `None` locally.
+    #[serde(default)]
+    pub zone: Option<String>,
+}
+
+/// The cloud of a spec that names none.
+fn default_cloud() -> String {
+    CLOUD_GCP.to_owned()
+}
+
+/// [`ClusterInfo::cloud`] of a job on Google Cloud (GKE, Pathways).
+pub const CLOUD_GCP: &str = "GCP";
+
+/// [`ClusterInfo::cloud`] (and [`ClusterInfo::cluster_name`]) of a job
+/// the local backend runs.
+pub const CLOUD_LOCAL: &str = "local";
+
+impl ClusterInfo {
+    /// The region of a GCP zone: the zone without its last `-` part
+    /// (`us-central1-a` → `us-central1`); `None` for a zone without one.
+    pub fn region_of(zone: &str) -> Option<String> {
+        zone.rsplit_once('-')
+            .map(|(region, _)| region)
+            .filter(|region| !region.is_empty())
+            .map(str::to_owned)
+    }
 }
 
 /// `result.json` (and `result-worker-{N}.json`): how a job ended.
@@ -558,6 +595,10 @@ mod tests {
                 num_gpus_per_node: 0,
                 num_accelerators_per_node: 0,
                 node_ips: vec![],
+                cluster_name: "kinetic-cluster".into(),
+                cloud: CLOUD_GCP.into(),
+                region: Some("us-central1".into()),
+                zone: Some("us-central1-a".into()),
             },
             python_values: None,
             debug: None,
@@ -579,8 +620,41 @@ mod tests {
         );
         assert_eq!(value["requirements"], Value::Null);
         assert_eq!(value["worker_result_uris"], json!([]));
+        assert_eq!(
+            value["cluster"],
+            json!({"accelerator": "cpu", "num_nodes": 1, "num_gpus_per_node": 0,
+                   "num_accelerators_per_node": 0, "node_ips": [],
+                   "cluster_name": "kinetic-cluster", "cloud": "GCP",
+                   "region": "us-central1", "zone": "us-central1-a"})
+        );
         let back: RunnerSpec = serde_json::from_value(value).unwrap();
         assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn an_older_spec_without_the_cluster_facts_reads_as_gcp_with_none() {
+        let cluster: ClusterInfo = serde_json::from_value(json!({"accelerator": "cpu",
+            "num_nodes": 1, "num_gpus_per_node": 0, "node_ips": []}))
+        .unwrap();
+        assert_eq!(
+            (cluster.cluster_name.as_str(), cluster.cloud.as_str()),
+            ("", "GCP")
+        );
+        assert_eq!((cluster.region, cluster.zone), (None, None));
+    }
+
+    #[test]
+    fn a_zones_region_is_the_zone_without_its_last_part() {
+        assert_eq!(
+            ClusterInfo::region_of("us-central1-a").as_deref(),
+            Some("us-central1")
+        );
+        assert_eq!(
+            ClusterInfo::region_of("europe-west4-b").as_deref(),
+            Some("europe-west4")
+        );
+        assert_eq!(ClusterInfo::region_of("local"), None);
+        assert_eq!(ClusterInfo::region_of("-a"), None);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The real runner on every host of a LeaderWorkerSet group of the fake
-//! cluster: 4 processes, each with its own rank and the same host list;
+//! cluster: 4 processes, each with its own rank and the same host list
+//! (the hosts' names resolved to their pods' addresses);
 //! the leader writes `result.json`, a failing worker its
 //! `result-worker-{N}.json`, which the client reads in host order; the
 //! failure recreates the whole group.
@@ -125,16 +126,37 @@ async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T
 async fn four_hosts_see_their_rank_and_the_same_hosts_and_the_leader_answers() {
     let world = World::new().await;
     let job = world.submit(vec![]).await;
+    // The pods' addresses as they run (a host that ended restarts, which
+    // recreates the group: the pods may be gone once the result is there).
+    let mut pod_ips = std::collections::BTreeMap::new();
     let result = wait_for("the leader's result", async || {
+        for p in world.cluster.objects("pods", "default") {
+            if let (Some(name), Some(ip)) = (
+                p["metadata"]["name"].as_str(),
+                p["status"]["podIP"].as_str(),
+            ) {
+                pod_ips
+                    .entry(name.to_owned())
+                    .or_insert_with(|| ip.to_owned());
+            }
+        }
         world.read(&job, "result.json").await
     })
     .await;
     assert!(result.success, "{result:?}");
     assert_eq!(result.host_index, 0);
     let hosts = world.hosts().await;
+    // Each host's name (`LWS_LEADER_ADDRESS` and the workers' beside it)
+    // resolved through the cluster's DNS: its pod's IP address.
     let name = format!("keras-pathways-{}", job.record.job_id.as_str());
-    let addresses: Vec<String> = std::iter::once(format!("{name}-0.{name}.default"))
-        .chain((1..4).map(|i| format!("{name}-0-{i}.{name}.default")))
+    let addresses: Vec<String> = std::iter::once(format!("{name}-0"))
+        .chain((1..4).map(|i| format!("{name}-0-{i}")))
+        .map(|pod| {
+            pod_ips
+                .get(&pod)
+                .unwrap_or_else(|| panic!("pod {pod} never had an address: {pod_ips:?}"))
+                .clone()
+        })
         .collect();
     for (rank, info) in hosts.iter().enumerate() {
         assert_eq!(info["node_rank"], rank, "{info}");

@@ -123,3 +123,59 @@ async fn settings_come_from_settings_never_from_the_environment() {
         home.display().to_string()
     );
 }
+
+/// `KINETIC_CLUSTER_INFO`'s cluster facts are the configured cluster's (its
+/// zone's region computed), on every backend but the local one, whose jobs
+/// run on this host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spec_names_the_configured_cluster_its_cloud_region_and_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let proj = home.join("proj");
+    project(&proj);
+    let store = MemoryStore::new();
+    let settings = EngineSettings::for_cluster("p", "europe-west4-b", "my-cluster", "default")
+        .with_home(&home)
+        .with_cwd(&proj);
+    let handle = engine(&store, settings.clone())
+        .submit(JobSpec::new(Entrypoint::parse("work:f").unwrap()))
+        .await
+        .unwrap();
+    let cluster = runner_spec(&store, &handle).await.cluster;
+    assert_eq!(
+        (
+            cluster.cluster_name.as_str(),
+            cluster.cloud.as_str(),
+            cluster.region.as_deref(),
+            cluster.zone.as_deref()
+        ),
+        (
+            "my-cluster",
+            "GCP",
+            Some("europe-west4"),
+            Some("europe-west4-b")
+        )
+    );
+    let local = Engine::builder()
+        .store(Arc::new(store.clone()))
+        .backend(Arc::new(FakeBackend::new("local", Arc::new(store.clone()))))
+        .default_backend("local")
+        .env_snapshot(hostile_env())
+        .settings(settings)
+        .build()
+        .unwrap();
+    let handle = local
+        .submit(JobSpec::new(Entrypoint::parse("work:f").unwrap()))
+        .await
+        .unwrap();
+    let cluster = runner_spec(&store, &handle).await.cluster;
+    assert_eq!(
+        (
+            cluster.cluster_name.as_str(),
+            cluster.cloud.as_str(),
+            cluster.region,
+            cluster.zone
+        ),
+        ("local", "local", None, None)
+    );
+}

@@ -268,6 +268,58 @@ async fn a_group_of_four_hosts_runs_with_the_controllers_names_labels_and_variab
     );
 }
 
+/// The controller's headless Service gives the group's pods DNS names,
+/// which their Python resolves to the pods' addresses (`status.podIP`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_groups_names_resolve_to_its_pods_addresses() {
+    let (cluster, client) = start().await;
+    cluster.install_leader_worker_set().unwrap();
+    let script = "import socket, time\n\
+        names = ['job-0.job.default', 'job-0-1.job.default.svc.cluster.local']\n\
+        for _ in range(200):\n\
+        \x20   try:\n\
+        \x20       print('ips', *[socket.gethostbyname(n) for n in names], flush=True)\n\
+        \x20       break\n\
+        \x20   except OSError:\n\
+        \x20       time.sleep(0.1)\n\
+        time.sleep(60)";
+    lws_api(&client)
+        .create(&PostParams::default(), &lws("job", 2, script))
+        .await
+        .unwrap();
+    let service = wait_for("the set's headless Service", async || {
+        cluster
+            .objects("services", NS)
+            .into_iter()
+            .find(|s| s["metadata"]["name"] == "job")
+    })
+    .await;
+    assert_eq!(
+        service["spec"],
+        json!({"clusterIP": "None", "selector": {"leaderworkerset.sigs.k8s.io/name": "job"},
+               "publishNotReadyAddresses": true})
+    );
+    let pods = wait_for("2 running pods", async || {
+        let pods = group_pods(&client, "job").await;
+        running(&pods, 2).then_some(pods)
+    })
+    .await;
+    let ips: Vec<String> = pods
+        .iter()
+        .map(|p| p.status.as_ref().unwrap().pod_ip.clone().unwrap())
+        .collect();
+    assert_ne!(ips[0], ips[1]);
+    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
+    for pod in ["job-0", "job-0-1"] {
+        let log = wait_for("the host's line", async || {
+            let log = api.logs(pod, &LogParams::default()).await.ok()?;
+            log.contains("ips").then_some(log)
+        })
+        .await;
+        assert_eq!(log.trim(), format!("ips {} {}", ips[0], ips[1]), "{pod}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_failing_pod_recreates_the_group_and_deleting_the_set_removes_its_pods() {
     let (cluster, client) = start().await;

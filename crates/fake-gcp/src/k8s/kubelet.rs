@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use super::PodScript;
 use super::b64;
+use super::dns;
 use super::events;
 use super::gcsfuse;
 use super::logs::{LogBook, container_name};
@@ -193,6 +194,10 @@ impl Kubelet {
         for pod in pods {
             self.step(store, &pod);
         }
+        // The cluster's DNS answers the addresses pods have now; a pod that
+        // looks a name up before its record is there asks again, as on a
+        // real cluster.
+        let _ = dns::publish(store, &self.config.root);
     }
 
     fn step(&self, store: &Store, pod: &Value) {
@@ -566,6 +571,9 @@ impl Kubelet {
                 }
             }
         }
+        // The cluster's names resolve in the container's Python (see `dns`).
+        let python_path =
+            dns::python_path(&self.config.root, env.get("PYTHONPATH").map(String::as_str));
         let mut argv: Vec<String> = Vec::new();
         for field in ["command", "args"] {
             for a in c.get(field).and_then(Value::as_array).into_iter().flatten() {
@@ -630,6 +638,9 @@ impl Kubelet {
             self.logs.starts(&rt.uid)
         ));
         let bin = self.image_bin()?;
+        dns::publish(store, &self.config.root)
+            .map_err(|e| SpawnError::Start(format!("the cluster's DNS records: {e}")))?;
+        env.insert("PYTHONPATH".to_owned(), python_path);
         let spec = ProcessSpec {
             argv: &argv,
             env: &env,

@@ -8,8 +8,10 @@
 //!   gets its group index and group key (leaders) or worker index (workers)
 //!   from its name, and the `LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE` and
 //!   `LWS_WORKER_INDEX` variables first in each container's environment.
-//! - **LeaderWorkerSet controller**: a leader StatefulSet `{lws}` (one pod
-//!   per group, `{lws}-{group}`), owned by the LeaderWorkerSet; its status
+//! - **LeaderWorkerSet controller**: a headless Service `{lws}` (the pods'
+//!   subdomain, publishing pods that are not ready yet) and a leader
+//!   StatefulSet `{lws}` (one pod per group, `{lws}-{group}`), both owned
+//!   by the LeaderWorkerSet; its status
 //!   (`replicas`, `readyReplicas`, `Available`/`Progressing`). A leader
 //!   StatefulSet the API server refuses (a pod template with
 //!   `restartPolicy: Never`, say) is told as a `FailedCreate` Warning on
@@ -284,6 +286,7 @@ pub(crate) fn reconcile(store: &Store) {
         if recreate_groups(store, &lws, &mine) {
             continue;
         }
+        ensure_headless_service(store, &lws);
         ensure_leader_set(store, &lws);
         for leader in mine.iter().filter(|p| is_leader(p) && !deleting(p)) {
             ensure_worker_set(store, &lws, leader);
@@ -331,6 +334,27 @@ fn pod_template(
     template["metadata"]["labels"] = merged(&template, "/metadata/labels", labels);
     template["metadata"]["annotations"] = merged(&template, "/metadata/annotations", annotations);
     template
+}
+
+/// The headless Service `{lws}` that gives the set's pods their DNS names
+/// (the StatefulSets name it as their `serviceName`, so it is the pods'
+/// subdomain): `clusterIP: None`, selecting the set's pods, publishing
+/// pods that are not ready yet, owned by the LeaderWorkerSet, as the
+/// controller makes it for the default subdomain policy (`Shared`).
+fn ensure_headless_service(store: &Store, lws: &Value) {
+    let (ns, name) = (ns_of(lws), name_of(lws));
+    if store.get("services", ns, name).is_ok() {
+        return;
+    }
+    let api_version = str_at(lws, "/apiVersion").unwrap_or("leaderworkerset.x-k8s.io/v1");
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": ns,
+                     "ownerReferences": owner("LeaderWorkerSet", api_version, lws)},
+        "spec": {"clusterIP": "None", "selector": {NAME_LABEL: name},
+                 "publishNotReadyAddresses": true},
+    });
+    let _ = store.create("services", ns, service);
 }
 
 fn ensure_leader_set(store: &Store, lws: &Value) {

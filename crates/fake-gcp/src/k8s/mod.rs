@@ -48,7 +48,12 @@
 //!   environment from the pod spec and its Secrets (`envFrom`) plus
 //!   [`FakeClusterConfig::env`]; [`PodScript`]s script other outcomes per
 //!   job. The **log server** serves each container's output as the pod's
-//!   log.
+//!   log. Each pod has its own loopback address (`status.podIP`, and the
+//!   downward API's `status.podIP`).
+//! - **Cluster DNS**: a pod with a hostname and a subdomain that a
+//!   headless Service selects is `{hostname}.{subdomain}.{namespace}.svc.cluster.local`
+//!   to the Python of every container (the records in a hosts file, read
+//!   by a `sitecustomize` module first on the container's `PYTHONPATH`).
 //!
 //! Modules: `api` (routes) over `store` (objects, versions, watches);
 //! `controller` (deletion, garbage collector, Job controller) and `kubelet`
@@ -69,6 +74,7 @@ mod auth;
 mod autoscaler;
 mod b64;
 mod controller;
+mod dns;
 mod events;
 mod gcsfuse;
 mod kubelet;
