@@ -18,7 +18,7 @@ use super::seconds;
 use crate::engine::{self, Invocation};
 use crate::error::{CliError, batch_error};
 use crate::render::progress::BatchProgress;
-use crate::render::{self, Output, emit, table};
+use crate::render::{self, BatchTally, Output, emit, table};
 
 /// Arguments of `kinetic batch`.
 #[derive(Debug, clap::Args)]
@@ -50,7 +50,8 @@ enum BatchCommand {
         #[arg(long)]
         no_cleanup: bool,
     },
-    /// Wait until every input settled, showing progress.
+    /// Wait until every input settled, showing progress; exits 1 when an
+    /// input failed or was never submitted (`batch resume` submits it).
     Wait {
         /// The group id.
         group_id: String,
@@ -113,23 +114,28 @@ async fn attach(engine: &Engine, group_id: &str) -> Result<BatchHandle, CliError
         .map_err(batch_error)?;
     let missing = batch.never_submitted();
     if !missing.is_empty() {
-        render::info(&never_submitted(&batch, &missing));
+        render::info(&render::never_submitted(&batch, &missing));
     }
     Ok(batch)
 }
 
-/// "12 of 30 inputs were never submitted (inputs 18, 19, …); resume with …".
-pub(crate) fn never_submitted(batch: &BatchHandle, missing: &[usize]) -> String {
-    let shown: Vec<String> = missing.iter().take(10).map(ToString::to_string).collect();
-    let more = if missing.len() > 10 { ", …" } else { "" };
-    format!(
-        "batch {}: {} of {} inputs were never submitted (inputs {}{more}); resume with `kinetic batch resume {}`",
-        batch.group_id(),
-        missing.len(),
-        batch.total(),
-        shown.join(", "),
-        batch.group_id()
-    )
+/// `batch wait`'s exit: 0 only when every input ended with a value; an
+/// input never submitted, or one that failed, fails the wait with the
+/// command that goes on from there.
+fn wait_outcome(batch: &BatchHandle, tally: &BatchTally) -> Result<(), CliError> {
+    let group = batch.group_id();
+    let missing = batch.never_submitted();
+    if !missing.is_empty() {
+        return Err(CliError::failed(render::never_submitted(batch, &missing)));
+    }
+    if tally.all_succeeded() {
+        return Ok(());
+    }
+    Err(CliError::failed(format!(
+        "batch {group}: {} of {} inputs ended without a value; `kinetic batch results {group}` shows why",
+        tally.counts.failures(),
+        tally.counts.total()
+    )))
 }
 
 /// Follow a batch and print every value, as `kinetic map` does.
@@ -239,7 +245,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
             BatchCommand::Status { group_id, jobs } => {
                 let batch = attach(&engine, group_id).await?;
                 let statuses = batch.statuses().await.map_err(batch_error)?;
-                let counts = batch.counts();
+                let tally = BatchTally::of(&batch);
                 if out.is_json() {
                     let list: Vec<serde_json::Value> = statuses
                         .iter()
@@ -257,11 +263,13 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                         "name": batch.name(),
                         "total": batch.total(),
                         "submission_complete": batch.is_submission_complete(),
-                        "counts": counts,
+                        "counts": tally.counts,
+                        "done": tally.done(),
+                        "never_submitted": tally.never_submitted,
                         "jobs": list,
                     }));
                 }
-                let mut text = format!("{}: {counts}\n", batch.group_id());
+                let mut text = format!("{}: {}\n", batch.group_id(), tally.text());
                 if *jobs {
                     let rows: Vec<Vec<String>> = statuses
                         .iter()
@@ -297,11 +305,17 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                 let followed = follow(&batch, &progress, timeout).await;
                 progress.finish();
                 followed?;
-                let counts = batch.counts();
+                let tally = BatchTally::of(&batch);
                 out.either(
-                    &json!({"group_id": batch.group_id(), "counts": counts}),
-                    &format!("{}: {counts}\n", batch.group_id()),
-                )
+                    &json!({
+                        "group_id": batch.group_id(),
+                        "counts": tally.counts,
+                        "done": tally.done(),
+                        "never_submitted": tally.never_submitted,
+                    }),
+                    &format!("{}: {}\n", batch.group_id(), tally.text()),
+                )?;
+                wait_outcome(&batch, &tally)
             }
             BatchCommand::Cancel { group_id } => {
                 let batch = attach(&engine, group_id).await?;
