@@ -11,6 +11,8 @@
 mod commands;
 mod engine;
 mod error;
+mod follow;
+mod interrupt;
 mod render;
 
 use std::process::ExitCode;
@@ -85,6 +87,12 @@ fn main() -> ExitCode {
         }
     };
     let out = Output::new(cli.json);
+    // Ctrl-C is the commands' from here on: each says what it leaves
+    // behind (`interrupt`). Without the listener it ends the process as
+    // the signal does.
+    if let Err(e) = interrupt::listen() {
+        render::warn(&e.to_string());
+    }
     // The one place the process's environment and working directory are read.
     let inv = Invocation::from_process(cli.profile.clone());
     let result = match &cli.command {

@@ -8,15 +8,13 @@
 
 use std::time::Duration;
 
-use kinetic_core::engine::{
-    AttachOptions, BatchHandle, BatchResultsOptions, BatchSummary, CleanupOptions, Engine,
-};
+use kinetic_core::engine::{AttachOptions, BatchHandle, BatchSummary, CleanupOptions, Engine};
 use serde_json::json;
 
-use super::map::follow;
 use super::seconds;
 use crate::engine::{self, Invocation};
 use crate::error::{CliError, batch_error};
+use crate::follow::{self, follow, follow_and_print};
 use crate::render::progress::BatchProgress;
 use crate::render::{self, BatchTally, Output, emit, table};
 
@@ -138,28 +136,6 @@ fn wait_outcome(batch: &BatchHandle, tally: &BatchTally) -> Result<(), CliError>
     )))
 }
 
-/// Follow a batch and print every value, as `kinetic map` does.
-pub(crate) async fn follow_and_print(
-    batch: &BatchHandle,
-    timeout: Option<Duration>,
-    no_cleanup: bool,
-    out: &Output,
-) -> Result<(), CliError> {
-    let progress = BatchProgress::new(batch);
-    let followed = follow(batch, &progress, timeout).await;
-    progress.finish();
-    followed?;
-    let items = batch
-        .results(
-            BatchResultsOptions::default()
-                .return_exceptions(true)
-                .cleanup(!no_cleanup),
-        )
-        .await
-        .map_err(batch_error)?;
-    render::batch_items(batch, &items, out)
-}
-
 fn list(batches: &[BatchSummary], out: &Output) -> Result<(), CliError> {
     if out.is_json() {
         return out.json(&json!({ "batches": batches }));
@@ -225,16 +201,14 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                 check_group_id(group_id)?;
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
                 let batch = engine.resume_batch(group_id).await.map_err(batch_error)?;
+                follow::on_ctrl_c(&batch, "kinetic batch results");
                 render::info(&format!(
                     "batch {}: resuming {} inputs",
                     batch.group_id(),
                     batch.total()
                 ));
                 if *detach {
-                    let progress = BatchProgress::new(&batch);
-                    let submitted = batch.wait_submitted(timeout).await;
-                    progress.finish();
-                    submitted.map_err(batch_error)?;
+                    follow::wait_submitted(&batch, timeout).await?;
                     return out.either(
                         &json!({"group_id": batch.group_id(), "total": batch.total()}),
                         &format!("{}\n", batch.group_id()),
@@ -296,11 +270,13 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
             } => {
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
                 let batch = attach(&engine, group_id).await?;
+                follow::on_ctrl_c(&batch, "kinetic batch results");
                 follow_and_print(&batch, timeout, *no_cleanup, out).await
             }
             BatchCommand::Wait { group_id, timeout } => {
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
                 let batch = attach(&engine, group_id).await?;
+                follow::on_ctrl_c(&batch, "kinetic batch wait");
                 let progress = BatchProgress::new(&batch);
                 let followed = follow(&batch, &progress, timeout).await;
                 progress.finish();

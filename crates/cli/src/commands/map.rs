@@ -3,17 +3,17 @@
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use kinetic_core::batch::InputMode;
-use kinetic_core::engine::{Arg, BatchError, BatchHandle, Entrypoint, JobSpec, MapOptions};
+use kinetic_core::engine::{Arg, Entrypoint, JobSpec, MapOptions};
 use serde_json::{Value, json};
 
 use super::run::{JobFlags, PathBase};
 use super::seconds;
 use crate::engine::{self, Invocation};
 use crate::error::{CliError, batch_error};
-use crate::render::progress::BatchProgress;
+use crate::follow;
+use crate::interrupt::{self, Stopped};
 use crate::render::{self, Output};
 
 /// Arguments of `kinetic map`.
@@ -171,35 +171,6 @@ fn map_options(args: &MapArgs) -> Result<MapOptions, CliError> {
     Ok(options)
 }
 
-/// Poll the counts into the bar until every input settled.
-pub(crate) async fn follow(
-    batch: &BatchHandle,
-    progress: &BatchProgress,
-    timeout: Option<Duration>,
-) -> Result<(), CliError> {
-    let deadline = timeout.map(|t| std::time::Instant::now() + t);
-    loop {
-        let counts = batch.status_counts().await.map_err(batch_error)?;
-        progress.show(&counts);
-        if counts.finished() == counts.total() {
-            return Ok(());
-        }
-        let wait = batch.wait(Some(Duration::from_secs(1)));
-        match wait.await {
-            Ok(()) => {}
-            Err(BatchError::Timeout { .. }) => {}
-            Err(e) => return Err(batch_error(e)),
-        }
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Err(CliError::failed(format!(
-                "timed out waiting for batch {}; it goes on: `kinetic batch results {}` collects it later",
-                batch.group_id(),
-                batch.group_id()
-            )));
-        }
-    }
-}
-
 pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let mut spec = build_spec(args, inv)?;
     let options = map_options(args)?;
@@ -210,23 +181,22 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
     let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let rt = engine::runtime()?;
+    interrupt::stage(|| Stopped::nothing_started("no input was submitted"));
     rt.block_on(async {
         let total = inputs.len();
-        let batch = engine
-            .map(spec, inputs, options)
-            .await
-            .map_err(batch_error)?;
+        let batch = interrupt::or_interrupt(async {
+            engine.map(spec, inputs, options).await.map_err(batch_error)
+        })
+        .await?;
+        follow::on_ctrl_c(&batch, "kinetic batch results");
         render::info(&format!("batch {}: {total} inputs", batch.group_id()));
         if args.detach {
-            let progress = BatchProgress::new(&batch);
-            let submitted = batch.wait_submitted(timeout).await;
-            progress.finish();
-            submitted.map_err(batch_error)?;
+            follow::wait_submitted(&batch, timeout).await?;
             return out.either(
                 &json!({"group_id": batch.group_id(), "total": total}),
                 &format!("{}\n", batch.group_id()),
             );
         }
-        super::batch::follow_and_print(&batch, timeout, args.no_cleanup, out).await
+        follow::follow_and_print(&batch, timeout, args.no_cleanup, out).await
     })
 }

@@ -79,9 +79,13 @@ pub(crate) fn notice(informational: bool, message: &str) {
     eprintln!("{level}: {message}");
 }
 
-/// A command's failure, on stderr.
+/// A command's failure, on stderr; an interruption is not an error and
+/// speaks for itself (`interrupted: …`).
 pub(crate) fn error(err: &CliError) {
-    eprintln!("error: {err}");
+    match err {
+        CliError::Interrupted(_) => eprintln!("{err}"),
+        _ => eprintln!("error: {err}"),
+    }
 }
 
 /// The traceback of a job that failed remotely, on stderr.
