@@ -17,7 +17,7 @@ mod render;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::engine::Invocation;
 use crate::render::Output;
@@ -75,6 +75,10 @@ enum Command {
     Pool(commands::pool::PoolCommandArgs),
     /// Check, before a first job, that everything a job needs is there.
     Doctor(commands::infra::DoctorArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    Completions(commands::completions::CompletionsArgs),
+    /// Print the manual page (roff), or write one per command with --out-dir.
+    Man(commands::man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +117,8 @@ fn main() -> ExitCode {
         Command::Status(args) => commands::infra::status(args, &inv, &out),
         Command::Pool(args) => commands::pool::run(args, &inv, &out),
         Command::Doctor(args) => commands::infra::doctor(args, &inv, &out),
+        Command::Completions(args) => commands::completions::run(args, Cli::command()),
+        Command::Man(args) => commands::man::run(args, Cli::command(), &inv, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
