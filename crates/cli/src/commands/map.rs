@@ -5,15 +5,19 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use kinetic_core::batch::InputMode;
-use kinetic_core::engine::{Arg, Entrypoint, JobSpec, MapOptions};
+use std::sync::Arc;
+
+use kinetic_core::engine::{Arg, Entrypoint, JobSpec, MapOptions, ProgressEvent, SubmitOptions};
 use serde_json::{Value, json};
 
 use super::run::{JobFlags, PathBase};
 use super::seconds;
 use crate::engine::{self, Invocation};
-use crate::error::{CliError, batch_error};
+use crate::error::{CliError, batch_error, engine_error};
 use crate::follow;
 use crate::interrupt::{self, Stopped};
+use crate::render::preview::BatchShape;
+use crate::render::progress::Progress;
 use crate::render::{self, Output};
 
 /// Arguments of `kinetic map`.
@@ -64,6 +68,11 @@ pub(crate) struct MapArgs {
     /// Print the group id once every input is submitted, and return.
     #[arg(long)]
     detach: bool,
+    /// Print the plan (where the jobs run, the image, the uploads, the
+    /// objects each job writes) and change nothing: nothing is uploaded,
+    /// built or submitted.
+    #[arg(long, conflicts_with = "detach")]
+    dry_run: bool,
     /// Stop waiting after this many seconds (the batch goes on).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
@@ -182,6 +191,23 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
     let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let rt = engine::runtime()?;
     interrupt::stage(|| Stopped::nothing_started("no input was submitted"));
+    if args.dry_run {
+        let progress = Progress::new();
+        let p = progress.clone();
+        let submit = SubmitOptions::with_progress(Arc::new(move |e: &ProgressEvent| p.event(e)));
+        let preview = rt.block_on(interrupt::or_interrupt(async {
+            engine
+                .preview_map(&spec, submit)
+                .await
+                .map_err(engine_error)
+        }));
+        progress.finish();
+        let shape = BatchShape {
+            inputs: inputs.len(),
+            max_concurrent: (args.max_concurrent > 0).then_some(args.max_concurrent),
+        };
+        return render::preview::plan(&preview?, engine.settings(), Some(shape), out);
+    }
     rt.block_on(async {
         let total = inputs.len();
         let batch = interrupt::or_interrupt(async {

@@ -49,6 +49,10 @@ pub(crate) struct RunArgs {
     /// Print the job id and return once it is submitted.
     #[arg(long)]
     detach: bool,
+    /// Print the plan (where it runs, the image, the uploads, the objects
+    /// it writes) and change nothing: nothing is uploaded, built or submitted.
+    #[arg(long, conflicts_with = "detach")]
+    dry_run: bool,
     /// Stop waiting after this many seconds (the job keeps running).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
@@ -415,6 +419,15 @@ pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), 
     let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let progress = Progress::new();
     let rt = engine::runtime()?;
+    if args.dry_run {
+        let p = progress.clone();
+        let options = SubmitOptions::with_progress(Arc::new(move |e: &ProgressEvent| p.event(e)));
+        let preview = rt.block_on(interrupt::or_interrupt(async {
+            engine.preview(&spec, options).await.map_err(engine_error)
+        }));
+        progress.finish();
+        return render::preview::plan(&preview?, engine.settings(), None, out);
+    }
     interrupt::stage(|| Stopped::nothing_started("no job was submitted"));
     rt.block_on(async {
         let p = progress.clone();

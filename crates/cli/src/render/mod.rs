@@ -1,10 +1,11 @@
 //! Everything the commands print: data on stdout (text for people, JSON
 //! with `--json`), warnings and the job's own output on stderr, tables,
-//! the progress displays ([`progress`]), and what the infrastructure
-//! commands print ([`infra`]). Commands print through here
+//! the progress displays ([`progress`]), what the infrastructure
+//! commands print ([`infra`]) and the plan of a dry run ([`preview`]). Commands print through here
 //! and nowhere else.
 
 pub(crate) mod infra;
+pub(crate) mod preview;
 pub(crate) mod progress;
 
 use std::io::Write;

@@ -49,7 +49,9 @@ pub use batch::{
 pub use error::EngineError;
 pub use handle::{CleanupOptions, JobHandle, LogCallback, ResultOptions, StatusCallback};
 pub use spec::{Arg, Data, DataSource, Entrypoint, JobSpec, SpecError};
-pub use submit::{ProgressCallback, ProgressEvent, SubmitOptions};
+pub use submit::{
+    ImagePreview, ProgressCallback, ProgressEvent, SubmitOptions, SubmitPreview, UploadPreview,
+};
 
 /// What the engine needs to know about where jobs go and how the user's
 /// project is found: the part of [`crate::settings::Settings`] the engine
@@ -355,6 +357,28 @@ impl Engine {
         options: SubmitOptions,
     ) -> Result<JobHandle, EngineError> {
         submit::submit(&self.inner, spec, options).await
+    }
+
+    /// What submitting `spec` would do (backend, image, uploads, the job's
+    /// objects), worked out without doing any of it: nothing is uploaded,
+    /// built, written or submitted.
+    pub async fn preview(
+        &self,
+        spec: &JobSpec,
+        options: SubmitOptions,
+    ) -> Result<SubmitPreview, EngineError> {
+        submit::preview(&self.inner, spec, &options, false).await
+    }
+
+    /// [`Engine::preview`] for the children of a batch ([`Engine::map`]):
+    /// the shared uploads go under the batch's folder, and each child
+    /// writes the job objects shown.
+    pub async fn preview_map(
+        &self,
+        spec: &JobSpec,
+        options: SubmitOptions,
+    ) -> Result<SubmitPreview, EngineError> {
+        submit::preview(&self.inner, spec, &options, true).await
     }
 
     /// Submit, wait and return the value (streaming logs when asked in `options`).
