@@ -472,3 +472,64 @@ async fn ctrl_c_in_up_says_what_goes_on_in_the_cloud_and_to_run_it_again() {
         vec![("fake".to_owned(), "PROVISIONING".to_owned())]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_in_pool_add_says_the_pool_goes_on_and_to_run_it_again() {
+    let w = World::project("def f():\n    return 1\n")
+        .new_project(Duration::from_secs(2))
+        .start()
+        .await;
+    let o = w.kinetic(&["up", "--yes"]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (cloud, sb) = (w.cloud(), w.sandbox().with_env(w.sandbox().env().to_vec()));
+    let before = cloud.apis().node_pools("fake").len();
+    let mut add = tokio::task::spawn_blocking(move || {
+        Running::piped(&sb, &["pool", "add", "--accelerator", "l4", "--yes"])
+    })
+    .await
+    .unwrap();
+    let started = Instant::now();
+    while cloud.apis().node_pools("fake").len() == before {
+        assert!(
+            started.elapsed() < COMMAND_LIMIT && add.child.try_wait().unwrap().is_none(),
+            "the pool never started: {}",
+            add.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let seen = add.wait_for("create node pool gpu-l4-");
+    let step = seen
+        .lines()
+        .rfind(|l| l.contains("create node pool gpu-l4-"))
+        .and_then(|l| l.strip_prefix('['))
+        .and_then(|l| l.split_once(']'))
+        .map(|(n, _)| n.to_owned())
+        .unwrap_or_else(|| panic!("no step line: {seen}"));
+    let (index, total) = step.split_once('/').unwrap();
+    add.sigint();
+    let (code, seen, _) = tokio::task::spawn_blocking(move || add.finish())
+        .await
+        .unwrap();
+    assert_eq!(code, Some(130), "{seen}");
+    let line = interrupted_line(&seen);
+    let rest = if index == total {
+        format!("step {total} of {total} was not finished")
+    } else {
+        format!("steps {index} to {total} of {total} were not finished (what was done stays done)")
+    };
+    assert!(
+        line.starts_with(&format!(
+            "interrupted: what the cloud started for step {index}/{total} (create node pool gpu-l4-"
+        )) && line.ends_with(&format!(
+            ") goes on there; {rest}; run `kinetic pool add --accelerator l4 --yes` again"
+        )),
+        "{line}"
+    );
+    let pools = cloud.apis().node_pools("fake");
+    assert!(
+        pools
+            .iter()
+            .any(|(name, status)| name.starts_with("gpu-l4-") && status == "PROVISIONING"),
+        "the pool goes on: {pools:?}"
+    );
+}
