@@ -144,6 +144,8 @@ impl From<Stopped> for CliError {
 type Stage = Arc<dyn Fn() -> Stopped + Send + Sync>;
 
 struct Listener {
+    /// This command line, as the user would type it again.
+    command: String,
     stage: Mutex<Option<Stage>>,
     /// Counts the Ctrl-Cs passed to waits in [`or_interrupt`].
     pressed: watch::Sender<u64>,
@@ -179,8 +181,9 @@ impl Listener {
 }
 
 /// Listen for Ctrl-C (SIGINT) from now on, on a thread of its own, for
-/// the rest of the process. Once it returns, a Ctrl-C is caught.
-pub(crate) fn listen() -> Result<(), CliError> {
+/// the rest of the process. Once it returns, a Ctrl-C is caught. `args`
+/// are the process's arguments, for the messages that name this command.
+pub(crate) fn listen(args: Vec<String>) -> Result<(), CliError> {
     if LISTENER.get().is_some() {
         return Ok(());
     }
@@ -209,6 +212,7 @@ pub(crate) fn listen() -> Result<(), CliError> {
                         }
                     };
                 let listener = LISTENER.get_or_init(|| Listener {
+                    command: command_line(&args),
                     stage: Mutex::new(None),
                     pressed: watch::channel(0).0,
                 });
@@ -260,8 +264,15 @@ pub(crate) async fn or_interrupt<T>(
 /// The command line this process was started with, as a user would type
 /// it again (`kinetic map work:f --inputs in.jsonl`).
 pub(crate) fn this_command() -> String {
+    LISTENER
+        .get()
+        .map_or_else(|| "kinetic".to_owned(), |l| l.command.clone())
+}
+
+/// `kinetic` and `args` but the first (the program), quoted where needed.
+fn command_line(args: &[String]) -> String {
     let mut words = vec!["kinetic".to_owned()];
-    words.extend(std::env::args().skip(1).map(|a| shell_word(&a)));
+    words.extend(args.iter().skip(1).map(|a| shell_word(a)));
     words.join(" ")
 }
 
@@ -296,6 +307,22 @@ mod tests {
         assert_eq!(
             again.message(),
             "interrupted: nothing was changed; the plan was not carried out; run `kinetic up --yes` again"
+        );
+    }
+
+    #[test]
+    fn the_command_line_is_given_back_as_typed() {
+        let args = [
+            "/usr/bin/kinetic",
+            "run",
+            "work:f",
+            "--kwargs",
+            "{\"a\": 1}",
+        ];
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        assert_eq!(
+            command_line(&args),
+            "kinetic run work:f --kwargs '{\"a\": 1}'"
         );
     }
 

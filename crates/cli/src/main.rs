@@ -94,7 +94,10 @@ fn main() -> ExitCode {
     // Ctrl-C is the commands' from here on: each says what it leaves
     // behind (`interrupt`). Without the listener it ends the process as
     // the signal does.
-    if let Err(e) = interrupt::listen() {
+    let args = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Err(e) = interrupt::listen(args) {
         render::warn(&e.to_string());
     }
     // The one place the process's environment and working directory are read.
