@@ -64,6 +64,7 @@ pub(crate) async fn wait_submitted(
     timeout: Option<Duration>,
 ) -> Result<(), CliError> {
     let progress = BatchProgress::new(batch);
+    progress.say("submitting");
     let submitted =
         interrupt::or_interrupt(async { batch.wait_submitted(timeout).await.map_err(batch_error) })
             .await;

@@ -170,8 +170,9 @@ impl Listener {
             return;
         }
         if std::io::stderr().is_terminal() {
-            // Off the line a spinner may be drawing.
-            let _ = std::io::stderr().write_all(b"\r\x1b[2K");
+            // Past the `^C` the terminal echoed (after a prompt, say): no
+            // spinner is drawn here, the waits that draw one end above.
+            let _ = std::io::stderr().write_all(b"\n");
         }
         if let Some(stopped) = self.stopped() {
             let _ = writeln!(std::io::stderr(), "{}", stopped.message());

@@ -423,6 +423,11 @@ async fn ctrl_c_in_up_says_what_goes_on_in_the_cloud_and_to_run_it_again() {
     };
     let (code, seen, _) = prompt;
     assert_eq!(code, Some(130), "{seen}");
+    // The question stays on the screen, the answer under it.
+    assert!(
+        seen.contains("Carry out this plan? [y/N] ^C\r\ninterrupted: "),
+        "{seen:?}"
+    );
     assert_eq!(
         interrupted_line(&seen),
         "interrupted: nothing was changed; the plan was not carried out; run `kinetic up` again"

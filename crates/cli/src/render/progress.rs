@@ -284,6 +284,13 @@ impl BatchProgress {
         }
     }
 
+    /// A word on what is waited for, before the first counts come.
+    pub(crate) fn say(&self, message: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(message.to_owned());
+        }
+    }
+
     pub(crate) fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
