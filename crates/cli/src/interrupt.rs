@@ -19,7 +19,7 @@ use std::future::Future;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use kinetic_core::engine::BatchHandle;
+use kinetic_core::engine::{BatchHandle, ProgressEvent};
 use tokio::sync::watch;
 
 use crate::error::CliError;
@@ -89,6 +89,16 @@ impl Stopped {
     /// not done, and this very command does it.
     pub(crate) fn nothing_started(not_done: impl Into<String>) -> Self {
         Self::new("nothing runs", not_done, PickUp::Again(this_command()))
+    }
+
+    /// While a submission resolves its image: no job runs, but an image
+    /// build it started goes on in the cloud.
+    fn building(not_done: &str) -> Self {
+        Self::new(
+            "no job runs, but an image build it started goes on in the cloud (the next submission reuses the image)",
+            not_done,
+            PickUp::Again(this_command()),
+        )
     }
 
     /// A job this process no longer waits for.
@@ -241,6 +251,17 @@ pub(crate) fn stage(say: impl Fn() -> Stopped + Send + Sync + 'static) {
             .stage
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(say));
+    }
+}
+
+/// Follow a submission's steps before any job exists (`not_done` says
+/// what was not submitted): while its image is resolved, and a build may
+/// run, a Ctrl-C says so.
+pub(crate) fn on_submit_step(event: &ProgressEvent, not_done: &'static str) {
+    match event {
+        ProgressEvent::ResolvingImage => stage(move || Stopped::building(not_done)),
+        ProgressEvent::ImageReady { .. } => stage(move || Stopped::nothing_started(not_done)),
+        _ => {}
     }
 }
 

@@ -13,6 +13,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kinetic_fake_gcp::cloudbuild::BuildSchedule;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use sandbox::world::World;
@@ -537,4 +538,40 @@ async fn ctrl_c_in_pool_add_says_the_pool_goes_on_and_to_run_it_again() {
             .any(|(name, status)| name.starts_with("gpu-l4-") && status == "PROVISIONING"),
         "the pool goes on: {pools:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_in_run_while_its_image_builds_says_the_build_goes_on_and_no_job_runs() {
+    let w = World::project("def square(x):\n    return x * x\n")
+        .file("requirements.txt", "six==1.16.0\n")
+        .start()
+        .await;
+    let cloud = w.cloud();
+    cloud
+        .cloud_build()
+        .set_schedule(BuildSchedule::never_finishes());
+    let sb = w.sandbox().with_env(w.sandbox().env().to_vec());
+    let args = ["run", "work.py:square", "--arg", "7", "--backend", "gke"];
+    let mut run = tokio::task::spawn_blocking(move || Running::piped(&sb, &args))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while cloud.cloud_build().builds_created() == 0 {
+        assert!(
+            started.elapsed() < COMMAND_LIMIT && run.child.try_wait().unwrap().is_none(),
+            "no build started: {}",
+            run.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    run.sigint();
+    let (code, seen, out) = tokio::task::spawn_blocking(move || run.finish())
+        .await
+        .unwrap();
+    assert_eq!((code, out.as_str()), (Some(130), ""), "{seen}");
+    assert_eq!(
+        interrupted_line(&seen),
+        "interrupted: no job runs, but an image build it started goes on in the cloud (the next submission reuses the image); no job was submitted; run `kinetic run work.py:square --arg 7 --backend gke` again"
+    );
+    assert_eq!(w.cluster().calls().count("create", "jobs.batch"), 0);
 }

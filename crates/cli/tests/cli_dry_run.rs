@@ -71,6 +71,25 @@ fn dry_run_on_the_local_backend_prints_the_plan_and_writes_nothing() {
     let context = plan["plan"]["uploads"][0]["uri"].as_str().unwrap();
     assert!(context.contains("/_groups/grp-"), "{plan}");
 
+    // The inputs' data is part of the plan, uploaded once for the batch.
+    let o = sb.kinetic(&[
+        "map",
+        "work:square",
+        "--input-data",
+        "data",
+        "data/a.txt",
+        "--dry-run",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan = stdout(&o);
+    for want in [
+        "2 (one per input, at most 64 at once)",
+        "data ",
+        "data/a.txt ",
+    ] {
+        assert!(plan.contains(want), "{want:?} missing from:\n{plan}");
+    }
+
     // Nothing in the store, no job on the backend.
     assert_eq!(files(&store), Vec::<String>::new());
     assert_eq!(files(&sb.path("local/jobs")), Vec::<String>::new());

@@ -195,9 +195,16 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
         let progress = Progress::new();
         let p = progress.clone();
         let submit = SubmitOptions::with_progress(Arc::new(move |e: &ProgressEvent| p.event(e)));
+        // The inputs' data is uploaded with the batch's shared part.
+        let mut with_inputs = spec.clone();
+        for input in &inputs {
+            if matches!(input, Arg::Data(_)) && !with_inputs.args.contains(input) {
+                with_inputs = with_inputs.arg(input.clone());
+            }
+        }
         let preview = rt.block_on(interrupt::or_interrupt(async {
             engine
-                .preview_map(&spec, submit)
+                .preview_map(&with_inputs, submit)
                 .await
                 .map_err(engine_error)
         }));
@@ -208,12 +215,22 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
         };
         return render::preview::plan(&preview?, engine.settings(), Some(shape), out);
     }
+    // Preparing (hashing, uploading, the image) shows on a terminal, and
+    // a Ctrl-C meanwhile says whether an image build goes on.
+    let progress = Progress::new();
+    let p = progress.clone();
+    let options = options.progress(Arc::new(move |e: &ProgressEvent| {
+        interrupt::on_submit_step(e, "no input was submitted");
+        p.event(e);
+    }));
     rt.block_on(async {
         let total = inputs.len();
         let batch = interrupt::or_interrupt(async {
             engine.map(spec, inputs, options).await.map_err(batch_error)
         })
-        .await?;
+        .await;
+        progress.finish();
+        let batch = batch?;
         follow::on_ctrl_c(&batch, "kinetic batch results");
         render::info(&format!("batch {}: {total} inputs", batch.group_id()));
         if args.detach {

@@ -432,6 +432,7 @@ pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), 
     rt.block_on(async {
         let p = progress.clone();
         let submit_options = SubmitOptions::with_progress(Arc::new(move |event: &ProgressEvent| {
+            interrupt::on_submit_step(event, "no job was submitted");
             if let ProgressEvent::Submitting { job_id, backend } = event {
                 // From here the backend may hold the job.
                 let (job_id, backend) = (job_id.clone(), backend.clone());
