@@ -17,6 +17,11 @@ import sys
 assert sys.version_info >= (3, 9), f"python3 >= 3.9 needed, found {sys.version}"
 print("python3", sys.version.split()[0])
 PY
+# The CLI's terminal tests type ^C into a terminal script(1) makes, and
+# its manual page is rendered with man(1).
+if ! command -v script >/dev/null 2>&1 || ! command -v man >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq bsdutils man-db >/dev/null
+fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version
 

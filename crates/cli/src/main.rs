@@ -11,11 +11,13 @@
 mod commands;
 mod engine;
 mod error;
+mod follow;
+mod interrupt;
 mod render;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::engine::Invocation;
 use crate::render::Output;
@@ -73,6 +75,10 @@ enum Command {
     Pool(commands::pool::PoolCommandArgs),
     /// Check, before a first job, that everything a job needs is there.
     Doctor(commands::infra::DoctorArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    Completions(commands::completions::CompletionsArgs),
+    /// Print the manual page (roff), or write one per command with --out-dir.
+    Man(commands::man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +91,15 @@ fn main() -> ExitCode {
         }
     };
     let out = Output::new(cli.json);
+    // Ctrl-C is the commands' from here on: each says what it leaves
+    // behind (`interrupt`). Without the listener it ends the process as
+    // the signal does.
+    let args = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Err(e) = interrupt::listen(args) {
+        render::warn(&e.to_string());
+    }
     // The one place the process's environment and working directory are read.
     let inv = Invocation::from_process(cli.profile.clone());
     let result = match &cli.command {
@@ -105,6 +120,8 @@ fn main() -> ExitCode {
         Command::Status(args) => commands::infra::status(args, &inv, &out),
         Command::Pool(args) => commands::pool::run(args, &inv, &out),
         Command::Doctor(args) => commands::infra::doctor(args, &inv, &out),
+        Command::Completions(args) => commands::completions::run(args, Cli::command()),
+        Command::Man(args) => commands::man::run(args, Cli::command(), &inv, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -292,3 +292,74 @@ fn inputs_no_job_is_known_for_are_named_at_once() {
         "no command waits on inputs it cannot find"
     );
 }
+
+#[test]
+fn batch_wait_fails_and_status_does_not_count_inputs_never_submitted_as_done() {
+    let w = World::new();
+    let mut args = map_args();
+    args.push("--detach");
+    let o = w.kinetic(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let group = stdout(&o).trim().to_owned();
+    let o = w.kinetic(&["batch", "results", &group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // As a map stopped after three submissions leaves it: the manifest
+    // names three jobs, and no job exists for the other inputs.
+    let path = w.groups().join(&group).join("manifest.json");
+    let mut manifest = w.manifest(&group);
+    let children = manifest["children"].as_array().expect("children").clone();
+    // Inputs 0, 1 and 2 keep their jobs (the manifest lists them in the
+    // order they were submitted).
+    let (kept, lost): (Vec<Value>, Vec<Value>) = children
+        .into_iter()
+        .partition(|c| c["group_index"].as_u64().expect("a child's group_index") < 3);
+    assert_eq!(kept.len(), 3, "{manifest}");
+    for child in &lost {
+        let id = child["job_id"].as_str().expect("a child's job_id");
+        fs::remove_dir_all(w.home.join("store").join(id)).expect("remove a child's objects");
+    }
+    manifest["children"] = Value::Array(kept);
+    manifest
+        .as_object_mut()
+        .unwrap()
+        .remove("submission_complete");
+    fs::write(&path, manifest.to_string()).expect("write");
+
+    let o = w.kinetic(&["batch", "status", &group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("{group}: 3/{INPUTS} done: 3 succeeded; 7 never submitted\n")
+    );
+    let o = w.kinetic(&["batch", "status", &group, "--json"]);
+    let status: Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert_eq!(
+        (&status["done"], &status["never_submitted"]),
+        (&Value::from(3), &Value::from(7)),
+        "{status}"
+    );
+
+    let o = w.kinetic(&["batch", "wait", &group]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("{group}: 3/{INPUTS} done: 3 succeeded; 7 never submitted\n")
+    );
+    assert!(
+        stderr(&o).contains(&format!(
+            "error: batch {group}: 7 of {INPUTS} inputs were never submitted (inputs 3, 4, 5, 6, 7, 8, 9); resume with `kinetic batch resume {group}`"
+        )),
+        "{}",
+        stderr(&o)
+    );
+
+    // Resumed, the batch is done, and the wait says so.
+    let o = w.kinetic(&["batch", "resume", &group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = w.kinetic(&["batch", "wait", &group]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("{group}: {INPUTS}/{INPUTS} done: {INPUTS} succeeded\n")
+    );
+}

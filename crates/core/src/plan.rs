@@ -192,8 +192,8 @@ pub fn requirements_mode(mode: &ImageMode) -> RequirementsMode {
 }
 
 /// The image a job runs in.
+// Exhaustive on purpose: the engine matches every variant.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum ImageChoice {
     /// The backend needs no image.
     None,

@@ -102,7 +102,9 @@ pub use kinetic_core::spec::{Arg, Data, DataSource, Entrypoint, JobSpec, SpecErr
 pub use layers::{
     FaultPlan, FaultyBackend, FaultyImageBuilder, FaultyStore, LazyImageBuilder, RetryBackend,
 };
-pub use submit::{ProgressCallback, ProgressEvent, SubmitOptions};
+pub use submit::{
+    ImagePreview, ProgressCallback, ProgressEvent, SubmitOptions, SubmitPreview, UploadPreview,
+};
 
 pub(crate) struct EngineInner {
     pub(crate) settings: EngineSettings,
@@ -324,6 +326,28 @@ impl Engine {
         options: SubmitOptions,
     ) -> Result<JobHandle, EngineError> {
         submit::submit(&self.inner, spec, options).await
+    }
+
+    /// What submitting `spec` would do (backend, image, uploads, the job's
+    /// objects), worked out without doing any of it: nothing is uploaded,
+    /// built, written or submitted.
+    pub async fn preview(
+        &self,
+        spec: &JobSpec,
+        options: SubmitOptions,
+    ) -> Result<SubmitPreview, EngineError> {
+        submit::preview(&self.inner, spec, &options, false).await
+    }
+
+    /// [`Engine::preview`] for the children of a batch ([`Engine::map`]):
+    /// the shared uploads go under the batch's folder, and each child
+    /// writes the job objects shown.
+    pub async fn preview_map(
+        &self,
+        spec: &JobSpec,
+        options: SubmitOptions,
+    ) -> Result<SubmitPreview, EngineError> {
+        submit::preview(&self.inner, spec, &options, true).await
     }
 
     /// Submit, wait and return the value (streaming logs when asked in `options`).

@@ -598,3 +598,164 @@ async fn resolve_image(
     });
     Ok(resolved.uri)
 }
+
+/// A submission worked out and not carried out (`kinetic run --dry-run`,
+/// `kinetic map --dry-run`): where the job would run, its image, what
+/// would be uploaded and written. Working it out reads the project and the
+/// data (hashing, packing into a temporary file), asks the backend whether
+/// it can run the job and the store which uploads it already holds; it
+/// uploads, builds, writes and submits nothing.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct SubmitPreview {
+    /// The backend the job would go to.
+    pub backend: String,
+    /// The accelerator, as the job would ask for it.
+    pub accelerator: String,
+    /// The image the job would run in.
+    pub image: ImagePreview,
+    /// What would be uploaded first: the data into the cache, the packed
+    /// project, the requirements.
+    pub uploads: Vec<UploadPreview>,
+    /// What each job would write of its own (`spec.json`, `handle.json`),
+    /// under `job_id`, an id made up for the preview.
+    pub job_objects: Vec<String>,
+    /// The id the job objects are named with (a real submission draws its own).
+    pub job_id: String,
+}
+
+/// The image of a [`SubmitPreview`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ImagePreview {
+    /// The backend runs the job without a container image.
+    None,
+    /// This image, as given.
+    Fixed {
+        /// The image.
+        uri: String,
+    },
+    /// The image builder would be asked for it (and build it when its
+    /// registry lacks it).
+    Resolve {
+        /// `bundled` or `prebuilt`.
+        mode: String,
+        /// The base image.
+        base_image: String,
+        /// `cpu`, `gpu` or `tpu`.
+        category: String,
+        /// Requirement lines baked in (bundled) or installed at start (prebuilt).
+        requirements: usize,
+    },
+}
+
+/// One upload of a [`SubmitPreview`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct UploadPreview {
+    /// What it is: `data PATH`, `project`, `requirements`.
+    pub what: String,
+    /// Where it would go.
+    pub uri: String,
+    /// Its size, when known.
+    pub bytes: Option<u64>,
+    /// True when the store holds it already (a content-addressed object is
+    /// then not uploaded again); `None` when not asked.
+    pub present: Option<bool>,
+}
+
+/// Work out what submitting `spec` would do, and do none of it: as one
+/// job, or (`batch`) as the children of a batch, whose shared uploads go
+/// under the batch's folder.
+pub(crate) async fn preview(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    options: &SubmitOptions,
+    batch: bool,
+) -> Result<SubmitPreview, EngineError> {
+    let resolved = resolve(inner, spec, options).await?;
+    let job_id = JobId::new_random();
+    let group_id = kinetic_core::ids::GroupId::new_random();
+    let target = if batch {
+        UploadTarget::Group(&group_id)
+    } else {
+        UploadTarget::Job(&job_id)
+    };
+    let data = hash_data(spec, options).await?;
+    let tmp = tempfile::tempdir().map_err(|e| {
+        EngineError::project_caused_by(
+            format!("cannot create a temporary directory for the context: {e}"),
+            e,
+        )
+    })?;
+    let context = pack_context(inner, &resolved.project, spec, &tmp, options).await?;
+    let store = &inner.store;
+    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+    let shared = plan::shared(
+        spec,
+        &target,
+        &data,
+        context,
+        resolved.image.install_requirements.as_deref(),
+        &uri_of,
+    )?;
+    let mut uploads = Vec::new();
+    for d in &shared.data {
+        uploads.push(UploadPreview {
+            what: format!("data {}", d.local.display()),
+            uri: store.uri(&d.entry),
+            bytes: Some(d.listing.iter().map(|f| f.size).sum()),
+            present: Some(store.exists(&d.marker).await?),
+        });
+    }
+    uploads.push(UploadPreview {
+        what: "project".to_owned(),
+        uri: store.uri(&shared.context.key),
+        bytes: Some(shared.context_bytes),
+        present: Some(store.exists(&shared.context.key).await?),
+    });
+    if let Some(r) = &shared.requirements {
+        uploads.push(UploadPreview {
+            what: "requirements".to_owned(),
+            uri: store.uri(&r.key),
+            bytes: match &r.source {
+                UploadSource::Bytes(b) => Some(b.len() as u64),
+                UploadSource::File(_) => None,
+            },
+            present: None,
+        });
+    }
+    let image = match &resolved.image.image {
+        ImageChoice::None => ImagePreview::None,
+        ImageChoice::Fixed(uri) => ImagePreview::Fixed { uri: uri.clone() },
+        ImageChoice::Resolve(request) => ImagePreview::Resolve {
+            mode: match request.mode {
+                kinetic_core::ports::ImageMode::Prebuilt { .. } => "prebuilt",
+                _ => "bundled",
+            }
+            .to_owned(),
+            base_image: request.base_image.clone(),
+            category: request.category.clone(),
+            requirements: request.requirements.as_deref().map_or(0, |r| {
+                r.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .count()
+            }),
+        },
+    };
+    let job_objects = vec![
+        store.uri(&layout::spec(&job_id)),
+        store.uri(&layout::record(&job_id)),
+    ];
+    drop(tmp);
+    Ok(SubmitPreview {
+        backend: resolved.backend.name().to_owned(),
+        accelerator: resolved.accelerator_text,
+        image,
+        uploads,
+        job_objects,
+        job_id: job_id.to_string(),
+    })
+}

@@ -8,17 +8,15 @@
 
 use std::time::Duration;
 
-use kinetic_engine::{
-    AttachOptions, BatchHandle, BatchResultsOptions, BatchSummary, CleanupOptions, Engine,
-};
+use kinetic_engine::{AttachOptions, BatchHandle, BatchSummary, CleanupOptions, Engine};
 use serde_json::json;
 
-use super::map::follow;
 use super::seconds;
 use crate::engine::{self, Invocation};
 use crate::error::{CliError, batch_error};
+use crate::follow::{self, follow, follow_and_print};
 use crate::render::progress::BatchProgress;
-use crate::render::{self, Output, emit, table};
+use crate::render::{self, BatchTally, Output, emit, table};
 
 /// Arguments of `kinetic batch`.
 #[derive(Debug, clap::Args)]
@@ -50,7 +48,8 @@ enum BatchCommand {
         #[arg(long)]
         no_cleanup: bool,
     },
-    /// Wait until every input settled, showing progress.
+    /// Wait until every input settled, showing progress; exits 1 when an
+    /// input failed or was never submitted (`batch resume` submits it).
     Wait {
         /// The group id.
         group_id: String,
@@ -113,45 +112,28 @@ async fn attach(engine: &Engine, group_id: &str) -> Result<BatchHandle, CliError
         .map_err(batch_error)?;
     let missing = batch.never_submitted();
     if !missing.is_empty() {
-        render::info(&never_submitted(&batch, &missing));
+        render::info(&render::never_submitted(&batch, &missing));
     }
     Ok(batch)
 }
 
-/// "12 of 30 inputs were never submitted (inputs 18, 19, …); resume with …".
-pub(crate) fn never_submitted(batch: &BatchHandle, missing: &[usize]) -> String {
-    let shown: Vec<String> = missing.iter().take(10).map(ToString::to_string).collect();
-    let more = if missing.len() > 10 { ", …" } else { "" };
-    format!(
-        "batch {}: {} of {} inputs were never submitted (inputs {}{more}); resume with `kinetic batch resume {}`",
-        batch.group_id(),
-        missing.len(),
-        batch.total(),
-        shown.join(", "),
-        batch.group_id()
-    )
-}
-
-/// Follow a batch and print every value, as `kinetic map` does.
-pub(crate) async fn follow_and_print(
-    batch: &BatchHandle,
-    timeout: Option<Duration>,
-    no_cleanup: bool,
-    out: &Output,
-) -> Result<(), CliError> {
-    let progress = BatchProgress::new(batch);
-    let followed = follow(batch, &progress, timeout).await;
-    progress.finish();
-    followed?;
-    let items = batch
-        .results(
-            BatchResultsOptions::default()
-                .return_exceptions(true)
-                .cleanup(!no_cleanup),
-        )
-        .await
-        .map_err(batch_error)?;
-    render::batch_items(batch, &items, out)
+/// `batch wait`'s exit: 0 only when every input ended with a value; an
+/// input never submitted, or one that failed, fails the wait with the
+/// command that goes on from there.
+fn wait_outcome(batch: &BatchHandle, tally: &BatchTally) -> Result<(), CliError> {
+    let group = batch.group_id();
+    let missing = batch.never_submitted();
+    if !missing.is_empty() {
+        return Err(CliError::failed(render::never_submitted(batch, &missing)));
+    }
+    if tally.all_succeeded() {
+        return Ok(());
+    }
+    Err(CliError::failed(format!(
+        "batch {group}: {} of {} inputs ended without a value; `kinetic batch results {group}` shows why",
+        tally.counts.failures(),
+        tally.counts.total()
+    )))
 }
 
 fn list(batches: &[BatchSummary], out: &Output) -> Result<(), CliError> {
@@ -219,16 +201,14 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                 check_group_id(group_id)?;
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
                 let batch = engine.resume_batch(group_id).await.map_err(batch_error)?;
+                follow::on_ctrl_c(&batch, "kinetic batch results");
                 render::info(&format!(
                     "batch {}: resuming {} inputs",
                     batch.group_id(),
                     batch.total()
                 ));
                 if *detach {
-                    let progress = BatchProgress::new(&batch);
-                    let submitted = batch.wait_submitted(timeout).await;
-                    progress.finish();
-                    submitted.map_err(batch_error)?;
+                    follow::wait_submitted(&batch, timeout).await?;
                     return out.either(
                         &json!({"group_id": batch.group_id(), "total": batch.total()}),
                         &format!("{}\n", batch.group_id()),
@@ -239,7 +219,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
             BatchCommand::Status { group_id, jobs } => {
                 let batch = attach(&engine, group_id).await?;
                 let statuses = batch.statuses().await.map_err(batch_error)?;
-                let counts = batch.counts();
+                let tally = BatchTally::of(&batch);
                 if out.is_json() {
                     let list: Vec<serde_json::Value> = statuses
                         .iter()
@@ -257,11 +237,13 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                         "name": batch.name(),
                         "total": batch.total(),
                         "submission_complete": batch.is_submission_complete(),
-                        "counts": counts,
+                        "counts": tally.counts,
+                        "done": tally.done(),
+                        "never_submitted": tally.never_submitted,
                         "jobs": list,
                     }));
                 }
-                let mut text = format!("{}: {counts}\n", batch.group_id());
+                let mut text = format!("{}: {}\n", batch.group_id(), tally.text());
                 if *jobs {
                     let rows: Vec<Vec<String>> = statuses
                         .iter()
@@ -288,20 +270,28 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
             } => {
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
                 let batch = attach(&engine, group_id).await?;
+                follow::on_ctrl_c(&batch, "kinetic batch results");
                 follow_and_print(&batch, timeout, *no_cleanup, out).await
             }
             BatchCommand::Wait { group_id, timeout } => {
                 let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
                 let batch = attach(&engine, group_id).await?;
+                follow::on_ctrl_c(&batch, "kinetic batch wait");
                 let progress = BatchProgress::new(&batch);
                 let followed = follow(&batch, &progress, timeout).await;
                 progress.finish();
                 followed?;
-                let counts = batch.counts();
+                let tally = BatchTally::of(&batch);
                 out.either(
-                    &json!({"group_id": batch.group_id(), "counts": counts}),
-                    &format!("{}: {counts}\n", batch.group_id()),
-                )
+                    &json!({
+                        "group_id": batch.group_id(),
+                        "counts": tally.counts,
+                        "done": tally.done(),
+                        "never_submitted": tally.never_submitted,
+                    }),
+                    &format!("{}: {}\n", batch.group_id(), tally.text()),
+                )?;
+                wait_outcome(&batch, &tally)
             }
             BatchCommand::Cancel { group_id } => {
                 let batch = attach(&engine, group_id).await?;

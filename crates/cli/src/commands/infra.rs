@@ -6,6 +6,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::config as core_config;
@@ -18,6 +19,7 @@ use super::image::TargetArgs;
 use super::profile;
 use crate::engine::{self, Invocation};
 use crate::error::{CliError, core_infra_error, infra_error, profile_error};
+use crate::interrupt::{self, PickUp, Stopped};
 use crate::render::{self, Output, emit};
 
 /// `--project`, `--zone`, `--cluster`, `--namespace`.
@@ -210,26 +212,63 @@ pub(crate) fn apply(
     if dry_run || plan.is_empty() {
         return Ok(report(false));
     }
+    let untouched = || {
+        Stopped::new(
+            "nothing was changed",
+            "the plan was not carried out",
+            PickUp::Again(interrupt::this_command()),
+        )
+    };
+    interrupt::stage(untouched);
     if !render::infra::confirm("Carry out this plan?", yes)? {
         return Err(CliError::failed("nothing was changed"));
     }
-    let progress = render::infra::InfraProgress::new();
-    let result = engine::runtime()?.block_on(infra.execute(plan, &progress));
+    let progress = Arc::new(render::infra::InfraProgress::new());
+    let watched = progress.clone();
+    interrupt::stage(move || match watched.current() {
+        Some((index, total, what)) => Stopped::new(
+            format!(
+                "what the cloud started for step {}/{total} ({what}) goes on there",
+                index + 1
+            ),
+            if index + 1 == total {
+                format!("step {total} of {total} was not finished")
+            } else {
+                format!(
+                    "steps {} to {total} of {total} were not finished (what was done stays done)",
+                    index + 1
+                )
+            },
+            PickUp::Again(interrupt::this_command()),
+        ),
+        None => untouched(),
+    });
+    let result = engine::runtime()?.block_on(interrupt::or_interrupt(async {
+        infra.execute(plan, &*progress).await.map_err(|e| {
+            let e = infra_error(e);
+            let text = format!("{e}; what was done stays done: run `{again}` again to finish");
+            match e {
+                CliError::Usage(_) => CliError::usage(text),
+                CliError::Failed(_) => CliError::failed(text),
+                CliError::Interrupted(_) => CliError::interrupted(text),
+            }
+        })
+    }));
     progress.finish();
-    result.map_err(|e| {
-        let e = infra_error(e);
-        let text = format!("{e}; what was done stays done: run `{again}` again to finish");
-        match e {
-            CliError::Usage(_) => CliError::usage(text),
-            CliError::Failed(_) => CliError::failed(text),
-            CliError::Interrupted(_) => CliError::interrupted(text),
-        }
-    })?;
+    result?;
     Ok(report(true))
 }
 
 /// The infrastructure and what the cloud holds of it, all of it readable.
+/// A Ctrl-C meanwhile changes nothing, and says so.
 pub(crate) fn observe(infra: &GcpInfra) -> Result<Observed, CliError> {
+    interrupt::stage(|| {
+        Stopped::new(
+            "nothing was changed",
+            "the cloud was not read to the end",
+            PickUp::Again(interrupt::this_command()),
+        )
+    });
     engine::runtime()?
         .block_on(infra.observe())
         .complete()

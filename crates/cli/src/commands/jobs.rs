@@ -1,6 +1,8 @@
 //! `kinetic jobs list|status|logs|tail|result|cancel|cleanup|debug`: follow
 //! jobs submitted earlier, from any process.
 
+use std::sync::Arc;
+
 use futures_util::StreamExt;
 use kinetic_engine::{CleanupOptions, Engine, JobHandle, ResultOptions};
 use serde_json::json;
@@ -8,6 +10,8 @@ use serde_json::json;
 use super::seconds;
 use crate::engine::{self, Invocation};
 use crate::error::{CliError, engine_error};
+use crate::interrupt::{self, PickUp, Stopped};
+use crate::render::progress::Progress;
 use crate::render::{self, Output, emit, table};
 
 /// Arguments of `kinetic jobs`.
@@ -181,17 +185,28 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
             } => {
                 let handle = attach(&engines, job_id).await?;
                 if *follow {
-                    let mut stream = handle.follow_logs().await.map_err(engine_error)?;
-                    while let Some(line) = stream.next().await {
-                        let line = line.map_err(|e| engine_error(e.into()))?;
-                        if out.is_json() {
-                            // JSON Lines: one compact object per line, as it comes.
-                            emit(&format!("{}\n", json!({"job_id": job_id, "line": line})))?;
-                        } else {
-                            emit(&format!("{line}\n"))?;
+                    let id = job_id.clone();
+                    interrupt::stage(move || {
+                        Stopped::new(
+                            format!("job {id} keeps running"),
+                            "the rest of its output was not shown",
+                            PickUp::With(format!("kinetic jobs logs {id} --follow")),
+                        )
+                    });
+                    return interrupt::or_interrupt(async {
+                        let mut stream = handle.follow_logs().await.map_err(engine_error)?;
+                        while let Some(line) = stream.next().await {
+                            let line = line.map_err(|e| engine_error(e.into()))?;
+                            if out.is_json() {
+                                // JSON Lines: one compact object per line, as it comes.
+                                emit(&format!("{}\n", json!({"job_id": job_id, "line": line})))?;
+                            } else {
+                                emit(&format!("{line}\n"))?;
+                            }
                         }
-                    }
-                    return Ok(());
+                        Ok(())
+                    })
+                    .await;
                 }
                 let text = match tail {
                     Some(n) => handle.tail(*n).await,
@@ -219,8 +234,22 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 if let Some(t) = timeout {
                     options = options.timeout(seconds("timeout", *t)?);
                 }
-                let value = handle.result(options).await.map_err(engine_error)?;
-                render::value(&value, out)
+                let backend = handle.record().backend.clone();
+                let id = job_id.clone();
+                interrupt::stage(move || Stopped::job(&id, &backend));
+                // What it waits for, and how long, on a terminal.
+                let progress = Progress::new();
+                progress.waiting_for(job_id, None);
+                let (p, id) = (progress.clone(), job_id.clone());
+                options = options.on_status_change(Arc::new(move |state| {
+                    p.waiting_for(&id, Some(state));
+                }));
+                let value = interrupt::or_interrupt(async {
+                    handle.result(options).await.map_err(engine_error)
+                })
+                .await;
+                progress.finish();
+                render::value(&value?, out)
             }
             JobsCommand::Cancel { job_id } => {
                 let handle = attach(&engines, job_id).await?;
@@ -275,17 +304,25 @@ async fn debug(
 ) -> Result<(), CliError> {
     use kinetic_wiring::debug::{DebugForward, DebugForwardError};
     let job_id = handle.id().to_string();
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}")))?;
+    let id = job_id.clone();
+    interrupt::stage(move || {
+        Stopped::new(
+            format!("job {id} keeps waiting for a debugger"),
+            "no port was forwarded to it",
+            PickUp::With(format!("kinetic jobs debug {id}")),
+        )
+        .also(format!("stop it with `kinetic jobs cancel {id}`"))
+    });
     eprintln!("waiting for the debugger of {job_id} to listen…");
-    let bound = tokio::select! {
-        bound = DebugForward::bind(handle, port, timeout) => bound,
-        _ = interrupt.recv() => return Err(CliError::interrupted(format!("interrupted; job {job_id} keeps waiting for a debugger"))),
-    };
-    let forward = bound.map_err(|e| match e {
-        DebugForwardError::Engine(e) => engine_error(e),
-        e => CliError::failed(e.to_string()),
-    })?;
+    let forward = interrupt::or_interrupt(async {
+        DebugForward::bind(handle, port, timeout)
+            .await
+            .map_err(|e| match e {
+                DebugForwardError::Engine(e) => engine_error(e),
+                e => CliError::failed(e.to_string()),
+            })
+    })
+    .await?;
     let local_port = forward.local_addr().port();
     let launch = forward.launch_configuration(local_root.as_deref());
     out.either(
@@ -298,12 +335,17 @@ async fn debug(
     eprintln!(
         "forwarding localhost:{local_port} to the debugger of {job_id}; attach with the launch configuration above (VS Code: .vscode/launch.json); Ctrl-C stops forwarding"
     );
-    let status = tokio::select! {
-        ended = forward.serve() => ended.map_err(engine_error)?,
-        _ = interrupt.recv() => {
+    // Ctrl-C is how forwarding is meant to end: not an interruption.
+    let status = match interrupt::or_interrupt(async {
+        forward.serve().await.map_err(engine_error)
+    })
+    .await
+    {
+        Err(CliError::Interrupted(_)) => {
             eprintln!("stopped forwarding; job {job_id} keeps running");
             return Ok(());
         }
+        ended => ended?,
     };
     eprintln!("job {job_id} ended ({status}); forwarding stopped");
     Ok(())

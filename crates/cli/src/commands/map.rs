@@ -3,17 +3,21 @@
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use kinetic_core::batch::InputMode;
-use kinetic_engine::{Arg, BatchError, BatchHandle, Entrypoint, JobSpec, MapOptions};
+use std::sync::Arc;
+
+use kinetic_engine::{Arg, Entrypoint, JobSpec, MapOptions, ProgressEvent, SubmitOptions};
 use serde_json::{Value, json};
 
 use super::run::{JobFlags, PathBase};
 use super::seconds;
 use crate::engine::{self, Invocation};
-use crate::error::{CliError, batch_error};
-use crate::render::progress::BatchProgress;
+use crate::error::{CliError, batch_error, engine_error};
+use crate::follow;
+use crate::interrupt::{self, Stopped};
+use crate::render::preview::BatchShape;
+use crate::render::progress::Progress;
 use crate::render::{self, Output};
 
 /// Arguments of `kinetic map`.
@@ -64,6 +68,11 @@ pub(crate) struct MapArgs {
     /// Print the group id once every input is submitted, and return.
     #[arg(long)]
     detach: bool,
+    /// Print the plan (where the jobs run, the image, the uploads, the
+    /// objects each job writes) and change nothing: nothing is uploaded,
+    /// built or submitted.
+    #[arg(long, conflicts_with = "detach")]
+    dry_run: bool,
     /// Stop waiting after this many seconds (the batch goes on).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
@@ -171,35 +180,6 @@ fn map_options(args: &MapArgs) -> Result<MapOptions, CliError> {
     Ok(options)
 }
 
-/// Poll the counts into the bar until every input settled.
-pub(crate) async fn follow(
-    batch: &BatchHandle,
-    progress: &BatchProgress,
-    timeout: Option<Duration>,
-) -> Result<(), CliError> {
-    let deadline = timeout.map(|t| std::time::Instant::now() + t);
-    loop {
-        let counts = batch.status_counts().await.map_err(batch_error)?;
-        progress.show(&counts);
-        if counts.finished() == counts.total() {
-            return Ok(());
-        }
-        let wait = batch.wait(Some(Duration::from_secs(1)));
-        match wait.await {
-            Ok(()) => {}
-            Err(BatchError::Timeout { .. }) => {}
-            Err(e) => return Err(batch_error(e)),
-        }
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Err(CliError::failed(format!(
-                "timed out waiting for batch {}; it goes on: `kinetic batch results {}` collects it later",
-                batch.group_id(),
-                batch.group_id()
-            )));
-        }
-    }
-}
-
 pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let mut spec = build_spec(args, inv)?;
     let options = map_options(args)?;
@@ -210,23 +190,56 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;
     let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let rt = engine::runtime()?;
+    interrupt::stage(|| Stopped::nothing_started("no input was submitted"));
+    if args.dry_run {
+        let progress = Progress::new();
+        let p = progress.clone();
+        let submit = SubmitOptions::with_progress(Arc::new(move |e: &ProgressEvent| p.event(e)));
+        // The inputs' data is uploaded with the batch's shared part.
+        let mut with_inputs = spec.clone();
+        for input in &inputs {
+            if matches!(input, Arg::Data(_)) && !with_inputs.args.contains(input) {
+                with_inputs = with_inputs.arg(input.clone());
+            }
+        }
+        let preview = rt.block_on(interrupt::or_interrupt(async {
+            engine
+                .preview_map(&with_inputs, submit)
+                .await
+                .map_err(engine_error)
+        }));
+        progress.finish();
+        let shape = BatchShape {
+            inputs: inputs.len(),
+            max_concurrent: (args.max_concurrent > 0).then_some(args.max_concurrent),
+        };
+        return render::preview::plan(&preview?, engine.settings(), Some(shape), out);
+    }
+    // Preparing (hashing, uploading, the image) shows on a terminal, and
+    // a Ctrl-C meanwhile says whether an image build goes on.
+    let progress = Progress::new();
+    let p = progress.clone();
+    let options = options.progress(Arc::new(move |e: &ProgressEvent| {
+        interrupt::on_submit_step(e, "no input was submitted");
+        p.event(e);
+    }));
     rt.block_on(async {
         let total = inputs.len();
-        let batch = engine
-            .map(spec, inputs, options)
-            .await
-            .map_err(batch_error)?;
+        let batch = interrupt::or_interrupt(async {
+            engine.map(spec, inputs, options).await.map_err(batch_error)
+        })
+        .await;
+        progress.finish();
+        let batch = batch?;
+        follow::on_ctrl_c(&batch, "kinetic batch results");
         render::info(&format!("batch {}: {total} inputs", batch.group_id()));
         if args.detach {
-            let progress = BatchProgress::new(&batch);
-            let submitted = batch.wait_submitted(timeout).await;
-            progress.finish();
-            submitted.map_err(batch_error)?;
+            follow::wait_submitted(&batch, timeout).await?;
             return out.either(
                 &json!({"group_id": batch.group_id(), "total": total}),
                 &format!("{}\n", batch.group_id()),
             );
         }
-        super::batch::follow_and_print(&batch, timeout, args.no_cleanup, out).await
+        follow::follow_and_print(&batch, timeout, args.no_cleanup, out).await
     })
 }

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::seconds;
 use crate::engine::{self, Invocation};
 use crate::error::{CliError, engine_error, engine_error_quiet};
+use crate::interrupt::{self, PickUp, Stopped};
 use crate::render::progress::Progress;
 use crate::render::{self, Output};
 
@@ -48,6 +49,10 @@ pub(crate) struct RunArgs {
     /// Print the job id and return once it is submitted.
     #[arg(long)]
     detach: bool,
+    /// Print the plan (where it runs, the image, the uploads, the objects
+    /// it writes) and change nothing: nothing is uploaded, built or submitted.
+    #[arg(long, conflicts_with = "detach")]
+    dry_run: bool,
     /// Stop waiting after this many seconds (the job keeps running).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
@@ -414,22 +419,55 @@ pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), 
     let engine = args.job.engine(&mut spec, inv, args.verbose)?;
     let progress = Progress::new();
     let rt = engine::runtime()?;
+    if args.dry_run {
+        let p = progress.clone();
+        let options = SubmitOptions::with_progress(Arc::new(move |e: &ProgressEvent| p.event(e)));
+        let preview = rt.block_on(interrupt::or_interrupt(async {
+            engine.preview(&spec, options).await.map_err(engine_error)
+        }));
+        progress.finish();
+        return render::preview::plan(&preview?, engine.settings(), None, out);
+    }
+    interrupt::stage(|| Stopped::nothing_started("no job was submitted"));
     rt.block_on(async {
         let p = progress.clone();
-        let submit_options = SubmitOptions::with_progress(Arc::new(move |event: &ProgressEvent| p.event(event)));
-        let handle = engine.submit_with(spec, submit_options).await.map_err(engine_error)?;
+        let submit_options = SubmitOptions::with_progress(Arc::new(move |event: &ProgressEvent| {
+            interrupt::on_submit_step(event, "no job was submitted");
+            if let ProgressEvent::Submitting { job_id, backend } = event {
+                // From here the backend may hold the job.
+                let (job_id, backend) = (job_id.clone(), backend.clone());
+                interrupt::stage(move || Stopped::new(
+                    format!("job {job_id} may have reached the {backend} backend"),
+                    "its submission did not finish",
+                    PickUp::With(format!("kinetic jobs status {job_id}")),
+                ).also(format!("if it says NOT_FOUND, run `{}` again", interrupt::this_command())));
+            }
+            p.event(event);
+        }));
+        let submitted = interrupt::or_interrupt(async {
+            engine.submit_with(spec, submit_options).await.map_err(engine_error)
+        })
+        .await;
+        let handle = match submitted {
+            Ok(handle) => handle,
+            Err(e) => {
+                progress.finish();
+                return Err(e);
+            }
+        };
         let job_id = handle.id().to_string();
+        let backend = handle.record().backend.clone();
+        {
+            let (job_id, backend) = (job_id.clone(), backend.clone());
+            interrupt::stage(move || Stopped::job(&job_id, &backend));
+        }
         if args.detach {
             progress.finish();
             return out.either(
-                &serde_json::json!({"job_id": job_id, "backend": handle.record().backend}),
+                &serde_json::json!({"job_id": job_id, "backend": backend}),
                 &format!("{job_id}\n"),
             );
         }
-        // Ctrl-C is caught from here on (the listener is in place before
-        // the id is shown, so one pressed at once is caught too).
-        let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| CliError::failed(format!("cannot listen for Ctrl-C: {e}")))?;
         // The id goes to stderr whatever it is (a terminal, a file, a
         // pipe): the job outlives this process, and this is its name.
         progress.note(&format!(
@@ -465,17 +503,9 @@ pub(crate) fn run(args: &RunArgs, inv: &Invocation, out: &Output) -> Result<(), 
                 }
             }));
         }
-        let result = tokio::select! {
-            result = handle.result(options) => result,
-            _ = interrupt.recv() => {
-                progress.finish();
-                return Err(CliError::interrupted(format!(
-                    "interrupted; job {job_id} keeps running: reattach with `kinetic jobs result {job_id}` (stop it with `kinetic jobs cancel {job_id}`)"
-                )));
-            }
-        };
+        let result = interrupt::or_interrupt(async { Ok(handle.result(options).await) }).await;
         progress.finish();
-        match result {
+        match result? {
             Ok(value) if out.is_json() => out.json(&serde_json::json!({"job_id": job_id, "value": value})),
             Ok(value) => render::value(&value, out),
             Err(e) => {

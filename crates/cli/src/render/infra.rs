@@ -175,6 +175,8 @@ pub(crate) struct InfraProgress {
     bar: Option<ProgressBar>,
     /// The last waiting line printed without a terminal: what, and when.
     last_plain: Mutex<Option<(String, std::time::Instant)>>,
+    /// The action under way: its index, the plan's length, what it does.
+    current: Mutex<Option<(usize, usize, String)>>,
 }
 
 impl InfraProgress {
@@ -183,7 +185,17 @@ impl InfraProgress {
         Self {
             bar,
             last_plain: Mutex::new(None),
+            current: Mutex::new(None),
         }
+    }
+
+    /// The action under way (index from 0, the plan's length, what it
+    /// does), once one started.
+    pub(crate) fn current(&self) -> Option<(usize, usize, String)> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub(crate) fn finish(&self) {
@@ -202,6 +214,8 @@ impl InfraProgress {
 
 impl Progress for InfraProgress {
     fn started(&self, action: &Action, index: usize, total: usize) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((index, total, action.describe()));
         let text = format!("[{}/{total}] {}", index + 1, action.describe());
         match &self.bar {
             Some(bar) => {

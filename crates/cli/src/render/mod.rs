@@ -1,14 +1,16 @@
 //! Everything the commands print: data on stdout (text for people, JSON
 //! with `--json`), warnings and the job's own output on stderr, tables,
-//! the progress displays ([`progress`]), and what the infrastructure
-//! commands print ([`infra`]). Commands print through here
+//! the progress displays ([`progress`]), what the infrastructure
+//! commands print ([`infra`]) and the plan of a dry run ([`preview`]). Commands print through here
 //! and nowhere else.
 
 pub(crate) mod infra;
+pub(crate) mod preview;
 pub(crate) mod progress;
 
 use std::io::Write;
 
+use kinetic_core::batch::BatchCounts;
 use kinetic_engine::{BatchHandle, BatchItem, ChildError};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -78,9 +80,13 @@ pub(crate) fn notice(informational: bool, message: &str) {
     eprintln!("{level}: {message}");
 }
 
-/// A command's failure, on stderr.
+/// A command's failure, on stderr; an interruption is not an error and
+/// speaks for itself (`interrupted: …`).
 pub(crate) fn error(err: &CliError) {
-    eprintln!("error: {err}");
+    match err {
+        CliError::Interrupted(_) => eprintln!("{err}"),
+        _ => eprintln!("error: {err}"),
+    }
 }
 
 /// The traceback of a job that failed remotely, on stderr.
@@ -253,9 +259,7 @@ pub(crate) fn batch_items(
     if failed.is_empty() {
         Ok(())
     } else if !missing.is_empty() {
-        Err(CliError::failed(crate::commands::batch::never_submitted(
-            batch, &missing,
-        )))
+        Err(CliError::failed(never_submitted(batch, &missing)))
     } else {
         Err(CliError::failed(format!(
             "batch {}: {} of {} inputs failed",
@@ -263,6 +267,94 @@ pub(crate) fn batch_items(
             failed.len(),
             batch.total()
         )))
+    }
+}
+
+/// "12 of 30 inputs were never submitted (inputs 18, 19, …); resume with …".
+pub(crate) fn never_submitted(batch: &BatchHandle, missing: &[usize]) -> String {
+    let shown: Vec<String> = missing.iter().take(10).map(ToString::to_string).collect();
+    let more = if missing.len() > 10 { ", …" } else { "" };
+    format!(
+        "batch {}: {} of {} inputs were never submitted (inputs {}{more}); resume with `kinetic batch resume {}`",
+        batch.group_id(),
+        missing.len(),
+        batch.total(),
+        shown.join(", "),
+        batch.group_id()
+    )
+}
+
+/// A batch's counts as a person reads them, and the inputs that are
+/// done: an input never submitted is not done (the engine's counts call
+/// it skipped); it is counted apart, with the command that submits it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchTally {
+    /// The counts, as the batch has them.
+    pub(crate) counts: BatchCounts,
+    /// Inputs no job is known for and none will be submitted for.
+    pub(crate) never_submitted: usize,
+}
+
+impl BatchTally {
+    /// The batch's counts now (no backend call).
+    pub(crate) fn of(batch: &BatchHandle) -> Self {
+        Self::new(batch.counts(), batch.never_submitted().len())
+    }
+
+    /// `counts`, of which `never_submitted` inputs were never submitted.
+    pub(crate) fn new(counts: BatchCounts, never_submitted: usize) -> Self {
+        Self {
+            counts,
+            never_submitted,
+        }
+    }
+
+    /// Never-submitted inputs the counts call skipped (the others are
+    /// counted unknown).
+    fn skipped_never(&self) -> usize {
+        self.never_submitted.saturating_sub(self.counts.unknown)
+    }
+
+    /// Inputs that ran, or will not run for a reason other than never
+    /// being submitted (failed, cancelled, fail-fast).
+    pub(crate) fn done(&self) -> usize {
+        self.counts.finished().saturating_sub(self.skipped_never())
+    }
+
+    /// True when every input ended with a value.
+    pub(crate) fn all_succeeded(&self) -> bool {
+        self.counts.succeeded == self.counts.total()
+    }
+
+    /// `3/21 done: 3 succeeded; 18 never submitted`.
+    pub(crate) fn text(&self) -> String {
+        let c = &self.counts;
+        let parts = [
+            ("succeeded", c.succeeded),
+            ("failed", c.failed),
+            ("not found", c.not_found),
+            ("submit failed", c.submit_failed),
+            ("skipped", c.skipped.saturating_sub(self.skipped_never())),
+            ("running", c.running),
+            ("pending", c.pending),
+            ("submitting", c.submitting),
+            ("queued", c.queued),
+            ("unknown", c.unknown.saturating_sub(self.never_submitted)),
+        ];
+        let shown: Vec<String> = parts
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| format!("{n} {name}"))
+            .collect();
+        let mut text = format!("{}/{} done", self.done(), c.total());
+        if !shown.is_empty() {
+            text.push_str(": ");
+            text.push_str(&shown.join(", "));
+        }
+        if self.never_submitted > 0 {
+            text.push_str(&format!("; {} never submitted", self.never_submitted));
+        }
+        text
     }
 }
 

@@ -196,6 +196,20 @@ impl Progress {
         self.step(format!("{job_id}: submitted"));
     }
 
+    /// Waiting for a job submitted earlier (`kinetic jobs result`): what
+    /// for, and the job's state once it is known.
+    pub(crate) fn waiting_for(&self, job_id: &str, state: Option<&JobState>) {
+        self.step(match state {
+            None => format!("waiting for {job_id}"),
+            Some(state) => match &state.reason {
+                Some(reason) => {
+                    format!("waiting for {job_id}: {} ({reason})", state.status.as_str())
+                }
+                None => format!("waiting for {job_id}: {}", state.status.as_str()),
+            },
+        });
+    }
+
     /// A new state of the job.
     pub(crate) fn status(&self, job_id: &str, state: &JobState) {
         let text = match &state.reason {
@@ -267,6 +281,13 @@ impl BatchProgress {
         if let Some(bar) = &self.bar {
             bar.set_position(counts.finished() as u64);
             bar.set_message(summary(counts));
+        }
+    }
+
+    /// A word on what is waited for, before the first counts come.
+    pub(crate) fn say(&self, message: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(message.to_owned());
         }
     }
 
