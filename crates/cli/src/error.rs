@@ -24,6 +24,24 @@ pub(crate) enum CliError {
     Interrupted(String),
 }
 
+impl From<render::RenderError> for CliError {
+    fn from(e: render::RenderError) -> Self {
+        match e {
+            render::RenderError::Usage(m) => Self::Usage(m),
+            render::RenderError::Failed(m) => Self::Failed(m),
+        }
+    }
+}
+
+/// A command's failure, on stderr; an interruption is not an error and
+/// speaks for itself (`interrupted: …`).
+pub(crate) fn print(err: &CliError) {
+    match err {
+        CliError::Interrupted(_) => eprintln!("{err}"),
+        _ => eprintln!("error: {err}"),
+    }
+}
+
 impl CliError {
     pub(crate) fn usage(msg: impl Into<String>) -> Self {
         Self::Usage(msg.into())

@@ -94,5 +94,5 @@ pub(crate) async fn follow_and_print(
             .map_err(batch_error)
     })
     .await?;
-    render::batch_items(batch, &items, out)
+    Ok(render::batch_items(batch, &items, out)?)
 }

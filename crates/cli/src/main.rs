@@ -8,11 +8,15 @@
 //! [`engine`] resolves the settings and builds the engine from them;
 //! [`commands`] parse, call the engine and print through [`render`].
 
+mod cloud;
 mod commands;
 mod engine;
+mod entry_check;
 mod error;
+mod flags;
 mod follow;
 mod interrupt;
+mod profiles;
 mod render;
 
 use std::process::ExitCode;
@@ -126,7 +130,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            render::error(&err);
+            error::print(&err);
             ExitCode::from(err.exit_code())
         }
     }

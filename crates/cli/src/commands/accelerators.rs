@@ -43,7 +43,7 @@ fn list(out: &Output) -> Result<(), CliError> {
     if out.is_json() {
         let gpus: Vec<_> = gpus_by_preference().collect();
         let tpus: Vec<_> = tpus_by_preference().collect();
-        return out.json(&json!({
+        return Ok(out.json(&json!({
             "gpus": gpus,
             "tpus": tpus,
             "backends": {
@@ -52,7 +52,7 @@ fn list(out: &Output) -> Result<(), CliError> {
                 "tpu_single_host": cluster_backend(1),
                 "tpu_multi_host": cluster_backend(2),
             },
-        }));
+        }))?);
     }
     let join = |items: Vec<String>| items.join(", ");
     let gpu_rows: Vec<Vec<String>> = gpus_by_preference()
@@ -104,7 +104,7 @@ fn list(out: &Output) -> Result<(), CliError> {
          multi-host TPU slices on pathways (one LeaderWorkerSet across the slice's \
          hosts). --backend NAME sends any accelerator to NAME.\n",
     );
-    emit(&text)
+    Ok(emit(&text)?)
 }
 
 fn resolve(spec: &str, spot: bool, out: &Output) -> Result<(), CliError> {
@@ -122,7 +122,7 @@ fn resolve(spec: &str, spot: bool, out: &Output) -> Result<(), CliError> {
         if let Some(o) = v.as_object_mut() {
             o.insert("backend".into(), json!(backend));
         }
-        return out.json(&v);
+        return Ok(out.json(&v)?);
     }
     let pairs = |m: &std::collections::BTreeMap<String, String>| {
         if m.is_empty() {
@@ -176,5 +176,5 @@ fn resolve(spec: &str, spot: bool, out: &Output) -> Result<(), CliError> {
         ("jax_platform", d.jax_platform.to_owned()),
         ("backend", backend.to_owned()),
     ]);
-    emit(&key_values(&rows))
+    Ok(emit(&key_values(&rows))?)
 }

@@ -138,7 +138,7 @@ fn wait_outcome(batch: &BatchHandle, tally: &BatchTally) -> Result<(), CliError>
 
 fn list(batches: &[BatchSummary], out: &Output) -> Result<(), CliError> {
     if out.is_json() {
-        return out.json(&json!({ "batches": batches }));
+        return Ok(out.json(&json!({ "batches": batches }))?);
     }
     let rows: Vec<Vec<String>> = batches
         .iter()
@@ -167,7 +167,7 @@ fn list(batches: &[BatchSummary], out: &Output) -> Result<(), CliError> {
             ]
         })
         .collect();
-    emit(&table(
+    Ok(emit(&table(
         &[
             "GROUP ID",
             "NAME",
@@ -179,7 +179,7 @@ fn list(batches: &[BatchSummary], out: &Output) -> Result<(), CliError> {
             "STATE",
         ],
         &rows,
-    ))
+    ))?)
 }
 
 pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
@@ -209,10 +209,10 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                 ));
                 if *detach {
                     follow::wait_submitted(&batch, timeout).await?;
-                    return out.either(
+                    return Ok(out.either(
                         &json!({"group_id": batch.group_id(), "total": batch.total()}),
                         &format!("{}\n", batch.group_id()),
-                    );
+                    )?);
                 }
                 follow_and_print(&batch, timeout, *no_cleanup, out).await
             }
@@ -232,7 +232,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                             })
                         })
                         .collect();
-                    return out.json(&json!({
+                    return Ok(out.json(&json!({
                         "group_id": batch.group_id(),
                         "name": batch.name(),
                         "total": batch.total(),
@@ -241,7 +241,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                         "done": tally.done(),
                         "never_submitted": tally.never_submitted,
                         "jobs": list,
-                    }));
+                    }))?);
                 }
                 let mut text = format!("{}: {}\n", batch.group_id(), tally.text());
                 if *jobs {
@@ -261,7 +261,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                         .collect();
                     text.push_str(&table(&["INDEX", "JOB ID", "STATUS", "REASON"], &rows));
                 }
-                emit(&text)
+                Ok(emit(&text)?)
             }
             BatchCommand::Results {
                 group_id,
@@ -296,7 +296,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
             BatchCommand::Cancel { group_id } => {
                 let batch = attach(&engine, group_id).await?;
                 batch.cancel().await.map_err(batch_error)?;
-                render::done("group_id", group_id, "cancelled", out)
+                Ok(render::done("group_id", group_id, "cancelled", out)?)
             }
             BatchCommand::Cleanup {
                 group_id,
@@ -311,7 +311,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                     })
                     .await
                     .map_err(batch_error)?;
-                render::done("group_id", group_id, "cleaned up", out)
+                Ok(render::done("group_id", group_id, "cleaned up", out)?)
             }
         }
     })

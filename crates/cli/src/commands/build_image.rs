@@ -16,9 +16,9 @@ use kinetic_build_cloudbuild::{FinishedBuild, KINETIC_VERSION, PublishRequest};
 use kinetic_core::ports::BuildError;
 use serde_json::{Value, json};
 
-use super::image::{TargetArgs, base_image};
 use crate::engine::{Invocation, cloud_builder};
 use crate::error::CliError;
+use crate::flags::{TargetArgs, base_image};
 use crate::render::{self, Output, emit};
 
 /// An accelerator category.
@@ -169,7 +169,7 @@ fn report(
                 }),
             })
             .collect();
-        return out.json(&json!({ "images": items }));
+        return Ok(out.json(&json!({ "images": items }))?);
     }
     let mut s = String::new();
     for (r, result) in requests.iter().zip(results) {
@@ -186,7 +186,7 @@ fn report(
             Err(e) => s.push_str(&format!("FAILED {}: {e}\n", r.image)),
         }
     }
-    emit(&s)
+    Ok(emit(&s)?)
 }
 
 /// A tag as the Docker reference grammar allows it: `[A-Za-z0-9_]`

@@ -34,5 +34,5 @@ pub(crate) fn run(args: &CompletionsArgs, mut cli: clap::Command) -> Result<(), 
     };
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cli, "kinetic", &mut script);
-    emit(&String::from_utf8_lossy(&script))
+    Ok(emit(&String::from_utf8_lossy(&script))?)
 }

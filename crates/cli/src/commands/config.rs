@@ -30,7 +30,7 @@ pub(crate) fn run(args: &ConfigArgs, inv: &Invocation, out: &Output) -> Result<(
 
 fn show(inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let settings = inv.settings(&inv.args())?;
-    out.either(&to_json(&settings), &render(&settings))
+    Ok(out.either(&to_json(&settings), &render(&settings))?)
 }
 
 /// `{"profile": …, "profiles_file": PATH, "derived": {…}|null}` and, per

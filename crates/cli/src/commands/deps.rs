@@ -5,31 +5,14 @@
 use std::path::{Path, PathBuf};
 
 use kinetic_core::requirements::{
-    RequirementsError, RequirementsMode, RequirementsWarning, ResolvedRequirements, resolve,
+    RequirementsError, RequirementsWarning, ResolvedRequirements, resolve,
 };
 use serde_json::{Value, json};
 
 use crate::engine::Invocation;
 use crate::error::CliError;
+use crate::flags::ModeArg;
 use crate::render::{self, Output, emit};
-
-/// How dependencies reach the job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum ModeArg {
-    /// Baked into an image built for them.
-    Bundled,
-    /// Installed at pod start into a prebuilt base image.
-    Prebuilt,
-}
-
-impl From<ModeArg> for RequirementsMode {
-    fn from(mode: ModeArg) -> Self {
-        match mode {
-            ModeArg::Bundled => RequirementsMode::Bundled,
-            ModeArg::Prebuilt => RequirementsMode::Prebuilt,
-        }
-    }
-}
 
 /// Arguments of `kinetic deps`.
 #[derive(Debug, clap::Args)]
@@ -50,7 +33,7 @@ pub(crate) fn run(args: &DepsArgs, inv: &Invocation, out: &Output) -> Result<(),
     let home = inv.home();
     let resolved = resolve(&dir, home.as_deref(), args.mode.into()).map_err(to_cli_error)?;
     if out.is_json() {
-        out.json(&to_json(&resolved))
+        Ok(out.json(&to_json(&resolved))?)
     } else {
         print_text(&resolved)
     }
@@ -123,5 +106,5 @@ fn print_text(r: &ResolvedRequirements) -> Result<(), CliError> {
         }
         None => text.push_str("Requirements: none (nothing to install)\n"),
     }
-    emit(&text)
+    Ok(emit(&text)?)
 }

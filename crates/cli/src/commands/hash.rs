@@ -47,7 +47,7 @@ pub(crate) fn run(args: &HashArgs, out: &Output) -> Result<(), CliError> {
         } else {
             0.0
         };
-        out.json(&serde_json::json!({
+        Ok(out.json(&serde_json::json!({
             "path": path.display().to_string(),
             "hash": report.hash.to_string(),
             "kind": report.kind,
@@ -55,8 +55,8 @@ pub(crate) fn run(args: &HashArgs, out: &Output) -> Result<(), CliError> {
             "bytes": report.bytes,
             "seconds": seconds,
             "mb_per_s": mb_per_s,
-        }))
+        }))?)
     } else {
-        emit(&format!("{}\n", report.hash))
+        Ok(emit(&format!("{}\n", report.hash))?)
     }
 }

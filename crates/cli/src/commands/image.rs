@@ -8,49 +8,17 @@ use std::path::{Path, PathBuf};
 
 use kinetic_build_cloudbuild::{BundledImage, KINETIC_VERSION};
 use kinetic_core::accelerators::AcceleratorSpec;
-use kinetic_core::image::{ImageTagInputs, prebuilt_image_uri, python_base_image};
+use kinetic_core::image::{ImageTagInputs, prebuilt_image_uri};
 use kinetic_core::plan::{self, ImageChoice};
 use kinetic_core::ports::ImageMode;
 use kinetic_core::requirements::{RequirementsMode, ResolvedRequirements, resolve};
-use kinetic_core::settings::{Settings, SettingsArgs};
-use kinetic_engine::EngineSettings;
+use kinetic_core::settings::Settings;
 use serde_json::{Value, json};
 
-use super::deps::ModeArg;
 use crate::engine::{Invocation, cloud_builder};
 use crate::error::{CliError, build_error};
+use crate::flags::{ModeArg, TargetArgs, python_version};
 use crate::render::{self, Output, emit};
-
-/// `--project`, `--zone`, `--cluster`: the target (argument > `KINETIC_*` > profile).
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct TargetArgs {
-    /// Cloud project (also `KINETIC_PROJECT`).
-    #[arg(long)]
-    project: Option<String>,
-    /// Zone of the cluster (also `KINETIC_ZONE`).
-    #[arg(long)]
-    zone: Option<String>,
-    /// Cluster name (also `KINETIC_CLUSTER`).
-    #[arg(long)]
-    cluster: Option<String>,
-}
-
-impl TargetArgs {
-    /// These flags (and `--profile`) as settings arguments.
-    pub(crate) fn settings_args(&self, inv: &Invocation) -> SettingsArgs {
-        let mut args = inv.args();
-        if let Some(p) = &self.project {
-            args = args.project(p);
-        }
-        if let Some(z) = &self.zone {
-            args = args.zone(z);
-        }
-        if let Some(c) = &self.cluster {
-            args = args.cluster(c);
-        }
-        args
-    }
-}
 
 /// Arguments of `kinetic image`.
 #[derive(Debug, clap::Args)]
@@ -102,27 +70,6 @@ pub(crate) fn run(args: &ImageArgs, inv: &Invocation, out: &Output) -> Result<()
     match &args.command {
         ImageCommand::Resolve(a) => resolve_image(a, inv, out),
     }
-}
-
-/// The Python version `X.Y` of `--python` or the engine's default.
-fn python_version(python: Option<&str>) -> Result<String, CliError> {
-    let version = python
-        .map(str::to_owned)
-        .unwrap_or_else(|| EngineSettings::default().python_version);
-    let parsed = version
-        .split_once('.')
-        .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
-    match parsed {
-        Some((major, minor)) => Ok(format!("{major}.{minor}")),
-        None => Err(CliError::usage(format!(
-            "--python {version:?} is not accepted: expected MAJOR.MINOR such as 3.11"
-        ))),
-    }
-}
-
-/// `python:X.Y-slim` for `--python X.Y` or the engine's default.
-pub(crate) fn base_image(python: Option<&str>) -> Result<String, CliError> {
-    Ok(python_base_image(&python_version(python)?))
 }
 
 fn check_dir(dir: &Path) -> Result<(), CliError> {
@@ -315,7 +262,7 @@ fn print_bundled(
         if let Cached::Unknown(why) | Cached::Failed(why) = cached {
             v["cached_note"] = json!(why);
         }
-        return out.json(&v);
+        return Ok(out.json(&v)?);
     }
     warn_all(deps);
     let mut s = String::new();
@@ -357,7 +304,7 @@ fn print_bundled(
             s.push_str(&format!("  {line}\n"));
         }
     }
-    emit(&s)
+    Ok(emit(&s)?)
 }
 
 fn print_prebuilt(out: &Output, uri: &str, deps: &ResolvedRequirements) -> Result<(), CliError> {
@@ -372,7 +319,7 @@ fn print_prebuilt(out: &Output, uri: &str, deps: &ResolvedRequirements) -> Resul
         if let (Value::Object(m), Value::Object(d)) = (&mut v, dependency_json(deps)) {
             m.extend(d);
         }
-        return out.json(&v);
+        return Ok(out.json(&v)?);
     }
     warn_all(deps);
     let mut s = format!(
@@ -388,5 +335,5 @@ fn print_prebuilt(out: &Output, uri: &str, deps: &ResolvedRequirements) -> Resul
         }
         None => s.push_str("Installed when the job starts: nothing\n"),
     }
-    emit(&s)
+    Ok(emit(&s)?)
 }

@@ -4,107 +4,18 @@
 //! out. No state file: running a command again after it stopped finishes
 //! the job.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
-use std::sync::Arc;
-
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::config as core_config;
-use kinetic_core::settings::{Settings, SettingsArgs};
 use kinetic_infra_gcp::GcpInfra;
-use kinetic_infra_gcp::model::{self, Observed, Plan, PoolRequest, PoolSpec};
+use kinetic_infra_gcp::model::{self};
 use serde_json::{Value, json};
 
-use super::image::TargetArgs;
-use super::profile;
+use crate::cloud::{apply, observe};
 use crate::engine::{self, Invocation};
-use crate::error::{CliError, core_infra_error, infra_error, profile_error};
-use crate::interrupt::{self, PickUp, Stopped};
+use crate::error::{CliError, core_infra_error, profile_error};
+use crate::flags::{InfraTarget, PoolArgs};
+use crate::profiles;
 use crate::render::{self, Output, emit};
-
-/// `--project`, `--zone`, `--cluster`, `--namespace`.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct InfraTarget {
-    #[command(flatten)]
-    target: TargetArgs,
-    /// Namespace jobs run in: the `kinetic` service account is made there
-    /// (also `KINETIC_NAMESPACE`).
-    #[arg(long)]
-    namespace: Option<String>,
-}
-
-impl InfraTarget {
-    pub(crate) fn settings_args(&self, inv: &Invocation) -> SettingsArgs {
-        let args = self.target.settings_args(inv);
-        match &self.namespace {
-            Some(ns) => args.namespace(ns),
-            None => args,
-        }
-    }
-}
-
-/// What a pool is asked to be (`up --accelerator`, `pool add`).
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct PoolArgs {
-    /// Nodes kept even when idle (default 0: the pool scales to zero).
-    /// For a multi-host TPU slice, a multiple of its hosts.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    min_nodes: u32,
-    /// Most nodes (default: min + 10 for GPUs, min + one slice for TPUs).
-    #[arg(long, value_name = "M")]
-    max_nodes: Option<u32>,
-    /// Spot VMs (cheaper, may be preempted); only jobs that ask for Spot
-    /// run there (same as a `:spot` suffix).
-    #[arg(long)]
-    spot: bool,
-    /// A Compute Engine reservation the nodes consume (also
-    /// `KINETIC_RESERVATION`); not with --spot.
-    #[arg(long, value_name = "NAME")]
-    reservation: Option<String>,
-}
-
-impl PoolArgs {
-    /// `args` with `--reservation`, when given.
-    pub(crate) fn settings_args(&self, args: SettingsArgs) -> SettingsArgs {
-        match &self.reservation {
-            Some(r) => args.reservation(r),
-            None => args,
-        }
-    }
-
-    fn changed(&self) -> bool {
-        self.min_nodes != 0 || self.max_nodes.is_some() || self.spot || self.reservation.is_some()
-    }
-
-    /// The pool for `accelerator` (`None` for `cpu`), named with a fresh
-    /// suffix.
-    pub(crate) fn pool(
-        &self,
-        accelerator: &str,
-        settings: &Settings,
-        infra: &GcpInfra,
-    ) -> Result<Option<PoolSpec>, CliError> {
-        let accel = AcceleratorSpec::parse_with_spot(accelerator, self.spot)
-            .map_err(|e| CliError::usage(format!("--accelerator {accelerator}: {e}")))?;
-        if matches!(accel, AcceleratorSpec::Cpu { .. }) {
-            return Ok(None);
-        }
-        let mut request = PoolRequest::new(accel).min_nodes(self.min_nodes);
-        if let Some(max) = self.max_nodes {
-            request = request.max_nodes(max);
-        }
-        if let Some(r) = &settings.reservation {
-            request = request.reservation(&r.value);
-        }
-        let suffix = format!(
-            "{:04x}",
-            RandomState::new().hash_one(std::time::SystemTime::now()) & 0xffff
-        );
-        PoolSpec::new(&infra.desired().target, &request, &suffix)
-            .map(Some)
-            .map_err(core_infra_error)
-    }
-}
 
 /// Arguments of `kinetic up`.
 #[derive(Debug, clap::Args)]
@@ -166,115 +77,6 @@ pub(crate) struct DoctorArgs {
     accelerator: Option<String>,
 }
 
-/// What [`apply`] did, for the command to report.
-#[derive(Debug)]
-#[must_use = "print it: it is the command's last words"]
-pub(crate) struct Applied {
-    /// The `--json` report: target, plan, `dry_run`, `applied`.
-    report: Value,
-    /// True when actions were carried out.
-    applied: bool,
-}
-
-impl Applied {
-    /// The report with `--json`; else "Done." when something was done.
-    pub(crate) fn print(&self, out: &Output) -> Result<(), CliError> {
-        if out.is_json() {
-            out.json(&self.report)
-        } else if self.applied {
-            emit("Done.\n")
-        } else {
-            Ok(())
-        }
-    }
-}
-
-/// The plan of a command that changes the cloud: print it, and unless
-/// `dry_run`, ask (`yes` answers) and carry it out. `again` is the
-/// command that finishes the job after a failure. What was done is for
-/// the caller to print ([`Applied::print`]).
-pub(crate) fn apply(
-    out: &Output,
-    infra: &GcpInfra,
-    plan: &Plan,
-    dry_run: bool,
-    yes: bool,
-    again: &str,
-) -> Result<Applied, CliError> {
-    let target = &infra.desired().target;
-    let report = |applied: bool| Applied {
-        report: json!({"target": target, "plan": plan, "dry_run": dry_run, "applied": applied}),
-        applied,
-    };
-    if !out.is_json() {
-        emit(&render::infra::plan(target, plan))?;
-    }
-    if dry_run || plan.is_empty() {
-        return Ok(report(false));
-    }
-    let untouched = || {
-        Stopped::new(
-            "nothing was changed",
-            "the plan was not carried out",
-            PickUp::Again(interrupt::this_command()),
-        )
-    };
-    interrupt::stage(untouched);
-    if !render::infra::confirm("Carry out this plan?", yes)? {
-        return Err(CliError::failed("nothing was changed"));
-    }
-    let progress = Arc::new(render::infra::InfraProgress::new());
-    let watched = progress.clone();
-    interrupt::stage(move || match watched.current() {
-        Some((index, total, what)) => Stopped::new(
-            format!(
-                "what the cloud started for step {}/{total} ({what}) goes on there",
-                index + 1
-            ),
-            if index + 1 == total {
-                format!("step {total} of {total} was not finished")
-            } else {
-                format!(
-                    "steps {} to {total} of {total} were not finished (what was done stays done)",
-                    index + 1
-                )
-            },
-            PickUp::Again(interrupt::this_command()),
-        ),
-        None => untouched(),
-    });
-    let result = engine::runtime()?.block_on(interrupt::or_interrupt(async {
-        infra.execute(plan, &*progress).await.map_err(|e| {
-            let e = infra_error(e);
-            let text = format!("{e}; what was done stays done: run `{again}` again to finish");
-            match e {
-                CliError::Usage(_) => CliError::usage(text),
-                CliError::Failed(_) => CliError::failed(text),
-                CliError::Interrupted(_) => CliError::interrupted(text),
-            }
-        })
-    }));
-    progress.finish();
-    result?;
-    Ok(report(true))
-}
-
-/// The infrastructure and what the cloud holds of it, all of it readable.
-/// A Ctrl-C meanwhile changes nothing, and says so.
-pub(crate) fn observe(infra: &GcpInfra) -> Result<Observed, CliError> {
-    interrupt::stage(|| {
-        Stopped::new(
-            "nothing was changed",
-            "the cloud was not read to the end",
-            PickUp::Again(interrupt::this_command()),
-        )
-    });
-    engine::runtime()?
-        .block_on(infra.observe())
-        .complete()
-        .map_err(infra_error)
-}
-
 pub(crate) fn up(args: &UpArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     if args.accelerator.is_none() && args.pool.changed() {
         return Err(CliError::usage(
@@ -301,7 +103,7 @@ pub(crate) fn up(args: &UpArgs, inv: &Invocation, out: &Output) -> Result<(), Cl
     };
     applied.report["profile"] = saved
         .as_ref()
-        .map_or(Value::Null, |p| profile::profile_json(p, true));
+        .map_or(Value::Null, |p| profiles::profile_json(p, true));
     if let (Some(p), false) = (&saved, out.is_json()) {
         emit(&format!(
             "Profile '{}' saved and made active (project {}, zone {}, cluster {}, namespace {}).\n",
@@ -331,7 +133,7 @@ fn save_profile(
         .zone(&t.zone)
         .cluster(&t.cluster)
         .namespace(&t.namespace);
-    profile::save_active(inv, profile).map_err(|e| {
+    profiles::save_active(inv, profile).map_err(|e| {
         CliError::failed(format!(
             "the cluster is ready, but its profile could not be saved: {e}; save it with `kinetic profile create {name} --project {} --zone {} --cluster {} --namespace {} --force`",
             t.project, t.zone, t.cluster, t.namespace

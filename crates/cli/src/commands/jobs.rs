@@ -173,10 +173,10 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                         text.push_str(&format!("  {a}\n"));
                     }
                 }
-                out.either(
+                Ok(out.either(
                     &json!({"job_id": job_id, "status": state.status, "reason": state.reason, "attempts": attempts}),
                     &text,
-                )
+                )?)
             }
             JobsCommand::Logs {
                 job_id,
@@ -249,17 +249,17 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 })
                 .await;
                 progress.finish();
-                render::value(&value?, out)
+                Ok(render::value(&value?, out)?)
             }
             JobsCommand::Cancel { job_id } => {
                 let handle = attach(&engines, job_id).await?;
-                match handle.cancel_if_running().await.map_err(engine_error)? {
+                Ok(match handle.cancel_if_running().await.map_err(engine_error)? {
                     None => render::done("job_id", job_id, "cancelled", out),
                     Some(state) => out.either(
                         &json!({"job_id": job_id, "cancelled": false, "status": state.status, "reason": state.reason}),
                         &format!("{job_id} had already finished ({state}): nothing to cancel\n"),
                     ),
-                }
+                }?)
             }
             JobsCommand::Debug {
                 job_id,
@@ -287,7 +287,7 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                     })
                     .await
                     .map_err(engine_error)?;
-                render::done("job_id", job_id, "cleaned up", out)
+                Ok(render::done("job_id", job_id, "cleaned up", out)?)
             }
         }
     })
@@ -352,7 +352,7 @@ async fn debug(
 }
 
 fn logs_out(job_id: &str, text: &str, out: &Output) -> Result<(), CliError> {
-    out.either(&json!({"job_id": job_id, "logs": text}), text)
+    Ok(out.either(&json!({"job_id": job_id, "logs": text}), text)?)
 }
 
 async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
@@ -389,10 +389,10 @@ async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
                 value
             })
             .collect();
-        return out.json(&values);
+        return Ok(out.json(&values)?);
     }
     if records.is_empty() {
-        return emit("no jobs\n");
+        return Ok(emit("no jobs\n")?);
     }
     let rows: Vec<Vec<String>> = records
         .iter()
@@ -411,7 +411,7 @@ async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
             ]
         })
         .collect();
-    emit(&table(
+    Ok(emit(&table(
         &[
             "JOB ID",
             "STATUS",
@@ -421,5 +421,5 @@ async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
             "CREATED",
         ],
         &rows,
-    ))
+    ))?)
 }

@@ -30,7 +30,7 @@ pub(crate) fn run(
         clap_mangen::Man::new(cli)
             .render(&mut page)
             .map_err(|e| CliError::failed(format!("cannot render the manual page: {e}")))?;
-        return emit(&String::from_utf8_lossy(&page));
+        return Ok(emit(&String::from_utf8_lossy(&page))?);
     };
     let dir = inv.cwd()?.join(dir);
     if !dir.is_dir() {
@@ -45,10 +45,10 @@ pub(crate) fn run(
             dir.display()
         ))
     })?;
-    render::done(
+    Ok(render::done(
         "out_dir",
         &dir.display().to_string(),
         "manual pages written",
         out,
-    )
+    )?)
 }

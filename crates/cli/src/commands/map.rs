@@ -10,10 +10,10 @@ use std::sync::Arc;
 use kinetic_engine::{Arg, Entrypoint, JobSpec, MapOptions, ProgressEvent, SubmitOptions};
 use serde_json::{Value, json};
 
-use super::run::{JobFlags, PathBase};
 use super::seconds;
 use crate::engine::{self, Invocation};
 use crate::error::{CliError, batch_error, engine_error};
+use crate::flags::{JobFlags, PathBase};
 use crate::follow;
 use crate::interrupt::{self, Stopped};
 use crate::render::preview::BatchShape;
@@ -146,7 +146,7 @@ fn build_spec(args: &MapArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
     let home = inv.home();
     let entrypoint = Entrypoint::parse(&args.entry).map_err(|e| CliError::usage(e.to_string()))?;
     // Before a single input is submitted.
-    super::entry_check::check(&entrypoint, inv)?;
+    crate::entry_check::check(&entrypoint, inv)?;
     let base = PathBase {
         cwd,
         home: home.as_deref(),
@@ -213,7 +213,12 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
             inputs: inputs.len(),
             max_concurrent: (args.max_concurrent > 0).then_some(args.max_concurrent),
         };
-        return render::preview::plan(&preview?, engine.settings(), Some(shape), out);
+        return Ok(render::preview::plan(
+            &preview?,
+            engine.settings(),
+            Some(shape),
+            out,
+        )?);
     }
     // Preparing (hashing, uploading, the image) shows on a terminal, and
     // a Ctrl-C meanwhile says whether an image build goes on.
@@ -235,10 +240,10 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
         render::info(&format!("batch {}: {total} inputs", batch.group_id()));
         if args.detach {
             follow::wait_submitted(&batch, timeout).await?;
-            return out.either(
+            return Ok(out.either(
                 &json!({"group_id": batch.group_id(), "total": total}),
                 &format!("{}\n", batch.group_id()),
-            );
+            )?);
         }
         follow::follow_and_print(&batch, timeout, args.no_cleanup, out).await
     })

@@ -80,7 +80,7 @@ pub(crate) fn run(args: &PackArgs, inv: &Invocation, out: &Output) -> Result<(),
 
     if out.is_json() {
         let warnings: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
-        return out.json(&serde_json::json!({
+        return Ok(out.json(&serde_json::json!({
             "path": report.path.display().to_string(),
             "entries": report.entries,
             "files": report.files,
@@ -90,12 +90,12 @@ pub(crate) fn run(args: &PackArgs, inv: &Invocation, out: &Output) -> Result<(),
             "sha256": report.sha256,
             "seconds": seconds,
             "warnings": warnings,
-        }));
+        }))?);
     }
     for warning in &report.warnings {
         render::warn(&warning.to_string());
     }
-    emit(&format!(
+    Ok(emit(&format!(
         "wrote {}: {} entries ({} files, {} empty dirs), {:.1} MB -> {:.1} MB in {:.2} s, sha256 {}\n",
         report.path.display(),
         report.entries,
@@ -105,5 +105,5 @@ pub(crate) fn run(args: &PackArgs, inv: &Invocation, out: &Output) -> Result<(),
         report.bytes_out as f64 / 1e6,
         seconds,
         report.sha256
-    ))
+    ))?)
 }

@@ -4,9 +4,10 @@
 use kinetic_infra_gcp::model;
 use serde_json::json;
 
-use super::infra::{InfraTarget, PoolArgs, apply, observe};
+use crate::cloud::{apply, observe};
 use crate::engine::{self, Invocation};
 use crate::error::{CliError, core_infra_error};
+use crate::flags::{InfraTarget, PoolArgs};
 use crate::render::{self, Output};
 
 /// Arguments of `kinetic pool`.
@@ -104,7 +105,7 @@ fn list(args: &ListArgs, inv: &Invocation, out: &Output) -> Result<(), CliError>
     let infra = engine::infra(&settings)?;
     let observed = observe(&infra)?;
     let report = model::status(infra.desired(), &observed);
-    out.either(
+    Ok(out.either(
         &json!({"cluster": report.cluster, "pools": report.pools}),
         &match report.cluster {
             None => format!(
@@ -113,7 +114,7 @@ fn list(args: &ListArgs, inv: &Invocation, out: &Output) -> Result<(), CliError>
             ),
             Some(_) => render::infra::pools(&report.pools),
         },
-    )
+    )?)
 }
 
 fn remove(args: &RemoveArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::engine::Invocation;
 use crate::error::{CliError, profile_error};
+use crate::profiles::{profile_json, warn_if_overridden};
 use crate::render::{self, Output, emit, key_values, table};
 
 /// Arguments of `kinetic profile`.
@@ -96,18 +97,6 @@ fn effective<'a>(
     store.active(None, env).map(|a| a.map(|a| a.profile))
 }
 
-/// A profile as the commands' `--json` shows it.
-pub(crate) fn profile_json(p: &Profile, active: bool) -> serde_json::Value {
-    json!({
-        "name": p.name,
-        "project": p.project,
-        "zone": p.zone,
-        "cluster": p.cluster,
-        "namespace": p.namespace,
-        "active": active,
-    })
-}
-
 fn profile_text(p: &Profile) -> String {
     format!(
         "Profile: {}\n{}",
@@ -135,16 +124,16 @@ fn list(store: &ProfileStore, env: &dyn EnvLookup, out: &Output) -> Result<(), C
             .profiles()
             .map(|p| profile_json(p, is_active(p)))
             .collect();
-        return out.json(&json!({
+        return Ok(out.json(&json!({
             "current": store.current_name(),
             "active": effective_name,
             "profiles": profiles,
-        }));
+        }))?);
     }
     if store.is_empty() {
-        return emit(
+        return Ok(emit(
             "No profiles saved. Create one with 'kinetic profile create NAME --project PROJECT'.\n",
-        );
+        )?);
     }
     let rows: Vec<Vec<String>> = store
         .profiles()
@@ -171,7 +160,7 @@ fn list(store: &ProfileStore, env: &dyn EnvLookup, out: &Output) -> Result<(), C
         (Some(e), _) => format!("Active profile: {e}\n"),
         (None, _) => "No active profile. Run 'kinetic profile use NAME'.\n".to_owned(),
     });
-    emit(&text)
+    Ok(emit(&text)?)
 }
 
 fn show(
@@ -193,9 +182,9 @@ fn show(
     };
     let active = active_name.as_deref() == Some(profile.name.as_str());
     if out.is_json() {
-        return out.json(&profile_json(profile, active));
+        return Ok(out.json(&profile_json(profile, active))?);
     }
-    emit(&profile_text(profile))
+    Ok(emit(&profile_text(profile))?)
 }
 
 fn create(
@@ -236,10 +225,10 @@ fn create(
     store.save(path).map_err(profile_error)?;
 
     if out.is_json() {
-        return out.json(&json!({
+        return Ok(out.json(&json!({
             "saved": profile_json(&profile, became_current),
             "active": became_current,
-        }));
+        }))?);
     }
     let name = &args.name;
     let next = if became_current {
@@ -247,10 +236,10 @@ fn create(
     } else {
         format!("Run 'kinetic profile use {name}' to activate it.")
     };
-    emit(&format!(
+    Ok(emit(&format!(
         "Saved profile '{name}'.\n{next}\n{}",
         profile_text(&profile)
-    ))
+    ))?)
 }
 
 fn use_profile(
@@ -265,51 +254,16 @@ fn use_profile(
     warn_if_overridden(env, name);
     let profile = store.require(name).map_err(profile_error)?;
     if out.is_json() {
-        return out.json(&json!({ "active": profile_json(profile, true) }));
+        return Ok(out.json(&json!({ "active": profile_json(profile, true) }))?);
     }
-    emit(&format!(
+    Ok(emit(&format!(
         "Active profile: {name}\n{}",
         profile_text(profile)
-    ))
+    ))?)
 }
 
 /// Warn when `KINETIC_PROFILE` names another profile than `name`, the
 /// one just made active: it still takes precedence.
-fn warn_if_overridden(env: &dyn EnvLookup, name: &str) {
-    if let Some(env_name) = env.non_empty(vars::PROFILE)
-        && env_name != name
-    {
-        render::warn(&format!(
-            "KINETIC_PROFILE='{env_name}' is set and takes precedence over the active profile; \
-             unset it to use '{name}'."
-        ));
-    }
-}
-
-/// Save `profile` and make it the active one, as `kinetic up` does for
-/// the cluster it built. A profile of that name is updated in place, so
-/// keys another tool stored in it are kept.
-pub(crate) fn save_active(inv: &Invocation, profile: Profile) -> Result<Profile, ProfileError> {
-    let path = core_config::profiles_path(inv.env())?;
-    let mut store = ProfileStore::load(&path)?;
-    let saved = match store.get(&profile.name) {
-        Some(existing) => {
-            let mut updated = existing.clone();
-            updated.project = profile.project;
-            updated.zone = profile.zone;
-            updated.cluster = profile.cluster;
-            updated.namespace = profile.namespace;
-            updated
-        }
-        None => profile,
-    };
-    store.upsert(saved.clone())?;
-    store.set_current(&saved.name)?;
-    store.save(&path)?;
-    warn_if_overridden(inv.env(), &saved.name);
-    Ok(saved)
-}
-
 fn unset(
     mut store: ProfileStore,
     env: &dyn EnvLookup,
@@ -327,12 +281,12 @@ fn unset(
         ));
     }
     if out.is_json() {
-        return out.json(&json!({ "previous": previous }));
+        return Ok(out.json(&json!({ "previous": previous }))?);
     }
-    emit(&match previous {
+    Ok(emit(&match previous {
         Some(p) => format!("Cleared active profile (was '{p}').\n"),
         None => "No active profile to unset.\n".to_owned(),
-    })
+    })?)
 }
 
 fn delete(mut store: ProfileStore, path: &Path, name: &str, out: &Output) -> Result<(), CliError> {
@@ -340,10 +294,10 @@ fn delete(mut store: ProfileStore, path: &Path, name: &str, out: &Output) -> Res
     let removed = store.remove(name).map_err(profile_error)?;
     store.save(path).map_err(profile_error)?;
     if out.is_json() {
-        return out.json(&json!({
+        return Ok(out.json(&json!({
             "removed": profile_json(&removed, false),
             "was_active": was_active,
-        }));
+        }))?);
     }
     let mut text = format!(
         "Removed profile '{name}' ({}/{}/{}).\n",
@@ -352,5 +306,5 @@ fn delete(mut store: ProfileStore, path: &Path, name: &str, out: &Output) -> Res
     if was_active {
         text.push_str("No profile is active now; run 'kinetic profile use NAME' to pick one.\n");
     }
-    emit(&text)
+    Ok(emit(&text)?)
 }

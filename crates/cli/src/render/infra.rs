@@ -11,8 +11,8 @@ use indicatif::ProgressBar;
 use kinetic_infra_gcp::Progress;
 use kinetic_infra_gcp::model::{Action, Check, InfraTarget, Plan, PoolStatus, StatusReport};
 
+use super::RenderError;
 use super::{key_values, table};
-use crate::error::CliError;
 
 /// The plan, numbered, with its notes.
 pub(crate) fn plan(target: &InfraTarget, plan: &Plan) -> String {
@@ -35,13 +35,13 @@ pub(crate) fn plan(target: &InfraTarget, plan: &Plan) -> String {
 
 /// Ask `question` on the terminal; `--yes` answers for the user. Without
 /// a terminal to ask on, refuse to act.
-pub(crate) fn confirm(question: &str, yes: bool) -> Result<bool, CliError> {
+pub(crate) fn confirm(question: &str, yes: bool) -> Result<bool, RenderError> {
     if yes {
         return Ok(true);
     }
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
-        return Err(CliError::usage(format!(
+        return Err(RenderError::Usage(format!(
             "{question} needs a yes: pass --yes to go ahead without being asked"
         )));
     }
@@ -51,7 +51,7 @@ pub(crate) fn confirm(question: &str, yes: bool) -> Result<bool, CliError> {
     stdin
         .lock()
         .read_line(&mut line)
-        .map_err(|e| CliError::failed(format!("cannot read the answer: {e}")))?;
+        .map_err(|e| RenderError::Failed(format!("cannot read the answer: {e}")))?;
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "Yes"))
 }
 

@@ -15,7 +15,26 @@ use kinetic_engine::{BatchHandle, BatchItem, ChildError};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::error::CliError;
+/// What printing ends with when it cannot go on, or when what it printed
+/// is a failure (a batch with failed inputs): the message for the person,
+/// and whether it was their input. The command's error type takes it
+/// (`From<RenderError> for CliError`); printing knows nothing of the
+/// command's errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RenderError {
+    /// The user's input (or a missing answer) cannot be used: exit 2.
+    Usage(String),
+    /// Printing failed, or what was printed is a failure: exit 1.
+    Failed(String),
+}
+
+impl std::fmt::Display for RenderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Usage(m) | Self::Failed(m) => f.write_str(m),
+        }
+    }
+}
 
 /// Where and how a command prints its data.
 #[derive(Debug, Clone, Copy)]
@@ -34,14 +53,15 @@ impl Output {
     }
 
     /// Print a value as pretty JSON on stdout.
-    pub(crate) fn json<T: Serialize>(&self, value: &T) -> Result<(), CliError> {
-        let text = serde_json::to_string_pretty(value)
-            .map_err(|e| CliError::failed(format!("could not encode the output as JSON: {e}")))?;
+    pub(crate) fn json<T: Serialize>(&self, value: &T) -> Result<(), RenderError> {
+        let text = serde_json::to_string_pretty(value).map_err(|e| {
+            RenderError::Failed(format!("could not encode the output as JSON: {e}"))
+        })?;
         emit(&format!("{text}\n"))
     }
 
     /// `json` with `--json`, else `text`.
-    pub(crate) fn either<T: Serialize>(&self, json: &T, text: &str) -> Result<(), CliError> {
+    pub(crate) fn either<T: Serialize>(&self, json: &T, text: &str) -> Result<(), RenderError> {
         if self.json {
             self.json(json)
         } else {
@@ -52,7 +72,7 @@ impl Output {
 
 /// Print `text` on stdout as is. A closed pipe (`kinetic accelerators | head`)
 /// is not an error: the reader has what it wanted.
-pub(crate) fn emit(text: &str) -> Result<(), CliError> {
+pub(crate) fn emit(text: &str) -> Result<(), RenderError> {
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
@@ -60,7 +80,9 @@ pub(crate) fn emit(text: &str) -> Result<(), CliError> {
     {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError::failed(format!("could not write to stdout: {e}"))),
+        Err(e) => Err(RenderError::Failed(format!(
+            "could not write to stdout: {e}"
+        ))),
     }
 }
 
@@ -78,15 +100,6 @@ pub(crate) fn warn(message: &str) {
 pub(crate) fn notice(informational: bool, message: &str) {
     let level = if informational { "note" } else { "warning" };
     eprintln!("{level}: {message}");
-}
-
-/// A command's failure, on stderr; an interruption is not an error and
-/// speaks for itself (`interrupted: …`).
-pub(crate) fn error(err: &CliError) {
-    match err {
-        CliError::Interrupted(_) => eprintln!("{err}"),
-        _ => eprintln!("error: {err}"),
-    }
 }
 
 /// The traceback of a job that failed remotely, on stderr.
@@ -143,7 +156,7 @@ pub(crate) fn key_values(rows: &[(&str, String)]) -> String {
 /// the rest. A value that holds pickled Python values (a job submitted by
 /// the Python module returned what JSON would change) is printed as it is,
 /// with a note on stderr saying where it can be read.
-pub(crate) fn value(value: &Value, out: &Output) -> Result<(), CliError> {
+pub(crate) fn value(value: &Value, out: &Output) -> Result<(), RenderError> {
     if let Some(python) = pickled_python(value) {
         note_pickled(&python, "kinetic.attach(JOB_ID).result()");
     }
@@ -194,7 +207,7 @@ fn pickled_python(value: &Value) -> Option<String> {
 
 /// `{id}: {what}` (or its JSON) after an action on a job or batch, whose
 /// id is named by `id_key` (`job_id`, `group_id`).
-pub(crate) fn done(id_key: &str, id: &str, what: &str, out: &Output) -> Result<(), CliError> {
+pub(crate) fn done(id_key: &str, id: &str, what: &str, out: &Output) -> Result<(), RenderError> {
     out.either(
         &json!({id_key: id, "done": what}),
         &format!("{id}: {what}\n"),
@@ -208,7 +221,7 @@ pub(crate) fn batch_items(
     batch: &BatchHandle,
     items: &[BatchItem],
     out: &Output,
-) -> Result<(), CliError> {
+) -> Result<(), RenderError> {
     let failed: Vec<&ChildError> = items
         .iter()
         .filter_map(|i| i.outcome.as_ref().err())
@@ -259,9 +272,9 @@ pub(crate) fn batch_items(
     if failed.is_empty() {
         Ok(())
     } else if !missing.is_empty() {
-        Err(CliError::failed(never_submitted(batch, &missing)))
+        Err(RenderError::Failed(never_submitted(batch, &missing)))
     } else {
-        Err(CliError::failed(format!(
+        Err(RenderError::Failed(format!(
             "batch {}: {} of {} inputs failed",
             batch.group_id(),
             failed.len(),

@@ -4,8 +4,8 @@
 use kinetic_engine::{EngineSettings, ImagePreview, SubmitPreview};
 use serde_json::json;
 
+use super::RenderError;
 use super::{Output, key_values};
-use crate::error::CliError;
 
 /// The batch a `map --dry-run` would make.
 #[derive(Debug, Clone, Copy)]
@@ -74,7 +74,7 @@ pub(crate) fn plan(
     settings: &EngineSettings,
     batch: Option<BatchShape>,
     out: &Output,
-) -> Result<(), CliError> {
+) -> Result<(), RenderError> {
     if out.is_json() {
         let mut value =
             json!({"dry_run": true, "plan": preview, "runs_on": place(preview, settings)});

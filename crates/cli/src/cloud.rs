@@ -1,0 +1,123 @@
+//! What the infrastructure commands share (`kinetic up`, `down` and
+//! `pool`): read the cloud back, and print, confirm and carry out a plan.
+//! In one room so that commands never import each other.
+
+use std::sync::Arc;
+
+use kinetic_infra_gcp::GcpInfra;
+use kinetic_infra_gcp::model::{Observed, Plan};
+use serde_json::{Value, json};
+
+use crate::engine;
+use crate::error::{CliError, infra_error};
+use crate::interrupt::{self, PickUp, Stopped};
+use crate::render::{self, Output, emit};
+
+/// What [`apply`] did, for the command to report.
+#[derive(Debug)]
+#[must_use = "print it: it is the command's last words"]
+pub(crate) struct Applied {
+    /// The `--json` report: target, plan, `dry_run`, `applied`.
+    pub(crate) report: Value,
+    /// True when actions were carried out.
+    applied: bool,
+}
+
+impl Applied {
+    /// The report with `--json`; else "Done." when something was done.
+    pub(crate) fn print(&self, out: &Output) -> Result<(), CliError> {
+        if out.is_json() {
+            Ok(out.json(&self.report)?)
+        } else if self.applied {
+            Ok(emit("Done.\n")?)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The plan of a command that changes the cloud: print it, and unless
+/// `dry_run`, ask (`yes` answers) and carry it out. `again` is the
+/// command that finishes the job after a failure. What was done is for
+/// the caller to print ([`Applied::print`]).
+pub(crate) fn apply(
+    out: &Output,
+    infra: &GcpInfra,
+    plan: &Plan,
+    dry_run: bool,
+    yes: bool,
+    again: &str,
+) -> Result<Applied, CliError> {
+    let target = &infra.desired().target;
+    let report = |applied: bool| Applied {
+        report: json!({"target": target, "plan": plan, "dry_run": dry_run, "applied": applied}),
+        applied,
+    };
+    if !out.is_json() {
+        emit(&render::infra::plan(target, plan))?;
+    }
+    if dry_run || plan.is_empty() {
+        return Ok(report(false));
+    }
+    let untouched = || {
+        Stopped::new(
+            "nothing was changed",
+            "the plan was not carried out",
+            PickUp::Again(interrupt::this_command()),
+        )
+    };
+    interrupt::stage(untouched);
+    if !render::infra::confirm("Carry out this plan?", yes)? {
+        return Err(CliError::failed("nothing was changed"));
+    }
+    let progress = Arc::new(render::infra::InfraProgress::new());
+    let watched = progress.clone();
+    interrupt::stage(move || match watched.current() {
+        Some((index, total, what)) => Stopped::new(
+            format!(
+                "what the cloud started for step {}/{total} ({what}) goes on there",
+                index + 1
+            ),
+            if index + 1 == total {
+                format!("step {total} of {total} was not finished")
+            } else {
+                format!(
+                    "steps {} to {total} of {total} were not finished (what was done stays done)",
+                    index + 1
+                )
+            },
+            PickUp::Again(interrupt::this_command()),
+        ),
+        None => untouched(),
+    });
+    let result = engine::runtime()?.block_on(interrupt::or_interrupt(async {
+        infra.execute(plan, &*progress).await.map_err(|e| {
+            let e = infra_error(e);
+            let text = format!("{e}; what was done stays done: run `{again}` again to finish");
+            match e {
+                CliError::Usage(_) => CliError::usage(text),
+                CliError::Failed(_) => CliError::failed(text),
+                CliError::Interrupted(_) => CliError::interrupted(text),
+            }
+        })
+    }));
+    progress.finish();
+    result?;
+    Ok(report(true))
+}
+
+/// The infrastructure and what the cloud holds of it, all of it readable.
+/// A Ctrl-C meanwhile changes nothing, and says so.
+pub(crate) fn observe(infra: &GcpInfra) -> Result<Observed, CliError> {
+    interrupt::stage(|| {
+        Stopped::new(
+            "nothing was changed",
+            "the cloud was not read to the end",
+            PickUp::Again(interrupt::this_command()),
+        )
+    });
+    engine::runtime()?
+        .block_on(infra.observe())
+        .complete()
+        .map_err(infra_error)
+}
