@@ -76,6 +76,33 @@ class JobModuleTests(RunnerTestCase):
         self.assertTrue(in_job)
         self.assertIn("kinetic-module", path)
 
+    def test_where_the_image_lacks_cloudpickle_it_is_installed_at_start(self):
+        import base64
+        import pickle
+        import sys
+
+        import cloudpickle
+
+        def by_value(x):
+            import kinetic
+            return [x * 2, kinetic.IN_JOB]
+
+        by_value.__module__ = "__main__"  # as a script's function: pickled by value
+        payload = base64.b64encode(cloudpickle.dumps(by_value, protocol=pickle.HIGHEST_PROTOCOL)).decode()
+        minor = "%d.%d" % sys.version_info[:2]
+        entry = {"kind": "function", "module": "__kinetic_runner__", "function": "call_pickled"}
+        spec_uri = self.write_spec(self.spec({"work.py": WORK}, entry, python_values=minor,
+                                             args=[{"__kinetic_pickle__": payload, "python": minor}, 21]))
+        # -S: no site-packages, so no cloudpickle; the "install" copies it onto PYTHONPATH.
+        site = self.path("installed")
+        os.makedirs(site)
+        source = os.path.dirname(cloudpickle.__file__)
+        install = json.dumps(["sh", "-c", 'cp -r "$0" "$1"', source, site])
+        run = self.run_runner(spec_uri, env={"KINETIC_INSTALL_COMMAND": install, "PYTHONPATH": site},
+                              python_flags=("-S",))
+        self.assertSucceeded(run, [42, True])
+        self.assertIn("this image has no cloudpickle; running sh -c", run.stderr)
+
     def test_without_cloudpickle_a_function_by_value_is_a_clear_error(self):
         entry = {"kind": "function", "module": "__kinetic_runner__", "function": "call_pickled"}
         spec_uri = self.write_spec(self.spec({"work.py": WORK}, entry, python_values="3.0"))

@@ -283,3 +283,16 @@ def test_the_readmes_quick_start_runs_as_a_script_and_at_the_prompt(kinetic_env)
                          timeout=300, cwd=str(kinetic_env))
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stdout + out.stderr
     assert out.stdout.count("49") >= 2, out.stdout
+
+
+def test_without_cloudpickle_a_main_function_is_a_clear_error(monkeypatch):
+    import kinetic
+
+    def typed_at_the_prompt(x):
+        return x
+
+    typed_at_the_prompt.__module__ = "__main__"
+    typed_at_the_prompt.__qualname__ = "typed_at_the_prompt"
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)  # as if not installed
+    with pytest.raises(TypeError, match=r"typed_at_the_prompt \(defined in __main__.*pip install cloudpickle"):
+        kinetic.run(accelerator="cpu")(typed_at_the_prompt)
