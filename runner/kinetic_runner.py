@@ -1537,6 +1537,74 @@ def decode_python_values(value):
 
 RUNNER_MODULE = "__kinetic_runner__"
 
+# --------------------------------------------------------------------------
+# The job's `kinetic` module
+
+# The text of the job-side `kinetic` module (runner/kinetic_job.py). The
+# engine's copy of the runner carries it on the next line (crates/core/build.rs
+# writes it there); run from a checkout, the runner reads the file beside it.
+JOB_MODULE_SOURCE = None
+JOB_MODULE_FILE = "kinetic_job.py"
+
+
+def job_module_source() -> str:
+    """The job-side ``kinetic`` module's source: embedded, or the file beside the runner."""
+    if JOB_MODULE_SOURCE is not None:
+        return JOB_MODULE_SOURCE
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), JOB_MODULE_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as err:
+        raise RunnerError("the job's kinetic module is neither embedded in the runner nor beside it (%s): %s"
+                          % (path, err)) from None
+
+
+def place_job_module(run_dir: str) -> str:
+    """Writes the job's ``kinetic`` package under ``run_dir`` and puts it
+    first on ``sys.path``, ahead of any ``kinetic`` the interpreter has
+    installed (a local job's may have the client's): inside a job,
+    ``import kinetic`` gives the job's side of the API, whose decorated
+    functions run in-process. Returns the directory put on ``sys.path``."""
+    root = os.path.join(run_dir, "kinetic-module")
+    package = os.path.join(root, "kinetic")
+    os.makedirs(package, exist_ok=True)
+    with open(os.path.join(package, "__init__.py"), "w", encoding="utf-8") as f:
+        f.write(job_module_source())
+    for name in [n for n in sys.modules if n == "kinetic" or n.startswith("kinetic.")]:
+        del sys.modules[name]
+    sys.path.insert(0, root)
+    importlib.invalidate_caches()
+    return root
+
+
+
+def ensure_cloudpickle(environ) -> None:
+    """A function that travelled by value was pickled with cloudpickle,
+    which its unpickling needs: imported, or installed now (the images the
+    build makes have it; a prebuilt or custom image may not), or an error
+    that says what to add."""
+    try:
+        import cloudpickle  # noqa: F401
+        return
+    except ImportError:
+        pass
+    import shlex
+    argv = install_command(environ, None, ["cloudpickle"])
+    log(LOAD, "the function travels by value (cloudpickle) and this image has no cloudpickle; running %s"
+        % shlex.join(argv))
+    code, tail = run_capturing_stderr(argv)
+    importlib.invalidate_caches()
+    try:
+        import cloudpickle  # noqa: F401
+    except ImportError:
+        raise RunnerError(
+            "the function travels by value, pickled with cloudpickle (it is defined in __main__: a script, the "
+            "interpreter's prompt or a notebook, or is a lambda or closure), and this job's Python (%s) has no "
+            "cloudpickle, and installing it failed (%s exited with code %d%s); add cloudpickle to the image or "
+            "to the project's requirements, or define the function in a module of the project"
+            % (sys.executable, shlex.join(argv), code, ("; stderr tail:\n" + tail) if tail else "")) from None
+
 
 def call_pickled(fn, *args, **kwargs):
     """The entrypoint ``__kinetic_runner__:call_pickled``: calls the function
@@ -1548,10 +1616,18 @@ def call_pickled(fn, *args, **kwargs):
 
 
 def encode_python_value(value) -> dict:
-    """``value`` pickled as a leaf a Python client of the same minor version reads back."""
+    """``value`` pickled as a leaf a Python client of the same minor version
+    reads back: with cloudpickle when the job has it, so that an instance
+    (or an exception) of a class that came by value from the client's
+    ``__main__`` goes back as an instance of that class."""
     import base64
     import pickle
-    return {PICKLE_KEY: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii"),
+    try:
+        import cloudpickle
+        dumps = cloudpickle.dumps
+    except ImportError:
+        dumps = pickle.dumps
+    return {PICKLE_KEY: base64.b64encode(dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii"),
             "python": python_minor()}
 
 
@@ -2161,6 +2237,7 @@ class Runner:
         self.tmp: str | None = None
         self.spec: Spec | None = None
         self.plan: PlanActions | None = None
+        self.job_module_dir: str | None = None
 
     # -- driver
 
@@ -2289,7 +2366,7 @@ class Runner:
         for message in self.plan.warnings:
             warn(EXTRACT, message)
         sys.path[0:0] = self.plan.sys_path
-        importlib.invalidate_caches()
+        self.job_module_dir = place_job_module(self.tmp)
         if self.plan.legacy:
             log(EXTRACT, "no usable plan; workspace root first on sys.path, cwd unchanged")
         else:
@@ -2334,6 +2411,7 @@ class Runner:
         entry = self.spec.entrypoint
         function = entry["function"]
         if entry.get("module") == RUNNER_MODULE and function == "call_pickled":
+            ensure_cloudpickle(self.environ)
             log(LOAD, "%s.%s (a function pickled by value)" % (RUNNER_MODULE, function))
             return call_pickled
         if entry.get("module") is not None:
@@ -2450,7 +2528,8 @@ class Runner:
         argv = self.spec.entrypoint["argv"]
         cwd = os.path.join(self.tmp, "workspace") if self.plan.legacy else self.plan.cwd
         env = dict(self.environ)
-        env["PYTHONPATH"] = os.pathsep.join(self.plan.sys_path + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env["PYTHONPATH"] = os.pathsep.join([self.job_module_dir] + self.plan.sys_path
+                                            + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         log(EXECUTE, "running %s" % shlex.join(argv))
         flush_streams()
         try:
@@ -2546,7 +2625,10 @@ def builtin_sha256(data: bytes):
     return None
 
 
-def install_command(environ, requirements_path: str) -> list:
+def install_command(environ, requirements_path: str | None, packages: list | None = None) -> list:
+    """The command that installs a requirements file (or, with
+    ``requirements_path`` None, the named ``packages``)."""
+    what = ["-r", requirements_path] if requirements_path is not None else list(packages or [])
     override = environ.get("KINETIC_INSTALL_COMMAND")
     if override:
         try:
@@ -2555,11 +2637,11 @@ def install_command(environ, requirements_path: str) -> list:
             argv = None
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
             raise RunnerError("KINETIC_INSTALL_COMMAND must be a JSON list of strings")
-        return argv + [requirements_path]
+        return argv + ([requirements_path] if requirements_path is not None else what)
     uv = shutil.which("uv")
     if uv:
-        return [uv, "pip", "install", "--system", "-r", requirements_path]
-    return [sys.executable, "-m", "pip", "install", "-r", requirements_path]
+        return [uv, "pip", "install", "--system"] + what
+    return [sys.executable, "-m", "pip", "install"] + what
 
 
 def run_capturing_stderr(argv: list) -> tuple:

@@ -55,6 +55,8 @@ step "python module (maturin develop into a venv, pytest)"
 venv=target/python-venv
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest cloudpickle datasets
+# A notebook runner: the suite runs a function defined in a notebook cell.
+"$venv/bin/python" -m pip install -q --disable-pip-version-check nbclient nbformat ipykernel
 # debugpy: the runner's debug jobs (runner test below, the CLI's end-to-end
 # debug sessions, which find this venv's interpreter).
 "$venv/bin/python" -m pip install -q --disable-pip-version-check debugpy

@@ -17,11 +17,13 @@ import os, sys
 WS = os.path.dirname(os.path.abspath(__file__))
 
 def probe(package_root=None):
+    # The job's kinetic module comes first of all (test_job_module); the plan's entries follow.
+    path = [p for p in sys.path if os.path.basename(p) != "kinetic-module"]
     return {
         "cwd": os.getcwd(),
         "cwd_rel": os.path.relpath(os.getcwd(), WS),
-        "ws_first": sys.path[0] == WS,
-        "head": [os.path.relpath(p, WS) for p in sys.path[:3]],
+        "ws_first": path[0] == WS,
+        "head": [os.path.relpath(p, WS) for p in path[:3]],
         "package_root_exists": bool(package_root) and os.path.exists(package_root),
     }
 """

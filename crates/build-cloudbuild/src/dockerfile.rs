@@ -21,14 +21,15 @@ pub const LIBTPU_FIND_LINKS: &str =
 
 /// Python packages every job image installs besides the user's, per
 /// accelerator category (the JAX build that runs on it). The runner uses the
-/// standard library only, so unlike Kinetic's images nothing else is needed
-/// (no cloudpickle, google-cloud-storage or keras-kinetic); `keras` stays
+/// standard library only (no google-cloud-storage or keras-kinetic);
+/// `cloudpickle` unpickles the functions that travel by value (those of a
+/// client's `__main__`: a script, the prompt, a notebook), and `keras` stays
 /// for users who come from Kinetic, where it is always there.
 pub fn accelerator_packages(category: &str) -> Result<&'static str, BuildError> {
     match category {
-        "cpu" => Ok("jax keras"),
-        "gpu" => Ok("'jax[cuda12]' keras"),
-        "tpu" => Ok("'jax[tpu]>=0.4.6' keras"),
+        "cpu" => Ok("jax keras cloudpickle"),
+        "gpu" => Ok("'jax[cuda12]' keras cloudpickle"),
+        "tpu" => Ok("'jax[tpu]>=0.4.6' keras cloudpickle"),
         other => Err(BuildError::invalid_input(format!(
             "invalid accelerator category '{other}' for an image: expected cpu, gpu or tpu"
         ))),
@@ -213,15 +214,15 @@ mod tests {
     fn install_lines_per_category() {
         assert_eq!(
             install_command("cpu", false).unwrap(),
-            "RUN uv pip install --system jax keras"
+            "RUN uv pip install --system jax keras cloudpickle"
         );
         assert_eq!(
             install_command("gpu", true).unwrap(),
-            "RUN uv pip install --system 'jax[cuda12]' keras -r /tmp/requirements.txt"
+            "RUN uv pip install --system 'jax[cuda12]' keras cloudpickle -r /tmp/requirements.txt"
         );
         assert_eq!(
             install_command("tpu", true).unwrap(),
-            "RUN uv pip install --system 'jax[tpu]>=0.4.6' keras -r /tmp/requirements.txt -f https://storage.googleapis.com/jax-releases/libtpu_releases.html"
+            "RUN uv pip install --system 'jax[tpu]>=0.4.6' keras cloudpickle -r /tmp/requirements.txt -f https://storage.googleapis.com/jax-releases/libtpu_releases.html"
         );
         let err = install_command("fpga", false).unwrap_err().to_string();
         assert!(

@@ -162,7 +162,9 @@ async fn a_miss_uploads_the_context_builds_and_pushes() {
     );
     assert!(dockerfile.contains("COPY requirements.txt /tmp/requirements.txt\n"));
     assert!(
-        dockerfile.contains("RUN uv pip install --system jax keras -r /tmp/requirements.txt\n")
+        dockerfile.contains(
+            "RUN uv pip install --system jax keras cloudpickle -r /tmp/requirements.txt\n"
+        )
     );
     // Every call carried the token (the fake refuses others).
     assert_eq!(w.fake.requests(FakeRoute::GetTag), 1);

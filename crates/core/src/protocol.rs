@@ -17,8 +17,17 @@ use crate::json::JsonError;
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The runner program (`runner/kinetic_runner.py`), embedded so every
-/// backend ships exactly the runner this engine speaks to.
-pub const RUNNER_SOURCE: &str = include_str!("../../../runner/kinetic_runner.py");
+/// backend ships exactly the runner this engine speaks to. It carries the
+/// job-side `kinetic` module ([`JOB_MODULE_SOURCE`]) on its
+/// `JOB_MODULE_SOURCE` line (written there by this crate's `build.rs`),
+/// which the runner places first on every job's `sys.path`; the image tag
+/// and the local runner's file name hash both through this text.
+pub const RUNNER_SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/kinetic_runner.py"));
+
+/// The job-side `kinetic` module (`runner/kinetic_job.py`): what
+/// `import kinetic` gives inside a job, whatever the image. Standard
+/// library only; [`RUNNER_SOURCE`] carries it.
+pub const JOB_MODULE_SOURCE: &str = include_str!("../../../runner/kinetic_job.py");
 
 /// File name the runner is installed under (in images and local state dirs).
 pub const RUNNER_FILE_NAME: &str = "kinetic_runner.py";
@@ -655,6 +664,18 @@ mod tests {
         );
         assert_eq!(ClusterInfo::region_of("local"), None);
         assert_eq!(ClusterInfo::region_of("-a"), None);
+    }
+
+    #[test]
+    fn the_embedded_runner_carries_the_job_module() {
+        assert!(!RUNNER_SOURCE.contains("\nJOB_MODULE_SOURCE = None\n"));
+        assert!(
+            RUNNER_SOURCE.contains("\nJOB_MODULE_SOURCE = \"\\\"\\\"\\\"Kinetic, as a job sees it")
+        );
+        assert!(JOB_MODULE_SOURCE.contains("def run("));
+        let plain = include_str!("../../../runner/kinetic_runner.py");
+        assert!(plain.contains("\nJOB_MODULE_SOURCE = None\n"));
+        assert!(RUNNER_SOURCE.len() > plain.len() + JOB_MODULE_SOURCE.len());
     }
 
     #[test]

@@ -248,7 +248,7 @@ def test_a_timeout_leaves_the_job_running():
     assert job.result() == 4
 
 
-def test_a_main_script_ships_by_its_file(tmp_path):
+def test_a_guarded_main_script_ships_its_function_by_value(tmp_path):
     script = tmp_path / "project" / "script.py"
     script.write_text(textwrap.dedent("""
         import kinetic

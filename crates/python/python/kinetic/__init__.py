@@ -18,7 +18,7 @@ line drives): settings, packaging, hashing, batches and statuses are the
 engine's.
 """
 
-from kinetic._errors import RemoteError, RemoteTraceback
+from kinetic._errors import ClientOnlyError, RemoteError, RemoteTraceback
 from kinetic.batch import BatchError, BatchHandle, attach_batch
 from kinetic.core import run
 from kinetic.data import Data
@@ -28,6 +28,7 @@ from kinetic.jobs import DebugSession, JobHandle, attach, list_jobs
 __all__ = [
     "BatchError",
     "BatchHandle",
+    "ClientOnlyError",
     "Data",
     "DebugSession",
     "JobHandle",
@@ -39,3 +40,10 @@ __all__ = [
     "list_jobs",
     "run",
 ]
+
+
+def _rebuild_remote(fn, options):
+    """A function decorated with ``@kinetic.run`` that travelled by value
+    inside a pickle, decorated again where it is unpickled (a job's own
+    ``kinetic`` has the same function: there the call runs in-process)."""
+    return run(**options)(fn)

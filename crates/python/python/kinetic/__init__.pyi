@@ -41,6 +41,9 @@ class RemoteTraceback(Exception):
     tb: str
     def __init__(self, tb: str) -> None: ...
 
+class ClientOnlyError(RuntimeError):
+    """A client-only call (run_async, attach, list_jobs, …) made inside a job."""
+
 class RemoteError(RuntimeError):
     """A job's error whose type cannot be rebuilt here."""
 

@@ -19,6 +19,11 @@ class RemoteTraceback(Exception):
         return "\n\n" + self.tb.rstrip("\n")
 
 
+class ClientOnlyError(RuntimeError):
+    """A call only a client can make (``run_async``, ``attach``, ``list_jobs``,
+    …), made inside a job, where the job's own ``kinetic`` raises it."""
+
+
 class RemoteError(RuntimeError):
     """A job's error whose type cannot be rebuilt here (or a runner phase's own)."""
 

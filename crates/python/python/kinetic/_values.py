@@ -4,7 +4,8 @@ A value made only of ``None``, ``bool``, ``int``, finite ``float``, ``str``
 (without lone surrogates), lists and dicts with such string keys travels as
 JSON, readable from any language: JSON keeps it exactly. Any other value (a
 tuple, a dict with int keys, a numpy array, a dataclass, a dict shaped like
-one of the markers below) travels as a leaf ``{"__kinetic_pickle__": base64,
+one of the markers below) travels pickled (with cloudpickle when installed:
+classes of ``__main__`` travel by value) as a leaf ``{"__kinetic_pickle__": base64,
 "python": "3.11"}`` that a runner of the same Python minor version unpickles;
 :class:`kinetic.Data` becomes a marker the engine turns into a data
 reference. Results come back by the same rule (the runner's ``json_keeps``):
@@ -50,11 +51,22 @@ def encode(value, where: str):
             and not any(m in value for m in _MARKERS)):
         return {k: encode(v, "%s[%r]" % (where, k)) for k, v in value.items()}
     try:
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _dumps(value)
     except Exception as err:  # noqa: BLE001 - any pickling failure is the user's to fix
         raise TypeError("%s cannot be sent: it is not JSON and cannot be pickled (%s: %s)"
                         % (where, type(err).__name__, err)) from err
     return {PICKLE_KEY: base64.b64encode(data).decode("ascii"), "python": python_minor()}
+
+
+def _dumps(value) -> bytes:
+    """``value`` pickled: with cloudpickle when installed, so that an
+    instance of a class defined in ``__main__`` (which a job cannot import)
+    travels with its class, by value."""
+    try:
+        import cloudpickle
+    except ImportError:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _hashable(key):

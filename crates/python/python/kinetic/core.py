@@ -19,6 +19,51 @@ from kinetic.jobs import JobHandle, _client
 _BACKENDS = ("gke", "pathways", "local")
 
 
+def _cloudpickle(what: str):
+    """The cloudpickle module, or a TypeError saying why ``what`` needs it."""
+    try:
+        import cloudpickle
+    except ImportError:
+        raise TypeError(
+            "@kinetic.run cannot ship %s: it travels by value, pickled with cloudpickle, which is not "
+            "installed here; install it (pip install cloudpickle; the kinetic package depends on it), "
+            "or define the function in a module of your project, which travels by reference" % what) from None
+    return cloudpickle
+
+
+def _dumps(cloudpickle, obj) -> bytes:
+    """``obj`` pickled by cloudpickle, except that a function decorated with
+    ``@kinetic.run`` (a wrapper the pickled code refers to) travels as its
+    function and is decorated again where it is unpickled
+    (``kinetic._rebuild_remote``): in a job, the job's ``kinetic`` makes it
+    run there, in-process, so a job never submits a copy of itself."""
+    import io
+    import types
+
+    from kinetic import _rebuild_remote
+
+    class _Pickler(cloudpickle.Pickler):
+        def reducer_override(self, value):
+            if isinstance(value, types.FunctionType):
+                inner = getattr(value, "__kinetic_function__", None)
+                if inner is not None and inner is not value:
+                    options = getattr(value, "__kinetic_options__", {})
+                    return _rebuild_remote, (inner, options)
+            return super().reducer_override(value)
+
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
+
+
+def _by_value(payload: bytes, working_dir: str) -> Dict[str, Any]:
+    """The reference of a function pickled by value: the first argument of
+    the runner's ``call_pickled``."""
+    return {"entry": {"module": "__kinetic_runner__", "function": "call_pickled"},
+            "working_dir": working_dir,
+            "prefix": [{PICKLE_KEY: base64.b64encode(payload).decode("ascii"), "python": python_minor()}]}
+
+
 def _bound_method_reference(fn: Callable) -> Dict[str, Any]:
     """A method bound to an object ships with its object, by value: pickled
     (with cloudpickle when installed, else pickle) as the first argument of
@@ -30,7 +75,7 @@ def _bound_method_reference(fn: Callable) -> Dict[str, Any]:
     what = "the bound method %s.%s" % (type(owner).__qualname__, getattr(fn, "__name__", "?"))
     try:
         import cloudpickle
-        dumps = cloudpickle.dumps
+        dumps = functools.partial(_dumps, cloudpickle)
     except ImportError:
         if getattr(type(owner), "__module__", None) == "__main__":
             raise TypeError("@kinetic.run cannot ship %s: a method ships with its object, by value, and the job "
@@ -51,48 +96,60 @@ def _bound_method_reference(fn: Callable) -> Dict[str, Any]:
         working_dir = os.path.dirname(os.path.abspath(file))
         for _ in range(module.__name__.count(".") + (1 if os.path.basename(file) == "__init__.py" else 0)):
             working_dir = os.path.dirname(working_dir)
-    return {"entry": {"module": "__kinetic_runner__", "function": "call_pickled"},
-            "working_dir": working_dir,
-            "prefix": [{PICKLE_KEY: base64.b64encode(payload).decode("ascii"), "python": python_minor()}]}
+    return _by_value(payload, working_dir)
 
 
-def _function_reference(fn: Callable) -> Dict[str, Any]:
-    """Where the runner finds ``fn``: its module (imported from the
-    directory that holds it) or, for a ``__main__`` script, its file. A
-    lambda or closure has no such place: it travels pickled by value when
-    cloudpickle is installed (``prefix`` then holds it, the first argument of
-    the runner's ``call_pickled``), and is an error otherwise. A method bound
-    to an object travels with its object (``_bound_method_reference``)."""
+def _function_reference(fn: Callable, check_only: bool = False) -> Dict[str, Any]:
+    """Where the runner finds ``fn``.
+
+    A function of one of the user's modules travels by reference: its
+    module, imported in the job from the directory that holds it, and its
+    name. A function of ``__main__`` (a script, the interpreter's prompt, a
+    notebook), a lambda or a closure travels by value, pickled with
+    cloudpickle (``prefix`` then holds it, the first argument of the
+    runner's ``call_pickled``), with the classes and values of ``__main__``
+    it uses: the script's top level never runs in the job, and an exception
+    class defined there comes back as itself. A method bound to an object
+    travels with its object (``_bound_method_reference``; pickled at
+    decoration too, so an object that cannot travel is an error at once).
+    ``check_only`` (at decoration) checks that any other ``fn`` can travel,
+    without pickling it yet: a script's function may use names the script
+    defines after it."""
     if inspect.ismethod(fn) and not inspect.isclass(fn.__self__):
         return _bound_method_reference(fn)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
-    if not name or "<lambda>" in name or "<locals>" in name:
-        try:
-            import cloudpickle
-        except ImportError:
-            raise TypeError(
-                "@kinetic.run cannot ship %s: it is a lambda or is defined inside another function. "
-                "Functions ship by reference (module and name), so define it at module level, "
-                "or install cloudpickle (on this machine and in the job's image) to ship it by value"
-                % (name or repr(fn))) from None
-        payload = base64.b64encode(cloudpickle.dumps(fn)).decode("ascii")
-        return {"entry": {"module": "__kinetic_runner__", "function": "call_pickled"},
-                "working_dir": os.getcwd(),
-                "prefix": [{PICKLE_KEY: payload, "python": python_minor()}]}
     module_name = getattr(fn, "__module__", None)
+    if not name or "<lambda>" in name or "<locals>" in name:
+        what = "%s (it is a lambda or is defined inside another function)" % (name or repr(fn))
+    elif module_name == "__main__":
+        what = "%s (defined in __main__: a script, the interpreter's prompt or a notebook)" % name
+    else:
+        what = None
+    if what is not None:
+        if check_only:
+            _cloudpickle(what)
+            return {}
+        return _by_value(_pickle_function(fn, what), os.getcwd())
     module = sys.modules.get(module_name) if module_name else None
     file = getattr(module, "__file__", None)
     if not file:
         raise TypeError("@kinetic.run cannot ship %s: its module %r has no file to ship"
                         % (name, module_name))
     file = os.path.abspath(file)
-    if module_name == "__main__":
-        return {"entry": {"path": file, "function": name}, "working_dir": os.getcwd(), "prefix": []}
     root = os.path.dirname(file)
     depth = module_name.count(".") + (1 if os.path.basename(file) == "__init__.py" else 0)
     for _ in range(depth):
         root = os.path.dirname(root)
     return {"entry": {"module": module_name, "function": name}, "working_dir": root, "prefix": []}
+
+
+def _pickle_function(fn: Callable, what: str) -> bytes:
+    cloudpickle = _cloudpickle(what)
+    try:
+        return _dumps(cloudpickle, fn)
+    except Exception as err:  # noqa: BLE001 - any pickling failure is the user's to fix
+        raise TypeError("@kinetic.run cannot ship %s: it travels by value and cannot be pickled (%s: %s)"
+                        % (what, type(err).__name__, err)) from None
 
 
 class _Options:
@@ -235,8 +292,10 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
         * ``run_async_map(inputs, **kwargs)``: fans out over a collection of
           inputs, returning a :class:`BatchHandle`.
 
-    The function ships by reference (its module and qualified name; a
-    ``__main__`` script by its file), so it must be defined at module level.
+    A function of one of your modules ships by reference (its module and
+    qualified name); one defined in ``__main__`` (a script, the interpreter's
+    prompt, a notebook), a lambda or a closure ships by value, pickled with
+    cloudpickle, so the script's top level never runs in the job.
     Arguments and results that are JSON travel as JSON; other values travel
     pickled when the client and the job run the same Python minor version.
     """
@@ -244,7 +303,7 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
                        cluster, backend, namespace, volumes, spot, output_dir, debug, retries, restarts)
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _function_reference(fn)  # a lambda or closure without cloudpickle is an error at once
+        _function_reference(fn, check_only=True)  # what cannot travel is an error at once
 
         def run_async(*args, **kwargs) -> JobHandle:
             spec = options.spec(fn, args, kwargs)
@@ -280,6 +339,8 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
 
         # The runner calls this instead of the wrapper, so a job does not submit itself.
         wrapper.__kinetic_function__ = fn
+        # What a job's `kinetic` decorates the function with again when it travels by value.
+        wrapper.__kinetic_options__ = {"accelerator": accelerator, "backend": backend}
         wrapper.run_async = run_async
         wrapper.run_async_map = run_async_map
         wrapper.__signature__ = inspect.signature(fn)
