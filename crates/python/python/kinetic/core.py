@@ -56,13 +56,44 @@ def _bound_method_reference(fn: Callable) -> Dict[str, Any]:
             "prefix": [{PICKLE_KEY: base64.b64encode(payload).decode("ascii"), "python": python_minor()}]}
 
 
+def _installation_dirs() -> List[str]:
+    """The interpreter's own directories: the standard library and every
+    site-packages directory."""
+    import site
+    import sysconfig
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(path)
+    try:
+        dirs.update(site.getsitepackages())
+    except AttributeError:  # an old virtualenv's site module
+        pass
+    user = getattr(site, "getusersitepackages", None)
+    if user is not None:
+        dirs.add(user())
+    dirs.update(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))
+    return [os.path.realpath(d) for d in dirs if d]
+
+
+def _installed(file: str) -> bool:
+    """True when ``file`` is part of the interpreter's installation: the
+    standard library or an installed package."""
+    path = os.path.realpath(file)
+    return any(path.startswith(d.rstrip(os.sep) + os.sep) for d in _installation_dirs())
+
+
 def _function_reference(fn: Callable) -> Dict[str, Any]:
     """Where the runner finds ``fn``: its module (imported from the
     directory that holds it) or, for a ``__main__`` script, its file. A
     lambda or closure has no such place: it travels pickled by value when
     cloudpickle is installed (``prefix`` then holds it, the first argument of
     the runner's ``call_pickled``), and is an error otherwise. A method bound
-    to an object travels with its object (``_bound_method_reference``)."""
+    to an object travels with its object (``_bound_method_reference``). A
+    function of the standard library or of an installed package travels by
+    name only: the job's interpreter imports it (an installed package must be
+    in the job's image too), and nothing of the installation is packed."""
     if inspect.ismethod(fn) and not inspect.isclass(fn.__self__):
         return _bound_method_reference(fn)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
@@ -82,6 +113,14 @@ def _function_reference(fn: Callable) -> Dict[str, Any]:
     module_name = getattr(fn, "__module__", None)
     module = sys.modules.get(module_name) if module_name else None
     file = getattr(module, "__file__", None)
+    if module_name and module_name != "__main__" and (
+            (not file and module_name in sys.builtin_module_names) or (file and _installed(file))):
+        # The standard library's and installed packages' functions: the
+        # job's interpreter imports them itself. Packing the directory that
+        # holds them would ship the interpreter (tens of thousands of files,
+        # past the file-count limit); the project shipped is the current
+        # directory's, as for a script.
+        return {"entry": {"module": module_name, "function": name}, "working_dir": os.getcwd(), "prefix": []}
     if not file:
         raise TypeError("@kinetic.run cannot ship %s: its module %r has no file to ship"
                         % (name, module_name))
@@ -282,7 +321,10 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
         wrapper.__kinetic_function__ = fn
         wrapper.run_async = run_async
         wrapper.run_async_map = run_async_map
-        wrapper.__signature__ = inspect.signature(fn)
+        try:
+            wrapper.__signature__ = inspect.signature(fn)
+        except ValueError:  # a builtin without one, such as math.hypot
+            pass
         return wrapper
 
     return decorator
