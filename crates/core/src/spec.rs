@@ -652,6 +652,11 @@ impl JobSpec {
                     "'/_kinetic/fuse-data/' is reserved for generated mounts",
                 ));
             }
+            if mount.trim_end_matches('/').is_empty() {
+                return Err(bad(
+                    "a volume cannot be mounted at '/', the job's root; give it a directory of its own, such as '/data'",
+                ));
+            }
             if mount.split('/').any(|s| s == "..") {
                 return Err(bad("it must not contain '..'"));
             }
@@ -765,7 +770,7 @@ mod tests {
         let spec =
             |mount: &str| JobSpec::new(Entrypoint::parse("m:f").unwrap()).volume(mount, d.clone());
         assert!(spec("/data").validate().is_ok());
-        for bad in ["data", "/_kinetic/fuse-data/0", "/a/../b"] {
+        for bad in ["data", "/_kinetic/fuse-data/0", "/a/../b", "/", "//"] {
             assert!(
                 matches!(spec(bad).validate(), Err(SpecError::Volume { .. })),
                 "{bad}"
