@@ -42,6 +42,12 @@ def read_text(path):
 
 def shipped(path):
     return os.path.exists(path)
+
+
+class Scaler:
+    @staticmethod
+    def double(x):
+        return 2 * x
 "#;
 
 struct Sandbox {
@@ -141,6 +147,27 @@ fn run_prints_the_value_and_streams_logs_to_stderr() {
     assert!(v["job_id"].as_str().unwrap().starts_with("job-"), "{v}");
     let o = sb.kinetic(&["run", "-v", "work:square", "--arg", "2"]);
     assert!(stderr(&o).contains("[kinetic] startup"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_dotted_function_name_reaches_the_nested_attribute() {
+    // Issue 25.9: `work.py:C.m` was refused though the runner protocol
+    // allows dotted names.
+    let sb = Sandbox::new();
+    for entry in ["work.py:Scaler.double", "work:Scaler.double"] {
+        let o = sb.kinetic(&["run", entry, "--arg", "21"]);
+        assert!(o.status.success(), "{entry}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "42\n", "{entry}");
+    }
+    let o = sb.kinetic(&["run", "work.py:Scaler.", "--arg", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = sb.kinetic(&["run", "work.py:Nothing.double", "--arg", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no function 'Nothing.double'"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

@@ -117,8 +117,11 @@ impl Entrypoint {
         let (target, function) = input
             .rsplit_once(':')
             .ok_or_else(|| bad("no ':function' part"))?;
-        if !is_identifier(function) {
-            return Err(bad("the function name is not a Python identifier"));
+        // Dotted (`Trainer.run`): the runner reaches the nested attribute.
+        if !function.split('.').all(is_identifier) {
+            return Err(bad(
+                "the function name is not a Python identifier, or identifiers joined by '.' (Trainer.run)",
+            ));
         }
         if target.is_empty() {
             return Err(bad("nothing before ':'"));
@@ -761,6 +764,28 @@ mod tests {
             arg.to_json(&|_| json!("REF")),
             json!({"a": 1, "b": ["REF", "x"]})
         );
+    }
+
+    #[test]
+    fn dotted_function_names_parse_for_modules_and_files() {
+        // Issue 25.9: docs/runner-protocol.md allows `Trainer.run`.
+        assert_eq!(
+            Entrypoint::parse("work.py:C.m").unwrap(),
+            Entrypoint::File {
+                path: PathBuf::from("work.py"),
+                function: "C.m".into()
+            }
+        );
+        assert_eq!(
+            Entrypoint::parse("pkg.work:Outer.Inner.m").unwrap(),
+            Entrypoint::Module {
+                module: "pkg.work".into(),
+                function: "Outer.Inner.m".into()
+            }
+        );
+        for bad in ["work.py:C.", "work:.m", "work:C..m", "work:C.1m"] {
+            assert!(Entrypoint::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
