@@ -438,6 +438,14 @@ async fn a_change_waits_out_the_clusters_operation_in_progress() {
     assert!(!pools().iter().any(|n| n == "gpu-l4-8c9d"), "{:?}", pools());
 }
 
+/// An endpoint where nothing listens: a port bound, then let go.
+fn closed_endpoint() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
 /// A server on loopback that answers every request with HTTP 200 and
 /// `body` (a proxy's page, another API behind the endpoint).
 fn answering_200(body: &'static str) -> String {
@@ -463,6 +471,59 @@ fn answering_200(body: &'static str) -> String {
         }
     });
     format!("http://127.0.0.1:{port}")
+}
+
+fn enabled_apis_error(o: &Observation) -> Option<&InfraError> {
+    o.unreadable
+        .iter()
+        .find(|(what, _)| what == "the project's enabled APIs")
+        .map(|(_, e)| e)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_endpoint_fails_at_once_and_a_retry_is_said() {
+    // Issue 25.10: a refused connection was tried 6 times (124 s in
+    // `status`), silently; retries are for what they can fix, and said.
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let notice = {
+        let lines = lines.clone();
+        kinetic_infra_gcp::RetryNotice::new(move |l| lines.lock().unwrap().push(l.to_owned()))
+    };
+    let wait = Duration::from_millis(20);
+    let closed = closed_endpoint();
+    let infra = adapter_with(&cloud, |c| {
+        let mut endpoints = c.endpoints.clone();
+        endpoints.serviceusage = closed.clone();
+        c.endpoints(endpoints)
+            .kubeconfig(dir.path().join("config"))
+            .retry(RetryPolicy::new(3, Backoff::new(wait, wait)))
+            .on_retry(notice.clone())
+    });
+    let observation = infra.observe().await;
+    let e = enabled_apis_error(&observation).expect("the APIs could not be read");
+    let text = e.to_string();
+    assert!(matches!(e, InfraError::Unavailable { .. }), "{e}");
+    assert!(text.contains(&closed) && text.contains("refused"), "{text}");
+    assert!(text.contains("not tried again"), "{text}");
+    assert_eq!(*lines.lock().unwrap(), Vec::<String>::new(), "not retried");
+
+    // What a retry can fix is retried, and each retry is said.
+    let infra = adapter_with(&cloud, |c| {
+        c.kubeconfig(dir.path().join("config"))
+            .retry(RetryPolicy::new(3, Backoff::new(wait, wait)))
+            .on_retry(notice)
+    });
+    cloud.apis().fail("serviceusage.services.list", 503, 0, 1);
+    let observation = infra.observe().await;
+    assert!(enabled_apis_error(&observation).is_none());
+    let said = lines.lock().unwrap().clone();
+    assert_eq!(said.len(), 1, "{said:#?}");
+    assert!(
+        said[0].contains("HTTP 503") && said[0].ends_with("trying again (attempt 2 of 3)"),
+        "{said:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
