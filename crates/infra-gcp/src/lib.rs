@@ -278,4 +278,15 @@ impl GcpInfra {
     pub fn desired(&self) -> &Desired {
         &self.desired
     }
+
+    /// Get a token once, before anything is asked of the APIs: without
+    /// credentials every call of [`GcpInfra::observe`] would look for them
+    /// again (the metadata server included), one after the other.
+    ///
+    /// # Errors
+    /// [`InfraError::PermissionDenied`] saying why there is no token and
+    /// how to get credentials.
+    pub async fn check_credentials(&self) -> Result<(), InfraError> {
+        self.rest.token().await.map(drop)
+    }
 }

@@ -231,8 +231,11 @@ pub(crate) fn apply(
 /// The infrastructure and what the cloud holds of it, all of it readable.
 pub(crate) fn observe(infra: &GcpInfra) -> Result<Observed, CliError> {
     engine::runtime()?
-        .block_on(infra.observe())
-        .complete()
+        .block_on(async {
+            // Credentials first: once, rather than once per call.
+            infra.check_credentials().await?;
+            infra.observe().await.complete()
+        })
         .map_err(infra_error)
 }
 
@@ -311,7 +314,11 @@ pub(crate) fn down(args: &DownArgs, inv: &Invocation, out: &Output) -> Result<()
 pub(crate) fn status(args: &StatusArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
-    let observation = engine::runtime()?.block_on(infra.observe());
+    let runtime = engine::runtime()?;
+    runtime
+        .block_on(infra.check_credentials())
+        .map_err(infra_error)?;
+    let observation = runtime.block_on(infra.observe());
     let report = model::status(infra.desired(), &observation.observed);
     let unreadable: Vec<(String, String)> = observation
         .unreadable
