@@ -44,6 +44,11 @@ def shipped(path):
     return os.path.exists(path)
 
 
+def clears_screen():
+    print("before\x1b[2Jafter", flush=True)
+    return 1
+
+
 class Scaler:
     @staticmethod
     def double(x):
@@ -311,6 +316,35 @@ fn bad_input_exits_two_with_one_line() {
             "{args:?}: one line, got {err}"
         );
     }
+}
+
+#[test]
+fn a_jobs_control_sequences_are_escaped_on_a_terminal_only() {
+    // Issue 25.10: a job's `\x1b[2J` in its stored log cleared the screen
+    // of whoever ran `kinetic jobs logs`.
+    let sb = Sandbox::new();
+    let o = sb.kinetic(&["run", "--detach", "work:clears_screen"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let job = stdout(&o).trim().to_owned();
+    wait_for(&sb, &job, "SUCCEEDED");
+    // To a pipe: the bytes the job wrote.
+    let piped = stdout(&sb.kinetic(&["jobs", "logs", &job]));
+    assert!(piped.contains("before\x1b[2Jafter"), "{piped:?}");
+    // To a terminal (script(1) gives the command one): escaped.
+    let command = format!("{} jobs logs {job}", env!("CARGO_BIN_EXE_kinetic"));
+    let o = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(sb.project())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", sb.dir.path().join("home"))
+        .env("KINETIC_LOCAL_ROOT", sb.dir.path().join("local"))
+        .env("KINETIC_PROFILES_FILE", sb.dir.path().join("profiles.json"))
+        .output()
+        .expect("script(1), from util-linux");
+    let shown = stdout(&o);
+    assert!(shown.contains("before\\x1b[2Jafter"), "{shown:?}");
+    assert!(!shown.contains("\x1b[2J"), "{shown:?}");
 }
 
 #[test]
