@@ -94,6 +94,17 @@ def log(phase: str, message: str) -> None:
         pass
 
 
+def write_stderr(text: str) -> None:
+    """``text`` on the real stderr, as far as it goes: a full disk or a
+    closed stream must not keep the runner from writing its result."""
+    try:
+        stream = sys.__stderr__ or sys.stderr
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def warn(phase: str, message: str) -> None:
     log(phase, "warning: " + message)
 
@@ -453,8 +464,16 @@ def _write_partial(path: str, data: bytes) -> str:
     thread, for the caller to move into place whole; gives that name."""
     os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
     partial = "%s.%d.%d.part" % (path, os.getpid(), threading.get_ident())
-    with open(partial, "wb") as f:
-        f.write(data)
+    try:
+        with open(partial, "wb") as f:
+            f.write(data)
+    except BaseException:
+        # A full disk leaves no half-written file behind.
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+        raise
     return partial
 
 
@@ -2276,7 +2295,7 @@ class Runner:
             error = self.redactor.error(failure.error)
             log(error["phase"], "failed: %s: %s" % (error["type"], error["message"]))
             if error["traceback"]:
-                (sys.__stderr__ or sys.stderr).write(error["traceback"])
+                write_stderr(error["traceback"])
             document = failure_document(error, self.host_index)
         target = result_target(self.spec_doc, self.host_index)
         if target is None:
@@ -2287,6 +2306,18 @@ class Runner:
             self.storage.write_bytes(target, document.encode("utf-8"))
         except Exception as err:  # noqa: BLE001 - nothing is left to report to
             log(UPLOAD, "cannot write the result to %s: %s: %s" % (target, type(err).__name__, err))
+            if success or not isinstance(err, OSError):
+                return EXIT_FAILED
+            # A full disk: the failure without its traceback may still fit,
+            # and says what failed rather than nothing.
+            error = dict(error, traceback="(traceback not kept: %s)" % _safe_str(err))
+            try:
+                self.storage.write_bytes(target, failure_document(error, self.host_index).encode("utf-8"))
+            except Exception as again:  # noqa: BLE001
+                log(UPLOAD, "cannot write the failure without its traceback either: %s: %s"
+                    % (type(again).__name__, again))
+                return EXIT_FAILED
+            log(UPLOAD, "wrote %s (failure, without its traceback)" % target)
             return EXIT_FAILED
         log(UPLOAD, "wrote %s (%s)" % (target, "success" if success else "failure"))
         return EXIT_OK if success else EXIT_FAILED

@@ -175,10 +175,21 @@ impl JobDir {
             .ok()
     }
 
+    /// The supervisor's pid and start time, as recorded. A pid that no
+    /// supervisor can have (init, 0 — this process's own group — or a
+    /// negative one, which `kill` reads as "every process") is no pid:
+    /// the job then counts as one whose process is gone, never as running.
     fn pid(&self) -> Option<(i32, String)> {
         let text = std::fs::read_to_string(self.file("pid")).ok()?;
         let mut parts = text.split_whitespace();
-        let pid = parts.next()?.parse().ok()?;
+        let pid: i32 = parts.next()?.parse().ok()?;
+        if pid <= 1 {
+            tracing::debug!(
+                "{}: the pid file names process {pid}, which cannot be the job's supervisor; the job counts as gone",
+                self.file("pid").display()
+            );
+            return None;
+        }
         Some((pid, parts.next().unwrap_or_default().to_owned()))
     }
 
@@ -569,6 +580,20 @@ mod tests {
         write_atomic(&job.file("pid"), "2147483646 1\n").unwrap();
         write_atomic(&job.file("started"), "{}").unwrap();
         assert_eq!(job.observe(), Observed::Vanished);
+    }
+
+    #[test]
+    fn a_pid_file_naming_init_or_no_process_is_a_vanished_job() {
+        // Issue 25.9: "1" (init, always alive) kept the job RUNNING forever;
+        // 0 and negative pids name this process's group or every process.
+        for text in ["1\n", "1 1\n", "0 5\n", "-1\n", "-4242 7\n"] {
+            let dir = tempfile::tempdir().unwrap();
+            let job = JobDir::new(dir.path().join("j"));
+            job.claim("s").unwrap();
+            write_atomic(&job.file("pid"), text).unwrap();
+            write_atomic(&job.file("started"), "{}").unwrap();
+            assert_eq!(job.observe(), Observed::Vanished, "{text:?}");
+        }
     }
 
     #[test]

@@ -117,7 +117,10 @@ pub(crate) fn observe(infra: &GcpInfra) -> Result<Observed, CliError> {
         )
     });
     engine::runtime()?
-        .block_on(infra.observe())
-        .complete()
+        .block_on(async {
+            // Credentials first: once, rather than once per call.
+            infra.check_credentials().await?;
+            infra.observe().await.complete()
+        })
         .map_err(infra_error)
 }

@@ -154,7 +154,13 @@ pub(crate) fn infra(settings: &Settings) -> Result<GcpInfra, CliError> {
             endpoint.clone_from(&s.value);
         }
     }
-    let mut config = GcpInfraConfig::default().endpoints(endpoints);
+    // A call tried again says so at once, rather than the command seeming
+    // to hang while its retries run.
+    let mut config = GcpInfraConfig::default().endpoints(endpoints).on_retry(
+        kinetic_infra_gcp::RetryNotice::new(|line| {
+            render::notice(true, line);
+        }),
+    );
     if let Some(k) = &settings.kubeconfig {
         config = config.kubeconfig(kinetic_infra_gcp::kubeconfig::path(&k.value));
     }

@@ -43,7 +43,7 @@ use crate::error::CliError;
 /// source cannot be parsed for another reason.
 const CHECK_PY: &str = r#"
 import ast, sys
-path, name = sys.argv[1], sys.argv[2]
+path, name = sys.argv[1], sys.argv[2].split(".")[0]  # `C.m`: the class C binds it
 try:
     tree = ast.parse(sys.stdin.buffer.read(), filename=path)
 except SyntaxError as e:

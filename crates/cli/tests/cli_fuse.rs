@@ -154,4 +154,14 @@ fn what_cannot_be_mounted_here_is_refused_clearly() {
         "{}",
         stderr(&o)
     );
+    // Issue 25.9: a volume at the job's root was accepted.
+    for mount in ["/", "//"] {
+        let o = sb.kinetic(&["run", "work:read", "--volume", &format!("{mount}=./")]);
+        assert_eq!(o.status.code(), Some(2), "{mount}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot be mounted at '/'"),
+            "{mount}: {}",
+            stderr(&o)
+        );
+    }
 }

@@ -235,6 +235,35 @@ fn pack_rejects_a_bad_plan_json_naming_the_flag_and_the_shape() {
 }
 
 #[test]
+fn pack_refuses_a_plan_json_that_escapes_the_root() {
+    // Issue 25.9: the plan was stored as given, '..' and absolute paths too.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = project(dir.path());
+    let out = dir.path().join("context.zip");
+    for (bad, key) in [
+        (
+            r#"{"package_root": "/r", "entry_rel": "../../x", "client_cwd_rel": null, "sys_path_rel": [""]}"#,
+            "entry_rel",
+        ),
+        (
+            r#"{"package_root": "/r", "entry_rel": "", "client_cwd_rel": null, "sys_path_rel": ["", "/usr/lib"]}"#,
+            "sys_path_rel",
+        ),
+    ] {
+        let o = kinetic(&["pack", s(&root), s(&out), "--plan-json", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        let err = stderr(&o);
+        assert!(
+            err.contains("--plan-json")
+                && err.contains(key)
+                && err.contains("leaves the package root"),
+            "{err}"
+        );
+        assert!(!out.exists(), "no archive for a plan that escapes");
+    }
+}
+
+#[test]
 fn pack_of_a_missing_source_is_a_usage_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let o = kinetic(&[

@@ -586,3 +586,78 @@ async fn up_saves_the_clusters_profile_and_the_next_job_reaches_it() {
     assert!(!out.contains("Profile"), "{out}");
     assert_eq!(profiles(), saved);
 }
+
+/// A metadata server that refuses every token request, counting them.
+fn refusing_metadata_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.write_all(
+                b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    (host, asked)
+}
+
+#[test]
+fn what_can_be_checked_is_checked_before_the_network() {
+    // Issue 25.10: `pool remove ../../x` and `up --dry-run` without
+    // credentials went looking for a token once per API call (28-37 s)
+    // before saying anything.
+    let (host, asked) = refusing_metadata_server();
+    let sb = Sandbox::new(WORK_PY).with_env(vec![
+        ("GCE_METADATA_HOST".into(), host.clone()),
+        ("GCE_METADATA_IP".into(), host),
+    ]);
+    let target = [
+        "--project",
+        "my-proj-1",
+        "--zone",
+        "us-central1-a",
+        "--cluster",
+        "c1",
+    ];
+    let remove: Vec<&str> = ["pool", "remove", "../../x"]
+        .into_iter()
+        .chain(target)
+        .collect();
+    let o = sb.kinetic(&remove);
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("node pool name '../../x' is not accepted"),
+        "{err}"
+    );
+    assert_eq!(
+        asked.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no token asked for"
+    );
+
+    let up: Vec<&str> = ["up", "--dry-run"].into_iter().chain(target).collect();
+    let o = sb.kinetic(&up);
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot get a Google access token"), "{err}");
+    let tries = asked.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (1..=2).contains(&tries),
+        "credentials looked for once (host, then IP), not per call: {tries}"
+    );
+}

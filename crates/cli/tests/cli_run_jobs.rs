@@ -42,6 +42,17 @@ def read_text(path):
 
 def shipped(path):
     return os.path.exists(path)
+
+
+def clears_screen():
+    print("before\x1b[2Jafter", flush=True)
+    return 1
+
+
+class Scaler:
+    @staticmethod
+    def double(x):
+        return 2 * x
 "#;
 
 struct Sandbox {
@@ -141,6 +152,27 @@ fn run_prints_the_value_and_streams_logs_to_stderr() {
     assert!(v["job_id"].as_str().unwrap().starts_with("job-"), "{v}");
     let o = sb.kinetic(&["run", "-v", "work:square", "--arg", "2"]);
     assert!(stderr(&o).contains("[kinetic] startup"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_dotted_function_name_reaches_the_nested_attribute() {
+    // Issue 25.9: `work.py:C.m` was refused though the runner protocol
+    // allows dotted names.
+    let sb = Sandbox::new();
+    for entry in ["work.py:Scaler.double", "work:Scaler.double"] {
+        let o = sb.kinetic(&["run", entry, "--arg", "21"]);
+        assert!(o.status.success(), "{entry}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "42\n", "{entry}");
+    }
+    let o = sb.kinetic(&["run", "work.py:Scaler.", "--arg", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = sb.kinetic(&["run", "work.py:Nothing.double", "--arg", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no function 'Nothing.double'"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -284,6 +316,35 @@ fn bad_input_exits_two_with_one_line() {
             "{args:?}: one line, got {err}"
         );
     }
+}
+
+#[test]
+fn a_jobs_control_sequences_are_escaped_on_a_terminal_only() {
+    // Issue 25.10: a job's `\x1b[2J` in its stored log cleared the screen
+    // of whoever ran `kinetic jobs logs`.
+    let sb = Sandbox::new();
+    let o = sb.kinetic(&["run", "--detach", "work:clears_screen"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let job = stdout(&o).trim().to_owned();
+    wait_for(&sb, &job, "SUCCEEDED");
+    // To a pipe: the bytes the job wrote.
+    let piped = stdout(&sb.kinetic(&["jobs", "logs", &job]));
+    assert!(piped.contains("before\x1b[2Jafter"), "{piped:?}");
+    // To a terminal (script(1) gives the command one): escaped.
+    let command = format!("{} jobs logs {job}", env!("CARGO_BIN_EXE_kinetic"));
+    let o = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(sb.project())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", sb.dir.path().join("home"))
+        .env("KINETIC_LOCAL_ROOT", sb.dir.path().join("local"))
+        .env("KINETIC_PROFILES_FILE", sb.dir.path().join("profiles.json"))
+        .output()
+        .expect("script(1), from util-linux");
+    let shown = stdout(&o);
+    assert!(shown.contains("before\\x1b[2Jafter"), "{shown:?}");
+    assert!(!shown.contains("\x1b[2J"), "{shown:?}");
 }
 
 #[test]

@@ -501,6 +501,12 @@ impl RunnerResult {
         let mut result: Self =
             serde_json::from_value(Value::Object(doc)).map_err(|e| invalid(e.to_string()))?;
         result.value = value;
+        if result.protocol != PROTOCOL_VERSION {
+            return Err(invalid(format!(
+                "it was written for protocol {}, but this engine reads protocol {PROTOCOL_VERSION}: the job ran a runner this engine does not speak to",
+                result.protocol
+            )));
+        }
         Ok(result)
     }
 }
@@ -708,6 +714,24 @@ mod tests {
             r.to_value(),
             json!({"__data_ref__": true, "uri": "file:///s/default/data-cache/abc", "is_dir": true, "mount_path": null, "fuse": false})
         );
+    }
+
+    #[test]
+    fn a_result_of_another_protocol_is_refused() {
+        // Issue 25.9: `"protocol": 2` was read as if it were protocol 1.
+        for doc in [
+            &br#"{"protocol":2,"success":true,"value":49,"host_index":0}"#[..],
+            br#"{"protocol":0,"success":true,"value":49,"host_index":0}"#,
+        ] {
+            let err = RunnerResult::from_json(doc).unwrap_err().to_string();
+            assert!(
+                err.contains("protocol") && err.contains("reads protocol 1"),
+                "{err}"
+            );
+        }
+        // A result without the field is protocol 1 (the runner always
+        // writes it; hand-written results may not).
+        assert!(RunnerResult::from_json(br#"{"success":true,"value":1}"#).is_ok());
     }
 
     #[test]

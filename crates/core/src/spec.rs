@@ -121,8 +121,11 @@ impl Entrypoint {
         let (target, function) = input
             .rsplit_once(':')
             .ok_or_else(|| bad("no ':function' part"))?;
-        if !is_identifier(function) {
-            return Err(bad("the function name is not a Python identifier"));
+        // Dotted (`Trainer.run`): the runner reaches the nested attribute.
+        if !function.split('.').all(is_identifier) {
+            return Err(bad(
+                "the function name is not a Python identifier, or identifiers joined by '.' (Trainer.run)",
+            ));
         }
         if target.is_empty() {
             return Err(bad("nothing before ':'"));
@@ -656,6 +659,11 @@ impl JobSpec {
                     "'/_kinetic/fuse-data/' is reserved for generated mounts",
                 ));
             }
+            if mount.trim_end_matches('/').is_empty() {
+                return Err(bad(
+                    "a volume cannot be mounted at '/', the job's root; give it a directory of its own, such as '/data'",
+                ));
+            }
             if mount.split('/').any(|s| s == "..") {
                 return Err(bad("it must not contain '..'"));
             }
@@ -763,13 +771,35 @@ mod tests {
     }
 
     #[test]
+    fn dotted_function_names_parse_for_modules_and_files() {
+        // Issue 25.9: docs/runner-protocol.md allows `Trainer.run`.
+        assert_eq!(
+            Entrypoint::parse("work.py:C.m").unwrap(),
+            Entrypoint::File {
+                path: PathBuf::from("work.py"),
+                function: "C.m".into()
+            }
+        );
+        assert_eq!(
+            Entrypoint::parse("pkg.work:Outer.Inner.m").unwrap(),
+            Entrypoint::Module {
+                module: "pkg.work".into(),
+                function: "Outer.Inner.m".into()
+            }
+        );
+        for bad in ["work.py:C.", "work:.m", "work:C..m", "work:C.1m"] {
+            assert!(Entrypoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn volumes_and_kwargs_are_validated() {
         let dir = tempfile::tempdir().unwrap();
         let d = Data::new(dir.path().to_str().unwrap(), dir.path()).unwrap();
         let spec =
             |mount: &str| JobSpec::new(Entrypoint::parse("m:f").unwrap()).volume(mount, d.clone());
         assert!(spec("/data").validate().is_ok());
-        for bad in ["data", "/_kinetic/fuse-data/0", "/a/../b"] {
+        for bad in ["data", "/_kinetic/fuse-data/0", "/a/../b", "/", "//"] {
             assert!(
                 matches!(spec(bad).validate(), Err(SpecError::Volume { .. })),
                 "{bad}"

@@ -33,6 +33,58 @@ pub fn decide(status: Option<u16>, retry_after: Option<Duration>) -> Decision {
     }
 }
 
+/// The decision for a request that got no answer, from what went wrong:
+/// a refused connection (nothing listens at the endpoint: a wrong or
+/// closed endpoint, which waiting does not open) is final; a timeout, a
+/// reset or a broken connection is tried again.
+///
+/// ```
+/// use kinetic_core::retry::Decision;
+/// use kinetic_gcp_common::retry::decide_transport;
+/// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+/// assert_eq!(decide_transport(&refused), Decision::Stop);
+/// let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+/// assert_eq!(decide_transport(&reset), Decision::Retry);
+/// ```
+pub fn decide_transport(error: &(dyn std::error::Error + 'static)) -> Decision {
+    if connection_refused(error) {
+        Decision::Stop
+    } else {
+        decide(None, None)
+    }
+}
+
+/// True when `error`, or an error it was caused by, is a refused
+/// connection.
+pub fn connection_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+/// `error` followed by the errors it was caused by, joined by `: ` (a
+/// `reqwest` error alone says "error sending request", not why).
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut current = error.source();
+    while let Some(e) = current {
+        let part = e.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        current = e.source();
+    }
+    text
+}
+
 /// The wait an answer's `Retry-After` header asks for, in its
 /// delta-seconds form (the one Google sends); `None` without one.
 ///
@@ -71,6 +123,47 @@ mod tests {
         }
         for s in [429, 500, 502, 503, 504, 599] {
             assert_eq!(decide(Some(s), None), Decision::Retry, "{s}");
+        }
+    }
+
+    /// An error that wraps another, as reqwest's wraps hyper's wraps io's.
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_refused_connection_is_final_wherever_it_is_in_the_chain() {
+        use std::io::{Error, ErrorKind};
+        let refused = Wrapped(Error::new(
+            ErrorKind::ConnectionRefused,
+            "Connection refused",
+        ));
+        assert_eq!(decide_transport(&refused), Decision::Stop);
+        assert_eq!(
+            error_chain(&refused),
+            "error sending request: Connection refused"
+        );
+        for kind in [
+            ErrorKind::TimedOut,
+            ErrorKind::ConnectionReset,
+            ErrorKind::BrokenPipe,
+        ] {
+            assert_eq!(
+                decide_transport(&Wrapped(Error::from(kind))),
+                Decision::Retry,
+                "{kind:?}"
+            );
         }
     }
 

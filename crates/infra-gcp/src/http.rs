@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kinetic_core::retry::{Backoff, Decision, GaveUp, RetryPolicy};
-use kinetic_gcp_common::retry::{decide, retry_after};
+use kinetic_gcp_common::retry::{decide, decide_transport, error_chain, retry_after};
 use kinetic_gcp_common::{GoogleError, TokenSource};
 use serde_json::Value;
 
@@ -120,8 +120,17 @@ impl Failure {
                 google,
                 retry_after,
             } => decision(Some(google.code), google, *retry_after, propagating),
-            Self::Transport(_) => decide(None, None),
+            Self::Transport(e) => decide_transport(e),
             Self::Token(_) => Decision::Stop,
+        }
+    }
+
+    /// Why it failed, in a few words.
+    fn reason(&self, title: &str) -> String {
+        match self {
+            Self::Status { google, .. } => format!("{title} said {google}"),
+            Self::Transport(e) => error_chain(e),
+            Self::Token(e) => e.to_string(),
         }
     }
 }
@@ -134,6 +143,7 @@ pub(crate) struct Rest {
     project: String,
     retry: RetryPolicy,
     enabled_at: Arc<Mutex<Option<Instant>>>,
+    notice: Option<crate::RetryNotice>,
 }
 
 impl Rest {
@@ -152,7 +162,14 @@ impl Rest {
             project: project.to_owned(),
             retry,
             enabled_at: Arc::default(),
+            notice: None,
         })
+    }
+
+    /// The same client, telling `notice` of each call tried again.
+    pub(crate) fn with_notice(mut self, notice: Option<crate::RetryNotice>) -> Self {
+        self.notice = notice;
+        self
     }
 
     /// The HTTP client (for fetching published manifests).
@@ -228,9 +245,26 @@ impl Rest {
         body: Option<&Value>,
         accept: &[u16],
     ) -> Result<Answer, InfraError> {
+        let started = Instant::now();
+        let mut failed = 0u32;
         kinetic_engine::retry::retry_if(
             &self.retry,
-            |failure: &Failure| failure.decision(self.propagating()),
+            |failure: &Failure| {
+                failed += 1;
+                let decision = failure.decision(self.propagating());
+                if decision != Decision::Stop
+                    && let Some(notice) = &self.notice
+                    && self.retry.next_delay(failed, started.elapsed()).is_some()
+                {
+                    notice.say(&format!(
+                        "{what}: {}; trying again (attempt {} of {})",
+                        failure.reason(service.title),
+                        failed + 1,
+                        self.retry.max_attempts
+                    ));
+                }
+                decision
+            },
             || self.attempt(&method, url, body, accept),
         )
         .await
@@ -241,9 +275,20 @@ impl Rest {
                 Failure::Status { google, .. } => {
                     http_error(service, &self.project, what, &google, attempts)
                 }
+                Failure::Transport(e)
+                    if kinetic_gcp_common::retry::connection_refused(&e) =>
+                {
+                    InfraError::Unavailable {
+                        message: format!(
+                            "{what} failed: cannot reach {url}: {}; nothing listens there, so it was not tried again (is the endpoint right?)",
+                            error_chain(&e)
+                        ),
+                    }
+                }
                 Failure::Transport(e) => InfraError::Unavailable {
                     message: format!(
-                        "{what} failed after {attempts} attempt(s): cannot reach {url}: {e}"
+                        "{what} failed after {attempts} attempt(s): cannot reach {url}: {}",
+                        error_chain(&e)
                     ),
                 },
                 Failure::Token(e) => e,

@@ -129,7 +129,35 @@ pub struct GcpInfraConfig {
     /// failures, `Retry-After` honoured, an API just enabled that Google
     /// has not propagated yet) and of IAM policy writes that met a
     /// concurrent change: 6 attempts, waiting 0.5 s doubling up to 8 s.
+    /// A refused connection is not retried: nothing listens there.
     pub retry: RetryPolicy,
+    /// Told of every call that is tried again, as it is (one line: what,
+    /// why, which attempt comes); `None`: nobody is told.
+    pub on_retry: Option<RetryNotice>,
+}
+
+/// Where a line saying that a call is tried again goes (e.g. the CLI's
+/// stderr): "reading cluster c: Kubernetes Engine said HTTP 503 …; trying
+/// again in 1s (attempt 2 of 6)".
+#[derive(Clone)]
+pub struct RetryNotice(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl RetryNotice {
+    /// A notice that hands each line to `say`.
+    pub fn new(say: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(say))
+    }
+
+    /// Say `line`.
+    pub fn say(&self, line: &str) {
+        (self.0)(line);
+    }
+}
+
+impl std::fmt::Debug for RetryNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RetryNotice(..)")
+    }
 }
 
 impl Default for GcpInfraConfig {
@@ -140,6 +168,7 @@ impl Default for GcpInfraConfig {
             operation_timeout: Duration::from_secs(45 * 60),
             poll: execute::default_poll(),
             retry: http::default_retry(),
+            on_retry: None,
         }
     }
 }
@@ -177,6 +206,13 @@ impl GcpInfraConfig {
     #[must_use]
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// The same configuration telling `notice` of every call tried again.
+    #[must_use]
+    pub fn on_retry(mut self, notice: RetryNotice) -> Self {
+        self.on_retry = Some(notice);
         self
     }
 }
@@ -229,7 +265,8 @@ impl GcpInfra {
         config: GcpInfraConfig,
         tokens: Arc<dyn TokenSource>,
     ) -> Result<Self, InfraError> {
-        let rest = http::Rest::new(tokens, &desired.target.project, config.retry)?;
+        let rest = http::Rest::new(tokens, &desired.target.project, config.retry)?
+            .with_notice(config.on_retry.clone());
         Ok(Self {
             desired,
             config,
@@ -240,5 +277,16 @@ impl GcpInfra {
     /// What it provisions.
     pub fn desired(&self) -> &Desired {
         &self.desired
+    }
+
+    /// Get a token once, before anything is asked of the APIs: without
+    /// credentials every call of [`GcpInfra::observe`] would look for them
+    /// again (the metadata server included), one after the other.
+    ///
+    /// # Errors
+    /// [`InfraError::PermissionDenied`] saying why there is no token and
+    /// how to get credentials.
+    pub async fn check_credentials(&self) -> Result<(), InfraError> {
+        self.rest.token().await.map(drop)
     }
 }

@@ -141,6 +141,26 @@ pub(crate) fn pool_of(p: &Value) -> ObservedPool {
     pool
 }
 
+/// Why `body` is not the description of cluster `name` as GKE gives it
+/// (an object naming the cluster, with its status).
+pub(crate) fn check_cluster(body: &Value, name: &str) -> Result<(), String> {
+    let shown = || {
+        let text = body.to_string();
+        match text.char_indices().nth(120) {
+            Some((at, _)) => format!("{}…", &text[..at]),
+            None => text,
+        }
+    };
+    match (body["name"].as_str(), body["status"].as_str()) {
+        (Some(found), Some(_)) if found == name => Ok(()),
+        (Some(found), Some(_)) => Err(format!("it describes cluster {found:?}")),
+        _ => Err(format!(
+            "no \"name\" and \"status\" in the body: {}",
+            shown()
+        )),
+    }
+}
+
 /// A cluster as GKE returns it.
 pub(crate) fn cluster_of(c: &Value) -> ObservedCluster {
     let pools = c["nodePools"]
@@ -185,10 +205,21 @@ impl GcpInfra {
     }
 
     /// The cluster, as GKE returns it (`None`: it does not exist).
+    /// An answer that is not this cluster (a proxy's page, another API
+    /// behind the endpoint) is an error, never an empty cluster.
     pub(crate) async fn cluster_json(&self) -> Result<Option<Value>, InfraError> {
-        let what = format!("reading cluster {}", self.desired.target.cluster);
-        self.get_opt(CONTAINER, &what, &self.cluster_url_path())
-            .await
+        let name = &self.desired.target.cluster;
+        let what = format!("reading cluster {name}");
+        let url = self.cluster_url_path();
+        let found = self.get_opt(CONTAINER, &what, &url).await?;
+        if let Some(body) = &found {
+            check_cluster(body, name).map_err(|why| {
+                InfraError::other(format!(
+                    "{what} failed: {url} answered with something that is not the cluster ({why}): is the Kubernetes Engine endpoint right?"
+                ))
+            })?;
+        }
+        Ok(found)
     }
 
     /// How to reach the cluster GKE described.

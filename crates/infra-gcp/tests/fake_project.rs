@@ -437,3 +437,120 @@ async fn a_change_waits_out_the_clusters_operation_in_progress() {
     );
     assert!(!pools().iter().any(|n| n == "gpu-l4-8c9d"), "{:?}", pools());
 }
+
+/// An endpoint where nothing listens: a port bound, then let go.
+fn closed_endpoint() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+/// A server on loopback that answers every request with HTTP 200 and
+/// `body` (a proxy's page, another API behind the endpoint).
+fn answering_200(body: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+fn enabled_apis_error(o: &Observation) -> Option<&InfraError> {
+    o.unreadable
+        .iter()
+        .find(|(what, _)| what == "the project's enabled APIs")
+        .map(|(_, e)| e)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_endpoint_fails_at_once_and_a_retry_is_said() {
+    // Issue 25.10: a refused connection was tried 6 times (124 s in
+    // `status`), silently; retries are for what they can fix, and said.
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let notice = {
+        let lines = lines.clone();
+        kinetic_infra_gcp::RetryNotice::new(move |l| lines.lock().unwrap().push(l.to_owned()))
+    };
+    let wait = Duration::from_millis(20);
+    let closed = closed_endpoint();
+    let infra = adapter_with(&cloud, |c| {
+        let mut endpoints = c.endpoints.clone();
+        endpoints.serviceusage = closed.clone();
+        c.endpoints(endpoints)
+            .kubeconfig(dir.path().join("config"))
+            .retry(RetryPolicy::new(3, Backoff::new(wait, wait)))
+            .on_retry(notice.clone())
+    });
+    let observation = infra.observe().await;
+    let e = enabled_apis_error(&observation).expect("the APIs could not be read");
+    let text = e.to_string();
+    assert!(matches!(e, InfraError::Unavailable { .. }), "{e}");
+    assert!(text.contains(&closed) && text.contains("refused"), "{text}");
+    assert!(text.contains("not tried again"), "{text}");
+    assert_eq!(*lines.lock().unwrap(), Vec::<String>::new(), "not retried");
+
+    // What a retry can fix is retried, and each retry is said.
+    let infra = adapter_with(&cloud, |c| {
+        c.kubeconfig(dir.path().join("config"))
+            .retry(RetryPolicy::new(3, Backoff::new(wait, wait)))
+            .on_retry(notice)
+    });
+    cloud.apis().fail("serviceusage.services.list", 503, 0, 1);
+    let observation = infra.observe().await;
+    assert!(enabled_apis_error(&observation).is_none());
+    let said = lines.lock().unwrap().clone();
+    assert_eq!(said.len(), 1, "{said:#?}");
+    assert!(
+        said[0].contains("HTTP 503") && said[0].ends_with("trying again (attempt 2 of 3)"),
+        "{said:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_endpoint_answering_something_else_is_not_a_cluster() {
+    // Issue 25.10: a 200 with a body that is not a cluster was shown as
+    // `cluster fake ()`, complete.
+    let cloud = FakeGcp::start(FakeGcpConfig::default().project("fake-proj"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let other = answering_200(r#"{"kind": "storage#buckets", "items": []}"#);
+    let infra = adapter_with(&cloud, |c| {
+        let mut endpoints = c.endpoints.clone();
+        endpoints.container = other.clone();
+        c.endpoints(endpoints).kubeconfig(dir.path().join("config"))
+    });
+    let observation = infra.observe().await;
+    assert!(observation.observed.cluster.is_none());
+    let (_, e) = observation
+        .unreadable
+        .iter()
+        .find(|(what, _)| what == "cluster fake")
+        .expect("the cluster is unreadable");
+    let text = e.to_string();
+    assert!(
+        text.contains("not the cluster") && text.contains("storage#buckets"),
+        "{text}"
+    );
+    assert!(observation.complete().is_err());
+}

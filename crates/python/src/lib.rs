@@ -1091,6 +1091,25 @@ impl Batch {
             .collect()
     }
 
+    /// The inputs no job is known for and none is being submitted for by
+    /// this handle (the process that submitted the batch stopped, or has
+    /// not named them in the manifest yet), in input order.
+    fn never_submitted(&self) -> Vec<usize> {
+        self.inner.never_submitted()
+    }
+
+    /// Submit the inputs never submitted, with the spec and options the
+    /// batch's manifest recorded; the submissions go on in the background.
+    fn resume(&self, py: Python<'_>) -> PyResult<()> {
+        let batch = self.inner.clone();
+        block(
+            py,
+            async move { batch.resume_recorded().await },
+            &Listener::none(),
+        )?
+        .map_err(|e| batch_error(py, e))
+    }
+
     /// Cancel every job not yet ended.
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
         let batch = self.inner.clone();

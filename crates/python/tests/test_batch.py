@@ -107,3 +107,37 @@ def test_wait_bounds_that_do_not_apply_per_call_are_said_so():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         remote(work.square).run_async(3).result(cleanup_timeout=180, cleanup_poll_interval=2)
+
+
+def test_a_batch_whose_client_was_killed_is_said_at_once_and_resumed():
+    # Issue 25.5: the process that submitted the batch dies right after
+    # run_async_map returns (one input at a time: at most one submitted).
+    import subprocess
+    import sys
+    code = ("import os, kinetic, work\n"
+            "batch = kinetic.run(accelerator='cpu')(work.slow_square).run_async_map(\n"
+            "    [[i, 0.1] for i in range(5)], max_concurrent=1)\n"
+            "print(batch.group_id, flush=True)\n"
+            "os._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    group_id = out.stdout.strip()
+
+    batch = kinetic.attach_batch(group_id)
+    missing = batch.never_submitted()
+    assert len(missing) >= 4 and missing == sorted(missing)
+    # Said before waiting (not after a timeout: this one has none left).
+    message = r"batch %s: %d of 5 inputs were never submitted .*BatchHandle\.resume\(\)" % (group_id, len(missing))
+    with pytest.warns(RuntimeWarning, match=message):
+        with pytest.raises(TimeoutError):
+            batch.wait(timeout=0)
+    with pytest.warns(RuntimeWarning, match=message):
+        with pytest.raises(TimeoutError):
+            batch.results(timeout=0)
+
+    batch.resume()
+    assert batch.never_submitted() == []
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert batch.results(timeout=300) == [0, 1, 4, 9, 16]

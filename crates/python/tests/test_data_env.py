@@ -65,6 +65,16 @@ def test_data_as_a_volume(dataset):
     assert read("a.txt") == "alpha"
 
 
+def test_a_volume_at_the_root_is_refused(dataset):
+    # Issue 25.9: a volume at '/' was accepted.
+    import work
+
+    root, _ = dataset
+    for mount in ("/", "//"):
+        with pytest.raises(ValueError, match="cannot be mounted at '/'"):
+            remote(work.read_volume, volumes={mount: kinetic.Data(str(root))})("a.txt")
+
+
 def test_missing_data_is_a_clear_error(tmp_path):
     import work
 

@@ -162,6 +162,28 @@ def test_lambdas_and_closures_ship_by_value_with_cloudpickle():
     assert batch.results() == [-1, -2]
 
 
+def test_standard_library_and_installed_functions_ship_by_name_without_packing():
+    # Issue 25.7: json.dumps packed the directory that holds the standard
+    # library (the interpreter, 59,570 entries) and then hit the file-count
+    # limit. The job's interpreter has these: they go by name.
+    import json
+    import math
+    import posixpath
+
+    from packaging.utils import canonicalize_name
+
+    from kinetic import core
+
+    for fn, module in ((json.dumps, "json"), (posixpath.join, "posixpath"), (math.hypot, "math"),
+                       (canonicalize_name, "packaging.utils")):
+        reference = core._function_reference(fn)
+        assert reference["entry"] == {"module": module, "function": fn.__qualname__}, fn
+        assert reference["working_dir"] == os.getcwd(), fn
+    assert remote(json.dumps)({"a": [1, 2]}) == '{"a": [1, 2]}'
+    assert remote(math.hypot)(3, 4) == 5.0
+    assert remote(canonicalize_name)("Foo_Bar") == "foo-bar"
+
+
 def test_parameters_the_engine_cannot_honour_are_errors():
     with pytest.raises(ValueError, match="debug='yes'"):
         kinetic.run(accelerator="cpu", debug="yes")

@@ -105,6 +105,49 @@ pub struct GcsStore {
     /// Requests go through `object_store`'s retry loop (an HTTP store):
     /// transient failures come back already retried.
     retries: bool,
+    /// The directory of a local store, whose uploads stage into
+    /// `name#N` files first (see [`sweep_staging`]).
+    local_root: Option<PathBuf>,
+}
+
+/// A local store's staging file (`name#N`) untouched this long was left
+/// by an upload that was killed: an upload in progress writes to its own.
+const STALE_STAGING: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Remove the staging files (`name#N`, `N` digits: names no object can
+/// have in a local store) under `dir` that were last written at least
+/// `min_age` ago; returns how many. A killed upload leaves its staging
+/// file behind, and nothing else ever removes it: a listing does not
+/// show it.
+fn sweep_staging(dir: &Path, min_age: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            removed += sweep_staging(&entry.path(), min_age);
+            continue;
+        }
+        let name = entry.file_name();
+        let staging = name
+            .to_str()
+            .and_then(|n| n.rsplit_once('#'))
+            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= min_age);
+        if staging && old && kind.is_file() && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 impl std::fmt::Debug for GcsStore {
@@ -270,6 +313,7 @@ impl GcsStore {
             part_size: options.part_size.max(MIN_PART_SIZE),
             part_concurrency: options.part_concurrency.max(1),
             retries: true,
+            local_root: None,
         })
     }
 
@@ -296,6 +340,7 @@ impl GcsStore {
             format!("file://{}", dir.display()).trim_end_matches('/'),
         );
         store.attributes = false;
+        store.local_root = Some(dir.to_owned());
         Ok(store)
     }
 
@@ -316,6 +361,23 @@ impl GcsStore {
             part_size: defaults.part_size,
             part_concurrency: defaults.part_concurrency,
             retries: false,
+            local_root: None,
+        }
+    }
+
+    /// In a local store, remove what killed uploads left under `prefix`
+    /// (staging files at least `min_age` old).
+    async fn sweep(&self, prefix: &ObjectPath, min_age: std::time::Duration) {
+        let Some(root) = &self.local_root else { return };
+        let dir = root.join(prefix.as_str());
+        let swept = tokio::task::spawn_blocking(move || sweep_staging(&dir, min_age)).await;
+        if let Ok(n) = swept
+            && n > 0
+        {
+            tracing::debug!(
+                "{}: removed {n} file(s) a killed upload left",
+                self.uri(prefix)
+            );
         }
     }
 
@@ -577,6 +639,9 @@ impl ObjectStore for GcsStore {
     }
 
     async fn list(&self, prefix: Option<&ObjectPath>) -> Result<Vec<ObjectMeta>, StoreError> {
+        if let Some(p) = prefix {
+            self.sweep(p, STALE_STAGING).await;
+        }
         let os_prefix = prefix.map(os_path);
         let what = prefix.map_or_else(|| self.base_uri.clone(), |p| self.uri(p));
         let metas: Vec<object_store::ObjectMeta> = self
@@ -612,6 +677,8 @@ impl ObjectStore for GcsStore {
             .buffer_unordered(DELETE_CONCURRENCY)
             .try_collect::<Vec<()>>()
             .await?;
+        // Whatever is being written under a prefix that goes away goes too.
+        self.sweep(prefix, std::time::Duration::ZERO).await;
         Ok(deleted)
     }
 }
@@ -693,6 +760,57 @@ mod tests {
             gcs.fail(refused(), "gs://some-bucket/x".into())
                 .is_retried()
         );
+    }
+
+    #[tokio::test]
+    async fn staging_files_killed_uploads_left_are_swept() {
+        // Issue 25.10: `name#1` files of killed uploads stayed in the data
+        // cache for good (a listing does not show them, so nothing removed
+        // them).
+        let dir = tempfile::tempdir().unwrap();
+        let store = GcsStore::local_dir(dir.path()).unwrap();
+        let entry = ObjectPath::parse("default/data-cache/abc").unwrap();
+        let file = ObjectPath::parse("default/data-cache/abc/sub/a.txt").unwrap();
+        store
+            .put(&file, Bytes::from_static(b"a"), PutOptions::default())
+            .await
+            .unwrap();
+        let on_disk = dir.path().join("default/data-cache/abc/sub");
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for name in ["a.txt#1", "a.txt#2", "b.txt#1"] {
+            let f = std::fs::File::create(on_disk.join(name)).unwrap();
+            f.set_modified(hour_ago).unwrap();
+        }
+        // An upload in progress (written just now) and a name that is no
+        // staging file stay.
+        std::fs::write(on_disk.join("c.txt#3"), "c").unwrap();
+        let listed = store.list(Some(&entry)).await.unwrap();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let mut left: Vec<String> = std::fs::read_dir(&on_disk)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["a.txt", "c.txt#3"]);
+        // Deleting the entry takes everything, in progress or not.
+        store.delete_prefix(&entry).await.unwrap();
+        let files: Vec<_> = walk(dir.path());
+        assert!(files.is_empty(), "{files:?}");
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|e| {
+                if e.file_type().unwrap().is_dir() {
+                    walk(&e.path())
+                } else {
+                    vec![e.path()]
+                }
+            })
+            .collect()
     }
 
     #[test]

@@ -152,7 +152,11 @@ pub(crate) fn down(args: &DownArgs, inv: &Invocation, out: &Output) -> Result<()
 pub(crate) fn status(args: &StatusArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
-    let observation = engine::runtime()?.block_on(infra.observe());
+    let runtime = engine::runtime()?;
+    runtime
+        .block_on(infra.check_credentials())
+        .map_err(infra_error)?;
+    let observation = runtime.block_on(infra.observe());
     let report = model::status(infra.desired(), &observation.observed);
     let unreadable: Vec<(String, String)> = observation
         .unreadable

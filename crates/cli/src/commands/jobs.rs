@@ -201,7 +201,7 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                                 // JSON Lines: one compact object per line, as it comes.
                                 emit(&format!("{}\n", json!({"job_id": job_id, "line": line})))?;
                             } else {
-                                emit(&format!("{line}\n"))?;
+                                emit(&format!("{}\n", render::job_output(&line)))?;
                             }
                         }
                         Ok(())
@@ -352,7 +352,10 @@ async fn debug(
 }
 
 fn logs_out(job_id: &str, text: &str, out: &Output) -> Result<(), CliError> {
-    Ok(out.either(&json!({"job_id": job_id, "logs": text}), text)?)
+    Ok(out.either(
+        &json!({"job_id": job_id, "logs": text}),
+        &render::job_output(text),
+    )?)
 }
 
 async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {

@@ -118,6 +118,8 @@ fn list(args: &ListArgs, inv: &Invocation, out: &Output) -> Result<(), CliError>
 }
 
 fn remove(args: &RemoveArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
+    // Before any credentials or network: a name GKE cannot have.
+    model::check_pool_name(&args.name).map_err(core_infra_error)?;
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
     let observed = observe(&infra)?;

@@ -371,9 +371,58 @@ impl BatchTally {
     }
 }
 
+
+/// A job's output as it is printed on stdout: as stored when stdout is not
+/// a terminal (a file, a pipe: the bytes the job wrote), and with its
+/// control characters escaped when it is, so that what a job wrote cannot
+/// drive the terminal (clear the screen, retitle the window, hide lines).
+pub(crate) fn job_output(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        escape_controls(text)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// `text` with every control character but newline and tab written as an
+/// escape (`\x1b`, `\r`, `\u{9b}`): ESC starts the terminal's control
+/// sequences, and C1 controls (U+0080–U+009F) are read as such too.
+pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let control = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\r' => out.push_str("\\r"),
+            c if control(c) && (c as u32) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if control(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jobs_control_sequences_are_escaped_for_a_terminal() {
+        // Issue 25.10: a stored chunk holding `\x1b[2J` cleared the screen.
+        assert_eq!(
+            escape_controls("step 1\n\x1b[2J\x1b]0;pwned\x07done\r\n\ttab \u{9b}31m é\n"),
+            "step 1\n\\x1b[2J\\x1b]0;pwned\\x07done\\r\n\ttab \\u{9b}31m é\n"
+        );
+        assert!(matches!(
+            escape_controls("plain\n\tline"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
 
     #[test]
     fn pickled_python_values_are_found_wherever_they_are() {

@@ -76,6 +76,28 @@ impl PackagingPlan {
             Some(_) => return Err(err("\"sys_path_rel\" is not a list".to_owned())),
             None => return Err(err("\"sys_path_rel\" is missing".to_owned())),
         };
+        if !package_root.starts_with('/') {
+            return Err(err(format!(
+                "\"package_root\" is {package_root:?}, which is not an absolute path"
+            )));
+        }
+        // The runner applies these inside the job's workspace: a path that
+        // leaves it is refused here, not found out in the job.
+        let inside = |key: &str, rel: &str| -> Result<(), PlanJsonError> {
+            if rel.starts_with('/') || rel.split(['/', '\\']).any(|part| part == "..") {
+                return Err(err(format!(
+                    "\"{key}\" holds {rel:?}, which leaves the package root: expected a path relative to it, without '..' and not absolute"
+                )));
+            }
+            Ok(())
+        };
+        inside("entry_rel", &entry_rel)?;
+        if let Some(cwd) = &client_cwd_rel {
+            inside("client_cwd_rel", cwd)?;
+        }
+        for rel in &sys_path_rel {
+            inside("sys_path_rel", rel)?;
+        }
         Ok(Self {
             package_root,
             entry_rel,
@@ -149,5 +171,40 @@ mod tests {
             let err = PackagingPlan::from_json(bad).expect_err(bad);
             assert!(err.to_string().contains("package_root"), "{err}");
         }
+    }
+
+    #[test]
+    fn from_json_refuses_paths_that_escape_the_root() {
+        // Issue 25.9: `pack --plan-json` stored these as given.
+        let with = |entry: &str, cwd: &str, sys: &str| {
+            format!(
+                r#"{{"package_root": "/r", "entry_rel": {entry}, "client_cwd_rel": {cwd}, "sys_path_rel": ["", {sys}]}}"#
+            )
+        };
+        for (bad, key) in [
+            (with(r#""../x""#, "null", r#""src""#), "entry_rel"),
+            (with(r#""a/../../x""#, "null", r#""src""#), "entry_rel"),
+            (with(r#""""#, r#""/etc""#, r#""src""#), "client_cwd_rel"),
+            (with(r#""""#, r#""..""#, r#""src""#), "client_cwd_rel"),
+            (with(r#""""#, "null", r#""../../lib""#), "sys_path_rel"),
+            (with(r#""""#, "null", r#""/usr/lib""#), "sys_path_rel"),
+            (with(r#""""#, "null", r#""a\\..\\..""#), "sys_path_rel"),
+        ] {
+            let err = PackagingPlan::from_json(&bad).expect_err(&bad).to_string();
+            assert!(
+                err.contains(key) && err.contains("leaves the package root"),
+                "{err}"
+            );
+        }
+        let relative_root =
+            r#"{"package_root": "r", "entry_rel": "", "client_cwd_rel": null, "sys_path_rel": []}"#;
+        let err = PackagingPlan::from_json(relative_root)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not an absolute path"), "{err}");
+        // Names that merely contain dots stay inside.
+        assert!(
+            PackagingPlan::from_json(&with(r#""a..b/.x""#, r#""..c""#, r#""src/...""#)).is_ok()
+        );
     }
 }

@@ -964,6 +964,42 @@ impl BatchHandle {
         Ok(())
     }
 
+    /// Resume (see [`BatchHandle::resume`]) with the spec and options the
+    /// manifest recorded when the batch was submitted, as
+    /// [`crate::Engine::resume_batch`] does: for a batch whose submitting
+    /// process was killed, from a handle of
+    /// [`crate::Engine::attach_batch`]. Needs the engine's spawner.
+    pub async fn resume_recorded(&self) -> Result<(), BatchError> {
+        let spawner = self.shared.engine.spawner.clone().ok_or_else(|| {
+            invalid("this engine has no spawner to run the batch's submissions in the background: build it with EngineBuilder::spawner, or use resume_recorded_with_driver")
+        })?;
+        let driver = self.resume_recorded_with_driver().await?;
+        spawner(driver);
+        Ok(())
+    }
+
+    /// [`BatchHandle::resume_recorded`], returning the submission loop for
+    /// the caller to drive.
+    pub async fn resume_recorded_with_driver(&self) -> Result<BatchDriver, BatchError> {
+        let group_id = self.group_id().clone();
+        let recipe = self.recipe().ok_or_else(|| {
+            invalid(format!(
+                "batch {group_id} does not record how it was submitted (it was started by Kinetic or an older version): resume it from code with BatchHandle::resume(spec, options)"
+            ))
+        })?;
+        let (spec, options) =
+            super::recipe::decode(&recipe).map_err(|message| BatchError::InvalidManifest {
+                uri: self
+                    .shared
+                    .engine
+                    .store
+                    .uri(&layout::group_manifest(&group_id)),
+                group_id: group_id.clone(),
+                message: format!("its resume record cannot be used: {message}"),
+            })?;
+        self.resume_with_driver(spec, options).await
+    }
+
     /// Resume (see [`BatchHandle::resume`]) and return the submission loop
     /// for the caller to drive.
     ///

@@ -470,21 +470,7 @@ impl Engine {
         let handle = self
             .attach_batch(group_id, AttachOptions::default())
             .await?;
-        let recipe = handle.recipe().ok_or_else(|| BatchError::InvalidInput {
-            message: format!(
-                "batch {group_id} does not record how it was submitted (it was started by Kinetic or an older version): resume it from code with BatchHandle::resume(spec, options)"
-            ),
-        })?;
-        let (spec, options) =
-            recipe::decode(&recipe).map_err(|message| BatchError::InvalidManifest {
-                group_id: handle.group_id().clone(),
-                uri: self
-                    .inner
-                    .store
-                    .uri(&kinetic_core::layout::group_manifest(handle.group_id())),
-                message: format!("its resume record cannot be used: {message}"),
-            })?;
-        let driver = handle.resume_with_driver(spec, options).await?;
+        let driver = handle.resume_recorded_with_driver().await?;
         Ok((handle, driver))
     }
 

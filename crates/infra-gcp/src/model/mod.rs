@@ -230,6 +230,34 @@ fn is_label(s: &str, max: usize) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
+/// The longest node pool name GKE accepts.
+pub const MAX_POOL_NAME: usize = 40;
+
+/// Check a node pool name as GKE accepts it, before anything is asked of
+/// the cloud (`pool remove ../../x` is refused here, not after a round of
+/// API calls).
+///
+/// # Errors
+/// [`InfraError::Invalid`] naming the value and what is accepted.
+///
+/// ```
+/// use kinetic_infra_gcp::model::check_pool_name;
+/// assert!(check_pool_name("kn-l4-0a1b").is_ok());
+/// assert!(check_pool_name("../../x").is_err());
+/// ```
+pub fn check_pool_name(name: &str) -> Result<(), InfraError> {
+    if is_label(name, MAX_POOL_NAME) {
+        return Ok(());
+    }
+    Err(invalid(
+        "node pool name",
+        name,
+        format!(
+            "1 to {MAX_POOL_NAME} lowercase letters, digits and hyphens, starting with a letter (`kinetic pool list` shows the pools)"
+        ),
+    ))
+}
+
 /// The longest cluster name whose service account ids
 /// (`kn-{cluster}-builds`, at most 30 characters) IAM accepts.
 pub const MAX_CLUSTER_NAME: usize = 20;

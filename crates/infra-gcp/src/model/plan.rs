@@ -577,6 +577,7 @@ pub fn plan_pool_remove(
     observed: &Observed,
     name: &str,
 ) -> Result<Plan, InfraError> {
+    super::check_pool_name(name)?;
     let (cluster, mut actions) = usable_cluster(desired, observed)?;
     if name == DEFAULT_POOL {
         return Err(super::invalid(

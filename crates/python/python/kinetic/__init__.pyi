@@ -162,6 +162,10 @@ class BatchHandle:
     @property
     def submission_failures(self) -> Dict[int, Exception]:
         """Return a copy of per-input submission errors (index -> exception)."""
+    def never_submitted(self) -> List[int]:
+        """The inputs no job is known for and none is being submitted for."""
+    def resume(self) -> None:
+        """Submit the inputs never submitted, as the batch was submitted."""
     def cancel(self) -> None:
         """Cancel all non-terminal jobs in the collection."""
     def cleanup(self, *, k8s: bool = True, gcs: bool = True) -> None:

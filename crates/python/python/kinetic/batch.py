@@ -2,6 +2,7 @@
 
 import json
 import warnings
+import weakref
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from kinetic import _native
@@ -38,6 +39,11 @@ def _batch_error(err: "_native.BatchFailed") -> BatchError:
     return BatchError(group_id, handles, values, {i: translate(e) for i, e in submissions}, message)
 
 
+# The handles of this process that submit their batch (run_async_map's,
+# resumed ones), by group id, for as long as they live.
+_SUBMITTING: "weakref.WeakValueDictionary[str, BatchHandle]" = weakref.WeakValueDictionary()
+
+
 class BatchHandle:
     """Handle for a collection of submitted jobs.
 
@@ -47,9 +53,11 @@ class BatchHandle:
     while it is used.
     """
 
-    def __init__(self, native):
+    def __init__(self, native, submitting: bool = False):
         self._batch = native
         self._cached_failures: Optional[List[JobHandle]] = None
+        if submitting:
+            _SUBMITTING[native.group_id] = self
 
     @property
     def group_id(self) -> str:
@@ -82,9 +90,50 @@ class BatchHandle:
         counts = json.loads(self._batch.status_counts())
         return {k.upper(): v for k, v in counts.items() if isinstance(v, int) and v}
 
+    def never_submitted(self) -> List[int]:
+        """The inputs no job is known for and none is being submitted for by
+        this handle, in input order: the process that submitted the batch
+        stopped (was killed) before it submitted them, or has not named them
+        in the manifest yet. :meth:`resume` submits them."""
+        return list(self._batch.never_submitted())
+
+    def resume(self) -> None:
+        """Submit the inputs of this batch that were never submitted — after
+        the process that submitted it was killed — with the function, the
+        settings and the options the batch was submitted with (recorded in
+        its manifest; environment values come from this process). Inputs
+        already submitted are followed, never submitted twice; the
+        submissions go on in the background while this handle is used.
+        Resume a batch from one process at a time.
+
+        Raises:
+            ValueError: The batch does not record how it was submitted, is
+                being submitted by this handle already, or was cancelled.
+        """
+        self._batch.resume()
+        _SUBMITTING[self.group_id] = self
+
+    def _say_never_submitted(self) -> None:
+        """Say at once, before waiting, when inputs were never submitted and
+        nothing in this process submits them (a batch whose client was
+        killed): waiting alone would not end."""
+        missing = self.never_submitted()
+        submitter = _SUBMITTING.get(self.group_id)
+        if not missing or (submitter is not None and submitter is not self):
+            # None, or a handle of this process submits them.
+            return
+        shown = ", ".join(str(i) for i in missing[:10]) + (", …" if len(missing) > 10 else "")
+        warnings.warn("batch %s: %d of %d inputs were never submitted (inputs %s); unless the process that "
+                      "submitted the batch is still submitting, they will not run: resume them with "
+                      "BatchHandle.resume() (or `kinetic batch resume %s`)"
+                      % (self.group_id, len(missing), self._batch.total, shown, self.group_id),
+                      RuntimeWarning, stacklevel=3)
+
     def wait(self, *, timeout: Optional[float] = None) -> None:
-        """Block until all jobs reach a terminal state."""
+        """Block until all jobs reach a terminal state. Warns at once when
+        inputs were never submitted (see :meth:`resume`)."""
         _check_seconds("timeout", timeout)
+        self._say_never_submitted()
         self._batch.wait(timeout)
 
     def as_completed(self, *, poll_interval: float = 5.0, timeout: Optional[float] = None) -> Iterator[JobHandle]:
@@ -102,6 +151,7 @@ class BatchHandle:
         if poll_interval != 5.0:
             warnings.warn("as_completed(poll_interval=%r) is not applied: the batch polls at the interval it "
                           "was created with" % (poll_interval,), stacklevel=2)
+        self._say_never_submitted()
         completions = self._batch.as_completed(timeout)
         while True:
             job = completions.next()
@@ -125,8 +175,12 @@ class BatchHandle:
         Returns:
             List of results (input order when ordered=True, completion order
             otherwise).
+
+        Warns at once (``RuntimeWarning``) when inputs were never submitted:
+        see :meth:`resume`.
         """
         _check_seconds("timeout", timeout)
+        self._say_never_submitted()
         try:
             items = self._batch.results(timeout=timeout, ordered=bool(ordered), cleanup=bool(cleanup),
                                         return_exceptions=bool(return_exceptions))

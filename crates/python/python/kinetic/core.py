@@ -99,6 +99,34 @@ def _bound_method_reference(fn: Callable) -> Dict[str, Any]:
     return _by_value(payload, working_dir)
 
 
+def _installation_dirs() -> List[str]:
+    """The interpreter's own directories: the standard library and every
+    site-packages directory."""
+    import site
+    import sysconfig
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(path)
+    try:
+        dirs.update(site.getsitepackages())
+    except AttributeError:  # an old virtualenv's site module
+        pass
+    user = getattr(site, "getusersitepackages", None)
+    if user is not None:
+        dirs.add(user())
+    dirs.update(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))
+    return [os.path.realpath(d) for d in dirs if d]
+
+
+def _installed(file: str) -> bool:
+    """True when ``file`` is part of the interpreter's installation: the
+    standard library or an installed package."""
+    path = os.path.realpath(file)
+    return any(path.startswith(d.rstrip(os.sep) + os.sep) for d in _installation_dirs())
+
+
 def _function_reference(fn: Callable, check_only: bool = False) -> Dict[str, Any]:
     """Where the runner finds ``fn``.
 
@@ -112,7 +140,10 @@ def _function_reference(fn: Callable, check_only: bool = False) -> Dict[str, Any
     class defined there comes back as itself. A method bound to an object
     travels with its object (``_bound_method_reference``; pickled at
     decoration too, so an object that cannot travel is an error at once).
-    ``check_only`` (at decoration) checks that any other ``fn`` can travel,
+    A function of the standard library or of an installed package travels
+    by name only: the job's interpreter imports it (an installed package
+    must be in the job's image too), and nothing of the installation is
+    packed. ``check_only`` (at decoration) checks that any other ``fn`` can travel,
     without pickling it yet: a script's function may use names the script
     defines after it."""
     if inspect.ismethod(fn) and not inspect.isclass(fn.__self__):
@@ -132,6 +163,14 @@ def _function_reference(fn: Callable, check_only: bool = False) -> Dict[str, Any
         return _by_value(_pickle_function(fn, what), os.getcwd())
     module = sys.modules.get(module_name) if module_name else None
     file = getattr(module, "__file__", None)
+    if module_name and module_name != "__main__" and (
+            (not file and module_name in sys.builtin_module_names) or (file and _installed(file))):
+        # The standard library's and installed packages' functions: the
+        # job's interpreter imports them itself. Packing the directory that
+        # holds them would ship the interpreter (tens of thousands of files,
+        # past the file-count limit); the project shipped is the current
+        # directory's, as for a script.
+        return {"entry": {"module": module_name, "function": name}, "working_dir": os.getcwd(), "prefix": []}
     if not file:
         raise TypeError("@kinetic.run cannot ship %s: its module %r has no file to ship"
                         % (name, module_name))
@@ -328,7 +367,7 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
                 native = options.client().map(spec, json.dumps(encoded), json.dumps(map_options))
             except _native.BatchFailed as err:
                 raise _batch_error(err) from None
-            return BatchHandle(native)
+            return BatchHandle(native, submitting=True)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -343,7 +382,10 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
         wrapper.__kinetic_options__ = {"accelerator": accelerator, "backend": backend}
         wrapper.run_async = run_async
         wrapper.run_async_map = run_async_map
-        wrapper.__signature__ = inspect.signature(fn)
+        try:
+            wrapper.__signature__ = inspect.signature(fn)
+        except ValueError:  # a builtin without one, such as math.hypot
+            pass
         return wrapper
 
     return decorator
