@@ -172,6 +172,16 @@ pub trait Workload: Send + Sync + 'static {
         false
     }
 
+    /// The error for a 404 on listing the kind's objects, when the kind
+    /// explains it (a missing CRD).
+    async fn list_not_found(
+        &self,
+        _client: &kube::Client,
+        _namespace: &str,
+    ) -> Option<BackendError> {
+        None
+    }
+
     /// The error for a 404 on create, when the kind explains it better
     /// than "namespace not found" (a missing CRD).
     async fn create_not_found(
@@ -1162,10 +1172,21 @@ impl<W: Workload> KubeBackend<W> {
     async fn list_jobs(&self) -> Result<Vec<JobId>, BackendError> {
         let ns = &self.options.namespace;
         let api = self.objects(ns).await?;
-        let objects = api
+        let listed = api
             .list(&ListParams::default().labels(&format!("{LABEL_APP}={}", self.workload.app())))
-            .await
-            .map_err(|e| error::map(e, self.cx("list", None, ns)))?;
+            .await;
+        let objects = match listed {
+            Ok(objects) => objects,
+            Err(e) if error::code(&e) == Some(404) => {
+                // A kind the cluster does not serve (a CRD not installed).
+                let client = self.client.get().await?;
+                return Err(match self.workload.list_not_found(&client, ns).await {
+                    Some(why) => why.with_source(e),
+                    None => error::map(e, self.cx("list", None, ns)),
+                });
+            }
+            Err(e) => return Err(error::map(e, self.cx("list", None, ns))),
+        };
         let mut ids: Vec<JobId> = objects
             .items
             .iter()

@@ -314,7 +314,13 @@ fn logs_out(job_id: &str, text: &str, out: &Output) -> Result<(), CliError> {
 }
 
 async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
-    let records = engine.list_jobs().await.map_err(engine_error)?;
+    let listing = engine.list_jobs_each().await.map_err(engine_error)?;
+    // A backend that cannot list (its CRD not installed, a role without
+    // permission to list its kind) leaves the others listed, and says why.
+    for (backend, e) in &listing.unlisted {
+        render::warn(&format!("the {backend} backend's jobs are not listed: {e}"));
+    }
+    let records = listing.records;
     // Each job's status, asked of its backend; one that cannot be read is
     // shown as UNKNOWN with why.
     let mut statuses = Vec::with_capacity(records.len());
