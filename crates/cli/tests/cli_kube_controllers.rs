@@ -4,8 +4,11 @@
 //! without `leaderworkersets`, deletions a node never confirms, and pods
 //! deleted under a Job (a preempted node's, through PodGC; evicted ones).
 
-use std::process::Output;
+use std::io::{BufRead, BufReader};
+use std::process::{Output, Stdio};
+use std::time::Duration;
 
+use kinetic_fake_gcp::k8s::FakeCluster;
 use serde_json::Value;
 
 mod sandbox;
@@ -83,4 +86,135 @@ async fn jobs_list_lists_the_gke_jobs_and_says_why_pathways_cannot_be_listed() {
             && err.contains("missing permission"),
         "{err}"
     );
+}
+
+/// `work.py:square` of 7 on gke, kept (`--no-cleanup`); its job id.
+async fn kept_square(w: &World) -> String {
+    let v = kinetic_json(
+        w,
+        &[
+            "run",
+            "work.py:square",
+            "--arg",
+            "7",
+            "--backend",
+            "gke",
+            "--json",
+            "--no-cleanup",
+        ],
+    )
+    .await;
+    assert_eq!(v["value"], 49, "{v}");
+    v["job_id"].as_str().unwrap().to_owned()
+}
+
+/// The node of the only pod, whose kubelet then stops confirming
+/// deletions: the Job's foreground deletion waits on its pod.
+fn unconfirming_node(cluster: &FakeCluster) -> String {
+    let pods = cluster.objects("pods", "default");
+    assert_eq!(pods.len(), 1, "{pods:?}");
+    let node = pods[0]["spec"]["nodeName"].as_str().unwrap().to_owned();
+    cluster.confirm_deletions(&node, false);
+    node
+}
+
+/// True once the only Job is being deleted.
+fn job_deleting(cluster: &FakeCluster) -> bool {
+    cluster
+        .objects("jobs.batch", "default")
+        .iter()
+        .any(|j| j["metadata"]["deletionTimestamp"].is_string())
+}
+
+/// `jobs cleanup` of a Job whose pod's node never confirms the deletion
+/// waits on a watch: a GET or two, not several a second (it polled 710
+/// times in 180 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_watches_a_deletion_the_node_does_not_confirm() {
+    let w = World::gke(WORK_PY).pyproject().start().await;
+    let cluster = w.cluster();
+    let job_id = kept_square(&w).await;
+    let node = unconfirming_node(cluster);
+    cluster.calls().reset();
+    let args = ["jobs", "cleanup", job_id.as_str()];
+    let cleanup = w.kinetic(&args);
+    let watch = async {
+        // Until the waiter watches (or shows it polls instead)…
+        while cluster.calls().count("watch", "jobs.batch") == 0
+            && cluster.calls().count("get", "jobs.batch") < 20
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // …and a while longer, the Job held by its unconfirmed pod.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let calls = cluster.calls().snapshot();
+        assert!(job_deleting(cluster), "the Job waits on its pod");
+        cluster.confirm_deletions(&node, true);
+        calls
+    };
+    let (o, calls) = tokio::join!(cleanup, watch);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let gets = calls.get("get jobs.batch").copied().unwrap_or(0);
+    let watches = calls.get("watch jobs.batch").copied().unwrap_or(0);
+    assert!(
+        watches >= 1 && gets <= 3,
+        "waited with {gets} GETs and {watches} watches: {calls:?}"
+    );
+    assert!(cluster.objects("jobs.batch", "default").is_empty());
+}
+
+/// `jobs result` prints the value it has before it waits on the cleanup
+/// (it waited minutes on a slice's deletion first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_prints_the_value_before_the_cleanup_wait() {
+    let w = World::gke(WORK_PY).pyproject().start().await;
+    let cluster = w.cluster();
+    let job_id = kept_square(&w).await;
+    let node = unconfirming_node(cluster);
+    let mut child = w
+        .sandbox()
+        .command(&["jobs", "result", &job_id], &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    // The value comes while the Job is still there (its deletion not
+    // started, or held by the node); a value that waits for the node is
+    // late.
+    let mut held = 0;
+    let line = loop {
+        if let Ok(line) = rx.try_recv() {
+            break Some(line);
+        }
+        if job_deleting(cluster) {
+            held += 1;
+            if held > 60 {
+                break None;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let still_there = !cluster.objects("jobs.batch", "default").is_empty();
+    cluster.confirm_deletions(&node, true);
+    let out =
+        tokio::task::spawn_blocking(move || sandbox::wait_within(child, Duration::from_secs(120)))
+            .await
+            .unwrap();
+    let line = line.unwrap_or_else(|| {
+        panic!(
+            "no value while the cleanup waited on the node; stderr: {}",
+            text(&out.stderr)
+        )
+    });
+    assert_eq!(line.trim(), "49", "stderr: {}", text(&out.stderr));
+    assert!(still_there, "the value came before the Job was gone");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(cluster.objects("jobs.batch", "default").is_empty());
 }

@@ -610,10 +610,19 @@ impl JobHandle {
     /// still read from the store.
     pub async fn result(&self, options: ResultOptions) -> Result<Value, EngineError> {
         let state = self.wait(&options).await?;
-        // Kinetic's default: a debug job is kept, to be looked at.
-        let cleanup = options.cleanup && (options.cleanup_asked || !self.record.debug);
+        let cleanup = self.cleans_up(&options);
         self.collect_ended(&state, cleanup, options.remove_artifacts)
             .await
+    }
+
+    /// True when [`JobHandle::result`] with `options` cleans up after a
+    /// value came back: asked to, unless the job is a debug job kept by
+    /// default. A caller that shows the value before cleaning up asks for
+    /// it without cleanup, then calls [`JobHandle::cleanup`] (backend
+    /// only, and the store too with `remove_artifacts`) when this is true.
+    pub fn cleans_up(&self, options: &ResultOptions) -> bool {
+        // Kinetic's default: a debug job is kept, to be looked at.
+        options.cleanup && (options.cleanup_asked || !self.record.debug)
     }
 
     /// The value of a job already seen in the terminal `state` (a batch

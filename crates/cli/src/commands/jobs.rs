@@ -219,8 +219,26 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 if let Some(t) = timeout {
                     options = options.timeout(seconds("timeout", *t)?);
                 }
-                let value = handle.result(options).await.map_err(engine_error)?;
-                render::value(&value, out)
+                // The value is shown first: a deletion the cluster is slow
+                // to finish (a slice's hosts stopping) does not hold it.
+                let cleanup = handle.cleans_up(&options);
+                let value = handle
+                    .result(options.cleanup(false))
+                    .await
+                    .map_err(engine_error)?;
+                render::value(&value, out)?;
+                if cleanup {
+                    let backend_only = CleanupOptions {
+                        backend: true,
+                        store: false,
+                    };
+                    if let Err(e) = handle.cleanup(backend_only).await {
+                        render::warn(&format!(
+                            "cleanup of job {job_id}'s backend resources failed: {e}"
+                        ));
+                    }
+                }
+                Ok(())
             }
             JobsCommand::Cancel { job_id } => {
                 let handle = attach(&engines, job_id).await?;

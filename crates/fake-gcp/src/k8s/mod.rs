@@ -559,6 +559,14 @@ impl FakeCluster {
         self.kubelet.script_next(script);
     }
 
+    /// The kubelet of node `node` stops confirming its pods' deletions
+    /// (`confirm` false), as an unreachable node's does: a deleted pod
+    /// there stays terminating, and whatever waits for it (a foreground
+    /// deletion of its owner) waits; `true` makes it confirm again.
+    pub fn confirm_deletions(&self, node: &str, confirm: bool) {
+        self.kubelet.confirm_deletions(node, confirm);
+    }
+
     /// The API calls made so far.
     pub fn calls(&self) -> &ApiCalls {
         &self.calls
