@@ -8,17 +8,26 @@ use std::io::{BufRead, BufReader};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use kinetic_fake_gcp::k8s::FakeCluster;
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeNode};
 use serde_json::Value;
 
 mod sandbox;
 
-use sandbox::world::World;
+use sandbox::world::{JOBS_BUCKET, World};
 
 const WORK_PY: &str = r#"
 def square(x):
     print("squaring", x, flush=True)
     return x * x
+
+
+def wait_for(path):
+    import os
+    import time
+    print("waiting", flush=True)
+    while not os.path.exists(path):
+        time.sleep(0.05)
+    return "released"
 "#;
 
 /// `kinetic ARGS`, which must succeed; its stdout as JSON.
@@ -217,4 +226,164 @@ async fn result_prints_the_value_before_the_cleanup_wait() {
     assert!(still_there, "the value came before the Job was gone");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(cluster.objects("jobs.batch", "default").is_empty());
+}
+
+/// The node of the job's pod once one runs (and is the only one not
+/// ending), after `previous` pods were seen running.
+async fn running_pod(cluster: &FakeCluster, seen: &[String]) -> (String, String) {
+    for _ in 0..600 {
+        let pods = cluster.objects("pods", "default");
+        let running = pods.iter().find(|p| {
+            p["status"]["phase"] == "Running"
+                && p["metadata"]["deletionTimestamp"].is_null()
+                && !seen
+                    .iter()
+                    .any(|s| p["metadata"]["name"].as_str() == Some(s.as_str()))
+        });
+        if let Some(p) = running {
+            return (
+                p["metadata"]["name"].as_str().unwrap().to_owned(),
+                p["spec"]["nodeName"].as_str().unwrap().to_owned(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no new pod ran: {:?}", cluster.objects("pods", "default"));
+}
+
+/// The attempts kept in the store for `job_id`.
+fn stored_attempts(w: &World, job_id: &str) -> Vec<Value> {
+    let Some(bytes) = w
+        .gcs()
+        .object(JOBS_BUCKET, &format!("{job_id}/attempts.json"))
+    else {
+        return Vec::new();
+    };
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    v["attempts"].as_array().cloned().unwrap_or_default()
+}
+
+/// GKE reclaims a Spot VM by deleting its node; the pod garbage collector
+/// then force-deletes the node's pods, and the Job controller creates a
+/// replacement. With `--restarts 1`, the second such loss spends the
+/// budget whoever deleted the pods (counted from the pods alone, the
+/// attempts started again with each deletion and the Job replaced pods
+/// without limit): the Job's events still name the deleted pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_budget_is_spent_when_pod_gc_deletes_a_lost_nodes_pods() {
+    let w = World::gke(WORK_PY).pyproject().start().await;
+    let cluster = w.cluster();
+    for i in 1..=2 {
+        cluster
+            .add_node(&FakeNode::cpu(&format!("spare-{i}")))
+            .unwrap();
+    }
+    let never = w.sandbox().path("never-released");
+    let arg = serde_json::to_string(&never.display().to_string()).unwrap();
+    let v = kinetic_json(
+        &w,
+        &[
+            "run",
+            "work.py:wait_for",
+            "--arg",
+            &arg,
+            "--backend",
+            "gke",
+            "--restarts",
+            "1",
+            "--detach",
+            "--json",
+        ],
+    )
+    .await;
+    let job_id = v["job_id"].as_str().unwrap().to_owned();
+
+    // The first node goes: its pod is force-deleted, and replaced.
+    let (first, node) = running_pod(cluster, &[]).await;
+    cluster.delete_node(&node).unwrap();
+    let (second, node) = running_pod(cluster, std::slice::from_ref(&first)).await;
+    assert!(
+        !pod_names(cluster).contains(&first),
+        "PodGC deleted the lost node's pod"
+    );
+    let s = kinetic_json(&w, &["--json", "jobs", "status", &job_id]).await;
+    assert_eq!(s["status"], "RUNNING", "{s}");
+    assert_eq!(s["attempts"].as_array().map(Vec::len), Some(2), "{s}");
+    assert_eq!(stored_attempts(&w, &job_id).len(), 2);
+
+    // The second node goes: one restart allowed, two spent.
+    cluster.delete_node(&node).unwrap();
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = kinetic_json(&w, &["--json", "jobs", "status", &job_id]).await;
+        if last["status"] == "FAILED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["status"], "FAILED", "{last}");
+    assert_eq!(last["reason"]["kind"], "restarts_spent", "{last}");
+    let kept = stored_attempts(&w, &job_id);
+    assert!(kept.len() >= 3, "{kept:?}");
+    assert_eq!(kept[0]["host"], first.as_str(), "{kept:?}");
+    assert_eq!(kept[1]["host"], second.as_str(), "{kept:?}");
+}
+
+fn pod_names(cluster: &FakeCluster) -> Vec<String> {
+    cluster
+        .objects("pods", "default")
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A history kept in the store is never written shorter by a process that
+/// sees fewer attempts than it holds: here, once the Job's events expired
+/// (after an hour on a real cluster) and PodGC deleted the first pod, a
+/// new `jobs status` sees one pod and keeps both attempts, the first as
+/// deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_process_never_writes_a_shorter_attempt_history() {
+    let w = World::gke(WORK_PY).pyproject().start().await;
+    let cluster = w.cluster();
+    cluster.add_node(&FakeNode::cpu("spare-1")).unwrap();
+    let never = w.sandbox().path("never-released");
+    let arg = serde_json::to_string(&never.display().to_string()).unwrap();
+    let v = kinetic_json(
+        &w,
+        &[
+            "run",
+            "work.py:wait_for",
+            "--arg",
+            &arg,
+            "--backend",
+            "gke",
+            "--restarts",
+            "3",
+            "--detach",
+            "--json",
+        ],
+    )
+    .await;
+    let job_id = v["job_id"].as_str().unwrap().to_owned();
+    let (first, node) = running_pod(cluster, &[]).await;
+    // Seen running, and kept.
+    let s = kinetic_json(&w, &["--json", "jobs", "status", &job_id]).await;
+    assert_eq!(s["attempts"].as_array().map(Vec::len), Some(1), "{s}");
+    assert_eq!(stored_attempts(&w, &job_id).len(), 1);
+    // Its node goes; the events naming it expire.
+    cluster.delete_node(&node).unwrap();
+    let (second, _) = running_pod(cluster, std::slice::from_ref(&first)).await;
+    for e in cluster.objects("events", "default") {
+        let name = e["metadata"]["name"].as_str().unwrap().to_owned();
+        cluster.remove_object("events", "default", &name);
+    }
+    let s = kinetic_json(&w, &["--json", "jobs", "status", &job_id]).await;
+    let kept = stored_attempts(&w, &job_id);
+    assert_eq!(kept.len(), 2, "{kept:?} {s}");
+    assert_eq!(kept[0]["host"], first.as_str(), "{kept:?}");
+    assert_eq!(kept[0]["outcome"], "evicted", "{kept:?}");
+    assert_eq!(kept[1]["host"], second.as_str(), "{kept:?}");
+    assert_eq!(s["attempts"].as_array().map(Vec::len), Some(2), "{s}");
+    assert_eq!(s["status"], "RUNNING", "{s}");
 }

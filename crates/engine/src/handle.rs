@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use kinetic_core::budget::{Attempt, AttemptHistory};
+use kinetic_core::budget::{Attempt, AttemptHistory, Outcome};
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
 use kinetic_core::ports::{
@@ -342,8 +342,10 @@ impl JobHandle {
     /// The job's current state. A job the backend no longer holds because
     /// it was cleaned up is `NOT_FOUND` with [`StatusReason::CleanedUp`].
     pub async fn status(&self) -> Result<JobState, EngineError> {
-        let state = self.backend.status(&self.record).await?;
-        self.keep_attempts(&state).await;
+        let mut state = self.backend.status(&self.record).await?;
+        if !state.attempts.is_empty() {
+            state.attempts = self.keep_attempts_merged(&state).await;
+        }
         if state.status != JobStatus::NotFound || state.reason.is_some() {
             return Ok(state);
         }
@@ -387,26 +389,40 @@ impl JobHandle {
     /// the next observation writes again. A batch keeps its children's
     /// from its group polls the same way.
     pub(crate) async fn keep_attempts(&self, state: &JobState) {
+        self.keep_attempts_merged(state).await;
+    }
+
+    /// [`JobHandle::keep_attempts`], returning the history kept: the
+    /// union, keyed by host (the pod), of the stored history (read once
+    /// per handle, so that a new process does not write a shorter one
+    /// over it) and the attempts `state` carries, which win for a host in
+    /// both. It only grows.
+    async fn keep_attempts_merged(&self, state: &JobState) -> Vec<Attempt> {
         if state.attempts.is_empty() {
-            return;
+            return self.kept().clone();
         }
-        {
-            let kept = self
-                .kept_attempts
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if *kept == state.attempts || kept.len() > state.attempts.len() {
-                return;
+        if self.kept().is_empty() {
+            match self.attempts().await {
+                Ok(stored) => *self.kept() = stored,
+                Err(e) => {
+                    tracing::warn!(job_id = %self.record.job_id, "cannot read the attempt history: {e}");
+                    return merge_attempts(&[], &state.attempts);
+                }
             }
         }
+        let kept = self.kept().clone();
+        let merged = merge_attempts(&kept, &state.attempts);
+        if merged == kept {
+            return merged;
+        }
         let history = AttemptHistory {
-            attempts: state.attempts.clone(),
+            attempts: merged.clone(),
         };
         let body = match serde_json::to_vec_pretty(&history) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(job_id = %self.record.job_id, "cannot encode the attempt history: {e}");
-                return;
+                return merged;
             }
         };
         match self
@@ -419,16 +435,18 @@ impl JobHandle {
             )
             .await
         {
-            Ok(()) => {
-                *self
-                    .kept_attempts
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = state.attempts.clone();
-            }
+            Ok(()) => *self.kept() = merged.clone(),
             Err(e) => {
                 tracing::warn!(job_id = %self.record.job_id, "could not keep the attempt history: {e}")
             }
         }
+        merged
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Vec<Attempt>> {
+        self.kept_attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// What the cleanup note says (whether the value had been collected),
@@ -922,4 +940,52 @@ async fn pump_logs(stream: &mut LineChunks, on_log: Option<&LogCallback>, pause:
 /// Deliver what is left of a log stream once the job ended, for at most `limit`.
 async fn drain_logs(mut stream: LineChunks, on_log: Option<&LogCallback>, limit: Duration) {
     let _ = pump_logs(&mut stream, on_log, limit).await;
+}
+
+/// The union of the history `kept` and the attempts `seen`, keyed by host:
+/// `kept`'s order, each host's entry from `seen` when it has one (unless
+/// `kept`'s has an end and `seen`'s tells no time; one `kept` saw running
+/// and `seen` no longer has ended, evicted; one `kept` saw neither start
+/// nor end and `seen` no longer has is dropped), then the
+/// hosts only `seen` has, in its order; numbered again from 1. Never
+/// shorter than either.
+fn merge_attempts(kept: &[Attempt], seen: &[Attempt]) -> Vec<Attempt> {
+    let mut out: Vec<Attempt> = kept
+        .iter()
+        // One seen neither started nor ended, no longer told of, was a
+        // placeholder (a pod not yet running, a process without its id).
+        .filter(|k| {
+            k.started.is_some() || k.outcome.is_some() || seen.iter().any(|s| s.host == k.host)
+        })
+        .map(|k| {
+            match seen.iter().find(|s| s.host == k.host) {
+                // An end seen before wins over one told without its times
+                // (a pod deleted before its end was seen again).
+                Some(s) if !(k.outcome.is_some() && s.started.is_none() && s.ended.is_none()) => {
+                    s.clone()
+                }
+                Some(_) => k.clone(),
+                // Seen running, no longer told of while others are: its
+                // pod was deleted before its end was seen.
+                None if k.outcome.is_none() && !seen.is_empty() => Attempt {
+                    outcome: Some(Outcome::Evicted),
+                    reason: Some(
+                        "its pod was deleted before it ended (its node removed, or evicted)"
+                            .to_owned(),
+                    ),
+                    ..k.clone()
+                },
+                None => k.clone(),
+            }
+        })
+        .collect();
+    out.extend(
+        seen.iter()
+            .filter(|s| !kept.iter().any(|k| k.host == s.host))
+            .cloned(),
+    );
+    for (i, a) in out.iter_mut().enumerate() {
+        a.number = u32::try_from(i + 1).unwrap_or(u32::MAX);
+    }
+    out
 }

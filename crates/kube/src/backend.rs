@@ -874,6 +874,16 @@ impl<W: Workload> Backend for KubeBackend<W> {
         let Some(object) = self.get_object(&Named::of(record)).await? else {
             return Ok(JobState::new(JobStatus::NotFound));
         };
+        // Events read before the pods: a pod they say was created and the
+        // LIST then lacks was deleted, not created after the LIST.
+        let early = if self.workload.reads_events(&object) {
+            Some(
+                self.events_if_podless(&object, &[], &record.namespace)
+                    .await,
+            )
+        } else {
+            None
+        };
         let pods = if self.workload.needs_pods(&object) {
             self.list_pods(
                 &record.namespace,
@@ -883,9 +893,13 @@ impl<W: Workload> Backend for KubeBackend<W> {
         } else {
             Vec::new()
         };
-        let events = self
-            .events_if_podless(&object, &pods, &record.namespace)
-            .await;
+        let events = match early {
+            Some(events) => events,
+            None => {
+                self.events_if_podless(&object, &pods, &record.namespace)
+                    .await
+            }
+        };
         let state = self
             .workload
             .state(&object, &pods, &events, SystemTime::now());

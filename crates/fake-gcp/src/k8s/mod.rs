@@ -642,6 +642,13 @@ impl FakeCluster {
         self.store.create("nodes", "", node.to_json())
     }
 
+    /// Delete the Node `name`, as GKE does when it reclaims a Spot VM or
+    /// removes a node: its pods are orphaned, and the pod garbage
+    /// collector force-deletes them (see the controller's `gcOrphaned`).
+    pub fn delete_node(&self, name: &str) -> Option<Value> {
+        self.store.remove("nodes", "", name)
+    }
+
     /// Every Node object.
     pub fn nodes(&self) -> Vec<Value> {
         self.store.all("nodes")
