@@ -387,3 +387,50 @@ async fn a_new_process_never_writes_a_shorter_attempt_history() {
     assert_eq!(s["attempts"].as_array().map(Vec::len), Some(2), "{s}");
     assert_eq!(s["status"], "RUNNING", "{s}");
 }
+
+/// Two evictions through the Eviction API (`kubectl drain`, the cluster
+/// autoscaler) with `--restarts 1`: each evicted pod is deleted once it
+/// stopped, and the Job replaces it; the second spends the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_evictions_spend_a_restart_budget_of_one() {
+    let w = World::gke(WORK_PY).pyproject().start().await;
+    let cluster = w.cluster();
+    let never = w.sandbox().path("never-released");
+    let arg = serde_json::to_string(&never.display().to_string()).unwrap();
+    let v = kinetic_json(
+        &w,
+        &[
+            "run",
+            "work.py:wait_for",
+            "--arg",
+            &arg,
+            "--backend",
+            "gke",
+            "--restarts",
+            "1",
+            "--detach",
+            "--json",
+        ],
+    )
+    .await;
+    let job_id = v["job_id"].as_str().unwrap().to_owned();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (pod, _) = running_pod(cluster, &seen).await;
+        cluster.evict("default", &pod).unwrap();
+        seen.push(pod);
+    }
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = kinetic_json(&w, &["--json", "jobs", "status", &job_id]).await;
+        if last["status"] == "FAILED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["status"], "FAILED", "{last}");
+    assert_eq!(last["reason"]["kind"], "restarts_spent", "{last}");
+    for pod in &seen {
+        assert!(!pod_names(cluster).contains(pod), "{pod} was deleted");
+    }
+}

@@ -98,6 +98,33 @@ pub(crate) fn delete(
     }
 }
 
+/// The Eviction API (`POST pods/{name}/eviction`), as the API server's
+/// eviction REST handler does with no PodDisruptionBudget in the way: a
+/// pod that has not ended gets the `DisruptionTarget` condition (reason
+/// `EvictionByEvictionAPI`), then it is deleted gracefully; the kubelet
+/// stops it and it is gone, and its Job replaces it.
+pub(crate) fn evict(store: &Store, ns: &str, name: &str) -> Result<(), ApiError> {
+    let pod = store.get("pods", ns, name)?;
+    if !matches!(phase(&pod), "Succeeded" | "Failed") {
+        store.modify("pods", ns, name, |p| {
+            let c = condition(
+                "DisruptionTarget",
+                "EvictionByEvictionAPI",
+                "Eviction API: evicting",
+            );
+            match p.pointer_mut("/status/conditions") {
+                Some(Value::Array(cs)) => {
+                    if !cs.iter().any(|x| x["type"] == "DisruptionTarget") {
+                        cs.push(c);
+                    }
+                }
+                _ => p["status"]["conditions"] = json!([c]),
+            }
+        });
+    }
+    delete(store, "pods", ns, name, "Background").map(|_| ())
+}
+
 /// One pass of the garbage collector, the service account controller and
 /// the Job controller over everything.
 pub(crate) fn reconcile(store: &Store) {

@@ -649,6 +649,13 @@ impl FakeCluster {
         self.store.remove("nodes", "", name)
     }
 
+    /// Evict pod `name` as the Eviction API does (`POST
+    /// pods/{name}/eviction`, which this API server serves too), as
+    /// `kubectl drain` or the cluster autoscaler do.
+    pub fn evict(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        controller::evict(&self.store, namespace, name)
+    }
+
     /// Every Node object.
     pub fn nodes(&self) -> Vec<Value> {
         self.store.all("nodes")
