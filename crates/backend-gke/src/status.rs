@@ -30,7 +30,7 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kinetic_core::budget::Budgets;
+use kinetic_core::budget::{Budgets, merge_attempts};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_kube::status::{
     apply_budgets, apply_pending_deadline, created_at, job_attempts, live_pod_state, pod_phase,
@@ -157,7 +157,9 @@ pub fn job_state_with_events(
     let state = job_state_without_budgets(job, pods, events, now);
     match budgets(job) {
         Some(b) if final_state(job).is_none() => {
-            apply_budgets(state, b, job_attempts(pods, &created_pods_of(job, events)))
+            let seen = job_attempts(pods, &created_pods_of(job, events));
+            let recorded = kinetic_kube::status::recorded_attempts(&job.metadata);
+            apply_budgets(state, b, merge_attempts(&recorded, &seen))
         }
         _ => state,
     }

@@ -434,3 +434,57 @@ async fn two_evictions_spend_a_restart_budget_of_one() {
         assert!(!pod_names(cluster).contains(pod), "{pod} was deleted");
     }
 }
+
+/// A budget spent stays spent once the pods and the events naming them
+/// are gone: the attempts the backend saw are recorded on the Job, and
+/// merged with what it sees next. With `--restarts 1`: the first node
+/// goes (seen), the Job's events expire, the second node goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_outlives_the_pods_and_their_events() {
+    let w = World::gke(WORK_PY).pyproject().start().await;
+    let cluster = w.cluster();
+    for i in 1..=2 {
+        cluster
+            .add_node(&FakeNode::cpu(&format!("spare-{i}")))
+            .unwrap();
+    }
+    let never = w.sandbox().path("never-released");
+    let arg = serde_json::to_string(&never.display().to_string()).unwrap();
+    let v = kinetic_json(
+        &w,
+        &[
+            "run",
+            "work.py:wait_for",
+            "--arg",
+            &arg,
+            "--backend",
+            "gke",
+            "--restarts",
+            "1",
+            "--detach",
+            "--json",
+        ],
+    )
+    .await;
+    let job_id = v["job_id"].as_str().unwrap().to_owned();
+    let (first, node) = running_pod(cluster, &[]).await;
+    cluster.delete_node(&node).unwrap();
+    let (_, node) = running_pod(cluster, std::slice::from_ref(&first)).await;
+    let s = kinetic_json(&w, &["--json", "jobs", "status", &job_id]).await;
+    assert_eq!(s["status"], "RUNNING", "{s}");
+    for e in cluster.objects("events", "default") {
+        let name = e["metadata"]["name"].as_str().unwrap().to_owned();
+        cluster.remove_object("events", "default", &name);
+    }
+    cluster.delete_node(&node).unwrap();
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = kinetic_json(&w, &["--json", "jobs", "status", &job_id]).await;
+        if last["status"] == "FAILED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["status"], "FAILED", "{last}");
+    assert_eq!(last["reason"]["kind"], "restarts_spent", "{last}");
+}

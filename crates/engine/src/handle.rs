@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use kinetic_core::budget::{Attempt, AttemptHistory, Outcome};
+use kinetic_core::budget::{Attempt, AttemptHistory, merge_attempts};
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
 use kinetic_core::ports::{
@@ -940,52 +940,4 @@ async fn pump_logs(stream: &mut LineChunks, on_log: Option<&LogCallback>, pause:
 /// Deliver what is left of a log stream once the job ended, for at most `limit`.
 async fn drain_logs(mut stream: LineChunks, on_log: Option<&LogCallback>, limit: Duration) {
     let _ = pump_logs(&mut stream, on_log, limit).await;
-}
-
-/// The union of the history `kept` and the attempts `seen`, keyed by host:
-/// `kept`'s order, each host's entry from `seen` when it has one (unless
-/// `kept`'s has an end and `seen`'s tells no time; one `kept` saw running
-/// and `seen` no longer has ended, evicted; one `kept` saw neither start
-/// nor end and `seen` no longer has is dropped), then the
-/// hosts only `seen` has, in its order; numbered again from 1. Never
-/// shorter than either.
-fn merge_attempts(kept: &[Attempt], seen: &[Attempt]) -> Vec<Attempt> {
-    let mut out: Vec<Attempt> = kept
-        .iter()
-        // One seen neither started nor ended, no longer told of, was a
-        // placeholder (a pod not yet running, a process without its id).
-        .filter(|k| {
-            k.started.is_some() || k.outcome.is_some() || seen.iter().any(|s| s.host == k.host)
-        })
-        .map(|k| {
-            match seen.iter().find(|s| s.host == k.host) {
-                // An end seen before wins over one told without its times
-                // (a pod deleted before its end was seen again).
-                Some(s) if !(k.outcome.is_some() && s.started.is_none() && s.ended.is_none()) => {
-                    s.clone()
-                }
-                Some(_) => k.clone(),
-                // Seen running, no longer told of while others are: its
-                // pod was deleted before its end was seen.
-                None if k.outcome.is_none() && !seen.is_empty() => Attempt {
-                    outcome: Some(Outcome::Evicted),
-                    reason: Some(
-                        "its pod was deleted before it ended (its node removed, or evicted)"
-                            .to_owned(),
-                    ),
-                    ..k.clone()
-                },
-                None => k.clone(),
-            }
-        })
-        .collect();
-    out.extend(
-        seen.iter()
-            .filter(|s| !kept.iter().any(|k| k.host == s.host))
-            .cloned(),
-    );
-    for (i, a) in out.iter_mut().enumerate() {
-        a.number = u32::try_from(i + 1).unwrap_or(u32::MAX);
-    }
-    out
 }

@@ -904,6 +904,9 @@ impl<W: Workload> Backend for KubeBackend<W> {
             .workload
             .state(&object, &pods, &events, SystemTime::now());
         let state = self.probed(&record.namespace, &object, &pods, state).await;
+        if crate::status::final_state(object.meta()).is_none() {
+            self.record_attempts(record, &object, &state).await;
+        }
         if crate::status::final_state(object.meta()).is_none() && self.workload.keeps(&state) {
             // Keep the verdict: a pod must not start (or a group be
             // recreated) later and turn a reported failure into a run.
@@ -1182,6 +1185,38 @@ impl<W: Workload> KubeBackend<W> {
             }
         }
         self.wait_deleted(&Named::of(record)).await
+    }
+
+    /// Record the attempts `state` carries on the object
+    /// ([`crate::pod::ANNOTATION_ATTEMPTS`]) when they differ from those
+    /// recorded: the workload state merges them with what it sees next, so
+    /// a budget spent stays spent once the pods and their events are gone.
+    /// A failed write is logged; the next poll writes again.
+    async fn record_attempts(&self, record: &JobRecord, object: &W::Object, state: &JobState) {
+        if state.attempts.is_empty()
+            || crate::status::recorded_attempts(object.meta()) == state.attempts
+        {
+            return;
+        }
+        let Ok(text) = serde_json::to_string(&state.attempts) else {
+            return;
+        };
+        let patch = json!({"metadata": {"annotations": {crate::pod::ANNOTATION_ATTEMPTS: text}}});
+        let written = match self.objects(&record.namespace).await {
+            Ok(api) => api
+                .patch(
+                    &record.k8s_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = written {
+            tracing::debug!(job_id = %record.job_id, "could not record the job's attempts: {e}");
+        }
     }
 
     /// Wait for a foreground deletion to finish, under

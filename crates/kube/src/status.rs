@@ -10,7 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kinetic_core::budget::{self, Attempt, Budgets, Decision, Outcome};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
-use crate::pod::{ANNOTATION_FINAL_STATE, ANNOTATION_PENDING_DEADLINE, ANNOTATION_RUN_DEADLINE};
+use crate::pod::{
+    ANNOTATION_ATTEMPTS, ANNOTATION_FINAL_STATE, ANNOTATION_PENDING_DEADLINE,
+    ANNOTATION_RUN_DEADLINE,
+};
 
 /// Waiting reasons that mean the image cannot be pulled.
 const IMAGE_PULL_REASONS: [&str; 4] = [
@@ -185,6 +188,16 @@ pub fn explain_unschedulable(
 pub fn final_state(meta: &ObjectMeta) -> Option<JobState> {
     let text = meta.annotations.as_ref()?.get(ANNOTATION_FINAL_STATE)?;
     serde_json::from_str(text).ok()
+}
+
+/// The attempts recorded on a workload ([`ANNOTATION_ATTEMPTS`]); none
+/// when it has none (or they cannot be read).
+pub fn recorded_attempts(meta: &ObjectMeta) -> Vec<Attempt> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_ATTEMPTS))
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
 }
 
 /// The pending deadline a workload carries, if any.
@@ -458,10 +471,7 @@ pub fn job_attempts(pods: &[Pod], created: &[(String, Option<Time>)]) -> Vec<Att
                     started: None,
                     ended: None,
                     outcome: Some(Outcome::Evicted),
-                    reason: Some(
-                        "its pod was deleted before it ended (its node removed, or evicted)"
-                            .to_owned(),
-                    ),
+                    reason: Some(budget::DELETED_POD.to_owned()),
                 },
             )
         })
