@@ -77,6 +77,13 @@ impl Workload for JobKind {
         status::needs_pods(job)
     }
 
+    /// A Job with failure budgets: its `SuccessfulCreate` events name the
+    /// pods it had, those deleted since (by the pod garbage collector, an
+    /// eviction) too, each an attempt that spent the budget.
+    fn reads_events(&self, job: &Job) -> bool {
+        status::budgets(job).is_some() && status::final_state(job).is_none()
+    }
+
     fn state(&self, job: &Job, pods: &[Pod], events: &[Event], now: SystemTime) -> JobState {
         status::job_state_with_events(job, pods, events, now)
     }

@@ -30,10 +30,10 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kinetic_core::budget::Budgets;
+use kinetic_core::budget::{Budgets, merge_attempts};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_kube::status::{
-    apply_budgets, apply_pending_deadline, created_at, live_pod_state, pod_attempts, pod_phase,
+    apply_budgets, apply_pending_deadline, created_at, job_attempts, live_pod_state, pod_phase,
 };
 pub use kinetic_kube::status::{explain_unschedulable, failure_reason, pending_reason};
 
@@ -131,6 +131,21 @@ pub fn pod_creation_failure(job: &Job, events: &[Event]) -> Option<String> {
     })
 }
 
+/// The pods the Job controller created for `job`, from its
+/// `SuccessfulCreate` events (see [`kinetic_kube::status::created_pods`]).
+pub fn created_pods_of(
+    job: &Job,
+    events: &[Event],
+) -> Vec<(
+    String,
+    Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+)> {
+    let Some(uid) = job.metadata.uid.as_deref() else {
+        return Vec::new();
+    };
+    kinetic_kube::status::created_pods(events, |e| e.involved_object.uid.as_deref() == Some(uid))
+}
+
 /// The job's state from its Job, its pods, the events about the Job
 /// (read when it has no pod) and the time `now`.
 pub fn job_state_with_events(
@@ -141,7 +156,11 @@ pub fn job_state_with_events(
 ) -> JobState {
     let state = job_state_without_budgets(job, pods, events, now);
     match budgets(job) {
-        Some(b) if final_state(job).is_none() => apply_budgets(state, b, pod_attempts(pods)),
+        Some(b) if final_state(job).is_none() => {
+            let seen = job_attempts(pods, &created_pods_of(job, events));
+            let recorded = kinetic_kube::status::recorded_attempts(&job.metadata);
+            apply_budgets(state, b, merge_attempts(&recorded, &seen))
+        }
         _ => state,
     }
 }

@@ -92,8 +92,14 @@ impl LwsKind {
 /// What a 404 on creating a LeaderWorkerSet means when the cluster does
 /// not serve the kind.
 pub fn crd_missing(namespace: &str) -> BackendError {
+    crd_missing_to("create a LeaderWorkerSet", namespace)
+}
+
+/// [`crd_missing`] for another action than creating one (`list
+/// LeaderWorkerSets`).
+fn crd_missing_to(action: &str, namespace: &str) -> BackendError {
     BackendError::invalid_input(format!(
-        "cannot create a LeaderWorkerSet in namespace '{namespace}': the cluster does not serve {}/{} (the LeaderWorkerSet CRD is not installed); install it with `kinetic up`, or `kubectl apply --server-side -f https://github.com/kubernetes-sigs/lws/releases/download/v0.5.1/manifests.yaml`",
+        "cannot {action} in namespace '{namespace}': the cluster does not serve {}/{} (the LeaderWorkerSet CRD is not installed); install it with `kinetic up`, or `kubectl apply --server-side -f https://github.com/kubernetes-sigs/lws/releases/download/v0.5.1/manifests.yaml`",
         lws::GROUP,
         lws::PLURAL
     ))
@@ -265,6 +271,13 @@ impl Workload for LwsKind {
 
     fn ends_in_pods(&self) -> bool {
         true
+    }
+
+    async fn list_not_found(&self, client: &kube::Client, namespace: &str) -> Option<BackendError> {
+        match self.discover(client).await {
+            Served::Missing => Some(crd_missing_to("list LeaderWorkerSets", namespace)),
+            Served::At(_) => None,
+        }
     }
 
     async fn create_not_found(

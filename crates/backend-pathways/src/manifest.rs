@@ -57,7 +57,12 @@ pub const WORKER_FAILED: &str = " failed: exit code ";
 /// `[kinetic] host N finished; …`, a worker that failed
 /// `[kinetic] host N failed: exit code C`. The backend then ends the
 /// group (and keeps the leader's log).
-pub const HOLD_WORKERS: &str = r#""$@"; code=$?; i="${LWS_WORKER_INDEX:-0}"; if [ "$i" = 0 ]; then echo "[kinetic] leader ended: exit code $code" >&2; elif [ "$code" -eq 0 ]; then echo "[kinetic] host $i finished; waiting for the leader to end the slice" >&2; else echo "[kinetic] host $i failed: exit code $code" >&2; fi; exec sleep 2147483647"#;
+///
+/// The shell is the container's PID 1, to which the kernel delivers no
+/// signal it has no handler for: holding in `exec sleep`, a host ignored
+/// the SIGTERM of its pod's deletion and held its whole grace period. It
+/// holds in a `wait` under a SIGTERM trap instead, and exits at once.
+pub const HOLD_WORKERS: &str = r#""$@"; code=$?; i="${LWS_WORKER_INDEX:-0}"; if [ "$i" = 0 ]; then echo "[kinetic] leader ended: exit code $code" >&2; elif [ "$code" -eq 0 ]; then echo "[kinetic] host $i finished; waiting for the leader to end the slice" >&2; else echo "[kinetic] host $i failed: exit code $code" >&2; fi; trap 'kill $! 2>/dev/null; exit 0' TERM; sleep 2147483647 & wait"#;
 
 /// `command` run under [`HOLD_WORKERS`].
 pub fn hold_workers(command: Vec<String>) -> Vec<String> {
@@ -163,5 +168,64 @@ pub fn lws_manifest(
             startup_policy: None,
         },
         status: None,
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use super::HOLD_WORKERS;
+
+    /// The signals `pid` catches (`SigCgt` in its `/proc` status).
+    fn caught(pid: u32) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or(0)
+    }
+
+    /// As a container's PID 1 the wrapper gets its pod's SIGTERM only if it
+    /// catches it: once holding, it does, and exits on it.
+    #[test]
+    fn a_holding_host_catches_sigterm_and_exits_on_it() {
+        const SIGTERM_BIT: u64 = 1 << (15 - 1);
+        let mut child = Command::new("sh")
+            .args(["-c", HOLD_WORKERS, "kinetic-host", "true"])
+            .env("LWS_WORKER_INDEX", "1")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("host 1 finished"), "{line}");
+        // The shell goes on to hold; give it a few scheduler turns.
+        let pid = child.id();
+        let mut catches = false;
+        for _ in 0..500 {
+            if caught(pid) & SIGTERM_BIT != 0 {
+                catches = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !catches {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the holding host does not catch SIGTERM: as PID 1 it would ignore it");
+        }
+        let term = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(term.success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{status:?}");
     }
 }

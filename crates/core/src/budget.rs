@@ -226,6 +226,49 @@ pub struct AttemptHistory {
     pub attempts: Vec<Attempt>,
 }
 
+/// Why an attempt seen running is now taken to have ended evicted: its
+/// pod is gone without its end having been seen.
+pub const DELETED_POD: &str = "its pod was deleted before it ended (its node removed, or evicted)";
+
+/// The union of the history `kept` and the attempts `seen` now, keyed by
+/// host (the pod): `kept`'s order, each host's entry from `seen` when it
+/// has one (unless `kept`'s has an end and `seen`'s tells no time: a
+/// guess), then the hosts only `seen` has, in its order; numbered again
+/// from 1. A `kept` attempt `seen` no longer has stays: ended, as it was;
+/// seen running, as ended [`Outcome::Evicted`] ([`DELETED_POD`]) when
+/// `seen` has others; seen neither started nor ended (a placeholder: a pod
+/// not yet running, a process without its id), dropped. So a history
+/// only grows.
+pub fn merge_attempts(kept: &[Attempt], seen: &[Attempt]) -> Vec<Attempt> {
+    let mut out: Vec<Attempt> = kept
+        .iter()
+        .filter(|k| {
+            k.started.is_some() || k.outcome.is_some() || seen.iter().any(|s| s.host == k.host)
+        })
+        .map(|k| match seen.iter().find(|s| s.host == k.host) {
+            Some(s) if !(k.outcome.is_some() && s.started.is_none() && s.ended.is_none()) => {
+                s.clone()
+            }
+            Some(_) => k.clone(),
+            None if k.outcome.is_none() && !seen.is_empty() => Attempt {
+                outcome: Some(Outcome::Evicted),
+                reason: Some(DELETED_POD.to_owned()),
+                ..k.clone()
+            },
+            None => k.clone(),
+        })
+        .collect();
+    out.extend(
+        seen.iter()
+            .filter(|s| !kept.iter().any(|k| k.host == s.host))
+            .cloned(),
+    );
+    for (i, a) in out.iter_mut().enumerate() {
+        a.number = u32::try_from(i + 1).unwrap_or(u32::MAX);
+    }
+    out
+}
+
 /// What to do once an attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -345,6 +388,48 @@ pub fn decide(budgets: Budgets, ended: &[Outcome]) -> Decision {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn attempt(host: &str, started: bool, outcome: Option<Outcome>) -> Attempt {
+        Attempt {
+            number: 0,
+            host: host.to_owned(),
+            started: started.then(UtcTimestamp::now),
+            ended: None,
+            outcome,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_merged_history_only_grows_and_keeps_what_was_seen() {
+        let kept = [
+            attempt("a", true, Some(Outcome::Failed)),
+            attempt("b", true, None),
+            attempt("pending", false, None),
+        ];
+        // "a" gone (its end kept), "b" gone while running (deleted),
+        // "pending" gone before it ran (dropped), "c" new.
+        let seen = [attempt("c", true, None)];
+        let merged = merge_attempts(&kept, &seen);
+        let hosts: Vec<&str> = merged.iter().map(|a| a.host.as_str()).collect();
+        assert_eq!(hosts, ["a", "b", "c"]);
+        assert_eq!(merged[0].outcome, Some(Outcome::Failed));
+        assert_eq!(merged[1].outcome, Some(Outcome::Evicted));
+        assert_eq!(merged[1].reason.as_deref(), Some(DELETED_POD));
+        assert_eq!(merged[2].outcome, None);
+        assert_eq!(
+            merged.iter().map(|a| a.number).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        // A guess without times does not replace an end seen before.
+        let guess = [attempt("a", false, Some(Outcome::Evicted))];
+        assert_eq!(
+            merge_attempts(&kept[..1], &guess)[0].outcome,
+            Some(Outcome::Failed)
+        );
+        // Nothing seen: the history as kept.
+        assert_eq!(merge_attempts(&kept[..2], &[]).len(), 2);
+    }
 
     fn outcome() -> impl Strategy<Value = Outcome> {
         prop_oneof![

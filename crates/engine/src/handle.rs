@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use kinetic_core::budget::{Attempt, AttemptHistory};
+use kinetic_core::budget::{Attempt, AttemptHistory, merge_attempts};
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
 use kinetic_core::ports::{
@@ -332,8 +332,10 @@ impl JobHandle {
     /// The job's current state. A job the backend no longer holds because
     /// it was cleaned up is `NOT_FOUND` with [`StatusReason::CleanedUp`].
     pub async fn status(&self) -> Result<JobState, EngineError> {
-        let state = self.backend.status(&self.record).await?;
-        self.keep_attempts(&state).await;
+        let mut state = self.backend.status(&self.record).await?;
+        if !state.attempts.is_empty() {
+            state.attempts = self.keep_attempts_merged(&state).await;
+        }
         if state.status != JobStatus::NotFound || state.reason.is_some() {
             return Ok(state);
         }
@@ -377,26 +379,40 @@ impl JobHandle {
     /// the next observation writes again. A batch keeps its children's
     /// from its group polls the same way.
     pub(crate) async fn keep_attempts(&self, state: &JobState) {
+        self.keep_attempts_merged(state).await;
+    }
+
+    /// [`JobHandle::keep_attempts`], returning the history kept: the
+    /// union, keyed by host (the pod), of the stored history (read once
+    /// per handle, so that a new process does not write a shorter one
+    /// over it) and the attempts `state` carries, which win for a host in
+    /// both. It only grows.
+    async fn keep_attempts_merged(&self, state: &JobState) -> Vec<Attempt> {
         if state.attempts.is_empty() {
-            return;
+            return self.kept().clone();
         }
-        {
-            let kept = self
-                .kept_attempts
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if *kept == state.attempts || kept.len() > state.attempts.len() {
-                return;
+        if self.kept().is_empty() {
+            match self.attempts().await {
+                Ok(stored) => *self.kept() = stored,
+                Err(e) => {
+                    tracing::warn!(job_id = %self.record.job_id, "cannot read the attempt history: {e}");
+                    return merge_attempts(&[], &state.attempts);
+                }
             }
         }
+        let kept = self.kept().clone();
+        let merged = merge_attempts(&kept, &state.attempts);
+        if merged == kept {
+            return merged;
+        }
         let history = AttemptHistory {
-            attempts: state.attempts.clone(),
+            attempts: merged.clone(),
         };
         let body = match serde_json::to_vec_pretty(&history) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(job_id = %self.record.job_id, "cannot encode the attempt history: {e}");
-                return;
+                return merged;
             }
         };
         match self
@@ -409,16 +425,18 @@ impl JobHandle {
             )
             .await
         {
-            Ok(()) => {
-                *self
-                    .kept_attempts
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = state.attempts.clone();
-            }
+            Ok(()) => *self.kept() = merged.clone(),
             Err(e) => {
                 tracing::warn!(job_id = %self.record.job_id, "could not keep the attempt history: {e}")
             }
         }
+        merged
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Vec<Attempt>> {
+        self.kept_attempts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// What the cleanup note says (whether the value had been collected),
@@ -603,10 +621,19 @@ impl JobHandle {
     /// still read from the store.
     pub async fn result(&self, options: ResultOptions) -> Result<Value, EngineError> {
         let state = self.wait(&options).await?;
-        // Kinetic's default: a debug job is kept, to be looked at.
-        let cleanup = options.cleanup && (options.cleanup_asked || !self.record.debug);
+        let cleanup = self.cleans_up(&options);
         self.collect_ended(&state, cleanup, options.remove_artifacts)
             .await
+    }
+
+    /// True when [`JobHandle::result`] with `options` cleans up after a
+    /// value came back: asked to, unless the job is a debug job kept by
+    /// default. A caller that shows the value before cleaning up asks for
+    /// it without cleanup, then calls [`JobHandle::cleanup`] (backend
+    /// only, and the store too with `remove_artifacts`) when this is true.
+    pub fn cleans_up(&self, options: &ResultOptions) -> bool {
+        // Kinetic's default: a debug job is kept, to be looked at.
+        options.cleanup && (options.cleanup_asked || !self.record.debug)
     }
 
     /// The value of a job already seen in the terminal `state` (a batch

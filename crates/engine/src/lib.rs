@@ -387,12 +387,37 @@ impl Engine {
     }
 
     /// Every job the registered backends still hold, newest first. Jobs
-    /// whose record cannot be read are skipped (and logged).
+    /// whose record cannot be read are skipped (and logged); so is a
+    /// backend that cannot list its jobs (logged), unless none can, when
+    /// the first one's error is returned ([`Engine::list_jobs_each`] tells
+    /// which backends were left out, and why).
     pub async fn list_jobs(&self) -> Result<Vec<JobRecord>, EngineError> {
+        let listing = self.list_jobs_each().await?;
+        for (backend, e) in &listing.unlisted {
+            tracing::warn!(backend = %backend, "cannot list the {backend} backend's jobs: {e}");
+        }
+        Ok(listing.records)
+    }
+
+    /// Every job the registered backends that can list theirs still hold,
+    /// newest first, and each backend that cannot (a cluster without the
+    /// workload's CRD, a role without permission to list it) with why.
+    /// An error only when there is a backend and none could list.
+    pub async fn list_jobs_each(&self) -> Result<JobListing, EngineError> {
         let mut records = Vec::new();
+        let mut unlisted = Vec::new();
+        let mut listed_any = false;
         for name in self.inner.backends.names() {
             let backend = self.inner.backends.get(&name)?;
-            for id in backend.list().await? {
+            let ids = match backend.list().await {
+                Ok(ids) => ids,
+                Err(e) => {
+                    unlisted.push((name.clone(), EngineError::from(e)));
+                    continue;
+                }
+            };
+            listed_any = true;
+            for id in ids {
                 match read_record(&self.inner, &id).await {
                     Ok(record) => records.push(record),
                     Err(e) => {
@@ -401,13 +426,27 @@ impl Engine {
                 }
             }
         }
+        if !listed_any && !unlisted.is_empty() {
+            return Err(unlisted.swap_remove(0).1);
+        }
         records.sort_by(|a, b| {
             b.created_at
                 .cmp(&a.created_at)
                 .then_with(|| a.job_id.cmp(&b.job_id))
         });
-        Ok(records)
+        Ok(JobListing { records, unlisted })
     }
+}
+
+/// What [`Engine::list_jobs_each`] found: the jobs of the backends that
+/// could list theirs, and the backends that could not.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct JobListing {
+    /// The jobs, newest first.
+    pub records: Vec<JobRecord>,
+    /// Each backend that could not list its jobs (by name), and why.
+    pub unlisted: Vec<(String, EngineError)>,
 }
 
 /// Read a job's `handle.json` and make its handle ([`Engine::attach`],

@@ -140,3 +140,49 @@ async fn the_api_server_answers_as_kubernetes_does() {
     };
     assert_eq!(status.code, 403);
 }
+
+/// `POST pods/{name}/eviction`: the pod is marked with the
+/// `DisruptionTarget` condition (`EvictionByEvictionAPI`) and deleted
+/// gracefully; a missing pod is a 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_eviction_api_marks_and_deletes_the_pod() {
+    use k8s_openapi::api::core::v1::Pod;
+    let cluster = FakeCluster::start(FakeClusterConfig::default().controller(false))
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+    let pods: Api<Pod> = Api::namespaced(client, "ns");
+    cluster
+        .insert(
+            "pods",
+            "ns",
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p1"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Running", "conditions": []},
+            }),
+        )
+        .unwrap();
+    pods.evict("p1", &kube::api::EvictParams::default())
+        .await
+        .unwrap();
+    let evicted = cluster.object("pods", "ns", "p1").expect("terminating");
+    assert!(
+        evicted["metadata"]["deletionTimestamp"].is_string(),
+        "{evicted}"
+    );
+    let conditions = evicted["status"]["conditions"].as_array().unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "DisruptionTarget" && c["reason"] == "EvictionByEvictionAPI"),
+        "{evicted}"
+    );
+    let Err(kube::Error::Api(status)) =
+        pods.evict("nope", &kube::api::EvictParams::default()).await
+    else {
+        panic!("evicting a missing pod must be 404")
+    };
+    assert_eq!(status.code, 404);
+}

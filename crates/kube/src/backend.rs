@@ -22,7 +22,10 @@ use kinetic_core::record::JobRecord;
 use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kube::Resource;
-use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -172,6 +175,16 @@ pub trait Workload: Send + Sync + 'static {
         false
     }
 
+    /// The error for a 404 on listing the kind's objects, when the kind
+    /// explains it (a missing CRD).
+    async fn list_not_found(
+        &self,
+        _client: &kube::Client,
+        _namespace: &str,
+    ) -> Option<BackendError> {
+        None
+    }
+
     /// The error for a 404 on create, when the kind explains it better
     /// than "namespace not found" (a missing CRD).
     async fn create_not_found(
@@ -184,6 +197,20 @@ pub trait Workload: Send + Sync + 'static {
     }
 }
 
+/// How a watch for an object's deletion ended.
+enum Watched {
+    /// It saw the object deleted.
+    Deleted,
+    /// It ended (its timeout, an expired version, a broken stream).
+    Ended,
+    /// It could not be opened.
+    Failed,
+}
+
+/// The longest pause between polls of an object being deleted, when it
+/// cannot be watched.
+pub const MAX_DELETION_POLL: Duration = Duration::from_secs(5);
+
 /// Settings of a [`KubeBackend`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -194,7 +221,8 @@ pub struct KubeOptions {
     pub manifest: ManifestOptions,
     /// How long `cleanup` waits for the object to be gone (default 180 s).
     pub cleanup_timeout: Duration,
-    /// Poll interval of `cleanup` and `follow_logs` (default 250 ms).
+    /// Poll interval of `follow_logs`, and the first pause of `cleanup`'s
+    /// polls when it cannot watch the object (default 250 ms).
     pub poll_interval: Duration,
     /// Attempts at writing a job's final state (cancel, an expired pending
     /// deadline) when the object keeps changing under the write (409 on its
@@ -846,6 +874,16 @@ impl<W: Workload> Backend for KubeBackend<W> {
         let Some(object) = self.get_object(&Named::of(record)).await? else {
             return Ok(JobState::new(JobStatus::NotFound));
         };
+        // Events read before the pods: a pod they say was created and the
+        // LIST then lacks was deleted, not created after the LIST.
+        let early = if self.workload.reads_events(&object) {
+            Some(
+                self.events_if_podless(&object, &[], &record.namespace)
+                    .await,
+            )
+        } else {
+            None
+        };
         let pods = if self.workload.needs_pods(&object) {
             self.list_pods(
                 &record.namespace,
@@ -855,13 +893,20 @@ impl<W: Workload> Backend for KubeBackend<W> {
         } else {
             Vec::new()
         };
-        let events = self
-            .events_if_podless(&object, &pods, &record.namespace)
-            .await;
+        let events = match early {
+            Some(events) => events,
+            None => {
+                self.events_if_podless(&object, &pods, &record.namespace)
+                    .await
+            }
+        };
         let state = self
             .workload
             .state(&object, &pods, &events, SystemTime::now());
         let state = self.probed(&record.namespace, &object, &pods, state).await;
+        if crate::status::final_state(object.meta()).is_none() {
+            self.record_attempts(record, &object, &state).await;
+        }
         if crate::status::final_state(object.meta()).is_none() && self.workload.keeps(&state) {
             // Keep the verdict: a pod must not start (or a group be
             // recreated) later and turn a reported failure into a run.
@@ -1139,33 +1184,147 @@ impl<W: Workload> KubeBackend<W> {
                 }
             }
         }
-        // Wait for the foreground deletion to finish: polls under a time
-        // budget, through transient failures, with one retry policy.
-        let poll = self.options.poll_interval.max(Duration::from_millis(20));
-        let wait = RetryPolicy::new(u32::MAX, Backoff::new(Duration::from_millis(20), poll))
-            .with_max_elapsed(self.options.cleanup_timeout);
-        kinetic_engine::retry::call(&wait, || async {
-            match self.get_object(&Named::of(record)).await? {
-                None => Ok(()),
-                Some(_) => Err(BackendError::unavailable(format!(
+        self.wait_deleted(&Named::of(record)).await
+    }
+
+    /// Record the attempts `state` carries on the object
+    /// ([`crate::pod::ANNOTATION_ATTEMPTS`]) when they differ from those
+    /// recorded: the workload state merges them with what it sees next, so
+    /// a budget spent stays spent once the pods and their events are gone.
+    /// A failed write is logged; the next poll writes again.
+    async fn record_attempts(&self, record: &JobRecord, object: &W::Object, state: &JobState) {
+        if state.attempts.is_empty()
+            || crate::status::recorded_attempts(object.meta()) == state.attempts
+        {
+            return;
+        }
+        let Ok(text) = serde_json::to_string(&state.attempts) else {
+            return;
+        };
+        let patch = json!({"metadata": {"annotations": {crate::pod::ANNOTATION_ATTEMPTS: text}}});
+        let written = match self.objects(&record.namespace).await {
+            Ok(api) => api
+                .patch(
+                    &record.k8s_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = written {
+            tracing::debug!(job_id = %record.job_id, "could not record the job's attempts: {e}");
+        }
+    }
+
+    /// Wait for a foreground deletion to finish, under
+    /// [`KubeOptions::cleanup_timeout`]: a watch on the object, which the
+    /// API server answers once when it goes, read again (with the object
+    /// got afresh) when it ends or breaks; a watch that cannot be opened
+    /// falls back to polling that backs off exponentially to
+    /// [`MAX_DELETION_POLL`]. A node that never confirms its pods' deletion
+    /// thus costs a few requests, not several a second.
+    async fn wait_deleted(&self, named: &Named) -> Result<(), BackendError> {
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.options.cleanup_timeout;
+        let backoff = Backoff::new(
+            self.options.poll_interval.max(Duration::from_millis(20)),
+            MAX_DELETION_POLL,
+        );
+        let mut failures = 0u32;
+        loop {
+            let object = match self.get_object(named).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(object)) => Some(object),
+                Err(e) if e.is_retryable() => None,
+                Err(e) => return Err(e),
+            };
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(BackendError::unavailable(format!(
                     "{} {} in namespace {} is still being deleted after {:?}",
                     self.workload.kind(),
-                    record.k8s_name,
-                    record.namespace,
+                    named.k8s_name,
+                    named.namespace,
                     self.options.cleanup_timeout
-                ))),
+                )));
             }
-        })
-        .await
+            let left = deadline - now;
+            let version = object
+                .as_ref()
+                .and_then(|o| o.meta().resource_version.clone());
+            let opened = tokio::time::Instant::now();
+            let watched = match version {
+                Some(version) => self.watch_until_deleted(named, &version, left).await,
+                None => Watched::Failed,
+            };
+            match watched {
+                Watched::Deleted => continue,
+                Watched::Ended if opened.elapsed() >= Duration::from_secs(1) => {
+                    failures = 0;
+                    continue;
+                }
+                Watched::Ended | Watched::Failed => {}
+            }
+            // No watch (refused, broken at once): poll, backing off.
+            let pause = backoff.delay(failures).min(left);
+            failures = failures.saturating_add(1);
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Watch the object from `version` for at most `left` (whole seconds,
+    /// at least one), until it is deleted.
+    async fn watch_until_deleted(&self, named: &Named, version: &str, left: Duration) -> Watched {
+        let Ok(api) = self.objects(&named.namespace).await else {
+            return Watched::Failed;
+        };
+        let seconds = u32::try_from(left.as_secs().clamp(1, 290)).unwrap_or(290);
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={}", named.k8s_name))
+            .timeout(seconds);
+        let mut stream = match api.watch(&params, version).await {
+            Ok(stream) => Box::pin(stream),
+            Err(e) => {
+                tracing::debug!(
+                    "cannot watch {} {}: {e}",
+                    self.workload.kind(),
+                    named.k8s_name
+                );
+                return Watched::Failed;
+            }
+        };
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Deleted(_)) => return Watched::Deleted,
+                // An expired version, a broken stream: get it again.
+                Ok(WatchEvent::Error(_)) | Err(_) => return Watched::Ended,
+                Ok(_) => {}
+            }
+        }
+        Watched::Ended
     }
 
     async fn list_jobs(&self) -> Result<Vec<JobId>, BackendError> {
         let ns = &self.options.namespace;
         let api = self.objects(ns).await?;
-        let objects = api
+        let listed = api
             .list(&ListParams::default().labels(&format!("{LABEL_APP}={}", self.workload.app())))
-            .await
-            .map_err(|e| error::map(e, self.cx("list", None, ns)))?;
+            .await;
+        let objects = match listed {
+            Ok(objects) => objects,
+            Err(e) if error::code(&e) == Some(404) => {
+                // A kind the cluster does not serve (a CRD not installed).
+                let client = self.client.get().await?;
+                return Err(match self.workload.list_not_found(&client, ns).await {
+                    Some(why) => why.with_source(e),
+                    None => error::map(e, self.cx("list", None, ns)),
+                });
+            }
+            Err(e) => return Err(error::map(e, self.cx("list", None, ns))),
+        };
         let mut ids: Vec<JobId> = objects
             .items
             .iter()

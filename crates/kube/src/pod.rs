@@ -37,6 +37,11 @@ pub const ANNOTATION_RUN_DEADLINE: &str = "kinetic.dev/run-deadline-seconds";
 /// Annotation holding a final state the backend decided (cancelled, pending
 /// deadline exceeded), as `JobState` JSON; it wins over everything else.
 pub const ANNOTATION_FINAL_STATE: &str = "kinetic.dev/final-state";
+/// Annotation holding the attempts the backend saw (JSON, `Attempt`s by
+/// pod), rewritten by the backend as they change and merged with what it
+/// sees next: a record on the workload that only grows, so that pods
+/// deleted (and the events naming them expired) still count.
+pub const ANNOTATION_ATTEMPTS: &str = "kinetic.dev/attempts";
 /// The pod annotation that turns on the GCS FUSE CSI sidecar.
 pub const ANNOTATION_GCSFUSE: &str = "gke-gcsfuse/volumes";
 /// The worker container's name.

@@ -10,7 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kinetic_core::budget::{self, Attempt, Budgets, Decision, Outcome};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
-use crate::pod::{ANNOTATION_FINAL_STATE, ANNOTATION_PENDING_DEADLINE, ANNOTATION_RUN_DEADLINE};
+use crate::pod::{
+    ANNOTATION_ATTEMPTS, ANNOTATION_FINAL_STATE, ANNOTATION_PENDING_DEADLINE,
+    ANNOTATION_RUN_DEADLINE,
+};
 
 /// Waiting reasons that mean the image cannot be pulled.
 const IMAGE_PULL_REASONS: [&str; 4] = [
@@ -185,6 +188,16 @@ pub fn explain_unschedulable(
 pub fn final_state(meta: &ObjectMeta) -> Option<JobState> {
     let text = meta.annotations.as_ref()?.get(ANNOTATION_FINAL_STATE)?;
     serde_json::from_str(text).ok()
+}
+
+/// The attempts recorded on a workload ([`ANNOTATION_ATTEMPTS`]); none
+/// when it has none (or they cannot be read).
+pub fn recorded_attempts(meta: &ObjectMeta) -> Vec<Attempt> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_ATTEMPTS))
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
 }
 
 /// The pending deadline a workload carries, if any.
@@ -406,6 +419,87 @@ pub fn pod_attempts(pods: &[Pod]) -> Vec<Attempt> {
             },
         })
         .collect()
+}
+
+/// The pods a workload's controller created, from the events about it
+/// that `about` picks: each `SuccessfulCreate` (`Created pod: NAME`) as
+/// the pod's name and when it was created. Events outlive the pods: a pod
+/// the pod garbage collector or an eviction deleted is still named here.
+pub fn created_pods(
+    events: &[Event],
+    about: impl Fn(&Event) -> bool,
+) -> Vec<(String, Option<Time>)> {
+    let mut created: Vec<_> = events
+        .iter()
+        .filter(|e| about(e) && e.reason.as_deref() == Some("SuccessfulCreate"))
+        .filter_map(|e| {
+            let name = e.message.as_deref()?.strip_prefix("Created pod: ")?.trim();
+            let when = e
+                .first_timestamp
+                .clone()
+                .or_else(|| e.last_timestamp.clone());
+            Some((name.to_owned(), when))
+        })
+        .collect();
+    created.sort_by(|a, b| a.1.cmp(&b.1));
+    created.dedup_by(|a, b| a.0 == b.0);
+    created
+}
+
+/// The attempts of a job from its pods ([`pod_attempts`]) and the pods its
+/// controller created ([`created_pods`]), keyed by pod: a created pod no
+/// longer there (deleted by the pod garbage collector once its node was
+/// gone, or evicted, before its end was seen) is an attempt that ended
+/// [`Outcome::Evicted`], in the order the pods were created. So the count
+/// of attempts, and a budget spent, do not start again when pods go.
+pub fn job_attempts(pods: &[Pod], created: &[(String, Option<Time>)]) -> Vec<Attempt> {
+    let present = pod_attempts(pods);
+    let created_at = |name: &str| {
+        pods.iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+            .and_then(|p| p.metadata.creation_timestamp.clone())
+    };
+    let mut gone: Vec<(Option<Time>, Attempt)> = created
+        .iter()
+        .filter(|(name, _)| !present.iter().any(|a| &a.host == name))
+        .map(|(name, when)| {
+            (
+                when.clone(),
+                Attempt {
+                    number: 0,
+                    host: name.clone(),
+                    started: None,
+                    ended: None,
+                    outcome: Some(Outcome::Evicted),
+                    reason: Some(budget::DELETED_POD.to_owned()),
+                },
+            )
+        })
+        .collect();
+    if gone.is_empty() {
+        return present;
+    }
+    // A deleted pod goes before the present pods created at or after it
+    // (a pod is replaced only once it ended).
+    let mut out: Vec<Attempt> = Vec::with_capacity(present.len() + gone.len());
+    gone.reverse();
+    for attempt in present {
+        let at = created_at(&attempt.host);
+        while let Some((when, _)) = gone.last() {
+            if at.is_some() && when.is_some() && when > &at {
+                break;
+            }
+            if let Some((_, g)) = gone.pop() {
+                out.push(g);
+            }
+        }
+        out.push(attempt);
+    }
+    out.extend(gone.into_iter().rev().map(|(_, g)| g));
+    for (i, a) in out.iter_mut().enumerate() {
+        a.number = u32::try_from(i + 1).unwrap_or(u32::MAX);
+    }
+    out
 }
 
 /// `state` under the job's failure budgets, from its attempts (see

@@ -244,12 +244,30 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                 options = options.on_status_change(Arc::new(move |state| {
                     p.waiting_for(&id, Some(state));
                 }));
+                // The value is shown first: a deletion the cluster is slow
+                // to finish (a slice's hosts stopping) does not hold it.
+                let cleanup = handle.cleans_up(&options);
                 let value = interrupt::or_interrupt(async {
-                    handle.result(options).await.map_err(engine_error)
+                    handle
+                        .result(options.cleanup(false))
+                        .await
+                        .map_err(engine_error)
                 })
                 .await;
                 progress.finish();
-                Ok(render::value(&value?, out)?)
+                render::value(&value?, out)?;
+                if cleanup {
+                    let backend_only = CleanupOptions {
+                        backend: true,
+                        store: false,
+                    };
+                    if let Err(e) = handle.cleanup(backend_only).await {
+                        render::warn(&format!(
+                            "cleanup of job {job_id}'s backend resources failed: {e}"
+                        ));
+                    }
+                }
+                Ok(())
             }
             JobsCommand::Cancel { job_id } => {
                 let handle = attach(&engines, job_id).await?;
@@ -359,7 +377,13 @@ fn logs_out(job_id: &str, text: &str, out: &Output) -> Result<(), CliError> {
 }
 
 async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
-    let records = engine.list_jobs().await.map_err(engine_error)?;
+    let listing = engine.list_jobs_each().await.map_err(engine_error)?;
+    // A backend that cannot list (its CRD not installed, a role without
+    // permission to list its kind) leaves the others listed, and says why.
+    for (backend, e) in &listing.unlisted {
+        render::warn(&format!("the {backend} backend's jobs are not listed: {e}"));
+    }
+    let records = listing.records;
     // Each job's status, asked of its backend; one that cannot be read is
     // shown as UNKNOWN with why.
     let mut statuses = Vec::with_capacity(records.len());

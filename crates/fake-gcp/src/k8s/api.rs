@@ -354,7 +354,10 @@ pub(crate) fn router(state: Shared) -> Router {
         )
         .route(
             "/api/v1/namespaces/{ns}/{plural}/{name}/{sub}",
-            get(core_sub_get).put(core_sub_put).patch(core_sub_patch),
+            get(core_sub_get)
+                .put(core_sub_put)
+                .patch(core_sub_patch)
+                .post(core_sub_post),
         )
         .route(
             "/apis/{group}/{version}/{plural}",
@@ -752,6 +755,24 @@ async fn core_sub_get(
         ("pods", "log") => logs(s, ns, name, q).await,
         (_, "status") => get_one(s, plural, ns, name).await,
         _ => error_response(&ApiError::not_found(&format!("{plural}/{sub}"), &name)),
+    }
+}
+async fn core_sub_post(
+    State(s): State<Shared>,
+    Path((ns, plural, name, sub)): Path<(String, String, String, String)>,
+) -> Response {
+    if (plural.as_str(), sub.as_str()) != ("pods", "eviction") {
+        return error_response(&ApiError::not_found(&format!("{plural}/{sub}"), &name));
+    }
+    if let Err(e) = guard(&s, "create", "pods/eviction").await {
+        return error_response(&e);
+    }
+    match super::controller::evict(&s.store, &ns, &name) {
+        Ok(()) => json_response(
+            StatusCode::CREATED,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
+        ),
+        Err(e) => error_response(&e),
     }
 }
 async fn core_sub_put(

@@ -480,6 +480,7 @@ fn edit_rules() -> Vec<Value> {
             ],
         ),
         rule(&["impersonate"], &[""], &["serviceaccounts"]),
+        rule(&["create"], &[""], &["pods/eviction"]),
         rule(
             WRITE,
             &[""],

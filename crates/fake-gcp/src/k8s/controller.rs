@@ -98,9 +98,37 @@ pub(crate) fn delete(
     }
 }
 
+/// The Eviction API (`POST pods/{name}/eviction`), as the API server's
+/// eviction REST handler does with no PodDisruptionBudget in the way: a
+/// pod that has not ended gets the `DisruptionTarget` condition (reason
+/// `EvictionByEvictionAPI`), then it is deleted gracefully; the kubelet
+/// stops it and it is gone, and its Job replaces it.
+pub(crate) fn evict(store: &Store, ns: &str, name: &str) -> Result<(), ApiError> {
+    let pod = store.get("pods", ns, name)?;
+    if !matches!(phase(&pod), "Succeeded" | "Failed") {
+        store.modify("pods", ns, name, |p| {
+            let c = condition(
+                "DisruptionTarget",
+                "EvictionByEvictionAPI",
+                "Eviction API: evicting",
+            );
+            match p.pointer_mut("/status/conditions") {
+                Some(Value::Array(cs)) => {
+                    if !cs.iter().any(|x| x["type"] == "DisruptionTarget") {
+                        cs.push(c);
+                    }
+                }
+                _ => p["status"]["conditions"] = json!([c]),
+            }
+        });
+    }
+    delete(store, "pods", ns, name, "Background").map(|_| ())
+}
+
 /// One pass of the garbage collector, the service account controller and
 /// the Job controller over everything.
 pub(crate) fn reconcile(store: &Store) {
+    collect_orphaned_pods(store);
     collect_garbage(store);
     default_service_accounts(store);
     establish_crds(store);
@@ -119,6 +147,49 @@ pub(crate) fn reconcile(store: &Store) {
         }
         let owned = pods_by_owner.remove(uid_of(&job)).unwrap_or_default();
         reconcile_job(store, &job, &owned);
+    }
+}
+
+/// The pod garbage collector's `gcOrphaned` (`pkg/controller/podgc`): a
+/// pod bound to a node that no longer exists (a Spot VM reclaimed, a node
+/// deleted) is marked `Failed` with a `DisruptionTarget` condition (reason
+/// `DeletionByPodGC`) unless it already ended, then force-deleted: it is
+/// gone at once, whoever counted on it (the Job controller replaces it).
+/// The real one waits a quarantine (40 s) before acting; this one acts on
+/// its next pass.
+fn collect_orphaned_pods(store: &Store) {
+    let nodes: BTreeSet<String> = store
+        .all("nodes")
+        .iter()
+        .map(|n| name_of(n).to_owned())
+        .collect();
+    for pod in store.all("pods") {
+        let Some(node) = str_at(&pod, "/spec/nodeName") else {
+            continue;
+        };
+        if nodes.contains(node) {
+            continue;
+        }
+        let (ns, name) = (ns_of(&pod).to_owned(), name_of(&pod).to_owned());
+        store.modify("pods", &ns, &name, |p| {
+            if !matches!(phase(p), "Succeeded" | "Failed") {
+                p["status"]["phase"] = json!("Failed");
+            }
+            let c = condition(
+                "DisruptionTarget",
+                "DeletionByPodGC",
+                "PodGC: node no longer exists",
+            );
+            match p.pointer_mut("/status/conditions") {
+                Some(Value::Array(cs)) => {
+                    if !cs.iter().any(|x| x["type"] == "DisruptionTarget") {
+                        cs.push(c);
+                    }
+                }
+                _ => p["status"]["conditions"] = json!([c]),
+            }
+        });
+        store.remove("pods", &ns, &name);
     }
 }
 

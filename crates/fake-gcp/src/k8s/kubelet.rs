@@ -8,7 +8,7 @@
 //! volumes are mounted as the [driver](super::gcsfuse) mounts them (and
 //! not at all without its sidecar annotation).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ use super::dns;
 use super::events;
 use super::gcsfuse;
 use super::logs::{LogBook, container_name};
-use super::meta::{name_of, ns_of, uid_of};
+use super::meta::{name_of, ns_of, str_at, uid_of};
 use super::runtime::{self, ExitCell, ProcessSpec, exit_code, kill_group, record_exit};
 use super::scheduler;
 use super::store::{Store, now_rfc3339};
@@ -84,6 +84,9 @@ pub(crate) struct Kubelet {
     scripts: Mutex<Scripts>,
     pods: Mutex<BTreeMap<String, PodRuntime>>,
     logs: Arc<LogBook>,
+    /// Nodes whose kubelet no longer confirms deletions (unreachable): a
+    /// pod deleted there stays terminating, its containers as they were.
+    unconfirmed: Mutex<BTreeSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -124,6 +127,18 @@ impl Kubelet {
             scripts: Mutex::default(),
             pods: Mutex::default(),
             logs,
+            unconfirmed: Mutex::default(),
+        }
+    }
+
+    /// The kubelet of `node` stops (`true`) or goes back to (`false`)
+    /// confirming the deletion of its pods.
+    pub(crate) fn confirm_deletions(&self, node: &str, confirm: bool) {
+        let mut nodes = lock(&self.unconfirmed);
+        if confirm {
+            nodes.remove(node);
+        } else {
+            nodes.insert(node.to_owned());
         }
     }
 
@@ -204,6 +219,10 @@ impl Kubelet {
         let uid = uid_of(pod).to_owned();
         let (ns, name) = (ns_of(pod).to_owned(), name_of(pod).to_owned());
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
+            let node = str_at(pod, "/spec/nodeName").unwrap_or_default();
+            if lock(&self.unconfirmed).contains(node) {
+                return;
+            }
             self.terminate(store, &uid, &ns, &name);
             return;
         }

@@ -565,6 +565,14 @@ impl FakeCluster {
         self.kubelet.script_next(script);
     }
 
+    /// The kubelet of node `node` stops confirming its pods' deletions
+    /// (`confirm` false), as an unreachable node's does: a deleted pod
+    /// there stays terminating, and whatever waits for it (a foreground
+    /// deletion of its owner) waits; `true` makes it confirm again.
+    pub fn confirm_deletions(&self, node: &str, confirm: bool) {
+        self.kubelet.confirm_deletions(node, confirm);
+    }
+
     /// The API calls made so far.
     pub fn calls(&self) -> &ApiCalls {
         &self.calls
@@ -638,6 +646,20 @@ impl FakeCluster {
     /// Register a node (as its kubelet would).
     pub fn add_node(&self, node: &FakeNode) -> Result<Value, ApiError> {
         self.store.create("nodes", "", node.to_json())
+    }
+
+    /// Delete the Node `name`, as GKE does when it reclaims a Spot VM or
+    /// removes a node: its pods are orphaned, and the pod garbage
+    /// collector force-deletes them (see the controller's `gcOrphaned`).
+    pub fn delete_node(&self, name: &str) -> Option<Value> {
+        self.store.remove("nodes", "", name)
+    }
+
+    /// Evict pod `name` as the Eviction API does (`POST
+    /// pods/{name}/eviction`, which this API server serves too), as
+    /// `kubectl drain` or the cluster autoscaler do.
+    pub fn evict(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        controller::evict(&self.store, namespace, name)
     }
 
     /// Every Node object.
