@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cloud::{apply, observe};
 use crate::engine::{self, Invocation};
-use crate::error::{CliError, core_infra_error, profile_error};
+use crate::error::{CliError, core_infra_error, infra_error, profile_error};
 use crate::flags::{InfraTarget, PoolArgs};
 use crate::profiles;
 use crate::render::{self, Output, emit};

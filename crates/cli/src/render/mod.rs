@@ -371,7 +371,6 @@ impl BatchTally {
     }
 }
 
-
 /// A job's output as it is printed on stdout: as stored when stdout is not
 /// a terminal (a file, a pipe: the bytes the job wrote), and with its
 /// control characters escaped when it is, so that what a job wrote cannot
