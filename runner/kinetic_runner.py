@@ -2595,17 +2595,27 @@ class Runner:
         try:
             return success_document(value, self.host_index)
         except (TypeError, ValueError, RecursionError) as err:
-            import traceback
+            advice = ("; return JSON values (dict, list, str, int, float, bool, None), e.g. list(...) "
+                      "or str(...), or call the function through the Python API (kinetic.run), which "
+                      "carries Python values")
             if self.spec.python_values is not None:
+                advice = "; return a value that JSON or pickle can carry"
                 # The client reads pickles: a value JSON cannot hold goes back pickled.
                 try:
                     return pickled_document(value, self.host_index)
                 except Exception as pickle_err:  # noqa: BLE001 - reported below with the JSON error
                     err = TypeError("%s; pickling it failed too: %s: %s" % (err, type(pickle_err).__name__, pickle_err))
+            # The encoder's frames say nothing the message does not: no traceback.
             raise PhaseFailure(
                 SERIALIZE, "ResultNotJSON",
-                "the return value cannot be encoded as JSON (%s): %s" % (err, _safe_repr(value)),
-                "".join(traceback.format_exception(type(err), err, err.__traceback__))) from None
+                "the function returned %s, which cannot be encoded as JSON (%s): %s%s"
+                % (_article(type(value).__name__), err, _safe_repr(value), advice),
+                "") from None
+
+
+def _article(name: str) -> str:
+    """``a set``, ``an int``: the returned type as a sentence names it."""
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 
 def module_name_for_path(rel: str) -> str:

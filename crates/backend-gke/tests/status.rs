@@ -139,6 +139,11 @@ fn pending_reasons() {
         "{message}"
     );
     assert!(message.contains("0/3 nodes are available"), "{message}");
+    // The pool to add is named whole: `kinetic pool add` with its accelerator.
+    assert!(
+        message.contains("add one with `kinetic pool add --accelerator l4"),
+        "{message}"
+    );
     assert!(state.is_blocked());
 
     let quota = pod(

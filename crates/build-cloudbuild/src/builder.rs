@@ -299,6 +299,8 @@ fn copy_error(e: &Arc<BuildError>) -> BuildError {
             retried: *retried,
             source: None,
         },
+        // Its message, not its display: "image builder error: " once.
+        BuildError::Other { message, .. } => BuildError::other(message.clone()),
         other => BuildError::other(other.to_string()),
     };
     copy.with_source(SharedBuildError(Arc::clone(e)))
@@ -489,7 +491,14 @@ impl Inner {
                 PutOptions::default().with_content_type("application/gzip"),
             )
             .await
-            .map_err(|e| store_error(e, &format!("uploading the build context {object}")))?;
+            .map_err(|e| {
+                // The store says the bucket is missing (a GCS store), or
+                // finds nothing, which writing a new object meets only then.
+                if e.is_not_found() || e.to_string().starts_with("the bucket gs://") {
+                    return missing_builds_bucket(c).with_source(e);
+                }
+                store_error(e, &format!("uploading the build context {object}"))
+            })?;
         let tags = vec!["kinetic".to_owned(), format!("kinetic-{category}")];
         let logs_bucket = c.logs_bucket_uri();
         let body = build_request_body(&BuildRequestInputs {
@@ -604,6 +613,20 @@ pub(crate) fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// The builds bucket is missing: the project has no cluster of this name
+/// set up (or the names are wrong), and `kinetic up` makes one.
+fn missing_builds_bucket(c: &CloudBuildConfig) -> BuildError {
+    BuildError::InvalidInput {
+        message: format!(
+            "the builds bucket gs://{} does not exist: project {} has no kinetic cluster {:?} set up \
+             (or the project or cluster name is wrong); `kinetic up` creates its buckets, registry \
+             and cluster, and `kinetic doctor` shows what is missing",
+            c.builds_bucket, c.project, c.cluster
+        ),
+        source: None,
+    }
+}
+
 /// A store error met while building, as a build error of the same kind
 /// (retried already when the store said so), with the store error below.
 fn store_error(e: StoreError, what: &str) -> BuildError {
@@ -708,6 +731,28 @@ impl ImageBuilder for CloudBuildImageBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_error_copied_says_image_builder_error_once() {
+        let shared = Arc::new(BuildError::other("the API said no"));
+        assert_eq!(
+            copy_error(&shared).to_string(),
+            "image builder error: the API said no"
+        );
+    }
+
+    #[test]
+    fn a_missing_builds_bucket_names_kinetic_up() {
+        let c = CloudBuildConfig::new("proj", "europe-west4-b", "c1");
+        let e = missing_builds_bucket(&c);
+        assert!(e.is_invalid_input());
+        let text = e.to_string();
+        assert!(
+            text.starts_with("the builds bucket gs://proj-kn-c1-builds does not exist"),
+            "{text}"
+        );
+        assert!(text.contains("`kinetic up`"), "{text}");
+    }
 
     #[test]
     fn last_lines_keeps_the_end() {

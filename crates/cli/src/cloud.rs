@@ -21,18 +21,29 @@ pub(crate) struct Applied {
     pub(crate) report: Value,
     /// True when actions were carried out.
     applied: bool,
+    /// True when the person answered no: nothing was done, as asked.
+    declined: bool,
 }
 
 impl Applied {
-    /// The report with `--json`; else "Done." when something was done.
+    /// The report with `--json`; else "Done." when something was done,
+    /// and "Nothing was changed." when the person said no.
     pub(crate) fn print(&self, out: &Output) -> Result<(), CliError> {
         if out.is_json() {
             Ok(out.json(&self.report)?)
         } else if self.applied {
             Ok(emit("Done.\n")?)
+        } else if self.declined {
+            Ok(emit("Nothing was changed.\n")?)
         } else {
             Ok(())
         }
+    }
+
+    /// True when the person answered no to the plan: not an error, and
+    /// nothing follows from it.
+    pub(crate) fn declined(&self) -> bool {
+        self.declined
     }
 }
 
@@ -52,6 +63,7 @@ pub(crate) fn apply(
     let report = |applied: bool| Applied {
         report: json!({"target": target, "plan": plan, "dry_run": dry_run, "applied": applied}),
         applied,
+        declined: false,
     };
     if !out.is_json() {
         emit(&render::infra::plan(target, plan))?;
@@ -68,7 +80,11 @@ pub(crate) fn apply(
     };
     interrupt::stage(untouched);
     if !render::infra::confirm("Carry out this plan?", yes)? {
-        return Err(CliError::failed("nothing was changed"));
+        // No is an answer, not a failure: exit 0.
+        return Ok(Applied {
+            declined: true,
+            ..report(false)
+        });
     }
     let progress = Arc::new(render::infra::InfraProgress::new());
     let watched = progress.clone();

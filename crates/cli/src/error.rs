@@ -34,12 +34,29 @@ impl From<render::RenderError> for CliError {
 }
 
 /// A command's failure, on stderr; an interruption is not an error and
-/// speaks for itself (`interrupted: …`).
-pub(crate) fn print(err: &CliError) {
+/// speaks for itself (`interrupted: …`). With `--json`, one line of JSON
+/// ([`json_error`]) instead.
+pub(crate) fn print(err: &CliError, json: bool) {
+    if json {
+        eprintln!(
+            "{}",
+            json_error(err.kind(), &err.to_string(), err.exit_code())
+        );
+        return;
+    }
     match err {
         CliError::Interrupted(_) => eprintln!("{err}"),
         _ => eprintln!("error: {err}"),
     }
+}
+
+/// The error object every failure under `--json` prints on stderr, on one
+/// line: `{"error": {"kind": …, "message": …, "exit_code": …}}`. `kind` is
+/// one of `usage` (exit 2), `failed` (exit 1), `interrupted` (exit 130);
+/// scripts may rely on these names.
+pub(crate) fn json_error(kind: &str, message: &str, exit_code: u8) -> String {
+    serde_json::json!({"error": {"kind": kind, "message": message, "exit_code": exit_code}})
+        .to_string()
 }
 
 impl CliError {
@@ -62,6 +79,15 @@ impl CliError {
 
     pub(crate) fn interrupted(msg: impl Into<String>) -> Self {
         Self::Interrupted(msg.into())
+    }
+
+    /// The stable name of the failure's kind, as `--json` prints it.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Usage(_) => "usage",
+            Self::Failed(_) => "failed",
+            Self::Interrupted(_) => "interrupted",
+        }
     }
 
     pub(crate) fn exit_code(&self) -> u8 {
@@ -109,7 +135,14 @@ pub(crate) fn engine_error(err: EngineError) -> CliError {
 /// that has shown it already (`kinetic run` streamed it with the job's
 /// output) or prints it elsewhere (in `--json` output).
 pub(crate) fn engine_error_quiet(err: EngineError) -> CliError {
-    let message = err.to_string();
+    let mut message = err.to_string();
+    // A job's bucket is missing: the project has no cluster of that name
+    // set up, or the names are wrong.
+    if message.starts_with("the bucket gs://") && message.contains("does not exist") {
+        message.push_str(
+            ": the project has no kinetic cluster of this name set up (or --project or --cluster is wrong); `kinetic up` creates its buckets, and `kinetic doctor` shows what is missing",
+        );
+    }
     match err {
         EngineError::InvalidInput { .. } => CliError::usage(message),
         EngineError::Unavailable { .. } => CliError::failed(format!("{message}; try again later")),

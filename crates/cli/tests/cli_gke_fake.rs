@@ -509,7 +509,7 @@ async fn jobs_commands_after_cleanup_say_what_happened() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
-        format!("{job_id}: NOT_FOUND (cleaned up after its value was collected)")
+        format!("{job_id}: NOT_FOUND (cleaned up; its result stays in the store)")
     );
     let o = w.kinetic(&["jobs", "cancel", &job_id]).await;
     assert!(o.status.success(), "{}", stderr(&o));

@@ -48,6 +48,10 @@ def describe(value):
     return [list(map(ord, value["lone"])), list(map(ord, value["pair"])), list(map(ord, value["plain"])), [list(map(ord, k)) for k in value["keys"]]]
 
 
+def a_set():
+    return {1, 2}
+
+
 def leak(name):
     value = os.environ[name]
     print("the token is " + value, flush=True)
@@ -165,6 +169,23 @@ fn nesting_beyond_the_protocol_limit_is_a_clear_error_not_a_crash() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--arg") && err.contains("512"), "{err}");
+}
+
+/// A value JSON cannot carry names its type and what to do instead, and
+/// shows none of the runner's frames.
+#[test]
+fn a_result_json_cannot_carry_names_its_type_and_the_way_out() {
+    let p = Project::new();
+    let o = p.kinetic(&["run", "values:a_set"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("the function returned a set"), "{err}");
+    assert!(err.contains("{1, 2}"), "{err}");
+    assert!(err.contains("return JSON values"), "{err}");
+    assert!(err.contains("the Python API"), "{err}");
+    assert!(!err.contains("remote traceback"), "{err}");
+    assert!(!err.contains("kinetic_runner.py"), "{err}");
+    assert!(!err.contains("json/encoder.py"), "{err}");
 }
 
 #[test]

@@ -20,6 +20,12 @@ def count_lines(path):
         return len(f.read().splitlines())
 
 
+def nothing_or_raise(x):
+    if x == 2:
+        raise ValueError("two is not allowed")
+    return None if x == 1 else {"error": "returned", "index": x}
+
+
 def scaled(x, scale=1):
     if x == 3:
         raise ValueError("three is not allowed")
@@ -145,10 +151,116 @@ fn a_failed_input_fails_the_command_and_keeps_the_other_values() {
         "0.05",
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert_eq!(stdout(&o), "0\n10\n20\nnull\n40\n");
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 5, "{out}");
+    assert!(out.starts_with("0\n10\n20\n!error 3: "), "{out}");
+    assert!(out.ends_with("\n40\n"), "{out}");
     let err = stderr(&o);
     assert!(err.contains("1 of 5 inputs failed"), "{err}");
     assert!(err.contains("three is not allowed"), "{err}");
+}
+
+/// A script tells a failed input from any value its function returns: a
+/// `None` prints `null`, a dict shaped like an error prints as JSON, and
+/// only a failure prints a line that is not JSON, starting `!error INDEX:`.
+#[test]
+fn a_failed_input_is_marked_apart_from_none_and_from_any_returned_dict() {
+    let w = World::new();
+    let inputs = w.inputs("xs.jsonl", &[json!(0), json!(1), json!(2)]);
+    let o = w.kinetic(&[
+        "map",
+        "work:nothing_or_raise",
+        "--inputs",
+        &inputs,
+        "--poll-interval",
+        "0.05",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[0], r#"{"error":"returned","index":0}"#);
+    assert_eq!(lines[1], "null");
+    assert!(lines[2].starts_with("!error 2: "), "{out}");
+    assert!(lines[2].contains("two is not allowed"), "{out}");
+    // Every value line is JSON; the failure's is not.
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(
+            serde_json::from_str::<Value>(line).is_ok(),
+            i != 2,
+            "{line}"
+        );
+    }
+}
+
+/// Under `--json`, every error is one JSON object on stderr with a stable
+/// `kind`: flags clap refuses, inputs kinetic refuses, a failed batch.
+#[test]
+fn with_json_every_error_is_a_json_object_on_stderr() {
+    let w = World::new();
+    let bad = w.home.join("proj/bad.jsonl");
+    fs::write(&bad, "1\n{nope\n").expect("write");
+    let error_of = |o: &Output| -> Value {
+        let err = stderr(o);
+        let last = err.lines().last().unwrap_or_default().to_owned();
+        let v: Value = serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {err}"));
+        v["error"].clone()
+    };
+    let o = w.kinetic(&[
+        "--json",
+        "map",
+        "work:square",
+        "--inputs",
+        bad.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = error_of(&o);
+    assert_eq!(
+        (e["kind"].as_str(), e["exit_code"].as_u64()),
+        (Some("usage"), Some(2)),
+        "{e}"
+    );
+    assert!(
+        e["message"].as_str().unwrap_or_default().contains("line 2"),
+        "{e}"
+    );
+
+    let o = w.kinetic(&["map", "work:square", "--json", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = error_of(&o);
+    assert_eq!(e["kind"], "usage", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--no-such-flag"),
+        "{e}"
+    );
+
+    let inputs = w.inputs("xs.jsonl", &[json!(0), json!(2)]);
+    let o = w.kinetic(&[
+        "map",
+        "work:nothing_or_raise",
+        "--inputs",
+        &inputs,
+        "--json",
+        "--poll-interval",
+        "0.05",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = error_of(&o);
+    assert_eq!(e["kind"], "failed", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("1 of 2 inputs failed"),
+        "{e}"
+    );
+    // The results document on stdout still names the failed input.
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(doc["results"][1]["index"], 1, "{doc}");
+    assert!(doc["results"][1]["error"].is_string(), "{doc}");
 }
 
 #[test]

@@ -405,7 +405,9 @@ pub enum EnvWarning {
         names: Vec<String>,
     },
     /// Captured names that look like credentials (informational, as in
-    /// Kinetic; values are sent as a Kubernetes Secret, never stored).
+    /// Kinetic; values go into the job's environment only, never into what
+    /// is stored: a Kubernetes Secret on a cluster, the child's environment
+    /// on the local backend).
     CredentialLikeNames {
         /// The names, sorted.
         names: Vec<String>,
@@ -427,7 +429,7 @@ impl fmt::Display for EnvWarning {
             ),
             Self::CredentialLikeNames { names } => write!(
                 f,
-                "captured variables that look like credentials (informational; values go to the job as a Kubernetes Secret): {}",
+                "captured variables that look like credentials (informational; their values go into the job's environment only, never into what is stored): {}",
                 names.join(", ")
             ),
         }

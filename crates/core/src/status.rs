@@ -192,7 +192,8 @@ pub enum StatusReason {
     /// resources were removed (after its value was collected, or on
     /// request); its folder in the store remains.
     CleanedUp {
-        /// Whether its value had been collected first.
+        /// Whether the job had left its result (in the store) when it
+        /// was cleaned up; not whether anyone read it.
         collected: bool,
     },
     /// The job runs again after an attempt ended badly, within the
@@ -287,10 +288,14 @@ impl fmt::Display for StatusReason {
             }
             Self::ExitCode { code } => write!(f, "exited with code {code}"),
             Self::Cancelled => f.write_str("cancelled"),
+            // "collected" says the job had left its result, not that
+            // anyone read it: the result stays in the store.
             Self::CleanedUp { collected: true } => {
-                f.write_str("cleaned up after its value was collected")
+                f.write_str("cleaned up; its result stays in the store")
             }
-            Self::CleanedUp { collected: false } => f.write_str("cleaned up"),
+            Self::CleanedUp { collected: false } => {
+                f.write_str("cleaned up before it left a result")
+            }
             Self::Restarting { attempt, of, after } if after.is_infrastructure() => {
                 write!(f, "{after}, restarting (attempt {attempt} of {of})")
             }

@@ -601,7 +601,7 @@ async fn cleanup_follows_kinetics_faq() {
     );
     assert_eq!(
         state.to_string(),
-        "NOT_FOUND (cleaned up after its value was collected)"
+        "NOT_FOUND (cleaned up; its result stays in the store)"
     );
     // Asked again (from another process too): the value, from the bucket.
     let again = engine.attach(ok.id().as_str()).await.unwrap();

@@ -27,7 +27,8 @@ use kinetic_core::plan::{
     UploadSource, UploadTarget,
 };
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, ObjectStore, ObjectStoreExt as _, PreparedJob, PutOptions,
+    Backend, BackendCapabilities, ImageMode, ObjectStore, ObjectStoreExt as _, PreparedJob,
+    PutOptions,
 };
 use kinetic_core::record::JobRecord;
 use kinetic_core::redact::Redactor;
@@ -314,6 +315,13 @@ pub(crate) async fn resolve(
         }
         image
     } else {
+        if let Some(asked) = image_asked_for(&spec.image) {
+            options.emit(ProgressEvent::Warning(format!(
+                "the {} backend runs jobs without a container image, so {asked} is not used: \
+                 the job runs with this machine's Python and the packages installed here",
+                backend.name()
+            )));
+        }
         ImagePlan::none()
     };
     Ok(Resolved {
@@ -324,6 +332,19 @@ pub(crate) async fn resolve(
         project,
         image,
     })
+}
+
+/// The image a spec asks for beyond the default, as a warning names it,
+/// for a backend that runs jobs without one.
+fn image_asked_for(mode: &ImageMode) -> Option<String> {
+    match mode {
+        ImageMode::Bundled => None,
+        ImageMode::Prebuilt { .. } => {
+            Some("the prebuilt image (container image \"prebuilt\")".to_owned())
+        }
+        ImageMode::Custom { uri } => Some(format!("the container image {uri}")),
+        _ => Some("the container image asked for".to_owned()),
+    }
 }
 
 /// Hash the data, pack the project, plan the shared uploads and make them,

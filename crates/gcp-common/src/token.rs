@@ -110,7 +110,8 @@ impl GcpTokenSource {
                     .build()
                     .map_err(|e| {
                         TokenError::new(format!(
-                            "{e} (set GOOGLE_APPLICATION_CREDENTIALS to a service-account key, or run `gcloud auth application-default login`)"
+                            "{} (set GOOGLE_APPLICATION_CREDENTIALS to a service-account key, or run `gcloud auth application-default login`)",
+                            credential_failure(&e)
                         ))
                     })?;
                 Ok(Arc::clone(gcs.credentials()))
@@ -124,16 +125,39 @@ impl TokenSource for GcpTokenSource {
     async fn token(&self) -> Result<String, TokenError> {
         let credential = self.provider().await?.get_credential().await.map_err(|e| {
             TokenError::new(format!(
-                "{e} (check GOOGLE_APPLICATION_CREDENTIALS or run `gcloud auth application-default login`)"
+                "no Google credentials: {} (check GOOGLE_APPLICATION_CREDENTIALS or run `gcloud auth application-default login`)",
+                credential_failure(&e)
             ))
         })?;
         Ok(credential.bearer.clone())
     }
 }
 
+/// What went wrong getting a credential, without `object_store`'s
+/// "Generic GCS error" wrapper: the token serves every Google API (IAM,
+/// Container, Cloud Build), not only GCS.
+fn credential_failure(e: &object_store::Error) -> String {
+    match e {
+        object_store::Error::Generic { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credential_failures_do_not_name_gcs() {
+        let e = object_store::Error::Generic {
+            store: "GCS",
+            source: "no application default credentials file".into(),
+        };
+        assert_eq!(
+            credential_failure(&e),
+            "no application default credentials file"
+        );
+    }
 
     #[tokio::test]
     async fn static_tokens_hide_in_debug() {

@@ -129,9 +129,10 @@ pub fn pending_reason(pod: &Pod) -> Option<StatusReason> {
                 .and_then(|s| s.node_selector.clone())
                 .unwrap_or_default();
             Some(StatusReason::Unschedulable {
-                message: explain_unschedulable(
+                message: explain_unschedulable_gpus(
                     scheduled.message.as_deref().unwrap_or_default(),
                     &selector,
+                    gpus_of(pod),
                 ),
             })
         }
@@ -146,6 +147,62 @@ pub fn pending_reason(pod: &Pod) -> Option<StatusReason> {
 pub fn explain_unschedulable(
     message: &str,
     node_selector: &std::collections::BTreeMap<String, String>,
+) -> String {
+    explain_unschedulable_gpus(message, node_selector, None)
+}
+
+/// The GPUs a pod's containers ask for (`nvidia.com/gpu` limits), if any.
+fn gpus_of(pod: &Pod) -> Option<u32> {
+    let total: u32 = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .filter_map(|c| c.resources.as_ref()?.limits.as_ref()?.get("nvidia.com/gpu"))
+        .filter_map(|q| q.0.parse::<u32>().ok())
+        .sum();
+    (total > 0).then_some(total)
+}
+
+/// The `--accelerator` (and `--spot`) that makes a pool for a pod's node
+/// selector, as `kinetic pool add` spells them; `gpus` per pod when known.
+fn pool_add_flags(
+    node_selector: &std::collections::BTreeMap<String, String>,
+    gpus: Option<u32>,
+) -> Option<String> {
+    use kinetic_core::accelerators::{
+        GPU_TYPES, LABEL_GPU_ACCELERATOR, LABEL_SPOT, LABEL_TPU_ACCELERATOR, LABEL_TPU_TOPOLOGY,
+        TPU_TYPES,
+    };
+    let accelerator = if let Some(label) = node_selector.get(LABEL_GPU_ACCELERATOR) {
+        let gpu = GPU_TYPES.iter().find(|g| g.gke_label == label)?;
+        match gpus {
+            Some(n) if n > 1 => format!("{}x{n}", gpu.name),
+            _ => gpu.name.to_owned(),
+        }
+    } else {
+        let label = node_selector.get(LABEL_TPU_ACCELERATOR)?;
+        let topology = node_selector.get(LABEL_TPU_TOPOLOGY)?;
+        let tpu = TPU_TYPES.iter().find(|t| {
+            t.gke_accelerator == label || t.single_host_accelerator == Some(label.as_str())
+        })?;
+        let slice = tpu.slice_with_topology(topology)?;
+        format!("{}-{}", tpu.name, slice.chips)
+    };
+    let spot = if node_selector.get(LABEL_SPOT).is_some_and(|v| v == "true") {
+        " --spot"
+    } else {
+        ""
+    };
+    Some(format!("--accelerator {accelerator}{spot}"))
+}
+
+/// [`explain_unschedulable`], knowing the GPUs the pod asks for, so the
+/// `kinetic pool add` it suggests names the pool's accelerator whole.
+pub fn explain_unschedulable_gpus(
+    message: &str,
+    node_selector: &std::collections::BTreeMap<String, String>,
+    gpus: Option<u32>,
 ) -> String {
     let selector = node_selector
         .iter()
@@ -167,8 +224,10 @@ pub fn explain_unschedulable(
         if selector.is_empty() {
             "no node matches this job's placement".to_owned()
         } else {
+            let flags = pool_add_flags(node_selector, gpus)
+                .unwrap_or_else(|| "--accelerator ACCELERATOR".to_owned());
             format!(
-                "no node pool exists for this accelerator (node selector {selector}); add one with `kinetic pool add`"
+                "no node pool exists for this accelerator (node selector {selector}); add one with `kinetic pool add {flags}`"
             )
         }
     } else {

@@ -25,7 +25,8 @@ use kinetic_core::ports::ImageMode;
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput};
 use kinetic_engine::{
     Arg, AttachOptions, BatchError, BatchHandle, BatchResultsOptions, ChildError, CleanupOptions,
-    Data, Engine, EngineError, Entrypoint, JobHandle, JobSpec, MapOptions, ResultOptions,
+    Data, Engine, EngineError, Entrypoint, JobHandle, JobSpec, MapOptions, ProgressEvent,
+    ResultOptions, SubmitOptions,
 };
 use kinetic_wiring::debug::{DebugForward as WiringForward, DebugForwardError};
 use pyo3::create_exception;
@@ -361,9 +362,16 @@ impl Client {
     fn submit(&self, py: Python<'_>, spec: &str) -> PyResult<Job> {
         let spec = self.spec(spec)?;
         let engine = self.engine.clone();
+        // The engine's warnings (a setting the backend cannot honour, a
+        // captured credential) reach the user as the settings' do.
+        let warnings = SubmitOptions::with_progress(Arc::new(|e: &ProgressEvent| {
+            if let ProgressEvent::Warning(warning) = e {
+                eprintln!("kinetic: warning: {warning}");
+            }
+        }));
         let handle = block(
             py,
-            async move { engine.submit(spec).await },
+            async move { engine.submit_with(spec, warnings).await },
             &Listener::none(),
         )?
         .map_err(|e| engine_error(&e))?;

@@ -397,6 +397,18 @@ impl GcsStore {
         &self.base_uri
     }
 
+    /// The bucket (`gs://name`) a write found missing: GCS answers a write
+    /// into a bucket that does not exist with 404, and a write of a new
+    /// object finds nothing else missing.
+    fn missing_bucket(&self, err: &object_store::Error) -> Option<String> {
+        if !matches!(err, object_store::Error::NotFound { .. }) {
+            return None;
+        }
+        let rest = self.base_uri.strip_prefix("gs://")?;
+        let bucket = rest.split('/').next().filter(|b| !b.is_empty())?;
+        Some(format!("gs://{bucket}"))
+    }
+
     /// An `object_store` error about `what`, as the port's.
     fn fail(&self, err: object_store::Error, what: String) -> StoreError {
         map_error(err, what, self.retries)
@@ -516,7 +528,14 @@ impl ObjectStore for GcsStore {
             .put_opts(&os_path(path), PutPayload::from_bytes(data), opts)
             .await
             .map(|_| ())
-            .map_err(|e| self.fail(e, self.uri(path)))
+            .map_err(|e| match self.missing_bucket(&e) {
+                Some(bucket) => StoreError::invalid_input(format!(
+                    "the bucket {bucket} does not exist (writing {})",
+                    self.uri(path)
+                ))
+                .with_source(e),
+                None => self.fail(e, self.uri(path)),
+            })
     }
 
     async fn put_file(

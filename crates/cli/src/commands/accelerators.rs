@@ -8,7 +8,7 @@ use kinetic_core::settings::{DEFAULT_BACKEND, cluster_backend};
 use serde_json::json;
 
 use crate::error::CliError;
-use crate::render::{Output, emit, key_values, table};
+use crate::render::{self, Output, emit, key_values, table};
 
 /// Arguments of `kinetic accelerators`.
 #[derive(Debug, clap::Args)]
@@ -95,15 +95,16 @@ fn list(out: &Output) -> Result<(), CliError> {
         &["NAME", "CHIPS", "TOPOLOGIES", "HOSTS", "BACKENDS"],
         &tpu_rows,
     ));
-    text.push_str(
-        "\nSpell one as 'gpu:NAME', 'gpu:NAMExN', 'tpu:NAME', 'tpu:NAME-CHIPS' or \
+    let prose = "\nSpell one as 'gpu:NAME', 'gpu:NAMExN', 'tpu:NAME', 'tpu:NAME-CHIPS' or \
          'tpu:NAME-TOPOLOGY', add ':spot' for Spot VMs, or use 'cpu'.\n\
          See what a spelling means with 'kinetic accelerators resolve SPEC'.\n\n\
          Where they run: CPU jobs on the local backend unless one is named; GPUs and \
          single-host TPU slices on gke (one Job) once a cluster is configured; \
          multi-host TPU slices on pathways (one LeaderWorkerSet across the slice's \
-         hosts). --backend NAME sends any accelerator to NAME.\n",
-    );
+         hosts). --backend NAME sends any accelerator to NAME.\n";
+    for line in prose.lines() {
+        text.push_str(&render::wrap("", "", line));
+    }
     Ok(emit(&text)?)
 }
 

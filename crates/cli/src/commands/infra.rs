@@ -96,6 +96,9 @@ pub(crate) fn up(args: &UpArgs, inv: &Invocation, out: &Output) -> Result<(), Cl
     let plan = model::plan_up(infra.desired(), &observed, first_pool.as_ref())
         .map_err(core_infra_error)?;
     let mut applied = apply(out, &infra, &plan, args.dry_run, args.yes, "kinetic up")?;
+    if applied.declined() {
+        return applied.print(out);
+    }
     let saved = if args.dry_run || args.no_profile {
         None
     } else {
@@ -190,7 +193,11 @@ pub(crate) fn doctor(args: &DoctorArgs, inv: &Invocation, out: &Output) -> Resul
         (observation, facts)
     });
     let checks = model::doctor(infra.desired(), &observation.observed, &facts);
-    let failed = checks.iter().filter(|c| !c.ok).count();
+    // A warning blocks nothing; a check not run failed by its blocker.
+    let failed = checks
+        .iter()
+        .filter(|c| c.state == model::CheckState::Fail)
+        .count();
     out.either(
         &json!({"target": infra.desired().target, "ok": failed == 0, "checks": checks}),
         &render::infra::doctor(&checks),

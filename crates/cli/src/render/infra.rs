@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use indicatif::ProgressBar;
 use kinetic_infra_gcp::Progress;
-use kinetic_infra_gcp::model::{Action, Check, InfraTarget, Plan, PoolStatus, StatusReport};
+use kinetic_infra_gcp::model::{
+    Action, Check, CheckState, InfraTarget, Plan, PoolStatus, StatusReport,
+};
 
 use super::RenderError;
 use super::{key_values, table};
@@ -24,11 +26,15 @@ pub(crate) fn plan(target: &InfraTarget, plan: &Plan) -> String {
     } else {
         s.push_str(&format!("Plan for {target}:\n"));
         for (i, a) in plan.actions.iter().enumerate() {
-            s.push_str(&format!("  {:>2}. {}\n", i + 1, a.describe()));
+            s.push_str(&super::wrap(
+                &format!("  {:>2}. ", i + 1),
+                "      ",
+                &a.describe(),
+            ));
         }
     }
     for n in &plan.notes {
-        s.push_str(&format!("note: {n}\n"));
+        s.push_str(&super::wrap("note: ", "      ", n));
     }
     s
 }
@@ -102,14 +108,15 @@ pub(crate) fn pools(pools: &[PoolStatus]) -> String {
 }
 
 fn check_line(c: &Check) -> String {
-    let mut s = format!(
-        "{} {}: {}\n",
-        if c.ok { "ok  " } else { "FAIL" },
-        c.what,
-        c.detail
-    );
-    if let Some(fix) = c.fix.as_ref().filter(|_| !c.ok) {
-        s.push_str(&format!("     fix: {fix}\n"));
+    let mark = match c.state {
+        CheckState::Pass => "ok   ",
+        CheckState::Warn => "warn ",
+        CheckState::NotRun => "skip ",
+        _ => "FAIL ",
+    };
+    let mut s = super::wrap(mark, "     ", &format!("{}: {}", c.what, c.detail));
+    if let Some(fix) = c.fix.as_ref().filter(|_| c.state != CheckState::Pass) {
+        s.push_str(&super::wrap("     fix: ", "          ", fix));
     }
     s
 }
@@ -159,11 +166,32 @@ pub(crate) fn status(report: &StatusReport, unreadable: &[(String, String)]) -> 
 /// `kinetic doctor`: one line per check, with the fix under a failure.
 pub(crate) fn doctor(checks: &[Check]) -> String {
     let mut s: String = checks.iter().map(check_line).collect();
-    let failed = checks.iter().filter(|c| !c.ok).count();
+    let count = |state: CheckState| checks.iter().filter(|c| c.state == state).count();
+    let (failed, warned, not_run) = (
+        count(CheckState::Fail),
+        count(CheckState::Warn),
+        count(CheckState::NotRun),
+    );
+    let warnings = match warned {
+        0 => String::new(),
+        1 => " (1 warning)".to_owned(),
+        n => format!(" ({n} warnings)"),
+    };
     if failed == 0 {
-        s.push_str(&format!("\nAll {} checks passed.\n", checks.len()));
+        s.push_str(&format!(
+            "\nAll {} checks passed{warnings}.\n",
+            checks.len()
+        ));
+    } else if not_run > 0 {
+        s.push_str(&format!(
+            "\n{failed} of {} checks failed{warnings}; {not_run} were not run: fix the failure above, then run kinetic doctor again.\n",
+            checks.len()
+        ));
     } else {
-        s.push_str(&format!("\n{failed} of {} checks failed.\n", checks.len()));
+        s.push_str(&format!(
+            "\n{failed} of {} checks failed{warnings}.\n",
+            checks.len()
+        ));
     }
     s
 }

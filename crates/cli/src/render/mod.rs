@@ -102,14 +102,109 @@ pub(crate) fn notice(informational: bool, message: &str) {
     eprintln!("{level}: {message}");
 }
 
-/// The traceback of a job that failed remotely, on stderr.
+/// The traceback of a job that failed remotely, on stderr; nothing when
+/// the runner left none (an error its message says all of).
 pub(crate) fn remote_traceback(traceback: &str) {
-    eprintln!("--- remote traceback ---\n{}", traceback.trim_end());
+    if !traceback.trim().is_empty() {
+        eprintln!("--- remote traceback ---\n{}", traceback.trim_end());
+    }
+}
+
+/// What `kinetic map` prints on stdout in place of a failed input's value:
+/// `!error` then the input's index. Every value is one line of JSON, and no
+/// JSON text starts with `!`, so a script tells a failure from any value
+/// (a returned `null`, or a dict shaped like an error) by the first character.
+pub(crate) const FAILED_INPUT_MARK: &str = "!error";
+
+/// The width text is wrapped to: the terminal's, set once by `main`
+/// ([`set_width`]); none (no wrapping) on a pipe.
+static WIDTH: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+
+/// Set the width tables and long lines wrap to: stdout's terminal's, or
+/// `columns` (the `COLUMNS` variable) when stdout is not a terminal and
+/// it is set; else nothing wraps.
+pub(crate) fn set_width(columns: Option<&str>) {
+    let width = console::Term::stdout()
+        .size_checked()
+        .map(|(_, cols)| usize::from(cols))
+        .or_else(|| columns.and_then(|c| c.trim().parse::<usize>().ok()))
+        .filter(|w| *w >= 20);
+    let _ = WIDTH.set(width);
+}
+
+fn width() -> Option<usize> {
+    WIDTH.get().copied().flatten()
+}
+
+/// `text` wrapped at spaces to the terminal's width: the first line after
+/// `first`, the rest after `rest` (both counted in the width). As is when
+/// it fits or nothing wraps.
+pub(crate) fn wrap(first: &str, rest: &str, text: &str) -> String {
+    let Some(width) = width() else {
+        return format!("{first}{text}\n");
+    };
+    let mut out = String::new();
+    let mut line = first.to_owned();
+    let mut empty = true;
+    for word in text.split(' ') {
+        let len = line.chars().count();
+        if !empty && len + 1 + word.chars().count() > width {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = rest.to_owned();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
 }
 
 /// Left-aligned columns separated by two spaces, with a header row; no
-/// trailing spaces.
+/// trailing spaces. Wider than the terminal, the cells wrap within their
+/// columns (comfy-table).
 pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let plain = plain_table(headers, rows);
+    match width() {
+        Some(width) if plain.lines().any(|l| l.chars().count() > width) => {
+            wrapped_table(headers, rows, width)
+        }
+        _ => plain,
+    }
+}
+
+/// [`table`] within `width` columns: cells wrap inside their column.
+fn wrapped_table(headers: &[&str], rows: &[Vec<String>], width: usize) -> String {
+    use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(u16::try_from(width).unwrap_or(u16::MAX))
+        .set_header(headers.to_vec());
+    for row in rows {
+        t.add_row(row.clone());
+    }
+    let last = headers.len().saturating_sub(1);
+    for (i, column) in t.column_iter_mut().enumerate() {
+        column.set_cell_alignment(CellAlignment::Left);
+        column.set_padding((0, if i == last { 0 } else { 2 }));
+    }
+    let mut out: String = t
+        .lines()
+        .map(|l| l.trim_end().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push('\n');
+    out
+}
+
+fn plain_table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -215,8 +310,8 @@ pub(crate) fn done(id_key: &str, id: &str, what: &str, out: &Output) -> Result<(
 }
 
 /// Print a batch's items: with `--json` one object; otherwise one JSON
-/// value per input line (`null` where it failed) and the failures on
-/// stderr. Fails (exit 1) when any input failed.
+/// value per input line, `!error INDEX: MESSAGE` where it failed
+/// ([`FAILED_INPUT_MARK`]), and the failures' tracebacks on stderr. Fails (exit 1) when any input failed.
 pub(crate) fn batch_items(
     batch: &BatchHandle,
     items: &[BatchItem],
@@ -243,8 +338,14 @@ pub(crate) fn batch_items(
     } else {
         let mut text = String::new();
         for item in items {
-            let value = item.value().cloned().unwrap_or(Value::Null);
-            text.push_str(&serde_json::to_string(&value).unwrap_or_default());
+            match &item.outcome {
+                Ok(value) => text.push_str(&serde_json::to_string(value).unwrap_or_default()),
+                Err(e) => text.push_str(&format!(
+                    "{FAILED_INPUT_MARK} {}: {}",
+                    item.index,
+                    e.to_string().trim().replace('\n', " ")
+                )),
+            }
             text.push('\n');
         }
         emit(&text)?;

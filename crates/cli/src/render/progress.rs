@@ -17,8 +17,10 @@ use kinetic_engine::{BatchHandle, ProgressEvent};
 pub(crate) fn spinner() -> Option<ProgressBar> {
     std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new_spinner();
+        // `wide_msg`: the message is cut to the terminal's width, so a
+        // long one never wraps onto a new line at every tick.
         bar.set_style(
-            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+            ProgressStyle::with_template("{spinner} {wide_msg} [{elapsed}]")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         bar.enable_steady_tick(Duration::from_millis(100));
@@ -265,7 +267,7 @@ impl BatchProgress {
             let bar = ProgressBar::new(batch.total() as u64);
             bar.set_style(
                 ProgressStyle::with_template(
-                    "{prefix} [{bar:30}] {pos}/{len} {msg} [{elapsed_precise}]",
+                    "{prefix} [{bar:30}] {pos}/{len} {wide_msg} [{elapsed_precise}]",
                 )
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),

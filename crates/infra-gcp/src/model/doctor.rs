@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::status::infra_checks;
-use super::{Check, Desired, Observed};
+use super::{Check, CheckState, Desired, Observed};
 use kinetic_core::accelerators::AcceleratorSpec;
 
 /// What the adapter found out besides [`Observed`].
@@ -45,15 +45,54 @@ fn from_fact(what: &str, fact: Option<&Result<String, String>>, fix: &str) -> Op
 /// then the infrastructure `up` provisions, then what jobs need at run
 /// time.
 pub fn doctor(desired: &Desired, observed: &Observed, facts: &DoctorFacts) -> Vec<Check> {
+    let checks = all_checks(desired, observed, facts);
+    // Without credentials or the project nothing else was read: what the
+    // others would say is not known, and the one fix that unblocks them
+    // is the blocker's.
+    let blocker = checks
+        .iter()
+        .take(2)
+        .find(|c| c.state == CheckState::Fail && is_gate(c, desired))
+        .map(|c| c.what.clone());
+    match blocker {
+        None => checks,
+        Some(blocker) => checks
+            .into_iter()
+            .map(|c| {
+                // The blocker itself, and a gate that passed, stay as they are.
+                let kept = (c.state == CheckState::Fail && c.what == blocker)
+                    || (c.state == CheckState::Pass && is_gate(&c, desired));
+                if kept {
+                    c
+                } else {
+                    Check::not_run(c.what, &blocker)
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The checks every other depends on: the credentials and the project.
+fn is_gate(c: &Check, desired: &Desired) -> bool {
+    c.what == CREDENTIALS || c.what == project_check(desired)
+}
+
+const CREDENTIALS: &str = "Google credentials";
+
+fn project_check(desired: &Desired) -> String {
+    format!("project {}", desired.target.project)
+}
+
+fn all_checks(desired: &Desired, observed: &Observed, facts: &DoctorFacts) -> Vec<Check> {
     let target = &desired.target;
     let mut checks = Vec::new();
     checks.extend(from_fact(
-        "Google credentials",
+        CREDENTIALS,
         facts.credentials.as_ref(),
         "gcloud auth application-default login (or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key)",
     ));
     checks.extend(from_fact(
-        &format!("project {}", target.project),
+        &project_check(desired),
         facts.project.as_ref(),
         "check the project id (--project, KINETIC_PROJECT or the profile) and that your account can see it",
     ));
@@ -187,6 +226,19 @@ mod tests {
                 .unwrap()
                 .contains("application-default login")
         );
+        // Without credentials nothing else was read: the rest is not run.
+        assert!(
+            checks[1..].iter().all(|c| c.state == CheckState::NotRun
+                && c.detail == "not run: needs Google credentials"),
+            "{checks:?}"
+        );
+        let facts = DoctorFacts {
+            credentials: Some(Ok("a token".into())),
+            project: Some(Ok("ACTIVE".into())),
+            accelerator: Some(AcceleratorSpec::parse("l4").unwrap()),
+            ..DoctorFacts::default()
+        };
+        let checks = doctor(&d, &Observed::default(), &facts);
         assert!(
             checks
                 .iter()

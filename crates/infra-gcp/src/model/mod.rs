@@ -81,7 +81,7 @@ pub use pool::{
     GPU_POOL_HEADROOM, MAX_RUN_DURATION, PoolRequest, PoolSpec, Taint, accelerator_label,
     accelerator_of_pool,
 };
-pub use status::{Check, PoolStatus, StatusReport, status};
+pub use status::{Check, CheckState, PoolStatus, StatusReport, status};
 
 /// The APIs `kinetic up` enables (never disabled again). Compute Engine
 /// and Kubernetes Engine carry the cluster, Cloud Storage the buckets,

@@ -159,14 +159,15 @@ pub enum Action {
 impl Action {
     /// One line saying what the action does, for the printed plan.
     pub fn describe(&self) -> String {
-        let roles = |bindings: &[Binding]| {
+        // "grant R to M", "revoke R from M".
+        let roles = |bindings: &[Binding], to: &str| {
             let mut by_member: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
             for b in bindings {
                 by_member.entry(&b.member).or_default().push(&b.role);
             }
             by_member
                 .iter()
-                .map(|(m, r)| format!("{} to {m}", r.join(", ")))
+                .map(|(m, r)| format!("{} {to} {m}", r.join(", ")))
                 .collect::<Vec<_>>()
                 .join("; ")
         };
@@ -188,10 +189,10 @@ impl Action {
                 repository.name, repository.location
             ),
             Self::Grant { resource, bindings } => {
-                format!("grant {} on {resource}", roles(bindings))
+                format!("grant {} on {resource}", roles(bindings, "to"))
             }
             Self::Revoke { resource, bindings } => {
-                format!("revoke {} on {resource}", roles(bindings))
+                format!("revoke {} on {resource}", roles(bindings, "from"))
             }
             Self::CreateCluster { cluster } => format!(
                 "create GKE cluster {} in {} (Workload Identity, GCS FUSE CSI driver, {} {}× {})",

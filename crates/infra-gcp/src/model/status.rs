@@ -12,12 +12,30 @@ use super::{Desired, InfraTarget, Observed, ObservedPool, Resource, cluster_url}
 pub struct Check {
     /// What it is (`bucket gs://p-kn-c-jobs`, `API container.googleapis.com`).
     pub what: String,
-    /// Whether it is there and as it should be.
+    /// Whether nothing it found blocks a job: passed, or a warning.
     pub ok: bool,
+    /// How it ended: passed, a warning, failed, or not run.
+    pub state: CheckState,
     /// What was found.
     pub detail: String,
-    /// The command that fixes it, when it is not ok.
+    /// The command that fixes it, when it is not ok (or a warning).
     pub fix: Option<String>,
+}
+
+/// How a [`Check`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CheckState {
+    /// As it should be.
+    Pass,
+    /// Not as `kinetic up` makes it, but nothing a job needs is blocked
+    /// (a bucket without its delete rule).
+    Warn,
+    /// Blocks a job; the fix says what to do.
+    Fail,
+    /// Not run: a check it depends on failed, and its fix comes first.
+    NotRun,
 }
 
 impl Check {
@@ -25,7 +43,33 @@ impl Check {
         Self {
             what: what.into(),
             ok: true,
+            state: CheckState::Pass,
             detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    pub(super) fn warn(
+        what: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Self {
+            what: what.into(),
+            ok: true,
+            state: CheckState::Warn,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    /// Not run, because `blocker` (a check's `what`) failed.
+    pub(super) fn not_run(what: impl Into<String>, blocker: &str) -> Self {
+        Self {
+            what: what.into(),
+            ok: false,
+            state: CheckState::NotRun,
+            detail: format!("not run: needs {blocker}"),
             fix: None,
         }
     }
@@ -38,6 +82,7 @@ impl Check {
         Self {
             what: what.into(),
             ok: false,
+            state: CheckState::Fail,
             detail: detail.into(),
             fix: Some(fix.into()),
         }
@@ -148,7 +193,8 @@ pub(super) fn infra_checks(desired: &Desired, observed: &Observed) -> Vec<Check>
         let what = format!("bucket gs://{}", bucket.name);
         checks.push(match observed.buckets.get(&bucket.name) {
             None => Check::fail(what, "missing", UP),
-            Some(b) if b.ttl_days != Some(bucket.ttl_days) => Check::fail(
+            // Jobs run with or without the rule: old objects just stay.
+            Some(b) if b.ttl_days != Some(bucket.ttl_days) => Check::warn(
                 what,
                 format!(
                     "in {}, without the {}-day delete rule",
