@@ -1,6 +1,6 @@
 //! Batch speed and memory on the in-memory fake backend and store.
 //!
-//! `cargo bench -p kinetic-core --bench batch` prints:
+//! `cargo bench -p kinetic-engine --bench batch` prints:
 //!
 //! - the RSS of this process holding a handle over 10,000 jobs (the
 //!   in-memory store and fake backend, which hold every job's objects and
