@@ -333,12 +333,23 @@ async fn doctor_names_every_missing_piece() {
         "kinetic up",
     )
     .await;
+    // Issue 24 point 4: the CRD alone is not LeaderWorkerSet installed.
+    cloud
+        .cluster()
+        .remove_object("deployments.apps", "lws-system", "lws-controller-manager");
+    assert_named(
+        c,
+        "LeaderWorkerSet",
+        "Deployment lws-system/lws-controller-manager is missing",
+        "kinetic up",
+    )
+    .await;
     cloud.cluster().remove_object(
         "customresourcedefinitions.apiextensions.k8s.io",
         "",
         "leaderworkersets.leaderworkerset.x-k8s.io",
     );
-    assert_named(c, "LeaderWorkerSet CRD", "missing", "kinetic up").await;
+    assert_named(c, "LeaderWorkerSet", "CRD is missing", "kinetic up").await;
     cloud
         .cluster()
         .remove_object("daemonsets.apps", "kube-system", "nvidia-driver-installer");

@@ -1135,6 +1135,7 @@ async fn create(s: Shared, resource: String, ns: String, body: Bytes) -> Respons
             obj["kind"] = Value::String(kind_of(&s.store, &resource));
         }
         if resource == super::lws::RESOURCE {
+            super::lws::call_set_webhook(&s.store)?;
             super::lws::admit(&mut obj)?;
         }
         if resource == super::statefulset::RESOURCE {
@@ -1173,6 +1174,7 @@ async fn put(s: Shared, resource: String, ns: String, name: String, body: Bytes)
     }
     let admitted = parse_body(&body).and_then(|mut obj| {
         if resource == super::lws::RESOURCE {
+            super::lws::call_set_webhook(&s.store)?;
             super::lws::admit(&mut obj)?;
         }
         if resource == super::statefulset::RESOURCE {
