@@ -131,7 +131,7 @@ fn pending_reasons() {
         panic!("{state:?}")
     };
     assert!(
-        message.contains("no node pool exists for this accelerator"),
+        message.contains("no node offers this accelerator yet"),
         "{message}"
     );
     assert!(
@@ -401,4 +401,25 @@ fn attempts_in_the_same_second_are_ordered_as_a_job_replaces_its_pods() {
     );
     assert_eq!(attempts[0].host, "kinetic-job-0a1b2c3d-b");
     assert_eq!(attempts[1].number, 2);
+}
+
+/// Issue 24 point 6: a `cpu:spot` job cannot run on the default pool (it is
+/// on-demand): the hint names the pool that fits; and a pool at 0 nodes
+/// gets the same scheduler message as no pool, so the hint names both.
+#[test]
+fn the_unschedulable_hint_fits_cpu_spot_and_pools_at_zero() {
+    let message = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.";
+    let spot = std::collections::BTreeMap::from([(
+        "cloud.google.com/gke-spot".to_owned(),
+        "true".to_owned(),
+    )]);
+    let hint = kinetic_kube::status::explain_unschedulable(message, &spot);
+    assert!(
+        hint.contains(
+            "`kinetic pool add --accelerator cpu --spot` (the default pool is on-demand)"
+        ),
+        "{hint}"
+    );
+    assert!(hint.contains("at 0 nodes"), "{hint}");
+    assert!(hint.contains("`kinetic pool list` shows which"), "{hint}");
 }

@@ -606,3 +606,43 @@ async fn up_waits_for_the_lws_controller_and_a_deleted_one_is_not_installed() {
             .is_empty()
     );
 }
+
+/// Issue 24 point 6: `pool add --accelerator cpu --spot` makes a Spot CPU
+/// pool (the default pool is on-demand, so nothing else runs `cpu:spot`
+/// jobs), which reads back as a Spot `cpu` pool at 0 nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spot_cpu_pool_is_added_and_scales_from_zero() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let infra = adapter(&cloud, &dir.path().join("config"), Duration::from_secs(60));
+    let observed = infra.observe().await.complete().unwrap();
+    let plan = model::plan_up(infra.desired(), &observed, None).unwrap();
+    infra.execute(&plan, &Recorded::default()).await.unwrap();
+    let pool = PoolSpec::new(
+        &infra.desired().target,
+        &PoolRequest::new(AcceleratorSpec::parse("cpu:spot").unwrap()),
+        "5c5c",
+    )
+    .unwrap();
+    let observed = infra.observe().await.complete().unwrap();
+    let plan = model::plan_pool_add(infra.desired(), &observed, &pool).unwrap();
+    infra.execute(&plan, &Recorded::default()).await.unwrap();
+    assert!(
+        cloud
+            .apis()
+            .node_pools("fake")
+            .contains(&("cpu-spot-5c5c".to_owned(), "RUNNING".to_owned()))
+    );
+    let observed = infra.observe().await.complete().unwrap();
+    let report = model::status(infra.desired(), &observed);
+    let spot = report
+        .pools
+        .iter()
+        .find(|p| p.name == "cpu-spot-5c5c")
+        .unwrap();
+    assert_eq!(
+        (spot.accelerator.as_deref(), spot.spot, spot.nodes_total),
+        (Some("cpu"), true, Some(0)),
+        "{report:?}"
+    );
+}

@@ -164,8 +164,21 @@ pub fn explain_unschedulable(
         if selector.is_empty() {
             "no node matches this job's placement".to_owned()
         } else {
+            // The same scheduler message whether no pool offers the
+            // accelerator or its pool is at 0 nodes (scaling from zero):
+            // only `kinetic pool list` tells them apart.
+            let add = if node_selector.len() == 1
+                && node_selector
+                    .get("cloud.google.com/gke-spot")
+                    .map(String::as_str)
+                    == Some("true")
+            {
+                "`kinetic pool add --accelerator cpu --spot` (the default pool is on-demand)"
+            } else {
+                "`kinetic pool add`"
+            };
             format!(
-                "no node pool exists for this accelerator (node selector {selector}); add one with `kinetic pool add`"
+                "no node offers this accelerator yet (node selector {selector}): either no node pool does (add one with {add}) or its pool is at 0 nodes and the autoscaler is adding one (`kinetic pool list` shows which)"
             )
         }
     } else {
