@@ -403,6 +403,33 @@ fn attempts_in_the_same_second_are_ordered_as_a_job_replaces_its_pods() {
     assert_eq!(attempts[1].number, 2);
 }
 
+/// Issue 24 point 8: a pod the kubelet took (`startTime` set) that is
+/// still Pending (pulling its image) is a pending attempt, not a running
+/// one; once its container runs it is running.
+#[test]
+fn an_attempt_whose_pod_is_still_pending_is_shown_pending() {
+    let pulling = pod(json!({"phase": "Pending", "startTime": CREATED,
+        "containerStatuses": [{"name": "kinetic-worker", "image": "img", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}));
+    let attempts = kinetic_kube::status::pod_attempts(&[pulling]);
+    assert_eq!(attempts[0].started, None);
+    assert_eq!(
+        attempts[0].to_string(),
+        "attempt 1 on kinetic-job-0a1b2c3d-abcde: pending"
+    );
+    let running = pod(json!({"phase": "Running", "startTime": CREATED,
+        "containerStatuses": [{"name": "kinetic-worker", "image": "img", "imageID": "", "ready": true,
+            "restartCount": 0, "state": {"running": {"startedAt": CREATED}}}]}));
+    let attempts = kinetic_kube::status::pod_attempts(&[running]);
+    assert!(
+        attempts[0]
+            .to_string()
+            .starts_with("attempt 1 on kinetic-job-0a1b2c3d-abcde: running, started "),
+        "{}",
+        attempts[0]
+    );
+}
+
 /// Issue 24 point 6: a `cpu:spot` job cannot run on the default pool (it is
 /// on-demand): the hint names the pool that fits; and a pool at 0 nodes
 /// gets the same scheduler message as no pool, so the hint names both.

@@ -65,6 +65,10 @@ pub(crate) async fn client(
                     access.server
                 ))
             })?;
+    config.headers.push((
+        reqwest::header::USER_AGENT,
+        reqwest::header::HeaderValue::from_static(crate::USER_AGENT),
+    ));
     kube::Client::try_from(config)
         .map_err(|e| InfraError::other(format!("cannot build a client of {}: {e}", access.server)))
 }

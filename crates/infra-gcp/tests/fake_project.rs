@@ -107,6 +107,17 @@ async fn up_builds_a_new_project_and_down_takes_it_away() {
         "{log:#?}"
     );
 
+    // Every request says who sent it (issue 24 point 8).
+    assert_eq!(
+        cloud.apis().user_agents(),
+        vec![kinetic_infra_gcp::USER_AGENT.to_owned()]
+    );
+    assert_eq!(cloud.cluster().calls().without_user_agent(), 0);
+    assert_eq!(
+        cloud.cluster().calls().user_agents(),
+        vec![kinetic_infra_gcp::USER_AGENT.to_owned()]
+    );
+
     // The fakes' side of it.
     let names = cloud.names().clone();
     assert!(cloud.apis().enabled().contains("container.googleapis.com"));

@@ -388,7 +388,13 @@ pub fn pod_attempts(pods: &[Pod]) -> Vec<Attempt> {
         .map(|pod| {
             let ended = first_container(pod)
                 .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref());
-            let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref());
+            // A pod the kubelet took has a `startTime` while still
+            // Pending (pulling its image): it has not started running.
+            let started = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .filter(|_| phase(pod) != "Pending");
             (pod, pod_outcome(pod), ended, started)
         })
         .collect();
