@@ -761,6 +761,54 @@ fn record(store: &Store, lws: &Value, kind: &str, reason: &str, message: &str) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn registered_webhooks_fail_until_the_controller_is_available() {
+        let store = Store::new();
+        // Not registered: nothing is called.
+        assert!(call_set_webhook(&store).is_ok());
+        store
+            .create(
+                MUTATING_RESOURCE,
+                "",
+                json!({"metadata": {"name": MUTATING_WEBHOOKS}, "webhooks": []}),
+            )
+            .unwrap();
+        let mut manager = json!({"metadata": {"name": CONTROLLER, "namespace": CONTROLLER_NAMESPACE},
+                                 "spec": {"replicas": 1}});
+        manager["status"] = super::super::deployment::status(1, 0);
+        store
+            .create(
+                super::super::deployment::RESOURCE,
+                CONTROLLER_NAMESPACE,
+                manager,
+            )
+            .unwrap();
+        let e = call_set_webhook(&store).unwrap_err();
+        assert_eq!((e.code, e.reason.as_str()), (500, "InternalError"));
+        assert!(
+            e.message
+                .ends_with("no endpoints available for service \"lws-webhook-service\""),
+            "{}",
+            e.message
+        );
+        let mut labelled = pod("lws-0", json!({NAME_LABEL: "lws"}));
+        let e = default_pod(&store, "ns", &mut labelled).unwrap_err();
+        assert!(e.message.contains("\"mpod.kb.io\""), "{}", e.message);
+        let mut other = pod("other", json!({}));
+        assert!(
+            default_pod(&store, "ns", &mut other).is_ok(),
+            "not selected"
+        );
+        store.modify(
+            super::super::deployment::RESOURCE,
+            CONTROLLER_NAMESPACE,
+            CONTROLLER,
+            |d| d["status"] = super::super::deployment::status(1, 1),
+        );
+        assert!(controller_available(&store));
+        assert!(call_set_webhook(&store).is_ok());
+    }
+
     fn pod(name: &str, labels: Value) -> Value {
         json!({"metadata": {"name": name, "labels": labels,
                             "annotations": {SIZE_ANNOTATION: "4"}},
