@@ -450,3 +450,21 @@ fn the_unschedulable_hint_fits_cpu_spot_and_pools_at_zero() {
     assert!(hint.contains("at 0 nodes"), "{hint}");
     assert!(hint.contains("`kinetic pool list` shows which"), "{hint}");
 }
+
+/// Issue 24 point 8: an evicted pod that is still terminating (graceful
+/// deletion, its replacement not made yet) leaves the job pending with the
+/// eviction as its reason, not pending with none.
+#[test]
+fn a_terminating_evicted_pod_says_why_the_job_waits() {
+    let j = job(json!({"active": 1}));
+    let mut evicted = pod(json!({"phase": "Running", "startTime": CREATED,
+        "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                        "message": "Eviction API: evicting"}]}));
+    evicted.metadata.deletion_timestamp = evicted.metadata.creation_timestamp.clone();
+    let state = job_state(&j, &[evicted], at(5));
+    assert_eq!(state.status, JobStatus::Pending, "{state:?}");
+    assert!(
+        matches!(&state.reason, Some(StatusReason::Evicted { message }) if message == "Eviction API: evicting"),
+        "{state:?}"
+    );
+}

@@ -269,7 +269,9 @@ pub fn sort_oldest_first(pods: &mut [Pod]) {
 }
 
 /// The state of a job whose newest live pod (`Running` first) says it:
-/// `RUNNING`, or `PENDING` with why; `None` without a live pod.
+/// `RUNNING`, or `PENDING` with why; without a live pod, `PENDING` with
+/// why a terminating pod was disrupted (evicted, preempted), if one was;
+/// else `None`.
 pub fn live_pod_state(pods: &[Pod]) -> Option<JobState> {
     let mut live: Vec<&Pod> = pods
         .iter()
@@ -278,6 +280,21 @@ pub fn live_pod_state(pods: &[Pod]) -> Option<JobState> {
         })
         .collect();
     live.sort_by_key(|p| created(p.metadata.creation_timestamp.as_ref()));
+    if live.is_empty() {
+        // A pod evicted or preempted is deleted gracefully: while it
+        // terminates (and before its replacement exists) the job waits,
+        // for that reason.
+        let mut terminating: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_some()
+                    && !matches!(phase(p), "Succeeded" | "Failed")
+            })
+            .collect();
+        terminating.sort_by_key(|p| created(p.metadata.creation_timestamp.as_ref()));
+        let reason = terminating.last().and_then(|p| failure_reason(p))?;
+        return Some(JobState::new(JobStatus::Pending).with_reason(reason));
+    }
     let pod = live
         .iter()
         .find(|p| phase(p) == "Running")
