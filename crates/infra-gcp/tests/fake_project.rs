@@ -657,3 +657,29 @@ async fn a_spot_cpu_pool_is_added_and_scales_from_zero() {
         "{report:?}"
     );
 }
+
+/// A provisioned fake project's cluster is as `up` leaves it: the jobs
+/// Role there and LeaderWorkerSet serving, nothing to do inside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provisioned_fake_project_needs_nothing() {
+    let cloud = FakeGcp::start(FakeGcpConfig::default().project("fake-proj"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let infra = adapter(&cloud, &dir.path().join("config"), Duration::from_secs(60));
+    let observed = infra.observe().await.complete().unwrap();
+    let plan = model::plan_up(infra.desired(), &observed, None).unwrap();
+    assert!(
+        !plan.actions.iter().any(|a| matches!(
+            a,
+            Action::ApplyRole { .. } | Action::InstallManifests { .. }
+        )),
+        "{:#?}",
+        plan.actions
+    );
+    let report = model::status(infra.desired(), &observed);
+    for what in ["Role default/kinetic-jobs", "LeaderWorkerSet"] {
+        let check = report.checks.iter().find(|c| c.what == what).unwrap();
+        assert!(check.ok, "{check:?}");
+    }
+}
