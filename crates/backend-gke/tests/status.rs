@@ -131,7 +131,7 @@ fn pending_reasons() {
         panic!("{state:?}")
     };
     assert!(
-        message.contains("no node pool exists for this accelerator"),
+        message.contains("no node offers this accelerator yet"),
         "{message}"
     );
     assert!(
@@ -406,4 +406,70 @@ fn attempts_in_the_same_second_are_ordered_as_a_job_replaces_its_pods() {
     );
     assert_eq!(attempts[0].host, "kinetic-job-0a1b2c3d-b");
     assert_eq!(attempts[1].number, 2);
+}
+
+/// Issue 24 point 8: a pod the kubelet took (`startTime` set) that is
+/// still Pending (pulling its image) is a pending attempt, not a running
+/// one; once its container runs it is running.
+#[test]
+fn an_attempt_whose_pod_is_still_pending_is_shown_pending() {
+    let pulling = pod(json!({"phase": "Pending", "startTime": CREATED,
+        "containerStatuses": [{"name": "kinetic-worker", "image": "img", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}));
+    let attempts = kinetic_kube::status::pod_attempts(&[pulling]);
+    assert_eq!(attempts[0].started, None);
+    assert_eq!(
+        attempts[0].to_string(),
+        "attempt 1 on kinetic-job-0a1b2c3d-abcde: pending"
+    );
+    let running = pod(json!({"phase": "Running", "startTime": CREATED,
+        "containerStatuses": [{"name": "kinetic-worker", "image": "img", "imageID": "", "ready": true,
+            "restartCount": 0, "state": {"running": {"startedAt": CREATED}}}]}));
+    let attempts = kinetic_kube::status::pod_attempts(&[running]);
+    assert!(
+        attempts[0]
+            .to_string()
+            .starts_with("attempt 1 on kinetic-job-0a1b2c3d-abcde: running, started "),
+        "{}",
+        attempts[0]
+    );
+}
+
+/// Issue 24 point 6: a `cpu:spot` job cannot run on the default pool (it is
+/// on-demand): the hint names the pool that fits; and a pool at 0 nodes
+/// gets the same scheduler message as no pool, so the hint names both.
+#[test]
+fn the_unschedulable_hint_fits_cpu_spot_and_pools_at_zero() {
+    let message = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.";
+    let spot = std::collections::BTreeMap::from([(
+        "cloud.google.com/gke-spot".to_owned(),
+        "true".to_owned(),
+    )]);
+    let hint = kinetic_kube::status::explain_unschedulable(message, &spot);
+    assert!(
+        hint.contains(
+            "`kinetic pool add --accelerator cpu --spot` (the default pool is on-demand)"
+        ),
+        "{hint}"
+    );
+    assert!(hint.contains("at 0 nodes"), "{hint}");
+    assert!(hint.contains("`kinetic pool list` shows which"), "{hint}");
+}
+
+/// Issue 24 point 8: an evicted pod that is still terminating (graceful
+/// deletion, its replacement not made yet) leaves the job pending with the
+/// eviction as its reason, not pending with none.
+#[test]
+fn a_terminating_evicted_pod_says_why_the_job_waits() {
+    let j = job(json!({"active": 1}));
+    let mut evicted = pod(json!({"phase": "Running", "startTime": CREATED,
+        "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                        "message": "Eviction API: evicting"}]}));
+    evicted.metadata.deletion_timestamp = evicted.metadata.creation_timestamp.clone();
+    let state = job_state(&j, &[evicted], at(5));
+    assert_eq!(state.status, JobStatus::Pending, "{state:?}");
+    assert!(
+        matches!(&state.reason, Some(StatusReason::Evicted { message }) if message == "Eviction API: evicting"),
+        "{state:?}"
+    );
 }

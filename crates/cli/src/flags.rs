@@ -493,7 +493,8 @@ impl PoolArgs {
     ) -> Result<Option<PoolSpec>, CliError> {
         let accel = AcceleratorSpec::parse_with_spot(accelerator, self.spot)
             .map_err(|e| CliError::usage(format!("--accelerator {accelerator}: {e}")))?;
-        if matches!(accel, AcceleratorSpec::Cpu { .. }) {
+        // On-demand CPU runs on the default pool; `cpu --spot` gets a pool.
+        if matches!(accel, AcceleratorSpec::Cpu { spot: false }) {
             return Ok(None);
         }
         let mut request = PoolRequest::new(accel).min_nodes(self.min_nodes);

@@ -110,7 +110,7 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
 
     let (out, err) = ok(c, &["up", "--yes"]).await;
     assert!(out.ends_with("Done.\n"), "{out}");
-    assert!(err.contains("[1/15] enable APIs"), "{err}");
+    assert!(err.contains("[1/16] enable APIs"), "{err}");
     assert!(
         err.contains("waiting for creating GKE cluster fake"),
         "{err}"
@@ -333,12 +333,23 @@ async fn doctor_names_every_missing_piece() {
         "kinetic up",
     )
     .await;
+    // Issue 24 point 4: the CRD alone is not LeaderWorkerSet installed.
+    cloud
+        .cluster()
+        .remove_object("deployments.apps", "lws-system", "lws-controller-manager");
+    assert_named(
+        c,
+        "LeaderWorkerSet",
+        "Deployment lws-system/lws-controller-manager is missing",
+        "kinetic up",
+    )
+    .await;
     cloud.cluster().remove_object(
         "customresourcedefinitions.apiextensions.k8s.io",
         "",
         "leaderworkersets.leaderworkerset.x-k8s.io",
     );
-    assert_named(c, "LeaderWorkerSet CRD", "missing", "kinetic up").await;
+    assert_named(c, "LeaderWorkerSet", "CRD is missing", "kinetic up").await;
     cloud
         .cluster()
         .remove_object("daemonsets.apps", "kube-system", "nvidia-driver-installer");

@@ -204,7 +204,8 @@ impl fmt::Display for Attempt {
         write!(f, "attempt {} on {}: ", self.number, self.host)?;
         match self.outcome {
             Some(o) => write!(f, "{o}")?,
-            None => f.write_str("running")?,
+            None if self.started.is_some() => f.write_str("running")?,
+            None => f.write_str("pending")?,
         }
         if let Some(r) = &self.reason {
             write!(f, " ({r})")?;

@@ -288,7 +288,7 @@ async fn an_unschedulable_job_fails_with_its_reason_after_the_pending_deadline()
     }
     assert_eq!(state.status, JobStatus::Pending, "{state:?}");
     assert!(
-        matches!(&state.reason, Some(StatusReason::Unschedulable { message }) if message.contains("no node pool exists for this accelerator")),
+        matches!(&state.reason, Some(StatusReason::Unschedulable { message }) if message.contains("no node offers this accelerator yet")),
         "{state:?}"
     );
     let started = std::time::Instant::now();

@@ -100,6 +100,22 @@ pub const LWS_MANIFESTS: &str = include_str!("apis/lws-manifests.yaml");
 pub const NVIDIA_DRIVER_MANIFEST: &str = include_str!("apis/nvidia-driver-installer.yaml");
 
 /// Where [`FakeGcp`] serves them, under its APIs' endpoint.
+/// The Role `kinetic up` makes in the jobs' namespace (`kinetic-jobs`):
+/// what pathways jobs need that `edit` lacks.
+fn jobs_role(namespace: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "kinetic-jobs", "namespace": namespace,
+                     "labels": {"app.kubernetes.io/managed-by": "kinetic"}},
+        "rules": [
+            {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"],
+             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets/status"],
+             "verbs": ["get"]},
+        ],
+    })
+}
+
 const LWS_PATH: &str = "kubernetes-sigs/lws/releases/download/v0.5.1/manifests.yaml";
 const NVIDIA_PATH: &str = "GoogleCloudPlatform/container-engine-accelerators/master/nvidia-driver-installer/cos/daemonset-preloaded.yaml";
 
@@ -172,6 +188,14 @@ impl FakeGcp {
             // `kinetic up` installs LeaderWorkerSet.
             cluster
                 .install_leader_worker_set()
+                .map_err(|e| std::io::Error::other(e.message))?;
+            // …and the Role pathways users need beside `edit`.
+            cluster
+                .insert(
+                    "roles.rbac.authorization.k8s.io",
+                    &config.namespace,
+                    jobs_role(&config.namespace),
+                )
                 .map_err(|e| std::io::Error::other(e.message))?;
             gcs.create_bucket_in(&names.jobs_bucket, &config.project, &names.region);
             gcs.create_bucket_in(&names.builds_bucket, &config.project, &names.ar_location);

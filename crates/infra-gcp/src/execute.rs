@@ -363,7 +363,11 @@ impl GcpInfra {
                 let client = self.running_cluster_client().await?;
                 kube::apply_service_account(&client, namespace, name, google_service_account).await
             }
-            Action::InstallManifests { bundle } => self.install(bundle).await,
+            Action::ApplyRole { namespace, role } => {
+                let client = self.running_cluster_client().await?;
+                kube::apply_role(&client, namespace, role).await
+            }
+            Action::InstallManifests { bundle } => self.install(bundle, progress).await,
             Action::WriteKubeconfig { .. } => {
                 let path = self.kubeconfig_path()?;
                 let cluster = self
@@ -832,7 +836,11 @@ impl GcpInfra {
         })
     }
 
-    async fn install(&self, bundle: &ManifestBundle) -> Result<(), InfraError> {
+    async fn install(
+        &self,
+        bundle: &ManifestBundle,
+        progress: &dyn Progress,
+    ) -> Result<(), InfraError> {
         let what = format!("fetching {} from {}", bundle.name, bundle.url);
         let response = self
             .rest
@@ -862,6 +870,12 @@ impl GcpInfra {
                     bundle.name, bundle.url, bundle.marker_kind, bundle.marker_name
                 ),
             });
+        }
+        if bundle.controller.is_some() {
+            let mut waiter = self.waiter(format!("{} to serve", bundle.name), progress);
+            while let Some(why) = kube::not_serving(&client, bundle).await? {
+                waiter.tick(&why).await?;
+            }
         }
         Ok(())
     }

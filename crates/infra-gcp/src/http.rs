@@ -153,6 +153,7 @@ impl Rest {
         retry: RetryPolicy,
     ) -> Result<Self, InfraError> {
         let http = reqwest::Client::builder()
+            .user_agent(crate::USER_AGENT)
             .timeout(Duration::from_secs(120))
             .build()
             .map_err(|e| InfraError::other(format!("cannot create the HTTP client: {e}")))?;

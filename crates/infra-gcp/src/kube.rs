@@ -7,9 +7,12 @@
 use std::collections::BTreeMap;
 
 use crate::model::{
-    KubeSpec, LABEL_NODE_POOL, ManifestBundle, ObservedKube, WORKLOAD_IDENTITY_ANNOTATION,
+    KubeSpec, LABEL_NODE_POOL, ManifestBundle, ObservedKube, RoleRule, RoleSpec,
+    WORKLOAD_IDENTITY_ANNOTATION,
 };
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use k8s_openapi::api::rbac::v1::Role;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
@@ -53,7 +56,7 @@ pub(crate) async fn client(
             access.server
         ))
     })?;
-    let config =
+    let mut config =
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
             .await
             .map_err(|e| {
@@ -62,6 +65,10 @@ pub(crate) async fn client(
                     access.server
                 ))
             })?;
+    config.headers.push((
+        reqwest::header::USER_AGENT,
+        reqwest::header::HeaderValue::from_static(crate::USER_AGENT),
+    ));
     kube::Client::try_from(config)
         .map_err(|e| InfraError::other(format!("cannot build a client of {}: {e}", access.server)))
 }
@@ -119,6 +126,91 @@ pub(crate) async fn installed(
         })
 }
 
+/// Why the installed `bundle` does not serve yet, `None` when it does: its
+/// controller's Deployment missing or without `Available: True`, or (for
+/// LeaderWorkerSet) its webhook not answering. The webhook is asked as the
+/// API server asks it: a server-side dry run of an invalid LeaderWorkerSet
+/// (in the controller's namespace) goes through the mutating webhook before it is refused
+/// as invalid (422); a webhook that cannot be called fails it with 500.
+pub(crate) async fn not_serving(
+    client: &kube::Client,
+    bundle: &ManifestBundle,
+) -> Result<Option<String>, InfraError> {
+    let mut namespace = "default";
+    if let Some(controller) = &bundle.controller {
+        let (ns, name) = controller
+            .split_once('/')
+            .unwrap_or(("default", controller));
+        namespace = ns;
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+        let deployment = deployments
+            .get_opt(name)
+            .await
+            .map_err(|e| kube_error(&format!("reading Deployment {controller}"), e))?;
+        let Some(deployment) = deployment else {
+            return Ok(Some(format!(
+                "its controller's Deployment {controller} is missing"
+            )));
+        };
+        let available = deployment
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Available");
+        match available {
+            Some(c) if c.status == "True" => {}
+            Some(c) => {
+                return Ok(Some(format!(
+                    "its controller's Deployment {controller} is not available ({}: {})",
+                    c.reason.unwrap_or_default(),
+                    c.message.unwrap_or_default()
+                )));
+            }
+            None => {
+                return Ok(Some(format!(
+                    "its controller's Deployment {controller} is not available yet"
+                )));
+            }
+        }
+    }
+    if bundle.marker_kind != "CustomResourceDefinition"
+        || bundle.marker_name != "leaderworkersets.leaderworkerset.x-k8s.io"
+    {
+        return Ok(None);
+    }
+    let gvk = GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
+    let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, "leaderworkersets");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let probe: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "kinetic-webhook-probe", "namespace": namespace},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 0,
+            "workerTemplate": {"spec": {"containers": [{"name": "probe", "image": "probe"}]}}}},
+    }))
+    .map_err(|e| InfraError::other(e.to_string()))?;
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match api.create(&params, &probe).await {
+        // Refused as invalid: the webhooks ran.
+        Err(kube::Error::Api(s)) if s.code == 422 => Ok(None),
+        Err(kube::Error::Api(s)) if s.code >= 500 => {
+            Ok(Some(format!("its webhook does not answer: {}", s.message)))
+        }
+        Err(e) => Err(kube_error("asking LeaderWorkerSet's webhook", e)),
+        // Accepted (a dry run: nothing was stored; an API server that
+        // ignored dryRun stored it, so it goes).
+        Ok(_) => {
+            let _ = api
+                .delete("kinetic-webhook-probe", &kube::api::DeleteParams::default())
+                .await;
+            Ok(None)
+        }
+    }
+}
+
 /// What is inside the cluster.
 pub(crate) async fn observe(
     client: &kube::Client,
@@ -149,10 +241,38 @@ pub(crate) async fn observe(
                 .and_then(|a| a.get(WORKLOAD_IDENTITY_ANNOTATION).cloned())
                 .unwrap_or_default()
         });
+    let roles: Api<Role> = Api::namespaced(client.clone(), &spec.namespace);
+    let jobs_role = roles
+        .get_opt(&spec.jobs_role.name)
+        .await
+        .map_err(|e| {
+            kube_error(
+                &format!("reading Role {}/{}", spec.namespace, spec.jobs_role.name),
+                e,
+            )
+        })?
+        .map(|role| {
+            role.rules
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| RoleRule {
+                    api_groups: r.api_groups.unwrap_or_default(),
+                    resources: r.resources.unwrap_or_default(),
+                    verbs: r.verbs,
+                })
+                .collect()
+        });
+    let lws = installed(client, &spec.lws).await?;
     Ok(ObservedKube {
         namespace,
         service_account,
-        lws: installed(client, &spec.lws).await?,
+        jobs_role,
+        lws_not_ready: if lws {
+            not_serving(client, &spec.lws).await?
+        } else {
+            None
+        },
+        lws,
         nvidia_driver: installed(client, &spec.nvidia_driver).await?,
         ..ObservedKube::default()
     })
@@ -241,6 +361,32 @@ pub(crate) async fn apply_service_account(
             }
         }
         Some(_) => patch_annotation(&accounts, name, &annotations, &what).await,
+    }
+}
+
+/// Create the Role `role` in `namespace`, or replace the rules of the one
+/// there.
+pub(crate) async fn apply_role(
+    client: &kube::Client,
+    namespace: &str,
+    role: &RoleSpec,
+) -> Result<(), InfraError> {
+    let roles: Api<Role> = Api::namespaced(client.clone(), namespace);
+    let what = format!("creating Role {namespace}/{}", role.name);
+    let object: Role = serde_json::from_value(role.to_json(namespace))
+        .map_err(|e| InfraError::other(e.to_string()))?;
+    match roles.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => roles
+            .patch(
+                &role.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"rules": role.to_json(namespace)["rules"]})),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| kube_error(&what, e)),
+        Err(e) => Err(kube_error(&what, e)),
     }
 }
 

@@ -61,6 +61,11 @@ use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_gcp_common::TokenSource;
 
 pub use error::InfraError;
+
+/// How every request of the infrastructure commands identifies itself, to
+/// Google's APIs and to the cluster's API server (`kinetic/{version}`, as
+/// the Kubernetes backends do).
+pub const USER_AGENT: &str = concat!("kinetic/", env!("CARGO_PKG_VERSION"));
 pub use observe::Observation;
 
 /// Where each API is served (Google's by default; test servers otherwise).

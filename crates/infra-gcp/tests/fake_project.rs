@@ -99,12 +99,23 @@ async fn up_builds_a_new_project_and_down_takes_it_away() {
     let infra = adapter(&cloud, &kubeconfig, Duration::from_secs(60));
     let progress = Recorded::default();
     let plan = up(&infra, &progress).await.unwrap();
-    assert_eq!(plan.actions.len(), 17, "{:#?}", plan.actions);
+    assert_eq!(plan.actions.len(), 18, "{:#?}", plan.actions);
     let log = progress.0.lock().unwrap().clone();
     assert!(
         log.iter()
             .any(|l| l.starts_with("wait creating GKE cluster fake: RUNNING")),
         "{log:#?}"
+    );
+
+    // Every request says who sent it (issue 24 point 8).
+    assert_eq!(
+        cloud.apis().user_agents(),
+        vec![kinetic_infra_gcp::USER_AGENT.to_owned()]
+    );
+    assert_eq!(cloud.cluster().calls().without_user_agent(), 0);
+    assert_eq!(
+        cloud.cluster().calls().user_agents(),
+        vec![kinetic_infra_gcp::USER_AGENT.to_owned()]
     );
 
     // The fakes' side of it.
@@ -530,6 +541,220 @@ async fn a_closed_endpoint_fails_at_once_and_a_retry_is_said() {
 async fn a_cluster_endpoint_answering_something_else_is_not_a_cluster() {
     // Issue 25.10: a 200 with a body that is not a cluster was shown as
     // `cluster fake ()`, complete.
+
+/// A client of the fake cluster acting as whoever `token` names.
+async fn client_as(cloud: &FakeGcp, token: &str) -> kube::Client {
+    let yaml = cloud
+        .cluster()
+        .kubeconfig("default")
+        .replace("token: fake-token", &format!("token: {token}"));
+    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// A LeaderWorkerSet as the pathways backend makes one (one group of 2).
+fn leader_worker_set(name: &str) -> kube::api::DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2,
+            "workerTemplate": {"spec": {"restartPolicy": "Always",
+                "containers": [{"name": "job", "image": "python:3.12"}]}}}},
+    }))
+    .unwrap()
+}
+
+fn lws_api(client: kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    let gvk =
+        kube::core::GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
+    let resource = kube::core::ApiResource::from_gvk_with_plural(&gvk, "leaderworkersets");
+    kube::Api::namespaced_with(client, "default", &resource)
+}
+
+/// Issue 24 point 5: `edit` (the built-in ClusterRole, which nothing
+/// aggregates LeaderWorkerSets into) is refused pathways jobs; `up` makes
+/// the Role that, bound beside it, lets a user run them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_and_the_jobs_role_are_what_a_pathways_user_needs() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let infra = adapter(&cloud, &dir.path().join("config"), Duration::from_secs(60));
+    let progress = Recorded::default();
+    up(&infra, &progress).await.unwrap();
+    let log = progress.0.lock().unwrap().clone();
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("done create Role default/kinetic-jobs")),
+        "{log:#?}"
+    );
+
+    let cluster = cloud.cluster();
+    cluster.add_user("dev", "dev-token");
+    cluster.bind_role("dev", "edit", "default").unwrap();
+    let api = lws_api(client_as(&cloud, "dev-token").await);
+    let pp = kube::api::PostParams::default();
+    match api.create(&pp, &leader_worker_set("job-a")).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 403, "{s:?}");
+            assert!(
+                s.message
+                    .contains("cannot create resource \"leaderworkersets\""),
+                "{s:?}"
+            );
+        }
+        other => panic!("edit alone created a LeaderWorkerSet: {other:?}"),
+    }
+
+    // The binding the README gives: `kubectl create rolebinding … --role=kinetic-jobs`.
+    cluster
+        .insert(
+            "rolebindings.rbac.authorization.k8s.io",
+            "default",
+            serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "dev-kinetic-jobs", "namespace": "default"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kinetic-jobs"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dev"}],
+            }),
+        )
+        .unwrap();
+    api.create(&pp, &leader_worker_set("job-a")).await.unwrap();
+    api.get("job-a").await.unwrap();
+    api.list(&kube::api::ListParams::default()).await.unwrap();
+    api.delete("job-a", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+
+    // Nothing left to do: the Role is observed as made.
+    let observed = infra.observe().await.complete().unwrap();
+    let report = model::status(infra.desired(), &observed);
+    assert!(
+        report
+            .checks
+            .iter()
+            .any(|c| c.what == "Role default/kinetic-jobs" && c.ok),
+        "{:?}",
+        report.checks
+    );
+}
+
+/// Issue 24 point 4: LeaderWorkerSet is installed when its controller is
+/// available and its webhook answers, not when its CRD exists. Right after
+/// its manifests are applied the webhooks refuse (500) until the
+/// controller manager is ready: `up` waits for that; a deleted controller
+/// is something `up` has to do and `status` names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_waits_for_the_lws_controller_and_a_deleted_one_is_not_installed() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let infra = adapter(&cloud, &dir.path().join("config"), Duration::from_secs(60));
+    let progress = Recorded::default();
+    up(&infra, &progress).await.unwrap();
+    let log = progress.0.lock().unwrap().clone();
+    assert!(
+        log.iter().any(|l| l.starts_with(
+            "wait LeaderWorkerSet v0.5.1 (CRD and controller) to serve: its controller's Deployment lws-system/lws-controller-manager is not available (MinimumReplicasUnavailable"
+        )),
+        "{log:#?}"
+    );
+    // Done means a pathways job can be submitted at once.
+    let api = lws_api(client_as(&cloud, "admin-token").await);
+    let pp = kube::api::PostParams::default();
+    api.create(&pp, &leader_worker_set("job-a")).await.unwrap();
+
+    // The controller deleted: the CRD is there, LeaderWorkerSet is not.
+    cloud
+        .cluster()
+        .remove_object("deployments.apps", "lws-system", "lws-controller-manager");
+    match api.create(&pp, &leader_worker_set("job-b")).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (500, "InternalError"), "{s:?}");
+            assert!(
+                s.message.starts_with(
+                    "Internal error occurred: failed calling webhook \"mleaderworkerset.kb.io\": failed to call webhook: Post \"https://lws-webhook-service.lws-system.svc:443/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset?timeout=10s\": no endpoints available for service \"lws-webhook-service\""
+                ),
+                "{s:?}"
+            );
+        }
+        other => panic!("created without a controller: {other:?}"),
+    }
+    let observed = infra.observe().await.complete().unwrap();
+    let check = model::status(infra.desired(), &observed)
+        .checks
+        .into_iter()
+        .find(|c| c.what == "LeaderWorkerSet")
+        .unwrap();
+    assert!(!check.ok, "{check:?}");
+    assert!(
+        check
+            .detail
+            .contains("Deployment lws-system/lws-controller-manager is missing"),
+        "{check:?}"
+    );
+    let plan = model::plan_up(infra.desired(), &observed, None).unwrap();
+    assert!(
+        matches!(plan.actions.as_slice(), [Action::InstallManifests { bundle }] if bundle.controller.is_some()),
+        "{:#?}",
+        plan.actions
+    );
+    infra.execute(&plan, &Recorded::default()).await.unwrap();
+    api.create(&pp, &leader_worker_set("job-b")).await.unwrap();
+    let observed = infra.observe().await.complete().unwrap();
+    assert!(
+        model::plan_up(infra.desired(), &observed, None)
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Issue 24 point 6: `pool add --accelerator cpu --spot` makes a Spot CPU
+/// pool (the default pool is on-demand, so nothing else runs `cpu:spot`
+/// jobs), which reads back as a Spot `cpu` pool at 0 nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spot_cpu_pool_is_added_and_scales_from_zero() {
+    let cloud = new_project().await;
+    let dir = tempfile::tempdir().unwrap();
+    let infra = adapter(&cloud, &dir.path().join("config"), Duration::from_secs(60));
+    let observed = infra.observe().await.complete().unwrap();
+    let plan = model::plan_up(infra.desired(), &observed, None).unwrap();
+    infra.execute(&plan, &Recorded::default()).await.unwrap();
+    let pool = PoolSpec::new(
+        &infra.desired().target,
+        &PoolRequest::new(AcceleratorSpec::parse("cpu:spot").unwrap()),
+        "5c5c",
+    )
+    .unwrap();
+    let observed = infra.observe().await.complete().unwrap();
+    let plan = model::plan_pool_add(infra.desired(), &observed, &pool).unwrap();
+    infra.execute(&plan, &Recorded::default()).await.unwrap();
+    assert!(
+        cloud
+            .apis()
+            .node_pools("fake")
+            .contains(&("cpu-spot-5c5c".to_owned(), "RUNNING".to_owned()))
+    );
+    let observed = infra.observe().await.complete().unwrap();
+    let report = model::status(infra.desired(), &observed);
+    let spot = report
+        .pools
+        .iter()
+        .find(|p| p.name == "cpu-spot-5c5c")
+        .unwrap();
+    assert_eq!(
+        (spot.accelerator.as_deref(), spot.spot, spot.nodes_total),
+        (Some("cpu"), true, Some(0)),
+        "{report:?}"
+    );
+}
+
+/// A provisioned fake project's cluster is as `up` leaves it: the jobs
+/// Role there and LeaderWorkerSet serving, nothing to do inside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provisioned_fake_project_needs_nothing() {
     let cloud = FakeGcp::start(FakeGcpConfig::default().project("fake-proj"))
         .await
         .unwrap();
@@ -553,4 +778,21 @@ async fn a_cluster_endpoint_answering_something_else_is_not_a_cluster() {
         "{text}"
     );
     assert!(observation.complete().is_err());
+
+    let infra = adapter(&cloud, &dir.path().join("config"), Duration::from_secs(60));
+    let observed = infra.observe().await.complete().unwrap();
+    let plan = model::plan_up(infra.desired(), &observed, None).unwrap();
+    assert!(
+        !plan.actions.iter().any(|a| matches!(
+            a,
+            Action::ApplyRole { .. } | Action::InstallManifests { .. }
+        )),
+        "{:#?}",
+        plan.actions
+    );
+    let report = model::status(infra.desired(), &observed);
+    for what in ["Role default/kinetic-jobs", "LeaderWorkerSet"] {
+        let check = report.checks.iter().find(|c| c.what == what).unwrap();
+        assert!(check.ok, "{check:?}");
+    }
 }

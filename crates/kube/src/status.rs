@@ -224,10 +224,24 @@ pub fn explain_unschedulable_gpus(
         if selector.is_empty() {
             "no node matches this job's placement".to_owned()
         } else {
-            let flags = pool_add_flags(node_selector, gpus)
-                .unwrap_or_else(|| "--accelerator ACCELERATOR".to_owned());
+            // The same scheduler message whether no pool offers the
+            // accelerator or its pool is at 0 nodes (scaling from zero):
+            // only `kinetic pool list` tells them apart.
+            let add = if node_selector.len() == 1
+                && node_selector
+                    .get("cloud.google.com/gke-spot")
+                    .map(String::as_str)
+                    == Some("true")
+            {
+                "`kinetic pool add --accelerator cpu --spot` (the default pool is on-demand)"
+                    .to_owned()
+            } else {
+                let flags = pool_add_flags(node_selector, gpus)
+                    .unwrap_or_else(|| "--accelerator ACCELERATOR".to_owned());
+                format!("`kinetic pool add {flags}`")
+            };
             format!(
-                "no node pool exists for this accelerator (node selector {selector}); add one with `kinetic pool add {flags}`"
+                "no node offers this accelerator yet (node selector {selector}): either no node pool does (add one with {add}) or its pool is at 0 nodes and the autoscaler is adding one (`kinetic pool list` shows which)"
             )
         }
     } else {
@@ -328,7 +342,9 @@ pub fn sort_oldest_first(pods: &mut [Pod]) {
 }
 
 /// The state of a job whose newest live pod (`Running` first) says it:
-/// `RUNNING`, or `PENDING` with why; `None` without a live pod.
+/// `RUNNING`, or `PENDING` with why; without a live pod, `PENDING` with
+/// why a terminating pod was disrupted (evicted, preempted), if one was;
+/// else `None`.
 pub fn live_pod_state(pods: &[Pod]) -> Option<JobState> {
     let mut live: Vec<&Pod> = pods
         .iter()
@@ -337,6 +353,21 @@ pub fn live_pod_state(pods: &[Pod]) -> Option<JobState> {
         })
         .collect();
     live.sort_by_key(|p| created(p.metadata.creation_timestamp.as_ref()));
+    if live.is_empty() {
+        // A pod evicted or preempted is deleted gracefully: while it
+        // terminates (and before its replacement exists) the job waits,
+        // for that reason.
+        let mut terminating: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_some()
+                    && !matches!(phase(p), "Succeeded" | "Failed")
+            })
+            .collect();
+        terminating.sort_by_key(|p| created(p.metadata.creation_timestamp.as_ref()));
+        let reason = terminating.last().and_then(|p| failure_reason(p))?;
+        return Some(JobState::new(JobStatus::Pending).with_reason(reason));
+    }
     let pod = live
         .iter()
         .find(|p| phase(p) == "Running")
@@ -447,7 +478,13 @@ pub fn pod_attempts(pods: &[Pod]) -> Vec<Attempt> {
         .map(|pod| {
             let ended = first_container(pod)
                 .and_then(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref());
-            let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref());
+            // A pod the kubelet took has a `startTime` while still
+            // Pending (pulling its image): it has not started running.
+            let started = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .filter(|_| phase(pod) != "Pending");
             (pod, pod_outcome(pod), ended, started)
         })
         .collect();

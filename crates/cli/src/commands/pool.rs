@@ -77,7 +77,7 @@ fn add(args: &AddArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let infra = engine::infra(&settings)?;
     let pool = args.pool.pool(&args.accelerator, &settings, &infra)?.ok_or_else(|| {
         CliError::usage(
-            "--accelerator cpu: CPU jobs run on the cluster's default pool; give a GPU or TPU (l4, a100x4, v5litepod-4, …)",
+            "--accelerator cpu: on-demand CPU jobs run on the cluster's default pool; give a GPU or TPU (l4, a100x4, v5litepod-4, …), or --spot for a pool of Spot CPU VMs",
         )
     })?;
     let observed = observe(&infra)?;

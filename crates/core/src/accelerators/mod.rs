@@ -565,7 +565,8 @@ impl AcceleratorSpec {
     /// random suffix (`gpu-l4-1a2b`); `None` for CPU.
     pub fn pool_name(&self, suffix: &str) -> Option<String> {
         match self {
-            Self::Cpu { .. } => None,
+            Self::Cpu { spot: false } => None,
+            Self::Cpu { spot: true } => Some(format!("cpu-spot-{suffix}")),
             Self::Gpu(g) => Some(format!("gpu-{}-{suffix}", g.name())),
             Self::Tpu(t) => Some(format!("tpu-{}-{suffix}", t.name())),
         }

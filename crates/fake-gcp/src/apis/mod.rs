@@ -124,6 +124,8 @@ pub(crate) struct ApisState {
     pub(crate) clusters: BTreeMap<String, container::Cluster>,
     pub(crate) repositories: BTreeMap<String, artifactregistry::Repository>,
     calls: BTreeMap<String, u64>,
+    /// `User-Agent` of every call, `""` for none.
+    pub(crate) agents: std::collections::BTreeSet<String>,
     creations: Vec<String>,
     pub(crate) manifests: BTreeMap<String, String>,
     /// The API server URL running clusters report.
@@ -210,6 +212,11 @@ pub(crate) fn admit(
     operations::advance(app);
     let mut st = app.lock();
     *st.calls.entry(call.to_owned()).or_default() += 1;
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    st.agents.insert(agent.to_owned());
     if let Some(f) = st.faults.iter_mut().find(|f| f.call == call && f.times > 0) {
         if f.skip > 0 {
             f.skip -= 1;
@@ -315,6 +322,7 @@ impl FakeGoogleApis {
             clusters: BTreeMap::new(),
             repositories: BTreeMap::new(),
             calls: BTreeMap::new(),
+            agents: std::collections::BTreeSet::new(),
             creations: Vec::new(),
             manifests: BTreeMap::new(),
             cluster_url: cluster.as_ref().map(|c| c.url().to_owned()),
@@ -443,6 +451,12 @@ impl FakeGoogleApis {
     /// Calls answered so far, by REST method name.
     pub fn calls(&self) -> BTreeMap<String, u64> {
         self.app.lock().calls.clone()
+    }
+
+    /// The `User-Agent` of every call so far, `""` standing for calls
+    /// without one.
+    pub fn user_agents(&self) -> Vec<String> {
+        self.app.lock().agents.iter().cloned().collect()
     }
 
     /// Everything created so far, in order (`"cluster c"`,

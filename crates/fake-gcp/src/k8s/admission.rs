@@ -145,7 +145,7 @@ pub(crate) fn admit_pod(store: &Store, ns: &str, pod: &mut Value) -> Result<(), 
     }
     // The LeaderWorkerSet pod webhook, once LeaderWorkerSet is installed.
     if super::lws::installed(store) {
-        super::lws::default_pod(ns, pod)?;
+        super::lws::default_pod(store, ns, pod)?;
     }
     let errors = limit_violations(&limit_ranges, pod);
     match errors.as_slice() {

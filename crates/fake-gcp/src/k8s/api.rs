@@ -218,9 +218,16 @@ fn served(store: &Store, path: &str) -> bool {
 pub struct ApiCalls {
     counts: Mutex<BTreeMap<String, u64>>,
     agents: Mutex<std::collections::BTreeSet<String>>,
+    without_agent: std::sync::atomic::AtomicU64,
 }
 
 impl ApiCalls {
+    /// How many requests came without a `User-Agent` header.
+    pub fn without_user_agent(&self) -> u64 {
+        self.without_agent
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn saw_agent(&self, agent: &str) {
         self.agents
             .lock()
@@ -412,6 +419,10 @@ async fn authorize(
         .and_then(|v| v.to_str().ok())
     {
         s.calls.saw_agent(agent);
+    } else {
+        s.calls
+            .without_agent
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     let user = s.users.of_header(
         request
@@ -1156,6 +1167,7 @@ async fn create(s: Shared, resource: String, ns: String, body: Bytes) -> Respons
             obj["kind"] = Value::String(kind_of(&s.store, &resource));
         }
         if resource == super::lws::RESOURCE {
+            super::lws::call_set_webhook(&s.store)?;
             super::lws::admit(&mut obj)?;
         }
         if resource == super::statefulset::RESOURCE {
@@ -1194,6 +1206,7 @@ async fn put(s: Shared, resource: String, ns: String, name: String, body: Bytes)
     }
     let admitted = parse_body(&body).and_then(|mut obj| {
         if resource == super::lws::RESOURCE {
+            super::lws::call_set_webhook(&s.store)?;
             super::lws::admit(&mut obj)?;
         }
         if resource == super::statefulset::RESOURCE {

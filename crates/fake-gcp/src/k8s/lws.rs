@@ -26,6 +26,16 @@
 //! Everything is served only while the CustomResourceDefinition
 //! `leaderworkersets.leaderworkerset.x-k8s.io` exists; deleting it deletes
 //! every LeaderWorkerSet.
+//!
+//! The controllers and webhooks live in one process, the Deployment
+//! `lws-system/lws-controller-manager`, as in the v0.5.1 release: nothing
+//! is reconciled while that Deployment is missing or not `Available`, and
+//! while the webhook configurations its manifests register
+//! (`lws-mutating-webhook-configuration`, `failurePolicy: Fail`) point at
+//! a Service without ready endpoints, the API server refuses every create
+//! or update the webhooks match — LeaderWorkerSets, and pods labelled
+//! `leaderworkerset.sigs.k8s.io/name` (the release's object selector) —
+//! with the 500 `InternalError` a failed webhook call gives.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -49,6 +59,55 @@ pub(crate) const REVISION_LABEL: &str = "leaderworkerset.sigs.k8s.io/template-re
 pub(crate) const SIZE_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/size";
 pub(crate) const REPLICAS_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/replicas";
 pub(crate) const LEADER_NAME_ANNOTATION: &str = "leaderworkerset.sigs.k8s.io/leader-name";
+
+/// The controller manager's namespace and Deployment.
+pub(crate) const CONTROLLER_NAMESPACE: &str = "lws-system";
+/// Its Deployment.
+pub(crate) const CONTROLLER: &str = "lws-controller-manager";
+/// The Service the webhooks are called through.
+pub(crate) const WEBHOOK_SERVICE: &str = "lws-webhook-service";
+/// The mutating webhook configuration its manifests register.
+pub(crate) const MUTATING_WEBHOOKS: &str = "lws-mutating-webhook-configuration";
+const MUTATING_RESOURCE: &str = "mutatingwebhookconfigurations.admissionregistration.k8s.io";
+
+/// Whether the controller manager's Deployment is `Available`.
+pub(crate) fn controller_available(store: &Store) -> bool {
+    store
+        .get(
+            super::deployment::RESOURCE,
+            CONTROLLER_NAMESPACE,
+            CONTROLLER,
+        )
+        .is_ok_and(|d| !deleting(&d) && super::deployment::available(&d))
+}
+
+/// The API server calling the webhook `webhook` at `path`: registered and
+/// its Service without ready endpoints, the call fails and so does the
+/// request (`failurePolicy: Fail`), with the API server's message.
+pub(crate) fn call_webhook(store: &Store, webhook: &str, path: &str) -> Result<(), ApiError> {
+    let registered = store.get(MUTATING_RESOURCE, "", MUTATING_WEBHOOKS).is_ok();
+    if !registered || controller_available(store) {
+        return Ok(());
+    }
+    let cause = format!(
+        "failed calling webhook \"{webhook}\": failed to call webhook: Post \"https://{WEBHOOK_SERVICE}.{CONTROLLER_NAMESPACE}.svc:443{path}?timeout=10s\": no endpoints available for service \"{WEBHOOK_SERVICE}\""
+    );
+    Err(ApiError::new(
+        500,
+        "InternalError",
+        format!("Internal error occurred: {cause}"),
+    )
+    .with_details(json!({"causes": [{"message": cause}]})))
+}
+
+/// The LeaderWorkerSet mutating webhook's call.
+pub(crate) fn call_set_webhook(store: &Store) -> Result<(), ApiError> {
+    call_webhook(
+        store,
+        "mleaderworkerset.kb.io",
+        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+    )
+}
 
 /// Whether the LeaderWorkerSet CRD (and so its controller manager) is installed.
 pub(crate) fn installed(store: &Store) -> bool {
@@ -194,10 +253,11 @@ fn is_leader(pod: &Value) -> bool {
 
 /// The pod webhook: labels and environment of a pod of a LeaderWorkerSet
 /// (other pods are left alone).
-pub(crate) fn default_pod(ns: &str, pod: &mut Value) -> Result<(), ApiError> {
+pub(crate) fn default_pod(store: &Store, ns: &str, pod: &mut Value) -> Result<(), ApiError> {
     if label(pod, NAME_LABEL).is_none() {
         return Ok(());
     }
+    call_webhook(store, "mpod.kb.io", "/mutate--v1-pod")?;
     let name = name_of(pod).to_owned();
     let refuse = |m: String| {
         ApiError::new(
@@ -272,6 +332,9 @@ pub(crate) fn reconcile(store: &Store) {
         for lws in store.all(RESOURCE) {
             let _ = delete(store, RESOURCE, ns_of(&lws), name_of(&lws), "Background");
         }
+        return;
+    }
+    if !controller_available(store) {
         return;
     }
     let pods = store.all("pods");
@@ -698,6 +761,54 @@ fn record(store: &Store, lws: &Value, kind: &str, reason: &str, message: &str) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn registered_webhooks_fail_until_the_controller_is_available() {
+        let store = Store::new();
+        // Not registered: nothing is called.
+        assert!(call_set_webhook(&store).is_ok());
+        store
+            .create(
+                MUTATING_RESOURCE,
+                "",
+                json!({"metadata": {"name": MUTATING_WEBHOOKS}, "webhooks": []}),
+            )
+            .unwrap();
+        let mut manager = json!({"metadata": {"name": CONTROLLER, "namespace": CONTROLLER_NAMESPACE},
+                                 "spec": {"replicas": 1}});
+        manager["status"] = super::super::deployment::status(1, 0);
+        store
+            .create(
+                super::super::deployment::RESOURCE,
+                CONTROLLER_NAMESPACE,
+                manager,
+            )
+            .unwrap();
+        let e = call_set_webhook(&store).unwrap_err();
+        assert_eq!((e.code, e.reason.as_str()), (500, "InternalError"));
+        assert!(
+            e.message
+                .ends_with("no endpoints available for service \"lws-webhook-service\""),
+            "{}",
+            e.message
+        );
+        let mut labelled = pod("lws-0", json!({NAME_LABEL: "lws"}));
+        let e = default_pod(&store, "ns", &mut labelled).unwrap_err();
+        assert!(e.message.contains("\"mpod.kb.io\""), "{}", e.message);
+        let mut other = pod("other", json!({}));
+        assert!(
+            default_pod(&store, "ns", &mut other).is_ok(),
+            "not selected"
+        );
+        store.modify(
+            super::super::deployment::RESOURCE,
+            CONTROLLER_NAMESPACE,
+            CONTROLLER,
+            |d| d["status"] = super::super::deployment::status(1, 1),
+        );
+        assert!(controller_available(&store));
+        assert!(call_set_webhook(&store).is_ok());
+    }
+
     fn pod(name: &str, labels: Value) -> Value {
         json!({"metadata": {"name": name, "labels": labels,
                             "annotations": {SIZE_ANNOTATION: "4"}},
@@ -708,7 +819,7 @@ mod tests {
     #[test]
     fn the_pod_webhook_labels_a_leader_and_puts_the_variables_first() {
         let mut leader = pod("set-0", json!({NAME_LABEL: "set", WORKER_INDEX_LABEL: "0"}));
-        default_pod("ns", &mut leader).unwrap();
+        default_pod(&Store::new(), "ns", &mut leader).unwrap();
         assert_eq!(leader["metadata"]["labels"][GROUP_INDEX_LABEL], "0");
         let key = leader["metadata"]["labels"][GROUP_KEY_LABEL]
             .as_str()
@@ -737,15 +848,15 @@ mod tests {
             "set-0-3",
             json!({NAME_LABEL: "set", GROUP_INDEX_LABEL: "0"}),
         );
-        default_pod("ns", &mut worker).unwrap();
+        default_pod(&Store::new(), "ns", &mut worker).unwrap();
         assert_eq!(worker["metadata"]["labels"][WORKER_INDEX_LABEL], "3");
         assert_eq!(worker["spec"]["containers"][0]["env"][2]["value"], "3");
         // Pods of no LeaderWorkerSet are left alone; one without its size is refused.
         let mut other = json!({"metadata": {"name": "x"}});
-        default_pod("ns", &mut other).unwrap();
+        default_pod(&Store::new(), "ns", &mut other).unwrap();
         assert_eq!(other, json!({"metadata": {"name": "x"}}));
         let mut sizeless = json!({"metadata": {"name": "set-0", "labels": {NAME_LABEL: "set"}}});
-        let err = default_pod("ns", &mut sizeless).unwrap_err();
+        let err = default_pod(&Store::new(), "ns", &mut sizeless).unwrap_err();
         assert!(
             err.message
                 .contains("size annotation is unexpectedly missing"),

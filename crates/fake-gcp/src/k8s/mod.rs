@@ -74,6 +74,7 @@ mod auth;
 mod autoscaler;
 mod b64;
 mod controller;
+mod deployment;
 mod dns;
 mod events;
 mod gcsfuse;
@@ -265,6 +266,7 @@ pub struct FakeClusterConfig {
     port: u16,
     scale_up_delay: Duration,
     scale_down_after: Duration,
+    deployment_start: Duration,
     service_accounts: Vec<(String, String)>,
 }
 
@@ -282,6 +284,7 @@ impl Default for FakeClusterConfig {
             port: 0,
             scale_up_delay: Duration::from_millis(300),
             scale_down_after: Duration::from_secs(600),
+            deployment_start: Duration::from_millis(300),
             service_accounts: vec![("default".to_owned(), "kinetic".to_owned())],
         }
     }
@@ -331,6 +334,14 @@ impl FakeClusterConfig {
     /// them the cluster is a plain object store (for benchmarks).
     pub fn controller(mut self, run: bool) -> Self {
         self.controller = run;
+        self
+    }
+
+    /// How long after it is made a Deployment has its pods ready and is
+    /// `Available` (default 300 ms): LeaderWorkerSet's controller manager
+    /// and webhooks answer only then.
+    pub fn deployment_start(mut self, start: Duration) -> Self {
+        self.deployment_start = start;
         self
     }
 
@@ -442,11 +453,13 @@ impl FakeCluster {
                 tracing::warn!("fake Kubernetes API server stopped: {e}");
             }
         });
+        let deployments = Arc::new(deployment::Deployments::new(config.deployment_start));
         let controller = config.controller.then(|| {
             tokio::spawn(control_loop(
                 store.clone(),
                 kubelet.clone(),
                 autoscaler.clone(),
+                deployments,
                 config.tick,
             ))
         });
@@ -587,7 +600,21 @@ impl FakeCluster {
     /// Install LeaderWorkerSet (its CustomResourceDefinition, with its
     /// controller and webhooks), as applying its release manifests does;
     /// until then its API group is not served.
+    ///
+    /// The controller manager is there and ready at once (as long after
+    /// an install as its pods take to start).
     pub fn install_leader_worker_set(&self) -> Result<Value, ApiError> {
+        create_namespace(&self.store, lws::CONTROLLER_NAMESPACE);
+        let mut manager = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": lws::CONTROLLER, "namespace": lws::CONTROLLER_NAMESPACE,
+                         "labels": {"control-plane": "controller-manager"}},
+            "spec": {"replicas": 1},
+        });
+        manager["status"] = deployment::status(1, 1);
+        let _ = self
+            .store
+            .create(deployment::RESOURCE, lws::CONTROLLER_NAMESPACE, manager);
         self.store.create(
             "customresourcedefinitions.apiextensions.k8s.io",
             "",
@@ -738,10 +765,12 @@ async fn control_loop(
     store: Arc<store::Store>,
     kubelet: Arc<kubelet::Kubelet>,
     autoscaler: Arc<autoscaler::Autoscaler>,
+    deployments: Arc<deployment::Deployments>,
     tick: Duration,
 ) {
     loop {
         let changed = store.changed.notified();
+        deployments.reconcile(&store);
         controller::reconcile(&store);
         kubelet.reconcile(&store);
         autoscaler.reconcile(&store);

@@ -163,6 +163,10 @@ pub struct ManifestBundle {
     pub marker_namespace: Option<String>,
     /// Its name.
     pub marker_name: String,
+    /// The Deployment (`namespace/name`) that runs the bundle's controller
+    /// (and webhooks): installed means its `Available` condition is
+    /// `True`, not only that the marker exists.
+    pub controller: Option<String>,
 }
 
 /// LeaderWorkerSet's release that `up` installs (Kinetic's).
@@ -186,6 +190,7 @@ impl ManifestBundle {
             marker_kind: "CustomResourceDefinition".into(),
             marker_namespace: None,
             marker_name: "leaderworkersets.leaderworkerset.x-k8s.io".into(),
+            controller: Some("lws-system/lws-controller-manager".into()),
         }
     }
 
@@ -200,7 +205,76 @@ impl ManifestBundle {
             marker_kind: "DaemonSet".into(),
             marker_namespace: Some("kube-system".into()),
             marker_name: "nvidia-driver-installer".into(),
+            controller: None,
         }
+    }
+}
+
+/// The namespaced Role `up` makes for the people who run jobs: what the
+/// built-in `edit` ClusterRole lacks. `edit` covers gke jobs (Jobs, pods,
+/// their logs, Secrets, events); it has no `leaderworkersets`, since
+/// LeaderWorkerSet's release manifests aggregate no role into it, so a
+/// pathways job needs this one too. Bind both to a user in the jobs'
+/// namespace (the README's "Permissions").
+pub const JOBS_ROLE: &str = "kinetic-jobs";
+
+/// A rule of a Kubernetes Role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RoleRule {
+    /// `apiGroups`.
+    pub api_groups: Vec<String>,
+    /// `resources` (subresources as `leaderworkersets/status`).
+    pub resources: Vec<String>,
+    /// `verbs`.
+    pub verbs: Vec<String>,
+}
+
+/// The namespaced Role of [`JOBS_ROLE`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RoleSpec {
+    /// Its name (`kinetic-jobs`).
+    pub name: String,
+    /// What it allows.
+    pub rules: Vec<RoleRule>,
+}
+
+impl RoleSpec {
+    /// The jobs Role: every verb the pathways backend uses on
+    /// LeaderWorkerSets (submit, watch, cancel, clean up) and their status.
+    pub fn jobs() -> Self {
+        let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        Self {
+            name: JOBS_ROLE.into(),
+            rules: vec![
+                RoleRule {
+                    api_groups: strings(&["leaderworkerset.x-k8s.io"]),
+                    resources: strings(&["leaderworkersets"]),
+                    verbs: strings(&[
+                        "get", "list", "watch", "create", "update", "patch", "delete",
+                    ]),
+                },
+                RoleRule {
+                    api_groups: strings(&["leaderworkerset.x-k8s.io"]),
+                    resources: strings(&["leaderworkersets/status"]),
+                    verbs: strings(&["get"]),
+                },
+            ],
+        }
+    }
+
+    /// The Role as the API takes it, in `namespace`.
+    pub fn to_json(&self, namespace: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": self.name, "namespace": namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "kinetic"}},
+            "rules": self.rules.iter().map(|r| serde_json::json!({
+                "apiGroups": r.api_groups, "resources": r.resources, "verbs": r.verbs,
+            })).collect::<Vec<_>>(),
+        })
     }
 }
 
@@ -214,6 +288,8 @@ pub struct KubeSpec {
     pub service_account: String,
     /// The Google service account it acts as (Workload Identity): the node one.
     pub google_service_account: String,
+    /// The Role job submitters need besides `edit` (pathways jobs).
+    pub jobs_role: RoleSpec,
     /// The LeaderWorkerSet controller.
     pub lws: ManifestBundle,
     /// The NVIDIA driver installer (installed once a GPU pool exists).
@@ -342,6 +418,7 @@ impl Desired {
                 namespace: target.namespace.clone(),
                 service_account: KUBE_SERVICE_ACCOUNT.into(),
                 google_service_account: nodes.email.clone(),
+                jobs_role: RoleSpec::jobs(),
                 lws: ManifestBundle::leader_worker_set(None),
                 nvidia_driver: ManifestBundle::nvidia_driver_installer(None),
                 context: names.kube_context.clone(),

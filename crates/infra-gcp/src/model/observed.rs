@@ -7,6 +7,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::Resource;
+use super::desired::RoleRule;
 use kinetic_core::accelerators::AcceleratorSpec;
 
 /// The life-cycle state of a cluster or node pool, as GKE reports it.
@@ -192,8 +193,14 @@ pub struct ObservedKube {
     /// The `kinetic` service account's Workload Identity annotation:
     /// `None` when the account is missing, `Some("")` when unannotated.
     pub service_account: Option<String>,
+    /// The rules of the jobs Role (`kinetic-jobs`), `None` when missing.
+    pub jobs_role: Option<Vec<RoleRule>>,
     /// Whether the LeaderWorkerSet CRD is installed.
     pub lws: bool,
+    /// Why LeaderWorkerSet, its CRD installed, does not serve: its
+    /// controller's Deployment missing or not `Available`, or its webhook
+    /// not answering (as the API server said). `None` when it serves.
+    pub lws_not_ready: Option<String>,
     /// Whether the NVIDIA driver installer is installed.
     pub nvidia_driver: bool,
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{
     BucketSpec, ClusterSpec, DEFAULT_POOL, Desired, Grant, InfraError, ManifestBundle, Observed,
-    PoolSpec, RepositorySpec, Resource, ResourceStatus, ServiceAccountSpec, cluster_url,
+    PoolSpec, RepositorySpec, Resource, ResourceStatus, RoleSpec, ServiceAccountSpec, cluster_url,
 };
 use kinetic_core::accelerators::AcceleratorSpec;
 
@@ -118,7 +118,17 @@ pub enum Action {
         /// The Google service account it acts as.
         google_service_account: String,
     },
-    /// Install a published set of manifests (objects that exist are kept).
+    /// Create (or replace the rules of) the Role job submitters need
+    /// besides `edit`, in the jobs' namespace.
+    ApplyRole {
+        /// Namespace.
+        namespace: String,
+        /// The Role.
+        role: RoleSpec,
+    },
+    /// Install a published set of manifests (objects that exist are kept;
+    /// missing ones, a deleted controller's Deployment say, are made), then
+    /// wait for its controller to be available and its webhook to answer.
     InstallManifests {
         /// What and from where.
         bundle: ManifestBundle,
@@ -255,6 +265,10 @@ impl Action {
             } => format!(
                 "create Kubernetes service account {namespace}/{name} acting as {google_service_account} (Workload Identity)"
             ),
+            Self::ApplyRole { namespace, role } => format!(
+                "create Role {namespace}/{} (LeaderWorkerSets, for pathways jobs; bind it with `edit`)",
+                role.name
+            ),
             Self::InstallManifests { bundle } => {
                 format!("install {} from {}", bundle.name, bundle.url)
             }
@@ -390,7 +404,13 @@ fn kube_steps(desired: &Desired, observed: &Observed, gpu_pool: bool) -> Vec<Act
             google_service_account: spec.google_service_account.clone(),
         });
     }
-    if !kube.lws {
+    if kube.jobs_role.as_ref() != Some(&spec.jobs_role.rules) {
+        steps.push(Action::ApplyRole {
+            namespace: spec.namespace.clone(),
+            role: spec.jobs_role.clone(),
+        });
+    }
+    if !kube.lws || kube.lws_not_ready.is_some() {
         steps.push(Action::InstallManifests {
             bundle: spec.lws.clone(),
         });

@@ -126,7 +126,7 @@ impl PoolSpec {
     /// hex digits, chosen by the caller).
     ///
     /// # Errors
-    /// [`InfraError::Invalid`] for a CPU accelerator, Spot with a
+    /// [`InfraError::Invalid`] for an on-demand CPU accelerator, Spot with a
     /// reservation, bounds that are not whole slices, or a bad suffix.
     pub fn new(
         target: &InfraTarget,
@@ -149,7 +149,7 @@ impl PoolSpec {
             return Err(invalid(
                 "--accelerator",
                 "cpu",
-                "a GPU or TPU (l4, a100x4, v5litepod-4, …): CPU jobs run on the cluster's default pool",
+                "a GPU or TPU (l4, a100x4, v5litepod-4, …), or cpu with --spot: on-demand CPU jobs run on the cluster's default pool",
             ));
         };
         if let Some(r) = &request.reservation {
@@ -302,7 +302,8 @@ impl PoolSpec {
 
 /// The accelerator of an existing pool, from what its configuration says:
 /// Kinetic's label when present, else its GPUs, else its TPU machine type
-/// and topology; `None` for a CPU pool. `spot` is the pool's Spot flag.
+/// and topology; `None` for an on-demand CPU pool (`cpu:spot` for Kinetic's
+/// Spot CPU pool). `spot` is the pool's Spot flag.
 pub fn accelerator_of_pool(
     labels: &BTreeMap<String, String>,
     machine_type: &str,
@@ -313,7 +314,9 @@ pub fn accelerator_of_pool(
     if let Some(spec) = labels
         .get(LABEL_POOL_ACCELERATOR)
         .and_then(|l| AcceleratorSpec::parse(l).ok())
-        .filter(|s| !matches!(s, AcceleratorSpec::Cpu { .. }))
+        // A CPU pool of Kinetic's is a Spot one (`pool add --accelerator
+        // cpu --spot`); an on-demand CPU pool is the default pool's kind.
+        .filter(|s| !matches!(s, AcceleratorSpec::Cpu { .. }) || spot)
     {
         return Some(spec.with_spot(spot));
     }
@@ -448,6 +451,30 @@ mod tests {
         }
         let r = PoolRequest::new(AcceleratorSpec::parse("l4").unwrap());
         assert!(PoolSpec::new(&target(), &r, "XYZ1").is_err());
+    }
+
+    /// Issue 24 point 6: the default pool is on-demand, so `cpu:spot`
+    /// jobs need a pool of their own.
+    #[test]
+    fn a_spot_cpu_pool_is_made_and_read_back() {
+        let p = pool("cpu:spot", |r| r).unwrap();
+        assert!(p.name.starts_with("cpu-spot-"), "{}", p.name);
+        assert_eq!(p.machine_type(), "e2-standard-4");
+        assert!(p.spot());
+        assert_eq!(p.gpu(), None);
+        assert_eq!((p.min_nodes, p.max_nodes), (0, 10));
+        assert_eq!(p.node_labels()["cloud.google.com/gke-spot"], "true");
+        assert_eq!(
+            p.node_taints(),
+            vec![Taint::no_schedule("cloud.google.com/gke-spot", "true")]
+        );
+        let back = accelerator_of_pool(&p.labels(), p.machine_type(), None, None, true);
+        assert_eq!(back.map(|a| a.to_string()).as_deref(), Some("cpu:spot"));
+        // An on-demand CPU pool (the default one's kind) has no accelerator.
+        assert_eq!(
+            accelerator_of_pool(&p.labels(), "e2-standard-4", None, None, false),
+            None
+        );
     }
 
     #[test]

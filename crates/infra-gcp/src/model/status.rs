@@ -281,14 +281,29 @@ pub(super) fn infra_checks(desired: &Desired, observed: &Observed) -> Vec<Check>
             ),
             Some(gsa) => Check::pass(what, format!("acts as {gsa}")),
         });
-        checks.push(if kube.lws {
-            Check::pass("LeaderWorkerSet CRD", "installed")
-        } else {
-            Check::fail(
-                "LeaderWorkerSet CRD",
-                "missing (multi-host TPU jobs need it)",
+        let what = format!("Role {}/{}", spec.namespace, spec.jobs_role.name);
+        checks.push(match &kube.jobs_role {
+            None => Check::fail(what, "missing (pathways jobs need it besides `edit`)", UP),
+            Some(rules) if rules != &spec.jobs_role.rules => {
+                Check::fail(what, "its rules differ from Kinetic's", UP)
+            }
+            Some(_) => Check::pass(what, "grants LeaderWorkerSets (bind it with `edit`)"),
+        });
+        checks.push(match (&kube.lws, &kube.lws_not_ready) {
+            (false, _) => Check::fail(
+                "LeaderWorkerSet",
+                "its CRD is missing (multi-host TPU jobs need it)",
                 UP,
-            )
+            ),
+            (true, Some(why)) => Check::fail(
+                "LeaderWorkerSet",
+                format!("installed but not serving: {why}"),
+                UP,
+            ),
+            (true, None) => Check::pass(
+                "LeaderWorkerSet",
+                "CRD installed, controller available, webhook answers",
+            ),
         });
         let gpu_pools = observed.cluster.iter().flat_map(|c| &c.pools).any(|p| {
             matches!(
