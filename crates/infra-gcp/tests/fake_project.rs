@@ -541,6 +541,30 @@ async fn a_closed_endpoint_fails_at_once_and_a_retry_is_said() {
 async fn a_cluster_endpoint_answering_something_else_is_not_a_cluster() {
     // Issue 25.10: a 200 with a body that is not a cluster was shown as
     // `cluster fake ()`, complete.
+    let cloud = FakeGcp::start(FakeGcpConfig::default().project("fake-proj"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let other = answering_200(r#"{"kind": "storage#buckets", "items": []}"#);
+    let infra = adapter_with(&cloud, |c| {
+        let mut endpoints = c.endpoints.clone();
+        endpoints.container = other.clone();
+        c.endpoints(endpoints).kubeconfig(dir.path().join("config"))
+    });
+    let observation = infra.observe().await;
+    assert!(observation.observed.cluster.is_none());
+    let (_, e) = observation
+        .unreadable
+        .iter()
+        .find(|(what, _)| what == "cluster fake")
+        .expect("the cluster is unreadable");
+    let text = e.to_string();
+    assert!(
+        text.contains("not the cluster") && text.contains("storage#buckets"),
+        "{text}"
+    );
+    assert!(observation.complete().is_err());
+}
 
 /// A client of the fake cluster acting as whoever `token` names.
 async fn client_as(cloud: &FakeGcp, token: &str) -> kube::Client {
@@ -759,26 +783,6 @@ async fn a_provisioned_fake_project_needs_nothing() {
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let other = answering_200(r#"{"kind": "storage#buckets", "items": []}"#);
-    let infra = adapter_with(&cloud, |c| {
-        let mut endpoints = c.endpoints.clone();
-        endpoints.container = other.clone();
-        c.endpoints(endpoints).kubeconfig(dir.path().join("config"))
-    });
-    let observation = infra.observe().await;
-    assert!(observation.observed.cluster.is_none());
-    let (_, e) = observation
-        .unreadable
-        .iter()
-        .find(|(what, _)| what == "cluster fake")
-        .expect("the cluster is unreadable");
-    let text = e.to_string();
-    assert!(
-        text.contains("not the cluster") && text.contains("storage#buckets"),
-        "{text}"
-    );
-    assert!(observation.complete().is_err());
-
     let infra = adapter(&cloud, &dir.path().join("config"), Duration::from_secs(60));
     let observed = infra.observe().await.complete().unwrap();
     let plan = model::plan_up(infra.desired(), &observed, None).unwrap();
