@@ -43,6 +43,7 @@ mod cloud;
 pub mod cloudbuild;
 pub mod gcs;
 mod google;
+pub mod images;
 pub mod k8s;
 
 pub use apis::FakeGoogleApis;

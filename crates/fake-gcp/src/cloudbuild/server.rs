@@ -264,6 +264,31 @@ async fn create(
             "build": build_json(&build, &schedule),
         }
     });
+    if let (Some(images), BuildOutcome::Success, false) =
+        (st.images.clone(), &schedule.outcome, build.files.is_empty())
+        && images.builds()
+    {
+        // The image's environment is made as the build runs; the build
+        // stays WORKING until it is there.
+        let cell = Arc::new(Mutex::new(None));
+        st.env_builds.insert(id.clone(), cell.clone());
+        let (targets, files) = (build.images(), build.files.clone());
+        std::thread::spawn(move || {
+            let mut result = Ok(String::new());
+            for image in targets {
+                match (result, images.build(&image, &files)) {
+                    (Ok(mut log), Ok(more)) => {
+                        log.push_str(&more);
+                        result = Ok(log);
+                    }
+                    (Ok(log) | Err(log), Err(more)) | (Err(log), Ok(more)) => {
+                        result = Err(log + &more);
+                    }
+                }
+            }
+            *cell.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        });
+    }
     st.schedules.insert(id, schedule);
     st.builds.push(build);
     respond(200, &body)
@@ -304,7 +329,33 @@ async fn poll(state: Shared, project: String, id: String, headers: HeaderMap) ->
                 &google_error(404, &format!("build {id} not found"), None),
             );
         };
-        let schedule = st.schedules.get(&id).cloned().unwrap_or_default();
+        let mut schedule = st.schedules.get(&id).cloned().unwrap_or_default();
+        // An environment still being made keeps the build WORKING; a failed
+        // one fails it.
+        let made = st
+            .env_builds
+            .get(&id)
+            .map(|cell| cell.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        match made {
+            Some(None) if !is_done(&st.builds[index].status) => {
+                st.builds[index].status = "WORKING".into();
+                return respond(200, &build_json(&st.builds[index], &schedule));
+            }
+            Some(Some(Err(log))) => {
+                schedule = BuildSchedule {
+                    queued_polls: 0,
+                    working_polls: 0,
+                    outcome: BuildOutcome::Failure {
+                        status: "FAILURE".into(),
+                        detail: "Build step 0 \"gcr.io/cloud-builders/docker\" failed: step exited with non-zero status: 1".into(),
+                        log: format!("Step #0: {}ERROR\n", log.replace('\n', "\nStep #0: ")),
+                    },
+                };
+                st.schedules.insert(id.clone(), schedule.clone());
+                st.env_builds.remove(&id);
+            }
+            _ => {}
+        }
         let mut log = None;
         if !is_done(&st.builds[index].status) {
             let build = &mut st.builds[index];
