@@ -208,6 +208,10 @@ struct Injected {
     remaining: u32,
 }
 
+/// An image environment being made for a build: `None` while running,
+/// then its log or the failure's log.
+pub(crate) type EnvBuild = Arc<Mutex<Option<Result<String, String>>>>;
+
 #[derive(Debug, Default)]
 struct State {
     token: Option<String>,
@@ -225,7 +229,7 @@ struct State {
     images: Option<Arc<ImageEnvironments>>,
     /// Environment builds under way or done, by build id: `None` while
     /// running, then the log or the failure's log.
-    env_builds: HashMap<String, Arc<Mutex<Option<Result<String, String>>>>>,
+    env_builds: HashMap<String, EnvBuild>,
 }
 
 /// Where a build's bucket is: a store attached under its name, or a fake
