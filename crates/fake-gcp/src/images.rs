@@ -78,6 +78,23 @@ fn tag_of(image: &str) -> Option<&str> {
     (!tag.contains('/') && !name.is_empty()).then_some(tag)
 }
 
+/// The accelerator category of a job image: a bundled image's tag
+/// (`…/base:cpu-0123…`) or a prebuilt image's name (`…/base-gpu:0.1.0`).
+fn category_of(image: &str) -> Option<&str> {
+    let tag = tag_of(image)?;
+    let from_tag = tag
+        .split('-')
+        .next()
+        .filter(|c| image_packages(c).is_some());
+    let name = &image[..image.len() - tag.len() - 1];
+    let from_name = name
+        .rsplit('/')
+        .next()
+        .and_then(|n| n.strip_prefix("base-"))
+        .filter(|c| image_packages(c).is_some());
+    from_tag.or(from_name)
+}
+
 fn run(cmd: &mut Command, log: &mut String) -> Result<(), String> {
     log.push_str(&format!("$ {cmd:?}\n"));
     let out = cmd
@@ -148,19 +165,32 @@ impl ImageEnvironments {
     /// name: `Dockerfile`, the runner, `requirements.txt`), or reuse the
     /// cached one. Returns the build log, or the log of the failure.
     pub fn build(&self, image: &str, files: &BTreeMap<String, String>) -> Result<String, String> {
+        self.build_or_reuse(image, files, true)
+            .unwrap_or_else(|| Ok(String::new()))
+    }
+
+    /// The cached environment of `image` for these `files`, registered as
+    /// [`ImageEnvironments::build`] does, or `None` when it must be made.
+    pub fn reuse(&self, image: &str, files: &BTreeMap<String, String>) -> Option<String> {
+        self.build_or_reuse(image, files, false)?.ok()
+    }
+
+    fn build_or_reuse(
+        &self,
+        image: &str,
+        files: &BTreeMap<String, String>,
+        make: bool,
+    ) -> Option<Result<String, String>> {
         let Some(builder) = &self.builder else {
-            return Ok(String::new());
+            return Some(Ok(String::new()));
         };
-        let category = tag_of(image)
-            .and_then(|t| t.split('-').next())
-            .unwrap_or_default();
-        let Some(packages) = image_packages(category) else {
-            return Err(format!(
-                "the fake Cloud Build cannot tell the accelerator category of {image} from its tag (expected cpu-…, gpu-… or tpu-…)\n"
-            ));
+        let Some(packages) = category_of(image).and_then(image_packages) else {
+            return Some(Err(format!(
+                "the fake Cloud Build cannot tell the accelerator category of {image} (expected a bundled tag cpu-…, gpu-…, tpu-… or a prebuilt base-cpu, base-gpu, base-tpu image)\n"
+            )));
         };
         let dockerfile = files.get("Dockerfile").map(String::as_str).unwrap_or("");
-        let wheels: Vec<String> = std::fs::read_dir(&builder.wheelhouse)
+        let wheels: std::collections::BTreeSet<String> = std::fs::read_dir(&builder.wheelhouse)
             .map(|d| {
                 d.filter_map(Result::ok)
                     .map(|e| e.file_name().to_string_lossy().to_lowercase())
@@ -178,7 +208,7 @@ impl ImageEnvironments {
         for part in [
             image,
             &builder.base_python.display().to_string(),
-            &wheels.join(","),
+            &wheels.iter().cloned().collect::<Vec<_>>().join(","),
         ] {
             key.update(part.as_bytes());
             key.update(b"\n");
@@ -198,8 +228,12 @@ impl ImageEnvironments {
             ));
         }
         if !dir.join("venv/bin/python3").exists() {
-            std::fs::create_dir_all(&builder.cache)
-                .map_err(|e| format!("{log}{}: {e}\n", builder.cache.display()))?;
+            if !make {
+                return None;
+            }
+            if let Err(e) = std::fs::create_dir_all(&builder.cache) {
+                return Some(Err(format!("{log}{}: {e}\n", builder.cache.display())));
+            }
             let part = builder
                 .cache
                 .join(format!("{}.part-{}", &key[..16], std::process::id()));
@@ -214,7 +248,7 @@ impl ImageEnvironments {
                 }
                 Err(e) => {
                     let _ = std::fs::remove_dir_all(&part);
-                    return Err(e);
+                    return Some(Err(e));
                 }
             }
         } else {
@@ -236,7 +270,7 @@ impl ImageEnvironments {
                 env,
             },
         );
-        Ok(log)
+        Some(Ok(log))
     }
 
     fn make(
@@ -310,6 +344,15 @@ mod tests {
             Some("cpu-0123")
         );
         assert_eq!(tag_of("localhost:5000/base"), None);
+        assert_eq!(
+            category_of("us-docker.pkg.dev/p/r/base:tpu-0123"),
+            Some("tpu")
+        );
+        assert_eq!(
+            category_of("us-docker.pkg.dev/p/r/base-gpu:0.1.0"),
+            Some("gpu")
+        );
+        assert_eq!(category_of("us-docker.pkg.dev/p/r/base:0.1.0"), None);
         let mut env = BTreeMap::new();
         env_line("KERAS_BACKEND=jax PYTHONUNBUFFERED=1", &mut env);
         assert_eq!(env.get("KERAS_BACKEND").map(String::as_str), Some("jax"));

@@ -270,10 +270,19 @@ async fn create(
     {
         // The image's environment is made as the build runs; the build
         // stays WORKING until it is there.
-        let cell = Arc::new(Mutex::new(None));
-        st.env_builds.insert(id.clone(), cell.clone());
         let (targets, files) = (build.images(), build.files.clone());
+        // Environments made before are there at once.
+        let reused: Option<String> = targets
+            .iter()
+            .map(|image| images.reuse(image, &files))
+            .collect();
+        let cell = Arc::new(Mutex::new(reused.map(Ok)));
+        st.env_builds.insert(id.clone(), cell.clone());
+        let made = cell.lock().unwrap_or_else(|p| p.into_inner()).is_some();
         std::thread::spawn(move || {
+            if made {
+                return;
+            }
             let mut result = Ok(String::new());
             for image in targets {
                 match (result, images.build(&image, &files)) {
@@ -336,7 +345,7 @@ async fn poll(state: Shared, project: String, id: String, headers: HeaderMap) ->
             .env_builds
             .get(&id)
             .map(|cell| cell.lock().unwrap_or_else(|p| p.into_inner()).clone());
-        match made {
+        match &made {
             Some(None) if !is_done(&st.builds[index].status) => {
                 st.builds[index].status = "WORKING".into();
                 return respond(200, &build_json(&st.builds[index], &schedule));
@@ -366,7 +375,15 @@ async fn poll(state: Shared, project: String, id: String, headers: HeaderMap) ->
                 let text = match &schedule.outcome {
                     BuildOutcome::Failure { log, .. } => log.clone(),
                     _ => format!(
-                        "Step #0: Successfully built\nStep #0: Successfully tagged {}\nDONE\n",
+                        "{}Step #0: Successfully built\nStep #0: Successfully tagged {}\nDONE\n",
+                        match &made {
+                            // What the image's environment was made of.
+                            Some(Some(Ok(env_log))) => env_log
+                                .lines()
+                                .map(|l| format!("Step #0: {l}\n"))
+                                .collect::<String>(),
+                            _ => String::new(),
+                        },
                         build.images().join(", ")
                     ),
                 };
