@@ -28,6 +28,24 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 TESTS_VENV_IMAGE = "us-docker.pkg.dev/fake-project/kn-fake/tests-venv:stand-in"
 
 
+
+
+def _workspace_version() -> str:
+    with open(os.path.join(REPO, "Cargo.toml")) as f:
+        for line in f:
+            if line.startswith("version = "):
+                return line.split('"')[1]
+    raise AssertionError("no version in Cargo.toml")
+
+
+# A prebuilt base image (``container_image="prebuilt"``) in the fake
+# registry: no build of the fake makes it, so its environment is named
+# explicitly (a venv the ``prebuilt_image`` fixture makes when a test needs it:
+# cloudpickle from the wheelhouse, as the image's packages the wheelhouse has).
+PREBUILT_REPO = "us-docker.pkg.dev/fake-project/kn-fake/prebuilt"
+PREBUILT_IMAGE = "%s/base-cpu:%s" % (PREBUILT_REPO, _workspace_version())
+
+
 def _fake_gcp_binary() -> str:
     path = os.environ.get("KINETIC_FAKE_GCP_BIN") or os.path.join(REPO, "target", "debug", "kinetic-fake-gcp")
     if not os.access(path, os.X_OK):
@@ -67,7 +85,24 @@ def wheelhouse(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def fake_gcp(tmp_path_factory, wheelhouse):
+def prebuilt_env(tmp_path_factory):
+    """Where the prebuilt image's environment is (made by ``prebuilt_image``)."""
+    return tmp_path_factory.mktemp("prebuilt-image") / "venv"
+
+
+@pytest.fixture(scope="session")
+def prebuilt_image(prebuilt_env, wheelhouse):
+    """The prebuilt image's environment, made once: a fresh venv with the
+    image's packages the wheelhouse holds (cloudpickle)."""
+    if not (prebuilt_env / "bin" / "python3").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(prebuilt_env)], check=True)
+        subprocess.run([str(prebuilt_env / "bin" / "python3"), "-m", "pip", "install", "-q", "--no-index",
+                        "--disable-pip-version-check", "--find-links", str(wheelhouse), "cloudpickle"], check=True)
+    return PREBUILT_IMAGE
+
+
+@pytest.fixture(scope="session")
+def fake_gcp(tmp_path_factory, wheelhouse, prebuilt_env):
     """The fake cloud, started once; the environment that points at it.
     Image environments are kept under ``target/fake-images`` between runs."""
     state = tmp_path_factory.mktemp("fake-gcp")
@@ -75,7 +110,8 @@ def fake_gcp(tmp_path_factory, wheelhouse):
     child = subprocess.Popen([_fake_gcp_binary(), "--state-dir", str(state), "--python", sys.executable,
                               "--wheelhouse", str(wheelhouse),
                               "--image-cache", os.path.join(REPO, "target", "fake-images"),
-                              "--image", "%s=%s" % (TESTS_VENV_IMAGE, sys.executable)],
+                              "--image", "%s=%s" % (TESTS_VENV_IMAGE, sys.executable),
+                              "--image", "%s=%s" % (PREBUILT_IMAGE, prebuilt_env / "bin" / "python3")],
                              stdout=subprocess.PIPE, stderr=log, text=True)
     try:
         line = child.stdout.readline()

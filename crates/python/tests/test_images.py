@@ -14,6 +14,7 @@ import zipfile
 
 import pytest
 
+from conftest import PREBUILT_REPO
 from test_main import _jobs, run_script
 
 PANDAS = '''"""A stand-in for pandas: what the dependencies page's example calls."""
@@ -101,4 +102,25 @@ def test_a_package_the_image_lacks_is_no_module_as_on_a_real_pod(kinetic_env):
             print("error", type(err).__name__, err)
     """)
     assert "No module named 'pytest'" in out, out
+    assert len(_jobs(kinetic_env)) == 1
+
+
+@pytest.mark.parametrize("backend", ["gke"])
+def test_a_prebuilt_image_installs_the_requirements_when_the_job_starts(kinetic_env, wheelhouse, prebuilt_image):
+    # The prebuilt image has no pandas: the runner installs requirements.txt
+    # at start, from the fake cluster's package index (the wheelhouse).
+    build_wheel(wheelhouse, "pandas", "0.0.1", PANDAS)
+    (kinetic_env / "requirements.txt").write_text("pandas\n")
+    out = run_script(kinetic_env, """
+        import kinetic
+
+        @kinetic.run(accelerator="cpu", container_image="prebuilt", base_image_repo=%r)
+        def analyze():
+            import pandas as pd
+            _record()
+            return int(pd.DataFrame({"x": [4, 5]})["x"].sum()), getattr(pd, "STAND_IN", False)
+
+        print("value", *analyze())
+    """ % PREBUILT_REPO)
+    assert "value 9 True" in out, out
     assert len(_jobs(kinetic_env)) == 1
