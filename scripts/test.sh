@@ -65,6 +65,10 @@ venv=target/python-venv
 KINETIC_RUNNER_PYTHON="$PWD/$venv/bin/python" python3 -m unittest runner.tests.hf_loading 2>&1 | tail -n 5
 # The runner's debug jobs with the venv's debugpy.
 KINETIC_RUNNER_PYTHON="$PWD/$venv/bin/python" python3 -m unittest runner.tests.debugpy_session 2>&1 | tail -n 5
+# The fake cloud's package index: its images are venvs whose packages pip
+# installs from this wheelhouse only (cloudpickle in every image, debugpy
+# for the debug jobs); the only download, here, never in a test.
+"$venv/bin/python" -m pip download -q --disable-pip-version-check -d target/wheelhouse cloudpickle debugpy
 # The gke half of the suite runs on the fake cloud of kinetic-fake-gcp.
 cargo build -p kinetic-fake-gcp --locked --quiet
 (cd crates/python && VIRTUAL_ENV="$PWD/../../$venv" "../../$venv/bin/maturin" develop --locked -q)

@@ -20,20 +20,26 @@ pub const LIBTPU_FIND_LINKS: &str =
     "https://storage.googleapis.com/jax-releases/libtpu_releases.html";
 
 /// Python packages every job image installs besides the user's, per
-/// accelerator category (the JAX build that runs on it). The runner uses the
-/// standard library only (no google-cloud-storage or keras-kinetic);
-/// `cloudpickle` unpickles the functions that travel by value (those of a
-/// client's `__main__`: a script, the prompt, a notebook), and `keras` stays
-/// for users who come from Kinetic, where it is always there.
-pub fn accelerator_packages(category: &str) -> Result<&'static str, BuildError> {
-    match category {
-        "cpu" => Ok("jax keras cloudpickle"),
-        "gpu" => Ok("'jax[cuda12]' keras cloudpickle"),
-        "tpu" => Ok("'jax[tpu]>=0.4.6' keras cloudpickle"),
-        other => Err(BuildError::invalid_input(format!(
-            "invalid accelerator category '{other}' for an image: expected cpu, gpu or tpu"
-        ))),
-    }
+/// accelerator category, as words of a shell command: the list is
+/// [`kinetic_core::image::IMAGE_PACKAGES`] (which the fake Cloud Build
+/// installs too), requirements with extras or versions quoted.
+pub fn accelerator_packages(category: &str) -> Result<String, BuildError> {
+    let packages = kinetic_core::image::image_packages(category).ok_or_else(|| {
+        BuildError::invalid_input(format!(
+            "invalid accelerator category '{category}' for an image: expected cpu, gpu or tpu"
+        ))
+    })?;
+    Ok(packages
+        .iter()
+        .map(|p| {
+            if kinetic_core::image::requirement_name(p) == *p {
+                (*p).to_owned()
+            } else {
+                format!("'{p}'")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" "))
 }
 
 /// The `RUN` line that installs the accelerator's packages and, when

@@ -68,6 +68,38 @@ pub const DOCKERFILE_TEMPLATE: &str = include_str!("../../../runner/Dockerfile.t
 /// backends run `python3 -u /app/kinetic_runner.py --spec URI`.
 pub const RUNNER_IMAGE_PATH: &str = "/app/kinetic_runner.py";
 
+/// What every job image installs besides the user's requirements, per
+/// accelerator category: the JAX build that runs on it, `keras` (always
+/// there for users who come from Kinetic) and `cloudpickle` (functions of
+/// a client's `__main__` travel pickled by value). The runner itself uses
+/// the standard library only.
+///
+/// The one list of what an image holds: the Dockerfile's install line is
+/// rendered from it (`kinetic-build-cloudbuild`) and the fake Cloud Build
+/// of `kinetic-fake-gcp` installs from it, so the two cannot drift apart.
+pub const IMAGE_PACKAGES: &[(&str, &[&str])] = &[
+    ("cpu", &["jax", "keras", "cloudpickle"]),
+    ("gpu", &["jax[cuda12]", "keras", "cloudpickle"]),
+    ("tpu", &["jax[tpu]>=0.4.6", "keras", "cloudpickle"]),
+];
+
+/// The packages of [`IMAGE_PACKAGES`] for `category`, or `None` for a
+/// category with no images.
+pub fn image_packages(category: &str) -> Option<&'static [&'static str]> {
+    IMAGE_PACKAGES
+        .iter()
+        .find(|(c, _)| *c == category)
+        .map(|(_, packages)| *packages)
+}
+
+/// The distribution name of a requirement (`jax[tpu]>=0.4.6` → `jax`).
+pub fn requirement_name(requirement: &str) -> &str {
+    let end = requirement
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        .unwrap_or(requirement.len());
+    &requirement[..end]
+}
+
 /// Why an image name could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -262,4 +294,20 @@ pub fn registry_tag_resource(
 /// (e.g. `kinetic/base-gpu:0.0.4`).
 pub fn prebuilt_image_uri(repo: &str, category: &str, version: &str) -> String {
     format!("{repo}/base-{category}:{version}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_category_has_cloudpickle_and_names_strip_extras() {
+        for category in ["cpu", "gpu", "tpu"] {
+            let packages = image_packages(category).unwrap_or_default();
+            assert!(packages.contains(&"cloudpickle"), "{category}");
+        }
+        assert_eq!(image_packages("fpga"), None);
+        assert_eq!(requirement_name("jax[tpu]>=0.4.6"), "jax");
+        assert_eq!(requirement_name("typing_extensions"), "typing_extensions");
+    }
 }

@@ -11,6 +11,7 @@ use kinetic_core::settings::vars;
 use crate::apis::FakeGoogleApis;
 use crate::cloudbuild::{BuildSchedule, FakeCloudBuild};
 use crate::gcs::FakeGcs;
+use crate::images::{ImageBuilder, ImageEnvironments};
 use crate::k8s::{FakeCluster, FakeClusterConfig};
 
 /// Settings of a [`FakeGcp`].
@@ -21,6 +22,9 @@ pub struct FakeGcpConfig {
     cluster: String,
     namespace: String,
     python: PathBuf,
+    wheelhouse: Option<PathBuf>,
+    image_cache: Option<PathBuf>,
+    stand_ins: Vec<(String, PathBuf)>,
     provisioned: bool,
     operation_time: Duration,
     scale_up_delay: Duration,
@@ -37,6 +41,9 @@ impl Default for FakeGcpConfig {
             cluster: "fake".into(),
             namespace: DEFAULT_NAMESPACE.into(),
             python: PathBuf::from("python3"),
+            wheelhouse: None,
+            image_cache: None,
+            stand_ins: Vec::new(),
             provisioned: true,
             operation_time: Duration::from_millis(200),
             scale_up_delay: Duration::from_millis(300),
@@ -63,9 +70,34 @@ impl FakeGcpConfig {
         self
     }
 
-    /// The interpreter that runs the pods' `python3` (default `python3`).
+    /// The host interpreter (default `python3`): the one image
+    /// environments are made from, and the fake GCS FUSE driver's. Without
+    /// [`FakeGcpConfig::wheelhouse`] or [`FakeGcpConfig::image`], also the
+    /// one every pod's `python3` runs on, whatever its image.
     pub fn python(mut self, python: impl Into<PathBuf>) -> Self {
         self.python = python.into();
+        self
+    }
+
+    /// Pods have only what their image holds: each image the fake Cloud
+    /// Build builds becomes an environment (a fresh venv of
+    /// [`FakeGcpConfig::python`], the image's packages and requirements
+    /// installed by pip from `wheelhouse` only, the files its recipe
+    /// adds), kept under `cache` by image; pods run their image's
+    /// environment, install at start from the same wheelhouse (their
+    /// package index), and an image the registry does not hold cannot be
+    /// pulled. See [`crate::images`].
+    pub fn wheelhouse(mut self, wheelhouse: impl Into<PathBuf>, cache: impl Into<PathBuf>) -> Self {
+        self.wheelhouse = Some(wheelhouse.into());
+        self.image_cache = Some(cache.into());
+        self
+    }
+
+    /// Name the environment of an image no build makes (a fixed
+    /// `KINETIC_IMAGE`, a prebuilt image): its pods run `python`. Turns on
+    /// the registry's images as [`FakeGcpConfig::wheelhouse`] does.
+    pub fn image(mut self, image: &str, python: impl Into<PathBuf>) -> Self {
+        self.stand_ins.push((image.to_owned(), python.into()));
         self
     }
 
@@ -158,9 +190,38 @@ impl FakeGcp {
         } else {
             Vec::new()
         };
+        let images = (config.wheelhouse.is_some() || !config.stand_ins.is_empty()).then(|| {
+            let builder = config
+                .wheelhouse
+                .clone()
+                .zip(config.image_cache.clone())
+                .map(|(wheelhouse, cache)| ImageBuilder {
+                    base_python: config.python.clone(),
+                    wheelhouse,
+                    cache,
+                });
+            let images = ImageEnvironments::new(builder);
+            for (image, python) in &config.stand_ins {
+                images.add_stand_in(image, python);
+            }
+            Arc::new(images)
+        });
+        let mut cluster_config = FakeClusterConfig::default();
+        if let Some(images) = &images {
+            cluster_config = cluster_config.images(images.clone());
+            if let Some(wheelhouse) = images.wheelhouse() {
+                // The pods' package index: what they install at start
+                // comes from the wheelhouse, never the network.
+                let wheelhouse = wheelhouse.display().to_string();
+                cluster_config = cluster_config
+                    .env("PIP_NO_INDEX", "1")
+                    .env("PIP_FIND_LINKS", &wheelhouse)
+                    .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+            }
+        }
         let cluster = Arc::new(
             FakeCluster::start(
-                FakeClusterConfig::default()
+                cluster_config
                     .python(&config.python)
                     .env(vars::GCS_ENDPOINT, &gcs.endpoint())
                     .nodes(Vec::new())
@@ -174,6 +235,9 @@ impl FakeGcp {
         // The first poll of a build sees it done: a job waits one poll.
         cloud_build.set_schedule(BuildSchedule::success().with_polls(0, 0));
         cloud_build.attach_gcs(&gcs);
+        if let Some(images) = &images {
+            cloud_build.attach_images(images.clone());
+        }
         let apis = FakeGoogleApis::start_with(
             &config.project,
             Some(cluster.clone()),

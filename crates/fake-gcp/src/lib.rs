@@ -14,6 +14,10 @@
 //!   ([`FakeCluster`]).
 //! - [`cloudbuild`]: Cloud Build and Artifact Registry ([`FakeCloudBuild`]),
 //!   reading build sources from a fake GCS server's buckets.
+//! - [`images`]: what the registry's images hold. With a wheelhouse
+//!   ([`FakeGcpConfig::wheelhouse`], `--wheelhouse`), each built image is
+//!   a fresh venv and a pod runs its image's `python3`, never the tests'
+//!   interpreter; an image the registry does not hold is `ErrImagePull`.
 //! - [`apis`]: the control-plane APIs `kinetic up` drives
 //!   ([`FakeGoogleApis`]): Service Usage, Kubernetes Engine (clusters and
 //!   node pools whose nodes join the fake cluster, long-running
@@ -43,6 +47,7 @@ mod cloud;
 pub mod cloudbuild;
 pub mod gcs;
 mod google;
+pub mod images;
 pub mod k8s;
 
 pub use apis::FakeGoogleApis;

@@ -136,6 +136,9 @@ fn help_describes_every_option() {
         "--project <PROJECT>",
         "--cluster <CLUSTER>",
         "--python <PYTHON>",
+        "--wheelhouse <DIR>",
+        "--image-cache <DIR>",
+        "--image <IMAGE=PYTHON>",
     ] {
         assert!(help.contains(want), "{want} missing from:\n{help}");
     }

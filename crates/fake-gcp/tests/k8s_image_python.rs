@@ -73,3 +73,73 @@ async fn the_images_python3_runs_directly_and_through_a_shell() {
         assert_eq!(log.trim(), want, "{name}");
     }
 }
+
+async fn wait_for(api: &Api<Pod>, name: &str, done: impl Fn(&Pod) -> bool) -> Pod {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pod = api.get(name).await.unwrap();
+        if done(&pod) {
+            return pod;
+        }
+        assert!(Instant::now() < deadline, "{name}: {:?}", pod.status);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// With the fake registry's images, a pod runs its own image's
+/// interpreter, and an image the registry does not hold is never run on
+/// any other: it cannot be pulled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_runs_its_images_environment_and_an_unknown_image_is_err_image_pull() {
+    use kinetic_fake_gcp::images::ImageEnvironments;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let python = dir.path().join("python3");
+    std::fs::write(&python, "#!/bin/sh\necho \"known image: $*\"\n").unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let images = std::sync::Arc::new(ImageEnvironments::new(None));
+    images.add_stand_in("fake.registry.invalid/x:1", &python);
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default()
+            .python("/the/tests/interpreter/must/not/run")
+            .images(images),
+    )
+    .await
+    .unwrap();
+    let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    api.create(
+        &PostParams::default(),
+        &pod("known", &["python3", "-c", "x"]),
+    )
+    .await
+    .unwrap();
+    let mut unknown = pod("unknown", &["python3", "-c", "x"]);
+    unknown.spec.as_mut().unwrap().containers[0].image =
+        Some("fake.registry.invalid/never-built:1".into());
+    api.create(&PostParams::default(), &unknown).await.unwrap();
+
+    let known = wait_for(&api, "known", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+    })
+    .await;
+    assert!(known.status.is_some());
+    let log = api.logs("known", &LogParams::default()).await.unwrap();
+    assert_eq!(log.trim(), "known image: -c x");
+
+    let reason = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.first())
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.clone())
+    };
+    let pulled = wait_for(&api, "unknown", |p| reason(p).is_some()).await;
+    assert_eq!(reason(&pulled).as_deref(), Some("ErrImagePull"));
+    assert_eq!(
+        pulled.status.and_then(|s| s.phase).as_deref(),
+        Some("Pending")
+    );
+}

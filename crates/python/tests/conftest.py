@@ -2,7 +2,11 @@
 test project on sys.path, as a user's checkout would be; and runs twice:
 on the local backend, and with ``backend="gke"`` (through ``KINETIC_BACKEND``)
 on the fake Google Cloud of ``kinetic-fake-gcp`` (Kubernetes, GCS and Cloud
-Build on loopback, its pods run as processes on this interpreter)."""
+Build on loopback). The fake's pods have only what their image holds: each
+image its Cloud Build builds is a fresh venv with the image's packages and
+requirements installed from a wheelhouse (``target/wheelhouse``, which
+``scripts/test.sh`` fills with ``pip download``; no index is reached), and a
+pod runs its image's ``python3``, never this interpreter."""
 
 import os
 import shlex
@@ -15,6 +19,31 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+
+
+# An image no build makes, whose environment the fake registry is told
+# explicitly: this interpreter (the venv of scripts/test.sh, with datasets
+# and debugpy). For the few jobs that need a package too big for the
+# wheelhouse; every other job runs in an image the fake Cloud Build built.
+TESTS_VENV_IMAGE = "us-docker.pkg.dev/fake-project/kn-fake/tests-venv:stand-in"
+
+
+
+
+def _workspace_version() -> str:
+    with open(os.path.join(REPO, "Cargo.toml")) as f:
+        for line in f:
+            if line.startswith("version = "):
+                return line.split('"')[1]
+    raise AssertionError("no version in Cargo.toml")
+
+
+# A prebuilt base image (``container_image="prebuilt"``) in the fake
+# registry: no build of the fake makes it, so its environment is named
+# explicitly (a venv the ``prebuilt_image`` fixture makes when a test needs it:
+# cloudpickle from the wheelhouse, as the image's packages the wheelhouse has).
+PREBUILT_REPO = "us-docker.pkg.dev/fake-project/kn-fake/prebuilt"
+PREBUILT_IMAGE = "%s/base-cpu:%s" % (PREBUILT_REPO, _workspace_version())
 
 
 def _fake_gcp_binary() -> str:
@@ -40,11 +69,49 @@ def _read_env(path: str) -> dict:
 
 
 @pytest.fixture(scope="session")
-def fake_gcp(tmp_path_factory):
-    """The fake cloud, started once; the environment that points at it."""
+def wheelhouse(tmp_path_factory):
+    """The fake cloud's package index: the wheels of ``target/wheelhouse``
+    (or ``KINETIC_TEST_WHEELHOUSE``), copied into a folder tests add their
+    own stand-in wheels to."""
+    source = os.environ.get("KINETIC_TEST_WHEELHOUSE") or os.path.join(REPO, "target", "wheelhouse")
+    wheels = sorted(os.listdir(source)) if os.path.isdir(source) else []
+    if not any(w.lower().startswith("cloudpickle-") for w in wheels):
+        pytest.fail("no cloudpickle wheel in %s: run `pip download cloudpickle debugpy -d %s` "
+                    "(scripts/test.sh does)" % (source, source))
+    folder = tmp_path_factory.mktemp("wheelhouse")
+    for wheel in wheels:
+        shutil.copy(os.path.join(source, wheel), folder / wheel)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def prebuilt_env(tmp_path_factory):
+    """Where the prebuilt image's environment is (made by ``prebuilt_image``)."""
+    return tmp_path_factory.mktemp("prebuilt-image") / "venv"
+
+
+@pytest.fixture(scope="session")
+def prebuilt_image(prebuilt_env, wheelhouse):
+    """The prebuilt image's environment, made once: a fresh venv with the
+    image's packages the wheelhouse holds (cloudpickle)."""
+    if not (prebuilt_env / "bin" / "python3").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(prebuilt_env)], check=True)
+        subprocess.run([str(prebuilt_env / "bin" / "python3"), "-m", "pip", "install", "-q", "--no-index",
+                        "--disable-pip-version-check", "--find-links", str(wheelhouse), "cloudpickle"], check=True)
+    return PREBUILT_IMAGE
+
+
+@pytest.fixture(scope="session")
+def fake_gcp(tmp_path_factory, wheelhouse, prebuilt_env):
+    """The fake cloud, started once; the environment that points at it.
+    Image environments are kept under ``target/fake-images`` between runs."""
     state = tmp_path_factory.mktemp("fake-gcp")
     log = open(state / "server.log", "w")
-    child = subprocess.Popen([_fake_gcp_binary(), "--state-dir", str(state), "--python", sys.executable],
+    child = subprocess.Popen([_fake_gcp_binary(), "--state-dir", str(state), "--python", sys.executable,
+                              "--wheelhouse", str(wheelhouse),
+                              "--image-cache", os.path.join(REPO, "target", "fake-images"),
+                              "--image", "%s=%s" % (TESTS_VENV_IMAGE, sys.executable),
+                              "--image", "%s=%s" % (PREBUILT_IMAGE, prebuilt_env / "bin" / "python3")],
                              stdout=subprocess.PIPE, stderr=log, text=True)
     try:
         line = child.stdout.readline()

@@ -5,8 +5,10 @@ Protocol client written here attaches through that port, continues from
 where the job stopped, and the value comes back. A debug job is kept once
 its value came back unless cleanup is asked for.
 
-The jobs run on this interpreter (the venv ``scripts/test.sh`` builds, which
-has debugpy from PyPI)."""
+A debug job needs debugpy in its image: the project's requirements name it
+(on the fake cloud the image installs it from the wheelhouse
+``scripts/test.sh`` downloads; locally the jobs run on this interpreter,
+which has it)."""
 
 import gc
 import json
@@ -21,6 +23,11 @@ import kinetic
 from kinetic import JobStatus
 
 LIMIT = 120
+
+
+@pytest.fixture(autouse=True)
+def debugpy_in_the_requirements(kinetic_env):
+    (kinetic_env / "requirements.txt").write_text("debugpy\n")
 
 
 class Dap:

@@ -41,9 +41,23 @@ struct Args {
     /// The fake cluster.
     #[arg(long, value_name = "CLUSTER", default_value = "fake")]
     cluster: String,
-    /// The interpreter that runs the pods' `python3`.
+    /// The host interpreter: image environments are made from it; without
+    /// --wheelhouse or --image, every pod's `python3` runs on it.
     #[arg(long, value_name = "PYTHON", default_value = "python3")]
     python: PathBuf,
+    /// Pods have only what their image holds: each built image becomes a
+    /// venv with its packages installed from this wheelhouse only; an
+    /// image the registry lacks is ErrImagePull.
+    #[arg(long, value_name = "DIR")]
+    wheelhouse: Option<PathBuf>,
+    /// Where image environments are kept between runs (default DIR/images
+    /// under --state-dir).
+    #[arg(long, value_name = "DIR")]
+    image_cache: Option<PathBuf>,
+    /// An image no build makes and the interpreter its pods run
+    /// (IMAGE=PYTHON; repeatable).
+    #[arg(long = "image", value_name = "IMAGE=PYTHON")]
+    images: Vec<String>,
     /// Start with a new project (no cluster, buckets or registry; most
     /// APIs disabled), for `kinetic up` to build.
     #[arg(long)]
@@ -84,6 +98,22 @@ async fn serve(args: Args) -> Result<(), String> {
         .python(&args.python)
         .provisioned(!args.empty)
         .operation_time(operation_time);
+    let mut config = config;
+    if let Some(wheelhouse) = &args.wheelhouse {
+        let wheelhouse = std::path::absolute(wheelhouse)
+            .map_err(|e| format!("{}: {e}", wheelhouse.display()))?;
+        let cache = match &args.image_cache {
+            Some(c) => std::path::absolute(c).map_err(|e| format!("{}: {e}", c.display()))?,
+            None => dir.join("images"),
+        };
+        config = config.wheelhouse(wheelhouse, cache);
+    }
+    for spec in &args.images {
+        let Some((image, python)) = spec.rsplit_once('=') else {
+            return Err(format!("--image {spec}: expected IMAGE=PYTHON"));
+        };
+        config = config.image(image, python);
+    }
     let cloud = FakeGcp::start(config)
         .await
         .map_err(|e| format!("cannot start the fakes: {e}"))?;

@@ -41,6 +41,7 @@ use serde_json::Value;
 
 use crate::gcs::{FakeGcs, GcsBuckets};
 pub(crate) use crate::google::google_error;
+use crate::images::ImageEnvironments;
 
 /// How a build ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,6 +208,10 @@ struct Injected {
     remaining: u32,
 }
 
+/// An image environment being made for a build: `None` while running,
+/// then its log or the failure's log.
+pub(crate) type EnvBuild = Arc<Mutex<Option<Result<String, String>>>>;
+
 #[derive(Debug, Default)]
 struct State {
     token: Option<String>,
@@ -220,6 +225,11 @@ struct State {
     gcs: Option<GcsBuckets>,
     injected: Vec<Injected>,
     requests: HashMap<&'static str, usize>,
+    /// The environments of the registry's images, when builds make them.
+    images: Option<Arc<ImageEnvironments>>,
+    /// Environment builds under way or done, by build id: `None` while
+    /// running, then the log or the failure's log.
+    env_builds: HashMap<String, EnvBuild>,
 }
 
 /// Where a build's bucket is: a store attached under its name, or a fake
@@ -383,6 +393,13 @@ impl FakeCloudBuild {
     /// fetch step.
     pub fn attach_gcs(&self, gcs: &FakeGcs) {
         lock(&self.state).gcs = Some(gcs.shared());
+    }
+
+    /// Make each built image's environment ([`ImageEnvironments::build`])
+    /// before the build succeeds; a failed install fails the build with
+    /// pip's output in its log.
+    pub fn attach_images(&self, images: Arc<ImageEnvironments>) {
+        lock(&self.state).images = Some(images);
     }
 
     /// Put an image in the registry, as if pushed earlier. Returns false

@@ -264,6 +264,40 @@ async fn create(
             "build": build_json(&build, &schedule),
         }
     });
+    if let (Some(images), BuildOutcome::Success, false) =
+        (st.images.clone(), &schedule.outcome, build.files.is_empty())
+        && images.builds()
+    {
+        // The image's environment is made as the build runs; the build
+        // stays WORKING until it is there.
+        let (targets, files) = (build.images(), build.files.clone());
+        // Environments made before are there at once.
+        let reused: Option<String> = targets
+            .iter()
+            .map(|image| images.reuse(image, &files))
+            .collect();
+        let cell = Arc::new(Mutex::new(reused.map(Ok)));
+        st.env_builds.insert(id.clone(), cell.clone());
+        let made = cell.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        std::thread::spawn(move || {
+            if made {
+                return;
+            }
+            let mut result = Ok(String::new());
+            for image in targets {
+                match (result, images.build(&image, &files)) {
+                    (Ok(mut log), Ok(more)) => {
+                        log.push_str(&more);
+                        result = Ok(log);
+                    }
+                    (Ok(log) | Err(log), Err(more)) | (Err(log), Ok(more)) => {
+                        result = Err(log + &more);
+                    }
+                }
+            }
+            *cell.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        });
+    }
     st.schedules.insert(id, schedule);
     st.builds.push(build);
     respond(200, &body)
@@ -304,7 +338,33 @@ async fn poll(state: Shared, project: String, id: String, headers: HeaderMap) ->
                 &google_error(404, &format!("build {id} not found"), None),
             );
         };
-        let schedule = st.schedules.get(&id).cloned().unwrap_or_default();
+        let mut schedule = st.schedules.get(&id).cloned().unwrap_or_default();
+        // An environment still being made keeps the build WORKING; a failed
+        // one fails it.
+        let made = st
+            .env_builds
+            .get(&id)
+            .map(|cell| cell.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        match &made {
+            Some(None) if !is_done(&st.builds[index].status) => {
+                st.builds[index].status = "WORKING".into();
+                return respond(200, &build_json(&st.builds[index], &schedule));
+            }
+            Some(Some(Err(log))) => {
+                schedule = BuildSchedule {
+                    queued_polls: 0,
+                    working_polls: 0,
+                    outcome: BuildOutcome::Failure {
+                        status: "FAILURE".into(),
+                        detail: "Build step 0 \"gcr.io/cloud-builders/docker\" failed: step exited with non-zero status: 1".into(),
+                        log: format!("Step #0: {}ERROR\n", log.replace('\n', "\nStep #0: ")),
+                    },
+                };
+                st.schedules.insert(id.clone(), schedule.clone());
+                st.env_builds.remove(&id);
+            }
+            _ => {}
+        }
         let mut log = None;
         if !is_done(&st.builds[index].status) {
             let build = &mut st.builds[index];
@@ -315,7 +375,15 @@ async fn poll(state: Shared, project: String, id: String, headers: HeaderMap) ->
                 let text = match &schedule.outcome {
                     BuildOutcome::Failure { log, .. } => log.clone(),
                     _ => format!(
-                        "Step #0: Successfully built\nStep #0: Successfully tagged {}\nDONE\n",
+                        "{}Step #0: Successfully built\nStep #0: Successfully tagged {}\nDONE\n",
+                        match &made {
+                            // What the image's environment was made of.
+                            Some(Some(Ok(env_log))) => env_log
+                                .lines()
+                                .map(|l| format!("Step #0: {l}\n"))
+                                .collect::<String>(),
+                            _ => String::new(),
+                        },
                         build.images().join(", ")
                     ),
                 };

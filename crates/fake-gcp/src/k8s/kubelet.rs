@@ -26,6 +26,7 @@ use super::meta::{name_of, ns_of, str_at, uid_of};
 use super::runtime::{self, ExitCell, ProcessSpec, exit_code, kill_group, record_exit};
 use super::scheduler;
 use super::store::{Store, now_rfc3339};
+use crate::images::{ImageEnvironment, ImageEnvironments};
 
 /// Settings of the kubelet.
 #[derive(Debug, Clone)]
@@ -36,6 +37,10 @@ pub(crate) struct KubeletConfig {
     pub(crate) missing_image_marker: String,
     pub(crate) kill_grace: Duration,
     pub(crate) root: PathBuf,
+    /// The fake registry's images: when set, a pod runs its image's
+    /// environment and an image the registry lacks cannot be pulled; when
+    /// not (a cluster on its own), every image runs on `python`.
+    pub(crate) images: Option<Arc<ImageEnvironments>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -181,6 +186,11 @@ impl Kubelet {
         }
         if !self.config.missing_image_marker.is_empty()
             && image_of(pod).contains(&self.config.missing_image_marker)
+        {
+            return Decision::Script(PodScript::ImagePullError);
+        }
+        if let Some(images) = &self.config.images
+            && images.get(&image_of(pod)).is_none()
         {
             return Decision::Script(PodScript::ImagePullError);
         }
@@ -605,19 +615,41 @@ impl Kubelet {
                     .into(),
             ));
         }
+        // The image's environment (its `python3`, the files it adds), or,
+        // for a cluster without a registry, the configured interpreter.
+        let image = match &self.config.images {
+            Some(images) => Some(images.get(&image_of(pod)).ok_or_else(|| {
+                SpawnError::Start(format!("the image {} is not pulled", image_of(pod)))
+            })?),
+            None => None,
+        };
         let mut mapped_runner = false;
         let mut argv: Vec<String> = argv
             .into_iter()
-            .map(|a| match self.config.path_map.get(&a) {
-                Some(host) => {
-                    mapped_runner = true;
-                    host.to_string_lossy().into_owned()
+            .map(|a| {
+                let host = match &image {
+                    Some(img) => img.file(&a).or_else(|| self.image_runner_stand_in(img, &a)),
+                    None => self.config.path_map.get(&a).cloned(),
+                };
+                match host {
+                    Some(host) => {
+                        mapped_runner = true;
+                        host.to_string_lossy().into_owned()
+                    }
+                    None => a,
                 }
-                None => a,
             })
             .collect();
         if argv[0] == "python3" || argv[0] == "python" {
-            argv[0] = self.config.python.to_string_lossy().into_owned();
+            argv[0] = match &image {
+                Some(img) => img.python.to_string_lossy().into_owned(),
+                None => self.config.python.to_string_lossy().into_owned(),
+            };
+        }
+        if let Some(img) = &image {
+            for (k, v) in &img.env {
+                env.entry(k.clone()).or_insert_with(|| v.clone());
+            }
         }
         let dir = rt.dir.clone();
         for sub in ["work", "mounts", "home"] {
@@ -656,7 +688,10 @@ impl Kubelet {
             container_name(pod),
             self.logs.starts(&rt.uid)
         ));
-        let bin = self.image_bin()?;
+        let bin = match &image {
+            Some(img) => Some(img.bin.clone()),
+            None => self.image_bin()?,
+        };
         dns::publish(store, &self.config.root)
             .map_err(|e| SpawnError::Start(format!("the cluster's DNS records: {e}")))?;
         env.insert("PYTHONPATH".to_owned(), python_path);
@@ -675,6 +710,15 @@ impl Kubelet {
         rt.pgid = runtime::start(&spec, rt.exit.clone()).map_err(SpawnError::Start)?;
         self.logs.started(&rt.uid, log, rt.exit.clone(), true);
         Ok(())
+    }
+
+    /// A stand-in image (named by a test, no build made it) holds no files
+    /// of its own: its runner is the cluster's (the mapped paths).
+    fn image_runner_stand_in(&self, image: &ImageEnvironment, arg: &str) -> Option<PathBuf> {
+        if image.root.is_some() {
+            return None;
+        }
+        self.config.path_map.get(arg).cloned()
     }
 
     /// The image's `python3` and `python` as programs on `PATH`, for a

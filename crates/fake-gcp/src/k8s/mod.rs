@@ -268,6 +268,7 @@ pub struct FakeClusterConfig {
     scale_down_after: Duration,
     deployment_start: Duration,
     service_accounts: Vec<(String, String)>,
+    images: Option<Arc<crate::images::ImageEnvironments>>,
 }
 
 impl Default for FakeClusterConfig {
@@ -286,6 +287,7 @@ impl Default for FakeClusterConfig {
             scale_down_after: Duration::from_secs(600),
             deployment_start: Duration::from_millis(300),
             service_accounts: vec![("default".to_owned(), "kinetic".to_owned())],
+            images: None,
         }
     }
 }
@@ -294,6 +296,15 @@ impl FakeClusterConfig {
     /// The interpreter that runs `python3` commands (default `python3`).
     pub fn python(mut self, python: impl Into<PathBuf>) -> Self {
         self.python = python.into();
+        self
+    }
+
+    /// The fake registry's images: a pod runs its image's environment
+    /// (its `python3`, the files it adds), and an image the registry does
+    /// not hold cannot be pulled (`ErrImagePull`). Without it (the
+    /// default) every image runs on [`FakeClusterConfig::python`].
+    pub fn images(mut self, images: Arc<crate::images::ImageEnvironments>) -> Self {
+        self.images = Some(images);
         self
     }
 
@@ -420,6 +431,7 @@ impl FakeCluster {
                 missing_image_marker: config.missing_image_marker.clone(),
                 kill_grace: config.kill_grace,
                 root: pods_root,
+                images: config.images.clone(),
             },
             logs.clone(),
         ));
