@@ -347,6 +347,38 @@ fn image_asked_for(mode: &ImageMode) -> Option<String> {
     }
 }
 
+/// Gather the facts of the shared uploads (the data's hashes, the packed
+/// project) and plan them: what both a submission and a dry run need. The
+/// packed project lives in the returned directory, which must outlive the
+/// plan's execution.
+async fn plan_shared(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    resolved: &Resolved,
+    options: &SubmitOptions,
+    target: &UploadTarget<'_>,
+) -> Result<(SharedPlan, tempfile::TempDir), EngineError> {
+    let data = hash_data(spec, options).await?;
+    let tmp = tempfile::tempdir().map_err(|e| {
+        EngineError::project_caused_by(
+            format!("cannot create a temporary directory for the context: {e}"),
+            e,
+        )
+    })?;
+    let context = pack_context(inner, &resolved.project, spec, &tmp, options).await?;
+    let store = &inner.store;
+    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+    let plan = plan::shared(
+        spec,
+        target,
+        &data,
+        context,
+        resolved.image.install_requirements.as_deref(),
+        &uri_of,
+    )?;
+    Ok((plan, tmp))
+}
+
 /// Hash the data, pack the project, plan the shared uploads and make them,
 /// while the image is resolved.
 pub(crate) async fn upload_shared(
@@ -357,26 +389,9 @@ pub(crate) async fn upload_shared(
     target: UploadTarget<'_>,
 ) -> Result<Shared, EngineError> {
     let uploads = async {
-        let data = hash_data(spec, options).await?;
-        let tmp = tempfile::tempdir().map_err(|e| {
-            EngineError::project_caused_by(
-                format!("cannot create a temporary directory for the context: {e}"),
-                e,
-            )
-        })?;
-        let context = pack_context(inner, &resolved.project, spec, &tmp, options).await?;
-        let store = &inner.store;
-        let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
-        let plan = plan::shared(
-            spec,
-            &target,
-            &data,
-            context,
-            resolved.image.install_requirements.as_deref(),
-            &uri_of,
-        )?;
+        let (plan, packed) = plan_shared(inner, spec, resolved, options, &target).await?;
         execute_shared(inner, &plan, options).await?;
-        drop(tmp);
+        drop(packed);
         Ok::<_, EngineError>(plan)
     };
     let image = resolve_image(inner, &resolved.image, options);
@@ -703,24 +718,8 @@ pub(crate) async fn preview(
     } else {
         UploadTarget::Job(&job_id)
     };
-    let data = hash_data(spec, options).await?;
-    let tmp = tempfile::tempdir().map_err(|e| {
-        EngineError::project_caused_by(
-            format!("cannot create a temporary directory for the context: {e}"),
-            e,
-        )
-    })?;
-    let context = pack_context(inner, &resolved.project, spec, &tmp, options).await?;
+    let (shared, packed) = plan_shared(inner, spec, &resolved, options, &target).await?;
     let store = &inner.store;
-    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
-    let shared = plan::shared(
-        spec,
-        &target,
-        &data,
-        context,
-        resolved.image.install_requirements.as_deref(),
-        &uri_of,
-    )?;
     let mut uploads = Vec::new();
     for d in &shared.data {
         uploads.push(UploadPreview {
@@ -770,7 +769,7 @@ pub(crate) async fn preview(
         store.uri(&layout::spec(&job_id)),
         store.uri(&layout::record(&job_id)),
     ];
-    drop(tmp);
+    drop(packed);
     Ok(SubmitPreview {
         backend: resolved.backend.name().to_owned(),
         accelerator: resolved.accelerator_text,
