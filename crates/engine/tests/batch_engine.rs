@@ -16,7 +16,7 @@ use kinetic_core::status::{JobStatus, StatusReason};
 use kinetic_engine::layers::{FaultyBackend, FaultyStore};
 use kinetic_engine::{
     Arg, AttachOptions, BatchError, BatchResultsOptions, ChildError, CleanupOptions, Data, Engine,
-    EngineSettings, Entrypoint, JobSpec, MapOptions, ProgressEvent,
+    EngineBuilder, EngineSettings, Entrypoint, JobSpec, MapOptions, ProgressEvent,
 };
 use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
 use serde_json::{Value, json};
@@ -62,6 +62,21 @@ impl World {
 
     /// An engine over these ports (the world's fakes, decorated).
     fn engine_over(&self, store: Arc<dyn ObjectStore>, backend: Arc<dyn Backend>) -> Engine {
+        self.builder_over(store, backend)
+            .spawner(|driver| {
+                tokio::spawn(driver);
+            })
+            .build()
+            .unwrap()
+    }
+
+    /// An engine builder over these ports, with the world's home and no
+    /// spawner.
+    fn builder_over(
+        &self,
+        store: Arc<dyn ObjectStore>,
+        backend: Arc<dyn Backend>,
+    ) -> EngineBuilder {
         let mut env = EnvSnapshot::new();
         env.insert("HOME", self.dir.path().join("home").to_string_lossy());
         Engine::builder()
@@ -70,11 +85,11 @@ impl World {
             .default_backend("fake")
             .env_snapshot(env)
             .settings(EngineSettings::default().with_home(self.dir.path().join("home")))
-            .spawner(|driver| {
-                tokio::spawn(driver);
-            })
-            .build()
-            .unwrap()
+    }
+
+    /// An engine builder over the world's own fakes, with no spawner.
+    fn builder(&self) -> EngineBuilder {
+        self.builder_over(Arc::new(self.store.clone()), Arc::new(self.fake.clone()))
     }
 
     fn spec(&self) -> JobSpec {
@@ -617,18 +632,7 @@ async fn bad_inputs_and_options_fail_before_anything_is_uploaded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn map_with_driver_needs_no_spawner() {
     let w = World::new();
-    let bare = Engine::builder()
-        .store(Arc::new(w.store.clone()))
-        .backend(Arc::new(w.fake.clone()))
-        .default_backend("fake")
-        .env_snapshot({
-            let mut env = EnvSnapshot::new();
-            env.insert("HOME", w.dir.path().join("home").to_string_lossy());
-            env
-        })
-        .settings(EngineSettings::default().with_home(w.dir.path().join("home")))
-        .build()
-        .unwrap();
+    let bare = w.builder().build().unwrap();
     let (batch, driver) = bare
         .map_with_driver(w.spec(), numbers(5), fast())
         .await
@@ -646,19 +650,7 @@ async fn map_with_driver_needs_no_spawner() {
 async fn the_manifest_is_stamped_with_the_engines_clock() {
     let w = World::new();
     let stamp = kinetic_core::record::UtcTimestamp::from_unix_seconds(1_750_000_000);
-    let engine = Engine::builder()
-        .store(Arc::new(w.store.clone()))
-        .backend(Arc::new(w.fake.clone()))
-        .default_backend("fake")
-        .env_snapshot({
-            let mut env = EnvSnapshot::new();
-            env.insert("HOME", w.dir.path().join("home").to_string_lossy());
-            env
-        })
-        .settings(EngineSettings::default().with_home(w.dir.path().join("home")))
-        .clock(move || stamp)
-        .build()
-        .unwrap();
+    let engine = w.builder().clock(move || stamp).build().unwrap();
     let (batch, driver) = engine
         .map_with_driver(w.spec(), numbers(2), fast())
         .await

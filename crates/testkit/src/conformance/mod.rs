@@ -34,7 +34,7 @@ macro_rules! backend_conformance_tests {
         harness = $make:expr;
         skips = [$($skip:literal),* $(,)?] $(;)?
     ) => {
-        $crate::backend_conformance_tests!(@cases [$(#[$attr])*] ($make) [$($skip),*]
+        $crate::backend_conformance_tests!(@suite [$(#[$attr])*] ($make) [$($skip),*]
             checks_follow_the_capabilities
             runs_a_job_to_its_value
             reports_a_failed_job
@@ -49,24 +49,13 @@ macro_rules! backend_conformance_tests {
             group_status_reports_the_group_in_one_call
             undeclared_capabilities_are_unsupported
         );
+    };
+    (@suite [$($attr:tt)*] ($make:expr) [$($skip:literal),*] $($case:ident)*) => {
+        $crate::backend_conformance_tests!(@cases [$($attr)*] ($make) [$($skip),*] $($case)*);
         #[test]
         fn conformance_names_every_backend_case() {
             $crate::conformance::assert_names_every_case(
-                &[
-                    "checks_follow_the_capabilities",
-                    "runs_a_job_to_its_value",
-                    "reports_a_failed_job",
-                    "submit_is_idempotent",
-                    "unknown_jobs_are_not_found",
-                    "cleanup_forgets_the_job",
-                    "a_job_ending_is_announced_by_its_changes",
-                    "env_reaches_the_job_and_nowhere_else",
-                    "logs_hold_the_output_and_tail_the_end",
-                    "follow_logs_streams_every_line_and_ends",
-                    "cancel_stops_a_running_job",
-                    "group_status_reports_the_group_in_one_call",
-                    "undeclared_capabilities_are_unsupported",
-                ],
+                &[$(stringify!($case)),*],
                 $crate::conformance::backend::CASES.iter().map(|(name, _)| *name),
             );
         }
@@ -102,7 +91,7 @@ macro_rules! object_store_conformance_tests {
         $(#[$attr:meta])*
         store_with_guard = $make:expr $(;)?
     ) => {
-        $crate::object_store_conformance_tests!(@cases [$(#[$attr])*] ($make)
+        $crate::object_store_conformance_tests!(@suite [$(#[$attr])*] ($make)
             put_then_get_round_trips
             overwrite_replaces
             create_if_absent
@@ -118,25 +107,13 @@ macro_rules! object_store_conformance_tests {
             get_to_file_never_replaces_what_is_not_a_file
             concurrent_puts_are_all_visible
         );
+    };
+    (@suite [$($attr:tt)*] ($make:expr) $($case:ident)*) => {
+        $crate::object_store_conformance_tests!(@cases [$($attr)*] ($make) $($case)*);
         #[test]
         fn conformance_names_every_object_store_case() {
             $crate::conformance::assert_names_every_case(
-                &[
-                    "put_then_get_round_trips",
-                    "overwrite_replaces",
-                    "create_if_absent",
-                    "missing_objects_are_not_found",
-                    "ranges",
-                    "head_reports_size",
-                    "version_tags_change_on_rewrite",
-                    "list_is_segment_wise_sorted_and_deep",
-                    "delete_is_idempotent",
-                    "delete_prefix_counts_and_spares_siblings",
-                    "put_file_streams_a_local_file",
-                    "get_to_file_writes_whole_files_only",
-                    "get_to_file_never_replaces_what_is_not_a_file",
-                    "concurrent_puts_are_all_visible",
-                ],
+                &[$(stringify!($case)),*],
                 $crate::conformance::object_store::CASES.iter().copied(),
             );
         }
@@ -164,7 +141,7 @@ macro_rules! image_builder_conformance_tests {
         harness = $make:expr;
         skips = [$($skip:literal),* $(,)?] $(;)?
     ) => {
-        $crate::image_builder_conformance_tests!(@cases [$(#[$attr])*] ($make) [$($skip),*]
+        $crate::image_builder_conformance_tests!(@suite [$(#[$attr])*] ($make) [$($skip),*]
             custom_images_need_no_build
             equal_requests_give_one_uri
             an_existing_image_is_not_rebuilt
@@ -173,18 +150,13 @@ macro_rules! image_builder_conformance_tests {
             a_builder_that_cannot_build_never_builds
             requirements_it_cannot_bake_in_are_refused
         );
+    };
+    (@suite [$($attr:tt)*] ($make:expr) [$($skip:literal),*] $($case:ident)*) => {
+        $crate::image_builder_conformance_tests!(@cases [$($attr)*] ($make) [$($skip),*] $($case)*);
         #[test]
         fn conformance_names_every_image_builder_case() {
             $crate::conformance::assert_names_every_case(
-                &[
-                    "custom_images_need_no_build",
-                    "equal_requests_give_one_uri",
-                    "an_existing_image_is_not_rebuilt",
-                    "inputs_change_the_image",
-                    "concurrent_equal_requests_build_once",
-                    "a_builder_that_cannot_build_never_builds",
-                    "requirements_it_cannot_bake_in_are_refused",
-                ],
+                &[$(stringify!($case)),*],
                 $crate::conformance::image_builder::CASES.iter().map(|(name, _)| *name),
             );
         }
