@@ -69,7 +69,9 @@ KINETIC_RUNNER_PYTHON="$PWD/$venv/bin/python" python3 -m unittest runner.tests.d
 # installs from this wheelhouse only (cloudpickle in every image, debugpy
 # for the debug jobs); the only download, here, never in a test.
 "$venv/bin/python" -m pip download -q --disable-pip-version-check -d target/wheelhouse cloudpickle debugpy
-# The gke half of the suite runs on the fake cloud of kinetic-fake-gcp.
+# The gke half of the suite runs on the fake cloud of kinetic-fake-gcp (and
+# the documentation's cluster commands, crates/cli/tests/docs_commands.rs,
+# find the binary beside kinetic in target/debug).
 cargo build -p kinetic-fake-gcp --locked --quiet
 (cd crates/python && VIRTUAL_ENV="$PWD/../../$venv" "../../$venv/bin/maturin" develop --locked -q)
 "$venv/bin/python" -m pytest -q crates/python/tests
