@@ -415,8 +415,8 @@ impl Engine {
         let mut unlisted = Vec::new();
         let mut listed_any = false;
         let registered = self.inner.backends.names();
-        for name in backends.iter().filter(|n| registered.contains(n)).cloned() {
-            let backend = self.inner.backends.get(&name)?;
+        for name in backends.iter().filter(|n| registered.contains(n)) {
+            let backend = self.inner.backends.get(name)?;
             let ids = match backend.list().await {
                 Ok(ids) => ids,
                 Err(e) => {

@@ -129,10 +129,9 @@ impl Engines {
             .store_for("gke")
             .ok()
             .filter(|s| Some(&s.value) != own.as_ref().map(|o| &o.value));
-        let cluster = match &cluster_store {
-            Some(_) => Some(engine::build_for(settings, inv, "gke").map_err(|e| e.to_string())),
-            None => None,
-        };
+        let cluster = cluster_store
+            .as_ref()
+            .map(|_| engine::build_for(settings, inv, "gke").map_err(|e| e.to_string()));
         let listed = first
             .backends()
             .names()
