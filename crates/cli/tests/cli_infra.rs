@@ -811,6 +811,17 @@ async fn with_up_half_done_and_after_down_commands_say_what_the_cluster_is() {
     );
     assert!(!err.contains("get-credentials"), "{err}");
 
+    // A new job on it: the same.
+    let o = run(
+        c,
+        &["run", "work.py:square", "--arg", "2", "--backend", "gke"],
+    )
+    .await;
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("was deleted by `kinetic down` at "), "{err}");
+    assert!(!err.contains("get-credentials"), "{err}");
+
     // `up` makes it again and clears the mark.
     ok(c, &["up", "--yes"]).await;
     let (out, _) = ok(c, &["profile", "list"]).await;

@@ -159,7 +159,11 @@ pub(crate) fn down(args: &DownArgs, inv: &Invocation, out: &Output) -> Result<()
         .actions
         .iter()
         .any(|a| matches!(a, model::Action::DeleteCluster { .. }));
-    if deletes_cluster {
+    let serving = observed
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.status.is_usable());
+    if deletes_cluster && serving {
         // The jobs still running go with the cluster: the plan says which.
         let running = engine::runtime()?.block_on(crate::cloud::running_jobs(&settings, inv));
         plan.notes.push(match running {
