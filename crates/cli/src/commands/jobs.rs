@@ -23,7 +23,11 @@ pub(crate) struct JobsArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum JobsCommand {
-    /// Jobs the backends still hold, newest first, with their status.
+    /// Every configured backend's jobs together (local and the cluster's,
+    /// each read from its own store), newest first, with their status and
+    /// backend. A backend that cannot be asked is named in a warning; the
+    /// records its store keeps (a deleted cluster's bucket) are listed
+    /// with status UNKNOWN.
     List,
     /// A job's status (and why, when known).
     Status {
