@@ -179,7 +179,7 @@ pub(crate) async fn running_jobs(
 /// failed, deleted (by `kinetic down`, as a profile naming it was
 /// marked), or never made. `None` when it serves (the command's own
 /// error stands), or when no project is configured or GKE cannot be
-/// asked.
+/// asked (within 10 s).
 pub(crate) async fn cluster_state_note(
     settings: &kinetic_core::settings::Settings,
     inv: &engine::Invocation,
@@ -187,7 +187,11 @@ pub(crate) async fn cluster_state_note(
     settings.project.as_ref()?;
     let infra = engine::infra(settings).ok()?;
     let t = infra.desired().target.clone();
-    let cluster = infra.cluster().await.ok()?;
+    // A second look after a failure: it never holds the command long.
+    let cluster = tokio::time::timeout(std::time::Duration::from_secs(10), infra.cluster())
+        .await
+        .ok()?
+        .ok()?;
     let name = format!(
         "cluster {} in {} (project {})",
         t.cluster, t.zone, t.project
