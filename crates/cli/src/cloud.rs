@@ -40,6 +40,11 @@ impl Applied {
         }
     }
 
+    /// True when the plan was carried out.
+    pub(crate) fn applied(&self) -> bool {
+        self.applied
+    }
+
     /// True when the person answered no to the plan: not an error, and
     /// nothing follows from it.
     pub(crate) fn declined(&self) -> bool {
@@ -139,4 +144,87 @@ pub(crate) fn observe(infra: &GcpInfra) -> Result<Observed, CliError> {
             infra.observe().await.complete()
         })
         .map_err(infra_error)
+}
+
+/// The ids of the jobs still running (or waiting) on the configured
+/// cluster, as its backends list them; why they cannot be listed.
+pub(crate) async fn running_jobs(
+    settings: &kinetic_core::settings::Settings,
+    inv: &engine::Invocation,
+) -> Result<Vec<String>, String> {
+    let engine = engine::build_for(settings, inv, "gke").map_err(|e| e.to_string())?;
+    let backends: Vec<String> = ["gke", "pathways"].map(str::to_owned).to_vec();
+    let listing = engine
+        .list_jobs_of(&backends)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some((backend, e)) = listing.unlisted.first() {
+        return Err(format!("the {backend} backend: {e}"));
+    }
+    let mut running = Vec::new();
+    for record in &listing.records {
+        let handle = engine
+            .handle_from_json(&record.to_json())
+            .map_err(|e| e.to_string())?;
+        let state = handle.status().await.map_err(|e| e.to_string())?;
+        if !state.status.is_terminal() {
+            running.push(record.job_id.to_string());
+        }
+    }
+    Ok(running)
+}
+
+/// What the configured cluster is, for a person whose command could not
+/// reach it through the kubeconfig: still being created, being deleted,
+/// failed, deleted (by `kinetic down`, as a profile naming it was
+/// marked), or never made. `None` when it serves (the command's own
+/// error stands), or when no project is configured or GKE cannot be
+/// asked (within 10 s).
+pub(crate) async fn cluster_state_note(
+    settings: &kinetic_core::settings::Settings,
+    inv: &engine::Invocation,
+) -> Option<String> {
+    settings.project.as_ref()?;
+    let infra = engine::infra(settings).ok()?;
+    let t = infra.desired().target.clone();
+    // A second look after a failure: it never holds the command long.
+    let cluster = tokio::time::timeout(std::time::Duration::from_secs(10), infra.cluster())
+        .await
+        .ok()?
+        .ok()?;
+    let name = format!(
+        "cluster {} in {} (project {})",
+        t.cluster, t.zone, t.project
+    );
+    match cluster {
+        None => Some(
+            match crate::profiles::cluster_deleted_at(inv, &t.project, &t.zone, &t.cluster) {
+                Some(when) => format!(
+                    "{name} was deleted by `kinetic down` at {when}: `kinetic up` makes it again; its jobs bucket gs://{} keeps the jobs' records",
+                    t.names.jobs_bucket
+                ),
+                None => format!(
+                    "{name} does not exist (it was deleted, or never made): `kinetic up` makes it"
+                ),
+            },
+        ),
+        Some(c) if c.status.is_usable() => None,
+        Some(c) if c.status.is_settling() => Some(format!(
+            "{name} is still being created ({}): `kinetic up` finishes it (run it again if it stopped; it waits), then try again",
+            c.status
+        )),
+        Some(c) if c.status == kinetic_infra_gcp::model::ResourceStatus::Stopping => Some(format!(
+            "{name} is being deleted ({}): `kinetic up` makes it again once it is gone",
+            c.status
+        )),
+        Some(c) => Some(format!(
+            "{name} is {}{}: `kinetic down`, then `kinetic up`",
+            c.status,
+            if c.status_message.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", c.status_message)
+            }
+        )),
+    }
 }

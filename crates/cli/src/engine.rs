@@ -80,6 +80,15 @@ impl Invocation {
         Ok((path, store))
     }
 
+    /// The settings as [`Invocation::settings`] resolves them, without
+    /// printing their warnings again (a second look, after a failure).
+    pub(crate) fn settings_quiet(&self, args: &SettingsArgs) -> Result<Settings, CliError> {
+        let (_, profiles) = self.profiles()?;
+        let cwd = self.cwd()?;
+        Settings::resolve(args, &SettingsInput::new(&self.env, &profiles, cwd))
+            .map_err(settings_error)
+    }
+
     /// Every setting, resolved once, with `args` (start from
     /// [`Invocation::args`]); warnings about unused values are printed.
     pub(crate) fn settings(&self, args: &SettingsArgs) -> Result<Settings, CliError> {

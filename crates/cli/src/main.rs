@@ -24,6 +24,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::engine::Invocation;
+use crate::error::CliError;
 use crate::render::Output;
 
 /// Run Python functions and commands on remote TPUs, GPUs and CPUs.
@@ -173,9 +174,33 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
+            let err = with_cluster_state(err, &inv);
             error::print(&err, cli.json);
             ExitCode::from(err.exit_code())
         }
+    }
+}
+
+/// A failure that could not reach the cluster through the kubeconfig
+/// (its message sends the user to `get-credentials`) says what the
+/// cluster is instead, when it does not serve: still being created,
+/// deleted, never made (`kinetic up` is then the fix, not credentials).
+fn with_cluster_state(err: CliError, inv: &Invocation) -> CliError {
+    let (CliError::Failed(m) | CliError::Usage(m)) = &err else {
+        return err;
+    };
+    if !m.contains("get-credentials") {
+        return err;
+    }
+    let Ok(settings) = inv.settings_quiet(&inv.args()) else {
+        return err;
+    };
+    let Ok(runtime) = engine::runtime() else {
+        return err;
+    };
+    match runtime.block_on(cloud::cluster_state_note(&settings, inv)) {
+        Some(note) => CliError::failed(note),
+        None => err,
     }
 }
 

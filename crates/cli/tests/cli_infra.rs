@@ -672,3 +672,303 @@ fn what_can_be_checked_is_checked_before_the_network() {
         "credentials looked for once (host, then IP), not per call: {tries}"
     );
 }
+
+const SLOW_PY: &str =
+    "import time\n\ndef nap(seconds):\n    time.sleep(seconds)\n    return seconds\n";
+
+/// Issue 29 point 5: with `up` half done, then after `down`, commands say
+/// what the cluster is (being created, deleted) instead of sending the
+/// user to `gcloud … get-credentials`; `jobs list` lists what the kept
+/// bucket holds; `down`'s plan names the jobs still running; the
+/// profile naming the deleted cluster is marked; `status` never prints an
+/// endpoint without a host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_up_half_done_and_after_down_commands_say_what_the_cluster_is() {
+    let w = World::project(WORK_PY)
+        .file("slow.py", SLOW_PY)
+        .new_project(Duration::from_secs(3))
+        .start()
+        .await;
+    let (cloud, c) = (w.cloud(), w.sandbox());
+
+    // `up` stopped while the cluster is being created.
+    let mut child = c
+        .command(&["up", "--yes"], &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while cloud.apis().clusters().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no cluster");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (out, _) = texts(&run(c, &["status"]).await);
+    assert!(
+        out.contains("none yet (the cluster is PROVISIONING)"),
+        "{out}"
+    );
+    assert!(
+        !out.lines().any(|l| l.trim_end().ends_with("https://")),
+        "{out}"
+    );
+    let (code, v) = json(c, &["status", "--json"]).await;
+    assert_eq!(
+        (code, &v["status"]["endpoint"]),
+        (Some(0), &Value::Null),
+        "{v:#}"
+    );
+    let (out, err) = ok(c, &["jobs", "list"]).await;
+    assert_eq!(out, "no jobs\n");
+    assert!(
+        err.contains(
+            "cluster fake in us-central1-a (project fake-project) is still being created (PROVISIONING): `kinetic up` finishes it"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("get-credentials"), "{err}");
+
+    // Finished, a job left running, then `down`.
+    cloud.apis().set_operation_time(Duration::from_millis(50));
+    ok(c, &["up", "--yes"]).await;
+    let (out, _) = ok(
+        c,
+        &[
+            "run",
+            "slow.py:nap",
+            "--arg",
+            "600",
+            "--backend",
+            "gke",
+            "--detach",
+        ],
+    )
+    .await;
+    let job = out.trim().to_owned();
+    assert!(job.starts_with("job-"), "{out}");
+    let (out, _) = ok(c, &["down", "--dry-run"]).await;
+    assert!(
+        out.contains(&format!(
+            "1 job(s) still running on the cluster stop with it: {job}"
+        )),
+        "{out}"
+    );
+    let (out, err) = ok(c, &["down", "--yes"]).await;
+    assert!(out.ends_with("Done.\n"), "{out}");
+    assert!(
+        err.contains("Profile(s) 'fake' name the deleted cluster: marked so"),
+        "{err}"
+    );
+
+    // The profile says so.
+    let (out, _) = ok(c, &["profile", "list"]).await;
+    assert!(out.contains("fake (deleted)"), "{out}");
+    assert!(
+        out.contains("Active profile: fake (its cluster was deleted by `kinetic down` at "),
+        "{out}"
+    );
+    let (code, v) = json(c, &["profile", "show", "--json"]).await;
+    assert_eq!(code, Some(0));
+    assert!(v["cluster_deleted_at"].is_string(), "{v:#}");
+    let (out, _) = ok(c, &["status"]).await;
+    assert!(out.contains("deleted by `kinetic down` at "), "{out}");
+
+    // The job's record, kept in the bucket, is listed; the cluster named gone.
+    let (out, err) = ok(c, &["jobs", "list"]).await;
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(&job))
+        .unwrap_or_else(|| {
+            panic!("{job} is not listed\nstdout: {out}\nstderr: {err}");
+        });
+    assert!(row.contains("UNKNOWN") && row.contains("gke"), "{out}");
+    assert!(
+        err.contains(
+            "cluster fake in us-central1-a (project fake-project) was deleted by `kinetic down` at "
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("its 1 job(s) below are read from the store"),
+        "{err}"
+    );
+    assert!(!err.contains("get-credentials"), "{err}");
+    let (code, v) = json(c, &["jobs", "list", "--json"]).await;
+    assert_eq!(code, Some(0));
+    assert_eq!(v[0]["job_id"], job.as_str(), "{v:#}");
+    assert_eq!(v[0]["status"], "UNKNOWN", "{v:#}");
+
+    // A job's status: the cluster was deleted, not missing credentials.
+    let o = run(c, &["jobs", "status", &job]).await;
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("was deleted by `kinetic down` at ")
+            && err.contains("`kinetic up` makes it again"),
+        "{err}"
+    );
+    assert!(!err.contains("get-credentials"), "{err}");
+
+    // A new job on it: the same.
+    let o = run(
+        c,
+        &["run", "work.py:square", "--arg", "2", "--backend", "gke"],
+    )
+    .await;
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("was deleted by `kinetic down` at "), "{err}");
+    assert!(!err.contains("get-credentials"), "{err}");
+
+    // `up` makes it again and clears the mark.
+    ok(c, &["up", "--yes"]).await;
+    let (out, _) = ok(c, &["profile", "list"]).await;
+    assert!(!out.contains("deleted"), "{out}");
+}
+
+/// Issue 29 point 6: `pool add` on a cluster `kinetic up` did not make
+/// (no kn-…-nodes account) runs the new pool's nodes as the cluster's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_add_on_a_cluster_up_did_not_make_runs_as_its_nodes_account() {
+    let w = new_project(Duration::from_millis(50)).await;
+    let (cloud, c) = (w.cloud(), w.sandbox());
+    cloud
+        .apis()
+        .enable(&["container.googleapis.com", "iam.googleapis.com"]);
+    cloud.apis().add_cluster("us-central1-a", "fake");
+    let names = cloud.names().clone();
+    assert!(
+        !cloud
+            .apis()
+            .service_accounts()
+            .contains(&names.node_service_account)
+    );
+    let (out, err) = ok(c, &["pool", "add", "--accelerator", "l4", "--yes"]).await;
+    assert!(
+        out.contains(&format!(
+            "service account {} does not exist (`kinetic up` did not make this cluster): the pool's nodes run as default, as those of node pool default-pool do; `kinetic up` adopts the cluster",
+            names.node_service_account
+        )),
+        "{out}\n{err}"
+    );
+    let pool = l4_pool(cloud);
+    let cluster = cloud.apis().cluster_json("fake").unwrap();
+    let added = cluster["nodePools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == pool.as_str())
+        .unwrap();
+    assert_eq!(added["config"]["serviceAccount"], "default", "{added:#}");
+}
+
+/// Issue 29 point 11: `jobs list` lists the local backend's jobs and the
+/// cluster's together, each from its own store, with a BACKEND column; a
+/// backend that cannot be read is named and the others still listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_list_lists_every_backends_jobs_together() {
+    let w = World::project(WORK_PY).start().await;
+    // Local jobs keep their records in the local store, gke jobs in the
+    // cluster's bucket.
+    let c = &w.sandbox().without(&[vars::STORE_URL]);
+    let id = |v: &Value| v["job_id"].as_str().unwrap().to_owned();
+    let (code, v) = json(
+        c,
+        &[
+            "run",
+            "work.py:square",
+            "--arg",
+            "3",
+            "--no-cleanup",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!((code, &v["value"]), (Some(0), &Value::from(9)), "{v:#}");
+    let local = id(&v);
+    let (code, v) = json(
+        c,
+        &[
+            "run",
+            "work.py:square",
+            "--arg",
+            "4",
+            "--backend",
+            "gke",
+            "--no-cleanup",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!((code, &v["value"]), (Some(0), &Value::from(16)), "{v:#}");
+    let gke = id(&v);
+
+    let (out, err) = ok(c, &["jobs", "list"]).await;
+    assert!(out.lines().next().unwrap().contains("BACKEND"), "{out}");
+    for (job, backend) in [(&local, "local"), (&gke, "gke")] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(job.as_str()))
+            .unwrap_or_else(|| panic!("{job} not listed\nstdout: {out}\nstderr: {err}"));
+        assert!(row.contains("SUCCEEDED") && row.contains(backend), "{out}");
+    }
+    let (code, v) = json(c, &["jobs", "list", "--json"]).await;
+    assert_eq!(code, Some(0));
+    let backend_of = |v: &Value, job: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["job_id"] == job)
+            .map(|e| e["backend"].clone())
+    };
+    assert_eq!(backend_of(&v, &local), Some(Value::from("local")), "{v:#}");
+    assert_eq!(backend_of(&v, &gke), Some(Value::from("gke")), "{v:#}");
+
+    // The cluster cannot be reached: named, and the local job still listed.
+    edit_kubeconfig(
+        &w.kubeconfig(),
+        &format!("server: {}", w.cloud().cluster().url()),
+        "server: http://127.0.0.1:9",
+    );
+    let (out, err) = ok(c, &["jobs", "list"]).await;
+    assert!(out.contains(&local), "{out}");
+    assert!(err.contains("the gke backend's jobs"), "{err}");
+}
+
+#[test]
+fn doctor_without_a_token_asks_nothing_else() {
+    // The credentials gate the rest: without a token `doctor` asked for
+    // one again for every API call it made (each one failing the same way).
+    let (host, asked) = refusing_metadata_server();
+    let sb = Sandbox::new(WORK_PY).with_env(vec![
+        ("GCE_METADATA_HOST".into(), host.clone()),
+        ("GCE_METADATA_IP".into(), host),
+    ]);
+    let o = sb.kinetic(&[
+        "doctor",
+        "--project",
+        "my-proj-1",
+        "--zone",
+        "us-central1-a",
+        "--cluster",
+        "c1",
+    ]);
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(out.starts_with("FAIL Google credentials: "), "{out}");
+    assert!(
+        out.lines()
+            .skip(2)
+            .filter(|l| !l.trim().is_empty() && !l.starts_with(' '))
+            .take_while(|l| !l.contains("checks failed"))
+            .all(|l| l.ends_with(": not run: needs Google credentials")),
+        "{out}"
+    );
+    let tries = asked.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (1..=2).contains(&tries),
+        "credentials looked for once (host, then IP), not per call: {tries}"
+    );
+}

@@ -422,3 +422,26 @@ fn profiles_path_override_and_home() -> Result<(), ProfileError> {
     assert_eq!(from_fn.non_empty("HOME").as_deref(), Some("/h"));
     Ok(())
 }
+
+#[test]
+fn a_profile_marked_as_naming_a_deleted_cluster_keeps_the_mark_in_the_file() {
+    let mut store = parse(KINETIC_FILE).unwrap();
+    let mut p = store.get("dev-tpu").unwrap().clone();
+    assert!(p.names_cluster("my-proj", "us-east5-a", "tpu-cluster"));
+    assert!(!p.names_cluster("my-proj", "us-east5-b", "tpu-cluster"));
+    assert_eq!(p.cluster_deleted(), None);
+    p.set_cluster_deleted(Some("2026-01-02T03:04:05Z"));
+    store.upsert(p).unwrap();
+    let text = store.to_json();
+    assert!(
+        text.contains(r#""cluster_deleted_at": "2026-01-02T03:04:05Z""#),
+        "{text}"
+    );
+    let mut again = parse(&text).unwrap().get("dev-tpu").unwrap().clone();
+    assert_eq!(again.cluster_deleted(), Some("2026-01-02T03:04:05Z"));
+    // Made again: the mark goes, and the file is Kinetic's again.
+    again.set_cluster_deleted(None);
+    let mut store = parse(&text).unwrap();
+    store.upsert(again).unwrap();
+    assert_eq!(store.to_json(), KINETIC_FILE);
+}

@@ -404,11 +404,19 @@ impl Engine {
     /// workload's CRD, a role without permission to list it) with why.
     /// An error only when there is a backend and none could list.
     pub async fn list_jobs_each(&self) -> Result<JobListing, EngineError> {
+        self.list_jobs_of(&self.inner.backends.names()).await
+    }
+
+    /// [`Engine::list_jobs_each`] over the registered backends named in
+    /// `backends` only (those whose jobs keep their records in this
+    /// engine's store); a name not registered is skipped.
+    pub async fn list_jobs_of(&self, backends: &[String]) -> Result<JobListing, EngineError> {
         let mut records = Vec::new();
         let mut unlisted = Vec::new();
         let mut listed_any = false;
-        for name in self.inner.backends.names() {
-            let backend = self.inner.backends.get(&name)?;
+        let registered = self.inner.backends.names();
+        for name in backends.iter().filter(|n| registered.contains(n)) {
+            let backend = self.inner.backends.get(name)?;
             let ids = match backend.list().await {
                 Ok(ids) => ids,
                 Err(e) => {
@@ -435,6 +443,38 @@ impl Engine {
                 .then_with(|| a.job_id.cmp(&b.job_id))
         });
         Ok(JobListing { records, unlisted })
+    }
+}
+
+impl Engine {
+    /// The records the store holds of `backend`'s jobs, newest first,
+    /// read from the store alone: what is left to list when the backend
+    /// itself cannot be asked (a cluster deleted with its jobs bucket
+    /// kept). Records that cannot be read are skipped (and logged).
+    pub async fn stored_jobs(&self, backend: &str) -> Result<Vec<JobRecord>, EngineError> {
+        let mut records = Vec::new();
+        for meta in self.inner.store.list(None).await? {
+            let key = meta.path.as_str();
+            let Some(id) = key.strip_suffix(&format!("/{}", layout::RECORD_FILE)) else {
+                continue;
+            };
+            let Ok(id) = id.parse::<JobId>() else {
+                continue;
+            };
+            match read_record(&self.inner, &id).await {
+                Ok(record) if record.backend == backend => records.push(record),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(job_id = %id, "skipping a job whose record cannot be read: {e}")
+                }
+            }
+        }
+        records.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| a.job_id.cmp(&b.job_id))
+        });
+        Ok(records)
     }
 }
 

@@ -45,6 +45,33 @@ fn missing(asked: &[&str], granted: &Value) -> Result<(), String> {
 }
 
 impl GcpInfra {
+    /// What `kinetic doctor` judges, for a job on `accelerator`: the
+    /// credentials first, and only when a token was issued, the cloud
+    /// ([`GcpInfra::observe`]) and the other facts. Without a token
+    /// nothing else is asked: every call would look for credentials again
+    /// (the metadata server included) and fail the same way, and the
+    /// checks that depend on them are not run.
+    pub async fn doctor_observe(
+        &self,
+        accelerator: Option<AcceleratorSpec>,
+    ) -> (Observation, DoctorFacts) {
+        if let Err(e) = self.rest.token().await {
+            let facts = DoctorFacts {
+                credentials: Some(Err(e.to_string())),
+                accelerator,
+                ..DoctorFacts::default()
+            };
+            let observation = Observation {
+                observed: crate::model::Observed::default(),
+                unreadable: Vec::new(),
+            };
+            return (observation, facts);
+        }
+        let observation = self.observe().await;
+        let facts = self.doctor_facts(&observation, accelerator).await;
+        (observation, facts)
+    }
+
     /// Gather what `kinetic doctor` checks besides `observation`, for a
     /// job on `accelerator`.
     pub async fn doctor_facts(

@@ -117,6 +117,7 @@ pub(crate) fn pool_of(p: &Value) -> ObservedPool {
         machine_type,
         accelerator,
     );
+    pool.service_account = config["serviceAccount"].as_str().map(str::to_owned);
     pool.status = ResourceStatus::parse(p["status"].as_str().unwrap_or_default());
     pool.status_message = p["statusMessage"].as_str().unwrap_or_default().to_owned();
     pool.spot = spot;
@@ -220,6 +221,17 @@ impl GcpInfra {
             })?;
         }
         Ok(found)
+    }
+
+    /// The cluster as GKE describes it now (`None`: it does not exist),
+    /// with one call: what a command whose cluster cannot be reached says
+    /// of it (provisioning, deleted, never made).
+    ///
+    /// # Errors
+    /// The Kubernetes Engine API's error (credentials, permission,
+    /// unavailable), or an answer that is not the cluster.
+    pub async fn cluster(&self) -> Result<Option<ObservedCluster>, InfraError> {
+        Ok(self.cluster_json().await?.as_ref().map(cluster_of))
     }
 
     /// How to reach the cluster GKE described.

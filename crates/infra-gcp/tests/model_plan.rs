@@ -514,3 +514,47 @@ fn status_says_what_is_missing_and_how_to_add_it() {
         "{jobs:?}"
     );
 }
+
+#[test]
+fn pool_add_on_a_cluster_up_did_not_make_runs_as_its_nodes_account() {
+    let desired = Desired::new(&target());
+    let mut observed = finished(&desired);
+    let nodes = desired.target.names.node_service_account.clone();
+    observed.service_accounts.remove(&nodes);
+    let cluster = observed.cluster.as_mut().unwrap();
+    cluster.pools.truncate(1);
+    cluster.pools[0].service_account = Some("default".into());
+    let plan = model::plan_pool_add(&desired, &observed, &pool("l4")).unwrap();
+    match &plan.actions[0] {
+        Action::CreatePool { pool } => assert_eq!(pool.service_account, "default"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        plan.notes[0].contains(&format!(
+            "service account {nodes} does not exist (`kinetic up` did not make this cluster): the pool's nodes run as default, as those of node pool default-pool do"
+        )),
+        "{:?}",
+        plan.notes
+    );
+    // Its pools name no account: `kinetic up` adopts it.
+    observed.cluster.as_mut().unwrap().pools[0].service_account = None;
+    let e = model::plan_pool_add(&desired, &observed, &pool("l4")).unwrap_err();
+    assert!(matches!(e, InfraError::NotAdopted { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("run `kinetic up`, which adopts the cluster"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_cluster_still_provisioning_has_no_endpoint_yet() {
+    let desired = Desired::new(&target());
+    let mut observed = finished(&desired);
+    let cluster = observed.cluster.as_mut().unwrap();
+    cluster.status = ResourceStatus::Provisioning;
+    cluster.endpoint = String::new();
+    let report = model::status(&desired, &observed);
+    assert_eq!(report.endpoint, None);
+    assert_eq!(report.cluster.as_deref(), Some("PROVISIONING"));
+}

@@ -99,6 +99,12 @@ pub(crate) fn up(args: &UpArgs, inv: &Invocation, out: &Output) -> Result<(), Cl
     if applied.declined() {
         return applied.print(out);
     }
+    if !args.dry_run {
+        // The cluster is there again: no profile names a deleted one.
+        let t = &infra.desired().target;
+        profiles::mark_cluster_deleted(inv, &t.project, &t.zone, &t.cluster, None)
+            .map_err(profile_error)?;
+    }
     let saved = if args.dry_run || args.no_profile {
         None
     } else {
@@ -148,8 +154,49 @@ pub(crate) fn down(args: &DownArgs, inv: &Invocation, out: &Output) -> Result<()
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
     let observed = observe(&infra)?;
-    let plan = model::plan_down(infra.desired(), &observed, args.delete_buckets);
-    apply(out, &infra, &plan, args.dry_run, args.yes, "kinetic down")?.print(out)
+    let mut plan = model::plan_down(infra.desired(), &observed, args.delete_buckets);
+    let deletes_cluster = plan
+        .actions
+        .iter()
+        .any(|a| matches!(a, model::Action::DeleteCluster { .. }));
+    let serving = observed
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.status.is_usable());
+    if deletes_cluster && serving {
+        // The jobs still running go with the cluster: the plan says which.
+        let running = engine::runtime()?.block_on(crate::cloud::running_jobs(&settings, inv));
+        plan.notes.push(match running {
+            Ok(ids) if ids.is_empty() => "no job is running on the cluster".to_owned(),
+            Ok(ids) => format!(
+                "{} job(s) still running on the cluster stop with it: {}{} (`kinetic jobs list` shows them; their records stay in gs://{})",
+                ids.len(),
+                ids.iter().take(10).cloned().collect::<Vec<_>>().join(", "),
+                if ids.len() > 10 { ", …" } else { "" },
+                infra.desired().target.names.jobs_bucket
+            ),
+            Err(why) => format!("the jobs running on the cluster could not be listed: {why}"),
+        });
+    }
+    let applied = apply(out, &infra, &plan, args.dry_run, args.yes, "kinetic down")?;
+    if deletes_cluster && applied.applied() {
+        let t = &infra.desired().target;
+        let when = kinetic_core::record::UtcTimestamp::now().to_string();
+        let marked =
+            profiles::mark_cluster_deleted(inv, &t.project, &t.zone, &t.cluster, Some(&when))
+                .map_err(profile_error)?;
+        if !marked.is_empty() && !out.is_json() {
+            render::info(&format!(
+                "Profile(s) {} name the deleted cluster: marked so (`kinetic profile list` shows it); `kinetic up` makes the cluster again and clears the mark.",
+                marked
+                    .iter()
+                    .map(|n| format!("'{n}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    applied.print(out)
 }
 
 pub(crate) fn status(args: &StatusArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
@@ -166,10 +213,18 @@ pub(crate) fn status(args: &StatusArgs, inv: &Invocation, out: &Output) -> Resul
         .iter()
         .map(|(w, e)| (w.clone(), e.to_string()))
         .collect();
+    // A cluster `kinetic down` deleted is said to be deleted, not missing.
+    let t = &infra.desired().target;
+    let deleted = report
+        .cluster
+        .is_none()
+        .then(|| profiles::cluster_deleted_at(inv, &t.project, &t.zone, &t.cluster))
+        .flatten();
     out.either(
         &json!({"status": report, "complete": report.complete() && unreadable.is_empty(),
+                "cluster_deleted_at": deleted,
                 "unreadable": unreadable.iter().map(|(w, e)| json!({"what": w, "error": e})).collect::<Vec<_>>()}),
-        &render::infra::status(&report, &unreadable),
+        &render::infra::status(&report, &unreadable, deleted.as_deref()),
     )?;
     match unreadable.first() {
         Some((what, e)) => Err(CliError::failed(format!("{what} could not be read: {e}"))),
@@ -187,11 +242,8 @@ pub(crate) fn doctor(args: &DoctorArgs, inv: &Invocation, out: &Output) -> Resul
     let settings = inv.settings(&args.target.settings_args(inv))?;
     let infra = engine::infra(&settings)?;
     let runtime = engine::runtime()?;
-    let (observation, facts) = runtime.block_on(async {
-        let observation = infra.observe().await;
-        let facts = infra.doctor_facts(&observation, accelerator).await;
-        (observation, facts)
-    });
+    // The credentials gate the rest: without a token nothing is asked.
+    let (observation, facts) = runtime.block_on(infra.doctor_observe(accelerator));
     let checks = model::doctor(infra.desired(), &observation.observed, &facts);
     // A warning blocks nothing; a check not run failed by its blocker.
     let failed = checks

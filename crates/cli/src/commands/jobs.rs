@@ -23,7 +23,11 @@ pub(crate) struct JobsArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum JobsCommand {
-    /// Jobs the backends still hold, newest first, with their status.
+    /// Every configured backend's jobs together (local and the cluster's,
+    /// each read from its own store), newest first, with their status and
+    /// backend. A backend that cannot be asked is named in a warning; the
+    /// records its store keeps (a deleted cluster's bucket) are listed
+    /// with status UNKNOWN.
     List,
     /// A job's status (and why, when known).
     Status {
@@ -106,6 +110,16 @@ enum JobsCommand {
 struct Engines {
     first: Engine,
     cluster: Option<Engine>,
+    /// Each registered backend, with the engine whose store holds its
+    /// jobs' records (`Err`: why none does).
+    listed: Vec<(String, Result<Which, String>)>,
+}
+
+/// Which of [`Engines`]' engines.
+#[derive(Clone, Copy)]
+enum Which {
+    First,
+    Cluster,
 }
 
 impl Engines {
@@ -115,12 +129,45 @@ impl Engines {
     ) -> Result<Self, CliError> {
         let first = engine::build(settings, inv)?;
         let own = settings.store_for(&settings.backend.value).ok();
-        let cluster = settings
+        let cluster_store = settings
             .store_for("gke")
             .ok()
-            .filter(|s| Some(&s.value) != own.as_ref().map(|o| &o.value))
-            .and_then(|_| engine::build_for(settings, inv, "gke").ok());
-        Ok(Self { first, cluster })
+            .filter(|s| Some(&s.value) != own.as_ref().map(|o| &o.value));
+        let cluster = cluster_store
+            .as_ref()
+            .map(|_| engine::build_for(settings, inv, "gke").map_err(|e| e.to_string()));
+        let listed = first
+            .backends()
+            .names()
+            .into_iter()
+            .map(|name| {
+                let which = match settings.store_for(&name) {
+                    Ok(s) if Some(&s.value) == own.as_ref().map(|o| &o.value) => Ok(Which::First),
+                    Ok(s) if Some(&s.value) == cluster_store.as_ref().map(|c| &c.value) => {
+                        match &cluster {
+                            Some(Ok(_)) => Ok(Which::Cluster),
+                            Some(Err(e)) => Err(e.clone()),
+                            None => Err("its store cannot be opened".to_owned()),
+                        }
+                    }
+                    Ok(s) => Err(format!("its store {} cannot be opened", s.value)),
+                    Err(e) => Err(e.to_string()),
+                };
+                (name, which)
+            })
+            .collect();
+        Ok(Self {
+            first,
+            cluster: cluster.and_then(Result::ok),
+            listed,
+        })
+    }
+
+    fn get(&self, which: Which) -> &Engine {
+        match (which, &self.cluster) {
+            (Which::Cluster, Some(cluster)) => cluster,
+            _ => &self.first,
+        }
     }
 }
 
@@ -159,7 +206,7 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
     let rt = engine::runtime()?;
     rt.block_on(async {
         match &args.command {
-            JobsCommand::List => list(&engines.first, out).await,
+            JobsCommand::List => list(&engines, &settings, inv, out).await,
             JobsCommand::Status { job_id } => {
                 let handle = attach(&engines, job_id).await?;
                 let state = handle.status().await.map_err(engine_error)?;
@@ -376,33 +423,110 @@ fn logs_out(job_id: &str, text: &str, out: &Output) -> Result<(), CliError> {
     )?)
 }
 
-async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
-    let listing = engine.list_jobs_each().await.map_err(engine_error)?;
-    // A backend that cannot list (its CRD not installed, a role without
-    // permission to list its kind) leaves the others listed, and says why.
-    for (backend, e) in &listing.unlisted {
-        render::warn(&format!("the {backend} backend's jobs are not listed: {e}"));
-    }
-    let records = listing.records;
-    // Each job's status, asked of its backend; one that cannot be read is
-    // shown as UNKNOWN with why.
-    let mut statuses = Vec::with_capacity(records.len());
-    for record in &records {
-        let state = match engine.handle_from_json(&record.to_json()) {
-            Ok(handle) => handle.status().await.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+/// A job as `jobs list` shows it: its record, and its status as its
+/// backend says (`Err`: why it cannot be said).
+struct Listed {
+    record: kinetic_core::record::JobRecord,
+    status: Result<kinetic_core::status::JobState, String>,
+}
+
+/// `kinetic jobs list`: every registered backend's jobs, each read from
+/// the store its jobs use, newest first. A backend that cannot list its
+/// jobs (a cluster deleted or still being created, a CRD not installed)
+/// is named in a warning, and the others are listed; the records its
+/// store keeps are listed too, their status unknown.
+async fn list(
+    engines: &Engines,
+    settings: &kinetic_core::settings::Settings,
+    inv: &Invocation,
+    out: &Output,
+) -> Result<(), CliError> {
+    let mut jobs: Vec<Listed> = Vec::new();
+    let mut cluster_note: Option<Option<String>> = None;
+    let mut said = std::collections::BTreeSet::new();
+    for (backend, which) in &engines.listed {
+        let which = match which {
+            Ok(which) => *which,
+            Err(why) => {
+                render::warn(&format!(
+                    "the {backend} backend's jobs are not listed: {why}"
+                ));
+                continue;
+            }
         };
-        statuses.push(state);
+        let engine = engines.get(which);
+        let error = match engine.list_jobs_of(std::slice::from_ref(backend)).await {
+            Ok(listing) => match listing.unlisted.into_iter().next() {
+                None => {
+                    for record in listing.records {
+                        let status = match engine.handle_from_json(&record.to_json()) {
+                            Ok(handle) => handle.status().await.map_err(|e| e.to_string()),
+                            Err(e) => Err(e.to_string()),
+                        };
+                        jobs.push(Listed { record, status });
+                    }
+                    continue;
+                }
+                Some((_, e)) => e,
+            },
+            Err(e) => e,
+        };
+        // The backend cannot be asked: say why (what the cluster is, when
+        // it is a cluster's), and list what its store keeps.
+        let why = if kinetic_core::settings::is_remote(backend) {
+            if cluster_note.is_none() {
+                cluster_note = Some(crate::cloud::cluster_state_note(settings, inv).await);
+            }
+            cluster_note.clone().flatten()
+        } else {
+            None
+        }
+        .unwrap_or_else(|| error.to_string());
+        let kept = engine.stored_jobs(backend).await;
+        let first_time = said.insert(why.clone());
+        match kept {
+            Ok(kept) if !kept.is_empty() => {
+                render::warn(&format!(
+                    "the {backend} backend's jobs cannot be asked for their status: {}its {} job(s) below are read from the store, status UNKNOWN",
+                    if first_time {
+                        format!("{why}; ")
+                    } else {
+                        String::new()
+                    },
+                    kept.len()
+                ));
+                for record in kept {
+                    jobs.push(Listed {
+                        record,
+                        status: Err(why.clone()),
+                    });
+                }
+            }
+            // The cluster's state is said once, for all its backends.
+            Ok(_) if !first_time => {}
+            Ok(_) => render::warn(&format!(
+                "the {backend} backend's jobs are not listed: {why}"
+            )),
+            Err(e) => render::warn(&format!(
+                "the {backend} backend's jobs are not listed: {why}; its store cannot be read either: {e}"
+            )),
+        }
     }
+    jobs.sort_by(|a, b| {
+        b.record
+            .created_at
+            .cmp(&a.record.created_at)
+            .then_with(|| a.record.job_id.cmp(&b.record.job_id))
+    });
     if out.is_json() {
-        let values: Vec<serde_json::Value> = records
+        let values: Vec<serde_json::Value> = jobs
             .iter()
-            .zip(&statuses)
-            .map(|(r, state)| {
+            .map(|job| {
                 let mut value =
-                    serde_json::from_str(&r.to_json()).unwrap_or(serde_json::Value::Null);
+                    serde_json::from_str(&job.record.to_json()).unwrap_or(serde_json::Value::Null);
                 if let Some(map) = value.as_object_mut() {
-                    match state {
+                    map.insert("backend".into(), json!(job.record.backend));
+                    match &job.status {
                         Ok(state) => {
                             map.insert("status".into(), json!(state.status));
                             map.insert("reason".into(), json!(state.reason));
@@ -418,16 +542,16 @@ async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
             .collect();
         return Ok(out.json(&values)?);
     }
-    if records.is_empty() {
+    if jobs.is_empty() {
         return Ok(emit("no jobs\n")?);
     }
-    let rows: Vec<Vec<String>> = records
+    let rows: Vec<Vec<String>> = jobs
         .iter()
-        .zip(&statuses)
-        .map(|(r, state)| {
+        .map(|job| {
+            let r = &job.record;
             vec![
                 r.job_id.to_string(),
-                match state {
+                match &job.status {
                     Ok(state) => state.status.as_str().to_owned(),
                     Err(_) => "UNKNOWN".to_owned(),
                 },

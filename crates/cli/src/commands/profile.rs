@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::engine::Invocation;
 use crate::error::{CliError, profile_error};
-use crate::profiles::{profile_json, warn_if_overridden};
+use crate::profiles::{cluster_text, profile_json, warn_if_overridden};
 use crate::render::{self, Output, emit, key_values, table};
 
 /// Arguments of `kinetic profile`.
@@ -104,7 +104,7 @@ fn profile_text(p: &Profile) -> String {
         key_values(&[
             ("project", p.project.clone()),
             ("zone", p.zone.clone()),
-            ("cluster", p.cluster.clone()),
+            ("cluster", cluster_text(p)),
             ("namespace", p.namespace.clone()),
         ])
     )
@@ -143,7 +143,10 @@ fn list(store: &ProfileStore, env: &dyn EnvLookup, out: &Output) -> Result<(), C
                 p.name.clone(),
                 p.project.clone(),
                 p.zone.clone(),
-                p.cluster.clone(),
+                match p.cluster_deleted() {
+                    Some(_) => format!("{} (deleted)", p.cluster),
+                    None => p.cluster.clone(),
+                },
                 p.namespace.clone(),
             ]
         })
@@ -157,7 +160,12 @@ fn list(store: &ProfileStore, env: &dyn EnvLookup, out: &Output) -> Result<(), C
             "Active profile: {e} (override by KINETIC_PROFILE; stored: {})\n",
             stored.unwrap_or("none")
         ),
-        (Some(e), _) => format!("Active profile: {e}\n"),
+        (Some(e), _) => match store.get(e).and_then(Profile::cluster_deleted) {
+            Some(when) => format!(
+                "Active profile: {e} (its cluster was deleted by `kinetic down` at {when}; `kinetic up` makes it again)\n"
+            ),
+            None => format!("Active profile: {e}\n"),
+        },
         (None, _) => "No active profile. Run 'kinetic profile use NAME'.\n".to_owned(),
     });
     Ok(emit(&text)?)

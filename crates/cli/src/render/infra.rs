@@ -123,7 +123,13 @@ fn check_line(c: &Check) -> String {
 
 /// `kinetic status`: the cluster, the registry, the pools, every piece
 /// checked, what is missing with the command that adds it.
-pub(crate) fn status(report: &StatusReport, unreadable: &[(String, String)]) -> String {
+/// `deleted`: when `kinetic down` deleted the cluster, as a profile
+/// naming it was marked.
+pub(crate) fn status(
+    report: &StatusReport,
+    unreadable: &[(String, String)],
+    deleted: Option<&str>,
+) -> String {
     let t = &report.target;
     let mut s = key_values(&[
         ("project", t.project.clone()),
@@ -133,12 +139,20 @@ pub(crate) fn status(report: &StatusReport, unreadable: &[(String, String)]) -> 
             format!(
                 "{} ({})",
                 t.cluster,
-                report.cluster.as_deref().unwrap_or("not created")
+                match (&report.cluster, deleted) {
+                    (Some(state), _) => state.clone(),
+                    (None, Some(when)) => format!("deleted by `kinetic down` at {when}"),
+                    (None, None) => "not created".to_owned(),
+                }
             ),
         ),
         (
             "endpoint",
-            report.endpoint.clone().unwrap_or_else(|| "-".to_owned()),
+            match (&report.endpoint, &report.cluster) {
+                (Some(url), _) => url.clone(),
+                (None, Some(state)) => format!("none yet (the cluster is {state})"),
+                (None, None) => "-".to_owned(),
+            },
         ),
         ("registry", report.registry.clone()),
         ("jobs bucket", format!("gs://{}", t.names.jobs_bucket)),

@@ -38,8 +38,8 @@ pub use names::{
     registry_prefix_at, zone_to_ar_location, zone_to_region,
 };
 pub use profiles::{
-    ActiveProfile, Profile, ProfileError, ProfileSelection, ProfileStore, profiles_path,
-    validate_profile_name,
+    ActiveProfile, CLUSTER_DELETED_KEY, Profile, ProfileError, ProfileSelection, ProfileStore,
+    profiles_path, validate_profile_name,
 };
 pub use resolve::{
     ConfigArgs, ConfigError, PartialConfig, ProfileRef, ResolvedConfig, Setting, Source, resolve,

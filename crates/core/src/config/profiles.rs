@@ -131,6 +131,9 @@ pub fn validate_profile_name(name: &str) -> Result<(), ProfileError> {
     }
 }
 
+/// The key of a profile whose cluster was deleted: when (RFC 3339).
+pub const CLUSTER_DELETED_KEY: &str = "cluster_deleted_at";
+
 /// An infrastructure target saved under a name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -188,6 +191,32 @@ impl Profile {
     /// Keys of the stored entry this version does not interpret.
     pub fn extra(&self) -> &Map<String, Value> {
         &self.extra
+    }
+
+    /// When its cluster was deleted (`kinetic down`), if it was and has
+    /// not been made again since: the profile names a cluster that does
+    /// not exist. Stored as the key [`CLUSTER_DELETED_KEY`], which other
+    /// readers of the file ignore.
+    pub fn cluster_deleted(&self) -> Option<&str> {
+        self.extra.get(CLUSTER_DELETED_KEY).and_then(Value::as_str)
+    }
+
+    /// Mark its cluster deleted at `when` (`Some`), or made again (`None`).
+    pub fn set_cluster_deleted(&mut self, when: Option<&str>) {
+        match when {
+            Some(when) => {
+                self.extra
+                    .insert(CLUSTER_DELETED_KEY.to_owned(), Value::from(when));
+            }
+            None => {
+                self.extra.remove(CLUSTER_DELETED_KEY);
+            }
+        }
+    }
+
+    /// Whether it names the cluster `cluster` in `zone` of `project`.
+    pub fn names_cluster(&self, project: &str, zone: &str, cluster: &str) -> bool {
+        self.project == project && self.zone == zone && self.cluster == cluster
     }
 
     fn from_json(name: &str, value: &Value) -> Result<Self, ProfileError> {

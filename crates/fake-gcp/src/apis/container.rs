@@ -163,6 +163,18 @@ fn check_name(name: &str, what: &str) -> Result<(), Response> {
     }
 }
 
+/// A pool's config as GKE keeps it: nodes given no service account run
+/// as the Compute Engine default one, which GKE gives as `default`.
+fn with_default_service_account(mut pool: Value) -> Value {
+    if pool.pointer("/config/serviceAccount").is_none() {
+        if !pool["config"].is_object() {
+            pool["config"] = json!({});
+        }
+        pool["config"]["serviceAccount"] = json!("default");
+    }
+    pool
+}
+
 fn check_service_account(st: &ApisState, config: &Value) -> Result<(), Response> {
     match config["serviceAccount"].as_str() {
         Some(sa) if sa != "default" && !st.service_accounts.contains_key(sa) => Err(error(
@@ -301,6 +313,7 @@ async fn create_cluster(
     }
     let mut pools = BTreeMap::new();
     for p in pools_in {
+        let p = with_default_service_account(p);
         let pname = p["name"].as_str().unwrap_or_default().to_owned();
         if let Err(r) = check_name(&pname, "cluster.node_pools.name") {
             return r;
@@ -542,7 +555,7 @@ async fn create_pool(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let spec = body["nodePool"].clone();
+    let spec = with_default_service_account(body["nodePool"].clone());
     let pool = spec["name"].as_str().unwrap_or_default().to_owned();
     if let Err(r) = check_name(&pool, "node_pool.name") {
         return r;

@@ -548,6 +548,15 @@ impl FakeGoogleApis {
         self.app.lock().repositories.remove(name);
     }
 
+    /// Create, at once, a running cluster made without `kinetic up` (in
+    /// the console, or by `gcloud container clusters create`), in `zone`,
+    /// with Workload Identity and the GCS FUSE driver on and its default
+    /// pool (one node) running as the project's Compute Engine default
+    /// service account, which GKE gives as `serviceAccount: default`.
+    pub fn add_cluster(&self, zone: &str, cluster: &str) {
+        container::provision(&self.app, zone, cluster, "default");
+    }
+
     /// Create, at once, what `kinetic up` would: a running cluster with
     /// Workload Identity and the GCS FUSE driver and its default pool (one
     /// node), in `zone`, with `node_service_account`; the repository

@@ -171,6 +171,17 @@ pub enum InfraError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// A pool for a cluster `kinetic up` did not make, whose own pools
+    /// say no service account to run new nodes as.
+    #[error(
+        "cluster '{cluster}' was not made by `kinetic up` (service account {account} does not exist) and its node pools name no service account to run a new pool's nodes as: run `kinetic up`, which adopts the cluster and makes the account"
+    )]
+    NotAdopted {
+        /// The cluster.
+        cluster: String,
+        /// The account `kinetic up` would have made.
+        account: String,
+    },
     /// No pool of that name.
     #[error("no node pool '{name}' in cluster '{cluster}'; its pools: {existing}")]
     PoolNotFound {

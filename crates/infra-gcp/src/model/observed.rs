@@ -123,6 +123,9 @@ pub struct ObservedPool {
     pub autoscaling: Option<(u32, u32)>,
     /// Nodes (ready, total) as Kubernetes sees them, when it was asked.
     pub nodes: Option<(u32, u32)>,
+    /// The Google service account its nodes run as, as GKE gives it
+    /// (`default`: the project's Compute Engine default account).
+    pub service_account: Option<String>,
 }
 
 impl ObservedPool {
@@ -138,6 +141,7 @@ impl ObservedPool {
             reservation: None,
             autoscaling: None,
             nodes: None,
+            service_account: None,
         }
     }
 }
@@ -176,6 +180,12 @@ impl ObservedCluster {
             gcs_fuse_csi,
             pools,
         }
+    }
+
+    /// The control plane's URL; `None` while GKE gives no endpoint yet
+    /// (a cluster still provisioning).
+    pub fn url(&self) -> Option<String> {
+        (!self.endpoint.is_empty()).then(|| super::cluster_url(&self.endpoint))
     }
 
     /// The pool named `name`.

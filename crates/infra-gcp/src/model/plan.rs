@@ -576,7 +576,30 @@ pub fn plan_pool_add(
                 p.name, pool.accelerator, p.name
             ));
         }
-        None => actions.push(Action::CreatePool { pool: pool.clone() }),
+        None => {
+            let mut pool = pool.clone();
+            // A cluster `kinetic up` did not make has no kn-…-nodes
+            // account: its new pool's nodes run as its other nodes do.
+            if !observed.service_accounts.contains(&pool.service_account) {
+                let theirs = cluster
+                    .pool(DEFAULT_POOL)
+                    .into_iter()
+                    .chain(&cluster.pools)
+                    .find_map(|p| p.service_account.clone().map(|sa| (p.name.clone(), sa)));
+                let Some((from, account)) = theirs else {
+                    return Err(InfraError::NotAdopted {
+                        cluster: desired.target.cluster.clone(),
+                        account: pool.service_account.clone(),
+                    });
+                };
+                plan.notes.push(format!(
+                    "service account {} does not exist (`kinetic up` did not make this cluster): the pool's nodes run as {account}, as those of node pool {from} do; `kinetic up` adopts the cluster and makes the account",
+                    pool.service_account
+                ));
+                pool.service_account = account;
+            }
+            actions.push(Action::CreatePool { pool });
+        }
     }
     let nvidia = observed.kube.as_ref().is_some_and(|k| k.nvidia_driver);
     if is_gpu(Some(&pool.accelerator)) && !nvidia {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Desired, InfraTarget, Observed, ObservedPool, Resource, cluster_url};
+use super::{Desired, InfraTarget, Observed, ObservedCluster, ObservedPool, Resource};
 
 /// One piece of the infrastructure, checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -143,7 +143,8 @@ pub struct StatusReport {
     pub target: InfraTarget,
     /// The cluster's status (`null`: it does not exist).
     pub cluster: Option<String>,
-    /// The cluster's API server.
+    /// The cluster's API server (`null`: no cluster, or GKE gives no
+    /// endpoint yet while it provisions).
     pub endpoint: Option<String>,
     /// The image registry prefix.
     pub registry: String,
@@ -257,7 +258,10 @@ pub(super) fn infra_checks(desired: &Desired, observed: &Observed) -> Vec<Check>
         Some(c) if !c.gcs_fuse_csi => Check::fail(what, "the GCS FUSE CSI driver is off", UP),
         Some(c) => Check::pass(
             what,
-            format!("{} at {}", c.status, cluster_url(&c.endpoint)),
+            match c.url() {
+                Some(url) => format!("{} at {url}", c.status),
+                None => c.status.to_string(),
+            },
         ),
     });
     let spec = &desired.kube;
@@ -325,7 +329,7 @@ pub(super) fn infra_checks(desired: &Desired, observed: &Observed) -> Vec<Check>
     }
     if let Some(k) = &observed.kubeconfig {
         let what = format!("kubeconfig context {}", spec.context);
-        let server = observed.cluster.as_ref().map(|c| cluster_url(&c.endpoint));
+        let server = observed.cluster.as_ref().and_then(ObservedCluster::url);
         checks.push(match (&k.context_server, &server) {
             (None, _) => Check::fail(what, format!("missing in {}", k.path), UP),
             (Some(s), Some(want)) if s != want => {
@@ -371,7 +375,7 @@ pub fn status(desired: &Desired, observed: &Observed) -> StatusReport {
     StatusReport {
         target: desired.target.clone(),
         cluster: observed.cluster.as_ref().map(|c| c.status.to_string()),
-        endpoint: observed.cluster.as_ref().map(|c| cluster_url(&c.endpoint)),
+        endpoint: observed.cluster.as_ref().and_then(ObservedCluster::url),
         registry: desired.target.names.registry_prefix.clone(),
         pools,
         checks,
