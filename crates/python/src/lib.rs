@@ -63,7 +63,8 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
 
 /// What the engine reports while a call waits, delivered on the calling thread.
 enum Event {
-    Status(String),
+    /// A new state: the status and its reason, if any.
+    Status(String, Option<String>),
     Log(String),
 }
 
@@ -88,13 +89,11 @@ impl Listener {
             return Ok(());
         };
         while let Ok(event) = events.try_recv() {
-            let (callback, text) = match event {
-                Event::Status(s) => (&self.on_status, s),
-                Event::Log(s) => (&self.on_log, s),
+            match (event, &self.on_status, &self.on_log) {
+                (Event::Status(status, reason), Some(cb), _) => cb.call1(py, (status, reason))?,
+                (Event::Log(line), _, Some(cb)) => cb.call1(py, (line,))?,
+                _ => continue,
             };
-            if let Some(cb) = callback {
-                cb.call1(py, (text,))?;
-            }
         }
         Ok(())
     }
@@ -779,7 +778,10 @@ impl Job {
         let status_tx = Mutex::new(tx.clone());
         options = options.on_status_change(Arc::new(move |state| {
             if let Ok(tx) = status_tx.lock() {
-                let _ = tx.send(Event::Status(state.status.as_str().to_owned()));
+                let _ = tx.send(Event::Status(
+                    state.status.as_str().to_owned(),
+                    state.reason.as_ref().map(ToString::to_string),
+                ));
             }
         }));
         if stream {
