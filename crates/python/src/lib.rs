@@ -19,6 +19,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::advice::FrontEnd;
 use kinetic_core::config::ProfileStore;
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::ImageMode;
@@ -155,7 +156,7 @@ fn engine_error(e: &EngineError) -> PyErr {
         )),
         EngineError::Timeout { .. } => PyTimeoutError::new_err(e.to_string()),
         EngineError::InvalidInput { .. } | EngineError::Project { .. } => {
-            PyValueError::new_err(e.to_string())
+            PyValueError::new_err(e.message_for(FrontEnd::Python))
         }
         EngineError::NotFound { .. } => PyLookupError::new_err(e.to_string()),
         _ => PyRuntimeError::new_err(e.to_string()),
@@ -168,9 +169,9 @@ fn child_error(e: &ChildError) -> PyErr {
         // The text names the input and the attempts; the type follows the cause.
         ChildError::Submission { error, .. } => match error.as_ref() {
             EngineError::InvalidInput { .. } | EngineError::Project { .. } => {
-                PyValueError::new_err(e.to_string())
+                PyValueError::new_err(e.message_for(FrontEnd::Python))
             }
-            _ => PyRuntimeError::new_err(e.to_string()),
+            _ => PyRuntimeError::new_err(e.message_for(FrontEnd::Python)),
         },
         _ => PyRuntimeError::new_err(e.to_string()),
     }
@@ -343,7 +344,7 @@ impl Client {
         }
         let engine = kinetic_wiring::engine_with(&settings, env, &options).map_err(|e| {
             if e.is_usage() {
-                bad(e.to_string())
+                bad(e.message_for(FrontEnd::Python))
             } else {
                 PyRuntimeError::new_err(e.to_string())
             }
