@@ -1564,6 +1564,9 @@ RUNNER_MODULE = "__kinetic_runner__"
 # writes it there); run from a checkout, the runner reads the file beside it.
 JOB_MODULE_SOURCE = None
 JOB_MODULE_FILE = "kinetic_job.py"
+# The directory the job's ``kinetic`` package is written under (its frames
+# are the library's, not the user's: see ``_user_traceback``).
+JOB_MODULE_DIR = "kinetic-module"
 
 
 def job_module_source() -> str:
@@ -1585,7 +1588,7 @@ def place_job_module(run_dir: str) -> str:
     installed (a local job's may have the client's): inside a job,
     ``import kinetic`` gives the job's side of the API, whose decorated
     functions run in-process. Returns the directory put on ``sys.path``."""
-    root = os.path.join(run_dir, "kinetic-module")
+    root = os.path.join(run_dir, JOB_MODULE_DIR)
     package = os.path.join(root, "kinetic")
     os.makedirs(package, exist_ok=True)
     with open(os.path.join(package, "__init__.py"), "w", encoding="utf-8") as f:
@@ -2168,16 +2171,31 @@ def describe_exit(code) -> str:
 
 
 def _user_traceback(tb):
-    """Skips the runner's and importlib's leading frames, when user frames follow."""
+    """The user's frames of ``tb``: the runner's own frames, importlib's and
+    the job-side ``kinetic`` module's (a decorated function called in the
+    job passes through its wrapper) are left out wherever they are in the
+    chain, when user frames remain."""
     here = os.path.abspath(__file__)
     importlib_dir = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep
+    job_module = os.sep + JOB_MODULE_DIR + os.sep
+
+    def own(filename: str) -> bool:
+        return (filename == here or filename.startswith(("<frozen importlib", importlib_dir))
+                or job_module in filename)
+
+    kept = []
     current = tb
     while current is not None:
-        filename = current.tb_frame.f_code.co_filename
-        if filename != here and not filename.startswith(("<frozen importlib", importlib_dir)):
-            return current
+        if not own(current.tb_frame.f_code.co_filename):
+            kept.append(current)
         current = current.tb_next
-    return tb
+    if not kept:
+        return tb
+    import types
+    chain = None
+    for entry in reversed(kept):
+        chain = types.TracebackType(chain, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return chain
 
 
 class PhaseFailure(Exception):

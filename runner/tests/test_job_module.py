@@ -26,6 +26,13 @@ def outer(x):
             "status": kinetic.JobStatus.SUCCEEDED.value, "data": kinetic.Data("/tmp").path,
             "errors": [kinetic.RemoteError.__name__, kinetic.BatchError.__name__]}
 
+@kinetic.run(accelerator="cpu")
+def lookup(table, key):
+    return table[key]
+
+def outer_lookup():
+    return lookup({}, "missing")
+
 def client_only(which):
     try:
         if which == "run_async":
@@ -53,6 +60,19 @@ class JobModuleTests(RunnerTestCase):
         run = self.run_job({"work.py": WORK, **SHADOW}, function_entry("outer"), args=[41])
         self.assertSucceeded(run, {"value": 42, "calls": [41], "in_job": True, "status": "SUCCEEDED",
                                    "data": "/tmp", "errors": ["RemoteError", "BatchError"]})
+
+    def test_a_failure_through_a_decorated_function_shows_the_users_frames_only(self):
+        run = self.run_job({"work.py": WORK}, function_entry("outer_lookup"))
+        error = self.assertFailed(run, "execute", "KeyError")
+        self.assertEqual(error["message"], "'missing'")
+        tb = error["traceback"]
+        self.assertIn("in outer_lookup", tb)
+        self.assertIn("in lookup", tb)
+        self.assertIn("KeyError: 'missing'", tb)
+        # Neither the runner's frames nor the job-side module's wrapper.
+        self.assertNotIn("kinetic_runner", tb)
+        self.assertNotIn("kinetic-module", tb)
+        self.assertNotIn("in wrapper", tb)
 
     def test_client_only_calls_raise_an_error_that_says_why(self):
         for which in ("run_async", "run_async_map", "attach", "list_jobs", "JobHandle"):

@@ -13,6 +13,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use kinetic_core::advice::Advice;
 use kinetic_core::settings::vars;
 use kinetic_core::status::StatusReason;
 
@@ -53,24 +54,32 @@ impl HostGpus {
     }
 
     /// Why a request for `wanted` GPUs of `accelerator` cannot be served
-    /// here; `None` when it can.
-    pub(crate) fn refusal(&self, wanted: u32, accelerator: &str) -> Option<String> {
+    /// here, with what to set instead; `None` when it can.
+    pub(crate) fn refusal(&self, wanted: u32, accelerator: &str) -> Option<(String, Advice)> {
         let gpus = if wanted == 1 { "GPU" } else { "GPUs" };
-        let elsewhere =
-            "use --accelerator cpu to run here, or a cloud backend (--backend gke) for GPUs";
         let (have, how) = match self {
             Self::Unknown(why) => {
-                return Some(format!(
-                    "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} {gpus}, but this host's GPUs could not be counted: {why}; set {}=N to the number of NVIDIA GPUs this host has, or {elsewhere}",
-                    vars::LOCAL_GPUS
+                return Some((
+                    format!(
+                        "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} {gpus}, but this host's GPUs could not be counted: {why}"
+                    ),
+                    Advice::new()
+                        .text(format!(
+                            "set {}=N to the number of NVIDIA GPUs this host has, or ",
+                            vars::LOCAL_GPUS
+                        ))
+                        .chain(crate::elsewhere("GPUs", &["gke"])),
                 ));
             }
             Self::Declared(ids) => (ids.len(), format!("declared with {}", vars::LOCAL_GPUS)),
             Self::Counted(ids) => (ids.len(), "listed by nvidia-smi -L".to_owned()),
         };
         (wanted as usize > have).then(|| {
-            format!(
-                "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} {gpus} but this host has {have} ({how}); {elsewhere}"
+            (
+                format!(
+                    "the local backend runs jobs on this host, and accelerator '{accelerator}' needs {wanted} {gpus} but this host has {have} ({how})"
+                ),
+                crate::elsewhere("GPUs", &["gke"]),
             )
         })
     }
@@ -236,19 +245,22 @@ mod tests {
     fn a_request_beyond_the_host_names_the_count_and_the_accelerator() {
         let counted = HostGpus::Counted(vec![0, 1]);
         assert_eq!(counted.refusal(2, "l4x2"), None);
-        let msg = counted.refusal(4, "a100x4").unwrap_or_default();
+        let text =
+            |r: Option<(String, Advice)>| r.map(|(m, a)| format!("{m}; {a}")).unwrap_or_default();
+        let msg = text(counted.refusal(4, "a100x4"));
         assert!(
             msg.contains("'a100x4' needs 4 GPUs but this host has 2 (listed by nvidia-smi -L)"),
             "{msg}"
         );
-        let msg = HostGpus::declared(0).refusal(1, "l4").unwrap_or_default();
+        let msg = text(HostGpus::declared(0).refusal(1, "l4"));
         assert!(
             msg.contains("needs 1 GPU but this host has 0 (declared with KINETIC_LOCAL_GPUS)"),
             "{msg}"
         );
-        let msg = HostGpus::Unknown("cannot run nvidia-smi: No such file or directory".into())
-            .refusal(1, "l4")
-            .unwrap_or_default();
+        let msg = text(
+            HostGpus::Unknown("cannot run nvidia-smi: No such file or directory".into())
+                .refusal(1, "l4"),
+        );
         assert!(msg.contains("cannot run nvidia-smi"), "{msg}");
         assert!(msg.contains("set KINETIC_LOCAL_GPUS=N"), "{msg}");
     }

@@ -78,6 +78,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kinetic_core::accelerators::{AcceleratorSpec, Category};
+use kinetic_core::advice::{Advice, Knob};
 use kinetic_core::debug;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
@@ -86,6 +87,7 @@ use kinetic_core::ports::{
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
+use kinetic_core::settings::vars;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
 use crate::state::{JobDir, Observed};
@@ -271,7 +273,7 @@ impl LocalBackend {
         let wanted = accelerator.count().unwrap_or(1);
         let host = self.gpus.get_or_init(gpus::detect);
         match host.refusal(wanted, &accelerator.to_string()) {
-            Some(why) => Err(BackendError::unsupported(why)),
+            Some((why, advice)) => Err(BackendError::unsupported_with(why, advice)),
             None => Ok(Some((wanted, host.ids().to_vec()))),
         }
     }
@@ -633,6 +635,26 @@ fn io_err(path: &Path, e: &std::io::Error) -> BackendError {
     BackendError::other(format!("local backend: {}: {e}", path.display()))
 }
 
+/// What to set for a job this host cannot serve (`what`: "TPUs", "GPUs"):
+/// the CPU to run here, or a cluster backend (`backends`) with the project
+/// and cluster that name the cluster, which `kinetic up` creates.
+pub(crate) fn elsewhere(what: &str, backends: &[&str]) -> Advice {
+    Advice::new()
+        .text("use ")
+        .set(Knob::Accelerator, "cpu")
+        .text(format!(" to run here; or, for {what}, a cluster backend ("))
+        .set_any(Knob::Backend, backends.iter().copied())
+        .text(") with the cluster's project and cluster set (")
+        .name(Knob::Project)
+        .text(" and ")
+        .name(Knob::Cluster)
+        .text(format!(
+            ", {} and {}, or a profile from `kinetic profile create`): with a project set, {what} go to the cluster by themselves; `kinetic up` creates the cluster",
+            vars::PROJECT,
+            vars::CLUSTER
+        ))
+}
+
 /// Where [`LocalBackend::archive_logs`] copies a job's log: host 0's one
 /// and last chunk (`{job_id}/logs/host-0/00000000.end`).
 fn archived_log(job_id: &JobId) -> kinetic_core::ports::ObjectPath {
@@ -655,16 +677,27 @@ impl Backend for LocalBackend {
 
     async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
         if accelerator.spot() {
-            return Err(BackendError::unsupported(format!(
-                "the local backend runs jobs on this host, which is no Spot VM: '{accelerator}' asks for one; drop --spot (or the :spot suffix) to run here, or use a cluster backend (--backend gke)"
-            )));
+            return Err(BackendError::unsupported_with(
+                format!(
+                    "the local backend runs jobs on this host, which is no Spot VM: '{accelerator}' asks for one"
+                ),
+                Advice::new()
+                    .text("drop ")
+                    .on(Knob::Spot)
+                    .text(" (or the :spot suffix) to run here, or use a cluster backend (")
+                    .set(Knob::Backend, "gke")
+                    .text(")"),
+            ));
         }
         match accelerator.category() {
             Category::Cpu => Ok(()),
             Category::Gpu => self.gpu_request(accelerator).map(|_| ()),
-            Category::Tpu => Err(BackendError::unsupported(format!(
-                "the local backend runs jobs on this host's CPU and cannot provide TPU '{accelerator}'; use --accelerator cpu to run here, or a cloud backend (--backend gke or pathways) for TPUs"
-            ))),
+            Category::Tpu => Err(BackendError::unsupported_with(
+                format!(
+                    "the local backend runs jobs on this host's CPU and cannot provide TPU '{accelerator}'"
+                ),
+                elsewhere("TPUs", &["gke", "pathways"]),
+            )),
         }
     }
 
@@ -949,7 +982,36 @@ fn with_attempts(state: JobState, dir: &JobDir) -> JobState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kinetic_core::advice::FrontEnd;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_job_this_host_cannot_serve_is_told_what_to_set_as_each_front_end_names_it() {
+        let err = BackendError::unsupported_with(
+            "the local backend runs jobs on this host's CPU and cannot provide TPU 'v5litepod-1'",
+            elsewhere("TPUs", &["gke", "pathways"]),
+        );
+        let cli = err.to_string();
+        assert_eq!(cli, err.message_for(FrontEnd::CommandLine));
+        for part in [
+            "use --accelerator cpu to run here",
+            "(--backend gke or pathways)",
+            "(--project and --cluster, KINETIC_PROJECT and KINETIC_CLUSTER, or a profile",
+            "`kinetic up` creates the cluster",
+        ] {
+            assert!(cli.contains(part), "{part:?} not in {cli}");
+        }
+        let python = err.message_for(FrontEnd::Python);
+        for part in [
+            "use accelerator=\"cpu\" to run here",
+            "(backend=\"gke\" or \"pathways\")",
+            "(project= and cluster=, KINETIC_PROJECT and KINETIC_CLUSTER, or a profile",
+            "`kinetic up` creates the cluster",
+        ] {
+            assert!(python.contains(part), "{part:?} not in {python}");
+        }
+        assert!(!python.contains("--"), "{python}");
+    }
 
     fn executable(path: &Path, text: &str) {
         std::fs::write(path, text).unwrap();

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use kinetic_core::advice::{Advice, Knob};
 use kinetic_core::ports::{BackendError, PreparedJob};
 
 /// The shell run inside the namespace: `SRC DST` pairs, `--`, then the
@@ -44,10 +45,16 @@ pub(crate) fn binds(job: &PreparedJob, mount_root: &Path) -> Result<Vec<Bind>, B
         .iter()
         .map(|m| {
             let Some(dir) = m.dir_uri().strip_prefix("file://") else {
-                return Err(BackendError::unsupported(format!(
-                    "the local backend cannot mount {} at {} (fuse=True): it has no GCS FUSE driver, and mounts read-only only data of its own file:// store (local paths, uploaded to its data cache); pass the gs:// data without fuse (the runner downloads it), or run on a cluster (--backend gke)",
-                    m.uri, m.mount_path
-                )));
+                return Err(BackendError::unsupported_with(
+                    format!(
+                        "the local backend cannot mount {} at {} (fuse=True): it has no GCS FUSE driver, and mounts read-only only data of its own file:// store (local paths, uploaded to its data cache)",
+                        m.uri, m.mount_path
+                    ),
+                    Advice::new()
+                        .text("pass the gs:// data without fuse (the runner downloads it), or run on a cluster (")
+                        .set(Knob::Backend, "gke")
+                        .text(")"),
+                ));
             };
             let source = PathBuf::from(dir);
             if !source.is_dir() {

@@ -48,6 +48,7 @@
 //! file IO to these modules.
 
 pub mod accelerators;
+pub mod advice;
 pub mod batch;
 pub mod budget;
 pub mod cache;

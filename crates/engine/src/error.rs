@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use kinetic_core::accelerators::AcceleratorError;
+use kinetic_core::advice::FrontEnd;
 use kinetic_core::env::EnvError;
 use kinetic_core::ports::{BackendError, BoxError, BuildError, RegistryError, StoreError};
 use kinetic_core::protocol::{HostReport, RemoteError};
@@ -168,6 +169,23 @@ fn tail_note(tail: &Option<String>) -> String {
 }
 
 impl EngineError {
+    /// The error as `front` shows it: where the cause carries advice on
+    /// what to set (a backend's refusal of an accelerator…), the settings
+    /// are named as that front end names them; the `Display` is the
+    /// command line's.
+    pub fn message_for(&self, front: FrontEnd) -> String {
+        let advised = match self {
+            Self::InvalidInput { source } => source
+                .downcast_ref::<BackendError>()
+                .filter(|e| e.advice().is_some()),
+            _ => None,
+        };
+        match advised {
+            Some(e) => e.message_for(front),
+            None => self.to_string(),
+        }
+    }
+
     /// [`EngineError::InvalidInput`] wrapping `source`.
     pub fn invalid_input(source: impl Into<BoxError>) -> Self {
         Self::InvalidInput {

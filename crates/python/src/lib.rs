@@ -19,6 +19,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::advice::FrontEnd;
 use kinetic_core::config::ProfileStore;
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::ImageMode;
@@ -63,7 +64,8 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
 
 /// What the engine reports while a call waits, delivered on the calling thread.
 enum Event {
-    Status(String),
+    /// A new state: the status and its reason, if any.
+    Status(String, Option<String>),
     Log(String),
 }
 
@@ -88,13 +90,11 @@ impl Listener {
             return Ok(());
         };
         while let Ok(event) = events.try_recv() {
-            let (callback, text) = match event {
-                Event::Status(s) => (&self.on_status, s),
-                Event::Log(s) => (&self.on_log, s),
+            match (event, &self.on_status, &self.on_log) {
+                (Event::Status(status, reason), Some(cb), _) => cb.call1(py, (status, reason))?,
+                (Event::Log(line), _, Some(cb)) => cb.call1(py, (line,))?,
+                _ => continue,
             };
-            if let Some(cb) = callback {
-                cb.call1(py, (text,))?;
-            }
         }
         Ok(())
     }
@@ -156,7 +156,7 @@ fn engine_error(e: &EngineError) -> PyErr {
         )),
         EngineError::Timeout { .. } => PyTimeoutError::new_err(e.to_string()),
         EngineError::InvalidInput { .. } | EngineError::Project { .. } => {
-            PyValueError::new_err(e.to_string())
+            PyValueError::new_err(e.message_for(FrontEnd::Python))
         }
         EngineError::NotFound { .. } => PyLookupError::new_err(e.to_string()),
         _ => PyRuntimeError::new_err(e.to_string()),
@@ -169,9 +169,9 @@ fn child_error(e: &ChildError) -> PyErr {
         // The text names the input and the attempts; the type follows the cause.
         ChildError::Submission { error, .. } => match error.as_ref() {
             EngineError::InvalidInput { .. } | EngineError::Project { .. } => {
-                PyValueError::new_err(e.to_string())
+                PyValueError::new_err(e.message_for(FrontEnd::Python))
             }
-            _ => PyRuntimeError::new_err(e.to_string()),
+            _ => PyRuntimeError::new_err(e.message_for(FrontEnd::Python)),
         },
         _ => PyRuntimeError::new_err(e.to_string()),
     }
@@ -344,7 +344,7 @@ impl Client {
         }
         let engine = kinetic_wiring::engine_with(&settings, env, &options).map_err(|e| {
             if e.is_usage() {
-                bad(e.to_string())
+                bad(e.message_for(FrontEnd::Python))
             } else {
                 PyRuntimeError::new_err(e.to_string())
             }
@@ -779,7 +779,10 @@ impl Job {
         let status_tx = Mutex::new(tx.clone());
         options = options.on_status_change(Arc::new(move |state| {
             if let Ok(tx) = status_tx.lock() {
-                let _ = tx.send(Event::Status(state.status.as_str().to_owned()));
+                let _ = tx.send(Event::Status(
+                    state.status.as_str().to_owned(),
+                    state.reason.as_ref().map(ToString::to_string),
+                ));
             }
         }));
         if stream {

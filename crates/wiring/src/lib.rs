@@ -53,6 +53,7 @@ use kinetic_backend_gke::JobKind;
 use kinetic_backend_local::{LocalBackend, LocalOptions};
 use kinetic_backend_pathways::LwsKind;
 use kinetic_build_cloudbuild::{CloudBuildConfig, CloudBuildImageBuilder, PrebuiltImages};
+use kinetic_core::advice::{self, Advice, FrontEnd};
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::ports::{
     BackendError, BuildError, FixedImage, ImageBuilder, ImageCapabilities, ObjectStore,
@@ -72,6 +73,19 @@ pub enum WiringError {
     /// A setting that cannot be used; the message names it and what is accepted.
     #[error("{0}")]
     Usage(String),
+    /// A setting that cannot be used, with advice on what to set that each
+    /// front end renders its own way ([`WiringError::message_for`]); the
+    /// `Display` is the command line's.
+    #[error(
+        "{}",
+        advice::with_advice(message, Some(advice), FrontEnd::CommandLine)
+    )]
+    Advised {
+        /// What cannot be used.
+        message: String,
+        /// What to set instead.
+        advice: Advice,
+    },
     /// An adapter that could not be set up.
     #[error("{0}")]
     Failed(String),
@@ -80,7 +94,24 @@ pub enum WiringError {
 impl WiringError {
     /// Whether the user's settings are at fault.
     pub fn is_usage(&self) -> bool {
-        matches!(self, Self::Usage(_))
+        matches!(self, Self::Usage(_) | Self::Advised { .. })
+    }
+
+    /// The error as `front` shows it: its advice names the settings as
+    /// that front end does.
+    pub fn message_for(&self, front: FrontEnd) -> String {
+        match self {
+            Self::Advised { message, advice } => advice::with_advice(message, Some(advice), front),
+            other => other.to_string(),
+        }
+    }
+
+    /// A settings error as a usage error, keeping its advice as data.
+    fn from_settings(e: &settings::SettingsError) -> Self {
+        match e.advised() {
+            Some((message, advice)) => Self::Advised { message, advice },
+            None => Self::Usage(e.to_string()),
+        }
     }
 }
 
@@ -199,7 +230,7 @@ pub fn engine_with(
         .map_err(|e| WiringError::Usage(e.to_string()))?;
     let store_url = settings
         .store_for(backend)
-        .map_err(|e| WiringError::Usage(e.to_string()))?;
+        .map_err(|e| WiringError::from_settings(&e))?;
     // A store URL derived from the local root is that setting's fault.
     let store_setting =
         if store_url.source == settings::Source::Default && !settings::is_remote(backend) {

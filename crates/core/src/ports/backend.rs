@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use futures_core::Stream;
 
 use crate::accelerators::AcceleratorSpec;
+use crate::advice::{Advice, FrontEnd};
 use crate::env::CapturedEnv;
 use crate::ids::{GroupId, JobId};
 use crate::record::JobRecord;
@@ -390,11 +391,16 @@ pub enum BackendError {
     /// The job cannot run here as asked (e.g. an accelerator this backend
     /// or host does not have), or the backend does not declare the
     /// capability a call needs ([`BackendCapabilities`]): choose another
-    /// backend or accelerator; the message says what would be accepted.
-    #[error("{message}")]
+    /// backend or accelerator; the message says what would be accepted,
+    /// and the advice, when there is some, what to set (each front end
+    /// names the settings its own way: [`BackendError::message_for`]; the
+    /// `Display` is the command line's).
+    #[error("{}", crate::advice::with_advice(message, advice.as_ref(), crate::advice::FrontEnd::CommandLine))]
     Unsupported {
         /// What is not supported and what is.
         message: String,
+        /// What the user can set instead.
+        advice: Option<Advice>,
     },
     /// The request was malformed, or names something the system under the
     /// backend lacks (a namespace): fix the input or the configuration.
@@ -451,6 +457,35 @@ impl BackendError {
     pub fn unsupported(message: impl Into<String>) -> Self {
         Self::Unsupported {
             message: message.into(),
+            advice: None,
+        }
+    }
+
+    /// [`BackendError::Unsupported`] with advice on what to set instead.
+    pub fn unsupported_with(message: impl Into<String>, advice: Advice) -> Self {
+        Self::Unsupported {
+            message: message.into(),
+            advice: Some(advice),
+        }
+    }
+
+    /// The error's advice on what to set, if it has some.
+    pub fn advice(&self) -> Option<&Advice> {
+        match self {
+            Self::Unsupported { advice, .. } => advice.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The error as `front` shows it: its advice names the settings as
+    /// that front end does (the `Display` is the command line's).
+    pub fn message_for(&self, front: FrontEnd) -> String {
+        match self {
+            Self::Unsupported {
+                message,
+                advice: Some(advice),
+            } => crate::advice::with_advice(message, Some(advice), front),
+            other => other.to_string(),
         }
     }
 

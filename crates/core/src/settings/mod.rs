@@ -271,8 +271,8 @@ pub enum SettingsError {
     /// A remote backend without a store URL and without a project to
     /// name the jobs bucket after.
     #[error(
-        "the {backend} backend keeps each job in the cluster's jobs bucket, named after the project, and no project is configured: set --project, KINETIC_PROJECT or a profile (`kinetic profile create`), or set {var}=gs://BUCKET",
-        var = vars::STORE_URL
+        "the {backend} backend keeps each job in the cluster's jobs bucket, named after the project, and no project is configured; {}",
+        remote_store_advice()
     )]
     RemoteStoreNeedsProject {
         /// The backend.
@@ -299,7 +299,40 @@ pub enum SettingsError {
     NoLocalRoot,
 }
 
+/// What to set for a remote backend's jobs store when no project names it.
+fn remote_store_advice() -> crate::advice::Advice {
+    use crate::advice::{Advice, Knob};
+    Advice::new().text("set ").name(Knob::Project).text(format!(
+        ", {} or a profile (`kinetic profile create`), or set {}=gs://BUCKET",
+        vars::PROJECT,
+        vars::STORE_URL
+    ))
+}
+
 impl SettingsError {
+    /// The error's message without its advice, and the advice on what to
+    /// set, when it has some (each front end names the settings its own
+    /// way: [`SettingsError::message_for`]).
+    pub fn advised(&self) -> Option<(String, crate::advice::Advice)> {
+        match self {
+            Self::RemoteStoreNeedsProject { backend } => Some((
+                format!(
+                    "the {backend} backend keeps each job in the cluster's jobs bucket, named after the project, and no project is configured"
+                ),
+                remote_store_advice(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The error as `front` shows it (the `Display` is the command line's).
+    pub fn message_for(&self, front: crate::advice::FrontEnd) -> String {
+        match self.advised() {
+            Some((message, advice)) => crate::advice::with_advice(&message, Some(&advice), front),
+            None => self.to_string(),
+        }
+    }
+
     /// True when the user's input is at fault (a bad value, an unknown
     /// profile) rather than the machine (no `HOME`, an unreadable file).
     pub fn is_invalid_input(&self) -> bool {
@@ -1258,10 +1291,26 @@ mod tests {
             "gs://p-kn-kinetic-cluster-jobs"
         );
         let s = resolve(&[("HOME", "/home/u")]).unwrap();
-        assert!(matches!(
-            s.store_for("gke"),
-            Err(SettingsError::RemoteStoreNeedsProject { .. })
-        ));
+        let e = s.store_for("gke").unwrap_err();
+        assert!(
+            matches!(e, SettingsError::RemoteStoreNeedsProject { .. }),
+            "{e:?}"
+        );
+        // Each front end is told what to set by its own names.
+        let cli = e.to_string();
+        assert!(
+            cli.ends_with(
+                "no project is configured; set --project, KINETIC_PROJECT or a profile (`kinetic profile create`), or set KINETIC_STORE_URL=gs://BUCKET"
+            ),
+            "{cli}"
+        );
+        assert_eq!(cli, e.message_for(crate::advice::FrontEnd::CommandLine));
+        let python = e.message_for(crate::advice::FrontEnd::Python);
+        assert!(
+            python.contains("; set project=, KINETIC_PROJECT or a profile")
+                && !python.contains("--"),
+            "{python}"
+        );
         for url in ["file:///tmp/s", "memory://"] {
             let s = resolve(&[
                 ("HOME", "/home/u"),

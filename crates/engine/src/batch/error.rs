@@ -59,6 +59,27 @@ pub enum ChildError {
 }
 
 impl ChildError {
+    /// The error as `front` shows it ([`EngineError::message_for`]); the
+    /// `Display` is the command line's.
+    pub fn message_for(&self, front: kinetic_core::advice::FrontEnd) -> String {
+        match self {
+            Self::Job {
+                index,
+                job_id,
+                error,
+            } => format!("input {index} (job {job_id}): {}", error.message_for(front)),
+            Self::Submission {
+                index,
+                attempts,
+                error,
+            } => format!(
+                "input {index} could not be submitted after {attempts} attempt(s): {}",
+                error.message_for(front)
+            ),
+            other => other.to_string(),
+        }
+    }
+
     /// The input.
     pub fn index(&self) -> usize {
         match self {

@@ -101,6 +101,9 @@ class JobHandle:
         """Serialize the handle to a JSON-safe payload."""
     def status(self) -> JobStatus:
         """Return the current execution status of the job."""
+    def status_reason(self) -> Optional[str]:
+        """Why the job is in its current status (what a PENDING job waits
+        for, why a FAILED one ended), or None."""
     def logs(self, follow: bool = False) -> Optional[str]:
         """Return logs or stream them to stdout until the job terminates."""
     def tail(self, n: int = 100) -> str:

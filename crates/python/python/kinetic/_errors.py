@@ -1,5 +1,6 @@
 """Remote exceptions rebuilt on the client, with the remote traceback attached."""
 
+import ast
 import builtins
 import importlib
 import sys
@@ -49,6 +50,21 @@ def _resolve(type_name: str):
     return None
 
 
+def _arguments(cls: type, message: str) -> tuple:
+    """The arguments that rebuild an exception whose ``str()`` was
+    ``message``. A ``KeyError``'s ``str()`` is its key's ``repr()``
+    (``KeyError('missing')`` reads ``'missing'``): the key is read back from
+    it, so the rebuilt error reads ``KeyError: 'missing'`` again, not
+    ``KeyError: "'missing'"``. A message that is no literal stays the
+    argument."""
+    if issubclass(cls, KeyError):
+        try:
+            return (ast.literal_eval(message),)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
+    return (message,)
+
+
 def rebuild(err: "_native.RemoteJobError") -> BaseException:
     """The user's exception from a job's error: its type where it can be
     rebuilt (built-in or importable here, constructed from the message),
@@ -61,7 +77,7 @@ def rebuild(err: "_native.RemoteJobError") -> BaseException:
     cls = _resolve(type_name) if phase in (None, "execute", "entrypoint load", "data resolve") else None
     if cls is not None:
         try:
-            exc = cls(message)
+            exc = cls(*_arguments(cls, message))
         except Exception:  # noqa: BLE001 - a constructor that needs other arguments
             exc = None
     if exc is None:

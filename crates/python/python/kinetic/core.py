@@ -11,6 +11,7 @@ import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from kinetic import _native
+from kinetic._errors import RemoteTraceback
 from kinetic._values import PICKLE_KEY, encode, python_minor
 from kinetic.batch import BatchHandle, _batch_error
 from kinetic.data import Data
@@ -372,9 +373,16 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             handle = run_async(*args, **kwargs)
-            if not options.debug:
-                return handle.result(stream_logs=True)
-            return _debug_call(handle)
+            try:
+                if not options.debug:
+                    return handle.result(stream_logs=True)
+                return _debug_call(handle)
+            except Exception as err:
+                if isinstance(err.__cause__, RemoteTraceback):
+                    # The job's error: its frames are in the remote traceback;
+                    # of this library's frames only this call is kept.
+                    raise err.with_traceback(None) from err.__cause__
+                raise
 
         # The runner calls this instead of the wrapper, so a job does not submit itself.
         wrapper.__kinetic_function__ = fn

@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import warnings
 from typing import Any, Callable, Dict, List, Optional
 
@@ -41,6 +42,16 @@ def _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval) -> None:
         if value != default:
             warnings.warn("%s=%r is not applied per call: the backend waits for the deletion itself, "
                           "for up to 180 s" % (name, value), stacklevel=3)
+
+
+#: What every line the runner writes about itself starts with (a multi-line
+#: message's later lines too). ``result()`` leaves them out of the output it
+#: shows; ``logs()``, ``tail()`` and ``logs(follow=True)`` keep them.
+RUNNER_LINE_PREFIX = "[kinetic] "
+
+
+def _with_newline(line: str) -> str:
+    return line if line.endswith("\n") else line + "\n"
 
 
 def _reattach_hint(job_id: str) -> str:
@@ -83,6 +94,90 @@ class DebugSession:
     def __repr__(self) -> str:
         return "DebugSession(job_id=%r, local_port=%d, forwarding=%r)" % (
             self.job_id, self.local_port, self.forwarding)
+
+
+class _StatusReport:
+    """What ``result()`` does with each state the engine reports: the
+    reason of a job still waiting or running (PENDING for want of a node
+    pool, waiting for GPUs, restarting…) on stderr, once per change, as the
+    command line's spinner shows it — once it has held for
+    :attr:`SETTLE` seconds, so the moments every job spends starting leave
+    no line; and ``on_status_change`` called when the status itself
+    changes."""
+
+    #: Seconds a reason holds before it is shown.
+    SETTLE = 2.0
+
+    def __init__(self, job_id: str, on_status_change: Optional[Callable[[JobStatus], None]]) -> None:
+        self.job_id = job_id
+        self.callback = on_status_change
+        self.status: Optional[JobStatus] = None
+        self.current: Optional[str] = None
+        self.shown: Optional[str] = None
+        self.lock = threading.Lock()
+        self.timer: Optional[threading.Timer] = None
+
+    def __call__(self, text: str, reason: Optional[str]) -> None:
+        status = JobStatus(text)
+        line = ("kinetic: job %s is %s: %s" % (self.job_id, status.value, reason)
+                if reason and not status.is_terminal else None)
+        with self.lock:
+            if line != self.current:
+                self.current = line
+                self._cancel()
+                if line is not None and line != self.shown:
+                    self.timer = threading.Timer(self.SETTLE, self._show, (line,))
+                    self.timer.daemon = True
+                    self.timer.start()
+        if status is self.status:
+            return
+        self.status = status
+        if self.callback is not None:
+            try:
+                self.callback(status)
+            except Exception:  # noqa: BLE001 - the reference: logged and swallowed
+                logger.exception("on_status_change callback raised; ignored")
+
+    def _show(self, line: str) -> None:
+        with self.lock:
+            if line != self.current or line == self.shown:
+                return
+            self.shown = line
+        print(line, file=sys.stderr, flush=True)
+
+    def _cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def close(self) -> None:
+        """The wait is over: nothing more is shown."""
+        with self.lock:
+            self.current = None
+            self._cancel()
+
+
+class _JobOutput:
+    """The job's output as ``result()`` shows it, on stdout: the job's own
+    lines. The runner's lines (:data:`RUNNER_LINE_PREFIX`) stay in
+    ``logs()``; so does the traceback the runner writes after a phase
+    failed, since the exception ``result()`` raises carries it (shown once,
+    where Python shows exceptions)."""
+
+    def __init__(self) -> None:
+        self.after_failure = False
+
+    def __call__(self, line: str) -> None:
+        if line.startswith(RUNNER_LINE_PREFIX):
+            # "[kinetic] execute: failed: ValueError: …", then the traceback;
+            # a message's later lines ("[kinetic]   …") change nothing.
+            if not line.startswith(RUNNER_LINE_PREFIX + "  "):
+                self.after_failure = ": failed: " in line
+            return
+        if self.after_failure:
+            return
+        sys.stdout.write(_with_newline(line))
+        sys.stdout.flush()
 
 
 @dataclasses.dataclass
@@ -156,6 +251,14 @@ class JobHandle:
         status, _reason = self._native().status()
         return JobStatus(status)
 
+    def status_reason(self) -> Optional[str]:
+        """Why the job is in its current status, as the backend says it
+        (``None`` when there is nothing to say): for a PENDING job what it
+        waits for (no node offers its accelerator, the GPUs are taken, the
+        image cannot be pulled…), for a FAILED one why it ended."""
+        _status, reason = self._native().status()
+        return reason
+
     def attempts(self) -> List[Dict[str, Any]]:
         """Each attempt of the job (number, host, started, ended, outcome,
         reason), first first: kept when a failure budget ran it again, and
@@ -167,8 +270,9 @@ class JobHandle:
         if not follow:
             return self._native().logs()
 
-        def write(chunk):
-            sys.stdout.write(chunk)
+        def write(line):
+            # The engine gives the output line by line, without line breaks.
+            sys.stdout.write(_with_newline(line))
             sys.stdout.flush()
 
         try:
@@ -249,7 +353,14 @@ class JobHandle:
             cleanup_poll_interval: Kinetic's seconds between deletion checks;
                 likewise checked, and warned about when not the default 2.
             stream_logs: When True (the default), print the job's output to
-                stdout while waiting.
+                stdout while waiting: its own lines; the runner's
+                ``[kinetic]`` lines and a failure's traceback (which the
+                raised exception carries) stay in :meth:`logs`. While the
+                job waits or runs for a reason the backend gives (no node
+                offers its accelerator yet, its GPUs are taken…) for
+                two seconds or more, the reason is printed on stderr, once
+                per change, whatever ``stream_logs`` says;
+                :meth:`status_reason` gives it too.
             on_status_change: Called with the new :class:`JobStatus` each time
                 the polled status differs from the previous one, including the
                 first observation and the final terminal status, on the calling
@@ -269,28 +380,23 @@ class JobHandle:
         """
         _check_seconds("timeout", timeout)
         _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval)
-        on_status = None
-        if on_status_change is not None:
-            def on_status(text, callback=on_status_change):
-                try:
-                    callback(JobStatus(text))
-                except Exception:  # noqa: BLE001 - the reference: logged and swallowed
-                    logger.exception("on_status_change callback raised; ignored")
-
-        def on_log(line):
-            sys.stdout.write(line if line.endswith("\n") else line + "\n")
-            sys.stdout.flush()
-
+        on_status = _StatusReport(self.job_id, on_status_change)
+        on_log = _JobOutput()
         streaming = True if stream_logs is None else bool(stream_logs)
         try:
-            text = self._native().result(timeout=timeout, cleanup=None if cleanup is None else bool(cleanup),
-                                         on_status=on_status, on_log=on_log if streaming else None)
+            try:
+                text = self._native().result(timeout=timeout, cleanup=None if cleanup is None else bool(cleanup),
+                                             on_status=on_status, on_log=on_log if streaming else None)
+            finally:
+                on_status.close()
         except KeyboardInterrupt:
             print(_reattach_hint(self.job_id), file=sys.stderr)
             raise
         except _native.RemoteJobError as err:
             exc = translate(err)
-            raise exc from exc.__cause__
+            # Raised afresh: the job's frames are in the remote traceback
+            # (its cause); the engine's call has none of the user's.
+            raise exc.with_traceback(None) from exc.__cause__
         return decode(json.loads(text))
 
     def cancel(self, cleanup_timeout: float = 180, cleanup_poll_interval: float = 2) -> None:
