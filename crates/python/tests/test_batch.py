@@ -141,3 +141,18 @@ def test_a_batch_whose_client_was_killed_is_said_at_once_and_resumed():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert batch.results(timeout=300) == [0, 1, 4, 9, 16]
+
+
+def test_batch_error_names_the_failed_jobs_each_time_results_raises():
+    # Issue 26.7: the second results() read the failure the first recorded,
+    # and BatchError.failures came back empty.
+    import work
+
+    batch = remote(work.square_unless_three).run_async_map([3, 4])
+    for _ in range(2):
+        with pytest.raises(kinetic.BatchError) as info:
+            batch.results()
+        err = info.value
+        assert [j.job_id for j in err.failures] == [batch.jobs[0].job_id]
+        assert err.submission_failures == {} and err.partial_results == [None, 16]
+        assert [j.job_id for j in batch.failures()] == [batch.jobs[0].job_id]

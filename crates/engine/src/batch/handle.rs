@@ -675,9 +675,16 @@ impl BatchHandle {
         }
         self.record_outcomes(&items, cleanup).await?;
         let failed: Vec<&BatchItem> = items.iter().filter(|i| i.outcome.is_err()).collect();
+        // A job's failure, collected now or recorded by an earlier
+        // `results` (the same failure: its handle is a failed job's).
         let failed_jobs: Vec<JobHandle> = failed
             .iter()
-            .filter(|i| matches!(i.outcome, Err(ChildError::Job { .. })))
+            .filter(|i| {
+                matches!(
+                    i.outcome,
+                    Err(ChildError::Job { .. } | ChildError::Recorded { .. })
+                )
+            })
             .filter_map(|i| self.job(i.index))
             .collect();
         self.shared.lock().cached_failures = Some(failed_jobs);
@@ -691,16 +698,18 @@ impl BatchHandle {
         for item in items {
             match item.outcome {
                 Ok(v) => partial[item.index] = Some(v),
-                Err(e @ ChildError::Job { .. }) => match self.job(item.index) {
-                    Some(job) => failures.push(FailedChild {
-                        index: item.index,
-                        job,
-                        error: e,
-                    }),
-                    None => {
-                        submission_failures.insert(item.index, e);
+                Err(e @ (ChildError::Job { .. } | ChildError::Recorded { .. })) => {
+                    match self.job(item.index) {
+                        Some(job) => failures.push(FailedChild {
+                            index: item.index,
+                            job,
+                            error: e,
+                        }),
+                        None => {
+                            submission_failures.insert(item.index, e);
+                        }
                     }
-                },
+                }
                 Err(e) => {
                     submission_failures.insert(item.index, e);
                 }
