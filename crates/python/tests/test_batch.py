@@ -156,3 +156,14 @@ def test_batch_error_names_the_failed_jobs_each_time_results_raises():
         assert [j.job_id for j in err.failures] == [batch.jobs[0].job_id]
         assert err.submission_failures == {} and err.partial_results == [None, 16]
         assert [j.job_id for j in batch.failures()] == [batch.jobs[0].job_id]
+
+
+def test_a_batch_inputs_retry_sees_kinetic_attempt_2_as_a_single_jobs_retry_does(tmp_path):
+    # Issue 26.8: a batch retry (a new job for the input) saw KINETIC_ATTEMPT=1 again.
+    import work
+
+    single = kinetic.run(accelerator="cpu", retries=1)(work.attempt_after_failing)
+    assert single(str(tmp_path / "single")) == ["second attempt", "2"]
+    batch = remote(work.attempt_after_failing).run_async_map([str(tmp_path / "a"), str(tmp_path / "b")],
+                                                             retries=1)
+    assert batch.results() == [["second attempt", "2"], ["second attempt", "2"]]
