@@ -399,19 +399,29 @@ impl Client {
         Ok(Job { inner: handle })
     }
 
-    /// Every job the backends still hold, newest first.
-    fn list_jobs(&self, py: Python<'_>) -> PyResult<Vec<Job>> {
+    /// Every job of the namespace the backends still hold, newest first,
+    /// and what was left out, said for warnings: each job whose record
+    /// cannot be read, and each backend that cannot list its jobs.
+    fn list_jobs(&self, py: Python<'_>) -> PyResult<(Vec<Job>, Vec<String>)> {
         let engine = self.engine.clone();
-        let records = block(
+        let listing = block(
             py,
-            async move { engine.list_jobs().await },
+            async move { engine.list_jobs_each().await },
             &Listener::none(),
         )?
         .map_err(|e| engine_error(&e))?;
-        records
+        let mut skipped: Vec<String> = listing
+            .unlisted
+            .iter()
+            .map(|(backend, e)| format!("the {backend} backend's jobs are not listed: {e}"))
+            .collect();
+        skipped.extend(listing.unreadable.iter().map(ToString::to_string));
+        let jobs = listing
+            .records
             .iter()
             .map(|r| self.handle_from_json(&r.to_json()))
-            .collect()
+            .collect::<PyResult<_>>()?;
+        Ok((jobs, skipped))
     }
 
     /// Map the spec's function over JSON `inputs` (a JSON array) with the

@@ -383,6 +383,10 @@ async fn list(engine: &Engine, out: &Output) -> Result<(), CliError> {
     for (backend, e) in &listing.unlisted {
         render::warn(&format!("the {backend} backend's jobs are not listed: {e}"));
     }
+    // A live job whose handle.json cannot be read is said, not dropped.
+    for skipped in &listing.unreadable {
+        render::warn(&skipped.to_string());
+    }
     let records = listing.records;
     // Each job's status, asked of its backend; one that cannot be read is
     // shown as UNKNOWN with why.

@@ -324,9 +324,19 @@ def attach(job_id: str, project: Optional[str] = None, cluster: Optional[str] = 
 def list_jobs(project: Optional[str] = None, zone: Optional[str] = None, cluster: Optional[str] = None,
               namespace: Optional[str] = None) -> List[JobHandle]:
     """List live jobs, newest first, by hydrating durable handles from the
-    jobs the backends hold. Jobs whose handle.json is missing are skipped
-    with a warning. Each argument falls back through KINETIC_* env vars, the
-    active profile, and finally the built-in defaults — matching kinetic.run.
+    jobs the backends hold in ``namespace``. Jobs whose handle.json is
+    missing (or cannot be read) are skipped with a warning (``UserWarning``)
+    naming each; so is a backend that cannot list its jobs. Each argument
+    falls back through KINETIC_* env vars, the active profile, and finally
+    the built-in defaults — matching kinetic.run.
+
+    The namespace applies on every backend: a Kubernetes backend lists that
+    namespace's jobs, and the local backend, which runs every namespace's
+    jobs, lists those submitted with that namespace (``default`` unless
+    ``namespace=`` or ``KINETIC_NAMESPACE`` said otherwise).
     """
     client = _client(project=project, zone=zone, cluster=cluster, namespace=namespace)
-    return [JobHandle._from_native(job) for job in client.list_jobs()]
+    jobs, skipped = client.list_jobs()
+    for message in skipped:
+        warnings.warn("list_jobs: %s" % message, stacklevel=2)
+    return [JobHandle._from_native(job) for job in jobs]
