@@ -446,6 +446,36 @@ impl Client {
         Ok(Batch { inner: handle })
     }
 
+    /// A batch over jobs submitted already: input `i` is the job whose
+    /// record JSON is `records[i]` (`None`: never submitted).
+    #[pyo3(signature = (group_id, name, tags, records))]
+    fn batch_of(
+        &self,
+        group_id: &str,
+        name: Option<String>,
+        tags: std::collections::BTreeMap<String, String>,
+        records: Vec<Option<String>>,
+    ) -> PyResult<Batch> {
+        let jobs = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.as_deref()
+                    .map(|json| {
+                        self.engine
+                            .handle_from_json(json)
+                            .map_err(|e| bad(format!("jobs[{i}]: {e}")))
+                    })
+                    .transpose()
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let handle = self
+            .engine
+            .batch_of(group_id, name, tags, jobs)
+            .map_err(|e| bad(e.to_string()))?;
+        Ok(Batch { inner: handle })
+    }
+
     /// The handle of a batch by group id, from its manifest.
     #[pyo3(signature = (group_id, poll_interval=10.0, poll_timeout=None))]
     fn attach_batch(

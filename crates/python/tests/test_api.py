@@ -75,6 +75,37 @@ def test_data_inside_a_pickled_value_is_a_clear_error(tmp_path):
         kinetic.run(accelerator="cpu")(work.read_text)((kinetic.Data(str(f)),))
 
 
+def test_a_handle_from_a_job_context_follows_its_job():
+    # Issue 26.5: JobHandle.from_job_context was missing.
+    import re
+    import types
+    import work
+
+    assert list(inspect.signature(kinetic.JobHandle.from_job_context).parameters) == [
+        "ctx", "backend_name", "namespace", "k8s_name"]
+    job = kinetic.run(accelerator="cpu")(work.square).run_async(6)
+    ctx = types.SimpleNamespace(job_id=job.job_id, project=job.project, cluster_name=job.cluster_name,
+                                zone=job.zone, bucket_name=job.bucket_name, image_uri=job.image_uri or None,
+                                accelerator=job.accelerator, func=work.square, display_name=job.display_name,
+                                debug=False)
+    handle = kinetic.JobHandle.from_job_context(ctx, job.backend, job.namespace, job.k8s_name)
+    assert (handle.job_id, handle.backend, handle.k8s_name) == (job.job_id, job.backend, job.k8s_name)
+    assert handle.func_name == "square" and handle.debug is False and handle.group_id is None
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", handle.created_at), handle.created_at
+    assert handle.result(timeout=120) == 36
+
+    del ctx.project
+    with pytest.raises(TypeError, match="ctx has no 'project' attribute"):
+        kinetic.JobHandle.from_job_context(ctx, job.backend, job.namespace, job.k8s_name)
+    ctx.project = job.project
+    with pytest.raises(TypeError, match="backend_name=None: expected a str"):
+        kinetic.JobHandle.from_job_context(ctx, None, job.namespace, job.k8s_name)
+    # Ids that are not the job's are refused when the handle is used.
+    wrong = kinetic.JobHandle.from_job_context(ctx, job.backend, job.namespace, "kinetic-job-00000000")
+    with pytest.raises(Exception, match="k8s_name"):
+        wrong.status()
+
+
 def test_list_jobs_warns_about_a_live_job_without_its_handle_and_keeps_to_its_namespace(backend):
     # Issue 26.6: such a job was dropped without the warning the reference
     # promises, and the local backend listed every namespace's jobs.

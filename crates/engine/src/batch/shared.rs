@@ -273,23 +273,28 @@ impl BatchShared {
         &self,
         jobs: &[(usize, JobHandle)],
     ) -> Result<Vec<(usize, JobId, JobState)>, BatchError> {
-        let mut by_target: HashMap<(String, String), Vec<&(usize, JobHandle)>> = HashMap::new();
+        // A group call finds the children of this group: a job of another
+        // (or of none; a batch built from jobs, `Engine::batch_of`) is asked
+        // about on its own.
+        let mut by_target: HashMap<(String, String, bool), Vec<&(usize, JobHandle)>> =
+            HashMap::new();
         for entry in jobs {
             let r = entry.1.record();
+            let child = r.group_id.as_ref() == Some(&self.group_id);
             by_target
-                .entry((r.backend.clone(), r.namespace.clone()))
+                .entry((r.backend.clone(), r.namespace.clone(), child))
                 .or_default()
                 .push(entry);
         }
         let mut out = Vec::with_capacity(jobs.len());
-        for ((backend_name, namespace), entries) in by_target {
+        for ((backend_name, namespace, children), entries) in by_target {
             let backend = self
                 .engine
                 .backends
                 .get(&backend_name)
                 .map_err(EngineError::from)?;
             // The backend's capabilities choose one group call or one call per job.
-            let grouped = if backend.capabilities().group_status {
+            let grouped = if children && backend.capabilities().group_status {
                 let query = GroupQuery::new(self.group_id.clone(), namespace);
                 Some(backend.group_status(&query).await?)
             } else {

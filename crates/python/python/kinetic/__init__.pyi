@@ -1,6 +1,7 @@
 """Type stubs for the kinetic module (Kinetic's Python API over the Rust engine)."""
 
 import enum
+import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -95,6 +96,10 @@ class JobHandle:
                  group_kind: Optional[str] = None, group_index: Optional[int] = None,
                  debug: bool = False) -> None: ...
     @classmethod
+    def from_job_context(cls, ctx: Any, backend_name: str, namespace: str, k8s_name: str) -> JobHandle:
+        """Build a JobHandle from a live JobContext (job_id, project, cluster_name, zone,
+        bucket_name, image_uri, accelerator, func, display_name, debug)."""
+    @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> JobHandle:
         """Reconstruct a JobHandle from a plain dict (unknown keys ignored)."""
     def to_dict(self) -> Dict[str, Any]:
@@ -137,6 +142,13 @@ class BatchError(Exception):
 
 class BatchHandle:
     """Handle for a collection of submitted jobs."""
+
+    def __init__(self, group_id: str, name: Optional[str], tags: Dict[str, str],
+                 jobs: List[Optional[JobHandle]], _bucket_name: str = "", _project: str = "",
+                 _submission_complete: Optional[threading.Event] = None,
+                 _submission_error: Optional[BaseException] = None, _lock: Any = None,
+                 _submission_errors: Optional[Dict[int, Exception]] = None,
+                 _cached_failures: Optional[List[JobHandle]] = None) -> None: ...
 
     @property
     def group_id(self) -> str: ...

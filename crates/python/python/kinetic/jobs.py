@@ -121,6 +121,61 @@ class JobHandle:
         return handle
 
     @classmethod
+    def from_job_context(cls, ctx, backend_name: str, namespace: str, k8s_name: str) -> "JobHandle":
+        """Build a JobHandle from a live JobContext.
+
+        ``ctx`` is any object with Kinetic's ``JobContext`` attributes:
+        ``job_id``, ``project``, ``cluster_name``, ``zone``,
+        ``bucket_name``, ``image_uri`` (``None``: no image), ``accelerator``,
+        ``func`` (the function; its ``__name__`` is the handle's
+        ``func_name``), ``display_name`` and, optionally, ``debug``.
+        ``created_at`` is now (UTC). The handle's ids are checked when it
+        is first used (a ``k8s_name`` that is not the job's is refused).
+        """
+        def attribute(name, optional=False):
+            if not hasattr(ctx, name):
+                if optional:
+                    return None
+                raise TypeError("JobHandle.from_job_context(ctx=%r): ctx has no %r attribute; expected a "
+                                "JobContext (job_id, project, cluster_name, zone, bucket_name, image_uri, "
+                                "accelerator, func, display_name)" % (ctx, name))
+            return getattr(ctx, name)
+
+        def text(name, value, allow_none=False):
+            if value is None and allow_none:
+                return ""
+            if not isinstance(value, str):
+                raise TypeError("JobHandle.from_job_context: %s=%r: expected a str" % (name, value))
+            return value
+
+        func = attribute("func")
+        func_name = getattr(func, "__name__", None)
+        if not isinstance(func_name, str):
+            raise TypeError("JobHandle.from_job_context: ctx.func=%r: expected a function (its __name__ is the "
+                            "handle's func_name)" % (func,))
+        debug = attribute("debug", optional=True)
+        if debug is not None and not isinstance(debug, bool):
+            raise TypeError("JobHandle.from_job_context: ctx.debug=%r: expected True or False" % (debug,))
+        import datetime
+        created_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return cls(
+            job_id=text("ctx.job_id", attribute("job_id")),
+            backend=text("backend_name", backend_name),
+            project=text("ctx.project", attribute("project")),
+            cluster_name=text("ctx.cluster_name", attribute("cluster_name")),
+            zone=text("ctx.zone", attribute("zone")),
+            namespace=text("namespace", namespace),
+            bucket_name=text("ctx.bucket_name", attribute("bucket_name")),
+            k8s_name=text("k8s_name", k8s_name),
+            image_uri=text("ctx.image_uri", attribute("image_uri"), allow_none=True),
+            accelerator=text("ctx.accelerator", attribute("accelerator")),
+            func_name=func_name,
+            display_name=text("ctx.display_name", attribute("display_name")),
+            created_at=created_at,
+            debug=bool(debug),
+        )
+
+    @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "JobHandle":
         """Reconstruct a JobHandle from a plain dict.
 
