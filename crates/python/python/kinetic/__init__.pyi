@@ -1,8 +1,11 @@
 """Type stubs for the kinetic module (Kinetic's Python API over the Rust engine)."""
 
 import enum
+import subprocess
 import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar
+
+from kinetic import debug as debug
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -54,9 +57,10 @@ class RemoteError(RuntimeError):
     phase: Optional[str]
     def __init__(self, type_name: str, message: str) -> None: ...
 
-class DebugSession:
-    """A local port forwarded to a debug job's debugger (from
-    JobHandle.debug_attach); close() or leaving a with block stops it."""
+class DebugSession(subprocess.Popen[str]):
+    """The process forwarding a local port to a debug job's debugger (from
+    JobHandle.debug_attach), a subprocess.Popen; kinetic.debug.cleanup_port_forward(proc),
+    close() or leaving a with block stops it."""
     job_id: str
     local_port: int
     launch_config: Dict[str, Any]
@@ -65,8 +69,6 @@ class DebugSession:
         """True until closed or the job ended."""
     def close(self) -> None:
         """Stop forwarding (idempotent); the job keeps running."""
-    def terminate(self) -> None:
-        """Same as close()."""
     def __enter__(self) -> DebugSession: ...
     def __exit__(self, *exc: Any) -> None: ...
 

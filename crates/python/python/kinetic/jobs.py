@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Optional
 from kinetic import _native
 from kinetic._errors import translate
 from kinetic._values import decode
+from kinetic.debug import DEBUGPY_PORT, DebugSession
 from kinetic.job_status import JobStatus
 
 logger = logging.getLogger("kinetic")
@@ -47,42 +48,6 @@ def _reattach_hint(job_id: str) -> str:
     return ("kinetic: stopped waiting for job %s; the job keeps running. "
             "Reattach with kinetic.attach(%r).result() (or cancel it with kinetic.attach(%r).cancel())"
             % (job_id, job_id, job_id))
-
-
-class DebugSession:
-    """A local port forwarded to a debug job's debugger, returned by
-    :meth:`JobHandle.debug_attach`. ``close()`` (or leaving a ``with``
-    block) stops forwarding new connections and frees the port; the job
-    keeps running."""
-
-    def __init__(self, job_id: str, native) -> None:
-        self.job_id = job_id
-        self._native = native
-        #: The local port debuggers connect to.
-        self.local_port: int = native.local_port
-        #: The VS Code ``launch.json`` attaching through this port.
-        self.launch_config: Dict[str, Any] = json.loads(native.launch_json())
-
-    @property
-    def forwarding(self) -> bool:
-        """True until closed or the job ended."""
-        return self._native.is_forwarding()
-
-    def close(self) -> None:
-        """Stop forwarding (idempotent)."""
-        self._native.close()
-
-    terminate = close
-
-    def __enter__(self) -> "DebugSession":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return "DebugSession(job_id=%r, local_port=%d, forwarding=%r)" % (
-            self.job_id, self.local_port, self.forwarding)
 
 
 @dataclasses.dataclass
@@ -239,26 +204,30 @@ class JobHandle:
             raise ValueError("tail(n=%r): expected a whole number, zero or more" % (n,))
         return self._native().tail(n)
 
-    def debug_attach(self, local_port: int = 5678, working_dir: Optional[str] = None,
-                     timeout: float = 600) -> "DebugSession":
-        """Attach to a job submitted with ``debug=True``.
+    def debug_attach(self, local_port: int = DEBUGPY_PORT, working_dir: Optional[str] = None,
+                     timeout: float = 600) -> DebugSession:
+        """Wait for debugpy, start the port forward, and print the VS Code config.
 
-        Waits until the job runs and its debugpy server listens, forwards
-        ``localhost:local_port`` to it (``0``: any free port), and prints
+        Waits until the job (submitted with ``debug=True``) runs and its
+        debugpy server listens, starts a process forwarding
+        ``localhost:local_port`` (``0``: any free port) to it, and prints
         the VS Code ``launch.json`` that attaches through it, mapping
         ``working_dir`` (default ``${workspaceFolder}``) to the job's
-        workspace. Forwarding goes on in the background until the job ends
-        or the returned :class:`DebugSession` is closed (``close()``, or
-        leaving a ``with`` block); the job keeps running either way.
+        workspace. The process forwards until the job ends or it is
+        stopped; the job keeps running either way.
 
         Args:
-            local_port: The local port debuggers connect to.
-            working_dir: The local root of the launch configuration's path
-                mappings (made absolute).
+            local_port: Local port to forward debugpy traffic to.
+            working_dir: Local working directory for VS Code path mappings
+                (made absolute). If None, ``${workspaceFolder}``.
             timeout: Seconds to wait for the debugger to listen.
 
         Returns:
-            A :class:`DebugSession` (``local_port``, ``launch_config``).
+            The port-forward process, a :class:`subprocess.Popen`
+            (:class:`kinetic.debug.DebugSession`, which also gives
+            ``local_port`` and ``launch_config``). Call
+            ``kinetic.debug.cleanup_port_forward(proc)`` when done (or use
+            it as a ``with`` block).
 
         Raises:
             RuntimeError: If the job reaches a terminal state first, or the
@@ -273,15 +242,14 @@ class JobHandle:
         if working_dir is not None:
             working_dir = os.path.abspath(os.path.expanduser(working_dir))
         try:
-            native = self._native().debug_attach(local_port, working_dir=working_dir, timeout=timeout)
+            session = DebugSession(self.to_dict(), local_port, working_dir, timeout)
         except KeyboardInterrupt:
             print(_reattach_hint(self.job_id), file=sys.stderr)
             raise
-        session = DebugSession(self.job_id, native)
         print("kinetic: job %s waits for a debugger; VS Code launch configuration (.vscode/launch.json):"
               % self.job_id)
         print(json.dumps(session.launch_config, indent=2))
-        print("kinetic: forwarding localhost:%d to the job's debugger" % session.local_port)
+        print("kinetic: forwarding localhost:%d to the job's debugger (process %d)" % (session.local_port, session.pid))
         sys.stdout.flush()
         return session
 
