@@ -318,7 +318,10 @@ pub(super) fn of_jobs(
     let first = jobs.iter().flatten().next().map(|j| j.record().clone());
     let base = ManifestBase {
         created_at: (inner.clock)(),
-        submit_fn_name: first.as_ref().map(|r| r.func_name.clone()).unwrap_or_default(),
+        submit_fn_name: first
+            .as_ref()
+            .map(|r| r.func_name.clone())
+            .unwrap_or_default(),
         backend: first.as_ref().map(|r| r.backend.clone()),
         namespace: first.as_ref().map(|r| r.namespace.clone()),
         entrypoint: None,

@@ -618,11 +618,15 @@ impl BatchShared {
             return 0;
         }
         let mut core = self.lock();
-        let previous = core.jobs.get(index).and_then(Option::as_ref).and_then(|job| {
-            child_position(&self.group_id, job.id(), self.total)
-                .filter(|(_, a)| *a < attempt)
-                .map(|(_, a)| a)
-        });
+        let previous = core
+            .jobs
+            .get(index)
+            .and_then(Option::as_ref)
+            .and_then(|job| {
+                child_position(&self.group_id, job.id(), self.total)
+                    .filter(|(_, a)| *a < attempt)
+                    .map(|(_, a)| a)
+            });
         let runs = previous.map_or(0, |job_attempt| {
             let runs = core.states[index].as_ref().map_or(1, |s| {
                 u32::try_from(s.attempts.len()).unwrap_or(u32::MAX).max(1)
