@@ -104,6 +104,10 @@ pub(super) enum Chore {
     Cleanup(JobHandle),
 }
 
+/// Where a poll asks about jobs: their backend and namespace, and whether
+/// they are children of the batch (asked about in one group call).
+type Target = (String, String, bool);
+
 /// Shared by a [`super::BatchHandle`] and its submission loop.
 #[derive(Debug)]
 pub(super) struct BatchShared {
@@ -276,8 +280,7 @@ impl BatchShared {
         // A group call finds the children of this group: a job of another
         // (or of none; a batch built from jobs, `Engine::batch_of`) is asked
         // about on its own.
-        let mut by_target: HashMap<(String, String, bool), Vec<&(usize, JobHandle)>> =
-            HashMap::new();
+        let mut by_target: HashMap<Target, Vec<&(usize, JobHandle)>> = HashMap::new();
         for entry in jobs {
             let r = entry.1.record();
             let child = r.group_id.as_ref() == Some(&self.group_id);
