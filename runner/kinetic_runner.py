@@ -823,7 +823,16 @@ def attempt_from_env(spec, environ):
 def resolve_attempt(spec, storage: Storage, environ, host_index: int) -> tuple:
     """``(number, how)``: the backend's KINETIC_ATTEMPT, else the number this run
     claims under spec.starts_uri (host 0 only: a slice's hosts are one run),
-    else 1."""
+    else 1; plus spec.attempt_offset, the runs before this job (a batch
+    input's earlier attempts), so an input's retries count on as a job's do."""
+    number, how = _own_attempt(spec, storage, environ, host_index)
+    offset = spec.attempt_offset
+    if offset:
+        return offset + number, "%s, after %d earlier run(s) of this batch input" % (how, offset)
+    return number, how
+
+
+def _own_attempt(spec, storage: Storage, environ, host_index: int) -> tuple:
     given = attempt_from_env(spec, environ)
     if given is not None:
         return given, "set by the backend"
@@ -1080,6 +1089,10 @@ class Spec:
         if starts_uri is not None and (not isinstance(starts_uri, str) or not starts_uri):
             raise RunnerError("spec.starts_uri must be a non-empty string or null")
         self.starts_uri = starts_uri
+        attempt_offset = doc.get("attempt_offset", 0)
+        if isinstance(attempt_offset, bool) or not isinstance(attempt_offset, int) or attempt_offset < 0:
+            raise RunnerError("spec.attempt_offset must be a whole number, zero or more, or absent")
+        self.attempt_offset = attempt_offset
 
 
 _MISSING = object()

@@ -152,6 +152,19 @@ class AttemptOfARun(RunnerTestCase):
         self.assertEqual(kr.resolve_attempt(spec, storage, {}, 0)[0], 1)
         self.assertEqual(kr.resolve_attempt(spec, storage, {}, 0)[0], 2)
 
+    def test_a_batch_retry_numbers_on_from_its_inputs_earlier_runs(self):
+        # A batch input's second attempt (a job of its own) after one run:
+        # the backend's number and the claimed one both count on from it.
+        spec = self.spec({"work.py": WORK}, function_entry("attempt"), starts_uri=self.starts())
+        spec["attempt_offset"] = 1
+        self.assertSucceeded(self.run_runner(self.write_spec(spec)), "2")
+        spec["attempt_offset"] = 2
+        self.assertSucceeded(self.run_runner(self.write_spec(spec), env={"KINETIC_ATTEMPT": "1"}), "3")
+        for bad in (-1, "1", True, 1.5):
+            spec["attempt_offset"] = bad
+            run = self.run_runner(self.write_spec(spec))
+            self.assertFailed(run, "startup", "RunnerError", ["spec.attempt_offset"])
+
     def test_bad_values_fail_startup(self):
         run = self.run_job({"work.py": WORK}, function_entry("attempt"), env={"KINETIC_ATTEMPT": "zero"})
         self.assertFailed(run, "startup", "RunnerError", ["KINETIC_ATTEMPT='zero'"])

@@ -187,3 +187,43 @@ async fn a_batch_childs_attempts_outlive_its_kubernetes_objects() {
     assert_eq!(attempts[0]["outcome"], "preempted", "{s}");
     assert_eq!(attempts[1]["outcome"], "succeeded", "{s}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_inputs_retry_sees_kinetic_attempt_2_as_a_single_jobs_retry_does() {
+    // Issue 26.8: `map --retries` runs a failed input again as a new job,
+    // which saw KINETIC_ATTEMPT=1 again.
+    let w = world().await;
+    let marker = w.sandbox().path("").join("batch-marker");
+    let inputs = w.sandbox().path("inputs.jsonl");
+    std::fs::write(
+        &inputs,
+        format!(
+            "{}\n",
+            serde_json::to_string(&marker.display().to_string()).unwrap()
+        ),
+    )
+    .unwrap();
+    let v = kinetic_json(
+        &w,
+        &[
+            "map",
+            "work.py:flaky",
+            "--inputs",
+            inputs.to_str().unwrap(),
+            "--backend",
+            "gke",
+            "--retries",
+            "1",
+            "--poll-interval",
+            "0.2",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(v["failed"], 0, "{v}");
+    assert_eq!(
+        v["results"][0]["value"],
+        serde_json::json!(["second attempt", "2"]),
+        "{v}"
+    );
+}

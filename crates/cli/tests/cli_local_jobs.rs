@@ -599,3 +599,54 @@ fn hugging_face_data_reaches_the_runners_data_phase() {
         assert!(stderr(&o).contains(part), "{arg}: {}", stderr(&o));
     }
 }
+
+/// The files named `name` under `dir`, at any depth.
+fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_named(&path, name));
+        } else if path.ends_with(name) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn jobs_list_says_which_live_job_has_no_handle_and_keeps_to_its_namespace() {
+    // Issue 26.6: a job the backend holds whose handle.json is missing was
+    // dropped without a word, and every namespace's local jobs were listed.
+    let sb = Sandbox::new(WORK_PY);
+    let kept = sb.detach(&["work:square", "--arg", "2"]);
+    let lost = sb.detach(&["work:square", "--arg", "3"]);
+    let other = sb.detach(&["work:square", "--arg", "4", "--namespace", "team-b"]);
+    for job in [&kept, &lost, &other] {
+        assert!(sb.wait_ended(job).contains("SUCCEEDED"), "{job}");
+    }
+    let handles = files_named(&sb.path("local"), &format!("{lost}/handle.json"));
+    assert_eq!(handles.len(), 1, "{handles:?}");
+    std::fs::remove_file(&handles[0]).unwrap();
+
+    for args in [&["jobs", "list"][..], &["--json", "jobs", "list"][..]] {
+        let o = sb.kinetic(args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert!(out.contains(&kept), "{out}");
+        assert!(!out.contains(&lost) && !out.contains(&other), "{out}");
+        assert!(
+            err.contains(&format!(
+                "skipping job {lost}: the local backend holds it but its handle could not be loaded"
+            )),
+            "{err}"
+        );
+    }
+    let o = sb.kinetic_env(&["jobs", "list"], &[("KINETIC_NAMESPACE", "team-b")]);
+    let out = stdout(&o);
+    assert!(out.contains(&other), "{out}");
+    assert!(!out.contains(&kept), "{out}");
+}

@@ -26,6 +26,13 @@ def nothing_or_raise(x):
     return None if x == 1 else {"error": "returned", "index": x}
 
 
+def attempt_after_failing(marker):
+    import os
+    if not os.path.exists(marker):
+        open(marker, "w").write("tried")
+        raise RuntimeError("first attempt fails")
+    return ["second attempt", os.environ["KINETIC_ATTEMPT"]]
+
 def scaled(x, scale=1):
     if x == 3:
         raise ValueError("three is not allowed")
@@ -396,4 +403,29 @@ fn input_data_gives_each_job_its_own_data() {
     assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
     let o = w.kinetic(&["map", "work:count_lines"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn a_batch_inputs_retry_sees_kinetic_attempt_2_as_a_single_jobs_retry_does() {
+    // Issue 26.8, on the local backend: `map --retries` runs a failed input
+    // again as a new job, which saw KINETIC_ATTEMPT=1 again.
+    let w = World::new();
+    let marker = w.home.join("marker").to_string_lossy().into_owned();
+    let inputs = w.inputs("markers.jsonl", &[json!(marker)]);
+    let o = w.kinetic(&[
+        "--json",
+        "map",
+        "work:attempt_after_failing",
+        "--inputs",
+        &inputs,
+        "--retries",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    assert_eq!(
+        v["results"][0]["value"],
+        json!(["second attempt", "2"]),
+        "{v}"
+    );
 }

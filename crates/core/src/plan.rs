@@ -618,16 +618,27 @@ pub struct GroupPlace {
     pub kind: String,
     /// The input's index.
     pub index: u64,
+    /// How many runs the input's earlier attempts made (0 for its first):
+    /// the job's runs are numbered on from there ([`RunnerSpec::attempt_offset`]).
+    pub earlier_runs: u32,
 }
 
 impl GroupPlace {
-    /// Input `index` of batch `group_id` of kind `kind`.
+    /// Input `index` of batch `group_id` of kind `kind`, its first attempt.
     pub fn new(group_id: GroupId, kind: &str, index: u64) -> Self {
         Self {
             group_id,
             kind: kind.to_owned(),
             index,
+            earlier_runs: 0,
         }
+    }
+
+    /// The same place for an attempt after `runs` earlier runs.
+    #[must_use]
+    pub fn after_runs(mut self, runs: u32) -> Self {
+        self.earlier_runs = runs;
+        self
     }
 }
 
@@ -815,6 +826,7 @@ pub fn job(
         // A slice is run once (a failed host fails it): its hosts need no
         // count, and would otherwise each claim a number of their own.
         starts_uri: (hosts == 1).then(|| uri_of(&layout::starts(job_id))),
+        attempt_offset: facts.group.as_ref().map_or(0, |g| g.earlier_runs),
         cluster: ClusterInfo {
             accelerator: facts.accelerator_text.to_owned(),
             num_nodes: hosts,

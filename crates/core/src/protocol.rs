@@ -89,6 +89,13 @@ pub struct RunnerSpec {
     /// backend set (the local supervisor counts its own runs), else 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starts_uri: Option<String>,
+    /// How many runs came before this job's first (a batch input's
+    /// earlier attempts, each its own job): the runner adds it to the
+    /// number it claims or is given, so `KINETIC_ATTEMPT` counts an
+    /// input's runs across its batch retries as it counts a single job's.
+    /// Absent: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempt_offset: u32,
     /// What the job runs on.
     pub cluster: ClusterInfo,
     /// The client's Python minor version when it exchanges pickled Python
@@ -106,6 +113,12 @@ pub struct RunnerSpec {
     /// debugger.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub debug: Option<RunnerDebug>,
+}
+
+/// `serde`'s `skip_serializing_if` for a count that is absent when zero
+/// (serde passes a reference).
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// `spec.debug`: the leader starts debugpy, listening on the address in
@@ -604,6 +617,7 @@ mod tests {
             worker_result_uris: vec![],
             log_uris: vec![],
             starts_uri: None,
+            attempt_offset: 0,
             cluster: ClusterInfo {
                 accelerator: "cpu".into(),
                 num_nodes: 1,

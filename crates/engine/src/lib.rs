@@ -386,23 +386,32 @@ impl Engine {
         Ok(JobHandle::new(self.inner.clone(), backend, record))
     }
 
-    /// Every job the registered backends still hold, newest first. Jobs
-    /// whose record cannot be read are skipped (and logged); so is a
-    /// backend that cannot list its jobs (logged), unless none can, when
-    /// the first one's error is returned ([`Engine::list_jobs_each`] tells
-    /// which backends were left out, and why).
+    /// Every job of the engine's namespace the registered backends still
+    /// hold, newest first. Jobs whose record cannot be read are skipped
+    /// (and logged); so is a backend that cannot list its jobs (logged),
+    /// unless none can, when the first one's error is returned
+    /// ([`Engine::list_jobs_each`] tells which jobs and backends were left
+    /// out, and why).
     pub async fn list_jobs(&self) -> Result<Vec<JobRecord>, EngineError> {
         let listing = self.list_jobs_each().await?;
         for (backend, e) in &listing.unlisted {
             tracing::warn!(backend = %backend, "cannot list the {backend} backend's jobs: {e}");
         }
+        for skipped in &listing.unreadable {
+            tracing::warn!(job_id = %skipped.job_id, "{skipped}");
+        }
         Ok(listing.records)
     }
 
-    /// Every job the registered backends that can list theirs still hold,
-    /// newest first, and each backend that cannot (a cluster without the
-    /// workload's CRD, a role without permission to list it) with why.
-    /// An error only when there is a backend and none could list.
+    /// Every job of the engine's namespace (the `namespace` setting) that
+    /// the registered backends that can list theirs still hold, newest
+    /// first; each job a backend holds whose record (`handle.json`) cannot
+    /// be read, with why; and each backend that cannot list (a cluster
+    /// without the workload's CRD, a role without permission to list it)
+    /// with why. A Kubernetes backend lists its namespace's jobs; the
+    /// local backend holds every namespace's, and those of other
+    /// namespaces are left out by their records. An error only when there
+    /// is a backend and none could list.
     pub async fn list_jobs_each(&self) -> Result<JobListing, EngineError> {
         self.list_jobs_of(&self.inner.backends.names()).await
     }
@@ -412,6 +421,7 @@ impl Engine {
     /// engine's store); a name not registered is skipped.
     pub async fn list_jobs_of(&self, backends: &[String]) -> Result<JobListing, EngineError> {
         let mut records = Vec::new();
+        let mut unreadable = Vec::new();
         let mut unlisted = Vec::new();
         let mut listed_any = false;
         let registered = self.inner.backends.names();
@@ -427,10 +437,15 @@ impl Engine {
             listed_any = true;
             for id in ids {
                 match read_record(&self.inner, &id).await {
-                    Ok(record) => records.push(record),
-                    Err(e) => {
-                        tracing::warn!(job_id = %id, "skipping a job whose record cannot be read: {e}")
+                    Ok(record) if record.namespace == self.inner.settings.namespace => {
+                        records.push(record);
                     }
+                    Ok(_) => {}
+                    Err(e) => unreadable.push(UnreadableJob {
+                        backend: name.clone(),
+                        job_id: id,
+                        error: e,
+                    }),
                 }
             }
         }
@@ -442,7 +457,11 @@ impl Engine {
                 .cmp(&a.created_at)
                 .then_with(|| a.job_id.cmp(&b.job_id))
         });
-        Ok(JobListing { records, unlisted })
+        Ok(JobListing {
+            records,
+            unreadable,
+            unlisted,
+        })
     }
 }
 
@@ -485,8 +504,35 @@ impl Engine {
 pub struct JobListing {
     /// The jobs, newest first.
     pub records: Vec<JobRecord>,
+    /// The jobs a backend holds whose record cannot be read (its
+    /// `handle.json` missing or damaged), in the order listed: left out of
+    /// `records`, never silently.
+    pub unreadable: Vec<UnreadableJob>,
     /// Each backend that could not list its jobs (by name), and why.
     pub unlisted: Vec<(String, EngineError)>,
+}
+
+/// A job a backend holds whose record cannot be read
+/// ([`JobListing::unreadable`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct UnreadableJob {
+    /// The backend that holds it.
+    pub backend: String,
+    /// Its id.
+    pub job_id: JobId,
+    /// Why its record cannot be read.
+    pub error: EngineError,
+}
+
+impl std::fmt::Display for UnreadableJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "skipping job {}: the {} backend holds it but its handle could not be loaded ({})",
+            self.job_id, self.backend, self.error
+        )
+    }
 }
 
 /// Read a job's `handle.json` and make its handle ([`Engine::attach`],

@@ -399,19 +399,29 @@ impl Client {
         Ok(Job { inner: handle })
     }
 
-    /// Every job the backends still hold, newest first.
-    fn list_jobs(&self, py: Python<'_>) -> PyResult<Vec<Job>> {
+    /// Every job of the namespace the backends still hold, newest first,
+    /// and what was left out, said for warnings: each job whose record
+    /// cannot be read, and each backend that cannot list its jobs.
+    fn list_jobs(&self, py: Python<'_>) -> PyResult<(Vec<Job>, Vec<String>)> {
         let engine = self.engine.clone();
-        let records = block(
+        let listing = block(
             py,
-            async move { engine.list_jobs().await },
+            async move { engine.list_jobs_each().await },
             &Listener::none(),
         )?
         .map_err(|e| engine_error(&e))?;
-        records
+        let mut skipped: Vec<String> = listing
+            .unlisted
+            .iter()
+            .map(|(backend, e)| format!("the {backend} backend's jobs are not listed: {e}"))
+            .collect();
+        skipped.extend(listing.unreadable.iter().map(ToString::to_string));
+        let jobs = listing
+            .records
             .iter()
             .map(|r| self.handle_from_json(&r.to_json()))
-            .collect()
+            .collect::<PyResult<_>>()?;
+        Ok((jobs, skipped))
     }
 
     /// Map the spec's function over JSON `inputs` (a JSON array) with the
@@ -433,6 +443,36 @@ impl Client {
             &Listener::none(),
         )?
         .map_err(|e| batch_error(py, e))?;
+        Ok(Batch { inner: handle })
+    }
+
+    /// A batch over jobs submitted already: input `i` is the job whose
+    /// record JSON is `records[i]` (`None`: never submitted).
+    #[pyo3(signature = (group_id, name, tags, records))]
+    fn batch_of(
+        &self,
+        group_id: &str,
+        name: Option<String>,
+        tags: std::collections::BTreeMap<String, String>,
+        records: Vec<Option<String>>,
+    ) -> PyResult<Batch> {
+        let jobs = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.as_deref()
+                    .map(|json| {
+                        self.engine
+                            .handle_from_json(json)
+                            .map_err(|e| bad(format!("jobs[{i}]: {e}")))
+                    })
+                    .transpose()
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let handle = self
+            .engine
+            .batch_of(group_id, name, tags, jobs)
+            .map_err(|e| bad(e.to_string()))?;
         Ok(Batch { inner: handle })
     }
 

@@ -141,3 +141,87 @@ def test_a_batch_whose_client_was_killed_is_said_at_once_and_resumed():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert batch.results(timeout=300) == [0, 1, 4, 9, 16]
+
+
+def test_batch_error_names_the_failed_jobs_each_time_results_raises():
+    # Issue 26.7: the second results() read the failure the first recorded,
+    # and BatchError.failures came back empty.
+    import work
+
+    batch = remote(work.square_unless_three).run_async_map([3, 4])
+    for _ in range(2):
+        with pytest.raises(kinetic.BatchError) as info:
+            batch.results()
+        err = info.value
+        assert [j.job_id for j in err.failures] == [batch.jobs[0].job_id]
+        assert err.submission_failures == {} and err.partial_results == [None, 16]
+        assert [j.job_id for j in batch.failures()] == [batch.jobs[0].job_id]
+
+
+def test_a_batch_inputs_retry_sees_kinetic_attempt_2_as_a_single_jobs_retry_does(tmp_path):
+    # Issue 26.8: a batch retry (a new job for the input) saw KINETIC_ATTEMPT=1 again.
+    import work
+
+    single = kinetic.run(accelerator="cpu", retries=1)(work.attempt_after_failing)
+    assert single(str(tmp_path / "single")) == ["second attempt", "2"]
+    batch = remote(work.attempt_after_failing).run_async_map([str(tmp_path / "a"), str(tmp_path / "b")],
+                                                             retries=1)
+    assert batch.results() == [["second attempt", "2"], ["second attempt", "2"]]
+
+
+def _group_id():
+    import random
+    return "grp-%08x" % random.getrandbits(32)
+
+
+def test_a_batch_handle_built_as_the_reference_builds_one():
+    # Issue 26.5: BatchHandle(group_id, name, tags, jobs, ...) raised TypeError.
+    import inspect
+    import threading
+    import work
+
+    assert list(inspect.signature(kinetic.BatchHandle).parameters) == [
+        "group_id", "name", "tags", "jobs", "_bucket_name", "_project", "_submission_complete",
+        "_submission_error", "_lock", "_submission_errors", "_cached_failures"]
+    fn = remote(work.square_unless_three)
+    jobs = [fn.run_async(2), fn.run_async(3)]
+    done = threading.Event()
+    done.set()
+    group_id = _group_id()
+    never_sent = ValueError("never sent")
+    batch = kinetic.BatchHandle(group_id, "built", {"team": "ml"}, jobs + [None], _submission_complete=done,
+                                _lock=threading.Lock(), _submission_errors={2: never_sent})
+    assert (batch.group_id, batch.name, batch.tags) == (group_id, "built", {"team": "ml"})
+    assert [None if j is None else j.job_id for j in batch.jobs] == [jobs[0].job_id, jobs[1].job_id, None]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # its None input is the caller's word, not a batch to resume
+        batch.wait(timeout=120)
+    assert [(i, s) for i, s in batch.statuses()] == [(0, JobStatus.SUCCEEDED), (1, JobStatus.FAILED)]
+    assert [j.job_id for j in batch.failures()] == [jobs[1].job_id]
+    values = batch.results(return_exceptions=True)
+    assert values[0] == 4
+    assert isinstance(values[1], ValueError) and "three" in str(values[1])
+    assert values[2] is never_sent
+    assert batch.submission_failures == {2: never_sent}
+    with pytest.raises(kinetic.BatchError) as info:
+        batch.results()
+    assert [j.job_id for j in info.value.failures] == [jobs[1].job_id]
+    assert info.value.submission_failures == {2: never_sent}
+
+    # What the reference's private fields say is honoured, or refused.
+    died = RuntimeError("the submission loop died")
+    with pytest.raises(RuntimeError, match="the submission loop died"):
+        kinetic.BatchHandle(_group_id(), None, {}, [None], _submission_error=died).wait()
+    cached = kinetic.BatchHandle(_group_id(), None, {}, jobs, _cached_failures=[jobs[0]])
+    assert [j.job_id for j in cached.failures()] == [jobs[0].job_id]
+    with pytest.raises(ValueError, match="_submission_complete"):
+        kinetic.BatchHandle(_group_id(), None, {}, jobs, _submission_complete=threading.Event())
+    with pytest.raises(ValueError, match="_bucket_name='elsewhere'"):
+        kinetic.BatchHandle(_group_id(), None, {}, jobs, _bucket_name="elsewhere")
+    with pytest.raises(ValueError, match="input 0 has a job"):
+        kinetic.BatchHandle(_group_id(), None, {}, jobs, _submission_errors={0: ValueError("x")})
+    with pytest.raises(ValueError, match="group_id=\"grp-nope\""):
+        kinetic.BatchHandle("grp-nope", None, {}, jobs)
+    with pytest.raises(TypeError, match=r"BatchHandle\(jobs="):
+        kinetic.BatchHandle(_group_id(), None, {}, ["job-0a1b2c3d"])

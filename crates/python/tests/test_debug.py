@@ -128,6 +128,33 @@ def test_a_debugger_attaches_through_debug_attach_and_the_job_is_kept(kinetic_en
     job.cleanup()
 
 
+def test_debug_attach_returns_the_port_forward_process_as_the_reference_does():
+    # Issue 26.3: code written to the reference — a subprocess.Popen, and
+    # kinetic.debug.cleanup_port_forward(proc) when done.
+    import subprocess
+
+    job = debug_square(5)
+    proc = job.debug_attach(local_port=0, timeout=LIMIT)
+    assert isinstance(proc, subprocess.Popen)
+    assert proc.poll() is None and proc.returncode is None
+    assert proc.pid != os.getpid() and os.path.exists("/proc/%d" % proc.pid)
+    port = proc.local_port
+    kinetic.debug.cleanup_port_forward(proc)
+    assert proc.returncode is not None and not proc.forwarding
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    kinetic.debug.cleanup_port_forward(proc)  # a forward that ended: nothing to do
+    with pytest.raises(TypeError, match=r"cleanup_port_forward\(proc=.*expected the subprocess.Popen"):
+        kinetic.debug.cleanup_port_forward(port)
+
+    # A forward left running ends by itself when the job ends, exit code 0.
+    proc = job.debug_attach(local_port=0, timeout=LIMIT)
+    assert attach_and_continue(proc.local_port) is not None
+    assert job.result(timeout=LIMIT) == 25
+    assert proc.wait(timeout=LIMIT) == 0
+    job.cleanup()
+
+
 def test_cleanup_asked_for_removes_a_debug_job():
     job = debug_square(3)
     with job.debug_attach(local_port=0, timeout=LIMIT) as session:

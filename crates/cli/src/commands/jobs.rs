@@ -458,6 +458,11 @@ async fn list(
         let error = match engine.list_jobs_of(std::slice::from_ref(backend)).await {
             Ok(listing) => match listing.unlisted.into_iter().next() {
                 None => {
+                    // A live job whose handle.json cannot be read is said,
+                    // not dropped.
+                    for skipped in &listing.unreadable {
+                        render::warn(&skipped.to_string());
+                    }
                     for record in listing.records {
                         let status = match engine.handle_from_json(&record.to_json()) {
                             Ok(handle) => handle.status().await.map_err(|e| e.to_string()),

@@ -124,14 +124,16 @@ fn submit_one(
                 prep.calls.get(index).cloned().ok_or_else(|| {
                     EngineError::internal(format!("batch input {index} is missing"))
                 })?;
+            // A retry's runs are numbered on from the input's earlier runs
+            // (KINETIC_ATTEMPT), as a single job's retries are.
+            let earlier_runs = shared.runs_before(index, attempt);
             let call = ChildCall {
                 args: call.args,
                 kwargs: call.kwargs,
-                group: Some(GroupPlace::new(
-                    shared.group_id.clone(),
-                    GROUP_KIND_MAP,
-                    index as u64,
-                )),
+                group: Some(
+                    GroupPlace::new(shared.group_id.clone(), GROUP_KIND_MAP, index as u64)
+                        .after_runs(earlier_runs),
+                ),
             };
             submit_child(
                 &shared.engine,

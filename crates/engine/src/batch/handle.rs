@@ -305,6 +305,61 @@ pub(super) async fn attach(
     Ok(handle)
 }
 
+/// A batch over jobs submitted already ([`crate::Engine::batch_of`]):
+/// input `i` is `jobs[i]`; an input without a job is never submitted.
+pub(super) fn of_jobs(
+    inner: &Arc<EngineInner>,
+    group_id: GroupId,
+    name: Option<String>,
+    tags: BTreeMap<String, String>,
+    jobs: Vec<Option<JobHandle>>,
+    poll_interval: Duration,
+) -> BatchHandle {
+    let first = jobs.iter().flatten().next().map(|j| j.record().clone());
+    let base = ManifestBase {
+        created_at: (inner.clock)(),
+        submit_fn_name: first
+            .as_ref()
+            .map(|r| r.func_name.clone())
+            .unwrap_or_default(),
+        backend: first.as_ref().map(|r| r.backend.clone()),
+        namespace: first.as_ref().map(|r| r.namespace.clone()),
+        entrypoint: None,
+        input_mode: None,
+        inputs: None,
+        resume: None,
+        submission_complete: true,
+    };
+    let shared = Arc::new(BatchShared::new(
+        inner.clone(),
+        group_id,
+        name,
+        tags,
+        BatchMachine::observer(jobs.len()),
+        poll_interval,
+        base,
+        DriverState::None,
+    ));
+    {
+        let mut core = shared.lock();
+        let mut chores = Vec::new();
+        for (index, job) in jobs.into_iter().enumerate() {
+            let Some(job) = job else { continue };
+            let job_id = job.id().clone();
+            core.jobs[index] = Some(job);
+            let commands = core.machine.apply(Event::Adopt {
+                index,
+                job_id,
+                attempts: 1,
+            });
+            super::shared::dispatch(&mut core, commands, &mut chores);
+        }
+        let commands = core.machine.apply(Event::CloseManifest);
+        super::shared::dispatch(&mut core, commands, &mut chores);
+    }
+    BatchHandle { shared }
+}
+
 impl BatchHandle {
     /// The batch's id (`grp-` + 8 hex).
     pub fn group_id(&self) -> &GroupId {
@@ -675,9 +730,16 @@ impl BatchHandle {
         }
         self.record_outcomes(&items, cleanup).await?;
         let failed: Vec<&BatchItem> = items.iter().filter(|i| i.outcome.is_err()).collect();
+        // A job's failure, collected now or recorded by an earlier
+        // `results` (the same failure: its handle is a failed job's).
         let failed_jobs: Vec<JobHandle> = failed
             .iter()
-            .filter(|i| matches!(i.outcome, Err(ChildError::Job { .. })))
+            .filter(|i| {
+                matches!(
+                    i.outcome,
+                    Err(ChildError::Job { .. } | ChildError::Recorded { .. })
+                )
+            })
             .filter_map(|i| self.job(i.index))
             .collect();
         self.shared.lock().cached_failures = Some(failed_jobs);
@@ -691,16 +753,18 @@ impl BatchHandle {
         for item in items {
             match item.outcome {
                 Ok(v) => partial[item.index] = Some(v),
-                Err(e @ ChildError::Job { .. }) => match self.job(item.index) {
-                    Some(job) => failures.push(FailedChild {
-                        index: item.index,
-                        job,
-                        error: e,
-                    }),
-                    None => {
-                        submission_failures.insert(item.index, e);
+                Err(e @ (ChildError::Job { .. } | ChildError::Recorded { .. })) => {
+                    match self.job(item.index) {
+                        Some(job) => failures.push(FailedChild {
+                            index: item.index,
+                            job,
+                            error: e,
+                        }),
+                        None => {
+                            submission_failures.insert(item.index, e);
+                        }
                     }
-                },
+                }
                 Err(e) => {
                     submission_failures.insert(item.index, e);
                 }

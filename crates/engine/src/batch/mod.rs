@@ -59,14 +59,14 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 
-use kinetic_core::batch::{DEFAULT_MAX_CONCURRENT, InputMode};
+use kinetic_core::batch::{DEFAULT_MAX_CONCURRENT, InputMode, MAX_DETERMINISTIC_INDEX};
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::record::UtcTimestamp;
 
 pub use error::{BatchError, BatchFailure, ChildError, FailedChild};
 pub use handle::BatchHandle;
 
-use super::{Engine, JobSpec, ProgressCallback};
+use super::{Engine, JobHandle, JobSpec, ProgressCallback};
 use kinetic_core::spec::Arg;
 
 /// Runs a batch's submission loop in the background: given to
@@ -447,6 +447,43 @@ impl Engine {
                     message: e.to_string(),
                 })?;
         handle::attach(&self.inner, group_id, options).await
+    }
+
+    /// A batch over jobs submitted already, as Kinetic's
+    /// `BatchHandle(group_id, name, tags, jobs)` builds one: input `i` is
+    /// `jobs[i]` (`None`: an input never submitted), and every input is
+    /// submitted (nothing more will come). Jobs that are not children of
+    /// `group_id` are followed one by one; the batch writes its manifest
+    /// under `group_id` when `results` records outcomes.
+    pub fn batch_of(
+        &self,
+        group_id: &str,
+        name: Option<String>,
+        tags: BTreeMap<String, String>,
+        jobs: Vec<Option<JobHandle>>,
+    ) -> Result<BatchHandle, BatchError> {
+        let group_id: GroupId =
+            group_id
+                .parse()
+                .map_err(|e: kinetic_core::ids::IdError| BatchError::InvalidInput {
+                    message: format!("group_id={group_id:?}: {e}"),
+                })?;
+        if jobs.len() > MAX_DETERMINISTIC_INDEX {
+            return Err(BatchError::InvalidInput {
+                message: format!(
+                    "jobs: {} jobs, more than the {MAX_DETERMINISTIC_INDEX} inputs a batch takes",
+                    jobs.len()
+                ),
+            });
+        }
+        Ok(handle::of_jobs(
+            &self.inner,
+            group_id,
+            name,
+            tags,
+            jobs,
+            AttachOptions::default().poll_interval,
+        ))
     }
 
     /// Resume a batch whose submitting process stopped (killed, Ctrl-C)

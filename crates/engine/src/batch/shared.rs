@@ -92,6 +92,9 @@ pub(super) struct Core {
     /// A manifest naming every submitted child and saying the submission
     /// is complete was written.
     pub(super) complete_manifest_written: bool,
+    /// How many runs came before each `(input, attempt)` submitted by this
+    /// process: its job's `KINETIC_ATTEMPT` numbers on from there.
+    pub(super) runs_before: BTreeMap<(usize, u32), u32>,
 }
 
 /// Something to do after a state change, outside the lock.
@@ -100,6 +103,10 @@ pub(super) enum Chore {
     Cancel(JobHandle),
     Cleanup(JobHandle),
 }
+
+/// Where a poll asks about jobs: their backend and namespace, and whether
+/// they are children of the batch (asked about in one group call).
+type Target = (String, String, bool);
 
 /// Shared by a [`super::BatchHandle`] and its submission loop.
 #[derive(Debug)]
@@ -151,6 +158,7 @@ impl BatchShared {
                 base,
                 outcomes: BTreeMap::new(),
                 complete_manifest_written: false,
+                runs_before: BTreeMap::new(),
             }),
             changed: tokio::sync::Notify::new(),
             poll_gate: tokio::sync::Mutex::new(None),
@@ -269,23 +277,27 @@ impl BatchShared {
         &self,
         jobs: &[(usize, JobHandle)],
     ) -> Result<Vec<(usize, JobId, JobState)>, BatchError> {
-        let mut by_target: HashMap<(String, String), Vec<&(usize, JobHandle)>> = HashMap::new();
+        // A group call finds the children of this group: a job of another
+        // (or of none; a batch built from jobs, `Engine::batch_of`) is asked
+        // about on its own.
+        let mut by_target: HashMap<Target, Vec<&(usize, JobHandle)>> = HashMap::new();
         for entry in jobs {
             let r = entry.1.record();
+            let child = r.group_id.as_ref() == Some(&self.group_id);
             by_target
-                .entry((r.backend.clone(), r.namespace.clone()))
+                .entry((r.backend.clone(), r.namespace.clone(), child))
                 .or_default()
                 .push(entry);
         }
         let mut out = Vec::with_capacity(jobs.len());
-        for ((backend_name, namespace), entries) in by_target {
+        for ((backend_name, namespace, children), entries) in by_target {
             let backend = self
                 .engine
                 .backends
                 .get(&backend_name)
                 .map_err(EngineError::from)?;
             // The backend's capabilities choose one group call or one call per job.
-            let grouped = if backend.capabilities().group_status {
+            let grouped = if children && backend.capabilities().group_status {
                 let query = GroupQuery::new(self.group_id.clone(), namespace);
                 Some(backend.group_status(&query).await?)
             } else {
@@ -596,6 +608,41 @@ impl BatchShared {
             .filter(|(_, s)| **s == kinetic_core::batch::Slot::Unknown)
             .map(|(i, _)| i)
             .collect()
+    }
+
+    /// How many runs came before attempt `attempt` of input `index` (0
+    /// for its first), remembered for the attempt after it: the runs of
+    /// the input's latest job (at least one; more when its own failure
+    /// budgets ran it again) on top of the runs before that job. A job
+    /// adopted from the manifest (a resumed batch) had, as far as this
+    /// process knows, one run per earlier attempt before it.
+    pub(super) fn runs_before(&self, index: usize, attempt: u32) -> u32 {
+        if attempt <= 1 {
+            return 0;
+        }
+        let mut core = self.lock();
+        let previous = core
+            .jobs
+            .get(index)
+            .and_then(Option::as_ref)
+            .and_then(|job| {
+                child_position(&self.group_id, job.id(), self.total)
+                    .filter(|(_, a)| *a < attempt)
+                    .map(|(_, a)| a)
+            });
+        let runs = previous.map_or(0, |job_attempt| {
+            let runs = core.states[index].as_ref().map_or(1, |s| {
+                u32::try_from(s.attempts.len()).unwrap_or(u32::MAX).max(1)
+            });
+            let before = core
+                .runs_before
+                .get(&(index, job_attempt))
+                .copied()
+                .unwrap_or(job_attempt - 1);
+            before.saturating_add(runs)
+        });
+        core.runs_before.insert((index, attempt), runs);
+        runs
     }
 
     /// Every job id this batch used for `index` (all attempts up to the current).

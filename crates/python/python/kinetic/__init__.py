@@ -23,7 +23,9 @@ from kinetic.batch import BatchError, BatchHandle, attach_batch
 from kinetic.core import run
 from kinetic.data import Data
 from kinetic.job_status import JobStatus
-from kinetic.jobs import DebugSession, JobHandle, attach, list_jobs
+from kinetic import debug
+from kinetic.debug import DebugSession
+from kinetic.jobs import JobHandle, attach, list_jobs
 
 __all__ = [
     "BatchError",
@@ -37,6 +39,7 @@ __all__ = [
     "RemoteTraceback",
     "attach",
     "attach_batch",
+    "debug",
     "list_jobs",
     "run",
 ]

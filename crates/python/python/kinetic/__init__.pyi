@@ -1,7 +1,11 @@
 """Type stubs for the kinetic module (Kinetic's Python API over the Rust engine)."""
 
 import enum
+import subprocess
+import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar
+
+from kinetic import debug as debug
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -53,9 +57,10 @@ class RemoteError(RuntimeError):
     phase: Optional[str]
     def __init__(self, type_name: str, message: str) -> None: ...
 
-class DebugSession:
-    """A local port forwarded to a debug job's debugger (from
-    JobHandle.debug_attach); close() or leaving a with block stops it."""
+class DebugSession(subprocess.Popen[str]):
+    """The process forwarding a local port to a debug job's debugger (from
+    JobHandle.debug_attach), a subprocess.Popen; kinetic.debug.cleanup_port_forward(proc),
+    close() or leaving a with block stops it."""
     job_id: str
     local_port: int
     launch_config: Dict[str, Any]
@@ -64,8 +69,6 @@ class DebugSession:
         """True until closed or the job ended."""
     def close(self) -> None:
         """Stop forwarding (idempotent); the job keeps running."""
-    def terminate(self) -> None:
-        """Same as close()."""
     def __enter__(self) -> DebugSession: ...
     def __exit__(self, *exc: Any) -> None: ...
 
@@ -94,6 +97,10 @@ class JobHandle:
                  display_name: str, created_at: str, group_id: Optional[str] = None,
                  group_kind: Optional[str] = None, group_index: Optional[int] = None,
                  debug: bool = False) -> None: ...
+    @classmethod
+    def from_job_context(cls, ctx: Any, backend_name: str, namespace: str, k8s_name: str) -> JobHandle:
+        """Build a JobHandle from a live JobContext (job_id, project, cluster_name, zone,
+        bucket_name, image_uri, accelerator, func, display_name, debug)."""
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> JobHandle:
         """Reconstruct a JobHandle from a plain dict (unknown keys ignored)."""
@@ -140,6 +147,13 @@ class BatchError(Exception):
 
 class BatchHandle:
     """Handle for a collection of submitted jobs."""
+
+    def __init__(self, group_id: str, name: Optional[str], tags: Dict[str, str],
+                 jobs: List[Optional[JobHandle]], _bucket_name: str = "", _project: str = "",
+                 _submission_complete: Optional[threading.Event] = None,
+                 _submission_error: Optional[BaseException] = None, _lock: Any = None,
+                 _submission_errors: Optional[Dict[int, Exception]] = None,
+                 _cached_failures: Optional[List[JobHandle]] = None) -> None: ...
 
     @property
     def group_id(self) -> str: ...

@@ -1,6 +1,7 @@
 """Batches: :class:`BatchHandle`, :class:`BatchError`, :func:`attach_batch`."""
 
 import json
+import threading
 import warnings
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -51,13 +52,85 @@ class BatchHandle:
     :func:`kinetic.attach_batch`. Provides collection-level observation,
     result gathering, and cleanup; inputs are submitted in the background
     while it is used.
+
+    ``BatchHandle(group_id, name, tags, jobs)`` — Kinetic's constructor —
+    makes one over jobs submitted already: input ``i`` is ``jobs[i]``
+    (``None``: an input that was never submitted), and every input is
+    submitted. The private parameters are Kinetic's too: ``_project`` is
+    the project whose store the handle uses; ``_bucket_name``, when given,
+    must be the jobs' bucket; ``_submission_complete``, when given, must be
+    set (a handle made from a list has all its jobs); ``_submission_error``
+    is raised by ``wait()``/``results()``/``as_completed()``;
+    ``_submission_errors`` (index → exception) are those inputs' errors in
+    ``results()`` and ``submission_failures``; ``_cached_failures`` is what
+    ``failures()`` gives until ``results()`` runs; ``_lock`` is accepted
+    for Kinetic's signature (the engine locks the handle's state itself).
     """
 
-    def __init__(self, native, submitting: bool = False):
+    def __init__(self, group_id: str, name: Optional[str], tags: Dict[str, str],
+                 jobs: List[Optional[JobHandle]], _bucket_name: str = "", _project: str = "",
+                 _submission_complete: Optional[threading.Event] = None,
+                 _submission_error: Optional[BaseException] = None, _lock: Any = None,
+                 _submission_errors: Optional[Dict[int, Exception]] = None,
+                 _cached_failures: Optional[List[JobHandle]] = None):
+        if not isinstance(group_id, str):
+            raise TypeError("BatchHandle(group_id=%r): expected the batch's id, a str such as 'grp-1a2b3c4d'"
+                            % (group_id,))
+        if name is not None and not isinstance(name, str):
+            raise TypeError("BatchHandle(name=%r): expected a str or None" % (name,))
+        if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+            raise TypeError("BatchHandle(tags=%r): expected a dict of str to str" % (tags,))
+        if not isinstance(jobs, (list, tuple)) or not all(j is None or isinstance(j, JobHandle) for j in jobs):
+            raise TypeError("BatchHandle(jobs=%r): expected a list of JobHandle (None for an input never "
+                            "submitted)" % (jobs,))
+        buckets = sorted({j.bucket_name for j in jobs if j is not None})
+        if _bucket_name and any(b != _bucket_name for b in buckets):
+            raise ValueError("BatchHandle(_bucket_name=%r): the jobs are in bucket(s) %s; a batch's bucket is "
+                             "its jobs'" % (_bucket_name, ", ".join(buckets)))
+        if _submission_complete is not None and not _submission_complete.is_set():
+            raise ValueError("BatchHandle(_submission_complete=<unset Event>): a handle made from a list of jobs "
+                             "has every job it will have; set the event (or leave it out), or use "
+                             "kinetic.attach_batch() for a batch still being submitted")
+        if _lock is not None and not (hasattr(_lock, "acquire") and hasattr(_lock, "release")):
+            raise TypeError("BatchHandle(_lock=%r): expected a lock (threading.Lock) or None" % (_lock,))
+        errors = dict(_submission_errors or {})
+        for index, error in errors.items():
+            if not isinstance(index, int) or not 0 <= index < len(jobs) or not isinstance(error, BaseException):
+                raise ValueError("BatchHandle(_submission_errors=...): expected {input index: exception} with "
+                                 "indices 0 to %d, got %r: %r" % (len(jobs) - 1, index, error))
+            if jobs[index] is not None:
+                raise ValueError("BatchHandle(_submission_errors=...): input %d has a job (%s); a submission "
+                                 "error belongs to an input never submitted (jobs[%d] is None)"
+                                 % (index, jobs[index].job_id, index))
+        project = _project or next((j.project for j in jobs if j is not None and j.project), None)
+        native = _client(project=project or None).batch_of(
+            group_id, name, dict(tags), [None if j is None else json.dumps(j.to_dict()) for j in jobs])
+        self._setup(native)
+        # The caller said which inputs were never submitted (None).
+        self._from_list = True
+        self._submission_error = _submission_error
+        self._given_errors = errors
+        if _cached_failures is not None:
+            self._cached_failures = list(_cached_failures)
+
+    @classmethod
+    def _from_native(cls, native, submitting: bool = False) -> "BatchHandle":
+        handle = cls.__new__(cls)
+        handle._setup(native)
+        if submitting:
+            _SUBMITTING[native.group_id] = handle
+        return handle
+
+    def _setup(self, native) -> None:
         self._batch = native
         self._cached_failures: Optional[List[JobHandle]] = None
-        if submitting:
-            _SUBMITTING[native.group_id] = self
+        self._submission_error: Optional[BaseException] = None
+        self._given_errors: Dict[int, Exception] = {}
+        self._from_list = False
+
+    def _raise_submission_error(self) -> None:
+        if self._submission_error is not None:
+            raise self._submission_error
 
     @property
     def group_id(self) -> str:
@@ -117,6 +190,8 @@ class BatchHandle:
         """Say at once, before waiting, when inputs were never submitted and
         nothing in this process submits them (a batch whose client was
         killed): waiting alone would not end."""
+        if self._from_list:
+            return
         missing = self.never_submitted()
         submitter = _SUBMITTING.get(self.group_id)
         if not missing or (submitter is not None and submitter is not self):
@@ -133,6 +208,7 @@ class BatchHandle:
         """Block until all jobs reach a terminal state. Warns at once when
         inputs were never submitted (see :meth:`resume`)."""
         _check_seconds("timeout", timeout)
+        self._raise_submission_error()
         self._say_never_submitted()
         self._batch.wait(timeout)
 
@@ -151,6 +227,7 @@ class BatchHandle:
         if poll_interval != 5.0:
             warnings.warn("as_completed(poll_interval=%r) is not applied: the batch polls at the interval it "
                           "was created with" % (poll_interval,), stacklevel=2)
+        self._raise_submission_error()
         self._say_never_submitted()
         completions = self._batch.as_completed(timeout)
         while True:
@@ -180,12 +257,14 @@ class BatchHandle:
         see :meth:`resume`.
         """
         _check_seconds("timeout", timeout)
+        self._raise_submission_error()
         self._say_never_submitted()
         try:
             items = self._batch.results(timeout=timeout, ordered=bool(ordered), cleanup=bool(cleanup),
                                         return_exceptions=bool(return_exceptions))
         except _native.BatchFailed as err:
             error = _batch_error(err)
+            error.submission_failures.update(self._given_errors)
             self._cached_failures = list(error.failures)
             raise error from None
         out = []
@@ -193,6 +272,8 @@ class BatchHandle:
         for index, job_id, value, error in items:
             if error is None:
                 out.append(decode(json.loads(value)))
+            elif index in self._given_errors:
+                out.append(self._given_errors[index])
             else:
                 out.append(translate(error))
                 if job_id is not None:
@@ -211,7 +292,9 @@ class BatchHandle:
     @property
     def submission_failures(self) -> Dict[int, Exception]:
         """Return a copy of per-input submission errors (index -> exception)."""
-        return {i: translate(e) for i, e in self._batch.submission_failures()}
+        errors = {i: translate(e) for i, e in self._batch.submission_failures()}
+        errors.update(self._given_errors)
+        return errors
 
     def cancel(self) -> None:
         """Cancel all non-terminal jobs in the collection."""
@@ -238,4 +321,4 @@ def attach_batch(group_id: str, project: Optional[str] = None, cluster: Optional
     _check_seconds("poll_interval", poll_interval)
     _check_seconds("poll_timeout", poll_timeout)
     native = _client(project=project, cluster=cluster).attach_batch(group_id, poll_interval, poll_timeout)
-    return BatchHandle(native)
+    return BatchHandle._from_native(native)

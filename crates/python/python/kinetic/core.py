@@ -368,7 +368,7 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
                 native = options.client().map(spec, json.dumps(encoded), json.dumps(map_options))
             except _native.BatchFailed as err:
                 raise _batch_error(err) from None
-            return BatchHandle(native, submitting=True)
+            return BatchHandle._from_native(native, submitting=True)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):

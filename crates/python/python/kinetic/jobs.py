@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Optional
 from kinetic import _native
 from kinetic._errors import translate
 from kinetic._values import decode
+from kinetic.debug import DEBUGPY_PORT, DebugSession
 from kinetic.job_status import JobStatus
 
 logger = logging.getLogger("kinetic")
@@ -58,42 +59,6 @@ def _reattach_hint(job_id: str) -> str:
     return ("kinetic: stopped waiting for job %s; the job keeps running. "
             "Reattach with kinetic.attach(%r).result() (or cancel it with kinetic.attach(%r).cancel())"
             % (job_id, job_id, job_id))
-
-
-class DebugSession:
-    """A local port forwarded to a debug job's debugger, returned by
-    :meth:`JobHandle.debug_attach`. ``close()`` (or leaving a ``with``
-    block) stops forwarding new connections and frees the port; the job
-    keeps running."""
-
-    def __init__(self, job_id: str, native) -> None:
-        self.job_id = job_id
-        self._native = native
-        #: The local port debuggers connect to.
-        self.local_port: int = native.local_port
-        #: The VS Code ``launch.json`` attaching through this port.
-        self.launch_config: Dict[str, Any] = json.loads(native.launch_json())
-
-    @property
-    def forwarding(self) -> bool:
-        """True until closed or the job ended."""
-        return self._native.is_forwarding()
-
-    def close(self) -> None:
-        """Stop forwarding (idempotent)."""
-        self._native.close()
-
-    terminate = close
-
-    def __enter__(self) -> "DebugSession":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return "DebugSession(job_id=%r, local_port=%d, forwarding=%r)" % (
-            self.job_id, self.local_port, self.forwarding)
 
 
 class _StatusReport:
@@ -216,6 +181,61 @@ class JobHandle:
         return handle
 
     @classmethod
+    def from_job_context(cls, ctx, backend_name: str, namespace: str, k8s_name: str) -> "JobHandle":
+        """Build a JobHandle from a live JobContext.
+
+        ``ctx`` is any object with Kinetic's ``JobContext`` attributes:
+        ``job_id``, ``project``, ``cluster_name``, ``zone``,
+        ``bucket_name``, ``image_uri`` (``None``: no image), ``accelerator``,
+        ``func`` (the function; its ``__name__`` is the handle's
+        ``func_name``), ``display_name`` and, optionally, ``debug``.
+        ``created_at`` is now (UTC). The handle's ids are checked when it
+        is first used (a ``k8s_name`` that is not the job's is refused).
+        """
+        def attribute(name, optional=False):
+            if not hasattr(ctx, name):
+                if optional:
+                    return None
+                raise TypeError("JobHandle.from_job_context(ctx=%r): ctx has no %r attribute; expected a "
+                                "JobContext (job_id, project, cluster_name, zone, bucket_name, image_uri, "
+                                "accelerator, func, display_name)" % (ctx, name))
+            return getattr(ctx, name)
+
+        def text(name, value, allow_none=False):
+            if value is None and allow_none:
+                return ""
+            if not isinstance(value, str):
+                raise TypeError("JobHandle.from_job_context: %s=%r: expected a str" % (name, value))
+            return value
+
+        func = attribute("func")
+        func_name = getattr(func, "__name__", None)
+        if not isinstance(func_name, str):
+            raise TypeError("JobHandle.from_job_context: ctx.func=%r: expected a function (its __name__ is the "
+                            "handle's func_name)" % (func,))
+        debug = attribute("debug", optional=True)
+        if debug is not None and not isinstance(debug, bool):
+            raise TypeError("JobHandle.from_job_context: ctx.debug=%r: expected True or False" % (debug,))
+        import datetime
+        created_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return cls(
+            job_id=text("ctx.job_id", attribute("job_id")),
+            backend=text("backend_name", backend_name),
+            project=text("ctx.project", attribute("project")),
+            cluster_name=text("ctx.cluster_name", attribute("cluster_name")),
+            zone=text("ctx.zone", attribute("zone")),
+            namespace=text("namespace", namespace),
+            bucket_name=text("ctx.bucket_name", attribute("bucket_name")),
+            k8s_name=text("k8s_name", k8s_name),
+            image_uri=text("ctx.image_uri", attribute("image_uri"), allow_none=True),
+            accelerator=text("ctx.accelerator", attribute("accelerator")),
+            func_name=func_name,
+            display_name=text("ctx.display_name", attribute("display_name")),
+            created_at=created_at,
+            debug=bool(debug),
+        )
+
+    @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "JobHandle":
         """Reconstruct a JobHandle from a plain dict.
 
@@ -288,26 +308,30 @@ class JobHandle:
             raise ValueError("tail(n=%r): expected a whole number, zero or more" % (n,))
         return self._native().tail(n)
 
-    def debug_attach(self, local_port: int = 5678, working_dir: Optional[str] = None,
-                     timeout: float = 600) -> "DebugSession":
-        """Attach to a job submitted with ``debug=True``.
+    def debug_attach(self, local_port: int = DEBUGPY_PORT, working_dir: Optional[str] = None,
+                     timeout: float = 600) -> DebugSession:
+        """Wait for debugpy, start the port forward, and print the VS Code config.
 
-        Waits until the job runs and its debugpy server listens, forwards
-        ``localhost:local_port`` to it (``0``: any free port), and prints
+        Waits until the job (submitted with ``debug=True``) runs and its
+        debugpy server listens, starts a process forwarding
+        ``localhost:local_port`` (``0``: any free port) to it, and prints
         the VS Code ``launch.json`` that attaches through it, mapping
         ``working_dir`` (default ``${workspaceFolder}``) to the job's
-        workspace. Forwarding goes on in the background until the job ends
-        or the returned :class:`DebugSession` is closed (``close()``, or
-        leaving a ``with`` block); the job keeps running either way.
+        workspace. The process forwards until the job ends or it is
+        stopped; the job keeps running either way.
 
         Args:
-            local_port: The local port debuggers connect to.
-            working_dir: The local root of the launch configuration's path
-                mappings (made absolute).
+            local_port: Local port to forward debugpy traffic to.
+            working_dir: Local working directory for VS Code path mappings
+                (made absolute). If None, ``${workspaceFolder}``.
             timeout: Seconds to wait for the debugger to listen.
 
         Returns:
-            A :class:`DebugSession` (``local_port``, ``launch_config``).
+            The port-forward process, a :class:`subprocess.Popen`
+            (:class:`kinetic.debug.DebugSession`, which also gives
+            ``local_port`` and ``launch_config``). Call
+            ``kinetic.debug.cleanup_port_forward(proc)`` when done (or use
+            it as a ``with`` block).
 
         Raises:
             RuntimeError: If the job reaches a terminal state first, or the
@@ -322,15 +346,14 @@ class JobHandle:
         if working_dir is not None:
             working_dir = os.path.abspath(os.path.expanduser(working_dir))
         try:
-            native = self._native().debug_attach(local_port, working_dir=working_dir, timeout=timeout)
+            session = DebugSession(self.to_dict(), local_port, working_dir, timeout)
         except KeyboardInterrupt:
             print(_reattach_hint(self.job_id), file=sys.stderr)
             raise
-        session = DebugSession(self.job_id, native)
         print("kinetic: job %s waits for a debugger; VS Code launch configuration (.vscode/launch.json):"
               % self.job_id)
         print(json.dumps(session.launch_config, indent=2))
-        print("kinetic: forwarding localhost:%d to the job's debugger" % session.local_port)
+        print("kinetic: forwarding localhost:%d to the job's debugger (process %d)" % (session.local_port, session.pid))
         sys.stdout.flush()
         return session
 
@@ -430,9 +453,19 @@ def attach(job_id: str, project: Optional[str] = None, cluster: Optional[str] = 
 def list_jobs(project: Optional[str] = None, zone: Optional[str] = None, cluster: Optional[str] = None,
               namespace: Optional[str] = None) -> List[JobHandle]:
     """List live jobs, newest first, by hydrating durable handles from the
-    jobs the backends hold. Jobs whose handle.json is missing are skipped
-    with a warning. Each argument falls back through KINETIC_* env vars, the
-    active profile, and finally the built-in defaults — matching kinetic.run.
+    jobs the backends hold in ``namespace``. Jobs whose handle.json is
+    missing (or cannot be read) are skipped with a warning (``UserWarning``)
+    naming each; so is a backend that cannot list its jobs. Each argument
+    falls back through KINETIC_* env vars, the active profile, and finally
+    the built-in defaults — matching kinetic.run.
+
+    The namespace applies on every backend: a Kubernetes backend lists that
+    namespace's jobs, and the local backend, which runs every namespace's
+    jobs, lists those submitted with that namespace (``default`` unless
+    ``namespace=`` or ``KINETIC_NAMESPACE`` said otherwise).
     """
     client = _client(project=project, zone=zone, cluster=cluster, namespace=namespace)
-    return [JobHandle._from_native(job) for job in client.list_jobs()]
+    jobs, skipped = client.list_jobs()
+    for message in skipped:
+        warnings.warn("list_jobs: %s" % message, stacklevel=2)
+    return [JobHandle._from_native(job) for job in jobs]

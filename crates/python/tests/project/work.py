@@ -109,6 +109,16 @@ def flaky(marker):
     return "second attempt"
 
 
+def attempt_after_failing(marker):
+    """Fails on its first attempt (no marker yet), then says which attempt it is."""
+    import os
+
+    if not os.path.exists(marker):
+        open(marker, "w").write("tried")
+        raise RuntimeError("first attempt fails")
+    return ["second attempt", os.environ["KINETIC_ATTEMPT"]]
+
+
 # Values JSON would change, returned as they are (issue 25).
 RETURNED = {
     "keys": {1: "a", True: "b", None: "c", 2.5: "d"},
