@@ -498,6 +498,12 @@ def result_target(spec_doc: dict, host_index: int):
 # and in a failure's message and traceback, becomes REDACTED.
 
 REDACTED = "<redacted>"
+# Values shorter than this many characters are not redacted: too short to be
+# a credential, and replacing them mangles the output (a one-character value
+# would replace that character everywhere). The engine keeps the same floor
+# (kinetic_core::env::MIN_REDACTED_CHARS) and tells the submitter which
+# variables it leaves alone.
+MIN_REDACTED_CHARS = 8
 # A line not yet ended is written anyway after this long without more
 # output (a tail that may be the start of a secret is held until the rest).
 REDACT_FLUSH_SECONDS = 0.1
@@ -509,7 +515,7 @@ class Redactor:
     """Replaces the exact secret values in text and bytes."""
 
     def __init__(self, values) -> None:
-        unique = sorted({v for v in values if v}, key=len, reverse=True)
+        unique = sorted({v for v in values if v and len(v) >= MIN_REDACTED_CHARS}, key=len, reverse=True)
         self.values = unique
         self.raw = [v.encode("utf-8", "surrogateescape") for v in unique]
         self.marker = REDACTED.encode("ascii")
