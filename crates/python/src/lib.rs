@@ -1169,16 +1169,19 @@ fn content_hash(py: Python<'_>, path: PathBuf) -> PyResult<String> {
 /// (and so the command line) applies: a local path that exists (`~` and a
 /// relative path resolved against `HOME` and the working directory), a
 /// `gs://bucket/path` URI or a well-formed `hf://` dataset. A `ValueError`
-/// naming the path and what is accepted otherwise.
+/// naming the path and what is accepted otherwise. Returns what the user
+/// should be warned about, if anything (a `gs://` URI without a trailing
+/// slash whose last segment has no `.`: a single object, maybe meant as a
+/// directory).
 #[pyfunction]
-fn check_data(path: &str) -> PyResult<()> {
+fn check_data(path: &str) -> PyResult<Option<String>> {
     let cwd = std::env::current_dir()
         .map_err(|e| bad(format!("kinetic.Data({path:?}): no working directory: {e}")))?;
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
     Data::with_home(path, &cwd, home.as_deref())
-        .map(drop)
+        .map(|data| data.warning())
         .map_err(|e| bad(format!("kinetic.Data: {e}")))
 }
 
