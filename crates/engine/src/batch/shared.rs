@@ -193,6 +193,7 @@ impl BatchShared {
                             .cleanup(crate::CleanupOptions {
                                 backend: true,
                                 store: false,
+                                ..crate::CleanupOptions::default()
                             })
                             .await
                         {
