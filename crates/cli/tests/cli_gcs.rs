@@ -142,8 +142,9 @@ fn a_gs_data_argument_without_a_trailing_slash_is_the_single_object() {
     assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
     assert_eq!(stdout.trim(), "\"the object\"", "stderr: {stderr}");
     assert!(
-        stderr.contains("warning: gs://data-bucket/ds/x has no trailing slash, so it names a single object")
-            && stderr.contains("write gs://data-bucket/ds/x/"),
+        stderr.contains(
+            "warning: gs://data-bucket/ds/x has no trailing slash, so it names a single object"
+        ) && stderr.contains("write gs://data-bucket/ds/x/"),
         "{stderr}"
     );
 

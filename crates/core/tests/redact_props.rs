@@ -80,7 +80,11 @@ fn a_one_character_key_is_left_in_the_logs_and_named_in_a_warning() {
     let captured = capture(&[EnvEntry::parse_cli("WANDB_API_KEY").unwrap()], &snapshot).unwrap();
     let r = Redactor::from_captured(&captured);
     assert_eq!(r.redact("[kinetic] ok"), "[kinetic] ok");
-    let warnings: Vec<String> = captured.warnings().iter().map(ToString::to_string).collect();
+    let warnings: Vec<String> = captured
+        .warnings()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert!(
         warnings.iter().any(|w| w.contains("WANDB_API_KEY")
             && w.contains("not redacted")
