@@ -140,7 +140,7 @@ fn a_gs_data_argument_without_a_trailing_slash_is_the_single_object() {
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
-    assert_eq!(stdout.trim(), "\"the object\"", "stderr: {stderr}");
+    assert_eq!(stdout.trim(), "the object", "stderr: {stderr}");
     assert!(
         stderr.contains(
             "warning: gs://data-bucket/ds/x has no trailing slash, so it names a single object"
