@@ -835,16 +835,23 @@ impl Backend for LocalBackend {
         if !dir.exists() {
             return Ok(());
         }
-        if matches!(dir.observe(), Observed::Queued | Observed::Running) {
+        let live = matches!(dir.observe(), Observed::Queued | Observed::Running);
+        let stopped = if live {
             dir.mark_cancelled().map_err(|e| io_err(dir.path(), &e))?;
-            if !dir.kill_group(CANCEL_GRACE, wait).await {
-                // Still in its grace period: its supervisor kills it at the end.
-                return Err(BackendError::not_confirmed(
-                    job.job_id.as_str(),
-                    "the stop of the local process",
-                    wait.timeout,
-                ));
-            }
+            dir.kill_group(CANCEL_GRACE, wait).await
+        } else if dir.is_cancelled() {
+            // Cancelled before and maybe still in its grace period (its
+            // supervisor kills it at the end): wait for it, signalling nothing.
+            dir.wait_group_gone(wait).await
+        } else {
+            true
+        };
+        if !stopped {
+            return Err(BackendError::not_confirmed(
+                job.job_id.as_str(),
+                "the stop of the local process",
+                wait.timeout,
+            ));
         }
         Ok(())
     }

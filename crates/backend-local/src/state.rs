@@ -304,6 +304,11 @@ impl JobDir {
         (attempts, current)
     }
 
+    /// Whether a cancel was asked for (the job may still be stopping).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.file("cancelled").exists()
+    }
+
     pub(crate) fn mark_cancelled(&self) -> std::io::Result<()> {
         write_atomic(&self.file("cancelled"), "cancelled\n")
     }
@@ -343,6 +348,32 @@ impl JobDir {
             tokio::time::sleep(
                 pause
                     .min(next.saturating_sub(elapsed))
+                    .max(Duration::from_millis(1)),
+            )
+            .await;
+        }
+    }
+
+    /// Waits for the job's process group to be gone, for at most
+    /// `wait.timeout`, sending it nothing; whether it is gone.
+    pub(crate) async fn wait_group_gone(&self, wait: CleanupWait) -> bool {
+        let Some((pid, _)) = self.pid() else {
+            return true;
+        };
+        let group = Pid::from_raw(pid);
+        let started = Instant::now();
+        let pause = wait.poll_interval.min(Duration::from_millis(25));
+        loop {
+            if killpg(group, None).is_err() {
+                return true;
+            }
+            let elapsed = started.elapsed();
+            if elapsed >= wait.timeout {
+                return false;
+            }
+            tokio::time::sleep(
+                pause
+                    .min(wait.timeout - elapsed)
                     .max(Duration::from_millis(1)),
             )
             .await;
