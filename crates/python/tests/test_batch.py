@@ -1,5 +1,7 @@
 """run_async_map, BatchHandle, BatchError and attach_batch."""
 
+import os
+import re
 import time
 
 import pytest
@@ -95,8 +97,12 @@ def test_fuse_data_in_map_inputs_is_refused(tmp_path):
 
 
 def _running_and_ignoring_term(job, deadline=120):
+    """The pid of the job's process, once it ignores SIGTERM."""
     stop = time.monotonic() + deadline
-    while "ignoring SIGTERM" not in (job.logs() or ""):
+    while True:
+        match = re.search(r"ignoring SIGTERM in pid (\d+)", job.logs() or "")
+        if match:
+            return int(match.group(1))
         assert time.monotonic() < stop, job.status()
         time.sleep(0.1)
 
@@ -108,7 +114,7 @@ def test_cleanup_timeout_bounds_the_wait_for_a_deletion(backend):
     # a pod that stays Terminating: a short cleanup_timeout returns at about
     # that time with a warning (Kinetic only warns), not after 180 s.
     job = remote(work.ignores_term).run_async()
-    _running_and_ignoring_term(job)
+    pid = _running_and_ignoring_term(job)
     started = time.monotonic()
     with pytest.warns(UserWarning, match=r"was requested but not confirmed within 1\.0s"):
         job.cleanup(cleanup_timeout=1, cleanup_poll_interval=0.1)
@@ -121,6 +127,9 @@ def test_cleanup_timeout_bounds_the_wait_for_a_deletion(backend):
         warnings.simplefilter("error")
         job.cleanup(cleanup_timeout=60, cleanup_poll_interval=0.2)
     assert job.status() == JobStatus.NOT_FOUND
+    if backend == "local":  # confirmed means gone: the process no longer runs
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
     # cancel takes the same bound.
     other = remote(work.ignores_term).run_async()
     _running_and_ignoring_term(other)

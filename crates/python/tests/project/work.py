@@ -157,5 +157,5 @@ def ignores_term(seconds=600):
     # backend's 3 s; the fake kubelet's 2 s) before the SIGKILL.
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print("ignoring SIGTERM", flush=True)
+    print("ignoring SIGTERM in pid %d" % os.getpid(), flush=True)
     time.sleep(seconds)
