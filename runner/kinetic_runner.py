@@ -321,6 +321,20 @@ class Gcs:
             if os.path.exists(partial):
                 os.unlink(partial)
 
+    def exists(self, bucket: str, name: str) -> bool:
+        """Whether the object exists (a HEAD request)."""
+        url = self._object_url(bucket, name)
+
+        def head():
+            with self._open("HEAD", url) as resp:
+                resp.read()
+
+        try:
+            self._call("head gs://%s/%s" % (bucket, name), head)
+        except NotFound:
+            return False
+        return True
+
     def read(self, bucket: str, name: str) -> bytes:
         url = self._object_url(bucket, name)
 
@@ -498,6 +512,12 @@ def result_target(spec_doc: dict, host_index: int):
 # and in a failure's message and traceback, becomes REDACTED.
 
 REDACTED = "<redacted>"
+# Values shorter than this many characters are not redacted: too short to be
+# a credential, and replacing them mangles the output (a one-character value
+# would replace that character everywhere). The engine keeps the same floor
+# (kinetic_core::env::MIN_REDACTED_CHARS) and tells the submitter which
+# variables it leaves alone.
+MIN_REDACTED_CHARS = 8
 # A line not yet ended is written anyway after this long without more
 # output (a tail that may be the start of a secret is held until the rest).
 REDACT_FLUSH_SECONDS = 0.1
@@ -509,7 +529,7 @@ class Redactor:
     """Replaces the exact secret values in text and bytes."""
 
     def __init__(self, values) -> None:
-        unique = sorted({v for v in values if v}, key=len, reverse=True)
+        unique = sorted({v for v in values if v and len(v) >= MIN_REDACTED_CHARS}, key=len, reverse=True)
         self.values = unique
         self.raw = [v.encode("utf-8", "surrogateescape") for v in unique]
         self.marker = REDACTED.encode("ascii")
@@ -1732,9 +1752,10 @@ class DataResolver:
         return _single_file(target) or target
 
     def _materialize(self, ref: dict, mount: str | None) -> str:
-        """Fetches the reference once per (uri, mount): into the mount, else into ``{data}/{n}``."""
+        """Fetches the reference once per (uri, mount, is_dir): into the mount, else into
+        ``{data}/{n}`` (``gs://b/x`` the object and ``gs://b/x/`` the directory are two data)."""
         uri = ref["uri"]
-        key = (uri, mount)
+        key = (uri, mount, bool(ref.get("is_dir")))
         target = self._resolved.get(key)
         if target is None:
             if mount:
@@ -1746,7 +1767,7 @@ class DataResolver:
             if uri.startswith(HF_SCHEME):
                 self._load_hf(ref, target)
             elif marker is None:
-                self._fetch(uri, target)
+                self._fetch(uri, target, bool(ref.get("is_dir")))
             else:
                 self._fetch_cached(uri, marker, target)
             self._resolved[key] = target
@@ -1813,13 +1834,15 @@ class DataResolver:
         load_hf_dataset(self._datasets, ref["uri"], bool(ref.get("hf_trust_remote_code")), target,
                         os.path.join(self.data_root, "hf-cache"))
 
-    def _fetch(self, uri: str, target: str) -> None:
+    def _fetch(self, uri: str, target: str, is_dir: bool) -> None:
         parsed = parse_uri(uri)
         os.makedirs(target, exist_ok=True)
         if parsed[0] == "file":
             self._copy_local(uri, parsed[1], target)
-        else:
+        elif is_dir or not parsed[2].rstrip("/"):
             self._download_gcs(uri, parsed[1], parsed[2], target)
+        else:
+            self._download_gcs_object(parsed[1], parsed[2].rstrip("/"), target)
 
     def _copy_local(self, uri: str, source: str, target: str) -> None:
         if os.path.isdir(source):
@@ -1830,6 +1853,21 @@ class DataResolver:
             self.objects += 1
         else:
             raise RunnerError("data %s does not exist" % uri)
+
+    def _download_gcs_object(self, bucket: str, name: str, target: str) -> None:
+        """Fetches the single object a ``gs://`` URI without a trailing slash
+        names (the reference's rule), into ``target`` under its own name."""
+        gcs = self.storage.gcs()
+        try:
+            gcs.download(bucket, name, os.path.join(target, name.rsplit("/", 1)[-1]))
+        except NotFound:
+            hint = ""
+            if next(iter(gcs.list(bucket, name + "/")), None) is not None:
+                hint = ("; objects exist under gs://%s/%s/: for that directory, end the URI with a slash "
+                        "(Data(\"gs://%s/%s/\"))" % (bucket, name, bucket, name))
+            raise RunnerError("data gs://%s/%s: no such object (without a trailing slash a gs:// URI names "
+                              "a single object)%s" % (bucket, name, hint)) from None
+        self.objects += 1
 
     def _download_gcs(self, uri: str, bucket: str, name: str, target: str) -> None:
         gcs = self.storage.gcs()
@@ -1846,13 +1884,13 @@ class DataResolver:
                 raise RunnerError("refusing data object gs://%s/%s: it would land outside %s" % (bucket, object_name, target))
             jobs.append((object_name, dest))
         if not jobs and base:
-            # Nothing under the prefix: the URI may name one object.
-            try:
-                gcs.download(bucket, base, os.path.join(target, base.rsplit("/", 1)[-1]))
-            except NotFound:
-                raise RunnerError("data %s: no object with that name and nothing under %s/" % (uri, uri.rstrip("/"))) from None
-            self.objects += 1
-            return
+            # A directory (a trailing slash) with nothing under it: an error,
+            # never the object of the same name fetched instead.
+            hint = ""
+            if gcs.exists(bucket, base):
+                hint = ("; gs://%s/%s is a single object: to fetch it, leave out the trailing slash"
+                        % (bucket, base))
+            raise RunnerError("data gs://%s/%s/: no objects under this directory%s" % (bucket, base, hint))
         for _, dest in jobs:
             os.makedirs(os.path.dirname(dest), exist_ok=True)
         import concurrent.futures

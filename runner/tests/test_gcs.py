@@ -50,6 +50,9 @@ class FakeGcs:
             def do_PUT(self):
                 fake.handle(self, "PUT")
 
+            def do_HEAD(self):
+                fake.handle(self, "HEAD")
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
@@ -150,7 +153,8 @@ class FakeGcs:
         request.send_header("Content-Type", content_type)
         request.send_header("Content-Length", str(len(body)))
         request.end_headers()
-        request.wfile.write(body)
+        if request.command != "HEAD":
+            request.wfile.write(body)
 
 
 WORK = """\
@@ -224,7 +228,7 @@ class GcsJobTests(RunnerTestCase):
     def test_job_runs_from_gcs_with_paginated_data_and_uploads_its_result(self):
         self.put_dataset()
         spec = self.stage(args=[data_ref(self.gs("default/data-cache/h1")),
-                                data_ref(self.gs("default/data-cache/h2"), is_dir=False)],
+                                data_ref(self.gs("default/data-cache/h2/model.bin"), is_dir=False)],
                           kwargs={"scale": 2})
         run = self.run_gcs(spec)
         self.assertEqual(run.returncode, 0, run)
@@ -248,6 +252,36 @@ class GcsJobTests(RunnerTestCase):
         self.assertEqual(value["files"], [["c.csv", "3"], ["deep/d.csv", "4"]])
         self.assertEqual(value["weights"], ["e.csv", "5"])
 
+    def test_without_a_trailing_slash_the_uri_is_the_object_even_when_a_directory_shares_its_name(self):
+        self.gcs.put(BUCKET, "shared/x", "the object")
+        self.gcs.put(BUCKET, "shared/x/a.csv", "1")
+        spec = self.stage(args=[data_ref(self.gs("shared/x"), is_dir=True),
+                                data_ref(self.gs("shared/x"), is_dir=False)])
+        run = self.run_gcs(spec)
+        self.assertEqual(run.returncode, 0, run)
+        value = self.result()["value"]
+        self.assertEqual(value["files"], [["a.csv", "1"]])
+        self.assertEqual(value["weights"], ["x", "the object"])
+
+    def test_a_missing_object_is_named_and_a_directory_of_that_name_hinted(self):
+        self.gcs.put(BUCKET, "shared/only-dir/a.csv", "1")
+        spec = self.stage(args=[data_ref(self.gs("shared/only-dir"), is_dir=False), "x"])
+        run = self.run_gcs(spec)
+        self.assertEqual(run.returncode, 1, run)
+        error = self.result()["error"]
+        self.assertEqual(error["phase"], "data resolve")
+        self.assertIn("data %s: no such object" % self.gs("shared/only-dir"), error["message"])
+        self.assertIn("end the URI with a slash", error["message"])
+
+    def test_an_empty_directory_is_an_error_naming_the_object_of_that_name(self):
+        self.gcs.put(BUCKET, "shared/only-object", "o")
+        spec = self.stage(args=[data_ref(self.gs("shared/only-object"), is_dir=True), "x"])
+        run = self.run_gcs(spec)
+        self.assertEqual(run.returncode, 1, run)
+        error = self.result()["error"]
+        self.assertIn("no objects under this directory", error["message"])
+        self.assertIn("leave out the trailing slash", error["message"])
+
     def test_volume_from_gcs_lands_under_the_mount_root(self):
         self.put_dataset()
         volume = {"mount_path": "/data", "data": data_ref(self.gs("default/data-cache/h1"), mount_path="/data")}
@@ -262,7 +296,7 @@ class GcsJobTests(RunnerTestCase):
     def test_transient_errors_are_retried(self):
         self.put_dataset()
         spec = self.stage(args=[data_ref(self.gs("default/data-cache/h2")),
-                                data_ref(self.gs("default/data-cache/h2"), is_dir=False)])
+                                data_ref(self.gs("default/data-cache/h2/model.bin"), is_dir=False)])
         self.gcs.fail("GET", BUCKET, JOB_ID + "/context.zip", 503, 503)
         self.gcs.fail("GET", BUCKET, "", 429)
         self.gcs.fail("PUT", BUCKET, JOB_ID + "/result.json", 500)

@@ -54,14 +54,22 @@ def shout():
 
 class RedactorTests(unittest.TestCase):
     def test_text_bytes_and_held_back_prefixes(self):
-        r = kr.Redactor(["abcdef", "", "xyz", "abc"])
-        self.assertEqual(r.text("1 abcdef 2 xyz abc"), "1 <redacted> 2 <redacted> <redacted>")
-        self.assertEqual(r.data(b"<abcdef>"), b"<<redacted>>")
+        r = kr.Redactor(["abcdefgh-ij", "", "xyzxyzxy", "abcdefgh"])
+        self.assertEqual(r.text("1 abcdefgh-ij 2 xyzxyzxy abcdefgh"), "1 <redacted> 2 <redacted> <redacted>")
+        self.assertEqual(r.data(b"<abcdefgh-ij>"), b"<<redacted>>")
         self.assertEqual(r.held_back(b"hello ab"), 2)
         self.assertEqual(r.held_back(b"hello xy"), 2)
         self.assertEqual(r.held_back(b"hello"), 0)
         self.assertFalse(kr.Redactor(["", None]))
-        self.assertEqual(kr.Redactor.from_spec({"secret_names": ["A", "B"]}, {"A": "one"}).values, ["one"])
+        self.assertEqual(kr.Redactor.from_spec({"secret_names": ["A", "B"]}, {"A": "one-long-value"}).values,
+                         ["one-long-value"])
+
+    def test_values_below_the_floor_are_left_alone(self):
+        r = kr.Redactor(["k", "1234567"])
+        self.assertFalse(r)
+        self.assertEqual(r.text("[kinetic] 1234567"), "[kinetic] 1234567")
+        self.assertEqual(r.data(b"[kinetic]"), b"[kinetic]")
+        self.assertEqual(kr.Redactor(["\u00e9" * kr.MIN_REDACTED_CHARS]).text("\u00e9" * 8), "<redacted>")
 
 
 class RedactionEndToEndTests(RunnerTestCase):

@@ -82,8 +82,9 @@ use kinetic_core::advice::{Advice, Knob};
 use kinetic_core::debug;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions,
-    LogStream, ObjectStore, ObjectStoreExt, PortStream, PreparedJob, PutOptions, tail_lines,
+    Backend, BackendCapabilities, BackendError, ChangeFeed, CleanupWait, GroupQuery, GroupStatus,
+    LogOptions, LogStream, ObjectStore, ObjectStoreExt, PortStream, PreparedJob, PutOptions,
+    tail_lines,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
@@ -862,24 +863,40 @@ impl Backend for LocalBackend {
         Ok(state::follow(dir))
     }
 
-    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
+    async fn cancel(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
         let dir = self.job_dir(&job.job_id);
         if !dir.exists() {
             return Ok(());
         }
-        if matches!(dir.observe(), Observed::Queued | Observed::Running) {
+        let live = matches!(dir.observe(), Observed::Queued | Observed::Running);
+        let stopped = if live {
             dir.mark_cancelled().map_err(|e| io_err(dir.path(), &e))?;
-            dir.kill_group(CANCEL_GRACE).await;
+            dir.kill_group(CANCEL_GRACE, wait).await
+        } else if dir.is_cancelled() {
+            // Cancelled before and maybe still in its grace period (its
+            // supervisor kills it at the end): wait for it, signalling nothing.
+            dir.wait_group_gone(wait).await
+        } else {
+            true
+        };
+        if !stopped {
+            return Err(BackendError::not_confirmed(
+                job.job_id.as_str(),
+                "the stop of the local process",
+                wait.timeout,
+            ));
         }
         Ok(())
     }
 
-    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError> {
+    async fn cleanup(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
         let dir = self.job_dir(&job.job_id);
         if !dir.exists() {
             return Ok(());
         }
-        self.cancel(job).await?;
+        // A job still stopping keeps its folder (its state and logs): the
+        // next cleanup, once it stopped, removes it.
+        self.cancel(job, wait).await?;
         self.archive_logs(&job.job_id, &dir).await;
         if let Some(group) = &job.group_id {
             let entry = self.group_dir(group).join(job.job_id.as_str());

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kinetic_core::budget::{Attempt, Outcome};
-use kinetic_core::ports::{BackendError, LogStream, terminal_line};
+use kinetic_core::ports::{BackendError, CleanupWait, LogStream, terminal_line};
 use kinetic_core::record::UtcTimestamp;
 use kinetic_core::status::StatusReason;
 use nix::sys::signal::{Signal, kill, killpg};
@@ -304,23 +304,80 @@ impl JobDir {
         (attempts, current)
     }
 
+    /// Whether a cancel was asked for (the job may still be stopping).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.file("cancelled").exists()
+    }
+
     pub(crate) fn mark_cancelled(&self) -> std::io::Result<()> {
         write_atomic(&self.file("cancelled"), "cancelled\n")
     }
 
-    /// SIGTERM the job's process group, then SIGKILL after `grace`.
-    pub(crate) async fn kill_group(&self, grace: Duration) {
-        let Some((pid, _)) = self.pid() else { return };
+    /// SIGTERM the job's process group, then SIGKILL after `grace`;
+    /// waits for the group to be gone for at most `wait.timeout`, looking
+    /// every 25 ms (or `wait.poll_interval`, when shorter). Returns whether
+    /// it is gone. When the wait ends within the grace period the job's
+    /// supervisor, which got the SIGTERM too, kills the group at its end.
+    pub(crate) async fn kill_group(&self, grace: Duration, wait: CleanupWait) -> bool {
+        let Some((pid, _)) = self.pid() else {
+            return true;
+        };
         let group = Pid::from_raw(pid);
         let _ = killpg(group, Signal::SIGTERM);
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
+        let started = Instant::now();
+        let pause = wait.poll_interval.min(Duration::from_millis(25));
+        let mut killed = false;
+        loop {
             if killpg(group, None).is_err() {
-                return;
+                return true;
             }
-            tokio::time::sleep(Duration::from_millis(25)).await;
+            let elapsed = started.elapsed();
+            if !killed && elapsed >= grace {
+                let _ = killpg(group, Signal::SIGKILL);
+                killed = true;
+                continue;
+            }
+            if elapsed >= wait.timeout {
+                return false;
+            }
+            let next = if killed {
+                wait.timeout
+            } else {
+                grace.min(wait.timeout)
+            };
+            tokio::time::sleep(
+                pause
+                    .min(next.saturating_sub(elapsed))
+                    .max(Duration::from_millis(1)),
+            )
+            .await;
         }
-        let _ = killpg(group, Signal::SIGKILL);
+    }
+
+    /// Waits for the job's process group to be gone, for at most
+    /// `wait.timeout`, sending it nothing; whether it is gone.
+    pub(crate) async fn wait_group_gone(&self, wait: CleanupWait) -> bool {
+        let Some((pid, _)) = self.pid() else {
+            return true;
+        };
+        let group = Pid::from_raw(pid);
+        let started = Instant::now();
+        let pause = wait.poll_interval.min(Duration::from_millis(25));
+        loop {
+            if killpg(group, None).is_err() {
+                return true;
+            }
+            let elapsed = started.elapsed();
+            if elapsed >= wait.timeout {
+                return false;
+            }
+            tokio::time::sleep(
+                pause
+                    .min(wait.timeout - elapsed)
+                    .max(Duration::from_millis(1)),
+            )
+            .await;
+        }
     }
 
     pub(crate) fn logs_archived(&self) -> bool {

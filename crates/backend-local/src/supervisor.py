@@ -59,6 +59,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 
 
@@ -430,12 +431,22 @@ def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, g
     waiter = ChildWaiter(child)
 
     # A cancel signals the whole group; the child gets it too. Keep the
-    # supervisor alive long enough to record how the child ended.
+    # supervisor alive long enough to record how the child ended. A job
+    # that outlives its grace period after a SIGTERM is killed here, as a
+    # kubelet kills a pod: whoever cancelled may have stopped waiting (a
+    # cancel or cleanup waits only as long as its caller allows).
+    killer = []
+
     def on_term(signum, _frame):
         try:
             os.kill(child, signum)
         except OSError:
             pass
+        if signum == signal.SIGTERM and not killer:
+            timer = threading.Timer(grace, kill_group_after_grace)
+            timer.daemon = True
+            timer.start()
+            killer.append(timer)
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
@@ -443,6 +454,15 @@ def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, g
     if code is None:
         code = stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace)
     return child, code
+
+
+def kill_group_after_grace():
+    """The grace period after a SIGTERM is over: SIGKILL the whole group (this
+    process too; the cancel marker says why the job ended)."""
+    try:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def touch_ended(slots_dir):

@@ -92,10 +92,14 @@ impl PathBase<'_> {
                 }
             }
         }
-        Data::with_home(path, self.cwd, self.home)
+        let data = Data::with_home(path, self.cwd, self.home)
             .and_then(|data| data.trust_remote_code(trust))
             .and_then(|data| data.fuse(fuse))
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        if let Some(hint) = data.warning() {
+            crate::render::warn(&hint);
+        }
+        Ok(data)
     }
 }
 

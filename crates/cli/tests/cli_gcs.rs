@@ -105,3 +105,64 @@ fn a_bare_gs_url_needs_a_configured_project() {
         "{stderr}"
     );
 }
+
+/// `data:gs://…` arguments, read as the reference reads them: without a
+/// trailing slash a single object (with a warning when its last segment has
+/// no `.`), with one a directory; a missing object is named, with the
+/// directory of that name hinted.
+#[test]
+fn a_gs_data_argument_without_a_trailing_slash_is_the_single_object() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().canonicalize().unwrap();
+    let proj = project(&home);
+    std::fs::write(
+        proj.join("look.py"),
+        "import os\n\ndef look(path):\n    if os.path.isdir(path):\n        return sorted(os.listdir(path))\n    with open(path) as f:\n        return f.read()\n",
+    )
+    .unwrap();
+    let gcs = FakeGcs::with_buckets(&["cli-bucket", "data-bucket"]).unwrap();
+    gcs.put_object("data-bucket", "ds/x", b"the object");
+    gcs.put_object("data-bucket", "ds/x/a.txt", b"a");
+    gcs.put_object("data-bucket", "ds/only-dir/b.txt", b"b");
+    let endpoint = gcs.endpoint();
+    let envs = [
+        ("KINETIC_STORE_URL", "gs://cli-bucket/runs"),
+        ("KINETIC_GCS_ENDPOINT", endpoint.as_str()),
+    ];
+    let run = |uri: &str| {
+        let arg = format!("data:{uri}");
+        kinetic(&home, &proj, &envs, &["run", "look:look", "--arg", &arg])
+    };
+
+    let out = run("gs://data-bucket/ds/x");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(stdout.trim(), "the object", "stderr: {stderr}");
+    assert!(
+        stderr.contains(
+            "warning: gs://data-bucket/ds/x has no trailing slash, so it names a single object"
+        ) && stderr.contains("write gs://data-bucket/ds/x/"),
+        "{stderr}"
+    );
+
+    let out = run("gs://data-bucket/ds/x/");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(stdout.trim(), "[\"a.txt\"]", "stderr: {stderr}");
+    assert!(!stderr.contains("trailing slash"), "{stderr}");
+
+    let out = run("gs://data-bucket/ds/only-dir");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("data gs://data-bucket/ds/only-dir: no such object")
+            && stderr.contains("end the URI with a slash"),
+        "{stderr}"
+    );
+}

@@ -87,6 +87,27 @@ pub const CREDENTIAL_FRAGMENTS: [&str; 5] = ["TOKEN", "SECRET", "KEY", "PASSWORD
 /// What [`SecretValue`]'s `Debug` and `Display` print instead of the value.
 pub const REDACTED: &str = "<redacted>";
 
+/// The fewest characters a secret's value must have to be redacted from
+/// what a job reports.
+///
+/// A shorter value cannot be a credential worth hiding, and replacing it
+/// mangles the output: a one-character `WANDB_API_KEY=k` would turn every
+/// `k` of every log line into [`REDACTED`]. Eight is the shortest a
+/// memorised secret may be under NIST SP 800-63B (5.1.1.1), and every API
+/// key or token this capture is meant for is far longer (20 characters
+/// and up). CI systems keep the same kind of floor: the Azure Pipelines
+/// agent's secret masker drops values shorter than its `MinSecretLength`.
+/// A shorter value still reaches the job; the submitter is told once,
+/// by name ([`EnvWarning::TooShortToRedact`]). The runner keeps the same
+/// floor (`MIN_REDACTED_CHARS` in `kinetic_runner.py`).
+pub const MIN_REDACTED_CHARS: usize = 8;
+
+/// Whether a secret's value is long enough to be redacted
+/// ([`MIN_REDACTED_CHARS`], counted in characters).
+pub fn redactable(value: &str) -> bool {
+    value.chars().count() >= MIN_REDACTED_CHARS
+}
+
 /// A value that must not leak: `Debug` and `Display` print `<redacted>`,
 /// there is no `Serialize`, and the text is only reachable through
 /// [`SecretValue::expose`].
@@ -412,6 +433,14 @@ pub enum EnvWarning {
         /// The names, sorted.
         names: Vec<String>,
     },
+    /// Secrets (declared, or credential-like names) whose values are
+    /// shorter than [`MIN_REDACTED_CHARS`]: they reach the job, but are
+    /// not redacted from its logs and errors (too short to be a
+    /// credential, and redacting them would mangle the output).
+    TooShortToRedact {
+        /// The names, sorted; never a value.
+        names: Vec<String>,
+    },
 }
 
 impl fmt::Display for EnvWarning {
@@ -430,6 +459,11 @@ impl fmt::Display for EnvWarning {
             Self::CredentialLikeNames { names } => write!(
                 f,
                 "captured variables that look like credentials (informational; their values go into the job's environment only, never into what is stored): {}",
+                names.join(", ")
+            ),
+            Self::TooShortToRedact { names } => write!(
+                f,
+                "not redacted from the job's logs and errors: the values of {} are shorter than {MIN_REDACTED_CHARS} characters, too short to be a credential (the job still gets them)",
                 names.join(", ")
             ),
         }
@@ -653,13 +687,25 @@ pub fn capture(entries: &[EnvEntry], snapshot: &EnvSnapshot) -> Result<CapturedE
             names: credential_like,
         });
     }
-    let declared_secret = entries
+    let declared_secret: Vec<EnvName> = entries
         .iter()
         .filter_map(|e| match e {
             EnvEntry::Required { name, secret: true } => Some(name.clone()),
             _ => None,
         })
         .collect();
+    let too_short: Vec<String> = vars
+        .iter()
+        .filter(|(n, v)| {
+            (n.looks_like_credential() || declared_secret.contains(n))
+                && !v.value.expose().is_empty()
+                && !redactable(v.value.expose())
+        })
+        .map(|(n, _)| n.to_string())
+        .collect();
+    if !too_short.is_empty() {
+        warnings.push(EnvWarning::TooShortToRedact { names: too_short });
+    }
     Ok(CapturedEnv {
         vars,
         warnings,

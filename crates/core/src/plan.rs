@@ -493,7 +493,10 @@ pub fn shared(
     let mut refs = BTreeMap::new();
     for entry in data_entries(spec) {
         let data_ref = match entry.source() {
-            DataSource::Remote(uri) => DataRef::new(uri.trim_end_matches('/'), uri.ends_with('/')),
+            DataSource::Remote(uri) => match crate::spec::GcsUri::parse(uri) {
+                Ok(gcs) => DataRef::new(gcs.trimmed(), gcs.is_dir),
+                Err(_) => DataRef::new(uri.trim_end_matches('/'), uri.ends_with('/')),
+            },
             DataSource::HuggingFace {
                 uri,
                 trust_remote_code,

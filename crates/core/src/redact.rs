@@ -10,11 +10,15 @@
 //! second line, wherever it shows what a job reported: log lines, the tail
 //! of a job that left no result, and remote errors.
 //!
+//! A value shorter than [`MIN_REDACTED_CHARS`] is not redacted (see there
+//! why); [`capture`](crate::env::capture) tells the submitter so, naming the
+//! variable ([`EnvWarning::TooShortToRedact`](crate::env::EnvWarning::TooShortToRedact)).
+//!
 //! ```
 //! use kinetic_core::redact::{Redactor, REDACTED};
-//! let r = Redactor::new(["s3cret-value"]);
+//! let r = Redactor::new(["s3cret-value", "k"]);
 //! assert_eq!(r.redact("token=s3cret-value"), format!("token={REDACTED}"));
-//! assert_eq!(r.redact("nothing here"), "nothing here");
+//! assert_eq!(r.redact("nothing here, kinetic"), "nothing here, kinetic");
 //! ```
 
 use std::borrow::Cow;
@@ -23,7 +27,7 @@ use std::fmt;
 use crate::env::{CapturedEnv, EnvSnapshot};
 use crate::protocol::RemoteError;
 
-pub use crate::env::REDACTED;
+pub use crate::env::{MIN_REDACTED_CHARS, REDACTED, redactable};
 
 /// Replaces exact secret values in text. `Debug` shows how many values it
 /// holds, never a value.
@@ -42,12 +46,13 @@ impl fmt::Debug for Redactor {
 }
 
 impl Redactor {
-    /// A redactor of `values` (empty ones are ignored).
+    /// A redactor of `values`; those shorter than [`MIN_REDACTED_CHARS`]
+    /// (the empty one included) are left alone.
     pub fn new<S: Into<String>>(values: impl IntoIterator<Item = S>) -> Self {
         let mut values: Vec<String> = values
             .into_iter()
             .map(Into::into)
-            .filter(|v| !v.is_empty())
+            .filter(|v| redactable(v))
             .collect();
         values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         values.dedup();
@@ -113,11 +118,24 @@ mod tests {
 
     #[test]
     fn longer_values_go_first_and_debug_hides_them() {
-        let r = Redactor::new(["abc", "abcdef", "", "abc"]);
-        assert_eq!(r.redact("abcdef abc"), format!("{REDACTED} {REDACTED}"));
+        let r = Redactor::new(["abcdefgh", "abcdefgh-ijkl", "", "abcdefgh"]);
+        assert_eq!(
+            r.redact("abcdefgh-ijkl abcdefgh"),
+            format!("{REDACTED} {REDACTED}")
+        );
         assert!(matches!(r.redact("xyz"), Cow::Borrowed(_)));
         assert_eq!(format!("{r:?}"), "Redactor { values: 2 }");
         assert!(Redactor::new([""]).is_empty());
+    }
+
+    #[test]
+    fn values_below_the_floor_are_left_alone() {
+        let r = Redactor::new(["k", "1234567", "\u{e9}\u{e9}\u{e9}\u{e9}"]);
+        assert!(r.is_empty(), "{r:?}");
+        assert_eq!(r.redact("[kinetic] 1234567"), "[kinetic] 1234567");
+        // Characters count, not bytes: eight two-byte characters are enough.
+        let eight = "\u{e9}".repeat(MIN_REDACTED_CHARS);
+        assert_eq!(Redactor::new([eight.as_str()]).redact(&eight), REDACTED);
     }
 
     #[test]
@@ -147,15 +165,24 @@ mod tests {
 
     #[test]
     fn remote_errors_lose_their_secrets() {
-        let r = Redactor::new(["tok-1"]);
+        let r = Redactor::new(["tok-1a2b3c"]);
         let e = r.redact_error(RemoteError {
             type_name: "RuntimeError".into(),
-            message: "bad tok-1".into(),
-            traceback: Some("raise RuntimeError('bad tok-1')".into()),
+            message: "bad tok-1a2b3c".into(),
+            traceback: Some("raise RuntimeError('bad tok-1a2b3c')".into()),
             phase: Some("execute".into()),
         });
         assert_eq!(e.message, format!("bad {REDACTED}"));
-        assert!(!e.traceback.unwrap().contains("tok-1"));
+        assert!(!e.traceback.unwrap().contains("tok-1a2b3c"));
+    }
+
+    #[test]
+    fn the_runner_uses_the_same_floor() {
+        assert!(
+            crate::protocol::RUNNER_SOURCE
+                .contains(&format!("MIN_REDACTED_CHARS = {MIN_REDACTED_CHARS}\n")),
+            "the runner's floor differs from {MIN_REDACTED_CHARS}"
+        );
     }
 
     #[test]

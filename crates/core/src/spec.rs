@@ -211,6 +211,84 @@ pub enum DataSource {
     },
 }
 
+/// A `gs://` URI, split as Kinetic reads it: without a trailing `/` it
+/// names a single object, with one a directory (every object under the
+/// prefix). A URI of a bucket alone (`gs://bucket`, `gs://bucket/`) is the
+/// whole bucket, a directory: it names no object.
+///
+/// ```
+/// use kinetic_core::spec::GcsUri;
+/// let file = GcsUri::parse("gs://b/data/weights.h5")?;
+/// assert_eq!((file.bucket.as_str(), file.name.as_str(), file.is_dir), ("b", "data/weights.h5", false));
+/// assert!(file.slash_hint().is_none());
+/// let dir = GcsUri::parse("gs://b/data/imagenet/")?;
+/// assert_eq!((dir.name.as_str(), dir.is_dir), ("data/imagenet", true));
+/// // No slash and no `.` in the last segment: maybe a directory meant.
+/// assert!(GcsUri::parse("gs://b/data/imagenet")?.slash_hint().unwrap().contains("gs://b/data/imagenet/"));
+/// # Ok::<(), kinetic_core::spec::SpecError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GcsUri {
+    /// The bucket.
+    pub bucket: String,
+    /// The object's name, or the directory's prefix without its trailing
+    /// `/` (empty for the whole bucket).
+    pub name: String,
+    /// Whether the URI names a directory (a trailing `/`, or a bucket alone).
+    pub is_dir: bool,
+}
+
+impl GcsUri {
+    /// Splits `uri`, which must be `gs://BUCKET[/NAME]`.
+    ///
+    /// # Errors
+    /// [`SpecError::DataInvalid`] naming the URI when it does not start
+    /// with `gs://` or names no bucket.
+    pub fn parse(uri: &str) -> Result<Self, SpecError> {
+        let invalid = || SpecError::DataInvalid {
+            input: uri.to_owned(),
+            reason: "expected gs://bucket/path (a trailing / for a directory)".into(),
+        };
+        let rest = uri.strip_prefix("gs://").ok_or_else(invalid)?;
+        let (bucket, name) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(invalid());
+        }
+        let is_dir = name.is_empty() || name.ends_with('/');
+        Ok(Self {
+            bucket: bucket.to_owned(),
+            name: name.trim_end_matches('/').to_owned(),
+            is_dir,
+        })
+    }
+
+    /// The URI without a trailing `/`.
+    pub fn trimmed(&self) -> String {
+        if self.name.is_empty() {
+            format!("gs://{}", self.bucket)
+        } else {
+            format!("gs://{}/{}", self.bucket, self.name)
+        }
+    }
+
+    /// Kinetic's warning for a URI that names a single object although it
+    /// may mean a directory: no trailing `/`, and no `.` in its last
+    /// segment (no file extension). `None` otherwise.
+    pub fn slash_hint(&self) -> Option<String> {
+        if self.is_dir {
+            return None;
+        }
+        let last = self.name.rsplit('/').next().unwrap_or(&self.name);
+        if last.contains('.') {
+            return None;
+        }
+        let uri = self.trimmed();
+        Some(format!(
+            "{uri} has no trailing slash, so it names a single object; its last segment has no '.' (no file extension): if it is a directory, write {uri}/"
+        ))
+    }
+}
+
 /// The query keys an `hf://` URI may carry.
 const HF_QUERY_KEYS: [&str; 3] = ["split", "config_name", "revision"];
 
@@ -263,13 +341,8 @@ impl Data {
                 reason: "it is empty".into(),
             });
         }
-        if let Some(rest) = path.strip_prefix("gs://") {
-            if rest.is_empty() || rest.starts_with('/') {
-                return Err(SpecError::DataInvalid {
-                    input: path.to_owned(),
-                    reason: "expected gs://bucket/path".into(),
-                });
-            }
+        if path.starts_with("gs://") {
+            GcsUri::parse(path)?;
             return Ok(Self {
                 source: DataSource::Remote(path.to_owned()),
                 fuse: false,
@@ -357,6 +430,16 @@ impl Data {
             }
         }
         Ok(self)
+    }
+
+    /// What the user should be told about this data when it is given:
+    /// for a `gs://` URI naming a single object that may be meant as a
+    /// directory, [`GcsUri::slash_hint`].
+    pub fn warning(&self) -> Option<String> {
+        match &self.source {
+            DataSource::Remote(uri) => GcsUri::parse(uri).ok()?.slash_hint(),
+            DataSource::Local(_) | DataSource::HuggingFace { .. } => None,
+        }
     }
 
     /// Where the data comes from.

@@ -11,7 +11,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kinetic_backend_gke::{GkeBackend, GkeOptions, ManifestOptions, api_status};
 use kinetic_core::env::{EnvSnapshot, capture};
 use kinetic_core::ids::GroupId;
-use kinetic_core::ports::{Backend, Deadlines, LogOptions, ObjectStore, PreparedJob};
+use kinetic_core::ports::{Backend, CleanupWait, Deadlines, LogOptions, ObjectStore, PreparedJob};
 use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_engine::layers::RetryBackend;
@@ -372,7 +372,10 @@ async fn a_final_state_that_keeps_conflicting_is_given_up_after_its_budget() {
     backend.submit(&job).await.unwrap();
     let patches = w.cluster.faults().calls("patch");
     w.cluster.faults().fail_on("patch", 0, conflict());
-    backend.cancel(&job.record).await.unwrap();
+    backend
+        .cancel(&job.record, CleanupWait::default())
+        .await
+        .unwrap();
     assert!(w.cluster.faults().calls("patch") - patches >= 2);
     let state = until(&backend, &job, |s| s.status.is_terminal()).await;
     assert_eq!(state.reason, Some(StatusReason::Cancelled), "{state:?}");
@@ -385,7 +388,10 @@ async fn a_final_state_that_keeps_conflicting_is_given_up_after_its_budget() {
     }
     let retrying = RetryBackend::new(Arc::new(backend), quick(5));
     let patches = w.cluster.faults().calls("patch");
-    let err = retrying.cancel(&job.record).await.unwrap_err();
+    let err = retrying
+        .cancel(&job.record, CleanupWait::default())
+        .await
+        .unwrap_err();
     assert_eq!(
         w.cluster.faults().calls("patch") - patches,
         3,
@@ -396,5 +402,8 @@ async fn a_final_state_that_keeps_conflicting_is_given_up_after_its_budget() {
     let status = api_status(&err).expect("the API Status is kept");
     assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
     w.cluster.faults().clear();
-    retrying.cancel(&job.record).await.unwrap();
+    retrying
+        .cancel(&job.record, CleanupWait::default())
+        .await
+        .unwrap();
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use kinetic_backend_pathways::{PathwaysBackend, PathwaysOptions};
 use kinetic_core::env::CapturedEnv;
+use kinetic_core::ports::CleanupWait;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_testkit::ConformanceJob;
 use kinetic_testkit::conformance::backend::{self, BackendHarness};
@@ -261,7 +262,7 @@ async fn port_forward_reaches_the_leader_of_the_slice_and_refuses_an_ended_one()
     let err = closed.read_to_end(&mut buf).await.unwrap_err();
     assert!(err.to_string().contains(&leader), "{err}");
 
-    b.cancel(&job.record).await.unwrap();
+    b.cancel(&job.record, CleanupWait::default()).await.unwrap();
     let give_up = Instant::now() + Duration::from_secs(60);
     while !b.status(&job.record).await.unwrap().status.is_terminal() {
         assert!(Instant::now() < give_up, "the cancelled slice never ended");

@@ -10,8 +10,8 @@ use kinetic_core::budget::{Attempt, AttemptHistory, merge_attempts};
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, ChangeFeed, GetOptions, LogOptions, LogStream, PutOptions,
-    StoreError, tail_lines,
+    Backend, BackendCapabilities, ChangeFeed, CleanupWait, GetOptions, LogOptions, LogStream,
+    PutOptions, StoreError, tail_lines,
 };
 use kinetic_core::protocol::{HostReport, RunnerResult, worker_results_in_order};
 use kinetic_core::record::JobRecord;
@@ -55,6 +55,10 @@ pub struct ResultOptions {
     pub poll_interval: Duration,
     /// Longest poll interval.
     pub max_poll_interval: Duration,
+    /// How long the cleanup after the value waits for the backend to
+    /// confirm the deletion ([`CleanupWait`]; 180 s by default). A deletion
+    /// not confirmed in time is logged, as any cleanup failure is.
+    pub cleanup_wait: CleanupWait,
 }
 
 impl Default for ResultOptions {
@@ -69,6 +73,7 @@ impl Default for ResultOptions {
             on_log: None,
             poll_interval: Duration::from_millis(20),
             max_poll_interval: Duration::from_secs(2),
+            cleanup_wait: CleanupWait::default(),
         }
     }
 }
@@ -82,6 +87,7 @@ impl std::fmt::Debug for ResultOptions {
             .field("stream_logs", &self.stream_logs)
             .field("poll_interval", &self.poll_interval)
             .field("max_poll_interval", &self.max_poll_interval)
+            .field("cleanup_wait", &self.cleanup_wait)
             .finish_non_exhaustive()
     }
 }
@@ -97,6 +103,12 @@ impl ResultOptions {
     pub fn cleanup(mut self, cleanup: bool) -> Self {
         self.cleanup = cleanup;
         self.cleanup_asked = true;
+        self
+    }
+
+    /// Wait for the cleanup's deletion as `wait` says.
+    pub fn cleanup_wait(mut self, wait: CleanupWait) -> Self {
+        self.cleanup_wait = wait;
         self
     }
 
@@ -120,13 +132,17 @@ impl ResultOptions {
     }
 }
 
-/// What [`JobHandle::cleanup`] removes.
+/// What [`JobHandle::cleanup`] removes, and how long it waits for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CleanupOptions {
     /// The backend's resources (process, Kubernetes objects).
     pub backend: bool,
     /// The job's objects in the store (`{job_id}/…`; never outputs or cached data).
     pub store: bool,
+    /// How long to wait for the backend to confirm the deletion; past it
+    /// the cleanup fails with the backend's `NotConfirmed` (the deletion
+    /// goes on) and the store objects are left.
+    pub wait: CleanupWait,
 }
 
 impl Default for CleanupOptions {
@@ -134,6 +150,7 @@ impl Default for CleanupOptions {
         Self {
             backend: true,
             store: true,
+            wait: CleanupWait::default(),
         }
     }
 }
@@ -460,8 +477,8 @@ impl JobHandle {
     }
 
     /// Remove the backend's resources and leave the note that says so.
-    async fn clean_backend(&self, collected: bool) -> Result<(), EngineError> {
-        self.backend.cleanup(&self.record).await?;
+    async fn clean_backend(&self, collected: bool, wait: CleanupWait) -> Result<(), EngineError> {
+        self.backend.cleanup(&self.record, wait).await?;
         let note = serde_json::json!({
             "collected": collected,
             "at": (self.inner.clock)().to_string(),
@@ -577,16 +594,25 @@ impl JobHandle {
 
     /// Stop the job; its artifacts stay in the store. An invalid-input
     /// error when the backend does not declare [`BackendCapabilities::cancel`].
+    /// Waits for the stop as long as the backend's default
+    /// ([`CleanupWait::default`]); see [`JobHandle::cancel_within`].
     pub async fn cancel(&self) -> Result<(), EngineError> {
+        self.cancel_within(CleanupWait::default()).await
+    }
+
+    /// Stop the job, waiting for the backend to confirm it as `wait` says:
+    /// a stop not confirmed in time fails with the backend's
+    /// `NotConfirmed` (the job still stops).
+    pub async fn cancel_within(&self, wait: CleanupWait) -> Result<(), EngineError> {
         self.require(self.capabilities().cancel, "cancel")?;
-        Ok(self.backend.cancel(&self.record).await?)
+        Ok(self.backend.cancel(&self.record, wait).await?)
     }
 
     /// Remove the job's backend resources and/or its store objects.
     pub async fn cleanup(&self, options: CleanupOptions) -> Result<(), EngineError> {
         if options.backend {
             if options.store {
-                self.backend.cleanup(&self.record).await?;
+                self.backend.cleanup(&self.record, options.wait).await?;
             } else {
                 let collected = self
                     .inner
@@ -594,7 +620,7 @@ impl JobHandle {
                     .head(&layout::result(&self.record.job_id))
                     .await
                     .is_ok();
-                self.clean_backend(collected).await?;
+                self.clean_backend(collected, options.wait).await?;
             }
         }
         if options.store {
@@ -622,8 +648,13 @@ impl JobHandle {
     pub async fn result(&self, options: ResultOptions) -> Result<Value, EngineError> {
         let state = self.wait(&options).await?;
         let cleanup = self.cleans_up(&options);
-        self.collect_ended(&state, cleanup, options.remove_artifacts)
-            .await
+        self.collect_ended(
+            &state,
+            cleanup,
+            options.remove_artifacts,
+            options.cleanup_wait,
+        )
+        .await
     }
 
     /// True when [`JobHandle::result`] with `options` cleans up after a
@@ -643,11 +674,12 @@ impl JobHandle {
         state: &JobState,
         cleanup: bool,
         remove_artifacts: bool,
+        wait: CleanupWait,
     ) -> Result<Value, EngineError> {
         let outcome = self.collect(state).await;
         if cleanup && outcome.is_ok() {
             let already = matches!(state.reason, Some(StatusReason::CleanedUp { .. }));
-            if !already && let Err(e) = self.clean_backend(true).await {
+            if !already && let Err(e) = self.clean_backend(true, wait).await {
                 tracing::warn!(job_id = %self.record.job_id, "cleanup of backend resources failed: {e}");
             }
             if remove_artifacts {

@@ -97,6 +97,7 @@ pub use batch::{
 };
 pub use error::EngineError;
 pub use handle::{CleanupOptions, JobHandle, LogCallback, ResultOptions, StatusCallback};
+pub use kinetic_core::ports::CleanupWait;
 pub use kinetic_core::settings::EngineSettings;
 pub use kinetic_core::spec::{Arg, Data, DataSource, Entrypoint, JobSpec, SpecError};
 pub use layers::{

@@ -780,7 +780,10 @@ async fn a_job_gone_from_the_backend_ends_as_its_stored_result_says() {
     let job = batch.job(1).unwrap();
     let state = w.fake.status(job.record()).await.unwrap();
     assert_eq!(state.status, JobStatus::Succeeded);
-    w.fake.cleanup(job.record()).await.unwrap();
+    w.fake
+        .cleanup(job.record(), kinetic_core::ports::CleanupWait::default())
+        .await
+        .unwrap();
     let statuses = batch.statuses().await.unwrap();
     assert_eq!(statuses[1].1.status, JobStatus::Succeeded);
     let items = batch.results(BatchResultsOptions::default()).await.unwrap();

@@ -84,6 +84,7 @@ async fn the_stored_copy_answers_once_the_backend_has_no_log() {
         .cleanup(kinetic_engine::CleanupOptions {
             backend: true,
             store: false,
+            ..kinetic_engine::CleanupOptions::default()
         })
         .await
         .unwrap();
@@ -143,6 +144,7 @@ async fn a_follower_without_a_live_log_reads_chunks_as_they_land() {
         .cleanup(kinetic_engine::CleanupOptions {
             backend: true,
             store: false,
+            ..kinetic_engine::CleanupOptions::default()
         })
         .await
         .unwrap();

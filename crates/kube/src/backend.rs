@@ -15,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
-    PreparedJob, tail_lines, terminal_line,
+    Backend, BackendCapabilities, BackendError, CleanupWait, GroupQuery, GroupStatus, LogOptions,
+    LogStream, PreparedJob, tail_lines, terminal_line,
 };
 use kinetic_core::record::JobRecord;
 use kinetic_core::retry::{Backoff, RetryPolicy};
@@ -197,6 +197,25 @@ pub trait Workload: Send + Sync + 'static {
     }
 }
 
+/// `call`, given at most `wait.timeout`: past it, `what` (the stop, the
+/// deletion) of the job was not confirmed ([`BackendError::NotConfirmed`]);
+/// the cluster goes on with it.
+async fn within(
+    record: &JobRecord,
+    what: &str,
+    wait: CleanupWait,
+    call: impl std::future::Future<Output = Result<(), BackendError>>,
+) -> Result<(), BackendError> {
+    match tokio::time::timeout(wait.timeout, call).await {
+        Ok(answer) => answer,
+        Err(_) => Err(BackendError::not_confirmed(
+            record.job_id.as_str(),
+            what,
+            wait.timeout,
+        )),
+    }
+}
+
 /// How a watch for an object's deletion ended.
 enum Watched {
     /// It saw the object deleted.
@@ -219,10 +238,9 @@ pub struct KubeOptions {
     pub namespace: String,
     /// Manifest settings (service account, TTL, default pending deadline…).
     pub manifest: ManifestOptions,
-    /// How long `cleanup` waits for the object to be gone (default 180 s).
-    pub cleanup_timeout: Duration,
     /// Poll interval of `follow_logs`, and the first pause of `cleanup`'s
-    /// polls when it cannot watch the object (default 250 ms).
+    /// polls when it cannot watch the object (default 250 ms; the pauses
+    /// grow up to the call's [`CleanupWait::poll_interval`]).
     pub poll_interval: Duration,
     /// Attempts at writing a job's final state (cancel, an expired pending
     /// deadline) when the object keeps changing under the write (409 on its
@@ -235,7 +253,6 @@ impl Default for KubeOptions {
         Self {
             namespace: "default".into(),
             manifest: ManifestOptions::default(),
-            cleanup_timeout: Duration::from_secs(180),
             poll_interval: Duration::from_millis(250),
             conflict_retry: RetryPolicy::new(
                 5,
@@ -933,12 +950,19 @@ impl<W: Workload> Backend for KubeBackend<W> {
         self.follow(record).await
     }
 
-    async fn cancel(&self, record: &JobRecord) -> Result<(), BackendError> {
-        self.cancel_job(record).await
+    async fn cancel(&self, record: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
+        let what = format!("the stop of {} {}", self.workload.kind(), record.k8s_name);
+        within(record, &what, wait, self.cancel_job(record)).await
     }
 
-    async fn cleanup(&self, record: &JobRecord) -> Result<(), BackendError> {
-        self.cleanup_job(record).await
+    async fn cleanup(&self, record: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
+        let what = format!(
+            "the deletion of {} {} in namespace {}",
+            self.workload.kind(),
+            record.k8s_name,
+            record.namespace
+        );
+        within(record, &what, wait, self.cleanup_job(record, wait)).await
     }
 
     fn changes(&self) -> Option<kinetic_core::ports::ChangeFeed> {
@@ -1140,7 +1164,7 @@ impl<W: Workload> KubeBackend<W> {
         self.finalise(&Named::of(record), &state).await
     }
 
-    async fn cleanup_job(&self, record: &JobRecord) -> Result<(), BackendError> {
+    async fn cleanup_job(&self, record: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
         let api = self.objects(&record.namespace).await?;
         match api
             .delete(&record.k8s_name, &DeleteParams::foreground())
@@ -1184,7 +1208,7 @@ impl<W: Workload> KubeBackend<W> {
                 }
             }
         }
-        self.wait_deleted(&Named::of(record)).await
+        self.wait_deleted(&Named::of(record), wait).await
     }
 
     /// Record the attempts `state` carries on the object
@@ -1219,19 +1243,25 @@ impl<W: Workload> KubeBackend<W> {
         }
     }
 
-    /// Wait for a foreground deletion to finish, under
-    /// [`KubeOptions::cleanup_timeout`]: a watch on the object, which the
+    /// Wait for a foreground deletion to finish, for at most
+    /// `wait.timeout`: a watch on the object, which the
     /// API server answers once when it goes, read again (with the object
     /// got afresh) when it ends or breaks; a watch that cannot be opened
     /// falls back to polling that backs off exponentially to
-    /// [`MAX_DELETION_POLL`]. A node that never confirms its pods' deletion
-    /// thus costs a few requests, not several a second.
-    async fn wait_deleted(&self, named: &Named) -> Result<(), BackendError> {
+    /// `wait.poll_interval` (at most [`MAX_DELETION_POLL`]). A node that
+    /// never confirms its pods' deletion thus costs a few requests, not
+    /// several a second.
+    async fn wait_deleted(&self, named: &Named, wait: CleanupWait) -> Result<(), BackendError> {
         let started = tokio::time::Instant::now();
-        let deadline = started + self.options.cleanup_timeout;
+        let deadline = started + wait.timeout;
+        let longest = wait
+            .poll_interval
+            .clamp(Duration::from_millis(20), MAX_DELETION_POLL);
         let backoff = Backoff::new(
-            self.options.poll_interval.max(Duration::from_millis(20)),
-            MAX_DELETION_POLL,
+            self.options
+                .poll_interval
+                .clamp(Duration::from_millis(20), longest),
+            longest,
         );
         let mut failures = 0u32;
         loop {
@@ -1243,13 +1273,16 @@ impl<W: Workload> KubeBackend<W> {
             };
             let now = tokio::time::Instant::now();
             if now >= deadline {
-                return Err(BackendError::unavailable(format!(
-                    "{} {} in namespace {} is still being deleted after {:?}",
-                    self.workload.kind(),
-                    named.k8s_name,
-                    named.namespace,
-                    self.options.cleanup_timeout
-                )));
+                return Err(BackendError::not_confirmed(
+                    &named.job_id,
+                    &format!(
+                        "the deletion of {} {} in namespace {}",
+                        self.workload.kind(),
+                        named.k8s_name,
+                        named.namespace
+                    ),
+                    wait.timeout,
+                ));
             }
             let left = deadline - now;
             let version = object

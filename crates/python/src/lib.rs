@@ -22,7 +22,7 @@ use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::advice::FrontEnd;
 use kinetic_core::config::ProfileStore;
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
-use kinetic_core::ports::ImageMode;
+use kinetic_core::ports::{CleanupWait, ImageMode};
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput};
 use kinetic_engine::{
     Arg, AttachOptions, BatchError, BatchHandle, BatchResultsOptions, ChildError, CleanupOptions,
@@ -243,6 +243,58 @@ fn secs(value: Option<f64>, name: &str) -> PyResult<Option<Duration>> {
             })
         })
         .transpose()
+}
+
+/// The wait of a cancel or cleanup (Kinetic's `cleanup_timeout` and
+/// `cleanup_poll_interval`); the backend's default for what is not given.
+fn cleanup_wait(timeout: Option<f64>, poll_interval: Option<f64>) -> PyResult<CleanupWait> {
+    let default = CleanupWait::default();
+    let timeout = secs(timeout, "cleanup_timeout")?.unwrap_or(default.timeout);
+    let poll = match secs(poll_interval, "cleanup_poll_interval")? {
+        Some(p) if p.is_zero() => {
+            return Err(bad(
+                "cleanup_poll_interval=0: expected a number of seconds above zero",
+            ));
+        }
+        Some(p) => p,
+        None => default.poll_interval,
+    };
+    Ok(CleanupWait::new(timeout, poll))
+}
+
+/// The backend's sentence when `e` is a stop or deletion it did not
+/// confirm within the call's wait (it goes on without the caller).
+fn not_confirmed(e: &EngineError) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(b) = c.downcast_ref::<kinetic_core::ports::BackendError>()
+            && b.is_not_confirmed()
+        {
+            return Some(b.to_string());
+        }
+        cause = c.source();
+    }
+    None
+}
+
+/// A `UserWarning` from `kinetic`.
+fn warn(py: Python<'_>, message: &str) -> PyResult<()> {
+    let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+    let text = std::ffi::CString::new(format!("kinetic: {message}"))
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    PyErr::warn(py, &category, &text, 2)
+}
+
+/// `answer` of a cancel or cleanup: a stop or deletion not confirmed in
+/// time is a warning (Kinetic's: it only warns), any other error raised.
+fn warn_unconfirmed(py: Python<'_>, answer: Result<(), EngineError>) -> PyResult<()> {
+    match answer {
+        Ok(()) => Ok(()),
+        Err(e) => match not_confirmed(&e) {
+            Some(message) => warn(py, &message),
+            None => Err(engine_error(&e)),
+        },
+    }
 }
 
 fn bad(message: impl Into<String>) -> PyErr {
@@ -798,7 +850,13 @@ impl Job {
 
     /// Wait for the result: its JSON text, or the job's error raised.
     /// `cleanup=None` is the engine's default: clean up, except a debug job.
-    #[pyo3(signature = (timeout=None, cleanup=None, on_status=None, on_log=None))]
+    /// The cleanup after the value waits for the deletion as long as
+    /// `cleanup_timeout` and `cleanup_poll_interval` say; a deletion not
+    /// confirmed in time (or any cleanup failure) is a warning, as in
+    /// Kinetic: the value came back.
+    #[pyo3(signature = (timeout=None, cleanup=None, on_status=None, on_log=None,
+                        cleanup_timeout=None, cleanup_poll_interval=None))]
+    #[allow(clippy::too_many_arguments)]
     fn result(
         &self,
         py: Python<'_>,
@@ -806,13 +864,20 @@ impl Job {
         cleanup: Option<bool>,
         on_status: Option<Py<PyAny>>,
         on_log: Option<Py<PyAny>>,
+        cleanup_timeout: Option<f64>,
+        cleanup_poll_interval: Option<f64>,
     ) -> PyResult<String> {
+        let wait = cleanup_wait(cleanup_timeout, cleanup_poll_interval)?;
         let stream = on_log.is_some();
         let (listener, tx) = listener(on_status, on_log);
         let mut options = ResultOptions::default();
         if let Some(cleanup) = cleanup {
             options = options.cleanup(cleanup);
         }
+        // Cleaned up below, with the wait asked for, so that a deletion not
+        // confirmed in time reaches the caller as a warning.
+        let cleans_up = self.inner.cleans_up(&options);
+        options = options.cleanup(false);
         if let Some(t) = secs(timeout, "timeout")? {
             options = options.timeout(t);
         }
@@ -836,6 +901,28 @@ impl Job {
         let job = self.inner.clone();
         let value = block(py, async move { job.result(options).await }, &listener)?
             .map_err(|e| engine_error(&e))?;
+        if cleans_up {
+            let job = self.inner.clone();
+            let options = CleanupOptions {
+                backend: true,
+                store: false,
+                wait,
+            };
+            let cleaned = block(
+                py,
+                async move { job.cleanup(options).await },
+                &Listener::none(),
+            )?;
+            if let Err(e) = cleaned {
+                let message = not_confirmed(&e).unwrap_or_else(|| {
+                    format!(
+                        "the cleanup of job {} after its result failed: {e}",
+                        self.inner.id()
+                    )
+                });
+                warn(py, &message)?;
+            }
+        }
         Ok(value.to_string())
     }
 
@@ -879,27 +966,52 @@ impl Job {
         })
     }
 
-    /// Cancel the job (its backend object is deleted).
-    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+    /// Cancel the job (its backend object is deleted), waiting for the
+    /// stop as `cleanup_timeout` and `cleanup_poll_interval` say; a stop
+    /// not confirmed in time is a warning (the job still stops).
+    #[pyo3(signature = (cleanup_timeout=None, cleanup_poll_interval=None))]
+    fn cancel(
+        &self,
+        py: Python<'_>,
+        cleanup_timeout: Option<f64>,
+        cleanup_poll_interval: Option<f64>,
+    ) -> PyResult<()> {
+        let wait = cleanup_wait(cleanup_timeout, cleanup_poll_interval)?;
         let job = self.inner.clone();
-        block(py, async move { job.cancel().await }, &Listener::none())?
-            .map_err(|e| engine_error(&e))
+        let answer = block(
+            py,
+            async move { job.cancel_within(wait).await },
+            &Listener::none(),
+        )?;
+        warn_unconfirmed(py, answer)
     }
 
-    /// Delete the backend object (`k8s`) and/or the stored artifacts (`gcs`).
-    #[pyo3(signature = (k8s=true, gcs=true))]
-    fn cleanup(&self, py: Python<'_>, k8s: bool, gcs: bool) -> PyResult<()> {
+    /// Delete the backend object (`k8s`) and/or the stored artifacts
+    /// (`gcs`), waiting for the deletion as `cleanup_timeout` and
+    /// `cleanup_poll_interval` say; a deletion not confirmed in time is a
+    /// warning (it goes on; the stored artifacts are then kept).
+    #[pyo3(signature = (k8s=true, gcs=true, cleanup_timeout=None, cleanup_poll_interval=None))]
+    fn cleanup(
+        &self,
+        py: Python<'_>,
+        k8s: bool,
+        gcs: bool,
+        cleanup_timeout: Option<f64>,
+        cleanup_poll_interval: Option<f64>,
+    ) -> PyResult<()> {
+        let wait = cleanup_wait(cleanup_timeout, cleanup_poll_interval)?;
         let job = self.inner.clone();
         let options = CleanupOptions {
             backend: k8s,
             store: gcs,
+            wait,
         };
-        block(
+        let answer = block(
             py,
             async move { job.cleanup(options).await },
             &Listener::none(),
-        )?
-        .map_err(|e| engine_error(&e))
+        )?;
+        warn_unconfirmed(py, answer)
     }
 }
 
@@ -1075,12 +1187,26 @@ impl Batch {
         .map_err(|e| batch_error(py, e))
     }
 
-    /// The jobs as they end.
-    #[pyo3(signature = (timeout=None))]
-    fn as_completed(&self, timeout: Option<f64>) -> PyResult<Completions> {
+    /// The jobs as they end, their states polled every `poll_interval`
+    /// seconds (the batch's own interval when `None`).
+    #[pyo3(signature = (timeout=None, poll_interval=None))]
+    fn as_completed(
+        &self,
+        timeout: Option<f64>,
+        poll_interval: Option<f64>,
+    ) -> PyResult<Completions> {
         let timeout = secs(timeout, "timeout")?;
+        let stream = match secs(poll_interval, "poll_interval")? {
+            Some(interval) if interval.is_zero() => {
+                return Err(bad(
+                    "poll_interval=0: expected a number of seconds above zero",
+                ));
+            }
+            Some(interval) => self.inner.as_completed_every(timeout, interval),
+            None => self.inner.as_completed(timeout),
+        };
         Ok(Completions {
-            stream: Mutex::new(Some(self.inner.as_completed(timeout))),
+            stream: Mutex::new(Some(stream)),
         })
     }
 
@@ -1175,6 +1301,7 @@ impl Batch {
         let options = CleanupOptions {
             backend: k8s,
             store: gcs,
+            ..CleanupOptions::default()
         };
         let batch = self.inner.clone();
         block(
@@ -1212,16 +1339,19 @@ fn content_hash(py: Python<'_>, path: PathBuf) -> PyResult<String> {
 /// (and so the command line) applies: a local path that exists (`~` and a
 /// relative path resolved against `HOME` and the working directory), a
 /// `gs://bucket/path` URI or a well-formed `hf://` dataset. A `ValueError`
-/// naming the path and what is accepted otherwise.
+/// naming the path and what is accepted otherwise. Returns what the user
+/// should be warned about, if anything (a `gs://` URI without a trailing
+/// slash whose last segment has no `.`: a single object, maybe meant as a
+/// directory).
 #[pyfunction]
-fn check_data(path: &str) -> PyResult<()> {
+fn check_data(path: &str) -> PyResult<Option<String>> {
     let cwd = std::env::current_dir()
         .map_err(|e| bad(format!("kinetic.Data({path:?}): no working directory: {e}")))?;
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
     Data::with_home(path, &cwd, home.as_deref())
-        .map(drop)
+        .map(|data| data.warning())
         .map_err(|e| bad(format!("kinetic.Data: {e}")))
 }
 

@@ -1,5 +1,9 @@
 """run_async_map, BatchHandle, BatchError and attach_batch."""
 
+import os
+import re
+import time
+
 import pytest
 
 import kinetic
@@ -92,21 +96,81 @@ def test_fuse_data_in_map_inputs_is_refused(tmp_path):
         remote(work.list_dir).run_async_map([kinetic.Data(str(tmp_path), fuse=True)])
 
 
-def test_wait_bounds_that_do_not_apply_per_call_are_said_so():
+def _running_and_ignoring_term(job, deadline=120):
+    """The pid of the job's process, once it ignores SIGTERM."""
+    stop = time.monotonic() + deadline
+    while True:
+        match = re.search(r"ignoring SIGTERM in pid (\d+)", job.logs() or "")
+        if match:
+            return int(match.group(1))
+        assert time.monotonic() < stop, job.status()
+        time.sleep(0.1)
+
+
+def test_cleanup_timeout_bounds_the_wait_for_a_deletion(backend):
     import work
 
-    batch = remote(work.square).run_async_map([2])
-    with pytest.warns(UserWarning, match=r"as_completed\(poll_interval=1\) is not applied"):
-        assert [j.result(cleanup=False) for j in batch.as_completed(poll_interval=1, timeout=60)] == [4]
-    job = batch.jobs[0]
-    with pytest.warns(UserWarning, match="cleanup_timeout=5 is not applied per call"):
-        job.cleanup(cleanup_timeout=5)
-    with pytest.raises(ValueError, match="cleanup_poll_interval=-1"):
-        job.cancel(cleanup_poll_interval=-1)
+    # A job whose stop takes its whole grace period (it ignores SIGTERM), as
+    # a pod that stays Terminating: a short cleanup_timeout returns at about
+    # that time with a warning (Kinetic only warns), not after 180 s.
+    job = remote(work.ignores_term).run_async()
+    pid = _running_and_ignoring_term(job)
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match=r"was requested but not confirmed within 1\.0s"):
+        job.cleanup(cleanup_timeout=1, cleanup_poll_interval=0.1)
+    took = time.monotonic() - started
+    assert 0.9 <= took < 4, took
+    # The job still stops (SIGKILL at the end of its grace period); a cleanup
+    # that waits long enough confirms it, without a warning.
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        remote(work.square).run_async(3).result(cleanup_timeout=180, cleanup_poll_interval=2)
+        job.cleanup(cleanup_timeout=60, cleanup_poll_interval=0.2)
+    assert job.status() == JobStatus.NOT_FOUND
+    if backend == "local":  # confirmed means gone: the process no longer runs
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    # cancel takes the same bound.
+    other = remote(work.ignores_term).run_async()
+    _running_and_ignoring_term(other)
+    started = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        other.cancel(cleanup_timeout=0.5, cleanup_poll_interval=0.1)
+    assert time.monotonic() - started < 3.5
+    if backend == "local":  # a process in its grace period: not yet stopped
+        assert any("not confirmed within 0.5s" in str(w.message) for w in caught), caught
+    other.cleanup(cleanup_timeout=60)
+    for name, value in (("cleanup_poll_interval", -1), ("cleanup_poll_interval", 0), ("cleanup_timeout", "5")):
+        with pytest.raises(ValueError, match=name):
+            job.cancel(**{name: value})
+
+
+def test_as_completed_polls_at_the_interval_it_is_given(backend):
+    import work
+
+    batch = remote(work.square).run_async_map([2])
+    stop = time.monotonic() + 120
+    while batch.jobs[0] is None:  # submitted in the background
+        assert time.monotonic() < stop
+        time.sleep(0.05)
+    batch.status_counts()  # a poll now: the next one is due a poll interval later
+    job = batch.jobs[0]
+    while job.status() != JobStatus.SUCCEEDED:
+        assert time.monotonic() < stop
+        time.sleep(0.1)
+    if backend != "local":
+        # Polled every 60 s, the ended job is not seen within 3 s (the
+        # cluster announces nothing; only a poll finds it)...
+        with pytest.raises(TimeoutError):
+            list(batch.as_completed(poll_interval=60, timeout=3))
+    # ...polled every 0.2 s, at once. (The local backend announces jobs
+    # ending, which wakes the loop whatever the interval.)
+    started = time.monotonic()
+    assert [j.result(cleanup=False) for j in batch.as_completed(poll_interval=0.2, timeout=30)] == [4]
+    assert time.monotonic() - started < 3
+    with pytest.raises(ValueError, match="poll_interval"):
+        list(batch.as_completed(poll_interval=0))
 
 
 def test_a_batch_whose_client_was_killed_is_said_at_once_and_resumed():

@@ -2,6 +2,10 @@
 
 import os
 import sys
+import urllib.parse
+import urllib.request
+import uuid
+import warnings
 
 import pytest
 
@@ -134,3 +138,64 @@ def test_a_hugging_face_dataset_is_loaded_on_the_host(kinetic_env, monkeypatch):
     value = remote(work.hf_rows, capture_env_vars=["HF_HUB_OFFLINE"], container_image=image)(
         kinetic.Data("hf://./ds?split=train", hf_trust_remote_code=True))
     assert value == {"n": 2, "text": ["hello", "bye"]}
+
+
+def test_a_secret_too_short_to_be_one_is_not_redacted_and_the_submitter_is_told(backend, monkeypatch, capfd):
+    import work
+
+    # One character: redacting it would turn every "k" of the output (the
+    # runner's "[kinetic]" lines included) into "<redacted>".
+    monkeypatch.setenv("WANDB_API_KEY", "k")
+    handle = remote(work.slow_split, capture_env_vars=["WANDB_API_KEY"]).run_async("WANDB_API_KEY")
+    assert handle.result(timeout=120, cleanup=False) == "ok"
+    err = capfd.readouterr().err
+    warnings = [line for line in err.splitlines() if "not redacted" in line]
+    assert len(warnings) == 1, err
+    assert "WANDB_API_KEY" in warnings[0] and "shorter than 8 characters" in warnings[0], warnings
+    logs = handle.logs()
+    assert "slow:k" in logs and "[kinetic]" in logs and "<redacted>" not in logs, logs
+    handle.cleanup()
+
+
+@pytest.fixture
+def gcs_objects(request, backend, monkeypatch):
+    """Objects on the fake cloud's GCS, which the job reads on either backend
+    (a local job's runner through ``KINETIC_GCS_ENDPOINT``): ``{prefix}/x``
+    (an object) and ``{prefix}/x/a.txt`` (an object under the prefix ``x/``),
+    and ``{prefix}/only-dir/b.txt``. Returns ``gs://bucket/prefix``."""
+    env = request.getfixturevalue("fake_gcp")
+    endpoint = env["KINETIC_GCS_ENDPOINT"].rstrip("/")
+    if backend == "local":
+        monkeypatch.setenv("KINETIC_GCS_ENDPOINT", endpoint)
+    bucket = env["KINETIC_STORE_URL"][len("gs://"):].split("/")[0]
+    prefix = "data-%s" % uuid.uuid4().hex[:8]
+    for name, body in (("x", b"the object"), ("x/a.txt", b"a"), ("only-dir/b.txt", b"b")):
+        url = "%s/%s/%s" % (endpoint, bucket, urllib.parse.quote("%s/%s" % (prefix, name)))
+        with urllib.request.urlopen(urllib.request.Request(url, data=body, method="PUT"), timeout=30):
+            pass
+    return "gs://%s/%s" % (bucket, prefix)
+
+
+def test_a_gs_uri_without_a_trailing_slash_is_the_single_object(gcs_objects):
+    import work
+
+    # The reference: without a trailing slash a single object, even where a
+    # directory of the same name exists; Kinetic warns when the last segment
+    # has no '.'.
+    with pytest.warns(UserWarning, match=r"has no trailing slash, so it names a single object.*"
+                                         r"if it is a directory, write gs://.*/x/"):
+        obj = kinetic.Data(gcs_objects + "/x")
+    assert not obj.is_dir
+    assert remote(work.read_text)(obj) == "the object"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a trailing slash, or a '.': no warning
+        folder = kinetic.Data(gcs_objects + "/x/")
+        kinetic.Data(gcs_objects + "/x/a.txt")
+    assert folder.is_dir
+    assert remote(work.list_dir)(folder) == ["a.txt"]
+    # A missing object is named, and the directory of that name hinted.
+    with pytest.warns(UserWarning):
+        missing = kinetic.Data(gcs_objects + "/only-dir")
+    with pytest.raises(Exception, match=r"data %s/only-dir: no such object.*end the URI with a slash"
+                                        % gcs_objects):
+        remote(work.read_text)(missing)

@@ -24,8 +24,8 @@ use kinetic_core::env::CapturedEnv;
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, ChangeFeed, GetOptions, GroupQuery, GroupStatus,
-    LogOptions, LogStream, ObjectStore, PreparedJob, PutOptions, tail_lines,
+    Backend, BackendCapabilities, BackendError, ChangeFeed, CleanupWait, GetOptions, GroupQuery,
+    GroupStatus, LogOptions, LogStream, ObjectStore, PreparedJob, PutOptions, tail_lines,
 };
 use kinetic_core::protocol::{RemoteError, RunnerEntrypoint, RunnerResult, RunnerSpec};
 use kinetic_core::record::JobRecord;
@@ -328,7 +328,8 @@ impl Backend for InProcessBackend {
         Ok(Box::pin(stream))
     }
 
-    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
+    /// Stops at once (the task is aborted), well within any wait.
+    async fn cancel(&self, job: &JobRecord, _wait: CleanupWait) -> Result<(), BackendError> {
         if let Some(held) = lock(&self.jobs).get_mut(&job.job_id)
             && !held.state.status.is_terminal()
         {
@@ -338,7 +339,8 @@ impl Backend for InProcessBackend {
         Ok(())
     }
 
-    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError> {
+    /// Deletes at once, well within any wait.
+    async fn cleanup(&self, job: &JobRecord, _wait: CleanupWait) -> Result<(), BackendError> {
         if let Some(held) = lock(&self.jobs).remove(&job.job_id) {
             held.task.abort();
         }
@@ -391,6 +393,12 @@ fn plugin(store: Arc<dyn ObjectStore>) -> InProcessBackend {
                 message: "conformance failure".into(),
             })
         })
+        .handler("kinetic_conformance:ignores_stop", |call| async move {
+            // A task here has no signal to ignore: it is stopped at once.
+            call.log.print("ignoring SIGTERM");
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            Ok(Value::Null)
+        })
         .handler("kinetic_conformance:sleeps", |call| async move {
             call.log.print("sleeping");
             tokio::time::sleep(Duration::from_secs(600)).await;
@@ -436,6 +444,11 @@ impl BackendHarness for Harness {
 
     async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob {
         prepare_python_job(&self.store, NAME, &job, env).await
+    }
+
+    /// Tasks are aborted at once: no stop outlasts a wait.
+    fn stops_take_a_grace_period(&self) -> bool {
+        false
     }
 }
 

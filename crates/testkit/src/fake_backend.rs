@@ -18,8 +18,8 @@ use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::env::SecretValue;
 use kinetic_core::ids::JobId;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, ChangeFeed, GroupQuery, GroupStatus, LogOptions,
-    LogStream, ObjectStore, PreparedJob, PutOptions,
+    Backend, BackendCapabilities, BackendError, ChangeFeed, CleanupWait, GroupQuery, GroupStatus,
+    LogOptions, LogStream, ObjectStore, PreparedJob, PutOptions,
 };
 use kinetic_core::protocol::{RemoteError, RunnerResult};
 use kinetic_core::record::JobRecord;
@@ -40,6 +40,15 @@ pub enum Outcome {
     },
     /// Runs forever (until cancelled).
     Hang,
+    /// Runs forever, and takes `grace` to stop once asked (a process that
+    /// ignores SIGTERM and is killed at the end of its grace period; a
+    /// Kubernetes pod that stays terminating): `cancel` and `cleanup`
+    /// waiting less than that answer [`BackendError::NotConfirmed`], and
+    /// the stop (and the deletion) completes without them.
+    HoldsOnStop {
+        /// How long a stop takes.
+        grace: Duration,
+    },
     /// Stays pending forever for this blocking reason.
     Blocked(StatusReason),
     /// The node is preempted: the job fails without a result.
@@ -58,9 +67,25 @@ struct FakeJob {
     env: BTreeMap<String, SecretValue>,
     cancelled: bool,
     finished: bool,
+    /// When a stop (`cancel`, `cleanup`) was first asked for.
+    stop_asked: Option<Instant>,
+    /// `cleanup` asked for the job to go: it goes once it stopped.
+    delete_asked: bool,
     /// The result write was attempted to its end (an observer whose future
     /// is dropped mid-write leaves it to the next observer).
     result_written: bool,
+}
+
+impl FakeJob {
+    /// Whether a stop asked for has taken effect (at once, unless the
+    /// outcome holds on stop for its grace period).
+    fn stopped(&self) -> bool {
+        let grace = match self.outcome {
+            Outcome::HoldsOnStop { grace } => grace,
+            _ => Duration::ZERO,
+        };
+        self.stop_asked.is_some_and(|t| t.elapsed() >= grace)
+    }
 }
 
 /// Chooses a submitted job's outcome from its record (e.g. from its
@@ -213,13 +238,56 @@ impl FakeBackend {
         BackendError::not_found(&self.name, job_id.to_string())
     }
 
+    /// Wait (looking every `wait.poll_interval`) for the job to have
+    /// stopped, for at most `wait.timeout`.
+    async fn wait_stopped(
+        &self,
+        job: &JobRecord,
+        wait: CleanupWait,
+        what: &str,
+    ) -> Result<(), BackendError> {
+        let started = Instant::now();
+        loop {
+            let stopped = lock(&self.jobs)
+                .get(job.job_id.as_str())
+                .is_none_or(|j| j.finished || j.stopped());
+            if stopped {
+                return Ok(());
+            }
+            let elapsed = started.elapsed();
+            if elapsed >= wait.timeout {
+                return Err(BackendError::not_confirmed(
+                    job.job_id.as_str(),
+                    what,
+                    wait.timeout,
+                ));
+            }
+            tokio::time::sleep(
+                wait.poll_interval
+                    .min(wait.timeout - elapsed)
+                    .max(Duration::from_millis(1)),
+            )
+            .await;
+        }
+    }
+
     /// Where the job is on its timeline, writing its result when it ends.
     async fn advance(&self, job_id: &str) -> JobState {
         let (state, write) = {
             let mut jobs = lock(&self.jobs);
+            // A deletion asked for completes once the job stopped.
+            if jobs
+                .get(job_id)
+                .is_some_and(|j| j.delete_asked && j.stopped())
+            {
+                jobs.remove(job_id);
+            }
             let Some(job) = jobs.get_mut(job_id) else {
                 return JobState::new(JobStatus::NotFound);
             };
+            if job.cancelled && !job.stopped() {
+                return JobState::new(JobStatus::Running);
+            }
             if job.cancelled {
                 return JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
             }
@@ -231,7 +299,9 @@ impl FakeBackend {
                 return JobState::new(JobStatus::Pending)
                     .with_reason(StatusReason::WaitingForResources);
             }
-            if elapsed < self.pending_for + self.run_for || job.outcome == Outcome::Hang {
+            if elapsed < self.pending_for + self.run_for
+                || matches!(job.outcome, Outcome::Hang | Outcome::HoldsOnStop { .. })
+            {
                 return JobState::new(JobStatus::Running);
             }
             let state = match &job.outcome {
@@ -244,7 +314,9 @@ impl FakeBackend {
                 }
                 Outcome::Exit(code) => JobState::new(JobStatus::Failed)
                     .with_reason(StatusReason::ExitCode { code: *code }),
-                Outcome::Hang | Outcome::Blocked(_) => JobState::new(JobStatus::Running),
+                Outcome::Hang | Outcome::HoldsOnStop { .. } | Outcome::Blocked(_) => {
+                    JobState::new(JobStatus::Running)
+                }
             };
             job.finished = true;
             let write = if job.result_written {
@@ -379,6 +451,8 @@ impl Backend for FakeBackend {
                     .collect(),
                 cancelled: false,
                 finished: false,
+                stop_asked: None,
+                delete_asked: false,
                 result_written: false,
             },
         );
@@ -434,19 +508,28 @@ impl Backend for FakeBackend {
         Ok(Box::pin(futures_util::stream::iter(lines)))
     }
 
-    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
+    async fn cancel(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
         self.enter("cancel");
         self.require(self.capabilities.cancel, "cancel")?;
         if let Some(j) = lock(&self.jobs).get_mut(job.job_id.as_str())
             && !j.finished
         {
             j.cancelled = true;
+            j.stop_asked.get_or_insert_with(Instant::now);
         }
-        Ok(())
+        self.wait_stopped(job, wait, "the stop").await
     }
 
-    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError> {
+    async fn cleanup(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
         self.enter("cleanup");
+        if let Some(j) = lock(&self.jobs).get_mut(job.job_id.as_str()) {
+            if !j.finished {
+                j.cancelled = true;
+                j.stop_asked.get_or_insert_with(Instant::now);
+            }
+            j.delete_asked = true;
+        }
+        self.wait_stopped(job, wait, "the deletion").await?;
         lock(&self.jobs).remove(job.job_id.as_str());
         Ok(())
     }
@@ -536,6 +619,12 @@ impl crate::conformance::backend::BackendHarness for FakeBackendHarness {
                 vec![],
             ),
             J::Sleeps => (Outcome::Hang, vec!["sleeping".to_owned()]),
+            J::IgnoresStop => (
+                Outcome::HoldsOnStop {
+                    grace: Duration::from_secs(2),
+                },
+                vec!["ignoring SIGTERM".to_owned()],
+            ),
             J::Prints(n) => (
                 Outcome::Succeed(serde_json::json!(n)),
                 (0..*n).map(|i| format!("line {i}")).collect(),

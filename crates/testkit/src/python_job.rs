@@ -43,6 +43,13 @@ def sleeps(seconds=600):
     time.sleep(seconds)
 
 
+def ignores_stop(seconds=600):
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("ignoring SIGTERM", flush=True)
+    time.sleep(seconds)
+
+
 def prints(n):
     for i in range(n):
         print("line %d" % i, flush=True)
@@ -73,6 +80,10 @@ pub enum ConformanceJob {
     Raises,
     /// Prints `sleeping` and sleeps for ten minutes (for cancel).
     Sleeps,
+    /// Ignores SIGTERM, prints `ignoring SIGTERM` and sleeps for ten
+    /// minutes: its stop takes the backend's whole grace period (for a
+    /// cancel or cleanup that waits less).
+    IgnoresStop,
     /// Prints `line 0` … `line {n-1}` and returns `n`.
     Prints(u32),
     /// Returns the SHA-256 (hex) of the environment variable's value, so a
@@ -96,6 +107,7 @@ impl ConformanceJob {
             Self::Returns42 => ("returns_42", vec![]),
             Self::Raises => ("raises", vec![]),
             Self::Sleeps => ("sleeps", vec![]),
+            Self::IgnoresStop => ("ignores_stop", vec![]),
             Self::Prints(n) => ("prints", vec![json!(n)]),
             Self::EnvDigest(name) => ("env_digest", vec![json!(name)]),
             Self::Topology { dir, fail_on } => ("topology", vec![json!(dir), json!(fail_on)]),

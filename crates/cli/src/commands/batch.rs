@@ -308,6 +308,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
                     .cleanup(CleanupOptions {
                         backend: !keep_backend,
                         store: !keep_store,
+                        ..CleanupOptions::default()
                     })
                     .await
                     .map_err(batch_error)?;

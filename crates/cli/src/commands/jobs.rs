@@ -307,6 +307,7 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                     let backend_only = CleanupOptions {
                         backend: true,
                         store: false,
+                        ..CleanupOptions::default()
                     };
                     if let Err(e) = handle.cleanup(backend_only).await {
                         render::warn(&format!(
@@ -349,6 +350,7 @@ pub(crate) fn run(args: &JobsArgs, inv: &Invocation, out: &Output) -> Result<(),
                     .cleanup(CleanupOptions {
                         backend: !keep_backend,
                         store: !keep_store,
+                        ..CleanupOptions::default()
                     })
                     .await
                     .map_err(engine_error)?;

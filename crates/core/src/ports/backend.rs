@@ -267,6 +267,50 @@ impl PreparedJob {
     }
 }
 
+/// How long [`Backend::cancel`] and [`Backend::cleanup`] wait for the
+/// system under the backend to confirm what they asked (the job stopped,
+/// its objects deleted), and how often an adapter that polls for the
+/// confirmation looks: Kinetic's `cleanup_timeout` and
+/// `cleanup_poll_interval` (180 s and 2 s by default).
+///
+/// ```
+/// use std::time::Duration;
+/// use kinetic_core::ports::CleanupWait;
+/// let wait = CleanupWait::new(Duration::from_secs(5), Duration::from_millis(500));
+/// assert_eq!(wait.timeout, Duration::from_secs(5));
+/// assert_eq!(CleanupWait::default().timeout, Duration::from_secs(180));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CleanupWait {
+    /// The longest the call waits for the confirmation.
+    pub timeout: Duration,
+    /// The longest pause between two checks, where the adapter polls for
+    /// the confirmation (it MAY check sooner, backing off up to this;
+    /// one told by events, such as a Kubernetes watch, polls only when it
+    /// cannot be told).
+    pub poll_interval: Duration,
+}
+
+impl Default for CleanupWait {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(180),
+            poll_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+impl CleanupWait {
+    /// Wait at most `timeout`, looking at least every `poll_interval`.
+    pub fn new(timeout: Duration, poll_interval: Duration) -> Self {
+        Self {
+            timeout,
+            poll_interval,
+        }
+    }
+}
+
 /// Options of [`Backend::logs`].
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -434,6 +478,20 @@ pub enum BackendError {
         /// What the system under the backend reported.
         source: Option<BoxError>,
     },
+    /// What `cancel` or `cleanup` asked for was requested, but the system
+    /// under the backend did not confirm it within the call's
+    /// [`CleanupWait::timeout`]: it goes on without the caller (the job
+    /// stops, its objects go; `status` says when). Calling again only waits
+    /// again, so no retry policy retries it.
+    #[error("{message}")]
+    NotConfirmed {
+        /// The job.
+        job_id: String,
+        /// How long the call waited.
+        waited: Duration,
+        /// What was asked, what is still there, and how long was waited.
+        message: String,
+    },
     /// Anything else: an answer nothing expected.
     #[error("backend error: {message}")]
     Other {
@@ -513,6 +571,25 @@ impl BackendError {
         matches!(self, Self::NotFound { .. })
     }
 
+    /// [`BackendError::NotConfirmed`]: `what` (e.g. "the deletion of Job
+    /// x in namespace y") of `job_id` not confirmed after `waited`.
+    pub fn not_confirmed(job_id: impl Into<String>, what: &str, waited: Duration) -> Self {
+        let job_id = job_id.into();
+        Self::NotConfirmed {
+            message: format!(
+                "{what} of job {job_id} was requested but not confirmed within {:.1}s; it goes on without waiting (status shows when it is done)",
+                waited.as_secs_f64()
+            ),
+            job_id,
+            waited,
+        }
+    }
+
+    /// True for [`BackendError::NotConfirmed`].
+    pub fn is_not_confirmed(&self) -> bool {
+        matches!(self, Self::NotConfirmed { .. })
+    }
+
     /// True for [`BackendError::Unsupported`].
     pub fn is_unsupported(&self) -> bool {
         matches!(self, Self::Unsupported { .. })
@@ -528,7 +605,7 @@ impl BackendError {
 crate::retry::port_error_kinds!(
     BackendError,
     sourced: [],
-    bare: [NotFound, AlreadyExists, Unsupported]
+    bare: [NotFound, AlreadyExists, Unsupported, NotConfirmed]
 );
 
 /// A place where jobs run.
@@ -616,12 +693,28 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// succeeds); once it returns, `status` MUST eventually report a
     /// terminal state or `NOT_FOUND`, never `RUNNING` forever. Without
     /// [`BackendCapabilities::cancel`] it MUST be [`BackendError::Unsupported`].
-    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError>;
+    ///
+    /// It MUST return within about `wait.timeout` (plus one request to the
+    /// system under it): a stop not confirmed by then (a process still in
+    /// its grace period) is [`BackendError::NotConfirmed`], and the job
+    /// still stops without the caller (as above). Where it polls for the
+    /// stop it pauses at most `wait.poll_interval` between checks.
+    async fn cancel(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError>;
 
     /// Remove what the backend holds for the job (process, Kubernetes
     /// objects, their Secret), stopping it first if it still runs. MUST be
-    /// idempotent; afterwards `status` MUST be `NOT_FOUND`.
-    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError>;
+    /// idempotent; once it returned `Ok`, `status` MUST be `NOT_FOUND`.
+    ///
+    /// It MUST return within about `wait.timeout` (plus one request to the
+    /// system under it): a deletion not confirmed by then (a pod still
+    /// terminating, a finalizer not yet removed) is
+    /// [`BackendError::NotConfirmed`]. The job still stops; where the
+    /// system under the backend carries the deletion out by itself
+    /// (Kubernetes) `status` becomes `NOT_FOUND` once it is done, elsewhere
+    /// (the local backend) a later `cleanup` finishes it. Where it polls
+    /// for the deletion it pauses at most `wait.poll_interval` between
+    /// checks.
+    async fn cleanup(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError>;
 
     /// The ids of the jobs this backend holds.
     async fn list(&self) -> Result<Vec<JobId>, BackendError>;

@@ -24,9 +24,9 @@ mod image;
 mod store;
 
 pub use backend::{
-    Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, Deadlines, FuseMount,
-    GroupQuery, GroupStatus, LogOptions, LogStream, PortIo, PortStream, PreparedJob, RegistryError,
-    tail_lines, terminal_line,
+    Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, CleanupWait,
+    Deadlines, FuseMount, GroupQuery, GroupStatus, LogOptions, LogStream, PortIo, PortStream,
+    PreparedJob, RegistryError, tail_lines, terminal_line,
 };
 pub use fault::{Fault, FaultPlan};
 pub use image::{

@@ -73,6 +73,15 @@ impl BackendHarness for ClusterHarness {
         Some(self.cluster.calls().total())
     }
 
+    /// A gke pod holds its grace period when the job ignores SIGTERM. A
+    /// pathways host does not: its entrypoint is a shell (`HOLD_WORKERS`)
+    /// that the fake kubelet, where it is not PID 1, stops at the SIGTERM
+    /// whatever the function does, so the deletion is done within the
+    /// case's short wait.
+    fn stops_take_a_grace_period(&self) -> bool {
+        self.name != "pathways"
+    }
+
     async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob {
         let mut job = prepare_python_job(&self.store, self.name, &job, env).await;
         job.record.image_uri = "registry.invalid/kinetic/conformance:latest".into();

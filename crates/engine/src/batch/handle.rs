@@ -18,7 +18,7 @@ use kinetic_core::batch::{
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::layout;
 use kinetic_core::plan::UploadTarget;
-use kinetic_core::ports::ObjectStoreExt;
+use kinetic_core::ports::{CleanupWait, ObjectStoreExt};
 use kinetic_core::protocol::DataRef;
 use kinetic_core::spec::{Arg, Data, data_source_text};
 use kinetic_core::status::JobState;
@@ -452,7 +452,18 @@ impl BatchHandle {
         deadline: Option<Instant>,
         after: Option<Duration>,
     ) -> Result<(), BatchError> {
-        let mut pause = self.shared.poll_interval;
+        self.pause_for(self.shared.poll_interval, deadline, after)
+            .await
+    }
+
+    /// [`BatchHandle::pause`] for `interval` instead of the batch's own.
+    async fn pause_for(
+        &self,
+        interval: Duration,
+        deadline: Option<Instant>,
+        after: Option<Duration>,
+    ) -> Result<(), BatchError> {
+        let mut pause = interval;
         if let Some(deadline) = deadline {
             let now = Instant::now();
             if now >= deadline {
@@ -473,9 +484,12 @@ impl BatchHandle {
     /// retried by the engine's RetryBackend (and a cloud store's call by
     /// its client): what comes out ends the loop with its error.
     async fn poll_once(&self) -> Result<(), BatchError> {
-        self.shared
-            .refresh(Some(self.shared.poll_interval / 2))
-            .await
+        self.poll_once_every(self.shared.poll_interval).await
+    }
+
+    /// [`BatchHandle::poll_once`] for a loop polling every `interval`.
+    async fn poll_once_every(&self, interval: Duration) -> Result<(), BatchError> {
+        self.shared.refresh(Some(interval / 2)).await
     }
 
     /// Wait until every input is submitted (or failed to be, or skipped).
@@ -542,8 +556,21 @@ impl BatchHandle {
         &self,
         timeout: Option<Duration>,
     ) -> BoxStream<'static, Result<JobHandle, BatchError>> {
+        self.as_completed_every(timeout, self.shared.poll_interval)
+    }
+
+    /// [`BatchHandle::as_completed`], polling the jobs' states every
+    /// `poll_interval` (the batch's own interval is [`MapOptions`]'s or
+    /// [`AttachOptions`]'s) while nothing ended (Kinetic's
+    /// `as_completed(poll_interval=…)`); a backend's change events still
+    /// wake it at once.
+    pub fn as_completed_every(
+        &self,
+        timeout: Option<Duration>,
+        poll_interval: Duration,
+    ) -> BoxStream<'static, Result<JobHandle, BatchError>> {
         let handle = self.clone();
-        self.completed_indices(timeout)
+        self.completed_indices(timeout, poll_interval)
             .filter_map(move |ended| {
                 let job = match ended {
                     Ok(index) => handle.job(index).map(Ok),
@@ -558,17 +585,20 @@ impl BatchHandle {
     fn completed_indices(
         &self,
         timeout: Option<Duration>,
+        poll_interval: Duration,
     ) -> BoxStream<'static, Result<usize, BatchError>> {
         struct State {
             handle: BatchHandle,
             cursor: usize,
             deadline: Option<Instant>,
             timeout: Option<Duration>,
+            poll_interval: Duration,
             done: bool,
         }
         let state = State {
             handle: self.clone(),
             cursor: 0,
+            poll_interval,
             deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
             timeout,
             done: false,
@@ -596,12 +626,17 @@ impl BatchHandle {
                     st.done = true;
                     return Some((Err(e), st));
                 }
-                if let Err(e) = st.handle.poll_once().await {
+                if let Err(e) = st.handle.poll_once_every(st.poll_interval).await {
                     st.done = true;
                     return Some((Err(e), st));
                 }
                 let grew = st.handle.shared.lock().machine.completed().len() > st.cursor;
-                if !grew && let Err(e) = st.handle.pause(st.deadline, st.timeout).await {
+                if !grew
+                    && let Err(e) = st
+                        .handle
+                        .pause_for(st.poll_interval, st.deadline, st.timeout)
+                        .await
+                {
                     st.done = true;
                     return Some((Err(e), st));
                 }
@@ -647,7 +682,7 @@ impl BatchHandle {
                 let state = state
                     .filter(|s| s.status.is_terminal())
                     .unwrap_or_else(|| JobState::new(status));
-                job.collect_ended(&state, false, false)
+                job.collect_ended(&state, false, false, CleanupWait::default())
                     .await
                     .map_err(|e| ChildError::Job {
                         index,
@@ -705,7 +740,7 @@ impl BatchHandle {
                 .await
         } else {
             let collected: Vec<Result<BatchItem, BatchError>> = self
-                .completed_indices(options.timeout)
+                .completed_indices(options.timeout, self.shared.poll_interval)
                 .map(|ended| {
                     let this = self.clone();
                     async move {
@@ -831,6 +866,7 @@ impl BatchHandle {
                     let options = CleanupOptions {
                         backend: collected,
                         store: false,
+                        ..CleanupOptions::default()
                     };
                     if let Err(e) = job.cleanup(options).await {
                         tracing::warn!(job_id = %job.id(), "cleanup of a collected batch child failed: {e}");

@@ -201,6 +201,7 @@ impl BatchShared {
                             .cleanup(crate::CleanupOptions {
                                 backend: true,
                                 store: false,
+                                ..crate::CleanupOptions::default()
                             })
                             .await
                         {

@@ -7,11 +7,11 @@ use async_trait::async_trait;
 
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::ids::JobId;
-use kinetic_core::ports::FaultPlan;
 use kinetic_core::ports::{
     Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
     PreparedJob,
 };
+use kinetic_core::ports::{CleanupWait, FaultPlan};
 use kinetic_core::record::JobRecord;
 use kinetic_core::status::JobState;
 
@@ -104,14 +104,14 @@ impl Backend for FaultyBackend {
         self.inner.follow_logs(job).await
     }
 
-    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
+    async fn cancel(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
         super::check(&self.faults, "cancel").await?;
-        self.inner.cancel(job).await
+        self.inner.cancel(job, wait).await
     }
 
-    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError> {
+    async fn cleanup(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
         super::check(&self.faults, "cleanup").await?;
-        self.inner.cleanup(job).await
+        self.inner.cleanup(job, wait).await
     }
 
     fn changes(&self) -> Option<kinetic_core::ports::ChangeFeed> {

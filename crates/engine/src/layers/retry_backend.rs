@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::ids::JobId;
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, BackendError, GroupQuery, GroupStatus, LogOptions, LogStream,
-    PreparedJob,
+    Backend, BackendCapabilities, BackendError, CleanupWait, GroupQuery, GroupStatus, LogOptions,
+    LogStream, PreparedJob,
 };
 use kinetic_core::record::JobRecord;
 use kinetic_core::retry::RetryPolicy;
@@ -77,6 +77,14 @@ impl RetryBackend {
     }
 }
 
+/// `wait` with what is left of it until `deadline`.
+fn left(wait: CleanupWait, deadline: std::time::Instant) -> CleanupWait {
+    CleanupWait::new(
+        deadline.saturating_duration_since(std::time::Instant::now()),
+        wait.poll_interval,
+    )
+}
+
 #[async_trait]
 impl Backend for RetryBackend {
     fn name(&self) -> &str {
@@ -111,12 +119,23 @@ impl Backend for RetryBackend {
         crate::retry::call(&self.policy, || self.inner.follow_logs(job)).await
     }
 
-    async fn cancel(&self, job: &JobRecord) -> Result<(), BackendError> {
-        crate::retry::call(&self.policy, || self.inner.cancel(job)).await
+    /// Retried within the one wait the caller gave: each try gets what
+    /// is left of it, so the call never waits past it.
+    async fn cancel(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
+        let deadline = std::time::Instant::now() + wait.timeout;
+        crate::retry::call(&self.policy, || {
+            self.inner.cancel(job, left(wait, deadline))
+        })
+        .await
     }
 
-    async fn cleanup(&self, job: &JobRecord) -> Result<(), BackendError> {
-        crate::retry::call(&self.policy, || self.inner.cleanup(job)).await
+    /// Retried within the one wait the caller gave, as `cancel`.
+    async fn cleanup(&self, job: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
+        let deadline = std::time::Instant::now() + wait.timeout;
+        crate::retry::call(&self.policy, || {
+            self.inner.cleanup(job, left(wait, deadline))
+        })
+        .await
     }
 
     fn changes(&self) -> Option<kinetic_core::ports::ChangeFeed> {

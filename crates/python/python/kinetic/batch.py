@@ -217,19 +217,18 @@ class BatchHandle:
         even while more inputs are still being submitted.
 
         Args:
-            poll_interval: Seconds between status polls. The batch polls at
-                the interval it was created with; another value than the
-                default 5 is checked and warned about.
+            poll_interval: Seconds between status polls while no job ended
+                (a backend that announces jobs ending, as the local one
+                does, wakes the loop at once).
             timeout: Maximum seconds to wait. Raises TimeoutError if exceeded.
         """
         _check_seconds("poll_interval", poll_interval)
         _check_seconds("timeout", timeout)
-        if poll_interval != 5.0:
-            warnings.warn("as_completed(poll_interval=%r) is not applied: the batch polls at the interval it "
-                          "was created with" % (poll_interval,), stacklevel=2)
+        if poll_interval <= 0:
+            raise ValueError("poll_interval=%r: expected a number of seconds above zero" % (poll_interval,))
         self._raise_submission_error()
         self._say_never_submitted()
-        completions = self._batch.as_completed(timeout)
+        completions = self._batch.as_completed(timeout, float(poll_interval))
         while True:
             job = completions.next()
             if job is None:

@@ -1,6 +1,7 @@
 """``kinetic.Data``: data a remote function reads, resolved to a plain path on the pod."""
 
 import os
+import warnings
 
 from kinetic import _native
 
@@ -15,7 +16,10 @@ class Data:
     just receives paths.
 
     Local data is content-hashed and uploaded once to the data cache; a
-    ``gs://`` URI is passed through (a trailing slash marks a directory); an
+    ``gs://`` URI is passed through: with a trailing slash it is a directory
+    (every object under the prefix), without one a single object (a
+    ``UserWarning`` when its last segment has no ``.``, in case a directory
+    was meant; an object that does not exist fails the job, naming it); an
     ``hf://REPO_ID[?split=…&config_name=…&revision=…]`` Hugging Face dataset
     is loaded on the pod with the ``datasets`` package (which the job's
     requirements or image must provide) and the function receives the
@@ -56,7 +60,11 @@ class Data:
             raise ValueError("fuse=True is not supported for Hugging Face datasets (hf:// URIs)")
         # The engine's own check, as the command line's: a local path that
         # exists, gs://bucket/path, or a well-formed hf:// dataset.
-        _native.check_data(raw)
+        hint = _native.check_data(raw)
+        if hint:
+            # Kinetic's warning: without a trailing slash a gs:// URI is one
+            # object, which a last segment without a '.' may not be meant as.
+            warnings.warn("kinetic.Data: " + hint, UserWarning, stacklevel=2)
         self._raw = raw
         if "://" in raw:
             self._path = raw

@@ -32,17 +32,18 @@ def _check_seconds(name: str, value) -> None:
         raise ValueError("%s=%r: expected a number of seconds, zero or more" % (name, value))
 
 
-def _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval) -> None:
-    """Kinetic's per-call bounds on waiting for a deletion. The backend waits
-    for the deletion itself, under its own bound (180 s, Kinetic's default),
-    so other values are checked and said not to apply, never dropped silently."""
+def _cleanup_wait(cleanup_timeout, cleanup_poll_interval) -> dict:
+    """Kinetic's per-call bounds on waiting for a deletion, checked, as the
+    keyword arguments of the engine's call (which waits at most
+    ``cleanup_timeout`` seconds, looking at least every
+    ``cleanup_poll_interval``)."""
     _check_seconds("cleanup_timeout", cleanup_timeout)
     _check_seconds("cleanup_poll_interval", cleanup_poll_interval)
-    for name, value, default in (("cleanup_timeout", cleanup_timeout, 180),
-                                 ("cleanup_poll_interval", cleanup_poll_interval, 2)):
-        if value != default:
-            warnings.warn("%s=%r is not applied per call: the backend waits for the deletion itself, "
-                          "for up to 180 s" % (name, value), stacklevel=3)
+    if cleanup_poll_interval is not None and cleanup_poll_interval <= 0:
+        raise ValueError("cleanup_poll_interval=%r: expected a number of seconds above zero"
+                         % (cleanup_poll_interval,))
+    return {"cleanup_timeout": None if cleanup_timeout is None else float(cleanup_timeout),
+            "cleanup_poll_interval": None if cleanup_poll_interval is None else float(cleanup_poll_interval)}
 
 
 #: What every line the runner writes about itself starts with (a multi-line
@@ -370,11 +371,13 @@ class JobHandle:
             cleanup: When True, delete the job's backend object after the
                 result is downloaded. None (the default) means ``not debug``:
                 a debug job is kept for inspection.
-            cleanup_timeout: Kinetic's bound on waiting for the deletion. The
-                backend waits for the deletion itself, for up to 180 s (the
-                default); another value is checked and warned about.
-            cleanup_poll_interval: Kinetic's seconds between deletion checks;
-                likewise checked, and warned about when not the default 2.
+            cleanup_timeout: Maximum seconds to wait for the deletion of the
+                job's backend resources to be confirmed; past it a
+                ``UserWarning`` says so and the value is returned (the
+                deletion goes on).
+            cleanup_poll_interval: Longest pause, in seconds, between two
+                deletion-confirmation checks (a backend told by events,
+                such as a Kubernetes watch, polls only when it cannot watch).
             stream_logs: When True (the default), print the job's output to
                 stdout while waiting: its own lines; the runner's
                 ``[kinetic]`` lines and a failure's traceback (which the
@@ -402,14 +405,15 @@ class JobHandle:
                 how to reattach.
         """
         _check_seconds("timeout", timeout)
-        _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval)
+        wait = _cleanup_wait(cleanup_timeout, cleanup_poll_interval)
         on_status = _StatusReport(self.job_id, on_status_change)
         on_log = _JobOutput()
         streaming = True if stream_logs is None else bool(stream_logs)
         try:
             try:
                 text = self._native().result(timeout=timeout, cleanup=None if cleanup is None else bool(cleanup),
-                                             on_status=on_status, on_log=on_log if streaming else None)
+                                             on_status=on_status, on_log=on_log if streaming else None,
+                                             **wait)
             finally:
                 on_status.close()
         except KeyboardInterrupt:
@@ -423,15 +427,25 @@ class JobHandle:
         return decode(json.loads(text))
 
     def cancel(self, cleanup_timeout: float = 180, cleanup_poll_interval: float = 2) -> None:
-        """Cancel the running job by deleting its backend object."""
-        _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval)
-        self._native().cancel()
+        """Cancel the running job by deleting its backend object.
+
+        Waits at most ``cleanup_timeout`` seconds for the stop to be
+        confirmed (checking at least every ``cleanup_poll_interval``); past
+        it a ``UserWarning`` says so and the call returns (the job still stops).
+        """
+        self._native().cancel(**_cleanup_wait(cleanup_timeout, cleanup_poll_interval))
 
     def cleanup(self, k8s: bool = True, gcs: bool = True, cleanup_timeout: float = 180,
                 cleanup_poll_interval: float = 2) -> None:
-        """Clean up the backend object (``k8s``) and/or the stored artifacts (``gcs``)."""
-        _check_cleanup_wait(cleanup_timeout, cleanup_poll_interval)
-        self._native().cleanup(k8s=bool(k8s), gcs=bool(gcs))
+        """Clean up the backend object (``k8s``) and/or the stored artifacts (``gcs``).
+
+        Waits at most ``cleanup_timeout`` seconds for the deletion to be
+        confirmed (checking at least every ``cleanup_poll_interval``); past
+        it a ``UserWarning`` says so and the call returns: the deletion goes
+        on, and the stored artifacts are kept (clean up again to remove them).
+        """
+        self._native().cleanup(k8s=bool(k8s), gcs=bool(gcs),
+                               **_cleanup_wait(cleanup_timeout, cleanup_poll_interval))
 
 
 def attach(job_id: str, project: Optional[str] = None, cluster: Optional[str] = None) -> JobHandle:

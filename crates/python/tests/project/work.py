@@ -160,3 +160,12 @@ def slow_split(name):
     time.sleep(0.5)
     print(value[6:], flush=True)
     return "ok"
+
+
+def ignores_term(seconds=600):
+    # Ignores SIGTERM, so its stop takes the whole grace period (the local
+    # backend's 3 s; the fake kubelet's 2 s) before the SIGKILL.
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("ignoring SIGTERM in pid %d" % os.getpid(), flush=True)
+    time.sleep(seconds)

@@ -18,7 +18,8 @@ use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::env::{CapturedEnv, EnvEntry, EnvSnapshot, SecretValue, capture};
 use kinetic_core::ids::GroupId;
 use kinetic_core::ports::{
-    Backend, BackendError, GetOptions, GroupQuery, LogOptions, ObjectStore, PreparedJob,
+    Backend, BackendError, CleanupWait, GetOptions, GroupQuery, LogOptions, ObjectStore,
+    PreparedJob,
 };
 use kinetic_core::protocol::RunnerResult;
 use kinetic_core::record::JobRecord;
@@ -49,6 +50,14 @@ pub trait BackendHarness: Send + Sync {
     fn system_calls(&self) -> Option<u64> {
         None
     }
+    /// Whether a job that ignores SIGTERM ([`ConformanceJob::IgnoresStop`])
+    /// takes a grace period to stop, as a process or a pod does (the
+    /// default): a short `cleanup` must then answer `NotConfirmed`. `false`
+    /// for a backend whose jobs stop at once (tasks aborted in-process),
+    /// whose short `cleanup` must then succeed.
+    fn stops_take_a_grace_period(&self) -> bool {
+        true
+    }
 }
 
 /// Every case of the suite, in the order [`run`] runs them, with the
@@ -62,6 +71,7 @@ pub const CASES: &[(&str, Option<&str>)] = &[
     ("submit_is_idempotent", None),
     ("unknown_jobs_are_not_found", None),
     ("cleanup_forgets_the_job", None),
+    ("cleanup_waits_no_longer_than_asked", None),
     ("a_job_ending_is_announced_by_its_changes", None),
     ("env_reaches_the_job_and_nowhere_else", None),
     ("logs_hold_the_output_and_tail_the_end", Some("logs")),
@@ -143,6 +153,7 @@ async fn dispatch(h: &dyn BackendHarness, name: &str) {
         "submit_is_idempotent" => submit_is_idempotent(h).await,
         "unknown_jobs_are_not_found" => unknown_jobs_are_not_found(h).await,
         "cleanup_forgets_the_job" => cleanup_forgets_the_job(h).await,
+        "cleanup_waits_no_longer_than_asked" => cleanup_waits_no_longer_than_asked(h).await,
         "a_job_ending_is_announced_by_its_changes" => {
             a_job_ending_is_announced_by_its_changes(h).await;
         }
@@ -292,7 +303,12 @@ pub async fn undeclared_capabilities_are_unsupported(h: &dyn BackendHarness) {
         );
     }
     if !caps.cancel {
-        unsupported("cancel", h.backend().cancel(&job.record).await);
+        unsupported(
+            "cancel",
+            h.backend()
+                .cancel(&job.record, CleanupWait::default())
+                .await,
+        );
     }
 }
 
@@ -412,12 +428,12 @@ pub async fn unknown_jobs_are_not_found(h: &dyn BackendHarness) {
     }
     if caps.cancel {
         h.backend()
-            .cancel(&job.record)
+            .cancel(&job.record, CleanupWait::default())
             .await
             .expect("cancel of an unknown job MUST succeed");
     }
     h.backend()
-        .cleanup(&job.record)
+        .cleanup(&job.record, CleanupWait::default())
         .await
         .expect("cleanup of an unknown job MUST succeed");
 }
@@ -497,14 +513,17 @@ pub async fn cancel_stops_a_running_job(h: &dyn BackendHarness) {
         assert!(Instant::now() < deadline, "job never started: {state:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    h.backend().cancel(&job.record).await.expect("cancel");
+    h.backend()
+        .cancel(&job.record, CleanupWait::default())
+        .await
+        .expect("cancel");
     let state = wait_terminal(h, &job.record).await;
     assert!(
         matches!(state.status, JobStatus::Failed | JobStatus::NotFound),
         "a cancelled job MUST end FAILED or NOT_FOUND, got {state:?}"
     );
     h.backend()
-        .cancel(&job.record)
+        .cancel(&job.record, CleanupWait::default())
         .await
         .expect("cancel MUST be idempotent");
 }
@@ -513,7 +532,10 @@ pub async fn cancel_stops_a_running_job(h: &dyn BackendHarness) {
 pub async fn cleanup_forgets_the_job(h: &dyn BackendHarness) {
     let job = submitted(h, ConformanceJob::Returns42).await;
     wait_terminal(h, &job.record).await;
-    h.backend().cleanup(&job.record).await.expect("cleanup");
+    h.backend()
+        .cleanup(&job.record, CleanupWait::default())
+        .await
+        .expect("cleanup");
     let state = h.backend().status(&job.record).await.expect("status");
     assert_eq!(
         state.status,
@@ -528,9 +550,92 @@ pub async fn cleanup_forgets_the_job(h: &dyn BackendHarness) {
             .contains(&job.record.job_id)
     );
     h.backend()
-        .cleanup(&job.record)
+        .cleanup(&job.record, CleanupWait::default())
         .await
         .expect("cleanup MUST be idempotent");
+}
+
+/// `cleanup` (and `cancel`) wait no longer than the call allows: a job
+/// whose stop takes its whole grace period (it ignores SIGTERM) is not
+/// deleted within a short wait, and `cleanup` says so
+/// ([`BackendError::NotConfirmed`]) in about that time, not after the
+/// backend's own bound; the job stops and goes all the same, and a later
+/// `cleanup` that waits long enough confirms it.
+pub async fn cleanup_waits_no_longer_than_asked(h: &dyn BackendHarness) {
+    let job = submitted(h, ConformanceJob::IgnoresStop).await;
+    wait_running(h, &job.record).await;
+    if h.backend().capabilities().logs {
+        // The job ignores SIGTERM from the moment it says so.
+        let deadline = Instant::now() + h.patience();
+        loop {
+            let text = h
+                .backend()
+                .logs(&job.record, LogOptions::default())
+                .await
+                .unwrap_or_default();
+            if text.contains("ignoring SIGTERM") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the job never started: {text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let short = CleanupWait::new(Duration::from_millis(300), Duration::from_millis(50));
+    // "About that time": the wait, plus a request or two to the system.
+    let bound = short.timeout + Duration::from_secs(3);
+    let started = Instant::now();
+    let answer = h.backend().cleanup(&job.record, short).await;
+    let took = started.elapsed();
+    if h.stops_take_a_grace_period() {
+        assert!(
+            matches!(answer, Err(BackendError::NotConfirmed { .. })),
+            "a deletion not confirmed within the wait MUST be NotConfirmed, got {answer:?} after {took:?}"
+        );
+    } else {
+        assert!(
+            answer.is_ok(),
+            "a job that stops at once is deleted within the wait: {answer:?}"
+        );
+    }
+    assert!(took < bound, "cleanup waited {took:?} for a {short:?} wait");
+    if h.backend().capabilities().cancel {
+        let started = Instant::now();
+        let answer = h.backend().cancel(&job.record, short).await;
+        let took = started.elapsed();
+        assert!(
+            matches!(answer, Ok(()) | Err(BackendError::NotConfirmed { .. })),
+            "cancel within a short wait: done or NotConfirmed, got {answer:?}"
+        );
+        assert!(took < bound, "cancel waited {took:?} for a {short:?} wait");
+    }
+    let long = CleanupWait::new(h.patience(), Duration::from_millis(100));
+    h.backend()
+        .cleanup(&job.record, long)
+        .await
+        .expect("a cleanup that waits long enough confirms the deletion");
+    let state = h.backend().status(&job.record).await.expect("status");
+    assert_eq!(
+        state.status,
+        JobStatus::NotFound,
+        "after cleanup: {state:?}"
+    );
+}
+
+/// Wait until the job runs.
+async fn wait_running(h: &dyn BackendHarness, record: &JobRecord) {
+    let deadline = Instant::now() + h.patience();
+    loop {
+        let state = h.backend().status(record).await.expect("status");
+        assert!(
+            !state.status.is_terminal(),
+            "the job ended by itself: {state:?}"
+        );
+        if state.status == JobStatus::Running {
+            return;
+        }
+        assert!(Instant::now() < deadline, "job never started: {state:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// A captured value reaches the job's environment, and nothing the job
@@ -690,10 +795,16 @@ pub async fn group_status_reports_the_group_in_one_call(h: &dyn BackendHarness) 
         ),
     }
     for job in &more {
-        h.backend().cleanup(&job.record).await.expect("cleanup");
+        h.backend()
+            .cleanup(&job.record, CleanupWait::default())
+            .await
+            .expect("cleanup");
     }
 
-    h.backend().cleanup(&a.record).await.expect("cleanup");
+    h.backend()
+        .cleanup(&a.record, CleanupWait::default())
+        .await
+        .expect("cleanup");
     let listed = h
         .backend()
         .group_status(&query)
@@ -714,7 +825,10 @@ pub async fn group_status_reports_the_group_in_one_call(h: &dyn BackendHarness) 
     );
     for job in [&b, &c, &d] {
         wait_terminal(h, &job.record).await;
-        h.backend().cleanup(&job.record).await.expect("cleanup");
+        h.backend()
+            .cleanup(&job.record, CleanupWait::default())
+            .await
+            .expect("cleanup");
     }
 }
 

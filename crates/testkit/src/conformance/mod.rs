@@ -41,6 +41,7 @@ macro_rules! backend_conformance_tests {
             submit_is_idempotent
             unknown_jobs_are_not_found
             cleanup_forgets_the_job
+            cleanup_waits_no_longer_than_asked
             a_job_ending_is_announced_by_its_changes
             env_reaches_the_job_and_nowhere_else
             logs_hold_the_output_and_tail_the_end
