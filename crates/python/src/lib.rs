@@ -1184,6 +1184,8 @@ fn check_data(path: &str) -> PyResult<()> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The package's version (the wheel's metadata carries the same one).
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Client>()?;
     m.add_class::<Job>()?;
     m.add_class::<Batch>()?;
