@@ -248,7 +248,7 @@ class _Remote(Generic[_P, _R]):
     def run_async_map(
         self,
         inputs: Iterable[Any],
-        input_mode: str = "auto",
+        input_mode: Literal["auto", "single", "args", "kwargs"] = "auto",
         max_concurrent: int | None = None,
         retries: int = 0,
         fail_fast: bool = False,
