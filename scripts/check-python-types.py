@@ -91,7 +91,18 @@ def main() -> int:
         blocks = python_blocks(f.read())
     if not blocks:
         raise SystemExit("README.md has no ```python block: nothing to check")
-    folder = args.keep or tempfile.mkdtemp(prefix="kinetic-readme-")
+    with tempfile.TemporaryDirectory(prefix="kinetic-readme-") as scratch:
+        ok &= check_readme(mypy, blocks, args.keep or scratch)
+
+    project = os.path.join(REPO, "crates", "python", "tests", "project")
+    ok &= run("mypy: the test project's functions (crates/python/tests/project)",
+              mypy + ["--check-untyped-defs", project])
+    print("types: %s" % ("ok" if ok else "FAILED"), flush=True)
+    return 0 if ok else 1
+
+
+def check_readme(mypy, blocks, folder: str) -> bool:
+    """mypy over the README's blocks, each written to a file in ``folder``."""
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "_readme_prelude.py"), "w", encoding="utf-8") as f:
         f.write(README_PRELUDE)
@@ -102,16 +113,9 @@ def main() -> int:
         with open(path, "w", encoding="utf-8") as f:
             f.write("from _readme_prelude import *  # noqa: F403\n" + code)
         files.append(path)
-    print("--- mypy: README.md's %d python blocks (README line N is line N - start + 2 of readme_line_<start>.py in %s)"
+    print("--- mypy: README.md's %d python blocks (line L of readme_line_S.py is README.md line S + L - 2; in %s)"
           % (len(blocks), folder), flush=True)
-    ok &= subprocess.call(mypy + ["--check-untyped-defs", "--warn-return-any"]
-                          + files, cwd=folder) == 0
-
-    project = os.path.join(REPO, "crates", "python", "tests", "project")
-    ok &= run("mypy: the test project's functions (crates/python/tests/project)",
-              mypy + ["--check-untyped-defs", project])
-    print("types: %s" % ("ok" if ok else "FAILED"), flush=True)
-    return 0 if ok else 1
+    return subprocess.call(mypy + ["--check-untyped-defs", "--warn-return-any"] + files, cwd=folder) == 0
 
 
 if __name__ == "__main__":
