@@ -55,6 +55,9 @@ step "python module (maturin develop into a venv, pytest)"
 venv=target/python-venv
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest cloudpickle datasets
+# The type checks of the module's stubs (stubtest, mypy), pinned: a newer
+# mypy may judge the same stubs differently.
+"$venv/bin/python" -m pip install -q --disable-pip-version-check mypy==2.4.1
 # A notebook runner: the suite runs a function defined in a notebook cell.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check nbclient nbformat ipykernel
 # debugpy: the runner's debug jobs (runner test below, the CLI's end-to-end
@@ -73,8 +76,60 @@ KINETIC_RUNNER_PYTHON="$PWD/$venv/bin/python" python3 -m unittest runner.tests.d
 # the documentation's cluster commands, crates/cli/tests/docs_commands.rs,
 # find the binary beside kinetic in target/debug).
 cargo build -p kinetic-fake-gcp --locked --quiet
-(cd crates/python && VIRTUAL_ENV="$PWD/../../$venv" "../../$venv/bin/maturin" develop --locked -q)
+# The debug profile (the workspace's, built above): pyproject.toml names the
+# wheel profile, which maturin develop would otherwise use too.
+(cd crates/python && VIRTUAL_ENV="$PWD/../../$venv" "../../$venv/bin/maturin" develop --profile dev --locked -q)
+
+step "python module types (stubtest, mypy over the README's and the typed examples)"
+# kinetic/__init__.pyi against the module as built: a public name,
+# parameter or default without its stub fails; then mypy over
+# crates/python/typing/examples.py (--strict), the README's python blocks
+# and the test project.
+"$venv/bin/python" scripts/check-python-types.py
+
+step "python module tests (pytest)"
 "$venv/bin/python" -m pytest -q crates/python/tests
+
+step "python wheel (maturin build, wheel profile; installed into a fresh venv)"
+# The wheel the README installs: built with the wheel profile (no debug
+# info, stripped; pyproject.toml names it) into target/wheels, installed
+# with pip into a venv of its own (cloudpickle from the wheelhouse), and a
+# job run with it. A separate build from the suite's (which uses the debug
+# build the rest of the workspace shares): see README, "Installing the
+# Python module", for what it costs.
+rm -f target/wheels/kinetic_rs-*.whl
+(cd crates/python && "../../$venv/bin/maturin" build --locked -q -o ../../target/wheels)
+wheel=$(ls "$PWD"/target/wheels/kinetic_rs-*.whl)
+wheel_venv=target/wheel-venv
+rm -rf "$wheel_venv" && python3 -m venv "$wheel_venv"
+"$wheel_venv/bin/python" -m pip install -q --disable-pip-version-check --no-index \
+  --find-links target/wheelhouse "$wheel"
+wheel_home=$(mktemp -d)
+(cd examples/hello && env -u KINETIC_BACKEND -u KINETIC_STORE_URL HOME="$wheel_home" \
+  KINETIC_LOCAL_ROOT="$wheel_home/local" "../../$wheel_venv/bin/python" - "$wheel" <<'PY'
+import importlib.metadata
+import os
+import sys
+import zipfile
+
+import kinetic
+import work
+
+assert kinetic.__version__ == importlib.metadata.version("kinetic-rs"), kinetic.__version__
+assert os.path.dirname(kinetic.__file__).startswith(sys.prefix), kinetic.__file__
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    native = [i for i in wheel.infolist() if "/_native." in i.filename]
+size = native[0].file_size
+# 18.2 MiB with the wheel profile; the release profile's debug line tables
+# made a 131 MB extension.
+assert size < 40 * 2**20, "kinetic/_native is %.1f MiB: is the wheel profile still stripped?" % (size / 2**20)
+value = kinetic.run(accelerator="cpu", backend="local")(work.square)(7)
+assert value == 49, value
+print("kinetic-rs %s: %s, extension %.1f MiB, square(7) = %d" % (
+    kinetic.__version__, os.path.basename(sys.argv[1]), size / 2**20, value))
+PY
+)
+rm -rf "$wheel_home"
 
 step "rust tests"
 if cargo nextest --version >/dev/null 2>&1; then

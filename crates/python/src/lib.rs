@@ -1357,6 +1357,8 @@ fn check_data(path: &str) -> PyResult<Option<String>> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The package's version (the wheel's metadata carries the same one).
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Client>()?;
     m.add_class::<Job>()?;
     m.add_class::<Batch>()?;

@@ -18,6 +18,7 @@ line drives): settings, packaging, hashing, batches and statuses are the
 engine's.
 """
 
+from kinetic._native import __version__
 from kinetic._errors import ClientOnlyError, RemoteError, RemoteTraceback
 from kinetic.batch import BatchError, BatchHandle, attach_batch
 from kinetic.core import run

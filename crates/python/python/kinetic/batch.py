@@ -4,13 +4,13 @@ import json
 import threading
 import warnings
 import weakref
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Generic, Iterator, List, Optional, Tuple
 
 from kinetic import _native
 from kinetic._errors import translate
 from kinetic._values import decode
 from kinetic.job_status import JobStatus
-from kinetic.jobs import JobHandle, _check_seconds, _client
+from kinetic.jobs import JobHandle, _R, _check_seconds, _client
 
 
 class BatchError(Exception):
@@ -45,8 +45,9 @@ def _batch_error(err: "_native.BatchFailed") -> BatchError:
 _SUBMITTING: "weakref.WeakValueDictionary[str, BatchHandle]" = weakref.WeakValueDictionary()
 
 
-class BatchHandle:
-    """Handle for a collection of submitted jobs.
+class BatchHandle(Generic[_R]):
+    """Handle for a collection of submitted jobs, generic in each job's
+    value (``BatchHandle[int]`` in annotations).
 
     Created by ``run_async_map()`` or reconstructed by
     :func:`kinetic.attach_batch`. Provides collection-level observation,

@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Generic, List, Optional, TypeVar
 
 from kinetic import _native
 from kinetic._errors import translate
@@ -16,6 +16,9 @@ from kinetic.debug import DEBUGPY_PORT, DebugSession
 from kinetic.job_status import JobStatus
 
 logger = logging.getLogger("kinetic")
+
+#: The value a job's function returns (``JobHandle[int]``, ``BatchHandle[int]``).
+_R = TypeVar("_R")
 
 
 def _client(project=None, zone=None, cluster=None, namespace=None, base_image_repo=None,
@@ -147,8 +150,9 @@ class _JobOutput:
 
 
 @dataclasses.dataclass
-class JobHandle:
-    """Durable description of a submitted remote job.
+class JobHandle(Generic[_R]):
+    """Durable description of a submitted remote job, generic in the value
+    its ``result()`` returns (``JobHandle[int]`` in annotations).
 
     All fields are JSON-serializable strings. No func object or closure state
     is stored — only the metadata needed to observe, collect, and clean up the
@@ -172,8 +176,10 @@ class JobHandle:
     group_kind: Optional[str] = None
     group_index: Optional[int] = None
     debug: bool = False
-    _record: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
-    _job: Any = dataclasses.field(default=None, repr=False, compare=False)
+    # Not constructor parameters (nor in ``__match_args__``): the record as
+    # read, and the engine's handle once made.
+    _record: Dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+    _job: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def _from_native(cls, job) -> "JobHandle":

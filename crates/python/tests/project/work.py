@@ -94,7 +94,7 @@ def read_mounted(folder, config):
             f.write("x")
         write = "written"
     except OSError as e:
-        write = e.strerror
+        write = e.strerror or repr(e)
     volume = json.loads(os.environ["KINETIC_VOLUMES"])["/data"]
     return {"a": a, "config": c, "write": write, "volume": sorted(os.listdir(volume))}
 
