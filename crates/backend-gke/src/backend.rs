@@ -93,7 +93,6 @@ impl Workload for JobKind {
                     })
                 })
     }
-
 }
 
 #[cfg(test)]
@@ -105,7 +104,10 @@ mod tests {
     #[test]
     fn a_job_is_named_read_and_ended_as_one() {
         let t = JobKind.traits();
-        assert_eq!((t.backend, t.kind, t.plural, t.app), ("gke", "Job", "jobs", "kinetic"));
+        assert_eq!(
+            (t.backend, t.kind, t.plural, t.app),
+            ("gke", "Job", "jobs", "kinetic")
+        );
         assert_eq!(t.event_kinds, vec!["Job"]);
         assert_eq!(t.log_selector("kinetic-abc"), "job-name=kinetic-abc");
         assert!(!t.saves_logs, "a Job's pods stay after it ends");

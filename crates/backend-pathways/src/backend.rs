@@ -10,7 +10,7 @@ use kinetic_core::ports::{BackendCapabilities, BackendError, PreparedJob};
 use kinetic_core::status::JobState;
 use kinetic_kube::pod::{ManifestOptions, owner_reference};
 use kinetic_kube::status::final_state;
-use kinetic_kube::{KindCall, Keeps, KubeBackend, KubeOptions, Workload, WorkloadTraits};
+use kinetic_kube::{Keeps, KindCall, KubeBackend, KubeOptions, Workload, WorkloadTraits};
 use kube::api::Api;
 use kube::core::ApiResource;
 use serde_json::json;
@@ -275,15 +275,26 @@ mod tests {
         let t = LwsKind::default().traits();
         assert_eq!(
             (t.backend, t.kind, t.plural, t.app),
-            ("pathways", "LeaderWorkerSet", "leaderworkersets", "kinetic-pathways")
+            (
+                "pathways",
+                "LeaderWorkerSet",
+                "leaderworkersets",
+                "kinetic-pathways"
+            )
         );
         assert_eq!(t.event_kinds, vec!["StatefulSet", "LeaderWorkerSet"]);
         assert_eq!(
             t.log_selector("kinetic-abc"),
             "job-name=kinetic-abc,leaderworkerset.sigs.k8s.io/worker-index=0"
         );
-        assert!(t.saves_logs, "a StatefulSet recreates the leader that ended");
-        assert!(t.ends_in_pods, "the LeaderWorkerSet never finishes by itself");
+        assert!(
+            t.saves_logs,
+            "a StatefulSet recreates the leader that ended"
+        );
+        assert!(
+            t.ends_in_pods,
+            "the LeaderWorkerSet never finishes by itself"
+        );
         assert_eq!(t.end_patch, json!({"spec": {"replicas": 0}}));
         assert!(t.capabilities.port_forward && t.capabilities.needs_image);
         assert_eq!(t.capabilities.max_hosts, max_hosts());

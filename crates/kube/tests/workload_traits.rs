@@ -109,9 +109,7 @@ struct Seen {
 type Log = Arc<Mutex<Vec<Seen>>>;
 
 fn answer(method: &http::Method, path: &str) -> (u16, Value) {
-    let list = |kind: &str| {
-        json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "1"}, "items": []})
-    };
+    let list = |kind: &str| json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "1"}, "items": []});
     let job = json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "kinetic-w", "namespace": "default", "uid": "u1", "resourceVersion": "7"},
@@ -121,7 +119,10 @@ fn answer(method: &http::Method, path: &str) -> (u16, Value) {
     } else if path.ends_with("/events") {
         (200, list("EventList"))
     } else if path.contains("/configmaps") && method == http::Method::POST {
-        (201, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kinetic-w-log"}}))
+        (
+            201,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kinetic-w-log"}}),
+        )
     } else if path.contains("/configmaps/") {
         let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"});
         (404, status)
@@ -198,7 +199,11 @@ fn final_state(patch: &Value) -> JobState {
 }
 
 fn lines(log: &Log) -> Vec<String> {
-    log.lock().expect("log").iter().map(|s| s.line.clone()).collect()
+    log.lock()
+        .expect("log")
+        .iter()
+        .map(|s| s.line.clone())
+        .collect()
 }
 
 fn patches(log: &Log) -> Vec<Value> {
@@ -252,11 +257,15 @@ async fn a_kept_end_is_written_with_the_end_patch_and_the_log_kept() {
         .iter()
         .position(|l| l.starts_with("POST /api/v1/namespaces/default/configmaps"))
         .expect("the log kept");
-    let patched = seen.iter().position(|l| l.starts_with("PATCH ")).expect("patched");
+    let patched = seen
+        .iter()
+        .position(|l| l.starts_with("PATCH "))
+        .expect("patched");
     assert!(kept < patched, "{seen:?}");
     assert!(
         seen.iter()
-            .any(|l| l.contains("/pods?") && l.contains("labelSelector=job-name=kinetic-w,role=leader")),
+            .any(|l| l.contains("/pods?")
+                && l.contains("labelSelector=job-name=kinetic-w,role=leader")),
         "{seen:?}"
     );
 }
@@ -295,7 +304,10 @@ async fn logs_read_the_kept_log_then_the_log_pods_by_their_labels() {
         .expect("logs");
     let seen = lines(&log);
     assert!(!seen.iter().any(|l| l.contains("/configmaps")), "{seen:?}");
-    assert!(seen[0].ends_with("labelSelector=job-name=kinetic-w"), "{seen:?}");
+    assert!(
+        seen[0].ends_with("labelSelector=job-name=kinetic-w"),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test]
@@ -319,6 +331,9 @@ async fn a_cancel_reads_the_state_first_when_the_end_is_in_the_pods() {
     assert!(!seen.iter().any(|l| l.contains("/pods?")), "{seen:?}");
     let written = patches(&log);
     assert_eq!(written.len(), 1, "{seen:?}");
-    assert_eq!(final_state(&written[0]).reason, Some(StatusReason::Cancelled));
+    assert_eq!(
+        final_state(&written[0]).reason,
+        Some(StatusReason::Cancelled)
+    );
     assert!(written[0].get("spec").is_none());
 }

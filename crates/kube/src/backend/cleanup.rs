@@ -33,7 +33,11 @@ impl<W: Workload> KubeBackend<W> {
     /// [`Backend::cleanup`](kinetic_core::ports::Backend::cleanup): the
     /// object deleted in the foreground, its Secret and kept log by name
     /// too, then the wait for the object to go.
-    pub(super) async fn cleanup_job(&self, record: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
+    pub(super) async fn cleanup_job(
+        &self,
+        record: &JobRecord,
+        wait: CleanupWait,
+    ) -> Result<(), BackendError> {
         let api = self.objects(&record.namespace).await?;
         match api
             .delete(&record.k8s_name, &DeleteParams::foreground())
@@ -114,9 +118,7 @@ impl<W: Workload> KubeBackend<W> {
                     &named.job_id,
                     &format!(
                         "the deletion of {} {} in namespace {}",
-                        self.traits.kind,
-                        named.k8s_name,
-                        named.namespace
+                        self.traits.kind, named.k8s_name, named.namespace
                     ),
                     wait.timeout,
                 ));
@@ -158,11 +160,7 @@ impl<W: Workload> KubeBackend<W> {
         let mut stream = match api.watch(&params, version).await {
             Ok(stream) => Box::pin(stream),
             Err(e) => {
-                tracing::debug!(
-                    "cannot watch {} {}: {e}",
-                    self.traits.kind,
-                    named.k8s_name
-                );
+                tracing::debug!("cannot watch {} {}: {e}", self.traits.kind, named.k8s_name);
                 return Watched::Failed;
             }
         };

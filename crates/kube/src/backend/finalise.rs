@@ -32,7 +32,11 @@ impl<W: Workload> KubeBackend<W> {
     /// the object (409 on the resource version) is read again and retried
     /// under [`KubeOptions::conflict_retry`]; other failures go to the
     /// caller (the engine's retry decorator retries the transient ones).
-    pub(super) async fn finalise(&self, record: &Named, state: &JobState) -> Result<(), BackendError> {
+    pub(super) async fn finalise(
+        &self,
+        record: &Named,
+        state: &JobState,
+    ) -> Result<(), BackendError> {
         let api = self.objects(&record.namespace).await?;
         let text = serde_json::to_string(state).map_err(|e| {
             BackendError::other(format!("cannot encode a job state: {e}")).with_source(e)

@@ -217,4 +217,3 @@ mod tests {
         assert_eq!(label_match(&pods, "job-name=c").len(), 0);
     }
 }
-

@@ -26,10 +26,16 @@ impl<W: Workload> KubeBackend<W> {
             Err(e) if error::code(&e) == Some(404) => {
                 // A kind the cluster does not serve (a CRD not installed).
                 let client = self.client.get().await?;
-                return Err(match self.workload.explain_not_found(&client, ns, KindCall::List).await {
-                    Some(why) => why.with_source(e),
-                    None => error::map(e, self.cx("list", None, ns)),
-                });
+                return Err(
+                    match self
+                        .workload
+                        .explain_not_found(&client, ns, KindCall::List)
+                        .await
+                    {
+                        Some(why) => why.with_source(e),
+                        None => error::map(e, self.cx("list", None, ns)),
+                    },
+                );
             }
             Err(e) => return Err(error::map(e, self.cx("list", None, ns))),
         };

@@ -263,9 +263,7 @@ impl<W: Workload> Backend for KubeBackend<W> {
     async fn cleanup(&self, record: &JobRecord, wait: CleanupWait) -> Result<(), BackendError> {
         let what = format!(
             "the deletion of {} {} in namespace {}",
-            self.traits.kind,
-            record.k8s_name,
-            record.namespace
+            self.traits.kind, record.k8s_name, record.namespace
         );
         within(record, &what, wait, self.cleanup_job(record, wait)).await
     }

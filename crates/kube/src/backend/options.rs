@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use kinetic_core::retry::{Backoff, RetryPolicy};
 #[cfg(doc)]
 use kinetic_core::ports::CleanupWait;
+use kinetic_core::retry::{Backoff, RetryPolicy};
 
-use crate::pod::ManifestOptions;
 #[cfg(doc)]
 use super::KubeBackend;
+use crate::pod::ManifestOptions;
 
 /// Settings of a [`KubeBackend`].
 #[derive(Debug, Clone)]

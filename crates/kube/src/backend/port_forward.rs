@@ -31,10 +31,7 @@ impl<W: Workload> KubeBackend<W> {
         }
         let named = Named::of(job);
         let mut pods = self
-            .list_pods(
-                &named.namespace,
-                &self.traits.log_selector(&named.k8s_name),
-            )
+            .list_pods(&named.namespace, &self.traits.log_selector(&named.k8s_name))
             .await?;
         if pods.is_empty() {
             return Err(match self.get_object(&named).await? {

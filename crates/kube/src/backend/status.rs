@@ -17,7 +17,9 @@ use serde_json::json;
 
 use super::{KubeBackend, Named};
 use crate::error::{self, Context};
-use crate::pod::{ANNOTATION_ATTEMPTS, CONTAINER_NAME, LABEL_GROUP_ID, LABEL_JOB_ID, LABEL_JOB_NAME};
+use crate::pod::{
+    ANNOTATION_ATTEMPTS, CONTAINER_NAME, LABEL_GROUP_ID, LABEL_JOB_ID, LABEL_JOB_NAME,
+};
 use crate::status::{final_state, recorded_attempts};
 use crate::workload::{Workload, WorkloadTraits};
 
@@ -112,10 +114,7 @@ impl<W: Workload> KubeBackend<W> {
             return Vec::new();
         }
         self.events(namespace).await.unwrap_or_else(|e| {
-            tracing::debug!(
-                "cannot read the events of the {}: {e}",
-                self.traits.kind
-            );
+            tracing::debug!("cannot read the events of the {}: {e}", self.traits.kind);
             Vec::new()
         })
     }
@@ -227,9 +226,7 @@ impl<W: Workload> KubeBackend<W> {
     /// a budget spent stays spent once the pods and their events are gone.
     /// A failed write is logged; the next poll writes again.
     async fn record_attempts(&self, record: &JobRecord, object: &W::Object, state: &JobState) {
-        if state.attempts.is_empty()
-            || recorded_attempts(object.meta()) == state.attempts
-        {
+        if state.attempts.is_empty() || recorded_attempts(object.meta()) == state.attempts {
             return;
         }
         let Ok(text) = serde_json::to_string(&state.attempts) else {
