@@ -2,7 +2,7 @@
 //! [`Workload`] kind (a batch/v1 Job, a LeaderWorkerSet), one file per
 //! concern:
 //!
-//! - [`options`]: [`KubeOptions`].
+//! - [`options`]: the settings, [`KubeOptions`].
 //! - `submit`: idempotent create of the object and its Secret, the checks
 //!   before it (FUSE data, the service account, the kind's own).
 //! - `status`: a job's state and a batch's (one labelled LIST per poll),
