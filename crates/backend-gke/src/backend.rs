@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kinetic_core::ports::{BackendCapabilities, BackendError, PreparedJob};
 use kinetic_core::status::JobState;
 use kinetic_kube::pod::{APP_KINETIC, ManifestOptions, owner_reference};
-use kinetic_kube::{KubeBackend, KubeOptions, Workload};
+use kinetic_kube::{KubeBackend, KubeOptions, Workload, WorkloadTraits};
 use kube::api::Api;
 use serde_json::json;
 
@@ -34,26 +34,19 @@ pub struct JobKind;
 impl Workload for JobKind {
     type Object = Job;
 
-    fn backend_name(&self) -> &'static str {
-        "gke"
-    }
-
-    fn plural(&self) -> &'static str {
-        "jobs"
-    }
-
-    fn kind(&self) -> &'static str {
-        "Job"
-    }
-
-    fn app(&self) -> &'static str {
-        APP_KINETIC
-    }
-
-    fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::single_host()
-            .with_image(true)
-            .with_port_forward(true)
+    /// A Job makes its pods and records its own end: the defaults, and
+    /// `activeDeadlineSeconds: 1` to stop its pod.
+    fn traits(&self) -> WorkloadTraits {
+        WorkloadTraits::new(
+            "gke",
+            "Job",
+            "jobs",
+            APP_KINETIC,
+            BackendCapabilities::single_host()
+                .with_image(true)
+                .with_port_forward(true),
+        )
+        .end_patch(json!({"spec": {"activeDeadlineSeconds": 1}}))
     }
 
     async fn api(&self, client: &kube::Client, namespace: &str) -> Result<Api<Job>, BackendError> {
@@ -100,8 +93,37 @@ impl Workload for JobKind {
                     })
                 })
     }
+}
 
-    fn end_patch(&self, _state: &JobState) -> serde_json::Value {
-        json!({"spec": {"activeDeadlineSeconds": 1}})
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kinetic_core::status::{JobStatus, StatusReason};
+    use kinetic_kube::Keeps;
+
+    #[test]
+    fn a_job_is_named_read_and_ended_as_one() {
+        let t = JobKind.traits();
+        assert_eq!(
+            (t.backend, t.kind, t.plural, t.app),
+            ("gke", "Job", "jobs", "kinetic")
+        );
+        assert_eq!(t.event_kinds, vec!["Job"]);
+        assert_eq!(t.log_selector("kinetic-abc"), "job-name=kinetic-abc");
+        assert!(!t.saves_logs, "a Job's pods stay after it ends");
+        assert!(!t.ends_in_pods, "a Job records its own end");
+        assert_eq!(t.keeps, Keeps::Failures);
+        assert_eq!(t.end_patch, json!({"spec": {"activeDeadlineSeconds": 1}}));
+        assert!(t.capabilities.port_forward && t.capabilities.needs_image);
+        assert_eq!(t.capabilities.max_hosts, 1);
+    }
+
+    #[test]
+    fn a_job_keeps_only_the_failures_it_cannot_record() {
+        let t = JobKind.traits();
+        let failed = |r| JobState::new(JobStatus::Failed).with_reason(r);
+        assert!(t.keeps.keeps(&failed(StatusReason::Preempted)));
+        assert!(!t.keeps.keeps(&failed(StatusReason::ExitCode { code: 1 })));
+        assert!(!t.keeps.keeps(&JobState::new(JobStatus::Succeeded)));
     }
 }

@@ -7,16 +7,16 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kinetic_core::ports::{BackendCapabilities, BackendError, PreparedJob};
-use kinetic_core::status::{JobState, JobStatus};
+use kinetic_core::status::JobState;
 use kinetic_kube::pod::{ManifestOptions, owner_reference};
 use kinetic_kube::status::final_state;
-use kinetic_kube::{KubeBackend, KubeOptions, Workload};
+use kinetic_kube::{Keeps, KindCall, KubeBackend, KubeOptions, Workload, WorkloadTraits};
 use kube::api::Api;
 use kube::core::ApiResource;
 use serde_json::json;
 
 use crate::lws::{self, LABEL_WORKER_INDEX, LeaderWorkerSet};
-use crate::manifest::{self, APP_PATHWAYS, LABEL_JOB_NAME};
+use crate::manifest::{self, APP_PATHWAYS};
 use crate::status;
 
 /// Settings of a [`PathwaysBackend`].
@@ -109,33 +109,40 @@ fn crd_missing_to(action: &str, namespace: &str) -> BackendError {
 impl Workload for LwsKind {
     type Object = LeaderWorkerSet;
 
-    fn backend_name(&self) -> &'static str {
-        "pathways"
-    }
-
-    fn plural(&self) -> &'static str {
-        lws::PLURAL
-    }
-
-    fn kind(&self) -> &'static str {
-        lws::KIND
-    }
-
-    /// The StatefulSets' (a pod refused, a pod recreated) and the
-    /// LeaderWorkerSet's (its StatefulSet refused, its group recreated).
-    fn event_kinds(&self) -> Vec<&'static str> {
-        vec!["StatefulSet", lws::KIND]
-    }
-
-    fn app(&self) -> &'static str {
-        APP_PATHWAYS
-    }
-
-    fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::single_host()
-            .with_multi_host(max_hosts())
-            .with_image(true)
-            .with_port_forward(true)
+    /// A LeaderWorkerSet never finishes by itself and its StatefulSets
+    /// recreate the pods that end:
+    ///
+    /// - events: the StatefulSets' (a pod refused, a pod recreated) and
+    ///   the LeaderWorkerSet's (its StatefulSet refused, its group
+    ///   recreated);
+    /// - log pods: the leader's: its log is the job's output (each host's
+    ///   runner prints to its own pod; the leader's carries the result),
+    ///   and its ports are the job's (a debug job's debugger listens on
+    ///   the leader);
+    /// - the leader's log is kept when the job ends, since its pod goes;
+    /// - the end is told by the pods, so `cancel` reads the state first,
+    ///   and every end is written on the object, so that no later
+    ///   recreation of the group can run the job again;
+    /// - an ended slice is scaled to no group: the controller deletes its
+    ///   pods (hosts still running would wait for a lost one forever, and
+    ///   the StatefulSet would run an ended leader again).
+    fn traits(&self) -> WorkloadTraits {
+        WorkloadTraits::new(
+            "pathways",
+            lws::KIND,
+            lws::PLURAL,
+            APP_PATHWAYS,
+            BackendCapabilities::single_host()
+                .with_multi_host(max_hosts())
+                .with_image(true)
+                .with_port_forward(true),
+        )
+        .event_kinds(&["StatefulSet", lws::KIND])
+        .log_pod_label(LABEL_WORKER_INDEX, "0")
+        .saves_logs(true)
+        .ends_in_pods(true)
+        .keeps(Keeps::EveryEnd)
+        .end_patch(json!({"spec": {"replicas": 0}}))
     }
 
     async fn api(
@@ -185,15 +192,13 @@ impl Workload for LwsKind {
         )
     }
 
-    /// The leader's pods: its log is the job's output (each host's runner
-    /// prints to its own pod; the leader's carries the result), and its
-    /// ports are the job's (a debug job's debugger listens on the leader;
-    /// `port_forward` reaches the leader's running pod).
-    fn log_selector(&self, k8s_name: &str) -> String {
-        format!("{LABEL_JOB_NAME}={k8s_name},{LABEL_WORKER_INDEX}=0")
+    fn needs_pods(&self, object: &LeaderWorkerSet) -> bool {
+        final_state(&object.metadata).is_none()
     }
 
-    fn needs_pods(&self, object: &LeaderWorkerSet) -> bool {
+    /// The events tell of a host that restarted or ended and was replaced
+    /// between two polls.
+    fn reads_events(&self, object: &LeaderWorkerSet) -> bool {
         final_state(&object.metadata).is_none()
     }
 
@@ -243,52 +248,67 @@ impl Workload for LwsKind {
         final_state(&object.metadata).is_some()
     }
 
-    /// An ended slice is scaled to no group: the controller deletes its
-    /// pods (hosts still running would wait for a lost one forever, and
-    /// the StatefulSet would run an ended leader again).
-    fn end_patch(&self, _state: &JobState) -> serde_json::Value {
-        json!({"spec": {"replicas": 0}})
-    }
-
-    /// A StatefulSet recreates a pod that ended: the leader's log is kept
-    /// when the job ends.
-    fn saves_logs(&self) -> bool {
-        true
-    }
-
-    /// The events tell of a host that restarted or ended and was replaced
-    /// between two polls.
-    fn reads_events(&self, object: &LeaderWorkerSet) -> bool {
-        final_state(&object.metadata).is_none()
-    }
-
-    /// Every end: the LeaderWorkerSet itself never finishes, so the end
-    /// its pods showed is written on it, and no later recreation of the
-    /// group can run the job again.
-    fn keeps(&self, state: &JobState) -> bool {
-        state.status.is_terminal() && state.status != JobStatus::NotFound
-    }
-
-    fn ends_in_pods(&self) -> bool {
-        true
-    }
-
-    async fn list_not_found(&self, client: &kube::Client, namespace: &str) -> Option<BackendError> {
-        match self.discover(client).await {
-            Served::Missing => Some(crd_missing_to("list LeaderWorkerSets", namespace)),
-            Served::At(_) => None,
-        }
-    }
-
-    async fn create_not_found(
+    /// A 404 on a kind the cluster does not serve: the CRD is missing.
+    async fn explain_not_found(
         &self,
         client: &kube::Client,
         namespace: &str,
-        _error: &kube::Error,
+        call: KindCall,
     ) -> Option<BackendError> {
         match self.discover(client).await {
-            Served::Missing => Some(crd_missing(namespace)),
+            Served::Missing => Some(match call {
+                KindCall::List => crd_missing_to("list LeaderWorkerSets", namespace),
+                _ => crd_missing(namespace),
+            }),
             Served::At(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kinetic_core::status::{JobStatus, StatusReason};
+
+    #[test]
+    fn a_leader_worker_set_reads_its_stateful_sets_and_its_leader() {
+        let t = LwsKind::default().traits();
+        assert_eq!(
+            (t.backend, t.kind, t.plural, t.app),
+            (
+                "pathways",
+                "LeaderWorkerSet",
+                "leaderworkersets",
+                "kinetic-pathways"
+            )
+        );
+        assert_eq!(t.event_kinds, vec!["StatefulSet", "LeaderWorkerSet"]);
+        assert_eq!(
+            t.log_selector("kinetic-abc"),
+            "job-name=kinetic-abc,leaderworkerset.sigs.k8s.io/worker-index=0"
+        );
+        assert!(
+            t.saves_logs,
+            "a StatefulSet recreates the leader that ended"
+        );
+        assert!(
+            t.ends_in_pods,
+            "the LeaderWorkerSet never finishes by itself"
+        );
+        assert_eq!(t.end_patch, json!({"spec": {"replicas": 0}}));
+        assert!(t.capabilities.port_forward && t.capabilities.needs_image);
+        assert_eq!(t.capabilities.max_hosts, max_hosts());
+    }
+
+    #[test]
+    fn a_leader_worker_set_keeps_every_end() {
+        let t = LwsKind::default().traits();
+        assert_eq!(t.keeps, Keeps::EveryEnd);
+        assert!(t.keeps.keeps(&JobState::new(JobStatus::Succeeded)));
+        assert!(t.keeps.keeps(
+            &JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code: 1 })
+        ));
+        assert!(!t.keeps.keeps(&JobState::new(JobStatus::NotFound)));
+        assert!(!t.keeps.keeps(&JobState::new(JobStatus::Running)));
     }
 }

@@ -15,10 +15,17 @@
 //! - [`status`]: pod states → typed reasons (unschedulable, image pull
 //!   error, OOM killed, preempted, evicted, deadline exceeded), the final
 //!   state and pending deadline a workload carries.
-//! - [`KubeBackend`]: idempotent submit, status, group status (one
-//!   labelled LIST per poll), logs across restarts (snapshot, tail,
-//!   follow), cancel and final states written on the object, cleanup
-//!   (foreground deletion), list.
+//! - [`workload`]: the [`Workload`] trait a kind implements (build the
+//!   object, read a state from it and its pods, probe logs) and
+//!   [`WorkloadTraits`], what differs between kinds as one value (names,
+//!   the events to read, the log pods, the end patch, whether logs are
+//!   kept, which states are written as final).
+//! - [`backend`]: [`KubeBackend`], one file per concern: `submit`
+//!   (idempotent), `status` (group status with one labelled LIST per
+//!   poll), `finalise` (cancel and final states written on the object),
+//!   `logs` (across restarts, kept when the pods go) and `follow`,
+//!   `cleanup` (foreground deletion), `list`, `port_forward`; its
+//!   [`KubeOptions`] in [`backend::options`].
 
 pub mod backend;
 pub mod client;
@@ -26,8 +33,10 @@ pub mod error;
 mod forward;
 pub mod pod;
 pub mod status;
+pub mod workload;
 
-pub use backend::{KubeBackend, KubeOptions, Workload};
+pub use backend::{KubeBackend, KubeOptions};
 pub use client::{LazyClient, USER_AGENT};
 pub use error::api_status;
 pub use pod::{FuseMount, ManifestOptions};
+pub use workload::{Keeps, KindCall, Workload, WorkloadTraits};
