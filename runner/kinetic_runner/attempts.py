@@ -8,7 +8,7 @@ import os
 import re
 import time
 
-from .protocol import NotFound, RunnerError, _HOST_INDEX_RE
+from .protocol import NotFound, RunnerError
 from .gcs import Storage
 
 
@@ -96,6 +96,8 @@ def _own_attempt(spec, storage: Storage, environ, host_index: int) -> tuple:
 
 # --------------------------------------------------------------------------
 # Host index
+
+_HOST_INDEX_RE = re.compile(r"^[+-]?[0-9]+$")
 
 
 def host_index_from_env(environ) -> tuple:

@@ -13,7 +13,7 @@ from .protocol import (
 )
 
 
-def _inside(root: str, path: str) -> bool:
+def is_inside(root: str, path: str) -> bool:
     """Whether ``path`` is ``root`` or below it (both already normalised)."""
     try:
         return os.path.commonpath([root, path]) == root
@@ -119,7 +119,7 @@ def extract_context(zip_path: str, workspace: str, limits: dict | None = None) -
                 continue
             target = os.path.join(workspace, *parts)
             parent = os.path.dirname(target)
-            if not _inside(root, os.path.realpath(parent)):
+            if not is_inside(root, os.path.realpath(parent)):
                 raise RunnerError("refusing context entry %r: it goes through a symlink out of the workspace" % info.filename)
             os.makedirs(parent, exist_ok=True)
             mode = (info.external_attr >> 16) if info.create_system == 3 else 0
@@ -133,7 +133,7 @@ def extract_context(zip_path: str, workspace: str, limits: dict | None = None) -
             elif stat.S_ISLNK(mode):
                 link = archive.read(info).decode("utf-8", "surrogateescape")
                 resolved = os.path.realpath(os.path.join(os.path.realpath(parent), link))
-                if os.path.isabs(link) or not _inside(root, resolved):
+                if os.path.isabs(link) or not is_inside(root, resolved):
                     raise RunnerError("refusing context entry %r: symlink to %r points out of the workspace" % (info.filename, link))
                 if os.path.lexists(target):
                     os.unlink(target)

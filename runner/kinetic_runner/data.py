@@ -10,9 +10,9 @@ import urllib.parse
 
 from .protocol import DOWNLOAD_WORKERS, NotFound, RunnerError
 from .gcs import Storage, parse_uri
-from .context import _inside, unsafe_entry_reason
+from .context import is_inside, unsafe_entry_reason
 from .artifacts import sha256_file
-from .hf import HF_SCHEME, _check_ref, import_datasets, load_hf_dataset
+from .hf import HF_SCHEME, import_datasets, load_hf_dataset
 
 
 def is_data_ref(value) -> bool:
@@ -23,7 +23,7 @@ def mount_target(mount_root: str, mount_path: str) -> str:
     """Where a volume mounted at ``mount_path`` is placed under ``mount_root``."""
     root = os.path.normpath(os.path.abspath(mount_root))
     target = os.path.normpath(os.path.join(root, mount_path.lstrip("/")))
-    if not _inside(root, target):
+    if not is_inside(root, target):
         raise RunnerError("mount path %r escapes the mount root" % mount_path)
     return target
 
@@ -108,7 +108,7 @@ class DataResolver:
         for entry in files:
             name = entry["name"]
             dest = os.path.join(target, *name.split("/"))
-            if unsafe_entry_reason(name) or not _inside(real_target, os.path.realpath(os.path.dirname(dest))):
+            if unsafe_entry_reason(name) or not is_inside(real_target, os.path.realpath(os.path.dirname(dest))):
                 raise RunnerError("refusing data file %r of %s: it would land outside %s" % (name, uri, target))
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             jobs.append((entry, dest))
@@ -205,7 +205,7 @@ class DataResolver:
                 continue
             rel = object_name[len(prefix):]
             dest = os.path.join(target, *rel.split("/"))
-            if unsafe_entry_reason(rel) or not _inside(real_target, os.path.realpath(os.path.dirname(dest))):
+            if unsafe_entry_reason(rel) or not is_inside(real_target, os.path.realpath(os.path.dirname(dest))):
                 raise RunnerError("refusing data object gs://%s/%s: it would land outside %s" % (bucket, object_name, target))
             jobs.append((object_name, dest))
         if not jobs and base:
@@ -268,3 +268,11 @@ def read_cache_marker(storage: Storage, uri: str, marker_uri: str) -> list:
     if listing.hexdigest() != expected:
         raise RunnerError("data cache marker %s lists files that do not hash to %s" % (marker_uri, expected))
     return files
+
+
+def _check_ref(ref: dict) -> None:
+    if not isinstance(ref.get("uri"), str) or not ref["uri"]:
+        raise RunnerError("data reference without a 'uri': %r" % (ref,))
+    mount = ref.get("mount_path")
+    if mount is not None and not (isinstance(mount, str) and mount.startswith("/")):
+        raise RunnerError("data reference %s: mount_path must be an absolute path, not %r" % (ref["uri"], mount))

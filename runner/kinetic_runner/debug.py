@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import time
 
-from .protocol import NotFound, RunnerError, _field
+from .protocol import NotFound, RunnerError, spec_field
 
 
-def _debug(doc):
+def debug_settings(doc):
     """``spec.debug``: ``None``, or where the readiness marker goes, the port and the wait."""
     if doc is None:
         return None
     if not isinstance(doc, dict):
         raise RunnerError("spec.debug must be an object or null")
-    ready_uri = _field(doc, "ready_uri", str, where="spec.debug.")
-    port = _field(doc, "port", int, where="spec.debug.")
-    wait = _field(doc, "wait_timeout_seconds", int, where="spec.debug.")
-    leader_ready_uri = _field(doc, "leader_ready_uri", str, None, where="spec.debug.")
+    ready_uri = spec_field(doc, "ready_uri", str, where="spec.debug.")
+    port = spec_field(doc, "port", int, where="spec.debug.")
+    wait = spec_field(doc, "wait_timeout_seconds", int, where="spec.debug.")
+    leader_ready_uri = spec_field(doc, "leader_ready_uri", str, None, where="spec.debug.")
     if not 0 < port < 65536 or wait < 0:
         raise RunnerError("spec.debug.port must be a port (1-65535) and wait_timeout_seconds >= 0")
     return {"ready_uri": ready_uri, "port": port, "wait_timeout_seconds": wait, "leader_ready_uri": leader_ready_uri}

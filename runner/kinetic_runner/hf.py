@@ -7,7 +7,7 @@ import sys
 import urllib.parse
 
 from .protocol import DATA, RunnerError, log, warn
-from .context import _inside
+from .context import is_inside
 
 
 # hf://REPO_ID[?split=S&config_name=C&revision=R] is loaded on the host with
@@ -55,7 +55,7 @@ def import_datasets(uri: str, workspace: str | None):
     saved = list(sys.path)
     if workspace is not None:
         root = os.path.realpath(workspace)
-        sys.path[:] = [p for p in sys.path if not _inside(root, os.path.realpath(p or os.getcwd()))]
+        sys.path[:] = [p for p in sys.path if not is_inside(root, os.path.realpath(p or os.getcwd()))]
     try:
         import datasets  # noqa: PLC0415 - only jobs with hf:// data need it
     except ImportError as err:
@@ -85,11 +85,3 @@ def load_hf_dataset(datasets, uri: str, trust_remote_code: bool, target: str, ca
     dataset = datasets.load_dataset(spec["repo_id"], **kwargs)
     os.makedirs(target, exist_ok=True)
     dataset.save_to_disk(target)
-
-
-def _check_ref(ref: dict) -> None:
-    if not isinstance(ref.get("uri"), str) or not ref["uri"]:
-        raise RunnerError("data reference without a 'uri': %r" % (ref,))
-    mount = ref.get("mount_path")
-    if mount is not None and not (isinstance(mount, str) and mount.startswith("/")):
-        raise RunnerError("data reference %s: mount_path must be an absolute path, not %r" % (ref["uri"], mount))

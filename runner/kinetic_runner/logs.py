@@ -8,7 +8,7 @@ import time
 
 from .protocol import STARTUP, warn
 from .gcs import Storage
-from .redaction import _write_all
+from .redaction import write_all
 from .attempts import host_index_from_env
 
 
@@ -104,7 +104,7 @@ class LogUploader:
         except Exception as err:  # noqa: BLE001 - the job goes on; the bytes are kept
             if not self.warned:
                 self.warned = True
-                _write_all(2, ("[kinetic] logs: warning: cannot copy output to %s: %s: %s (will retry)\n"
+                write_all(2, ("[kinetic] logs: warning: cannot copy output to %s: %s: %s (will retry)\n"
                                % (uri, type(err).__name__, err)).encode("utf-8", "replace"))
             return False
         self.seq += 1

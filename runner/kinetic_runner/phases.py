@@ -25,14 +25,14 @@ from .debug import (
     LEADER_SETUP_GRACE_SECONDS, WAIT_LEADER_ENV, debug_listen_address, import_debugpy, wait_for_leader,
     waits_for_leader,
 )
-from .context import _inside, extract_context
+from .context import is_inside, extract_context
 from .plan import PlanActions, plan_actions, read_plan
 from .artifacts import sha256_file
 from .job_module import place_job_module
 from .data import DataResolver, mount_target
 from .values import from_wire, json_keeps
 from .spec import Spec
-from .results import PhaseFailure, _safe_repr, _safe_str, failure_document, success_document
+from .results import PhaseFailure, safe_repr, safe_str, failure_document, success_document
 from .python_values import RUNNER_MODULE, call_pickled, decode_python_values, pickled_document
 from .processes import ensure_cloudpickle, install_command, run_capturing_stderr, wait_forwarding_signals
 
@@ -105,7 +105,7 @@ class Runner:
                 return EXIT_FAILED
             # A full disk: the failure without its traceback may still fit,
             # and says what failed rather than nothing.
-            error = dict(error, traceback="(traceback not kept: %s)" % _safe_str(err))
+            error = dict(error, traceback="(traceback not kept: %s)" % safe_str(err))
             try:
                 self.storage.write_bytes(target, failure_document(error, self.host_index).encode("utf-8"))
             except Exception as again:  # noqa: BLE001
@@ -263,7 +263,7 @@ class Runner:
     def _load_path(self, rel: str):
         workspace = os.path.join(self.tmp, "workspace")
         path = os.path.normpath(os.path.join(workspace, rel))
-        if not _inside(os.path.realpath(workspace), os.path.realpath(path)):
+        if not is_inside(os.path.realpath(workspace), os.path.realpath(path)):
             raise RunnerError("entrypoint path %r is outside the workspace" % rel)
         if not os.path.isfile(path):
             raise RunnerError("entrypoint path %r is not a file in the context" % rel)
@@ -385,7 +385,7 @@ class Runner:
                 raise PhaseFailure(
                     SERIALIZE, "ResultNotJSON",
                     "the return value cannot travel as JSON without changing its types, and cannot be "
-                    "pickled (%s: %s): %s" % (type(err).__name__, err, _safe_repr(value)),
+                    "pickled (%s: %s): %s" % (type(err).__name__, err, safe_repr(value)),
                     "".join(traceback.format_exception(type(err), err, err.__traceback__))) from None
         try:
             return success_document(value, self.host_index)
@@ -404,7 +404,7 @@ class Runner:
             raise PhaseFailure(
                 SERIALIZE, "ResultNotJSON",
                 "the function returned %s, which cannot be encoded as JSON (%s): %s%s"
-                % (_article(type(value).__name__), err, _safe_repr(value), advice),
+                % (_article(type(value).__name__), err, safe_repr(value), advice),
                 "") from None
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from .context import _inside
+from .context import is_inside
 
 
 class PlanActions:
@@ -40,7 +40,7 @@ def plan_actions(plan, workspace: str) -> PlanActions:
 
     def under_root(rel: str):
         path = root if rel in ("", ".") else os.path.normpath(os.path.join(root, rel))
-        return path, _inside(real_root, os.path.realpath(path))
+        return path, is_inside(real_root, os.path.realpath(path))
 
     rels = plan.get("sys_path_rel")
     if not isinstance(rels, list):

@@ -3,7 +3,6 @@ runner's own log lines on stderr, its errors, and the spec field reader."""
 
 from __future__ import annotations
 
-import re
 import sys
 
 
@@ -44,7 +43,6 @@ REPR_LIMIT = 2000
 STDERR_TAIL_LINES = 40
 DEFAULT_GCS_ENDPOINT = "https://storage.googleapis.com"
 TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
-_HOST_INDEX_RE = re.compile(r"^[+-]?[0-9]+$")
 
 
 # --------------------------------------------------------------------------
@@ -108,7 +106,7 @@ class NotFound(StorageError):
 _MISSING = object()
 
 
-def _field(doc: dict, key: str, kind: type, default=_MISSING, where: str = "spec."):
+def spec_field(doc: dict, key: str, kind: type, default=_MISSING, where: str = "spec."):
     value = doc.get(key)
     if value is None:
         if default is _MISSING:

@@ -131,7 +131,7 @@ class RedactedOutput:
         with self.lock:
             if self.sink is not None:
                 self.sink.append(data)
-            _write_all(target, data)
+            write_all(target, data)
 
     def close(self, timeout: float = 5.0) -> None:
         """Puts the descriptors back and waits for what is in the pipes."""
@@ -144,7 +144,7 @@ class RedactedOutput:
         self.streams = []
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

@@ -68,9 +68,9 @@ class PhaseFailure(Exception):
         elif isinstance(exc, SystemExit):
             error_type, message = "SystemExit", describe_exit(exc.code)
         elif user_code or not isinstance(exc, Exception):
-            error_type, message = qualified_name(type(exc)), _safe_str(exc)
+            error_type, message = qualified_name(type(exc)), safe_str(exc)
         else:
-            error_type, message = "RunnerError", "%s: %s" % (qualified_name(type(exc)), _safe_str(exc))
+            error_type, message = "RunnerError", "%s: %s" % (qualified_name(type(exc)), safe_str(exc))
         tb = exc.__traceback__
         if user_code:
             tb = _user_traceback(tb)
@@ -79,18 +79,18 @@ class PhaseFailure(Exception):
         return cls(phase, error_type, message, text)
 
 
-def _safe_str(value) -> str:
+def safe_str(value) -> str:
     try:
         return str(value)
     except Exception as err:  # noqa: BLE001
         return "<unprintable %s: %s>" % (type(value).__name__, type(err).__name__)
 
 
-def _safe_repr(value) -> str:
+def safe_repr(value) -> str:
     try:
         text = repr(value)
     except Exception as err:  # noqa: BLE001
-        text = "<unreprable %s: %s>" % (type(value).__name__, _safe_str(err))
+        text = "<unreprable %s: %s>" % (type(value).__name__, safe_str(err))
     return text if len(text) <= REPR_LIMIT else text[:REPR_LIMIT] + "..."
 
 

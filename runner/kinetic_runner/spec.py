@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-from .protocol import DEFAULT_EXTRACT_LIMITS, PROTOCOL, RunnerError, _field
+from .protocol import DEFAULT_EXTRACT_LIMITS, PROTOCOL, RunnerError, spec_field
 from .gcs import Storage, parse_uri
-from .debug import _debug
+from .debug import debug_settings
 from .data import is_data_ref
 from .values import unlimited_int_digits
 
@@ -16,21 +16,21 @@ class Spec:
     """The validated fields of spec.json the runner uses."""
 
     def __init__(self, doc: dict) -> None:
-        self.job_id = _field(doc, "job_id", str)
+        self.job_id = spec_field(doc, "job_id", str)
         self.entrypoint = _entrypoint(doc.get("entrypoint"))
-        self.args = _field(doc, "args", list, [])
-        self.kwargs = _field(doc, "kwargs", dict, {})
+        self.args = spec_field(doc, "args", list, [])
+        self.kwargs = spec_field(doc, "kwargs", dict, {})
         named = [("argument %d" % i, v) for i, v in enumerate(self.args)]
         for where, value in named + [("keyword argument %r" % k, v) for k, v in self.kwargs.items()]:
             number = out_of_range_number(value)
             if number is not None:
                 raise RunnerError("%s: the number %s is out of the range of a float (Python would read it as %r); "
                                   "pass a number a float can hold, or a string" % (where, number.text, float(number)))
-        self.volumes = _volumes(_field(doc, "volumes", list, []))
-        self.env_names = _field(doc, "env_names", list, [])
+        self.volumes = _volumes(spec_field(doc, "volumes", list, []))
+        self.env_names = spec_field(doc, "env_names", list, [])
         if not all(isinstance(n, str) and n for n in self.env_names):
             raise RunnerError("spec.env_names must be a list of non-empty strings")
-        self.secret_names = _field(doc, "secret_names", list, [])
+        self.secret_names = spec_field(doc, "secret_names", list, [])
         if not all(isinstance(n, str) and n for n in self.secret_names):
             raise RunnerError("spec.secret_names must be a list of non-empty strings")
         output_dir = doc.get("output_dir")
@@ -42,24 +42,24 @@ class Spec:
         requirements = doc.get("requirements")
         self.requirements = None if requirements is None else _artifact(requirements, "requirements")
         self.plan = doc.get("plan")
-        cluster = _field(doc, "cluster", dict, {})
-        self.accelerator = _field(cluster, "accelerator", str, "cpu", "spec.cluster.")
-        self.num_nodes = _field(cluster, "num_nodes", int, 1, "spec.cluster.")
-        self.num_gpus_per_node = _field(cluster, "num_gpus_per_node", int, 0, "spec.cluster.")
-        self.num_accelerators_per_node = _field(cluster, "num_accelerators_per_node", int,
+        cluster = spec_field(doc, "cluster", dict, {})
+        self.accelerator = spec_field(cluster, "accelerator", str, "cpu", "spec.cluster.")
+        self.num_nodes = spec_field(cluster, "num_nodes", int, 1, "spec.cluster.")
+        self.num_gpus_per_node = spec_field(cluster, "num_gpus_per_node", int, 0, "spec.cluster.")
+        self.num_accelerators_per_node = spec_field(cluster, "num_accelerators_per_node", int,
                                                 self.num_gpus_per_node, "spec.cluster.")
-        self.node_ips = _field(cluster, "node_ips", list, [], "spec.cluster.")
+        self.node_ips = spec_field(cluster, "node_ips", list, [], "spec.cluster.")
         if not all(isinstance(ip, str) for ip in self.node_ips):
             raise RunnerError("spec.cluster.node_ips must be a list of strings")
-        self.cluster_name = _field(cluster, "cluster_name", str, "", "spec.cluster.")
-        self.cloud = _field(cluster, "cloud", str, "GCP", "spec.cluster.")
-        self.region = _field(cluster, "region", str, None, "spec.cluster.")
-        self.zone = _field(cluster, "zone", str, None, "spec.cluster.")
+        self.cluster_name = spec_field(cluster, "cluster_name", str, "", "spec.cluster.")
+        self.cloud = spec_field(cluster, "cloud", str, "GCP", "spec.cluster.")
+        self.region = spec_field(cluster, "region", str, None, "spec.cluster.")
+        self.zone = spec_field(cluster, "zone", str, None, "spec.cluster.")
         python_values = doc.get("python_values")
         if python_values is not None and not isinstance(python_values, str):
             raise RunnerError("spec.python_values must be a Python version string ('3.11') or null")
         self.python_values = python_values
-        self.debug = _debug(doc.get("debug"))
+        self.debug = debug_settings(doc.get("debug"))
         starts_uri = doc.get("starts_uri")
         if starts_uri is not None and (not isinstance(starts_uri, str) or not starts_uri):
             raise RunnerError("spec.starts_uri must be a non-empty string or null")

@@ -697,6 +697,17 @@ mod tests {
     }
 
     #[test]
+    fn the_runner_digest_hashes_the_built_file() {
+        // The one file the runner crate builds from the package, not a source file of it.
+        assert!(RUNNER_SOURCE.starts_with("#!/usr/bin/env python3\n"));
+        assert!(RUNNER_SOURCE.contains("\n# ---- kinetic_runner/phases.py\n"));
+        assert_eq!(
+            runner_digest(),
+            hex::encode(Sha256::digest(kinetic_runner::RUNNER_SOURCE.as_bytes()))
+        );
+    }
+
+    #[test]
     fn the_runner_defaults_its_limits_as_the_engine_does() {
         let d = ExtractLimits::default();
         let line = format!(
