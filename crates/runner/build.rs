@@ -2,6 +2,9 @@
 //! `runner/kinetic_runner/` and the job-side module `runner/kinetic_job.py`
 //! (the rules: `src/assemble.rs`), into `$OUT_DIR/kinetic_runner.py`.
 
+// The library's module, compiled into the build script too: its `pub`
+// items are the library's interface, not the script's.
+#[allow(unreachable_pub)]
 #[path = "src/assemble.rs"]
 mod assemble;
 
