@@ -5,6 +5,7 @@ Set KINETIC_RUNNER_PYTHON to run the runner under another interpreter (e.g. a
 Python 3.9) than the one running the tests.
 """
 
+import atexit
 import hashlib
 import json
 import os
@@ -15,8 +16,25 @@ import tempfile
 import unittest
 import zipfile
 
+from runner import assemble
+
 RUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNNER = os.path.join(RUNNER_DIR, "kinetic_runner.py")
+
+
+def _build_runner():
+    """The runner as the engine ships it: the package built into one file
+    (runner/assemble.py, the rules of crates/runner/build.rs), in a
+    directory of its own, as in an image's /app."""
+    directory = tempfile.mkdtemp(prefix="kinetic-runner-built-")
+    atexit.register(shutil.rmtree, directory, True)
+    path = os.path.join(directory, "kinetic_runner.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(assemble.assemble())
+    return path
+
+
+# The built runner every test runs.
+RUNNER = _build_runner()
 PYTHON = os.environ.get("KINETIC_RUNNER_PYTHON") or sys.executable
 JOB_ID = "job-0a1b2c3d"
 # Hosts a test spec names result URIs for (the engine names one per host of the slice).

@@ -7,6 +7,7 @@ import unittest
 from unittest import mock
 
 from runner import kinetic_runner as kr
+from runner.kinetic_runner import environment
 from runner.tests.support import RunnerTestCase, data_ref, file_uri, function_entry
 
 SENTINEL = "s3cr3t-SENTINEL-value-7f1e"
@@ -138,7 +139,7 @@ class TopologyTests(RunnerTestCase):
         names = kr.lws_host_addresses(self.LWS)
         table = {name: "10.4.0.%d" % (i + 7) for i, name in enumerate(names)}
         infos = []
-        with mock.patch.object(kr, "_lookup", lambda name: table[name] if name in table else _raise(name)):
+        with mock.patch.object(environment, "_lookup", lambda name: table[name] if name in table else _raise(name)):
             for rank in range(4):
                 env = dict(self.LWS, LWS_WORKER_INDEX=str(rank))
                 infos.append(json.loads(kr.topology_env(self.group_spec(), rank, env)["KINETIC_CLUSTER_INFO"]))

@@ -6,7 +6,7 @@ import json
 import os
 import unittest
 
-from runner.tests.support import RUNNER_DIR, RunnerTestCase, function_entry
+from runner.tests.support import RUNNER, RunnerTestCase, function_entry
 
 ERRS = {"errs.py": "def builtin():\n    raise ValueError('bad input')\n"}
 
@@ -41,7 +41,7 @@ if limit:
 
     kinetic_runner._write_partial = small_only
 sys.exit(kinetic_runner.main(sys.argv[1:]))
-""" % RUNNER_DIR
+""" % os.path.dirname(RUNNER)
 
 
 class FullDiskTests(RunnerTestCase):

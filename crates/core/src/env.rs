@@ -99,7 +99,7 @@ pub const REDACTED: &str = "<redacted>";
 /// agent's secret masker drops values shorter than its `MinSecretLength`.
 /// A shorter value still reaches the job; the submitter is told once,
 /// by name ([`EnvWarning::TooShortToRedact`]). The runner keeps the same
-/// floor (`MIN_REDACTED_CHARS` in `kinetic_runner.py`).
+/// floor (`MIN_REDACTED_CHARS` in `runner/kinetic_runner/redaction.py`).
 pub const MIN_REDACTED_CHARS: usize = 8;
 
 /// Whether a secret's value is long enough to be redacted

@@ -5,7 +5,7 @@
 //! writes `{job_id}/result.json` ([`RunnerResult`]) at the URI the spec
 //! names (keys: [`crate::layout`]). Both are plain JSON so
 //! any language can read them. The runner itself (Python, standard library
-//! only) ships inside this crate as [`RUNNER_SOURCE`].
+//! only) comes from the `kinetic-runner` crate as [`RUNNER_SOURCE`].
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -16,21 +16,21 @@ use crate::json::JsonError;
 /// The protocol version this crate writes and reads.
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// The runner program (`runner/kinetic_runner.py`), embedded so every
-/// backend ships exactly the runner this engine speaks to. It carries the
-/// job-side `kinetic` module ([`JOB_MODULE_SOURCE`]) on its
-/// `JOB_MODULE_SOURCE` line (written there by this crate's `build.rs`),
-/// which the runner places first on every job's `sys.path`; the image tag
-/// and the local runner's file name hash both through this text.
-pub const RUNNER_SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/kinetic_runner.py"));
+/// The runner program, built by the `kinetic-runner` crate from the package
+/// `runner/kinetic_runner/` into one Python file, so every backend ships
+/// exactly the runner this engine speaks to. It carries the job-side
+/// `kinetic` module ([`JOB_MODULE_SOURCE`]) on its `JOB_MODULE_SOURCE`
+/// line, which the runner places first on every job's `sys.path`; the
+/// image tag and the local runner's file name hash both through this text.
+pub use kinetic_runner::RUNNER_SOURCE;
 
 /// The job-side `kinetic` module (`runner/kinetic_job.py`): what
 /// `import kinetic` gives inside a job, whatever the image. Standard
 /// library only; [`RUNNER_SOURCE`] carries it.
-pub const JOB_MODULE_SOURCE: &str = include_str!("../../../runner/kinetic_job.py");
+pub use kinetic_runner::JOB_MODULE_SOURCE;
 
 /// File name the runner is installed under (in images and local state dirs).
-pub const RUNNER_FILE_NAME: &str = "kinetic_runner.py";
+pub use kinetic_runner::RUNNER_FILE_NAME;
 
 /// SHA-256 (hex) of [`RUNNER_SOURCE`]; part of image tags and of the local
 /// backend's runner file name, so a changed runner is never mistaken for an old one.
@@ -693,9 +693,18 @@ mod tests {
             RUNNER_SOURCE.contains("\nJOB_MODULE_SOURCE = \"\\\"\\\"\\\"Kinetic, as a job sees it")
         );
         assert!(JOB_MODULE_SOURCE.contains("def run("));
-        let plain = include_str!("../../../runner/kinetic_runner.py");
-        assert!(plain.contains("\nJOB_MODULE_SOURCE = None\n"));
-        assert!(RUNNER_SOURCE.len() > plain.len() + JOB_MODULE_SOURCE.len());
+        assert!(RUNNER_SOURCE.len() > JOB_MODULE_SOURCE.len());
+    }
+
+    #[test]
+    fn the_runner_digest_hashes_the_built_file() {
+        // The one file the runner crate builds from the package, not a source file of it.
+        assert!(RUNNER_SOURCE.starts_with("#!/usr/bin/env python3\n"));
+        assert!(RUNNER_SOURCE.contains("\n# ---- kinetic_runner/phases.py\n"));
+        assert_eq!(
+            runner_digest(),
+            hex::encode(Sha256::digest(kinetic_runner::RUNNER_SOURCE.as_bytes()))
+        );
     }
 
     #[test]

@@ -1,0 +1,119 @@
+"""Entry point: the command line and the process around one run."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from .protocol import EXECUTE, EXIT_BAD_INVOCATION, RunnerError, STARTUP, UPLOAD, flush_streams, log, warn
+from .gcs import Storage
+from .redaction import RedactedOutput
+from .logs import start_log_upload
+from .spec import load_spec
+from .phases import Runner
+
+
+# The runner's options, once for both readers below: (flag, default,
+# accepted values or None, help). The attribute is the flag without its
+# dashes, `-` as `_`.
+RUNNER_OPTIONS = (
+    ("--spec", None, None, "spec.json URI: gs://, file:// or an absolute path"),
+    ("--workdir", None, None, "where to make the temporary directory (default: system temp)"),
+    ("--mount-root", "/", None, "directory volume mount paths are placed under (default /)"),
+    ("--log-copy", "on", ("on", "off"),
+     "copy the output to spec.json's log_uris while running (default on; off when the "
+     "backend keeps the output and copies it itself)"),
+)
+
+
+def _option_name(flag: str) -> str:
+    return flag[2:].replace("-", "_")
+
+
+def parse_args(argv: list):
+    # What the backends pass (each option followed by its value) is read
+    # here; anything else goes through argparse, for its errors and help.
+    options = {flag: (default, choices) for flag, default, choices, _ in RUNNER_OPTIONS}
+    if len(argv) % 2 == 0 and all(
+            argv[i] in options and not argv[i + 1].startswith("-") for i in range(0, len(argv), 2)):
+        args = {_option_name(flag): default for flag, (default, _) in options.items()}
+        for i in range(0, len(argv), 2):
+            args[_option_name(argv[i])] = argv[i + 1]
+        if all(choices is None or args[_option_name(flag)] in choices
+               for flag, (_, choices) in options.items()):
+            import types
+            return types.SimpleNamespace(**args)
+    import argparse
+
+    class _ArgumentParser(argparse.ArgumentParser):
+        def error(self, message):
+            log(STARTUP, "bad invocation: %s" % message)
+            sys.exit(EXIT_BAD_INVOCATION)
+
+    parser = _ArgumentParser(prog="kinetic_runner.py", allow_abbrev=False,
+                             description="Runs one Kinetic job (runner protocol v1).")
+    for flag, default, choices, text in RUNNER_OPTIONS:
+        parser.add_argument(flag, default=default, choices=choices, help=text)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        log(STARTUP, "ignoring unknown arguments: %s" % " ".join(unknown))
+    return args
+
+
+def live_non_daemon_threads() -> list:
+    main = threading.main_thread()
+    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
+
+
+def main(argv: list | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if not args.spec:
+        log(STARTUP, "bad invocation: --spec URI is required")
+        return EXIT_BAD_INVOCATION
+    storage = Storage()
+    try:
+        spec_doc = load_spec(storage, args.spec)
+    except RunnerError as err:
+        log(STARTUP, "bad invocation: %s" % err)
+        return EXIT_BAD_INVOCATION
+    start_cwd = os.getcwd()
+    runner = Runner(spec_doc, storage, args.workdir, args.mount_root)
+    uploader = start_log_upload(spec_doc, storage, os.environ) if args.log_copy == "on" else None
+    output = RedactedOutput(runner.redactor, uploader) if runner.redactor or uploader else None
+    try:
+        try:
+            code = runner.run()
+        finally:
+            flush_streams()
+            try:
+                os.chdir(start_cwd)
+            except OSError:
+                pass
+            runner.cleanup()
+        threads = live_non_daemon_threads()
+        if threads:
+            warn(EXECUTE, "non-daemon threads still running: %s; exiting without waiting for them"
+                 % ", ".join(repr(t.name) for t in threads))
+            flush_streams()
+            if output is not None:
+                output.close()
+                output = None
+            finish_log_upload(uploader)
+            os._exit(code)
+        return code
+    finally:
+        if output is not None:
+            output.close()
+        finish_log_upload(uploader)
+
+
+def finish_log_upload(uploader) -> None:
+    """Copies the rest of the output as the last chunk (once)."""
+    if uploader is not None and not uploader.closing:
+        if not uploader.close():
+            log(UPLOAD, "the end of the job's output could not be copied to %s" % uploader.prefix)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
