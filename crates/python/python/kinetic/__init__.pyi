@@ -326,6 +326,7 @@ __all__ = [
     "RemoteTraceback",
     "attach",
     "attach_batch",
+    "debug",
     "list_jobs",
     "run",
 ]

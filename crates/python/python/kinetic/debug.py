@@ -57,12 +57,14 @@ class DebugSession(subprocess.Popen):
                          # wait for result() leaves the forward up.
                          start_new_session=True)
         self.job_id = record.get("job_id", "")
+        said_on = self.stdout
+        assert said_on is not None  # stdout=PIPE above
         try:
-            line = self.stdout.readline()
+            line = said_on.readline()
         except BaseException:
             self._stop()
             raise
-        self.stdout.close()
+        said_on.close()
         try:
             said = json.loads(line) if line else None
         except ValueError:
