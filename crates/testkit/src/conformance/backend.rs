@@ -796,6 +796,7 @@ pub async fn group_status_reports_the_group_in_one_call(h: &dyn BackendHarness) 
                 Some(true),
                 "the harness counts the backend's calls to its system, yet none was counted while seven jobs ran and ended"
             );
+            eprintln!("group_status: {small} calls to the system for 2 jobs, {large} for 5");
             assert_eq!(
                 large, small,
                 "the cost of group_status in calls to the system MUST NOT grow with the group: {small} calls for 2 jobs, {large} for 5"
