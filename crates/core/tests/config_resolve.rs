@@ -25,7 +25,8 @@ fn resolve(
     store: &ProfileStore,
 ) -> Result<Settings, SettingsError> {
     let mut env = env.clone();
-    env.entry("HOME".to_owned()).or_insert_with(|| "/h".to_owned());
+    env.entry("HOME".to_owned())
+        .or_insert_with(|| "/h".to_owned());
     Settings::resolve(args, &SettingsInput::new(&env, store, Path::new("/work")))
 }
 
@@ -53,7 +54,10 @@ fn pinned_profile_env_and_argument_mix() -> Result<(), SettingsError> {
         &store_with_dev(),
     )?;
     assert_eq!(
-        (cfg.project.as_ref().unwrap().as_str(), &cfg.project.as_ref().unwrap().source),
+        (
+            cfg.project.as_ref().unwrap().as_str(),
+            &cfg.project.as_ref().unwrap().source
+        ),
         ("dev-proj", &prof("dev"))
     );
     assert_eq!(
@@ -84,7 +88,10 @@ fn pinned_only_kinetic_project_gives_defaults() -> Result<(), SettingsError> {
         &ProfileStore::new(),
     )?;
     assert_eq!(
-        (cfg.project.as_ref().unwrap().as_str(), &cfg.project.as_ref().unwrap().source),
+        (
+            cfg.project.as_ref().unwrap().as_str(),
+            &cfg.project.as_ref().unwrap().source
+        ),
         ("p", &Source::Env("KINETIC_PROJECT"))
     );
     assert_eq!(
@@ -140,12 +147,20 @@ fn argument_beats_env_beats_profile_beats_default() -> Result<(), SettingsError>
         .cluster("arg-cluster")
         .namespace("arg-ns");
     let cfg = resolve(&args, &all_env, &store)?;
-    for s in [cfg.project.as_ref().unwrap(), &cfg.zone, &cfg.cluster, &cfg.namespace] {
+    for s in [
+        cfg.project.as_ref().unwrap(),
+        &cfg.zone,
+        &cfg.cluster,
+        &cfg.namespace,
+    ] {
         assert_eq!(s.source, Source::Argument);
         assert!(s.value.starts_with("arg-"));
     }
     let cfg = resolve(&SettingsArgs::new(), &all_env, &store)?;
-    assert_eq!(cfg.project.as_ref().unwrap().source, Source::Env("KINETIC_PROJECT"));
+    assert_eq!(
+        cfg.project.as_ref().unwrap().source,
+        Source::Env("KINETIC_PROJECT")
+    );
     assert_eq!(cfg.zone.source, Source::Env("KINETIC_ZONE"));
     assert_eq!(cfg.cluster.source, Source::Env("KINETIC_CLUSTER"));
     assert_eq!(cfg.namespace.source, Source::Env("KINETIC_NAMESPACE"));
@@ -189,7 +204,10 @@ fn explicit_empty_values() -> Result<(), SettingsError> {
     let gcp = env(&[("GOOGLE_CLOUD_PROJECT", "gcp-proj")]);
     let cfg = resolve(&SettingsArgs::new().project(""), &gcp, &store)?;
     assert_eq!(
-        (cfg.project.as_ref().unwrap().as_str(), &cfg.project.as_ref().unwrap().source),
+        (
+            cfg.project.as_ref().unwrap().as_str(),
+            &cfg.project.as_ref().unwrap().source
+        ),
         ("gcp-proj", &Source::Env("GOOGLE_CLOUD_PROJECT"))
     );
     // ...but not KINETIC_PROJECT, which still comes first.
@@ -198,7 +216,10 @@ fn explicit_empty_values() -> Result<(), SettingsError> {
         ("KINETIC_PROJECT", "kp"),
     ]);
     let cfg = resolve(&SettingsArgs::new().project(""), &both, &store)?;
-    assert_eq!(cfg.project.as_ref().unwrap().source, Source::Env("KINETIC_PROJECT"));
+    assert_eq!(
+        cfg.project.as_ref().unwrap().source,
+        Source::Env("KINETIC_PROJECT")
+    );
     // With no fallback, the explicit empty project is an error even though the profile has one.
     let cfg = resolve(&SettingsArgs::new().project(""), &env(&[]), &store)?;
     assert!(matches!(
@@ -216,7 +237,10 @@ fn google_cloud_project_is_the_last_fallback() -> Result<(), SettingsError> {
     assert_eq!(cfg.project.as_ref().unwrap().value, "dev-proj");
     // With no profile it is used.
     let cfg = resolve(&SettingsArgs::new(), &gcp, &ProfileStore::new())?;
-    assert_eq!(cfg.project.as_ref().unwrap().source, Source::Env("GOOGLE_CLOUD_PROJECT"));
+    assert_eq!(
+        cfg.project.as_ref().unwrap().source,
+        Source::Env("GOOGLE_CLOUD_PROJECT")
+    );
     // An empty profile project falls through to it.
     let mut store = ProfileStore::new();
     store.upsert(Profile::new("blank", "")).expect("valid name");

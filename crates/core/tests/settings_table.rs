@@ -68,7 +68,10 @@ fn the_docs_list_exactly_the_tables_settings_and_variables() {
     let names: Vec<&str> = KEYS.iter().map(|info| info.name).collect();
     assert_eq!(rows, names);
     // Every variable the page names anywhere is one the table reads.
-    let vars: Vec<&str> = KEYS.iter().flat_map(|info| info.vars.iter().copied()).collect();
+    let vars: Vec<&str> = KEYS
+        .iter()
+        .flat_map(|info| info.vars.iter().copied())
+        .collect();
     let mut named = Vec::new();
     for (at, _) in text.match_indices("KINETIC_") {
         let word: String = text[at..]
@@ -111,10 +114,7 @@ fn kinetic_config_lists_the_tables_settings_in_order_with_secrets_redacted() {
         .filter(|info| info.listed)
         .map(|info| info.name)
         .collect();
-    assert_eq!(
-        entries.iter().map(|e| e.key).collect::<Vec<_>>(),
-        listed
-    );
+    assert_eq!(entries.iter().map(|e| e.key).collect::<Vec<_>>(), listed);
     for info in KEYS {
         let entry = settings.entry(info.key);
         if info.secret && entry.value.is_some() {
@@ -131,7 +131,11 @@ fn kinetic_config_lists_the_tables_settings_in_order_with_secrets_redacted() {
     let zone = settings.entry(SettingKey::Zone);
     assert_eq!(zone.text().as_deref(), Some("europe-west4-b"));
     assert_eq!(zone.source, Some(Source::Env("KINETIC_ZONE")));
-    let token = settings.entry("KINETIC_ACCESS_TOKEN".parse().expect("a variable of the table"));
+    let token = settings.entry(
+        "KINETIC_ACCESS_TOKEN"
+            .parse()
+            .expect("a variable of the table"),
+    );
     assert_eq!(token.key, "access_token");
     assert!(!format!("{:?}", settings.entries()).contains("s3cret"));
 }

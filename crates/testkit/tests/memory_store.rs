@@ -44,9 +44,17 @@ async fn the_counting_store_counts_each_call_and_its_clones_share_the_count() {
     store.get(&p, GetOptions::default()).await.unwrap();
     store.head(&p).await.unwrap();
     store.list(None).await.unwrap();
-    assert!(store.get(&ObjectPath::parse("nope").unwrap(), GetOptions::default()).await.is_err());
+    assert!(
+        store
+            .get(&ObjectPath::parse("nope").unwrap(), GetOptions::default())
+            .await
+            .is_err()
+    );
     store.delete(&p).await.unwrap();
-    store.delete_prefix(&ObjectPath::parse("a").unwrap()).await.unwrap();
+    store
+        .delete_prefix(&ObjectPath::parse("a").unwrap())
+        .await
+        .unwrap();
     assert_eq!(shared.calls(), 7);
 }
 

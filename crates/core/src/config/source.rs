@@ -89,4 +89,3 @@ pub struct ProfileRef {
     /// How it was chosen.
     pub selected_by: ProfileSelection,
 }
-

@@ -598,7 +598,11 @@ pub fn markdown_table() -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let secret = if info.secret { " Secret: never shown." } else { "" };
+        let secret = if info.secret {
+            " Secret: never shown."
+        } else {
+            ""
+        };
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {}{} |\n",
             info.name,
@@ -672,10 +676,7 @@ mod tests {
                 SettingKey::ContextMaxBytes,
                 format!("{} MiB", limits.max_bytes / mib),
             ),
-            (
-                SettingKey::ContextMaxFiles,
-                limits.max_entries.to_string(),
-            ),
+            (SettingKey::ContextMaxFiles, limits.max_entries.to_string()),
             (SettingKey::ContextMaxRatio, limits.max_ratio.to_string()),
         ] {
             assert_eq!(key.info().default, value, "{key}");

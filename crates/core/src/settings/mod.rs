@@ -712,10 +712,12 @@ impl Settings {
         let profiles_file = profiles_file(env)?;
         let active = input.profiles.active(args.profile.as_deref(), env)?;
         let from_profile = |key: SettingKey, pick: fn(&Profile) -> &String| {
-            active
-                .as_ref()
-                .filter(|_| key.info().profile)
-                .map(|a| Setting::new(pick(a.profile).clone(), Source::Profile(a.profile.name.clone())))
+            active.as_ref().filter(|_| key.info().profile).map(|a| {
+                Setting::new(
+                    pick(a.profile).clone(),
+                    Source::Profile(a.profile.name.clone()),
+                )
+            })
         };
         // Argument, else variable, else profile, else default.
         let target = |key: SettingKey,
@@ -771,9 +773,7 @@ impl Settings {
             .clone()
             .map(|repo| Setting::new(repo, Source::Argument))
             .or_else(|| from_env(env, SettingKey::BaseImageRepo))
-            .unwrap_or_else(|| {
-                Setting::new(DEFAULT_BASE_IMAGE_REPO.to_owned(), Source::Default)
-            });
+            .unwrap_or_else(|| Setting::new(DEFAULT_BASE_IMAGE_REPO.to_owned(), Source::Default));
 
         let local_root = match from_env(env, SettingKey::LocalRoot) {
             // The jobs run elsewhere (their own directories): a relative
@@ -1159,9 +1159,7 @@ impl Settings {
             }
             // The stores jobs use: the configured backend's, and the cluster's.
             SettingKey::StoreUrl => text(self.store_for(&self.backend.value).ok().as_ref()),
-            SettingKey::ClusterStoreUrl => {
-                text(self.store_for(cluster_backend(1)).ok().as_ref())
-            }
+            SettingKey::ClusterStoreUrl => text(self.store_for(cluster_backend(1)).ok().as_ref()),
             SettingKey::GcsEndpoint => text(self.gcs_endpoint.as_ref()),
             SettingKey::ApplicationCredentials => path(self.application_credentials.as_ref()),
             SettingKey::Kubeconfig => text(self.kubeconfig.as_ref()),

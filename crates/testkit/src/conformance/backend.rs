@@ -790,7 +790,10 @@ pub async fn group_status_reports_the_group_in_one_call(h: &dyn BackendHarness) 
             // for nothing: submitting, running and ending jobs must ask
             // the system (a poll may not: a local backend answers a poll
             // of ended jobs from its own directory).
-            let moved = h.system_calls().zip(calls_at_start).map(|(now, start)| now > start);
+            let moved = h
+                .system_calls()
+                .zip(calls_at_start)
+                .map(|(now, start)| now > start);
             assert_eq!(
                 moved,
                 Some(true),
