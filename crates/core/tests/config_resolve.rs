@@ -1,19 +1,33 @@
 //! Target precedence with provenance and derived names, with Kinetic's
-//! pinned cases.
+//! pinned cases, through the one resolution API (`Settings::resolve`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use kinetic_core::config::{
-    ConfigArgs, ConfigError, DerivedNames, Profile, ProfileSelection, ProfileStore, Source,
-    resolve, resolve_partial, zone_to_ar_location, zone_to_region,
+    DerivedNames, Profile, ProfileSelection, ProfileStore, Source, zone_to_ar_location,
+    zone_to_region,
 };
+use kinetic_core::settings::{Settings, SettingsArgs, SettingsError, SettingsInput};
 
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
+}
+
+/// Resolve with `env` and a home directory (which the profiles file's
+/// default needs).
+fn resolve(
+    args: &SettingsArgs,
+    env: &BTreeMap<String, String>,
+    store: &ProfileStore,
+) -> Result<Settings, SettingsError> {
+    let mut env = env.clone();
+    env.entry("HOME".to_owned())
+        .or_insert_with(|| "/h".to_owned());
+    Settings::resolve(args, &SettingsInput::new(&env, store, Path::new("/work")))
 }
 
 fn store_with_dev() -> ProfileStore {
@@ -33,14 +47,17 @@ fn prof(name: &str) -> Source {
 }
 
 #[test]
-fn pinned_profile_env_and_argument_mix() -> Result<(), ConfigError> {
+fn pinned_profile_env_and_argument_mix() -> Result<(), SettingsError> {
     let cfg = resolve(
-        &ConfigArgs::new().namespace("kw-ns"),
+        &SettingsArgs::new().namespace("kw-ns"),
         &env(&[("KINETIC_CLUSTER", "env-cluster")]),
         &store_with_dev(),
     )?;
     assert_eq!(
-        (cfg.project.as_str(), &cfg.project.source),
+        (
+            cfg.project.as_ref().unwrap().as_str(),
+            &cfg.project.as_ref().unwrap().source
+        ),
         ("dev-proj", &prof("dev"))
     );
     assert_eq!(
@@ -64,14 +81,17 @@ fn pinned_profile_env_and_argument_mix() -> Result<(), ConfigError> {
 }
 
 #[test]
-fn pinned_only_kinetic_project_gives_defaults() -> Result<(), ConfigError> {
+fn pinned_only_kinetic_project_gives_defaults() -> Result<(), SettingsError> {
     let cfg = resolve(
-        &ConfigArgs::new(),
+        &SettingsArgs::new(),
         &env(&[("KINETIC_PROJECT", "p")]),
         &ProfileStore::new(),
     )?;
     assert_eq!(
-        (cfg.project.as_str(), &cfg.project.source),
+        (
+            cfg.project.as_ref().unwrap().as_str(),
+            &cfg.project.as_ref().unwrap().source
+        ),
         ("p", &Source::Env("KINETIC_PROJECT"))
     );
     assert_eq!(
@@ -92,9 +112,11 @@ fn pinned_only_kinetic_project_gives_defaults() -> Result<(), ConfigError> {
 
 #[test]
 fn pinned_missing_project_error_text() {
-    let err = resolve(&ConfigArgs::new(), &env(&[]), &ProfileStore::new())
-        .expect_err("no project anywhere");
-    assert!(matches!(err, ConfigError::MissingProject));
+    let settings =
+        resolve(&SettingsArgs::new(), &env(&[]), &ProfileStore::new()).expect("resolves");
+    assert_eq!(settings.project, None);
+    let err = settings.require_project().expect_err("no project anywhere");
+    assert!(matches!(err, SettingsError::MissingProject));
     assert!(err.is_invalid_input());
     let msg = err.to_string();
     for needle in [
@@ -111,7 +133,7 @@ fn pinned_missing_project_error_text() {
 }
 
 #[test]
-fn argument_beats_env_beats_profile_beats_default() -> Result<(), ConfigError> {
+fn argument_beats_env_beats_profile_beats_default() -> Result<(), SettingsError> {
     let store = store_with_dev();
     let all_env = env(&[
         ("KINETIC_PROJECT", "env-proj"),
@@ -119,33 +141,41 @@ fn argument_beats_env_beats_profile_beats_default() -> Result<(), ConfigError> {
         ("KINETIC_CLUSTER", "env-cluster"),
         ("KINETIC_NAMESPACE", "env-ns"),
     ]);
-    let args = ConfigArgs::new()
+    let args = SettingsArgs::new()
         .project("arg-proj")
         .zone("arg-zone-a")
         .cluster("arg-cluster")
         .namespace("arg-ns");
     let cfg = resolve(&args, &all_env, &store)?;
-    for s in [&cfg.project, &cfg.zone, &cfg.cluster, &cfg.namespace] {
+    for s in [
+        cfg.project.as_ref().unwrap(),
+        &cfg.zone,
+        &cfg.cluster,
+        &cfg.namespace,
+    ] {
         assert_eq!(s.source, Source::Argument);
         assert!(s.value.starts_with("arg-"));
     }
-    let cfg = resolve(&ConfigArgs::new(), &all_env, &store)?;
-    assert_eq!(cfg.project.source, Source::Env("KINETIC_PROJECT"));
+    let cfg = resolve(&SettingsArgs::new(), &all_env, &store)?;
+    assert_eq!(
+        cfg.project.as_ref().unwrap().source,
+        Source::Env("KINETIC_PROJECT")
+    );
     assert_eq!(cfg.zone.source, Source::Env("KINETIC_ZONE"));
     assert_eq!(cfg.cluster.source, Source::Env("KINETIC_CLUSTER"));
     assert_eq!(cfg.namespace.source, Source::Env("KINETIC_NAMESPACE"));
     assert_eq!(cfg.namespace.value, "env-ns");
 
-    let cfg = resolve(&ConfigArgs::new(), &env(&[]), &store)?;
+    let cfg = resolve(&SettingsArgs::new(), &env(&[]), &store)?;
     assert_eq!(cfg.namespace.value, "dev-ns");
     assert_eq!(cfg.namespace.source, prof("dev"));
     Ok(())
 }
 
 #[test]
-fn empty_env_vars_are_unset() -> Result<(), ConfigError> {
+fn empty_env_vars_are_unset() -> Result<(), SettingsError> {
     let cfg = resolve(
-        &ConfigArgs::new(),
+        &SettingsArgs::new(),
         &env(&[
             ("KINETIC_ZONE", ""),
             ("KINETIC_PROJECT", ""),
@@ -154,27 +184,30 @@ fn empty_env_vars_are_unset() -> Result<(), ConfigError> {
         &store_with_dev(),
     )?;
     assert_eq!(cfg.zone.source, prof("dev"));
-    assert_eq!(cfg.project.source, prof("dev"));
+    assert_eq!(cfg.project.as_ref().unwrap().source, prof("dev"));
     assert_eq!(cfg.output_dir, None);
     Ok(())
 }
 
 #[test]
-fn explicit_empty_values() -> Result<(), ConfigError> {
+fn explicit_empty_values() -> Result<(), SettingsError> {
     let store = store_with_dev();
     // An explicit empty zone is used as given (Kinetic: "is not None").
-    let cfg = resolve(&ConfigArgs::new().zone(""), &env(&[]), &store)?;
+    let cfg = resolve(&SettingsArgs::new().zone(""), &env(&[]), &store)?;
     assert_eq!(
         (cfg.zone.as_str(), &cfg.zone.source),
         ("", &Source::Argument)
     );
-    assert_eq!(cfg.names().region, "us-central1");
+    assert_eq!(cfg.names().unwrap().region, "us-central1");
 
     // An explicit empty project skips the profile...
     let gcp = env(&[("GOOGLE_CLOUD_PROJECT", "gcp-proj")]);
-    let cfg = resolve(&ConfigArgs::new().project(""), &gcp, &store)?;
+    let cfg = resolve(&SettingsArgs::new().project(""), &gcp, &store)?;
     assert_eq!(
-        (cfg.project.as_str(), &cfg.project.source),
+        (
+            cfg.project.as_ref().unwrap().as_str(),
+            &cfg.project.as_ref().unwrap().source
+        ),
         ("gcp-proj", &Source::Env("GOOGLE_CLOUD_PROJECT"))
     );
     // ...but not KINETIC_PROJECT, which still comes first.
@@ -182,28 +215,37 @@ fn explicit_empty_values() -> Result<(), ConfigError> {
         ("GOOGLE_CLOUD_PROJECT", "gcp-proj"),
         ("KINETIC_PROJECT", "kp"),
     ]);
-    let cfg = resolve(&ConfigArgs::new().project(""), &both, &store)?;
-    assert_eq!(cfg.project.source, Source::Env("KINETIC_PROJECT"));
+    let cfg = resolve(&SettingsArgs::new().project(""), &both, &store)?;
+    assert_eq!(
+        cfg.project.as_ref().unwrap().source,
+        Source::Env("KINETIC_PROJECT")
+    );
     // With no fallback, the explicit empty project is an error even though the profile has one.
-    let err = resolve(&ConfigArgs::new().project(""), &env(&[]), &store).expect_err("empty");
-    assert!(matches!(err, ConfigError::MissingProject));
+    let cfg = resolve(&SettingsArgs::new().project(""), &env(&[]), &store)?;
+    assert!(matches!(
+        cfg.require_project(),
+        Err(SettingsError::MissingProject)
+    ));
     Ok(())
 }
 
 #[test]
-fn google_cloud_project_is_the_last_fallback() -> Result<(), ConfigError> {
+fn google_cloud_project_is_the_last_fallback() -> Result<(), SettingsError> {
     let gcp = env(&[("GOOGLE_CLOUD_PROJECT", "gcp-proj")]);
     // The profile's project beats it.
-    let cfg = resolve(&ConfigArgs::new(), &gcp, &store_with_dev())?;
-    assert_eq!(cfg.project.value, "dev-proj");
+    let cfg = resolve(&SettingsArgs::new(), &gcp, &store_with_dev())?;
+    assert_eq!(cfg.project.as_ref().unwrap().value, "dev-proj");
     // With no profile it is used.
-    let cfg = resolve(&ConfigArgs::new(), &gcp, &ProfileStore::new())?;
-    assert_eq!(cfg.project.source, Source::Env("GOOGLE_CLOUD_PROJECT"));
+    let cfg = resolve(&SettingsArgs::new(), &gcp, &ProfileStore::new())?;
+    assert_eq!(
+        cfg.project.as_ref().unwrap().source,
+        Source::Env("GOOGLE_CLOUD_PROJECT")
+    );
     // An empty profile project falls through to it.
     let mut store = ProfileStore::new();
     store.upsert(Profile::new("blank", "")).expect("valid name");
-    let cfg = resolve(&ConfigArgs::new(), &gcp, &store)?;
-    assert_eq!(cfg.project.value, "gcp-proj");
+    let cfg = resolve(&SettingsArgs::new(), &gcp, &store)?;
+    assert_eq!(cfg.project.as_ref().unwrap().value, "gcp-proj");
     assert_eq!(
         cfg.zone.source,
         prof("blank"),
@@ -213,30 +255,30 @@ fn google_cloud_project_is_the_last_fallback() -> Result<(), ConfigError> {
 }
 
 #[test]
-fn which_profile_applies() -> Result<(), ConfigError> {
+fn which_profile_applies() -> Result<(), SettingsError> {
     let mut store = store_with_dev();
     store
         .upsert(Profile::new("prod", "prod-proj"))
         .expect("valid");
     let e = env(&[("KINETIC_PROFILE", "prod")]);
-    let cfg = resolve(&ConfigArgs::new(), &e, &store)?;
-    assert_eq!(cfg.project.value, "prod-proj");
-    assert_eq!(cfg.project.source, prof("prod"));
+    let cfg = resolve(&SettingsArgs::new(), &e, &store)?;
+    assert_eq!(cfg.project.as_ref().unwrap().value, "prod-proj");
+    assert_eq!(cfg.project.as_ref().unwrap().source, prof("prod"));
     assert_eq!(
         cfg.profile.as_ref().map(|p| p.selected_by),
         Some(ProfileSelection::Env)
     );
 
-    let cfg = resolve(&ConfigArgs::new().profile("dev"), &e, &store)?;
-    assert_eq!(cfg.project.value, "dev-proj");
+    let cfg = resolve(&SettingsArgs::new().profile("dev"), &e, &store)?;
+    assert_eq!(cfg.project.as_ref().unwrap().value, "dev-proj");
     assert_eq!(
         cfg.profile.as_ref().map(|p| p.selected_by),
         Some(ProfileSelection::Argument)
     );
 
     for (args, e) in [
-        (ConfigArgs::new().profile("ghost"), env(&[])),
-        (ConfigArgs::new(), env(&[("KINETIC_PROFILE", "ghost")])),
+        (SettingsArgs::new().profile("ghost"), env(&[])),
+        (SettingsArgs::new(), env(&[("KINETIC_PROFILE", "ghost")])),
     ] {
         let err = resolve(&args, &e, &store).expect_err("unknown profile");
         assert!(err.is_invalid_input());
@@ -249,9 +291,9 @@ fn which_profile_applies() -> Result<(), ConfigError> {
 }
 
 #[test]
-fn env_only_settings() -> Result<(), ConfigError> {
+fn env_only_settings() -> Result<(), SettingsError> {
     let cfg = resolve(
-        &ConfigArgs::new().project("p"),
+        &SettingsArgs::new().project("p"),
         &env(&[]),
         &ProfileStore::new(),
     )?;
@@ -264,7 +306,7 @@ fn env_only_settings() -> Result<(), ConfigError> {
         ("KINETIC_OUTPUT_DIR", "gs://b/out"),
         ("KINETIC_BASE_IMAGE_REPO", "my/repo"),
     ]);
-    let cfg = resolve(&ConfigArgs::new().project("p"), &e, &ProfileStore::new())?;
+    let cfg = resolve(&SettingsArgs::new().project("p"), &e, &ProfileStore::new())?;
     let out = cfg.output_dir.as_ref().expect("set");
     assert_eq!(
         (out.as_str(), &out.source),
@@ -279,15 +321,11 @@ fn env_only_settings() -> Result<(), ConfigError> {
 }
 
 #[test]
-fn partial_config_allows_a_missing_project() -> Result<(), ConfigError> {
-    let partial = resolve_partial(&ConfigArgs::new(), &env(&[]), &ProfileStore::new())?;
-    assert_eq!(partial.project, None);
-    assert_eq!(partial.names(), None);
-    assert_eq!(partial.zone.value, "us-central1-a");
-    assert!(matches!(
-        partial.require_project(),
-        Err(ConfigError::MissingProject)
-    ));
+fn a_missing_project_leaves_the_names_unknown() -> Result<(), SettingsError> {
+    let cfg = resolve(&SettingsArgs::new(), &env(&[]), &ProfileStore::new())?;
+    assert_eq!(cfg.project, None);
+    assert_eq!(cfg.names(), None);
+    assert_eq!(cfg.zone.value, "us-central1-a");
     Ok(())
 }
 
@@ -313,22 +351,21 @@ fn sources_print_and_serialise() -> Result<(), serde_json::Error> {
 }
 
 #[test]
-fn resolved_config_serialises_with_sources() -> Result<(), Box<dyn std::error::Error>> {
+fn settings_serialise_with_sources() -> Result<(), Box<dyn std::error::Error>> {
     let store = ProfileStore::from_json(
         r#"{"current": "dev", "profiles": {"dev": {"project": "p", "zone": "z-a", "cluster": "c"}}}"#,
         Path::new("p.json"),
     )?;
-    let cfg = resolve(&ConfigArgs::new(), &env(&[]), &store)?;
-    let v = serde_json::to_value(&cfg)?;
+    let cfg = resolve(&SettingsArgs::new(), &env(&[]), &store)?;
     assert_eq!(
-        v["project"],
+        serde_json::to_value(&cfg.project)?,
         serde_json::json!({"value": "p", "source": {"kind": "profile", "name": "dev"}})
     );
     assert_eq!(
-        v["profile"],
+        serde_json::to_value(&cfg.profile)?,
         serde_json::json!({"name": "dev", "selected_by": "stored"})
     );
-    assert_eq!(v["namespace"]["value"], "default");
+    assert_eq!(cfg.namespace.value, "default");
     Ok(())
 }
 

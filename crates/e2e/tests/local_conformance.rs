@@ -1,5 +1,8 @@
 //! The local backend passes the Backend conformance suite, running the
-//! real runner on the host's python3 against a real directory store.
+//! real runner on the host's python3 against a real directory store. The
+//! backend reaches the store through a [`CountingStore`], so the suite
+//! checks its calls per status poll as it checks the cluster backends'
+//! API requests.
 
 use std::sync::Arc;
 
@@ -9,11 +12,14 @@ use kinetic_core::env::CapturedEnv;
 use kinetic_core::ports::{Backend, ObjectStore, PreparedJob};
 use kinetic_store_gcs::GcsStore;
 use kinetic_testkit::conformance::backend::BackendHarness;
-use kinetic_testkit::{ConformanceJob, prepare_python_job};
+use kinetic_testkit::{ConformanceJob, CountingStore, prepare_python_job};
 
 struct LocalHarness {
     _dir: tempfile::TempDir,
     store: Arc<dyn ObjectStore>,
+    /// The store as the backend sees it: each call it makes is counted
+    /// (the harness's own writes, preparing jobs, are not).
+    counted: CountingStore,
     backend: Arc<dyn Backend>,
 }
 
@@ -22,14 +28,16 @@ impl LocalHarness {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn ObjectStore> =
             Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
+        let counted = CountingStore::new(store.clone());
         let backend = LocalBackend::new(
             LocalOptions::new(dir.path().join("root")).max_concurrent(4),
-            store.clone(),
+            Arc::new(counted.clone()),
         )
         .unwrap();
         Self {
             _dir: dir,
             store,
+            counted,
             backend: Arc::new(backend),
         }
     }
@@ -43,6 +51,11 @@ impl BackendHarness for LocalHarness {
 
     fn store(&self) -> Arc<dyn ObjectStore> {
         self.store.clone()
+    }
+
+    /// The calls the backend made to its store.
+    fn system_calls(&self) -> Option<u64> {
+        Some(self.counted.calls())
     }
 
     async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob {

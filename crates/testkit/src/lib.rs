@@ -4,7 +4,8 @@
 //!
 //! - real in-memory implementations of the ports, with state and
 //!   idempotency: [`MemoryStore`], [`FakeBackend`] (scripted outcomes) and
-//!   [`FakeImageBuilder`]; failures are scripted with the fault-injecting
+//!   [`FakeImageBuilder`]; [`CountingStore`] counts the calls that reach
+//!   a store, to bound what an operation costs; failures are scripted with the fault-injecting
 //!   decorators that live beside each port in `kinetic_core::ports`
 //!   ([`FaultyStore`](kinetic_engine::layers::FaultyStore),
 //!   [`FaultyBackend`](kinetic_engine::layers::FaultyBackend),
@@ -30,12 +31,14 @@
 //! plugin_backend`).
 
 pub mod conformance;
+mod counting_store;
 mod fake_backend;
 mod fake_images;
 pub mod fixtures;
 mod memory_store;
 mod python_job;
 
+pub use counting_store::CountingStore;
 pub use fake_backend::{FakeBackend, FakeBackendHarness, Outcome, OutcomeFn};
 pub use fake_images::FakeImageBuilder;
 pub use memory_store::MemoryStore;

@@ -114,6 +114,52 @@ async fn the_backend_suite_fails_a_backend_that_overstates_its_capabilities() {
     );
 }
 
+/// A harness that says it counts the backend's calls but whose count never
+/// moves fails the group case: the bound on a poll's cost would hold for
+/// nothing.
+#[tokio::test]
+async fn the_backend_suite_fails_a_harness_whose_count_never_moves() {
+    let stuck = StuckCounter(FakeBackendHarness::default());
+    let outcome = std::panic::AssertUnwindSafe(
+        conformance::backend::group_status_reports_the_group_in_one_call(&stuck),
+    )
+    .catch_unwind()
+    .await;
+    let message = outcome
+        .expect_err("a count that never moves must fail the case")
+        .downcast::<String>()
+        .map(|m| *m)
+        .unwrap_or_default();
+    assert!(message.contains("yet none was counted"), "{message}");
+    // The same fake, its calls counted, passes.
+    conformance::backend::group_status_reports_the_group_in_one_call(
+        &FakeBackendHarness::default(),
+    )
+    .await;
+}
+
+/// The fake, with a call count that stays at zero.
+struct StuckCounter(FakeBackendHarness);
+
+#[async_trait::async_trait]
+impl BackendHarness for StuckCounter {
+    fn backend(&self) -> Arc<dyn Backend> {
+        self.0.backend()
+    }
+
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        self.0.store()
+    }
+
+    fn system_calls(&self) -> Option<u64> {
+        Some(0)
+    }
+
+    async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob {
+        self.0.prepare(job, env).await
+    }
+}
+
 /// The fake, declaring what it declares, behind scripted faults.
 struct Overstated {
     inner: FakeBackendHarness,

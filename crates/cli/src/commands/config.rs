@@ -1,8 +1,10 @@
 //! `kinetic config [show]`: every setting, where each came from, and the
-//! names derived from project, zone and cluster.
+//! names derived from project, zone and cluster. The settings and their
+//! order are the table of keys' (`kinetic_core::settings::KEYS`, through
+//! `Settings::entries`).
 
 use kinetic_core::config::ProfileSelection;
-use kinetic_core::settings::{SettingEntry, Settings};
+use kinetic_core::settings::{SettingEntry, SettingKey, Settings};
 use serde_json::{Map, Value, json};
 
 use crate::engine::Invocation;
@@ -76,7 +78,7 @@ fn render(settings: &Settings) -> String {
         Some(p) => {
             let why = match p.selected_by {
                 ProfileSelection::Argument => "--profile",
-                ProfileSelection::Env => "KINETIC_PROFILE",
+                ProfileSelection::Env => SettingKey::Profile.env_var(),
                 _ => "stored",
             };
             s.push_str(&format!("Active profile: {} ({why})\n", p.name));

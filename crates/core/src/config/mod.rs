@@ -1,35 +1,23 @@
-//! Configuration: which project, zone, cluster and namespace a job targets,
-//! where each value came from, the profiles file shared with Kinetic, and
-//! the names derived from the target. [`crate::settings`] builds on it to
-//! resolve every other setting.
+//! Configuration: the profiles file shared with Kinetic, the names
+//! derived from a target (project, zone, cluster), the built-in defaults,
+//! and the provenance every resolved value carries ([`Setting`],
+//! [`Source`]). [`crate::settings`] resolves every setting, the target
+//! included, from its one table of keys.
 //!
-//! Resolution is pure: [`resolve`] takes the explicit arguments, an
-//! [`EnvLookup`] and a loaded [`ProfileStore`]. The only IO is
-//! [`ProfileStore::load`] / [`ProfileStore::save`] and [`ProcessEnv`].
+//! The only IO is [`ProfileStore::load`] / [`ProfileStore::save`] and
+//! [`ProcessEnv`].
 //!
 //! ```
-//! use std::collections::BTreeMap;
-//! use std::path::Path;
-//! use kinetic_core::config::{resolve, ConfigArgs, ProfileStore, Source};
+//! use kinetic_core::config::DerivedNames;
 //!
-//! let store = ProfileStore::from_json(
-//!     r#"{"current": "dev", "profiles": {"dev": {"project": "p", "zone": "europe-west4-b", "cluster": "c"}}}"#,
-//!     Path::new("profiles.json"),
-//! )?;
-//! let env = BTreeMap::from([("KINETIC_CLUSTER".to_owned(), "env-cluster".to_owned())]);
-//! let cfg = resolve(&ConfigArgs::new().namespace("ns"), &env, &store)?;
-//!
-//! assert_eq!(cfg.project.source, Source::Profile("dev".into()));
-//! assert_eq!(cfg.cluster.source, Source::Env("KINETIC_CLUSTER"));
-//! assert_eq!(cfg.namespace.source, Source::Argument);
-//! assert_eq!(cfg.names().jobs_bucket, "p-kn-env-cluster-jobs");
-//! assert_eq!(cfg.names().ar_location, "europe");
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! let names = DerivedNames::new("p", "europe-west4-b", "c");
+//! assert_eq!(names.jobs_bucket, "p-kn-c-jobs");
+//! assert_eq!(names.ar_location, "europe");
 //! ```
 
 mod names;
 mod profiles;
-mod resolve;
+mod source;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -41,10 +29,7 @@ pub use profiles::{
     ActiveProfile, CLUSTER_DELETED_KEY, Profile, ProfileError, ProfileSelection, ProfileStore,
     profiles_path, validate_profile_name,
 };
-pub use resolve::{
-    ConfigArgs, ConfigError, PartialConfig, ProfileRef, ResolvedConfig, Setting, Source, resolve,
-    resolve_partial,
-};
+pub use source::{ProfileRef, Setting, Source};
 
 /// Default GCP zone.
 pub const DEFAULT_ZONE: &str = "us-central1-a";

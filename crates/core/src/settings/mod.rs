@@ -18,6 +18,12 @@
 //! used). [`Settings::entries`] lists every setting for display
 //! (`kinetic config show`), secrets redacted.
 //!
+//! Every setting is a row of one table, [`KEYS`] (a [`SettingKey`] with
+//! its name, variables, default, doc and whether it is a secret): the
+//! variables resolution reads, the constants of [`vars`], the rows
+//! `kinetic config` shows and the settings table of
+//! `docs/configuration.md` ([`markdown_table`]) all come from it.
+//!
 //! ```
 //! use std::collections::BTreeMap;
 //! use std::path::Path;
@@ -45,6 +51,7 @@
 //! ```
 
 mod engine;
+mod keys;
 pub mod vars;
 
 use std::path::{Path, PathBuf};
@@ -54,14 +61,15 @@ use serde_json::{Value, json};
 
 use crate::accelerators::{AcceleratorSpec, Category};
 use crate::config::{
-    ConfigArgs, ConfigError, DerivedNames, PartialConfig, ProfileError, ProfileStore,
-    resolve_partial,
+    DEFAULT_BASE_IMAGE_REPO, DEFAULT_CLUSTER, DEFAULT_NAMESPACE, DEFAULT_ZONE, DerivedNames,
+    Profile, ProfileError, ProfileStore,
 };
 pub use crate::config::{EnvLookup, ProfileRef, Setting, Source};
 use crate::env::SecretValue;
 use crate::packaging::DEFAULT_SIZE_WARN_BYTES;
 use crate::protocol::ExtractLimits;
 pub use engine::EngineSettings;
+pub use keys::{KEYS, KeyInfo, SettingKey, UnknownSettingKey, markdown_table};
 
 /// The backend jobs go to when neither the job nor `KINETIC_BACKEND` names one.
 pub const DEFAULT_BACKEND: &str = "local";
@@ -112,8 +120,17 @@ pub struct BackendChoice {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SettingsArgs {
-    /// Project, zone, cluster, namespace and profile.
-    pub target: ConfigArgs,
+    /// Profile to use instead of `KINETIC_PROFILE` / the stored current one.
+    pub profile: Option<String>,
+    /// GCP project. `Some("")` skips the profile and falls back to
+    /// `KINETIC_PROJECT` then `GOOGLE_CLOUD_PROJECT`, as in Kinetic.
+    pub project: Option<String>,
+    /// GCP zone (used even if empty).
+    pub zone: Option<String>,
+    /// GKE cluster (used even if empty).
+    pub cluster: Option<String>,
+    /// Kubernetes namespace (used even if empty).
+    pub namespace: Option<String>,
     /// The kubeconfig context to use (default: the configured cluster's).
     pub kube_context: Option<String>,
     /// The backend (`--backend`).
@@ -133,35 +150,35 @@ impl SettingsArgs {
     /// Use the profile `name`.
     #[must_use]
     pub fn profile(mut self, name: impl Into<String>) -> Self {
-        self.target = self.target.profile(name);
+        self.profile = Some(name.into());
         self
     }
 
     /// Use project `project`.
     #[must_use]
     pub fn project(mut self, project: impl Into<String>) -> Self {
-        self.target = self.target.project(project);
+        self.project = Some(project.into());
         self
     }
 
     /// Use zone `zone`.
     #[must_use]
     pub fn zone(mut self, zone: impl Into<String>) -> Self {
-        self.target = self.target.zone(zone);
+        self.zone = Some(zone.into());
         self
     }
 
     /// Use cluster `cluster`.
     #[must_use]
     pub fn cluster(mut self, cluster: impl Into<String>) -> Self {
-        self.target = self.target.cluster(cluster);
+        self.cluster = Some(cluster.into());
         self
     }
 
     /// Use namespace `namespace`.
     #[must_use]
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.target = self.target.namespace(namespace);
+        self.namespace = Some(namespace.into());
         self
     }
 
@@ -229,13 +246,19 @@ impl<'a> SettingsInput<'a> {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SettingsError {
-    /// The profile asked for does not exist, or no project was given where
-    /// one is required.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The profiles file cannot be located.
+    /// The profiles file cannot be located, or the profile asked for does
+    /// not exist.
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    /// No project from argument, environment or profile where one is
+    /// required ([`Settings::require_project`]).
+    #[error(
+        "No GCP project configured. Run 'kinetic init' or 'kinetic profile create NAME \
+         --project PROJECT' to save an active profile, or override it by passing project= \
+         (CLI: --project) or by setting the KINETIC_PROJECT (or GOOGLE_CLOUD_PROJECT) \
+         environment variable."
+    )]
+    MissingProject,
     /// A variable holds a value that cannot be used.
     #[error("{var}={value:?} is not accepted: expected {expected}")]
     Invalid {
@@ -337,9 +360,9 @@ impl SettingsError {
     /// profile) rather than the machine (no `HOME`, an unreadable file).
     pub fn is_invalid_input(&self) -> bool {
         match self {
-            Self::Config(e) => e.is_invalid_input(),
             Self::Profile(e) => e.is_invalid_input(),
-            Self::Invalid { .. }
+            Self::MissingProject
+            | Self::Invalid { .. }
             | Self::StoreNeedsProject
             | Self::StoreUnreachable { .. }
             | Self::RemoteStoreNeedsProject { .. }
@@ -472,9 +495,13 @@ impl SettingEntry {
     }
 }
 
-fn from_env(env: &dyn EnvLookup, var: &'static str) -> Option<Setting<String>> {
-    env.non_empty(var)
-        .map(|v| Setting::new(v, Source::Env(var)))
+/// The setting `key` from the first of its variables that is set and not
+/// empty ([`KeyInfo::vars`]).
+fn from_env(env: &dyn EnvLookup, key: SettingKey) -> Option<Setting<String>> {
+    key.info().vars.iter().find_map(|var| {
+        env.non_empty(var)
+            .map(|v| Setting::new(v, Source::Env(var)))
+    })
 }
 
 /// The kubeconfig context: the argument, else `KINETIC_KUBE_CONTEXT`, else
@@ -491,7 +518,7 @@ fn kube_context(
         .kube_context
         .clone()
         .map(|c| Setting::new(c, Source::Argument))
-        .or_else(|| from_env(env, vars::KUBE_CONTEXT));
+        .or_else(|| from_env(env, SettingKey::KubeContext));
     let Some(names) = names else {
         return Ok(given);
     };
@@ -525,7 +552,7 @@ pub fn home(env: &dyn EnvLookup) -> Option<PathBuf> {
 /// # Errors
 /// [`ProfileError::NoHome`] when neither is set.
 pub fn profiles_file(env: &dyn EnvLookup) -> Result<Setting<PathBuf>, ProfileError> {
-    if let Some(p) = from_env(env, vars::PROFILES_FILE) {
+    if let Some(p) = from_env(env, SettingKey::ProfilesFile) {
         return Ok(Setting::new(PathBuf::from(p.value), p.source));
     }
     let home = home(env).ok_or(ProfileError::NoHome)?;
@@ -588,8 +615,9 @@ pub fn positive_seconds(value: f64) -> Option<Duration> {
 
 fn parse_positive_seconds(
     env: &dyn EnvLookup,
-    var: &'static str,
+    key: SettingKey,
 ) -> Result<Option<Setting<Duration>>, SettingsError> {
+    let var = key.env_var();
     let Some(raw) = env.non_empty(var) else {
         return Ok(None);
     };
@@ -613,11 +641,12 @@ pub const MAX_LOCAL_CONCURRENT: usize = 1024;
 /// bytes), else `default`.
 fn parse_limit(
     env: &dyn EnvLookup,
-    var: &'static str,
+    key: SettingKey,
     scale: f64,
     default: u64,
     expected: &'static str,
 ) -> Result<Setting<u64>, SettingsError> {
+    let var = key.env_var();
     let Some(raw) = env.non_empty(var) else {
         return Ok(Setting::new(default, Source::Default));
     };
@@ -639,20 +668,21 @@ pub const MAX_LOCAL_GPUS: u32 = 1024;
 
 fn parse_positive_count(
     env: &dyn EnvLookup,
-    var: &'static str,
+    key: SettingKey,
     max: usize,
     expected: &'static str,
 ) -> Result<Option<Setting<usize>>, SettingsError> {
-    parse_count(env, var, 1, max, expected)
+    parse_count(env, key, 1, max, expected)
 }
 
 fn parse_count(
     env: &dyn EnvLookup,
-    var: &'static str,
+    key: SettingKey,
     min: usize,
     max: usize,
     expected: &'static str,
 ) -> Result<Option<Setting<usize>>, SettingsError> {
+    let var = key.env_var();
     let Some(raw) = env.non_empty(var) else {
         return Ok(None);
     };
@@ -680,25 +710,72 @@ impl Settings {
     pub fn resolve(args: &SettingsArgs, input: &SettingsInput<'_>) -> Result<Self, SettingsError> {
         let env = input.env;
         let profiles_file = profiles_file(env)?;
-        let target = resolve_partial(&args.target, env, input.profiles)?;
-        let names = target.names();
-        let home = home(env);
-        let PartialConfig {
-            profile,
-            project,
-            zone,
-            cluster,
-            namespace,
-            output_dir,
-            base_image_repo,
-            ..
-        } = target;
-        let base_image_repo = match &args.base_image_repo {
-            Some(repo) => Setting::new(repo.clone(), Source::Argument),
-            None => base_image_repo,
+        let active = input.profiles.active(args.profile.as_deref(), env)?;
+        let from_profile = |key: SettingKey, pick: fn(&Profile) -> &String| {
+            active.as_ref().filter(|_| key.info().profile).map(|a| {
+                Setting::new(
+                    pick(a.profile).clone(),
+                    Source::Profile(a.profile.name.clone()),
+                )
+            })
         };
+        // Argument, else variable, else profile, else default.
+        let target = |key: SettingKey,
+                      arg: &Option<String>,
+                      pick: fn(&Profile) -> &String,
+                      default: &str| {
+            arg.clone()
+                .map(|v| Setting::new(v, Source::Argument))
+                .or_else(|| from_env(env, key))
+                .or_else(|| from_profile(key, pick))
+                .unwrap_or_else(|| Setting::new(default.to_owned(), Source::Default))
+        };
+        // The project: a non-empty argument wins; an empty one skips the
+        // profile, as does an empty profile value; `GOOGLE_CLOUD_PROJECT`
+        // (its second variable) comes last.
+        let project_var = |index: usize| {
+            let var = SettingKey::Project.info().vars[index];
+            env.non_empty(var)
+                .map(|v| Setting::new(v, Source::Env(var)))
+        };
+        let project = match args.project.as_deref() {
+            Some(p) if !p.is_empty() => Some(Setting::new(p.to_owned(), Source::Argument)),
+            Some(_) => project_var(0),
+            None => project_var(0).or_else(|| {
+                from_profile(SettingKey::Project, |p| &p.project).filter(|s| !s.value.is_empty())
+            }),
+        }
+        .or_else(|| project_var(1));
+        let zone = target(SettingKey::Zone, &args.zone, |p| &p.zone, DEFAULT_ZONE);
+        let cluster = target(
+            SettingKey::Cluster,
+            &args.cluster,
+            |p| &p.cluster,
+            DEFAULT_CLUSTER,
+        );
+        let namespace = target(
+            SettingKey::Namespace,
+            &args.namespace,
+            |p| &p.namespace,
+            DEFAULT_NAMESPACE,
+        );
+        let names = project
+            .as_ref()
+            .map(|p| DerivedNames::new(&p.value, &zone.value, &cluster.value));
+        let profile = active.map(|a| ProfileRef {
+            name: a.profile.name.clone(),
+            selected_by: a.selected_by,
+        });
+        let home = home(env);
+        let output_dir = from_env(env, SettingKey::OutputDir);
+        let base_image_repo = args
+            .base_image_repo
+            .clone()
+            .map(|repo| Setting::new(repo, Source::Argument))
+            .or_else(|| from_env(env, SettingKey::BaseImageRepo))
+            .unwrap_or_else(|| Setting::new(DEFAULT_BASE_IMAGE_REPO.to_owned(), Source::Default));
 
-        let local_root = match from_env(env, vars::LOCAL_ROOT) {
+        let local_root = match from_env(env, SettingKey::LocalRoot) {
             // The jobs run elsewhere (their own directories): a relative
             // root would mean something else to each of them.
             Some(s) if !Path::new(&s.value).is_absolute() => {
@@ -715,7 +792,7 @@ impl Settings {
             home.as_ref()
                 .map(|h| Setting::new(h.join(".kinetic").join("local"), Source::Default))
         });
-        let store_url = match from_env(env, vars::STORE_URL) {
+        let store_url = match from_env(env, SettingKey::StoreUrl) {
             Some(s) if s.value == "gs://" => {
                 let names = names.as_ref().ok_or(SettingsError::StoreNeedsProject)?;
                 Some(Setting::new(
@@ -731,7 +808,7 @@ impl Settings {
                 )
             }),
         };
-        let kubeconfig = from_env(env, vars::KUBECONFIG).or_else(|| {
+        let kubeconfig = from_env(env, SettingKey::Kubeconfig).or_else(|| {
             home.as_ref().map(|h| {
                 Setting::new(
                     h.join(".kube").join("config").display().to_string(),
@@ -739,7 +816,7 @@ impl Settings {
                 )
             })
         });
-        let builds_store_url = from_env(env, vars::BUILDS_STORE_URL).or_else(|| {
+        let builds_store_url = from_env(env, SettingKey::BuildsStoreUrl).or_else(|| {
             names
                 .as_ref()
                 .map(|n| Setting::new(format!("gs://{}", n.builds_bucket), Source::Default))
@@ -760,67 +837,67 @@ impl Settings {
                 .backend
                 .clone()
                 .map(|b| Setting::new(b, Source::Argument))
-                .or_else(|| from_env(env, vars::BACKEND))
+                .or_else(|| from_env(env, SettingKey::Backend))
                 .unwrap_or_else(|| Setting::new(DEFAULT_BACKEND.to_owned(), Source::Default)),
             store_url,
-            gcs_endpoint: from_env(env, vars::GCS_ENDPOINT),
-            application_credentials: from_env(env, vars::GOOGLE_APPLICATION_CREDENTIALS)
+            gcs_endpoint: from_env(env, SettingKey::GcsEndpoint),
+            application_credentials: from_env(env, SettingKey::ApplicationCredentials)
                 .map(|s| Setting::new(PathBuf::from(s.value), s.source)),
-            image: from_env(env, vars::IMAGE),
+            image: from_env(env, SettingKey::Image),
             base_image_repo,
             builds_store_url,
-            cloudbuild_endpoint: from_env(env, vars::CLOUDBUILD_ENDPOINT),
-            artifactregistry_endpoint: from_env(env, vars::ARTIFACTREGISTRY_ENDPOINT),
-            access_token: from_env(env, vars::ACCESS_TOKEN)
+            cloudbuild_endpoint: from_env(env, SettingKey::CloudbuildEndpoint),
+            artifactregistry_endpoint: from_env(env, SettingKey::ArtifactregistryEndpoint),
+            access_token: from_env(env, SettingKey::AccessToken)
                 .map(|s| Setting::new(SecretValue::new(s.value), s.source)),
-            container_endpoint: from_env(env, vars::CONTAINER_ENDPOINT),
-            iam_endpoint: from_env(env, vars::IAM_ENDPOINT),
-            resourcemanager_endpoint: from_env(env, vars::RESOURCEMANAGER_ENDPOINT),
-            serviceusage_endpoint: from_env(env, vars::SERVICEUSAGE_ENDPOINT),
-            lws_manifests_url: from_env(env, vars::LWS_MANIFESTS_URL),
-            nvidia_driver_manifest_url: from_env(env, vars::NVIDIA_DRIVER_MANIFEST_URL),
-            operation_timeout: parse_positive_seconds(env, vars::OPERATION_TIMEOUT)?,
+            container_endpoint: from_env(env, SettingKey::ContainerEndpoint),
+            iam_endpoint: from_env(env, SettingKey::IamEndpoint),
+            resourcemanager_endpoint: from_env(env, SettingKey::ResourcemanagerEndpoint),
+            serviceusage_endpoint: from_env(env, SettingKey::ServiceusageEndpoint),
+            lws_manifests_url: from_env(env, SettingKey::LwsManifestsUrl),
+            nvidia_driver_manifest_url: from_env(env, SettingKey::NvidiaDriverManifestUrl),
+            operation_timeout: parse_positive_seconds(env, SettingKey::OperationTimeout)?,
             reservation: args
                 .reservation
                 .clone()
                 .map(|r| Setting::new(r, Source::Argument))
-                .or_else(|| from_env(env, vars::RESERVATION)),
+                .or_else(|| from_env(env, SettingKey::Reservation)),
             output_dir,
-            package_root: from_env(env, vars::PACKAGE_ROOT),
+            package_root: from_env(env, SettingKey::PackageRoot),
             default_excludes: default_excludes(env),
             context_size_warn_bytes,
             context_max_bytes: parse_limit(
                 env,
-                vars::CONTEXT_MAX_MB,
+                SettingKey::ContextMaxBytes,
                 1024.0 * 1024.0,
                 ExtractLimits::DEFAULT_MAX_BYTES,
                 "a positive number of megabytes",
             )?,
             context_max_files: parse_limit(
                 env,
-                vars::CONTEXT_MAX_FILES,
+                SettingKey::ContextMaxFiles,
                 1.0,
                 ExtractLimits::DEFAULT_MAX_ENTRIES,
                 "a positive number of files",
             )?,
             context_max_ratio: parse_limit(
                 env,
-                vars::CONTEXT_MAX_RATIO,
+                SettingKey::ContextMaxRatio,
                 1.0,
                 ExtractLimits::DEFAULT_MAX_RATIO,
                 "a positive ratio, e.g. 200 for 200:1",
             )?,
-            pending_deadline: parse_positive_seconds(env, vars::PENDING_DEADLINE)?,
+            pending_deadline: parse_positive_seconds(env, SettingKey::PendingDeadline)?,
             local_root,
             local_max_concurrent: parse_positive_count(
                 env,
-                vars::LOCAL_MAX_CONCURRENT,
+                SettingKey::LocalMaxConcurrent,
                 MAX_LOCAL_CONCURRENT,
                 "a positive integer, at most 1024",
             )?,
             local_gpus: parse_count(
                 env,
-                vars::LOCAL_GPUS,
+                SettingKey::LocalGpus,
                 0,
                 MAX_LOCAL_GPUS as usize,
                 "a number of GPUs, 0 to 1024",
@@ -999,221 +1076,128 @@ impl Settings {
         }
     }
 
-    /// Every setting, in display order, secrets redacted.
+    /// Every setting the table lists ([`KeyInfo::listed`]), in its order,
+    /// secrets redacted: what `kinetic config` shows.
     pub fn entries(&self) -> Vec<SettingEntry> {
-        fn text(
-            key: &'static str,
-            s: Option<&Setting<String>>,
-            unset: &'static str,
-        ) -> SettingEntry {
-            SettingEntry {
-                key,
-                value: s.map(|s| Value::String(s.value.clone())),
-                source: s.map(|s| s.source.clone()),
-                unset,
-            }
+        KEYS.iter()
+            .filter(|info| info.listed)
+            .map(|info| self.entry(info.key))
+            .collect()
+    }
+
+    /// The setting `key` as [`Settings::entries`] lists it: its value as
+    /// JSON (`"<redacted>"` for a secret) and source, or what applies
+    /// instead when it has none.
+    pub fn entry(&self, key: SettingKey) -> SettingEntry {
+        let info = key.info();
+        let found = self.value_of(key);
+        SettingEntry {
+            key: info.name,
+            value: found.as_ref().map(|(value, _)| {
+                if info.secret {
+                    json!("<redacted>")
+                } else {
+                    value.clone()
+                }
+            }),
+            source: found.map(|(_, source)| source),
+            unset: info.unset.unwrap_or(""),
         }
-        fn path(
-            key: &'static str,
-            s: Option<&Setting<PathBuf>>,
-            unset: &'static str,
-        ) -> SettingEntry {
-            SettingEntry {
-                key,
-                value: s.map(|s| Value::String(s.value.display().to_string())),
-                source: s.map(|s| s.source.clone()),
-                unset,
-            }
+    }
+
+    /// The value of `key` as JSON, unredacted, and its source.
+    fn value_of(&self, key: SettingKey) -> Option<(Value, Source)> {
+        fn text(s: Option<&Setting<String>>) -> Option<(Value, Source)> {
+            s.map(|s| (Value::String(s.value.clone()), s.source.clone()))
         }
-        fn of<T>(
-            key: &'static str,
-            s: Option<&Setting<T>>,
-            value: impl Fn(&T) -> Value,
-            unset: &'static str,
-        ) -> SettingEntry {
-            SettingEntry {
-                key,
-                value: s.map(|s| value(&s.value)),
-                source: s.map(|s| s.source.clone()),
-                unset,
-            }
+        fn path(s: Option<&Setting<PathBuf>>) -> Option<(Value, Source)> {
+            s.map(|s| {
+                (
+                    Value::String(s.value.display().to_string()),
+                    s.source.clone(),
+                )
+            })
         }
-        // Where GPU and TPU jobs go when no backend is configured, and the
-        // stores jobs use: the configured backend's, and the cluster's.
-        let accelerator_backend = if self.backend.source == Source::Default {
-            self.project
-                .as_ref()
-                .map(|_| Setting::new("gke".to_owned(), Source::Default))
-        } else {
-            Some(self.backend.clone())
-        };
-        let store = self.store_for(&self.backend.value).ok();
-        let cluster_store = self.store_for("gke").ok();
-        vec![
-            text(
-                "project",
-                self.project.as_ref(),
-                "required for the cluster's buckets, registry and images",
-            ),
-            text("zone", Some(&self.zone), ""),
-            text("cluster", Some(&self.cluster), ""),
-            text("namespace", Some(&self.namespace), ""),
-            text(
-                "output_dir",
-                self.output_dir.as_ref(),
-                "outputs/{job_id} in the jobs store",
-            ),
-            text("base_image_repo", Some(&self.base_image_repo), ""),
-            text("backend", Some(&self.backend), ""),
-            text(
-                "accelerator_backend",
-                accelerator_backend.as_ref(),
-                "the backend setting: no cluster is configured for GPU and TPU jobs",
-            ),
-            text(
-                "store_url",
-                store.as_ref(),
-                "local jobs need HOME or KINETIC_LOCAL_ROOT; cluster jobs a project or KINETIC_STORE_URL=gs://BUCKET",
-            ),
-            text(
-                "cluster_store_url",
-                cluster_store.as_ref(),
-                "needs a project, or KINETIC_STORE_URL=gs://BUCKET",
-            ),
-            text("gcs_endpoint", self.gcs_endpoint.as_ref(), "Google's"),
-            path(
-                "application_credentials",
-                self.application_credentials.as_ref(),
-                "gcloud's file, then the metadata server",
-            ),
-            text(
-                "kubeconfig",
-                self.kubeconfig.as_ref(),
-                "no kubeconfig: no gke backend",
-            ),
-            text(
-                "kube_context",
-                self.kube_context.as_ref(),
-                "the kubeconfig's current context",
-            ),
-            text("image", self.image.as_ref(), "resolved per job"),
-            text(
-                "builds_store_url",
-                self.builds_store_url.as_ref(),
-                "needs a project",
-            ),
-            text(
-                "cloudbuild_endpoint",
-                self.cloudbuild_endpoint.as_ref(),
-                "Google's",
-            ),
-            text(
-                "artifactregistry_endpoint",
-                self.artifactregistry_endpoint.as_ref(),
-                "Google's",
-            ),
-            of(
-                "access_token",
-                self.access_token.as_ref(),
-                |_| json!("<redacted>"),
-                "Application Default Credentials",
-            ),
-            text(
-                "container_endpoint",
-                self.container_endpoint.as_ref(),
-                "Google's",
-            ),
-            text("iam_endpoint", self.iam_endpoint.as_ref(), "Google's"),
-            text(
-                "resourcemanager_endpoint",
-                self.resourcemanager_endpoint.as_ref(),
-                "Google's",
-            ),
-            text(
-                "serviceusage_endpoint",
-                self.serviceusage_endpoint.as_ref(),
-                "Google's",
-            ),
-            text(
-                "lws_manifests_url",
-                self.lws_manifests_url.as_ref(),
-                "the LeaderWorkerSet v0.5.1 release",
-            ),
-            text(
-                "nvidia_driver_manifest_url",
-                self.nvidia_driver_manifest_url.as_ref(),
-                "the installer GKE's documentation applies",
-            ),
-            of(
-                "operation_timeout",
-                self.operation_timeout.as_ref(),
-                |d| json!(d.as_secs_f64()),
-                "45 minutes per cloud operation",
-            ),
-            text(
-                "reservation",
-                self.reservation.as_ref(),
-                "new node pools consume no reservation",
-            ),
-            text(
-                "package_root",
-                self.package_root.as_ref(),
-                "detected from the entrypoint",
-            ),
-            of(
-                "default_excludes",
-                Some(&self.default_excludes),
-                |v| json!(v),
-                "",
-            ),
-            of(
-                "context_size_warn_bytes",
-                Some(&self.context_size_warn_bytes),
-                |v| json!(v),
-                "",
-            ),
-            of(
-                "context_max_bytes",
-                Some(&self.context_max_bytes),
-                |v| json!(v),
-                "",
-            ),
-            of(
-                "context_max_files",
-                Some(&self.context_max_files),
-                |v| json!(v),
-                "",
-            ),
-            of(
-                "context_max_ratio",
-                Some(&self.context_max_ratio),
-                |v| json!(v),
-                "",
-            ),
-            of(
-                "pending_deadline",
-                self.pending_deadline.as_ref(),
-                |d| json!(d.as_secs_f64()),
-                "the backend's default (900 s on gke)",
-            ),
-            path(
-                "local_root",
-                self.local_root.as_ref(),
-                "needs HOME or KINETIC_LOCAL_ROOT",
-            ),
-            of(
-                "local_max_concurrent",
-                self.local_max_concurrent.as_ref(),
-                |n| json!(n),
-                "one per core",
-            ),
-            of(
-                "local_gpus",
-                self.local_gpus.as_ref(),
-                |n| json!(n),
-                "counted with nvidia-smi -L",
-            ),
-        ]
+        fn of<T>(s: Option<&Setting<T>>, value: impl Fn(&T) -> Value) -> Option<(Value, Source)> {
+            s.map(|s| (value(&s.value), s.source.clone()))
+        }
+        let seconds = |d: &Duration| json!(d.as_secs_f64());
+        match key {
+            SettingKey::Profile => self.profile.as_ref().map(|p| {
+                let source = match p.selected_by {
+                    crate::config::ProfileSelection::Argument => Source::Argument,
+                    crate::config::ProfileSelection::Env => {
+                        Source::Env(SettingKey::Profile.env_var())
+                    }
+                    _ => Source::Default,
+                };
+                (Value::String(p.name.clone()), source)
+            }),
+            SettingKey::ProfilesFile => path(Some(&self.profiles_file)),
+            SettingKey::Home => self.home.as_ref().map(|h| {
+                (
+                    Value::String(h.display().to_string()),
+                    Source::Env(SettingKey::Home.env_var()),
+                )
+            }),
+            SettingKey::Project => text(self.project.as_ref()),
+            SettingKey::Zone => text(Some(&self.zone)),
+            SettingKey::Cluster => text(Some(&self.cluster)),
+            SettingKey::Namespace => text(Some(&self.namespace)),
+            SettingKey::OutputDir => text(self.output_dir.as_ref()),
+            SettingKey::BaseImageRepo => text(Some(&self.base_image_repo)),
+            SettingKey::Backend => text(Some(&self.backend)),
+            // Where GPU and TPU jobs go when no backend is configured.
+            SettingKey::AcceleratorBackend => {
+                if self.backend.source == Source::Default {
+                    self.project
+                        .as_ref()
+                        .map(|_| (json!(cluster_backend(1)), Source::Default))
+                } else {
+                    text(Some(&self.backend))
+                }
+            }
+            // The stores jobs use: the configured backend's, and the cluster's.
+            SettingKey::StoreUrl => text(self.store_for(&self.backend.value).ok().as_ref()),
+            SettingKey::ClusterStoreUrl => text(self.store_for(cluster_backend(1)).ok().as_ref()),
+            SettingKey::GcsEndpoint => text(self.gcs_endpoint.as_ref()),
+            SettingKey::ApplicationCredentials => path(self.application_credentials.as_ref()),
+            SettingKey::Kubeconfig => text(self.kubeconfig.as_ref()),
+            SettingKey::KubeContext => text(self.kube_context.as_ref()),
+            SettingKey::Image => text(self.image.as_ref()),
+            SettingKey::BuildsStoreUrl => text(self.builds_store_url.as_ref()),
+            SettingKey::CloudbuildEndpoint => text(self.cloudbuild_endpoint.as_ref()),
+            SettingKey::ArtifactregistryEndpoint => text(self.artifactregistry_endpoint.as_ref()),
+            SettingKey::AccessToken => of(self.access_token.as_ref(), |t| json!(t.expose())),
+            SettingKey::ContainerEndpoint => text(self.container_endpoint.as_ref()),
+            SettingKey::IamEndpoint => text(self.iam_endpoint.as_ref()),
+            SettingKey::ResourcemanagerEndpoint => text(self.resourcemanager_endpoint.as_ref()),
+            SettingKey::ServiceusageEndpoint => text(self.serviceusage_endpoint.as_ref()),
+            SettingKey::LwsManifestsUrl => text(self.lws_manifests_url.as_ref()),
+            SettingKey::NvidiaDriverManifestUrl => text(self.nvidia_driver_manifest_url.as_ref()),
+            SettingKey::OperationTimeout => of(self.operation_timeout.as_ref(), seconds),
+            SettingKey::Reservation => text(self.reservation.as_ref()),
+            SettingKey::PackageRoot => text(self.package_root.as_ref()),
+            SettingKey::DefaultExcludes => of(Some(&self.default_excludes), |v| json!(v)),
+            SettingKey::ContextSizeWarnBytes => {
+                of(Some(&self.context_size_warn_bytes), |v| json!(v))
+            }
+            SettingKey::ContextMaxBytes => of(Some(&self.context_max_bytes), |v| json!(v)),
+            SettingKey::ContextMaxFiles => of(Some(&self.context_max_files), |v| json!(v)),
+            SettingKey::ContextMaxRatio => of(Some(&self.context_max_ratio), |v| json!(v)),
+            SettingKey::PendingDeadline => of(self.pending_deadline.as_ref(), seconds),
+            SettingKey::LocalRoot => path(self.local_root.as_ref()),
+            SettingKey::LocalMaxConcurrent => of(self.local_max_concurrent.as_ref(), |n| json!(n)),
+            SettingKey::LocalGpus => of(self.local_gpus.as_ref(), |n| json!(n)),
+        }
+    }
+
+    /// The project, where one is required.
+    ///
+    /// # Errors
+    /// [`SettingsError::MissingProject`] when no source gave one.
+    pub fn require_project(&self) -> Result<&Setting<String>, SettingsError> {
+        self.project.as_ref().ok_or(SettingsError::MissingProject)
     }
 }
 
