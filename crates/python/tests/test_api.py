@@ -63,7 +63,7 @@ def test_a_malformed_hugging_face_uri_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown query key \"shard\""):
         kinetic.run(accelerator="cpu")(work.read_text)(kinetic.Data("hf://imdb?shard=2"))
     with pytest.raises(ValueError, match="hf_trust_remote_code applies to Hugging Face datasets"):
-        kinetic.run(accelerator="cpu")(work.read_text)(kinetic.Data("gs://b/x", hf_trust_remote_code=True))
+        kinetic.run(accelerator="cpu")(work.read_text)(kinetic.Data("gs://b/x.txt", hf_trust_remote_code=True))
 
 
 def test_data_inside_a_pickled_value_is_a_clear_error(tmp_path):
