@@ -90,7 +90,7 @@ fn main() {
     rt.block_on(async {
         let fake = FakeCloudBuild::start().await.unwrap();
         let store = Arc::new(MemoryStore::new());
-        fake.attach_bucket("proj-kn-c1-builds", store.clone());
+        fake.attach_bucket("proj-kn-c1-builds", kinetic_fake_gcp_server::build_bucket(store.clone()));
         fake.set_schedule(BuildSchedule::success().with_polls(2, 3));
         let config = CloudBuildConfig::new("proj", "us-central1-a", "c1")
             .with_endpoint(&fake.endpoint())

@@ -36,7 +36,10 @@ async fn world(requirements: &str) -> World {
 
     let fake = FakeCloudBuild::start().await.unwrap();
     let builds = Arc::new(MemoryStore::new());
-    fake.attach_bucket("proj-kn-c1-builds", builds.clone());
+    fake.attach_bucket(
+        "proj-kn-c1-builds",
+        kinetic_fake_gcp_server::build_bucket(builds.clone()),
+    );
     let config = CloudBuildConfig::new("proj", "us-central1-a", "c1")
         .with_endpoint(&fake.endpoint())
         .with_poll(

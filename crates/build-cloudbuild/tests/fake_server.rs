@@ -43,7 +43,10 @@ async fn world_with(edit: impl FnOnce(CloudBuildConfig) -> CloudBuildConfig) -> 
     let fake = FakeCloudBuild::start().await.unwrap();
     fake.require_token(TOKEN);
     let store = Arc::new(MemoryStore::new());
-    fake.attach_bucket("proj-kn-c1-builds", store.clone());
+    fake.attach_bucket(
+        "proj-kn-c1-builds",
+        kinetic_fake_gcp_server::build_bucket(store.clone()),
+    );
     let builder = CloudBuildImageBuilder::new(
         edit(config(&fake)),
         Arc::new(StaticToken::new(TOKEN)),
@@ -424,7 +427,10 @@ async fn a_build_that_never_ends_times_out() {
 async fn a_missing_source_fails_the_build() {
     // The builds bucket the fake reads from is not where the builder wrote.
     let fake = FakeCloudBuild::start().await.unwrap();
-    fake.attach_bucket("proj-kn-c1-builds", Arc::new(MemoryStore::new()));
+    fake.attach_bucket(
+        "proj-kn-c1-builds",
+        kinetic_fake_gcp_server::build_bucket(Arc::new(MemoryStore::new())),
+    );
     let builder = CloudBuildImageBuilder::new(
         config(&fake),
         Arc::new(StaticToken::new(TOKEN)),

@@ -150,7 +150,10 @@ async fn build_image_publishes_each_category() {
     fake.set_schedule(BuildSchedule::success().with_polls(0, 0));
     let bucket = w.home.join("builds-bucket");
     let store = GcsStore::local_dir(&bucket).unwrap();
-    fake.attach_bucket("proj-kn-c1-builds", Arc::new(store));
+    fake.attach_bucket(
+        "proj-kn-c1-builds",
+        kinetic_fake_gcp_server::build_bucket(Arc::new(store)),
+    );
     let mut command = w.command(
         &[
             "build-image",

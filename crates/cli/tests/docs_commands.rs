@@ -367,7 +367,7 @@ fn run_page(page: &str) {
             && !fake.exists()
         {
             problems.push(format!(
-                "{}: needs {}: build it first (cargo build -p kinetic-fake-gcp; scripts/test.sh does)",
+                "{}: needs {}: build it first (cargo build -p kinetic-fake-gcp-server; scripts/test.sh does)",
                 block.place,
                 fake.display()
             ));

@@ -17,7 +17,7 @@ use kinetic_core::layout;
 use kinetic_core::ports::ObjectStore;
 use kinetic_engine::{Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions};
 use kinetic_fake_gcp::FakeGcs;
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_fake_gcp::k8s::FakeCluster;
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::FakeImageBuilder;
 use serde_json::json;
@@ -67,7 +67,7 @@ async fn main() {
     let store: Arc<dyn ObjectStore> =
         Arc::new(GcsStore::open("gs://kn-jobs", &GcsOptions::emulator(&gcs.endpoint())).unwrap());
     let cluster = FakeCluster::start(
-        FakeClusterConfig::default().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
+        kinetic_fake_gcp_server::fake_cluster_config().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
     )
     .await
     .unwrap();

@@ -60,7 +60,7 @@ struct World {
 
 impl World {
     async fn new() -> Self {
-        Self::with_cluster(FakeClusterConfig::default()).await
+        Self::with_cluster(kinetic_fake_gcp_server::fake_cluster_config()).await
     }
 
     async fn with_cluster(config: FakeClusterConfig) -> Self {
@@ -480,7 +480,9 @@ async fn a_pod_the_server_refuses_is_reported_and_fails_at_the_pending_deadline(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_service_account_is_refused_at_submit() {
-    let w = World::with_cluster(FakeClusterConfig::default().service_accounts(&[])).await;
+    let w =
+        World::with_cluster(kinetic_fake_gcp_server::fake_cluster_config().service_accounts(&[]))
+            .await;
     let err = w
         .engine()
         .submit(w.spec("work:square").arg(json!(2)))

@@ -83,7 +83,7 @@ async fn until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripted_pod_outcomes_become_typed_reasons() {
-    let w = World::new(FakeClusterConfig::default()).await;
+    let w = World::new(kinetic_fake_gcp_server::fake_cluster_config()).await;
     let backend = w.backend(ManifestOptions::default());
     let short = Duration::from_millis(150);
     let cases = [
@@ -147,7 +147,7 @@ async fn scripted_pod_outcomes_become_typed_reasons() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quota_and_the_run_deadline() {
     // A GPU node with one L4: a job asking for two is short of capacity.
-    let w = World::new(FakeClusterConfig::default().nodes(vec![
+    let w = World::new(kinetic_fake_gcp_server::fake_cluster_config().nodes(vec![
         FakeNode::cpu("cpu-0"),
         FakeNode::cpu("gpu-0")
             .label("cloud.google.com/gke-accelerator", "nvidia-l4")
@@ -184,7 +184,7 @@ async fn quota_and_the_run_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_follow_a_retried_pod() {
-    let w = World::new(FakeClusterConfig::default()).await;
+    let w = World::new(kinetic_fake_gcp_server::fake_cluster_config()).await;
     let mut manifest = ManifestOptions::default();
     manifest.backoff_limit = 1;
     let backend = w.backend(manifest);
@@ -234,7 +234,7 @@ async fn logs_follow_a_retried_pod() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_status_is_one_labelled_list() {
-    let w = World::new(FakeClusterConfig::default()).await;
+    let w = World::new(kinetic_fake_gcp_server::fake_cluster_config()).await;
     let backend = w.backend(ManifestOptions::default());
     let group: GroupId = "grp-0badc0de".parse().unwrap();
     let mut jobs = Vec::new();
@@ -285,7 +285,7 @@ async fn a_batch_status_is_one_labelled_list() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_runtime_watcher_sees_a_jobs_pod_come_and_go() {
     use kube::runtime::watcher;
-    let w = World::new(FakeClusterConfig::default()).await;
+    let w = World::new(kinetic_fake_gcp_server::fake_cluster_config()).await;
     let backend = w.backend(ManifestOptions::default());
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(w.client.clone(), "default");
     let mut events = Box::pin(watcher(
@@ -350,7 +350,7 @@ async fn kube_runtime_watcher_sees_a_jobs_pod_come_and_go() {
 /// call again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_final_state_that_keeps_conflicting_is_given_up_after_its_budget() {
-    let w = World::new(FakeClusterConfig::default()).await;
+    let w = World::new(kinetic_fake_gcp_server::fake_cluster_config()).await;
     let quick = |attempts| {
         RetryPolicy::new(
             attempts,

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use kinetic_core::env::{EnvSnapshot, capture};
 use kinetic_core::ports::{GetOptions, ObjectPath, ObjectStore, PreparedJob};
 use kinetic_core::protocol::{RunnerResult, worker_results_in_order};
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, IMAGE_RUNNER_PATH};
+use kinetic_fake_gcp::k8s::FakeCluster;
+use kinetic_fake_gcp_server::RUNNER_IMAGE_PATH;
 use kinetic_store_gcs::GcsStore;
 use kinetic_testkit::{ConformanceJob, prepare_python_job_on};
 use kube::api::{Api, DynamicObject, PostParams};
@@ -31,10 +32,11 @@ impl World {
         std::fs::create_dir_all(dir.path().join("hosts")).unwrap();
         let store: Arc<dyn ObjectStore> =
             Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
-        let cluster =
-            FakeCluster::start(FakeClusterConfig::default().kill_grace(Duration::from_millis(300)))
-                .await
-                .unwrap();
+        let cluster = FakeCluster::start(
+            kinetic_fake_gcp_server::fake_cluster_config().kill_grace(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
         cluster.install_leader_worker_set().unwrap();
         let client =
             kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
@@ -60,7 +62,7 @@ impl World {
             "metadata": {"labels": {"app": "kinetic-pathways", "job-id": prepared.record.job_id.as_str()}},
             "spec": {"containers": [{
                 "name": "kinetic-worker", "image": "registry.invalid/kinetic:1",
-                "command": ["python3", "-u", IMAGE_RUNNER_PATH, "--spec", prepared.spec_uri],
+                "command": ["python3", "-u", RUNNER_IMAGE_PATH, "--spec", prepared.spec_uri],
                 "env": [{"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": "$(LWS_LEADER_ADDRESS)"},
                         {"name": "MEGASCALE_NUM_SLICES", "value": "4"},
                         {"name": "TPU_WORKER_ID", "value": "$(LWS_WORKER_INDEX)"}],

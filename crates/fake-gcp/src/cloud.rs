@@ -5,10 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinetic_core::config::{DEFAULT_NAMESPACE, DEFAULT_ZONE, DerivedNames};
-use kinetic_core::settings::vars;
-
 use crate::apis::FakeGoogleApis;
+use crate::client::{ClientProfile, ProjectNames};
 use crate::cloudbuild::{BuildSchedule, FakeCloudBuild};
 use crate::gcs::FakeGcs;
 use crate::images::{ImageBuilder, ImageEnvironments};
@@ -17,6 +15,7 @@ use crate::k8s::{FakeCluster, FakeClusterConfig};
 /// Settings of a [`FakeGcp`].
 #[derive(Debug, Clone)]
 pub struct FakeGcpConfig {
+    client: ClientProfile,
     project: String,
     zone: String,
     cluster: String,
@@ -30,16 +29,18 @@ pub struct FakeGcpConfig {
     scale_up_delay: Duration,
 }
 
-impl Default for FakeGcpConfig {
-    /// Project `fake-project`, cluster `fake` in the default zone, namespace
-    /// `default`, pods run by `python3`; provisioned (the cluster, its
-    /// buckets and registry exist); operations take 200 ms.
-    fn default() -> Self {
+impl FakeGcpConfig {
+    /// A project for `client`: project `fake-project`, cluster `fake` in
+    /// the client's default zone, jobs in its default namespace, pods run
+    /// by `python3`; provisioned (the cluster, its buckets and registry
+    /// exist); operations take 200 ms.
+    pub fn new(client: ClientProfile) -> Self {
         Self {
             project: "fake-project".into(),
-            zone: DEFAULT_ZONE.into(),
+            zone: client.zone.clone(),
             cluster: "fake".into(),
-            namespace: DEFAULT_NAMESPACE.into(),
+            namespace: client.namespace.clone(),
+            client,
             python: PathBuf::from("python3"),
             wheelhouse: None,
             image_cache: None,
@@ -49,10 +50,9 @@ impl Default for FakeGcpConfig {
             scale_up_delay: Duration::from_millis(300),
         }
     }
-}
 
-impl FakeGcpConfig {
-    /// The project (default `fake-project`); its buckets are named as Kinetic names them.
+    /// The project (default `fake-project`); its buckets are named as the
+    /// client names them ([`ClientProfile::naming`]).
     pub fn project(mut self, project: &str) -> Self {
         self.project = project.to_owned();
         self
@@ -64,7 +64,7 @@ impl FakeGcpConfig {
         self
     }
 
-    /// The namespace jobs go to (default `default`).
+    /// The namespace jobs go to (default: the client's).
     pub fn namespace(mut self, namespace: &str) -> Self {
         self.namespace = namespace.to_owned();
         self
@@ -151,6 +151,10 @@ fn jobs_role(namespace: &str) -> serde_json::Value {
 const LWS_PATH: &str = "kubernetes-sigs/lws/releases/download/v0.5.1/manifests.yaml";
 const NVIDIA_PATH: &str = "GoogleCloudPlatform/container-engine-accelerators/master/nvidia-driver-installer/cos/daemonset-preloaded.yaml";
 
+/// The variable [`FakeGcp::cli_env`] gives the fake Kubernetes API
+/// server's URL in (the fake's own, besides the client's).
+pub const FAKE_K8S_URL: &str = "KINETIC_FAKE_K8S_URL";
+
 /// The credential plugin kubeconfigs of GKE clusters run (`gcloud`'s).
 pub const AUTH_PLUGIN: &str = "gke-gcloud-auth-plugin";
 
@@ -165,7 +169,7 @@ pub const AUTH_PLUGIN: &str = "gke-gcloud-auth-plugin";
 #[derive(Debug)]
 pub struct FakeGcp {
     config: FakeGcpConfig,
-    names: DerivedNames,
+    names: ProjectNames,
     gcs: FakeGcs,
     cluster: Arc<FakeCluster>,
     cloud_build: FakeCloudBuild,
@@ -178,7 +182,7 @@ impl FakeGcp {
 
     /// Start the fakes on loopback. Needs a multi-threaded tokio runtime.
     pub async fn start(config: FakeGcpConfig) -> std::io::Result<Self> {
-        let names = DerivedNames::new(&config.project, &config.zone, &config.cluster);
+        let names = (config.client.naming)(&config.project, &config.zone, &config.cluster);
         let gcs = FakeGcs::start()?;
         // A provisioned project's cluster has the jobs' service account
         // `kinetic up` makes; a new one has none until `up` runs.
@@ -199,6 +203,7 @@ impl FakeGcp {
                     base_python: config.python.clone(),
                     wheelhouse,
                     cache,
+                    packages: config.client.image_packages.clone(),
                 });
             let images = ImageEnvironments::new(builder);
             for (image, python) in &config.stand_ins {
@@ -207,6 +212,9 @@ impl FakeGcp {
             Arc::new(images)
         });
         let mut cluster_config = FakeClusterConfig::default();
+        for (path, contents) in &config.client.image_files {
+            cluster_config = cluster_config.image_file(path, contents);
+        }
         if let Some(images) = &images {
             cluster_config = cluster_config.images(images.clone());
             if let Some(wheelhouse) = images.wheelhouse() {
@@ -223,7 +231,7 @@ impl FakeGcp {
             FakeCluster::start(
                 cluster_config
                     .python(&config.python)
-                    .env(vars::GCS_ENDPOINT, &gcs.endpoint())
+                    .env(&config.client.vars.gcs_endpoint, &gcs.endpoint())
                     .nodes(Vec::new())
                     .service_accounts(&accounts)
                     .scale_up_delay(config.scale_up_delay),
@@ -303,8 +311,8 @@ impl FakeGcp {
         &self.apis
     }
 
-    /// The names derived from the project, zone and cluster.
-    pub fn names(&self) -> &DerivedNames {
+    /// The names the client gives the project's resources.
+    pub fn names(&self) -> &ProjectNames {
         &self.names
     }
 
@@ -364,33 +372,34 @@ impl FakeGcp {
     pub fn cli_env(&self, kubeconfig: &Path) -> Vec<(String, String)> {
         let gcs = self.gcs.endpoint();
         let apis = self.apis.endpoint().to_owned();
+        let vars = &self.config.client.vars;
         [
-            (vars::KUBECONFIG, kubeconfig.display().to_string()),
-            (vars::PROJECT, self.config.project.clone()),
-            (vars::ZONE, self.config.zone.clone()),
-            (vars::CLUSTER, self.config.cluster.clone()),
-            (vars::NAMESPACE, self.config.namespace.clone()),
-            (vars::STORE_URL, format!("gs://{}", self.names.jobs_bucket)),
-            (vars::GCS_ENDPOINT, gcs),
-            (vars::CLOUDBUILD_ENDPOINT, apis.clone()),
-            (vars::ARTIFACTREGISTRY_ENDPOINT, apis.clone()),
-            (vars::CONTAINER_ENDPOINT, apis.clone()),
-            (vars::IAM_ENDPOINT, apis.clone()),
-            (vars::RESOURCEMANAGER_ENDPOINT, apis.clone()),
-            (vars::SERVICEUSAGE_ENDPOINT, apis.clone()),
+            (&vars.kubeconfig, kubeconfig.display().to_string()),
+            (&vars.project, self.config.project.clone()),
+            (&vars.zone, self.config.zone.clone()),
+            (&vars.cluster, self.config.cluster.clone()),
+            (&vars.namespace, self.config.namespace.clone()),
+            (&vars.store_url, format!("gs://{}", self.names.jobs_bucket)),
+            (&vars.gcs_endpoint, gcs),
+            (&vars.cloudbuild_endpoint, apis.clone()),
+            (&vars.artifactregistry_endpoint, apis.clone()),
+            (&vars.container_endpoint, apis.clone()),
+            (&vars.iam_endpoint, apis.clone()),
+            (&vars.resourcemanager_endpoint, apis.clone()),
+            (&vars.serviceusage_endpoint, apis.clone()),
             (
-                vars::LWS_MANIFESTS_URL,
+                &vars.lws_manifests_url,
                 format!("{apis}/manifests/{LWS_PATH}"),
             ),
             (
-                vars::NVIDIA_DRIVER_MANIFEST_URL,
+                &vars.nvidia_driver_manifest_url,
                 format!("{apis}/manifests/{NVIDIA_PATH}"),
             ),
-            (vars::ACCESS_TOKEN, Self::ACCESS_TOKEN.to_owned()),
-            ("KINETIC_FAKE_K8S_URL", self.cluster.url().to_owned()),
+            (&vars.access_token, Self::ACCESS_TOKEN.to_owned()),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
+        .map(|(k, v)| (k.clone(), v))
+        .chain([(FAKE_K8S_URL.to_owned(), self.cluster.url().to_owned())])
         .collect()
     }
 }

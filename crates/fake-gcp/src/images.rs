@@ -5,7 +5,7 @@
 //! - The fake Cloud Build makes the environment of each image it builds
 //!   ([`ImageEnvironments::build`]): a fresh venv (never
 //!   `--system-site-packages`) made by the base interpreter, the image's
-//!   packages ([`kinetic_core::image::IMAGE_PACKAGES`], the list the
+//!   packages ([`ImageBuilder::packages`], the client's list its
 //!   Dockerfile's install line is rendered from) and the context's
 //!   `requirements.txt` installed by pip from a local wheelhouse (no index
 //!   is reached), the files the Dockerfile's `COPY` lines add (the runner)
@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use kinetic_core::image::{image_packages, requirement_name};
 use sha2::{Digest, Sha256};
 
 /// The environment of one image.
@@ -59,6 +58,10 @@ pub struct ImageBuilder {
     pub wheelhouse: PathBuf,
     /// Where environments are kept, by image.
     pub cache: PathBuf,
+    /// The requirements each accelerator category's base image holds
+    /// (`cpu` → `jax`, `keras`…): the client's
+    /// ([`crate::ClientProfile::image_packages`]).
+    pub packages: BTreeMap<String, Vec<String>>,
 }
 
 /// The environments of the fake registry's images.
@@ -80,19 +83,25 @@ fn tag_of(image: &str) -> Option<&str> {
 
 /// The accelerator category of a job image: a bundled image's tag
 /// (`…/base:cpu-0123…`) or a prebuilt image's name (`…/base-gpu:0.1.0`).
-fn category_of(image: &str) -> Option<&str> {
+fn category_of<'a>(image: &'a str, packages: &BTreeMap<String, Vec<String>>) -> Option<&'a str> {
     let tag = tag_of(image)?;
-    let from_tag = tag
-        .split('-')
-        .next()
-        .filter(|c| image_packages(c).is_some());
+    let from_tag = tag.split('-').next().filter(|c| packages.contains_key(*c));
     let name = &image[..image.len() - tag.len() - 1];
     let from_name = name
         .rsplit('/')
         .next()
         .and_then(|n| n.strip_prefix("base-"))
-        .filter(|c| image_packages(c).is_some());
+        .filter(|c| packages.contains_key(*c));
     from_tag.or(from_name)
+}
+
+/// The project name a requirement starts with (`jax[tpu]>=0.4.6` →
+/// `jax`), as PEP 508 spells names: letters, digits, `-`, `_` and `.`.
+fn requirement_name(requirement: &str) -> &str {
+    let end = requirement
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        .unwrap_or(requirement.len());
+    &requirement[..end]
 }
 
 fn run(cmd: &mut Command, log: &mut String) -> Result<(), String> {
@@ -184,7 +193,9 @@ impl ImageEnvironments {
         let Some(builder) = &self.builder else {
             return Some(Ok(String::new()));
         };
-        let Some(packages) = category_of(image).and_then(image_packages) else {
+        let Some(packages) =
+            category_of(image, &builder.packages).and_then(|c| builder.packages.get(c))
+        else {
             return Some(Err(format!(
                 "the fake Cloud Build cannot tell the accelerator category of {image} (expected a bundled tag cpu-…, gpu-…, tpu-… or a prebuilt base-cpu, base-gpu, base-tpu image)\n"
             )));
@@ -201,8 +212,10 @@ impl ImageEnvironments {
             let name = requirement_name(p).to_lowercase().replace('-', "_");
             wheels.iter().any(|w| w.starts_with(&format!("{name}-")))
         };
-        let (install, left_out): (Vec<&str>, Vec<&str>) =
-            packages.iter().partition(|p| in_wheelhouse(p));
+        let (install, left_out): (Vec<&str>, Vec<&str>) = packages
+            .iter()
+            .map(String::as_str)
+            .partition(|p| in_wheelhouse(p));
         // The key: everything that changes the environment.
         let mut key = Sha256::new();
         for part in [
@@ -339,20 +352,32 @@ mod tests {
 
     #[test]
     fn tags_and_env_lines() {
+        let packages: BTreeMap<String, Vec<String>> = ["cpu", "gpu", "tpu"]
+            .into_iter()
+            .map(|c| (c.to_owned(), vec!["jax".to_owned()]))
+            .collect();
         assert_eq!(
             tag_of("us-docker.pkg.dev/p/r/base:cpu-0123"),
             Some("cpu-0123")
         );
         assert_eq!(tag_of("localhost:5000/base"), None);
         assert_eq!(
-            category_of("us-docker.pkg.dev/p/r/base:tpu-0123"),
+            category_of("us-docker.pkg.dev/p/r/base:tpu-0123", &packages),
             Some("tpu")
         );
         assert_eq!(
-            category_of("us-docker.pkg.dev/p/r/base-gpu:0.1.0"),
+            category_of("us-docker.pkg.dev/p/r/base-gpu:0.1.0", &packages),
             Some("gpu")
         );
-        assert_eq!(category_of("us-docker.pkg.dev/p/r/base:0.1.0"), None);
+        assert_eq!(
+            category_of("us-docker.pkg.dev/p/r/base:0.1.0", &packages),
+            None
+        );
+        assert_eq!(requirement_name("jax[tpu]>=0.4.6"), "jax");
+        assert_eq!(
+            requirement_name("google-cloud-storage"),
+            "google-cloud-storage"
+        );
         let mut env = BTreeMap::new();
         env_line("KERAS_BACKEND=jax PYTHONUNBUFFERED=1", &mut env);
         assert_eq!(env.get("KERAS_BACKEND").map(String::as_str), Some("jax"));

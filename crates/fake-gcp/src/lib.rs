@@ -26,14 +26,33 @@
 //!   and failures on demand; GCS also speaks the JSON API's bucket calls.
 //! - [`FakeGcp`]: all of them wired together as one project (provisioned,
 //!   or new for `kinetic up` to build), and the environment that points
-//!   the `kinetic` CLI at them; the `kinetic-fake-gcp` binary serves it
-//!   until stopped.
+//!   the client at them.
+//! - [`ClientProfile`]: what the fake knows of the client it serves — the
+//!   files every image holds (its runner), its base images' packages, its
+//!   variables, how it names a project's resources, its default zone and
+//!   namespace. This crate depends on no Kinetic crate; the profile is
+//!   configuration. `kinetic-fake-gcp-server` fills it from `kinetic-core`
+//!   and holds the `kinetic-fake-gcp` binary, which serves a project until
+//!   stopped.
+//!
+//! The rooms, floor by floor (no module imports its way in a circle;
+//! `scripts/check-module-cycles.py` checks): in [`k8s`], `meta`,
+//! `selector` and `resources` (object accessors, selectors, the built-in
+//! resource table) at the bottom; `store` (objects, versions, watches and
+//! the admission hooks it runs, given at start) over them; `deletion`,
+//! `events`, `admission`, `pod_failure_policy`, `statefulset`, `lws`,
+//! `deployment` (each a controller or a set of admission hooks over the
+//! store), `controller` (garbage collector, Job controller), `kubelet`,
+//! `scheduler` and `autoscaler` above; `auth` and `api` (the routes) on
+//! top, and the parent module wires the store's hooks and runs the control
+//! loop. In [`gcs`], `state` (buckets, objects, their JSON API metadata)
+//! under `server` (XML API) and `json` (JSON API).
 //!
 //! ```no_run
-//! # async fn demo() -> std::io::Result<()> {
+//! # async fn demo(client: kinetic_fake_gcp::ClientProfile) -> std::io::Result<()> {
 //! use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
 //!
-//! let cloud = FakeGcp::start(FakeGcpConfig::default()).await?;
+//! let cloud = FakeGcp::start(FakeGcpConfig::new(client)).await?;
 //! let kubeconfig = std::env::temp_dir().join("fake-kubeconfig");
 //! cloud.write_kubeconfig(&kubeconfig)?;
 //! for (name, value) in cloud.cli_env(&kubeconfig) {
@@ -43,6 +62,7 @@
 //! ```
 
 pub mod apis;
+mod client;
 mod cloud;
 pub mod cloudbuild;
 pub mod gcs;
@@ -51,7 +71,10 @@ pub mod images;
 pub mod k8s;
 
 pub use apis::FakeGoogleApis;
-pub use cloud::{AUTH_PLUGIN, FakeGcp, FakeGcpConfig, LWS_MANIFESTS, NVIDIA_DRIVER_MANIFEST};
+pub use client::{ClientProfile, ClientVars, ProjectNames};
+pub use cloud::{
+    AUTH_PLUGIN, FAKE_K8S_URL, FakeGcp, FakeGcpConfig, LWS_MANIFESTS, NVIDIA_DRIVER_MANIFEST,
+};
 pub use cloudbuild::FakeCloudBuild;
 pub use gcs::{FakeGcs, GcsFault, GcsOp, GcsRequest};
 pub use k8s::{FakeCluster, FakeClusterConfig};

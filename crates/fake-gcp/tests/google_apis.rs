@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+mod support;
+
 use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -47,7 +49,7 @@ async fn done(c: &Client, path: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_project_answers_as_google_does() {
     let cloud = FakeGcp::start(
-        FakeGcpConfig::default()
+        FakeGcpConfig::new(support::profile())
             .project("fake")
             .provisioned(false)
             .operation_time(Duration::from_millis(100)),
@@ -342,9 +344,13 @@ async fn a_new_project_answers_as_google_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_through_the_json_api() {
-    let cloud = FakeGcp::start(FakeGcpConfig::default().project("fake").provisioned(false))
-        .await
-        .unwrap();
+    let cloud = FakeGcp::start(
+        FakeGcpConfig::new(support::profile())
+            .project("fake")
+            .provisioned(false),
+    )
+    .await
+    .unwrap();
     let c = Client {
         http: reqwest::Client::new(),
         base: cloud.gcs().endpoint(),

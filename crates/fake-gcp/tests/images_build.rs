@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
+mod support;
+
 use kinetic_fake_gcp::images::{ImageBuilder, ImageEnvironments};
 
 const DOCKERFILE: &str = "FROM python:3.11-slim\nRUN uv pip install --system jax keras cloudpickle\n\
@@ -17,6 +19,7 @@ fn images(dir: &std::path::Path) -> ImageEnvironments {
         base_python: "python3".into(),
         wheelhouse,
         cache: dir.join("cache"),
+        packages: support::profile().image_packages,
     }))
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::retry::{Backoff, RetryPolicy};
-use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
+use kinetic_fake_gcp::FakeGcp;
 use kinetic_gcp_common::StaticToken;
 use kinetic_infra_gcp::model::{self, Action, Desired, InfraTarget, PoolRequest, PoolSpec};
 use kinetic_infra_gcp::{Endpoints, GcpInfra, GcpInfraConfig, InfraError, Observation, Progress};
@@ -66,7 +66,7 @@ fn adapter_with(cloud: &FakeGcp, edit: impl FnOnce(GcpInfraConfig) -> GcpInfraCo
 
 async fn new_project() -> FakeGcp {
     FakeGcp::start(
-        FakeGcpConfig::default()
+        kinetic_fake_gcp_server::fake_gcp_config()
             .project("fake-proj")
             .provisioned(false)
             .operation_time(Duration::from_millis(150)),
@@ -541,7 +541,7 @@ async fn a_closed_endpoint_fails_at_once_and_a_retry_is_said() {
 async fn a_cluster_endpoint_answering_something_else_is_not_a_cluster() {
     // Issue 25.10: a 200 with a body that is not a cluster was shown as
     // `cluster fake ()`, complete.
-    let cloud = FakeGcp::start(FakeGcpConfig::default().project("fake-proj"))
+    let cloud = FakeGcp::start(kinetic_fake_gcp_server::fake_gcp_config().project("fake-proj"))
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -779,7 +779,7 @@ async fn a_spot_cpu_pool_is_added_and_scales_from_zero() {
 /// Role there and LeaderWorkerSet serving, nothing to do inside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provisioned_fake_project_needs_nothing() {
-    let cloud = FakeGcp::start(FakeGcpConfig::default().project("fake-proj"))
+    let cloud = FakeGcp::start(kinetic_fake_gcp_server::fake_gcp_config().project("fake-proj"))
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();

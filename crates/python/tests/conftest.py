@@ -49,7 +49,7 @@ PREBUILT_IMAGE = "%s/base-cpu:%s" % (PREBUILT_REPO, _workspace_version())
 def _fake_gcp_binary() -> str:
     path = os.environ.get("KINETIC_FAKE_GCP_BIN") or os.path.join(REPO, "target", "debug", "kinetic-fake-gcp")
     if not os.access(path, os.X_OK):
-        pytest.fail("kinetic-fake-gcp not found at %s: build it (cargo build -p kinetic-fake-gcp) "
+        pytest.fail("kinetic-fake-gcp not found at %s: build it (cargo build -p kinetic-fake-gcp-server) "
                     "or set KINETIC_FAKE_GCP_BIN" % path)
     return path
 

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig, FakeNode};
+use kinetic_fake_gcp::k8s::{FakeCluster, FakeNode};
 use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig, FakeGcs};
+use kinetic_fake_gcp_server::{cluster_cli_env, fake_cluster_config, fake_gcp_config};
 
 use super::Sandbox;
 
@@ -83,7 +84,7 @@ impl World {
     /// with Cloud Build building the jobs' images.
     pub(crate) fn project(work_py: &str) -> WorldBuilder {
         WorldBuilder {
-            project: Some(FakeGcpConfig::default()),
+            project: Some(fake_gcp_config()),
             buckets: Vec::new(),
             ..Self::gke(work_py)
         }
@@ -151,8 +152,12 @@ impl World {
         match &self.cloud {
             Cloud::Cluster { cluster, gcs } => {
                 cluster.write_kubeconfig(&kubeconfig, "default").unwrap();
-                let mut env =
-                    cluster.cli_env(&kubeconfig, &format!("gs://{JOBS_BUCKET}"), "default");
+                let mut env = cluster_cli_env(
+                    cluster,
+                    &kubeconfig,
+                    &format!("gs://{JOBS_BUCKET}"),
+                    "default",
+                );
                 env.push(("KINETIC_GCS_ENDPOINT".into(), gcs.endpoint()));
                 env
             }
@@ -260,8 +265,7 @@ impl WorldBuilder {
             None => {
                 let buckets: Vec<&str> = self.buckets.iter().map(String::as_str).collect();
                 let gcs = FakeGcs::with_buckets(&buckets).unwrap();
-                let mut config =
-                    FakeClusterConfig::default().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint());
+                let mut config = fake_cluster_config().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint());
                 if let Some(python) = self.python {
                     config = config.python(python);
                 }

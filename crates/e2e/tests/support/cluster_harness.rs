@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ports::{Backend, ObjectStore, PreparedJob};
 use kinetic_fake_gcp::FakeGcs;
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
+use kinetic_fake_gcp::k8s::FakeCluster;
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::conformance::backend::BackendHarness;
 use kinetic_testkit::{ConformanceJob, prepare_python_job};
@@ -33,7 +33,7 @@ impl ClusterHarness {
             GcsStore::open("gs://kn-jobs", &GcsOptions::emulator(&gcs.endpoint())).unwrap(),
         );
         let cluster = FakeCluster::start(
-            FakeClusterConfig::default()
+            kinetic_fake_gcp_server::fake_cluster_config()
                 .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
                 .kill_grace(std::time::Duration::from_millis(500)),
         )

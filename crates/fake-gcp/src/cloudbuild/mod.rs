@@ -36,12 +36,23 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use kinetic_core::ports::{ObjectPath, ObjectStore, PutOptions};
+use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use crate::gcs::{FakeGcs, GcsBuckets};
 pub(crate) use crate::google::google_error;
 use crate::images::ImageEnvironments;
+
+/// A bucket the fake Cloud Build reads build sources from and writes build
+/// logs to, in process ([`FakeCloudBuild::attach_bucket`]): any object
+/// store, adapted. Errors are messages the build's log carries.
+pub trait BuildBucket: std::fmt::Debug + Send + Sync {
+    /// The bytes of `object`.
+    fn read<'a>(&'a self, object: &'a str) -> BoxFuture<'a, Result<Vec<u8>, String>>;
+    /// Write `text` to `object` as `text/plain`.
+    fn write_text<'a>(&'a self, object: &'a str, text: String)
+    -> BoxFuture<'a, Result<(), String>>;
+}
 
 /// How a build ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,7 +232,7 @@ struct State {
     schedules: HashMap<String, BuildSchedule>,
     tags: BTreeSet<String>,
     pushed: BTreeSet<String>,
-    buckets: HashMap<String, Arc<dyn ObjectStore>>,
+    buckets: HashMap<String, Arc<dyn BuildBucket>>,
     gcs: Option<GcsBuckets>,
     injected: Vec<Injected>,
     requests: HashMap<&'static str, usize>,
@@ -236,7 +247,7 @@ struct State {
 /// GCS server's.
 #[derive(Debug, Clone)]
 enum Bucket {
-    Store(Arc<dyn ObjectStore>),
+    Store(Arc<dyn BuildBucket>),
     Gcs(GcsBuckets),
 }
 
@@ -251,31 +262,14 @@ impl Bucket {
 
     async fn read(&self, bucket: &str, object: &str) -> Result<Vec<u8>, String> {
         match self {
-            Self::Store(store) => {
-                let path = ObjectPath::parse(object).map_err(|e| e.to_string())?;
-                store
-                    .get(&path, Default::default())
-                    .await
-                    .map(|b| b.to_vec())
-                    .map_err(|e| e.to_string())
-            }
+            Self::Store(store) => store.read(object).await,
             Self::Gcs(gcs) => gcs.read(bucket, object),
         }
     }
 
     async fn write_text(&self, bucket: &str, object: &str, text: String) -> Result<(), String> {
         match self {
-            Self::Store(store) => {
-                let path = ObjectPath::parse(object).map_err(|e| e.to_string())?;
-                store
-                    .put(
-                        &path,
-                        text.into(),
-                        PutOptions::default().with_content_type("text/plain"),
-                    )
-                    .await
-                    .map_err(|e| e.to_string())
-            }
+            Self::Store(store) => store.write_text(object, text).await,
             Self::Gcs(gcs) => gcs.write(bucket, object, text.into_bytes(), "text/plain"),
         }
     }
@@ -383,7 +377,7 @@ impl FakeCloudBuild {
 
     /// Serve the bucket `bucket` from `store`: build sources are read from
     /// it and build logs written to it.
-    pub fn attach_bucket(&self, bucket: &str, store: Arc<dyn ObjectStore>) {
+    pub fn attach_bucket(&self, bucket: &str, store: Arc<dyn BuildBucket>) {
         lock(&self.state).buckets.insert(bucket.to_owned(), store);
     }
 

@@ -11,7 +11,6 @@
 // only add noise.
 #![allow(clippy::result_large_err)]
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -22,38 +21,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::state::State;
-use crate::google::{Policy, PolicyError, storage_error};
+use super::state::{BucketMeta, State};
+use crate::google::{PolicyError, storage_error};
 
 type Shared = Arc<Mutex<State>>;
 
-/// What the JSON API keeps of a bucket besides its objects.
-#[derive(Debug, Clone)]
-pub(crate) struct BucketMeta {
-    pub(crate) project: Option<String>,
-    pub(crate) location: String,
-    pub(crate) labels: BTreeMap<String, String>,
-    pub(crate) lifecycle: Option<Value>,
-    pub(crate) uniform: bool,
-    pub(crate) created: String,
-    pub(crate) metageneration: u64,
-    pub(crate) policy: Policy,
-}
-
 impl BucketMeta {
-    pub(crate) fn new(project: Option<&str>, location: &str) -> Self {
-        Self {
-            project: project.map(str::to_owned),
-            location: location.to_uppercase(),
-            labels: BTreeMap::new(),
-            lifecycle: None,
-            uniform: false,
-            created: now(),
-            metageneration: 1,
-            policy: Policy::default(),
-        }
-    }
-
     fn to_json(&self, name: &str) -> Value {
         let multi = matches!(self.location.as_str(), "US" | "EU" | "ASIA");
         let mut v = json!({

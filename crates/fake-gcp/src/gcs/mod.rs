@@ -268,7 +268,7 @@ impl FakeGcs {
     pub fn create_bucket_in(&self, bucket: &str, project: &str, location: &str) {
         let mut state = self.lock();
         if state.bucket_meta(bucket).is_none() {
-            state.insert_bucket(bucket, json::BucketMeta::new(Some(project), location));
+            state.insert_bucket(bucket, state::BucketMeta::new(Some(project), location));
         }
     }
 

@@ -8,8 +8,36 @@ use std::ops::Range;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use super::json::BucketMeta;
 use super::{GcsFault, GcsOp, GcsRequest};
+use crate::google::Policy;
+
+/// What the JSON API keeps of a bucket besides its objects.
+#[derive(Debug, Clone)]
+pub(crate) struct BucketMeta {
+    pub(crate) project: Option<String>,
+    pub(crate) location: String,
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) lifecycle: Option<serde_json::Value>,
+    pub(crate) uniform: bool,
+    pub(crate) created: String,
+    pub(crate) metageneration: u64,
+    pub(crate) policy: Policy,
+}
+
+impl BucketMeta {
+    pub(crate) fn new(project: Option<&str>, location: &str) -> Self {
+        Self {
+            project: project.map(str::to_owned),
+            location: location.to_uppercase(),
+            labels: BTreeMap::new(),
+            lifecycle: None,
+            uniform: false,
+            created: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            metageneration: 1,
+            policy: Policy::default(),
+        }
+    }
+}
 
 /// GCS's smallest multipart part (every part but the last): 5 MiB.
 pub(crate) const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;

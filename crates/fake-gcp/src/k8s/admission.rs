@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::meta::{ns_of, str_at};
-use super::store::{ApiError, Store};
+use super::store::{Admission, ApiError, Phase, Store, Write};
 
 /// A resource quantity in thousandths (`500m` → 500, `2` → 2000,
 /// `1Gi` → 1073741824000), as far as this fake needs them.
@@ -118,16 +118,38 @@ fn resource_list(container: &Value, which: &str) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Admit a pod created in `ns`: defaults applied to `pod` in place, or the
-/// refusal of the first plugin that refuses it.
-pub(crate) fn admit_pod(store: &Store, ns: &str, pod: &mut Value) -> Result<(), ApiError> {
-    let name = pod_name(pod);
-    let limit_ranges: Vec<Value> = store
+/// The built-in plugins that change a pod created in a namespace:
+/// `LimitRanger`'s defaults, then `ServiceAccount` (the default account, and
+/// it must exist).
+pub(crate) const POD_DEFAULTS: Admission = Admission {
+    resource: "pods",
+    phase: Phase::Mutating,
+    writes: &[Write::Create],
+    admit: default_pod,
+    patched: None,
+};
+
+/// The built-in plugins that check a pod once every mutating hook ran:
+/// `LimitRanger` (min and max), `PodSecurity`, then `ResourceQuota`.
+pub(crate) const POD_CHECKS: Admission = Admission {
+    resource: "pods",
+    phase: Phase::Validating,
+    writes: &[Write::Create],
+    admit: check_pod,
+    patched: None,
+};
+
+fn limit_ranges(store: &Store, ns: &str) -> Vec<Value> {
+    store
         .all("limitranges")
         .into_iter()
         .filter(|l| ns_of(l) == ns)
-        .collect();
-    apply_limit_defaults(&limit_ranges, pod);
+        .collect()
+}
+
+fn default_pod(store: &Store, ns: &str, pod: &mut Value) -> Result<(), ApiError> {
+    let name = pod_name(pod);
+    apply_limit_defaults(&limit_ranges(store, ns), pod);
     // ServiceAccount (mutating): the default account, and it must exist.
     if str_at(pod, "/spec/serviceAccountName").is_none_or(str::is_empty) {
         pod["spec"]["serviceAccountName"] = json!("default");
@@ -143,11 +165,12 @@ pub(crate) fn admit_pod(store: &Store, ns: &str, pod: &mut Value) -> Result<(), 
             ),
         ));
     }
-    // The LeaderWorkerSet pod webhook, once LeaderWorkerSet is installed.
-    if super::lws::installed(store) {
-        super::lws::default_pod(store, ns, pod)?;
-    }
-    let errors = limit_violations(&limit_ranges, pod);
+    Ok(())
+}
+
+fn check_pod(store: &Store, ns: &str, pod: &mut Value) -> Result<(), ApiError> {
+    let name = pod_name(pod);
+    let errors = limit_violations(&limit_ranges(store, ns), pod);
     match errors.as_slice() {
         [] => {}
         [one] => return Err(forbidden(&name, one)),
@@ -568,8 +591,12 @@ mod tests {
         p
     }
 
+    fn admit_pod(s: &Store, ns: &str, pod: &mut Value) -> Result<(), ApiError> {
+        s.admit(Write::Create, "pods", ns, pod)
+    }
+
     fn store() -> Store {
-        let s = Store::new();
+        let s = Store::with_admission(vec![POD_DEFAULTS, POD_CHECKS]);
         s.create("namespaces", "", json!({"metadata": {"name": "ns"}}))
             .unwrap();
         s.create(

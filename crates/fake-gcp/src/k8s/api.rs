@@ -17,84 +17,9 @@ use serde_json::{Value, json};
 use super::auth::{self, RequestInfo, User, Users};
 use super::logs::{LogBook, LogRequest};
 use super::meta::str_at;
+use super::resources::RESOURCES;
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{ApiError, Change, Store};
-use kinetic_core::ports::FaultPlan;
-
-/// Known resources: plural (with group) → (kind, apiVersion, namespaced).
-const RESOURCES: &[(&str, &str, &str, bool)] = &[
-    ("pods", "Pod", "v1", true),
-    ("secrets", "Secret", "v1", true),
-    ("events", "Event", "v1", true),
-    ("configmaps", "ConfigMap", "v1", true),
-    ("serviceaccounts", "ServiceAccount", "v1", true),
-    ("limitranges", "LimitRange", "v1", true),
-    ("resourcequotas", "ResourceQuota", "v1", true),
-    ("services", "Service", "v1", true),
-    ("namespaces", "Namespace", "v1", false),
-    ("nodes", "Node", "v1", false),
-    ("jobs.batch", "Job", "batch/v1", true),
-    ("deployments.apps", "Deployment", "apps/v1", true),
-    ("daemonsets.apps", "DaemonSet", "apps/v1", true),
-    (
-        "roles.rbac.authorization.k8s.io",
-        "Role",
-        "rbac.authorization.k8s.io/v1",
-        true,
-    ),
-    (
-        "rolebindings.rbac.authorization.k8s.io",
-        "RoleBinding",
-        "rbac.authorization.k8s.io/v1",
-        true,
-    ),
-    (
-        "clusterroles.rbac.authorization.k8s.io",
-        "ClusterRole",
-        "rbac.authorization.k8s.io/v1",
-        false,
-    ),
-    (
-        "clusterrolebindings.rbac.authorization.k8s.io",
-        "ClusterRoleBinding",
-        "rbac.authorization.k8s.io/v1",
-        false,
-    ),
-    (
-        "customresourcedefinitions.apiextensions.k8s.io",
-        "CustomResourceDefinition",
-        "apiextensions.k8s.io/v1",
-        false,
-    ),
-    (
-        "mutatingwebhookconfigurations.admissionregistration.k8s.io",
-        "MutatingWebhookConfiguration",
-        "admissionregistration.k8s.io/v1",
-        false,
-    ),
-    (
-        "validatingwebhookconfigurations.admissionregistration.k8s.io",
-        "ValidatingWebhookConfiguration",
-        "admissionregistration.k8s.io/v1",
-        false,
-    ),
-    ("statefulsets.apps", "StatefulSet", "apps/v1", true),
-    (
-        "selfsubjectaccessreviews.authorization.k8s.io",
-        "SelfSubjectAccessReview",
-        "authorization.k8s.io/v1",
-        false,
-    ),
-];
-
-/// The plural of `kind` in API group `group` (`Job` in `batch` → `jobs`),
-/// as the API server's REST mapper finds it.
-pub(crate) fn plural_of_kind(group: &str, kind: &str) -> Option<String> {
-    RESOURCES
-        .iter()
-        .find(|(_, k, av, _)| *k == kind && av.split_once('/').map_or("", |(g, _)| g) == group)
-        .map(|(r, _, _, _)| r.split('.').next().unwrap_or(r).to_owned())
-}
+use super::store::{ApiError, Change, Store, Write};
 
 /// The resource's kind: a built-in one's, or the one its
 /// CustomResourceDefinition names.
@@ -290,7 +215,7 @@ pub(crate) struct ApiState {
     pub(crate) users: Arc<Users>,
     pub(crate) logs: Arc<LogBook>,
     pub(crate) calls: Arc<ApiCalls>,
-    pub(crate) faults: Arc<FaultPlan<ApiError>>,
+    pub(crate) faults: Arc<super::faults::ApiFaults>,
 }
 
 type Shared = Arc<ApiState>;
@@ -778,7 +703,7 @@ async fn core_sub_post(
     if let Err(e) = guard(&s, "create", "pods/eviction").await {
         return error_response(&e);
     }
-    match super::controller::evict(&s.store, &ns, &name) {
+    match super::deletion::evict(&s.store, &ns, &name) {
         Ok(()) => json_response(
             StatusCode::CREATED,
             &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
@@ -1000,11 +925,11 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
 
 async fn guard(s: &ApiState, verb: &'static str, resource: &str) -> Result<(), ApiError> {
     s.calls.add(verb, resource);
-    let fault = s.faults.draw(verb);
-    if !fault.latency.is_zero() {
-        tokio::time::sleep(fault.latency).await;
+    let (latency, error) = s.faults.draw(verb);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
     }
-    fault.into_result()
+    error.map_or(Ok(()), Err)
 }
 
 async fn list(
@@ -1166,21 +1091,9 @@ async fn create(s: Shared, resource: String, ns: String, body: Bytes) -> Respons
         if obj.get("kind").is_none() {
             obj["kind"] = Value::String(kind_of(&s.store, &resource));
         }
-        if resource == super::lws::RESOURCE {
-            super::lws::call_set_webhook(&s.store)?;
-            super::lws::admit(&mut obj)?;
-        }
-        if resource == super::statefulset::RESOURCE {
-            super::statefulset::admit(&mut obj)?;
-        }
-        if resource == "jobs.batch" {
-            super::pod_failure_policy::admit_job(&mut obj)?;
-        }
+        s.store.admit(Write::Create, &resource, &ns, &mut obj)?;
         if resource == "jobs.batch" && obj.get("status").is_none() {
             obj["status"] = json!({});
-        }
-        if resource == "pods" {
-            super::admission::admit_pod(&s.store, &ns, &mut obj)?;
         }
         s.store.create(&resource, &ns, obj)
     });
@@ -1205,13 +1118,7 @@ async fn put(s: Shared, resource: String, ns: String, name: String, body: Bytes)
         return error_response(&e);
     }
     let admitted = parse_body(&body).and_then(|mut obj| {
-        if resource == super::lws::RESOURCE {
-            super::lws::call_set_webhook(&s.store)?;
-            super::lws::admit(&mut obj)?;
-        }
-        if resource == super::statefulset::RESOURCE {
-            super::statefulset::admit(&mut obj)?;
-        }
+        s.store.admit(Write::Update, &resource, &ns, &mut obj)?;
         Ok(obj)
     });
     match admitted.and_then(|obj| s.store.update(&resource, &ns, &name, obj)) {
@@ -1269,7 +1176,7 @@ async fn delete(
     let policy = from_body
         .or_else(|| q.get("propagationPolicy").cloned())
         .unwrap_or_else(|| "Background".to_owned());
-    match super::controller::delete(&s.store, &resource, &ns, &name, &policy) {
+    match super::deletion::delete(&s.store, &resource, &ns, &name, &policy) {
         Ok(Some(obj)) => json_response(StatusCode::OK, &obj),
         Ok(None) => json_response(
             StatusCode::OK,

@@ -356,7 +356,7 @@ pub(crate) fn check_owner_references(
             .split_once('/')
             .map_or("", |(g, _)| g)
             .to_owned();
-        let Some(resource) = super::api::plural_of_kind(&group, kind) else {
+        let Some(resource) = super::resources::plural_of_kind(&group, kind) else {
             return Err(forbidden_status(
                 &named,
                 format!(

@@ -9,131 +9,27 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
+use super::deletion::{OWNED, delete};
 use super::events;
-use super::meta::{name_of, ns_of, str_at, uid_of};
+use super::meta::{
+    condition, deleting, name_of, ns_of, owner_uids, phase, pod_ready, str_at, uid_of,
+};
 use super::pod_failure_policy::Action;
-use super::store::{ApiError, Store, now_rfc3339, parse_time};
+use super::store::{ApiError, Store, Write, now_rfc3339, parse_time};
 
-/// Resources the garbage collector and foreground deletion look at.
-const OWNED: &[&str] = &[
-    "pods",
-    "secrets",
-    "jobs.batch",
-    "configmaps",
-    "events",
-    "leaderworkersets.leaderworkerset.x-k8s.io",
-    "statefulsets.apps",
-];
-
-pub(crate) fn owner_uids(v: &Value) -> Vec<String> {
-    v.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-pub(crate) fn deleting(v: &Value) -> bool {
-    v.pointer("/metadata/deletionTimestamp").is_some()
-}
-
-/// Delete an object as the API server does. `Some(object)` when the
-/// deletion is in progress (a pod terminating, a foreground deletion
-/// waiting for dependents), `None` when the object is gone.
-pub(crate) fn delete(
-    store: &Store,
-    resource: &str,
-    ns: &str,
-    name: &str,
-    policy: &str,
-) -> Result<Option<Value>, ApiError> {
-    let object = store.get(resource, ns, name)?;
-    if deleting(&object) {
-        return Ok(Some(object));
-    }
-    if resource == "pods" {
-        // Graceful: the kubelet stops the containers, then removes the pod.
-        let now = now_rfc3339();
-        return Ok(store.modify(resource, ns, name, |p| {
-            p["metadata"]["deletionTimestamp"] = Value::String(now);
-        }));
-    }
-    match policy {
-        "Foreground" => Ok(store.modify(resource, ns, name, |o| {
-            o["metadata"]["deletionTimestamp"] = Value::String(now_rfc3339());
-            let finalizers = o["metadata"]
-                .as_object_mut()
-                .map(|m| m.entry("finalizers").or_insert_with(|| json!([])));
-            if let Some(Value::Array(f)) = finalizers
-                && !f.iter().any(|x| x == "foregroundDeletion")
-            {
-                f.push(json!("foregroundDeletion"));
-            }
-        })),
-        "Orphan" => {
-            let uid = uid_of(&object).to_owned();
-            for r in OWNED {
-                for dep in store.all(r) {
-                    if owner_uids(&dep).contains(&uid) {
-                        store.modify(r, ns_of(&dep), name_of(&dep), |d| {
-                            if let Some(Value::Array(refs)) =
-                                d.pointer_mut("/metadata/ownerReferences")
-                            {
-                                refs.retain(|x| x.get("uid").and_then(Value::as_str) != Some(&uid));
-                            }
-                        });
-                    }
-                }
-            }
-            store.remove(resource, ns, name);
-            Ok(None)
-        }
-        _ => {
-            store.remove(resource, ns, name);
-            Ok(None)
-        }
-    }
-}
-
-/// The Eviction API (`POST pods/{name}/eviction`), as the API server's
-/// eviction REST handler does with no PodDisruptionBudget in the way: a
-/// pod that has not ended gets the `DisruptionTarget` condition (reason
-/// `EvictionByEvictionAPI`), then it is deleted gracefully; the kubelet
-/// stops it and it is gone, and its Job replaces it.
-pub(crate) fn evict(store: &Store, ns: &str, name: &str) -> Result<(), ApiError> {
-    let pod = store.get("pods", ns, name)?;
-    if !matches!(phase(&pod), "Succeeded" | "Failed") {
-        store.modify("pods", ns, name, |p| {
-            let c = condition(
-                "DisruptionTarget",
-                "EvictionByEvictionAPI",
-                "Eviction API: evicting",
-            );
-            match p.pointer_mut("/status/conditions") {
-                Some(Value::Array(cs)) => {
-                    if !cs.iter().any(|x| x["type"] == "DisruptionTarget") {
-                        cs.push(c);
-                    }
-                }
-                _ => p["status"]["conditions"] = json!([c]),
-            }
-        });
-    }
-    delete(store, "pods", ns, name, "Background").map(|_| ())
-}
-
-/// One pass of the garbage collector, the service account controller and
-/// the Job controller over everything.
-pub(crate) fn reconcile(store: &Store) {
+/// One pass of the pod and owner garbage collectors, the service account
+/// controller and the CustomResourceDefinition controller over
+/// everything; the workload controllers ([`reconcile_jobs`] and those of
+/// the parent module's control loop) run after it.
+pub(crate) fn reconcile_cluster(store: &Store) {
     collect_orphaned_pods(store);
     collect_garbage(store);
     default_service_accounts(store);
     establish_crds(store);
-    super::lws::reconcile(store);
-    super::statefulset::reconcile(store);
+}
+
+/// One pass of the Job controller over every Job.
+pub(crate) fn reconcile_jobs(store: &Store) {
     let pods = store.all("pods");
     let mut pods_by_owner: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for p in &pods {
@@ -232,33 +128,12 @@ fn collect_garbage(store: &Store) {
     }
 }
 
-fn condition(kind: &str, reason: &str, message: &str) -> Value {
-    let now = now_rfc3339();
-    json!({"type": kind, "status": "True", "lastProbeTime": now, "lastTransitionTime": now,
-           "reason": reason, "message": message})
-}
-
 fn has_condition(job: &Value, kind: &str) -> bool {
     job.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| {
             cs.iter().any(|c| {
                 c.get("type").and_then(Value::as_str) == Some(kind)
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
-}
-
-pub(crate) fn phase(pod: &Value) -> &str {
-    str_at(pod, "/status/phase").unwrap_or("Pending")
-}
-
-pub(crate) fn pod_ready(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some("Ready")
                     && c.get("status").and_then(Value::as_str) == Some("True")
             })
         })
@@ -579,7 +454,7 @@ fn create_pod(store: &Store, job: &Value) -> Result<Value, ApiError> {
         "spec": template.get("spec").cloned().unwrap_or(json!({})),
         "status": {"phase": "Pending", "conditions": []},
     });
-    super::admission::admit_pod(store, ns_of(job), &mut pod)?;
+    store.admit(Write::Create, "pods", ns_of(job), &mut pod)?;
     store.create("pods", ns_of(job), pod)
 }
 

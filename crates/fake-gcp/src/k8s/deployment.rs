@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::controller::deleting;
+use super::meta::deleting;
 use super::meta::{name_of, ns_of, uid_of};
 use super::store::Store;
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::controller::{deleting, phase, pod_ready};
+use super::meta::{deleting, phase, pod_ready};
 use super::meta::{name_of, ns_of, str_at};
 use super::store::Store;
 

@@ -40,11 +40,11 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::controller::{delete, deleting, owner_uids, phase, pod_ready};
+use super::deletion::delete;
 use super::events;
-use super::meta::{name_of, ns_of, str_at, uid_of};
+use super::meta::{deleting, name_of, ns_of, owner_uids, phase, pod_ready, str_at, uid_of};
 use super::statefulset;
-use super::store::{ApiError, Store};
+use super::store::{Admission, ApiError, Phase, Store, Write};
 
 /// The stored resource.
 pub(crate) const RESOURCE: &str = "leaderworkersets.leaderworkerset.x-k8s.io";
@@ -143,6 +143,38 @@ fn hash_hex(text: &str) -> String {
 
 fn int_at(v: &Value, pointer: &str) -> Option<i64> {
     v.pointer(pointer).and_then(Value::as_i64)
+}
+
+/// The LeaderWorkerSet mutating webhook, as the store runs it on a
+/// LeaderWorkerSet created or updated through the API.
+pub(crate) const SET_WEBHOOK: Admission = Admission {
+    resource: RESOURCE,
+    phase: Phase::Mutating,
+    writes: &[Write::Create, Write::Update],
+    admit: admit_through_webhook,
+    patched: None,
+};
+
+/// The LeaderWorkerSet pod webhook, as the store runs it on a pod created
+/// once LeaderWorkerSet is installed.
+pub(crate) const POD_WEBHOOK: Admission = Admission {
+    resource: "pods",
+    phase: Phase::Mutating,
+    writes: &[Write::Create],
+    admit: default_pod_if_installed,
+    patched: None,
+};
+
+fn admit_through_webhook(store: &Store, _ns: &str, lws: &mut Value) -> Result<(), ApiError> {
+    call_set_webhook(store)?;
+    admit(lws)
+}
+
+fn default_pod_if_installed(store: &Store, ns: &str, pod: &mut Value) -> Result<(), ApiError> {
+    if installed(store) {
+        default_pod(store, ns, pod)?;
+    }
+    Ok(())
 }
 
 /// The LeaderWorkerSet webhook on create and update: defaults, then

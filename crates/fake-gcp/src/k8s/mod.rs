@@ -44,7 +44,8 @@
 //! - **Kubelet**: an image whose name holds the configured marker (default
 //!   `does-not-exist`) fails to pull; otherwise the container command runs
 //!   through the **process runtime** as a local process in its own process
-//!   group, with the image's runner path mapped to the real runner, the
+//!   group, with the paths of [`FakeClusterConfig::image_file`] and
+//!   [`FakeClusterConfig::map_path`] mapped to host files, the
 //!   environment from the pod spec and its Secrets (`envFrom`) plus
 //!   [`FakeClusterConfig::env`]; [`PodScript`]s script other outcomes per
 //!   job. The **log server** serves each container's output as the pod's
@@ -55,10 +56,14 @@
 //!   to the Python of every container (the records in a hosts file, read
 //!   by a `sitecustomize` module first on the container's `PYTHONPATH`).
 //!
-//! Modules: `api` (routes) over `store` (objects, versions, watches);
-//! `controller` (deletion, garbage collector, Job controller) and `kubelet`
-//! (pod lifecycle, using `scheduler`, `runtime` and `logs`) both work on the
-//! store only, driven by one control loop here.
+//! Modules: `api` (routes) over `store` (objects, versions, watches, and
+//! the admission hooks it is built with: the built-in pod plugins of
+//! `admission`, the Job checks of `pod_failure_policy`, the StatefulSet
+//! checks and LeaderWorkerSet webhooks); `deletion`, `controller` (garbage
+//! collector, Job controller), `statefulset`, `lws`, `deployment` and
+//! `kubelet` (pod lifecycle, using `scheduler`, `runtime` and `logs`) all
+//! work on the store only, driven by one control loop here; the store
+//! imports none of them.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -74,9 +79,11 @@ mod auth;
 mod autoscaler;
 mod b64;
 mod controller;
+mod deletion;
 mod deployment;
 mod dns;
 mod events;
+mod faults;
 mod gcsfuse;
 mod kubelet;
 mod logs;
@@ -84,6 +91,7 @@ mod lws;
 mod meta;
 mod pod_failure_policy;
 mod portforward;
+mod resources;
 mod runtime;
 mod scheduler;
 mod selector;
@@ -95,23 +103,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinetic_core::protocol::RUNNER_SOURCE;
-use kinetic_core::settings::vars;
 use serde_json::Value;
 
 pub use api::ApiCalls;
 pub use autoscaler::NodeGroup;
+pub use faults::ApiFaults;
 pub use store::ApiError;
 
-use kinetic_core::ports::FaultPlan;
-
-/// Where images built for Kinetic hold the runner; the fake kubelet maps
-/// this path to the real runner.
-pub const IMAGE_RUNNER_PATH: &str = kinetic_core::image::RUNNER_IMAGE_PATH;
-
-/// The image the `kinetic` CLI is pointed at by [`FakeCluster::cli_env`]:
+/// An image name a client can be pointed at when images do not matter:
 /// the fake kubelet ignores images (except names holding the missing-image
-/// marker).
+/// marker) unless the registry's images are on.
 pub const FAKE_IMAGE: &str = "fake.registry.invalid/kinetic/runner:latest";
 
 /// The default marker of images that do not exist.
@@ -259,6 +260,7 @@ pub struct FakeClusterConfig {
     env: BTreeMap<String, String>,
     nodes: Vec<FakeNode>,
     path_map: BTreeMap<String, PathBuf>,
+    image_files: Vec<(String, String)>,
     missing_image_marker: String,
     kill_grace: Duration,
     tick: Duration,
@@ -278,6 +280,7 @@ impl Default for FakeClusterConfig {
             env: BTreeMap::new(),
             nodes: vec![FakeNode::cpu("fake-node-0")],
             path_map: BTreeMap::new(),
+            image_files: Vec::new(),
             missing_image_marker: MISSING_IMAGE_MARKER.to_owned(),
             kill_grace: Duration::from_secs(2),
             tick: Duration::from_millis(20),
@@ -321,8 +324,17 @@ impl FakeClusterConfig {
         self
     }
 
-    /// Map a path inside images to a host path in container commands
-    /// ([`IMAGE_RUNNER_PATH`] is always mapped to the real runner).
+    /// A file every image holds at `image_path` (a client's runner, say):
+    /// the cluster writes `contents` to a host file and maps the path to
+    /// it in container commands, as [`FakeClusterConfig::map_path`] does
+    /// (a path mapped there wins).
+    pub fn image_file(mut self, image_path: &str, contents: &str) -> Self {
+        self.image_files
+            .push((image_path.to_owned(), contents.to_owned()));
+        self
+    }
+
+    /// Map a path inside images to a host path in container commands.
     pub fn map_path(mut self, image_path: &str, host_path: impl Into<PathBuf>) -> Self {
         self.path_map
             .insert(image_path.to_owned(), host_path.into());
@@ -399,7 +411,7 @@ pub struct FakeCluster {
     autoscaler: Arc<autoscaler::Autoscaler>,
     calls: Arc<ApiCalls>,
     users: Arc<auth::Users>,
-    faults: Arc<FaultPlan<ApiError>>,
+    faults: Arc<ApiFaults>,
     server: tokio::task::JoinHandle<()>,
     controller: Option<tokio::task::JoinHandle<()>>,
     _dir: tempfile::TempDir,
@@ -412,16 +424,32 @@ impl FakeCluster {
         let dir = tempfile::Builder::new()
             .prefix("kinetic-fake-k8s-")
             .tempdir()?;
-        let runner = dir.path().join("runner").join("kinetic_runner.py");
-        std::fs::create_dir_all(dir.path().join("runner"))?;
-        std::fs::write(&runner, RUNNER_SOURCE)?;
         let mut path_map = config.path_map.clone();
-        path_map
-            .entry(IMAGE_RUNNER_PATH.to_owned())
-            .or_insert(runner);
+        for (i, (image_path, contents)) in config.image_files.iter().enumerate() {
+            let name = Path::new(image_path).file_name().ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("image file {image_path:?}: expected a path that names a file"),
+                )
+            })?;
+            let folder = dir.path().join("image-files").join(i.to_string());
+            std::fs::create_dir_all(&folder)?;
+            let host = folder.join(name);
+            std::fs::write(&host, contents)?;
+            path_map.entry(image_path.clone()).or_insert(host);
+        }
         let pods_root = dir.path().join("pods");
         std::fs::create_dir_all(&pods_root)?;
-        let store = Arc::new(store::Store::new());
+        // The admission hooks, in the API server's order: the built-in
+        // defaults, then the webhooks, then the built-in checks.
+        let store = Arc::new(store::Store::with_admission(vec![
+            pod_failure_policy::JOB_ADMISSION,
+            statefulset::ADMISSION,
+            lws::SET_WEBHOOK,
+            admission::POD_DEFAULTS,
+            lws::POD_WEBHOOK,
+            admission::POD_CHECKS,
+        ]));
         let logs = Arc::new(logs::LogBook::default());
         let kubelet = Arc::new(kubelet::Kubelet::new(
             kubelet::KubeletConfig {
@@ -450,7 +478,7 @@ impl FakeCluster {
         }));
         let calls = Arc::new(ApiCalls::default());
         let users = Arc::new(auth::Users::default());
-        let faults = Arc::new(FaultPlan::default());
+        let faults = Arc::new(ApiFaults::default());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
         let url = format!("http://{}", listener.local_addr()?);
         let app = api::router(Arc::new(api::ApiState {
@@ -512,27 +540,6 @@ impl FakeCluster {
     /// Write [`FakeCluster::kubeconfig`] to `path`.
     pub fn write_kubeconfig(&self, path: &Path, namespace: &str) -> std::io::Result<()> {
         std::fs::write(path, self.kubeconfig(namespace))
-    }
-
-    /// The environment that points the `kinetic` CLI at this cluster
-    /// (`KUBECONFIG`, `KINETIC_IMAGE`, `KINETIC_NAMESPACE`) and at the jobs
-    /// store `store_url`, given the kubeconfig written at `kubeconfig`.
-    pub fn cli_env(
-        &self,
-        kubeconfig: &Path,
-        store_url: &str,
-        namespace: &str,
-    ) -> Vec<(String, String)> {
-        [
-            (vars::KUBECONFIG, kubeconfig.display().to_string()),
-            (vars::STORE_URL, store_url.to_owned()),
-            (vars::IMAGE, FAKE_IMAGE.to_owned()),
-            (vars::NAMESPACE, namespace.to_owned()),
-            ("KINETIC_FAKE_K8S_URL", self.url.clone()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
     }
 
     /// A kubeconfig (YAML) whose contexts are `contexts`, each `(name,
@@ -605,7 +612,7 @@ impl FakeCluster {
 
     /// Scripted API failures; the operation names are the verbs `get`,
     /// `list`, `watch`, `create`, `update`, `patch`, `delete` and `log`.
-    pub fn faults(&self) -> &FaultPlan<ApiError> {
+    pub fn faults(&self) -> &ApiFaults {
         &self.faults
     }
 
@@ -698,7 +705,7 @@ impl FakeCluster {
     /// pods/{name}/eviction`, which this API server serves too), as
     /// `kubectl drain` or the cluster autoscaler do.
     pub fn evict(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        controller::evict(&self.store, namespace, name)
+        deletion::evict(&self.store, namespace, name)
     }
 
     /// Every Node object.
@@ -783,7 +790,10 @@ async fn control_loop(
     loop {
         let changed = store.changed.notified();
         deployments.reconcile(&store);
-        controller::reconcile(&store);
+        controller::reconcile_cluster(&store);
+        lws::reconcile(&store);
+        statefulset::reconcile(&store);
+        controller::reconcile_jobs(&store);
         kubelet.reconcile(&store);
         autoscaler.reconcile(&store);
         tokio::select! {

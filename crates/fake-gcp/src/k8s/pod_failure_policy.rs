@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::meta::name_of;
-use super::store::ApiError;
+use super::store::{Admission, ApiError, Phase, Write};
 
 /// Most rules in a policy.
 const MAX_RULES: usize = 20;
@@ -109,6 +109,15 @@ fn qualified_name_errors(name: &str) -> Option<&'static str> {
     }
     None
 }
+
+/// [`admit_job`] as the store runs it: on a Job created through the API.
+pub(crate) const JOB_ADMISSION: Admission = Admission {
+    resource: "jobs.batch",
+    phase: Phase::Mutating,
+    writes: &[Write::Create],
+    admit: |_, _, job| admit_job(job),
+    patched: None,
+};
 
 /// Default what the server defaults (a pattern's `status`: `True`), then
 /// validate the Job's template `restartPolicy` and `podFailurePolicy`.

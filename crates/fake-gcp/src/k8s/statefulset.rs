@@ -12,10 +12,10 @@
 
 use serde_json::{Value, json};
 
-use super::controller::{delete, deleting, owner_uids, phase, pod_ready};
+use super::deletion::delete;
 use super::events;
-use super::meta::{name_of, ns_of, str_at, uid_of};
-use super::store::{ApiError, Store};
+use super::meta::{deleting, name_of, ns_of, owner_uids, phase, pod_ready, str_at, uid_of};
+use super::store::{Admission, ApiError, Phase, Store, Write};
 
 pub(crate) const RESOURCE: &str = "statefulsets.apps";
 
@@ -33,6 +33,16 @@ pub(crate) fn reconcile(store: &Store) {
         reconcile_set(store, &set, &owned);
     }
 }
+
+/// [`admit`] as the store runs it: on a StatefulSet created, updated or
+/// patched through the API.
+pub(crate) const ADMISSION: Admission = Admission {
+    resource: RESOURCE,
+    phase: Phase::Mutating,
+    writes: &[Write::Create, Write::Update],
+    admit: |_, _, set| admit(set),
+    patched: Some(admit),
+};
 
 /// The API server's defaulting and validation of a StatefulSet (apps/v1
 /// `SetDefaults_PodSpec`, `ValidateStatefulSetSpec`): the template's
@@ -202,7 +212,7 @@ fn create_pod(store: &Store, set: &Value, pod_name: &str, n: i64) -> Result<Valu
         "spec": spec,
         "status": {"phase": "Pending", "conditions": []},
     });
-    super::admission::admit_pod(store, ns_of(set), &mut pod)?;
+    store.admit(Write::Create, "pods", ns_of(set), &mut pod)?;
     store.create("pods", ns_of(set), pod)
 }
 

@@ -150,10 +150,54 @@ struct Inner {
     floor: u64,
 }
 
+/// Which write admission sees: a create or an update through the API (a
+/// pod a controller makes is a create too). Merge patches go through
+/// [`Admission::patched`] instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// `POST`, or a controller making an object.
+    Create,
+    /// `PUT`.
+    Update,
+}
+
+/// When an admission hook runs: every mutating hook first, in the order
+/// they were given, then every validating one (the API server's order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Defaults and changes (LimitRanger defaults, webhooks).
+    Mutating,
+    /// Checks only, on the object every mutating hook left.
+    Validating,
+}
+
+/// An admission hook on an object alone (a merge patch's result).
+pub(crate) type AdmitPatched = fn(&mut Value) -> Result<(), ApiError>;
+
+/// An admission hook the store runs on writes to one resource: it changes
+/// the object in place or refuses it with the error the client sees. The
+/// store is built with its hooks ([`Store::with_admission`]) and knows
+/// nothing of the controllers that provide them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admission {
+    /// The resource it admits (`pods`, `statefulsets.apps`…).
+    pub(crate) resource: &'static str,
+    /// Its place in the order.
+    pub(crate) phase: Phase,
+    /// The writes it sees.
+    pub(crate) writes: &'static [Write],
+    /// The hook: the store, the namespace, the object.
+    pub(crate) admit: fn(&Store, &str, &mut Value) -> Result<(), ApiError>,
+    /// The hook for an object as a merge patch left it, if it sees patches;
+    /// it runs while the store is locked, so it gets no store.
+    pub(crate) patched: Option<AdmitPatched>,
+}
+
 /// The objects of the fake cluster.
 #[derive(Debug)]
 pub(crate) struct Store {
     inner: Mutex<Inner>,
+    admission: Vec<Admission>,
     tx: broadcast::Sender<Change>,
     /// Woken on every change (the controller waits on it).
     pub(crate) changed: Notify,
@@ -216,10 +260,18 @@ fn normalise(resource: &str, object: &mut Value) {
 }
 
 impl Store {
+    /// A store without admission hooks.
+    #[cfg(test)]
     pub(crate) fn new() -> Self {
+        Self::with_admission(Vec::new())
+    }
+
+    /// A store that runs `admission` on the writes they see.
+    pub(crate) fn with_admission(admission: Vec<Admission>) -> Self {
         let (tx, _) = broadcast::channel(HISTORY);
         Self {
             inner: Mutex::new(Inner::default()),
+            admission,
             tx,
             changed: Notify::new(),
         }
@@ -238,6 +290,28 @@ impl Store {
         }
         let _ = self.tx.send(change);
         self.changed.notify_waiters();
+    }
+
+    /// Run the admission hooks of `resource` that see `write` on `object`
+    /// (in namespace `namespace`): mutating ones, then validating ones; the
+    /// first refusal is the answer.
+    pub(crate) fn admit(
+        &self,
+        write: Write,
+        resource: &str,
+        namespace: &str,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
+        for phase in [Phase::Mutating, Phase::Validating] {
+            for hook in self
+                .admission
+                .iter()
+                .filter(|h| h.phase == phase && h.resource == resource && h.writes.contains(&write))
+            {
+                (hook.admit)(self, namespace, object)?;
+            }
+        }
+        Ok(())
     }
 
     /// The current resourceVersion.
@@ -413,9 +487,10 @@ impl Store {
                 }
             }
             normalise(resource, current);
-            if resource == super::statefulset::RESOURCE {
-                // A patched StatefulSet is validated as a written one.
-                super::statefulset::admit(current)?;
+            for hook in self.admission.iter().filter(|h| h.resource == resource) {
+                if let Some(patched) = hook.patched {
+                    patched(current)?;
+                }
             }
             Ok(())
         })
@@ -557,6 +632,85 @@ fn check_rv(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mark(object: &mut Value, step: &str) {
+        let steps = object["steps"].as_array().cloned().unwrap_or_default();
+        let mut steps = steps;
+        steps.push(json!(step));
+        object["steps"] = Value::Array(steps);
+    }
+
+    fn check(_: &Store, _: &str, pod: &mut Value) -> Result<(), ApiError> {
+        mark(pod, "check");
+        match pod.pointer("/metadata/name").and_then(Value::as_str) {
+            Some("refused") => Err(ApiError::bad_request("refused by the check")),
+            _ => Ok(()),
+        }
+    }
+
+    const CHECK: Admission = Admission {
+        resource: "pods",
+        phase: Phase::Validating,
+        writes: &[Write::Create],
+        admit: check,
+        patched: None,
+    };
+    const FIRST: Admission = Admission {
+        resource: "pods",
+        phase: Phase::Mutating,
+        writes: &[Write::Create],
+        admit: |_, _, pod| {
+            mark(pod, "first");
+            Ok(())
+        },
+        patched: None,
+    };
+    const SECOND: Admission = Admission {
+        resource: "pods",
+        phase: Phase::Mutating,
+        writes: &[Write::Create, Write::Update],
+        admit: |_, _, pod| {
+            mark(pod, "second");
+            Ok(())
+        },
+        patched: Some(|pod| {
+            mark(pod, "patched");
+            Ok(())
+        }),
+    };
+
+    #[test]
+    fn admission_runs_the_hooks_of_the_resource_and_write_in_the_api_servers_order() {
+        // Registered out of order: mutating hooks still run first.
+        let s = Store::with_admission(vec![CHECK, FIRST, SECOND]);
+        let mut pod = json!({"metadata": {"name": "p"}});
+        s.admit(Write::Create, "pods", "ns", &mut pod).unwrap();
+        assert_eq!(pod["steps"], json!(["first", "second", "check"]));
+        let mut pod = json!({"metadata": {"name": "p"}});
+        s.admit(Write::Update, "pods", "ns", &mut pod).unwrap();
+        assert_eq!(pod["steps"], json!(["second"]));
+        let mut job = json!({"metadata": {"name": "p"}});
+        s.admit(Write::Create, "jobs.batch", "ns", &mut job)
+            .unwrap();
+        assert_eq!(job.get("steps"), None);
+        let mut refused = json!({"metadata": {"name": "refused"}});
+        let e = s
+            .admit(Write::Create, "pods", "ns", &mut refused)
+            .unwrap_err();
+        assert_eq!(e.message, "refused by the check");
+
+        s.create("pods", "ns", json!({"metadata": {"name": "p"}}))
+            .unwrap();
+        let patched = s
+            .patch(
+                "pods",
+                "ns",
+                "p",
+                &json!({"metadata": {"labels": {"a": "1"}}}),
+            )
+            .unwrap();
+        assert_eq!(patched["steps"], json!(["patched"]));
+    }
 
     #[test]
     fn create_get_conflict_and_merge_patch() {

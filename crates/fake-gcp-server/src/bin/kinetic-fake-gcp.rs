@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig};
+use kinetic_fake_gcp::FakeGcp;
 
 /// A fake Google Cloud on 127.0.0.1 for the `kinetic` CLI: Kubernetes, GCS,
 /// Cloud Build and the APIs `kinetic up` drives. Writes DIR/kubeconfig,
@@ -91,7 +91,7 @@ async fn serve(args: Args) -> Result<(), String> {
                 args.operation_time
             )
         })?;
-    let config = FakeGcpConfig::default()
+    let config = kinetic_fake_gcp_server::fake_gcp_config()
         .project(&args.project)
         .cluster(&args.cluster)
         .namespace(&args.namespace)
