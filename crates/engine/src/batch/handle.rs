@@ -17,7 +17,7 @@ use kinetic_core::batch::{
 };
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::layout;
-use kinetic_core::plan::UploadTarget;
+use kinetic_core::plan::{self, UploadTarget};
 use kinetic_core::ports::{CleanupWait, ObjectStoreExt};
 use kinetic_core::protocol::DataRef;
 use kinetic_core::spec::{Arg, Data, data_source_text};
@@ -132,14 +132,29 @@ async fn prepare(
             with_inputs.args.push(arg);
         }
     }
-    let uploaded = submit::upload_shared(
-        inner,
+    let submit::Gathered {
+        resolved,
+        shared,
+        image_uri,
+    } = submit::gather_uploads(inner, &with_inputs, resolved, &submit_options).await?;
+    let submit::SharedFacts {
+        data,
+        context,
+        packed,
+    } = shared;
+    let store = &inner.store;
+    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+    let plan = plan::shared(
         &with_inputs,
-        &resolved,
-        &submit_options,
-        UploadTarget::Group(group_id),
+        &UploadTarget::Group(group_id),
+        &data,
+        context,
+        resolved.image.install_requirements.as_deref(),
+        &uri_of,
     )
-    .await?;
+    .map_err(EngineError::from)?;
+    let uploaded =
+        submit::execute_shared_once(inner, plan, packed, image_uri, &submit_options).await?;
     let ref_for = |d: &Data| {
         uploaded
             .plan
