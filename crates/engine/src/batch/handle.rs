@@ -27,14 +27,14 @@ use super::driver::{self, BatchPrep, DriverSettings};
 use super::shared::{BatchShared, DriverState, FAN_OUT, ManifestBase, ManifestPoll, read_manifest};
 use super::{
     AttachOptions, BatchDriver, BatchError, BatchFailure, BatchItem, BatchResultsOptions,
-    ChildError, FailedChild, MapOptions,
+    ChildError, FailedChild,
 };
 
 /// A batch: one job per input. Cheap to clone; clones share state.
 ///
 /// Every status poll costs one backend call whatever the batch's size, and
 /// concurrent pollers share it. Methods that wait poll every
-/// `poll_interval` (from [`MapOptions`] or [`AttachOptions`]).
+/// `poll_interval` (from [`BatchConfig`] or [`AttachOptions`]).
 #[derive(Clone)]
 pub struct BatchHandle {
     shared: Arc<BatchShared>,
@@ -95,18 +95,19 @@ fn call_data(call: &CallArgs<Arg>) -> Vec<&Data> {
     data
 }
 
-fn config_of(total: usize, options: &MapOptions) -> BatchConfig {
-    BatchConfig::new(total)
-        .max_concurrent(options.max_concurrent)
-        .retries(options.retries)
-        .fail_fast(options.fail_fast, options.cancel_running_on_fail)
+/// A batch's settings, refused with what they accept when it cannot run
+/// with them.
+fn validate(config: &BatchConfig) -> Result<(), BatchError> {
+    config.validate().map_err(|e| BatchError::InvalidInput {
+        message: e.to_string(),
+    })
 }
 
-fn settings_of(options: &MapOptions) -> DriverSettings {
+fn settings_of(config: &BatchConfig) -> DriverSettings {
     DriverSettings {
-        parallelism: options.submit_parallelism.max(1),
-        manifest_interval: options.manifest_interval,
-        poll_interval: options.poll_interval,
+        parallelism: config.submit_parallelism.max(1),
+        manifest_interval: config.manifest_interval,
+        poll_interval: config.poll_interval,
     }
 }
 
@@ -119,12 +120,9 @@ async fn prepare(
     group_id: &GroupId,
     spec: JobSpec,
     calls: &[CallArgs<Arg>],
-    options: &MapOptions,
+    submit_options: &SubmitOptions,
 ) -> Result<BatchPrep, BatchError> {
-    let submit_options = SubmitOptions {
-        progress: options.progress.clone(),
-    };
-    let resolved = submit::resolve(inner, &spec, &submit_options).await?;
+    let resolved = submit::resolve(inner, &spec, submit_options).await?;
     let mut with_inputs = spec.clone();
     for data in calls.iter().flat_map(call_data) {
         let arg = Arg::Data(data.clone());
@@ -136,7 +134,7 @@ async fn prepare(
         resolved,
         shared,
         image_uri,
-    } = submit::gather_uploads(inner, &with_inputs, resolved, &submit_options).await?;
+    } = submit::gather_uploads(inner, &with_inputs, resolved, submit_options).await?;
     let submit::SharedFacts {
         data,
         context,
@@ -154,7 +152,7 @@ async fn prepare(
     )
     .map_err(EngineError::from)?;
     let uploaded =
-        submit::execute_shared_once(inner, plan, packed, image_uri, &submit_options).await?;
+        submit::execute_shared_once(inner, plan, packed, image_uri, submit_options).await?;
     let ref_for = |d: &Data| {
         uploaded
             .plan
@@ -185,10 +183,11 @@ pub(super) async fn start_map(
     inner: &Arc<EngineInner>,
     spec: JobSpec,
     inputs: Vec<Arg>,
-    options: MapOptions,
+    config: BatchConfig,
+    options: &SubmitOptions,
 ) -> Result<(BatchHandle, BatchDriver), BatchError> {
-    options.validate()?;
-    let calls = calls_of(&inputs, options.input_mode)?;
+    validate(&config)?;
+    let calls = calls_of(&inputs, config.input_mode)?;
     let group_id = GroupId::new_random();
     let prefix = layout::group_prefix(&group_id);
     let started = async {
@@ -196,8 +195,8 @@ pub(super) async fn start_map(
         let stored: Vec<Value> = inputs.iter().map(super::recipe::encode_input).collect();
         let encoded = encode_inputs(&stored);
         let working_dir = submit::working_dir(&inner.settings, &spec)?;
-        let recipe = super::recipe::encode(&spec, &options, &working_dir);
-        let prep = prepare(inner, &group_id, spec, &calls, &options).await?;
+        let recipe = super::recipe::encode(&spec, &config, &working_dir);
+        let prep = prepare(inner, &group_id, spec, &calls, options).await?;
         let inputs_path = layout::group_inputs(&group_id);
         inner
             .store
@@ -209,7 +208,7 @@ pub(super) async fn start_map(
             backend: Some(prep.resolved.backend.name().to_owned()),
             namespace: Some(inner.settings.namespace.clone()),
             entrypoint: Some(prep.spec.entrypoint.to_string()),
-            input_mode: Some(options.input_mode),
+            input_mode: Some(config.input_mode),
             inputs: Some(layout::INPUTS_FILE.to_owned()),
             resume: Some(recipe),
             submission_complete: false,
@@ -217,10 +216,10 @@ pub(super) async fn start_map(
         let shared = Arc::new(BatchShared::new(
             inner.clone(),
             group_id.clone(),
-            options.name.clone(),
-            options.tags.clone(),
-            BatchMachine::new(config_of(total, &options)),
-            options.poll_interval,
+            config.name.clone(),
+            config.tags.clone(),
+            BatchMachine::new(total, config.clone()),
+            config.poll_interval,
             base,
             DriverState::None,
         ));
@@ -232,7 +231,7 @@ pub(super) async fn start_map(
         let driver = driver::start(
             shared.clone(),
             Arc::new(prep),
-            settings_of(&options),
+            settings_of(&config),
             vec![Event::Pump],
         );
         Ok::<_, BatchError>((BatchHandle { shared }, driver))
@@ -575,7 +574,7 @@ impl BatchHandle {
     }
 
     /// [`BatchHandle::as_completed`], polling the jobs' states every
-    /// `poll_interval` (the batch's own interval is [`MapOptions`]'s or
+    /// `poll_interval` (the batch's own interval is [`BatchConfig`]'s or
     /// [`AttachOptions`]'s) while nothing ended (Kinetic's
     /// `as_completed(poll_interval=…)`); a backend's change events still
     /// wake it at once.
@@ -1070,11 +1069,23 @@ impl BatchHandle {
     /// submitting process stopped (crashed, or dropped its driver), after
     /// [`crate::Engine::attach_batch`]. Needs the engine's spawner;
     /// see [`BatchHandle::resume_with_driver`].
-    pub async fn resume(&self, spec: JobSpec, options: MapOptions) -> Result<(), BatchError> {
+    pub async fn resume(&self, spec: JobSpec, config: BatchConfig) -> Result<(), BatchError> {
+        self.resume_with(spec, config, SubmitOptions::default())
+            .await
+    }
+
+    /// [`BatchHandle::resume`], reporting the shared preparation's steps
+    /// (data, packaging, image) to `options`.
+    pub async fn resume_with(
+        &self,
+        spec: JobSpec,
+        config: BatchConfig,
+        options: SubmitOptions,
+    ) -> Result<(), BatchError> {
         let spawner = self.shared.engine.spawner.clone().ok_or_else(|| {
             invalid("this engine has no spawner to run the batch's submissions in the background: build it with EngineBuilder::spawner, or use resume_with_driver")
         })?;
-        let driver = self.resume_with_driver(spec, options).await?;
+        let driver = self.resume_with_driver(spec, config, options).await?;
         spawner(driver);
         Ok(())
     }
@@ -1102,7 +1113,7 @@ impl BatchHandle {
                 "batch {group_id} does not record how it was submitted (it was started by Kinetic or an older version): resume it from code with BatchHandle::resume(spec, options)"
             ))
         })?;
-        let (spec, options) =
+        let (spec, config) =
             super::recipe::decode(&recipe).map_err(|message| BatchError::InvalidManifest {
                 uri: self
                     .shared
@@ -1112,7 +1123,8 @@ impl BatchHandle {
                 group_id: group_id.clone(),
                 message: format!("its resume record cannot be used: {message}"),
             })?;
-        self.resume_with_driver(spec, options).await
+        self.resume_with_driver(spec, config, SubmitOptions::default())
+            .await
     }
 
     /// Resume (see [`BatchHandle::resume`]) and return the submission loop
@@ -1126,13 +1138,17 @@ impl BatchHandle {
     /// exists, the submission never reached the backend (or its job is
     /// gone without a result) and that attempt is submitted again under the
     /// same job id; otherwise the input is submitted. No input is submitted
-    /// twice. Resume a batch from one process at a time.
+    /// twice. Resume a batch from one process at a time. The batch keeps
+    /// the name, tags and input mode its manifest records; `config` gives
+    /// the limit, retries, fail-fast and intervals from here on, and
+    /// `options` receives the shared preparation's steps.
     pub async fn resume_with_driver(
         &self,
         spec: JobSpec,
-        options: MapOptions,
+        config: BatchConfig,
+        options: SubmitOptions,
     ) -> Result<BatchDriver, BatchError> {
-        options.validate()?;
+        validate(&config)?;
         let shared = &self.shared;
         let group_id = shared.group_id.clone();
         let base = {
@@ -1211,11 +1227,8 @@ impl BatchHandle {
         shared
             .reconcile(prep.resolved.backend.name(), &namespace)
             .await?;
-        let requeue = self.probe_unknown(options.retries).await?;
-        shared
-            .lock()
-            .machine
-            .reconfigure(config_of(shared.total, &options));
+        let requeue = self.probe_unknown(config.retries).await?;
+        shared.lock().machine.reconfigure(config.clone());
         let mut events: Vec<Event> = requeue
             .into_iter()
             .map(|(index, attempts)| Event::Requeue { index, attempts })
@@ -1224,7 +1237,7 @@ impl BatchHandle {
         Ok(driver::start(
             shared.clone(),
             Arc::new(prep),
-            settings_of(&options),
+            settings_of(&config),
             events,
         ))
     }
