@@ -41,11 +41,14 @@
 //! reached the backend (a backend starts an id at most once) and submits
 //! the rest: no input is submitted twice.
 
+mod collect;
 mod driver;
 mod error;
 mod handle;
 mod recipe;
+mod resume;
 mod shared;
+mod start;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -282,7 +285,7 @@ impl Engine {
         options: SubmitOptions,
     ) -> Result<(BatchHandle, BatchDriver), BatchError> {
         let inputs: Vec<Arg> = inputs.into_iter().map(Into::into).collect();
-        handle::start_map(&self.inner, spec, inputs, config, &options).await
+        start::start_map(&self.inner, spec, inputs, config, &options).await
     }
 
     /// The handle of a batch submitted earlier, from any process: reads its
@@ -301,7 +304,7 @@ impl Engine {
                 .map_err(|e: kinetic_core::ids::IdError| BatchError::InvalidInput {
                     message: e.to_string(),
                 })?;
-        handle::attach(&self.inner, group_id, options).await
+        start::attach(&self.inner, group_id, options).await
     }
 
     /// A batch over jobs submitted already, as Kinetic's
@@ -331,7 +334,7 @@ impl Engine {
                 ),
             });
         }
-        Ok(handle::of_jobs(
+        Ok(start::of_jobs(
             &self.inner,
             group_id,
             name,
