@@ -670,6 +670,44 @@ async fn the_manifest_is_stamped_with_the_engines_clock() {
     assert_eq!(child.created_at, stamp);
 }
 
+/// A batch over jobs submitted already writes its manifest with the
+/// engine's clock too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_jobs_is_stamped_with_the_engines_clock() {
+    let w = World::new();
+    let stamp = kinetic_core::record::UtcTimestamp::from_unix_seconds(1_760_000_000);
+    let engine = w
+        .builder()
+        .clock(move || stamp)
+        .spawner(|driver| {
+            tokio::spawn(driver);
+        })
+        .build()
+        .unwrap();
+    let mut jobs = Vec::new();
+    for i in 0..2 {
+        jobs.push(Some(engine.submit(w.spec().arg(json!(i))).await.unwrap()));
+    }
+    let batch = engine
+        .batch_of("grp-0a1b2c3d", None, Default::default(), jobs)
+        .unwrap();
+    batch
+        .results(BatchResultsOptions::default().cleanup(false))
+        .await
+        .unwrap();
+    let bytes = w
+        .store
+        .get(
+            &layout::group_manifest(batch.group_id()),
+            GetOptions::default(),
+        )
+        .await
+        .unwrap();
+    let (manifest, _) =
+        kinetic_core::batch::GroupManifest::from_json_bytes(&bytes, batch.group_id()).unwrap();
+    assert_eq!(manifest.created_at, stamp);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_running_jobs_and_drops_queued_inputs() {
     let w = World::new();
