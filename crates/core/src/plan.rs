@@ -16,7 +16,13 @@
 //! 2. [`shared`]: the uploads every job of the submission shares — data
 //!    into the content-addressed cache, the packed project, the
 //!    requirements — and how arguments refer to the data;
-//! 3. [`job`]: one job's `spec.json` and `handle.json`.
+//! 3. [`job`]: one job's `spec.json` and `handle.json`, and the
+//!    [`PreparedJob`] the backend is handed.
+//!
+//! [`submission`] is the plan of one job submitted on its own: steps 2 and
+//! 3 in one call, from the facts gathered. A batch calls [`shared`] once and
+//! [`job`] per child. No one else builds a [`PreparedJob`]: what a backend
+//! runs is what the plan says.
 //!
 //! Every key comes from [`crate::layout`], and every URI in the runner spec
 //! is the store's URI of such a key.
@@ -62,11 +68,12 @@ use sha2::Digest as _;
 
 use crate::accelerators::{AcceleratorError, AcceleratorSpec};
 use crate::cache::DataMarker;
+use crate::env::CapturedEnv;
 use crate::hashing::{ContentHash, HashKind, HashedFile};
 use crate::ids::{GroupId, JobId, display_name, k8s_name_for_backend};
 use crate::image::{DOCKERFILE_TEMPLATE, python_base_image};
 use crate::layout;
-use crate::ports::{FuseMount, ImageMode, ImageRequest, ObjectPath, StoreError};
+use crate::ports::{FuseMount, ImageMode, ImageRequest, ObjectPath, PreparedJob, StoreError};
 use crate::protocol::{
     Artifact, ClusterInfo, DataRef, PROTOCOL_VERSION, RUNNER_SOURCE, RunnerEntrypoint, RunnerPlan,
     RunnerSpec, RunnerVolume,
@@ -646,7 +653,7 @@ impl GroupPlace {
 }
 
 /// What IO found about one job: its id, where it runs, what it runs in, the
-/// captured variables' names, a batch child's own arguments, and the time.
+/// captured variables, a batch child's own arguments, and the time.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct JobFacts<'a> {
@@ -658,11 +665,10 @@ pub struct JobFacts<'a> {
     pub accelerator_text: &'a str,
     /// The accelerator.
     pub accelerator: &'a AcceleratorSpec,
-    /// Names of the captured environment variables (never their values).
-    pub env_names: Vec<String>,
-    /// The names among `env_names` whose values are redacted from what the
-    /// job reports.
-    pub secret_names: Vec<String>,
+    /// The captured environment variables: `spec.json` names them (and
+    /// which are secrets), never their values; the backend delivers the
+    /// values ([`PreparedJob::env`]).
+    pub env: CapturedEnv,
     /// The image (`""` when the backend needs none).
     pub image_uri: String,
     /// Positional arguments after the spec's own (a batch input's).
@@ -689,8 +695,7 @@ impl<'a> JobFacts<'a> {
             backend,
             accelerator_text,
             accelerator,
-            env_names: Vec::new(),
-            secret_names: Vec::new(),
+            env: CapturedEnv::default(),
             image_uri: String::new(),
             extra_args: Vec::new(),
             extra_kwargs: Vec::new(),
@@ -698,10 +703,18 @@ impl<'a> JobFacts<'a> {
             now,
         }
     }
+
+    /// The same job with these captured variables.
+    #[must_use]
+    pub fn with_env(mut self, env: CapturedEnv) -> Self {
+        self.env = env;
+        self
+    }
 }
 
-/// Step 3: one job's `spec.json` and `handle.json`.
-#[derive(Debug, Clone, PartialEq)]
+/// Step 3: one job's `spec.json` and `handle.json`, and the job the backend
+/// is handed once they are written.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct JobPlan {
     /// The runner's spec.
@@ -716,6 +729,10 @@ pub struct JobPlan {
     pub record_upload: ObjectUpload,
     /// What the backend mounts read-only for the job (FUSE data).
     pub fuse_mounts: Vec<FuseMount>,
+    /// What [`crate::ports::Backend::submit`] is handed: the record, the
+    /// spec's URI, the captured variables, the deadlines, the mounts and
+    /// the failure budgets.
+    pub prepared: PreparedJob,
 }
 
 impl JobPlan {
@@ -813,8 +830,12 @@ pub fn job(
                 })
             })
             .collect(),
-        env_names: facts.env_names.clone(),
-        secret_names: facts.secret_names.clone(),
+        env_names: facts.env.names().map(|n| n.as_str().to_owned()).collect(),
+        secret_names: facts
+            .env
+            .secret_names()
+            .map(|n| n.as_str().to_owned())
+            .collect(),
         output_dir,
         context: shared.context_artifact.clone(),
         requirements: shared.requirements_artifact.clone(),
@@ -882,8 +903,19 @@ pub fn job(
         zone: settings.zone.clone(),
     };
     let spec_key = layout::spec(job_id);
+    let spec_uri = uri_of(&spec_key);
+    let fuse_mounts = shared.fuse_mounts(spec);
+    let prepared = PreparedJob::new(
+        record.clone(),
+        facts.accelerator.clone(),
+        spec_uri.clone(),
+        facts.env.clone(),
+        spec.deadlines,
+    )
+    .with_fuse_mounts(fuse_mounts.clone())
+    .with_budgets(spec.budgets);
     Ok(JobPlan {
-        spec_uri: uri_of(&spec_key),
+        spec_uri,
         spec: ObjectUpload {
             key: spec_key,
             source: UploadSource::Bytes(Bytes::from(spec_json)),
@@ -898,6 +930,74 @@ pub fn job(
         },
         record,
         runner_spec,
-        fuse_mounts: shared.fuse_mounts(spec),
+        fuse_mounts,
+        prepared,
     })
+}
+
+/// The facts gathered for one job submitted on its own.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SubmissionFacts<'a> {
+    /// The local data paths hashed, by path.
+    pub data: BTreeMap<PathBuf, DataFacts>,
+    /// The packed project.
+    pub context: ContextFacts,
+    /// The filtered requirements a prebuilt image installs at start
+    /// ([`ImagePlan::install_requirements`]).
+    pub install_requirements: Option<String>,
+    /// Where the entrypoint is in the packed project.
+    pub project: ProjectFacts,
+    /// The job: its id, backend, accelerator, image, variables and time.
+    pub job: JobFacts<'a>,
+}
+
+impl<'a> SubmissionFacts<'a> {
+    /// The facts of a job whose project was packed (`context`) and found
+    /// (`project`), with no local data and no requirements to install.
+    pub fn new(context: ContextFacts, project: ProjectFacts, job: JobFacts<'a>) -> Self {
+        Self {
+            data: BTreeMap::new(),
+            context,
+            install_requirements: None,
+            project,
+            job,
+        }
+    }
+}
+
+/// Everything one submission does, in order: the shared uploads, then
+/// the job's `spec.json` and `handle.json`, then
+/// [`JobPlan::prepared`] handed to the backend.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SubmissionPlan {
+    /// The uploads shared with every job of the same project (step 2).
+    pub shared: SharedPlan,
+    /// The job's own objects and what the backend is handed (step 3).
+    pub job: JobPlan,
+}
+
+/// The plan of one job submitted on its own: [`shared`] under the job's
+/// folder, then [`job`], from everything gathered.
+///
+/// # Errors
+/// [`PlanError::MissingData`] when a local data path has no facts,
+/// [`PlanError::Encode`] when `spec.json` cannot be encoded.
+pub fn submission(
+    spec: &JobSpec,
+    settings: &EngineSettings,
+    facts: SubmissionFacts<'_>,
+    uri_of: UriOf<'_>,
+) -> Result<SubmissionPlan, PlanError> {
+    let shared = shared(
+        spec,
+        &UploadTarget::Job(&facts.job.job_id),
+        &facts.data,
+        facts.context,
+        facts.install_requirements.as_deref(),
+        uri_of,
+    )?;
+    let job = job(spec, settings, &facts.project, &shared, &facts.job, uri_of)?;
+    Ok(SubmissionPlan { shared, job })
 }

@@ -30,7 +30,8 @@ fn action() -> impl Strategy<Value = Action> {
     ]
 }
 
-fn config() -> impl Strategy<Value = BatchConfig> {
+/// A batch's size and settings.
+fn config() -> impl Strategy<Value = (usize, BatchConfig)> {
     (
         1usize..25,
         prop::option::of(1usize..6),
@@ -39,10 +40,11 @@ fn config() -> impl Strategy<Value = BatchConfig> {
         any::<bool>(),
     )
         .prop_map(|(total, limit, retries, ff, cancel)| {
-            BatchConfig::new(total)
+            let config = BatchConfig::default()
                 .max_concurrent(limit)
                 .retries(retries)
-                .fail_fast(ff, cancel)
+                .fail_fast(ff, cancel);
+            (total, config)
         })
 }
 
@@ -53,6 +55,7 @@ fn status(n: u8) -> JobStatus {
 /// The world: submissions in flight, jobs it made, and what the machine asked.
 struct World {
     machine: BatchMachine,
+    total: usize,
     config: BatchConfig,
     submitting: BTreeMap<usize, u32>,
     next_job: u32,
@@ -61,9 +64,10 @@ struct World {
 }
 
 impl World {
-    fn new(config: BatchConfig) -> Self {
+    fn new((total, config): (usize, BatchConfig)) -> Self {
         Self {
-            machine: BatchMachine::new(config.clone()),
+            machine: BatchMachine::new(total, config.clone()),
+            total,
             config,
             submitting: BTreeMap::new(),
             next_job: 0,
@@ -128,7 +132,7 @@ impl World {
             }
         }
         // Counts always sum to the total; the limit holds.
-        prop_assert_eq!(self.machine.counts().total(), self.config.total);
+        prop_assert_eq!(self.machine.counts().total(), self.total);
         if let Some(limit) = self.config.max_concurrent {
             prop_assert!(self.machine.in_flight() <= limit);
         }
@@ -181,7 +185,7 @@ impl World {
                 })
             }
             Action::ObserveStale(k, s) => {
-                let index = k % self.config.total;
+                let index = k % self.total;
                 let job_id = self.job();
                 self.apply(Event::Observed {
                     index,
@@ -262,7 +266,7 @@ proptest! {
             world.step(a)?;
         }
         world.finish()?;
-        let total = world.config.total;
+        let total = world.total;
         let ordered = result_order(&world.machine, true);
         prop_assert_eq!(ordered, (0..total).collect::<Vec<_>>());
         let unordered = result_order(&world.machine, false);

@@ -9,14 +9,12 @@ use std::time::Duration;
 
 use kinetic_backend_gke::manifest::{ManifestOptions, job_manifest};
 use kinetic_core::accelerators::{AcceleratorSpec, GPU_TYPES, TPU_TYPES};
-use kinetic_core::env::{EnvSnapshot, capture};
-use kinetic_core::ids::JobId;
-use kinetic_core::ports::{Deadlines, PreparedJob};
-use kinetic_core::record::{JobRecord, UtcTimestamp};
+use kinetic_core::ports::Deadlines;
 use kinetic_fake_gcp::apis::node_template;
 use kinetic_fake_gcp::k8s::schedule;
 use kinetic_infra_gcp::model::{Desired, InfraTarget, PoolRequest, PoolSpec};
 use kinetic_infra_gcp::request;
+use kinetic_testkit::fixtures::fixed_job;
 use serde_json::{Value, json};
 
 fn every_accelerator() -> Vec<AcceleratorSpec> {
@@ -38,35 +36,9 @@ fn every_accelerator() -> Vec<AcceleratorSpec> {
 
 /// The pod of a job on `accel`, as the GKE backend builds it.
 fn pod(accel: &AcceleratorSpec) -> Value {
-    let job_id: JobId = "job-0a1b2c3d".parse().unwrap();
-    let record = JobRecord {
-        accelerator: accel.to_string(),
-        backend: "gke".into(),
-        bucket_name: "p-kn-c-jobs".into(),
-        cluster_name: "c".into(),
-        created_at: UtcTimestamp::from_unix_seconds(1_774_432_800),
-        debug: false,
-        display_name: "kinetic-train".into(),
-        entrypoint: Some("train:main".into()),
-        func_name: "train".into(),
-        group_id: None,
-        group_index: None,
-        group_kind: None,
-        image_uri: "us-docker.pkg.dev/p/kn-c/base:t".into(),
-        job_id: job_id.clone(),
-        k8s_name: format!("kinetic-{job_id}"),
-        namespace: "default".into(),
-        project: "my-proj".into(),
-        store_url: None,
-        zone: "us-central1-a".into(),
-    };
-    let job = PreparedJob::new(
-        record,
-        accel.clone(),
-        "gs://p-kn-c-jobs/job-0a1b2c3d/spec.json".into(),
-        capture(&[], &EnvSnapshot::new()).unwrap(),
-        Deadlines::default(),
-    );
+    // Planned as the engine plans a job on this accelerator.
+    let job = fixed_job("gke", &accel.to_string(), &[], Deadlines::default());
+    assert_eq!(&job.accelerator, accel, "{accel} reads back as itself");
     let manifest = serde_json::to_value(job_manifest(&job, &ManifestOptions::default())).unwrap();
     json!({"spec": manifest["spec"]["template"]["spec"]})
 }

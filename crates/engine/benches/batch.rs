@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use kinetic_core::env::EnvSnapshot;
 use kinetic_core::record::JobRecord;
-use kinetic_engine::{AttachOptions, Engine, EngineSettings, Entrypoint, JobSpec, MapOptions};
+use kinetic_engine::{AttachOptions, BatchConfig, Engine, EngineSettings, Entrypoint, JobSpec};
 use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
 use serde_json::{Value, json};
 
@@ -88,7 +88,7 @@ async fn memory_10k() {
         .map(
             w.spec(),
             inputs(10_000),
-            MapOptions::default().max_concurrent(None),
+            BatchConfig::default().max_concurrent(None),
         )
         .await
         .expect("map");
@@ -132,7 +132,7 @@ async fn submit_1k(limit: Option<usize>, poll: Duration) -> f64 {
         .map(
             w.spec(),
             inputs(1_000),
-            MapOptions::default()
+            BatchConfig::default()
                 .max_concurrent(limit)
                 .poll_interval(poll),
         )
@@ -154,7 +154,7 @@ async fn calls_per_poll() -> (u64, u64, usize) {
         .map(
             w.spec(),
             inputs(1_000),
-            MapOptions::default().max_concurrent(None),
+            BatchConfig::default().max_concurrent(None),
         )
         .await
         .expect("map");

@@ -92,8 +92,8 @@ use kinetic_core::record::{JobRecord, UtcTimestamp};
 use kinetic_core::retry::RetryPolicy;
 
 pub use batch::{
-    AttachOptions, BatchDriver, BatchError, BatchFailure, BatchHandle, BatchItem,
-    BatchResultsOptions, BatchSummary, ChildError, FailedChild, MapOptions, Spawner,
+    AttachOptions, BatchConfig, BatchDriver, BatchError, BatchFailure, BatchHandle, BatchItem,
+    BatchResultsOptions, BatchSummary, ChildError, FailedChild, Spawner,
 };
 pub use error::EngineError;
 pub use handle::{CleanupOptions, JobHandle, LogCallback, ResultOptions, StatusCallback};

@@ -1,15 +1,19 @@
 //! The submission pipeline: gather the facts (IO), plan
-//! ([`kinetic_core::plan`], pure), carry out the plan (IO).
+//! ([`kinetic_core::plan`], pure), execute the plan (IO), once each.
 //!
-//! 1. [`resolve`]: check the spec, choose the backend, capture the
-//!    environment, find the project and its dependency file, and plan the
-//!    image — nothing is uploaded for a job that cannot run;
-//! 2. [`upload_shared`]: hash the data and pack the project, plan the
-//!    shared uploads and make them, while the image is resolved;
-//! 3. [`submit_prepared`]: plan the job, write `spec.json` and
-//!    `handle.json`, hand the job to the backend.
+//! 1. [`gather`]: check the spec, choose the backend, capture the
+//!    environment, find the project and its dependency file ([`resolve`]),
+//!    then hash the data and pack the project while the image is resolved —
+//!    nothing is uploaded for a job that cannot run;
+//! 2. [`plan::submission`]: one pure call turns the facts into everything
+//!    to do: the shared uploads, `spec.json`, `handle.json` and the
+//!    [`kinetic_core::ports::PreparedJob`];
+//! 3. execute: make the uploads, write the job's objects, hand the
+//!    prepared job to the backend.
 //!
-//! A batch does 1 and 2 once and 3 per child.
+//! A batch gathers once, plans and executes its shared uploads once
+//! ([`plan::shared`]), and plans and executes each child
+//! ([`plan::job`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,8 +31,7 @@ use kinetic_core::plan::{
     UploadSource, UploadTarget,
 };
 use kinetic_core::ports::{
-    Backend, BackendCapabilities, ImageMode, ObjectStore, ObjectStoreExt as _, PreparedJob,
-    PutOptions,
+    Backend, BackendCapabilities, ImageMode, ObjectStore, ObjectStoreExt as _, PutOptions,
 };
 use kinetic_core::record::JobRecord;
 use kinetic_core::redact::Redactor;
@@ -160,35 +163,66 @@ pub(crate) async fn submit(
     spec: JobSpec,
     options: SubmitOptions,
 ) -> Result<JobHandle, EngineError> {
-    let resolved = resolve(inner, &spec, &options).await?;
     let job_id = JobId::new_random();
-    let span = tracing::info_span!("submit", job_id = %job_id, backend = resolved.backend.name());
-    let result = async {
-        let shared = upload_shared(
-            inner,
-            &spec,
-            &resolved,
-            &options,
-            UploadTarget::Job(&job_id),
-        )
-        .await?;
-        submit_prepared(
-            inner,
-            &spec,
-            &resolved,
-            &shared,
-            &job_id,
-            &ChildCall::default(),
-            &options,
-        )
-        .await
+    let span = tracing::info_span!(
+        "submit",
+        job_id = %job_id,
+        backend = tracing::field::Empty
+    );
+    async {
+        // Gather: every fact the plan needs, nothing uploaded yet.
+        let Gathered {
+            resolved,
+            shared,
+            image_uri,
+        } = gather(inner, &spec, &options)
+            .instrument(tracing::info_span!("gather"))
+            .await?;
+        tracing::Span::current().record("backend", resolved.backend.name());
+        let result = async {
+            // Plan: one pure call.
+            let planned = {
+                let _plan = tracing::info_span!("plan").entered();
+                let SharedFacts {
+                    data,
+                    context,
+                    packed,
+                } = shared;
+                let mut facts = plan::SubmissionFacts::new(
+                    context,
+                    resolved.project.facts.clone(),
+                    job_facts(inner, &resolved, &image_uri, &job_id, &ChildCall::default()),
+                );
+                facts.data = data;
+                facts
+                    .install_requirements
+                    .clone_from(&resolved.image.install_requirements);
+                let store = &inner.store;
+                let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+                (
+                    plan::submission(&spec, &inner.settings, facts, &uri_of)?,
+                    packed,
+                )
+            };
+            // Execute: what the plan says, in its order.
+            let (planned, packed) = planned;
+            async {
+                execute_shared(inner, &planned.shared, &options).await?;
+                drop(packed);
+                execute_job(inner, &resolved.backend, &planned.job, &options).await
+            }
+            .instrument(tracing::info_span!("execute"))
+            .await
+        }
+        .await;
+        finish_submit(inner, &resolved, &job_id, result).await
     }
     .instrument(span)
-    .await;
-    finish_submit(inner, &resolved, &job_id, result).await
+    .await
 }
 
-/// Submit one child of a batch whose shared parts are uploaded.
+/// Submit one child of a batch whose shared parts are uploaded: plan the
+/// child's job, then execute it.
 pub(crate) async fn submit_child(
     inner: &Arc<EngineInner>,
     spec: &JobSpec,
@@ -198,15 +232,20 @@ pub(crate) async fn submit_child(
     call: &ChildCall,
 ) -> Result<JobHandle, EngineError> {
     let span = tracing::info_span!("submit", job_id = %job_id, backend = resolved.backend.name());
-    let result = submit_prepared(
-        inner,
-        spec,
-        resolved,
-        shared,
-        job_id,
-        call,
-        &SubmitOptions::default(),
-    )
+    let result = async {
+        let store = &inner.store;
+        let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+        let facts = job_facts(inner, resolved, &shared.image_uri, job_id, call);
+        let job = plan::job(
+            spec,
+            &inner.settings,
+            &resolved.project.facts,
+            &shared.plan,
+            &facts,
+            &uri_of,
+        )?;
+        execute_job(inner, &resolved.backend, &job, &SubmitOptions::default()).await
+    }
     .instrument(span)
     .await;
     finish_submit(inner, resolved, job_id, result).await
@@ -347,128 +386,147 @@ fn image_asked_for(mode: &ImageMode) -> Option<String> {
     }
 }
 
-/// Gather the facts of the shared uploads (the data's hashes, the packed
-/// project) and plan them: what both a submission and a dry run need. The
-/// packed project lives in the returned directory, which must outlive the
-/// plan's execution.
-async fn plan_shared(
+/// The facts of the shared uploads: the local data's hashes and the packed
+/// project.
+pub(crate) struct SharedFacts {
+    /// Each distinct local data path of the spec, hashed.
+    pub(crate) data: BTreeMap<PathBuf, DataFacts>,
+    /// The packed project.
+    pub(crate) context: ContextFacts,
+    /// Holds the packed project: it must outlive the plan's execution.
+    pub(crate) packed: tempfile::TempDir,
+}
+
+/// Everything a submission's plan needs, gathered by IO.
+pub(crate) struct Gathered {
+    /// The backend, environment, project and image plan.
+    pub(crate) resolved: Resolved,
+    /// The data's hashes and the packed project.
+    pub(crate) shared: SharedFacts,
+    /// The image the job runs in (`""` when the backend needs none).
+    pub(crate) image_uri: String,
+}
+
+/// Gather every fact a submission's plan needs: check and resolve the spec
+/// ([`resolve`]), then hash the data and pack the project while the image
+/// is resolved. Nothing is uploaded.
+pub(crate) async fn gather(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    options: &SubmitOptions,
+) -> Result<Gathered, EngineError> {
+    let resolved = resolve(inner, spec, options).await?;
+    gather_uploads(inner, spec, resolved, options).await
+}
+
+/// [`gather`] after [`resolve`]: the facts of `spec`'s uploads (a batch
+/// gives its spec with every input's data) and the image.
+pub(crate) async fn gather_uploads(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    resolved: Resolved,
+    options: &SubmitOptions,
+) -> Result<Gathered, EngineError> {
+    let (shared, image_uri) = futures_util::future::try_join(
+        gather_shared(inner, spec, &resolved, options),
+        resolve_image(inner, &resolved.image, options),
+    )
+    .await?;
+    Ok(Gathered {
+        resolved,
+        shared,
+        image_uri,
+    })
+}
+
+/// Hash the data and pack the project: the facts of the shared uploads,
+/// what both a submission and a dry run need.
+async fn gather_shared(
     inner: &Arc<EngineInner>,
     spec: &JobSpec,
     resolved: &Resolved,
     options: &SubmitOptions,
-    target: &UploadTarget<'_>,
-) -> Result<(SharedPlan, tempfile::TempDir), EngineError> {
+) -> Result<SharedFacts, EngineError> {
     let data = hash_data(spec, options).await?;
-    let tmp = tempfile::tempdir().map_err(|e| {
+    let packed = tempfile::tempdir().map_err(|e| {
         EngineError::project_caused_by(
             format!("cannot create a temporary directory for the context: {e}"),
             e,
         )
     })?;
-    let context = pack_context(inner, &resolved.project, spec, &tmp, options).await?;
-    let store = &inner.store;
-    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
-    let plan = plan::shared(
-        spec,
-        target,
-        &data,
+    let context = pack_context(inner, &resolved.project, spec, &packed, options).await?;
+    Ok(SharedFacts {
+        data,
         context,
-        resolved.image.install_requirements.as_deref(),
-        &uri_of,
-    )?;
-    Ok((plan, tmp))
+        packed,
+    })
 }
 
-/// Hash the data, pack the project, plan the shared uploads and make them,
-/// while the image is resolved.
-pub(crate) async fn upload_shared(
-    inner: &Arc<EngineInner>,
-    spec: &JobSpec,
-    resolved: &Resolved,
-    options: &SubmitOptions,
-    target: UploadTarget<'_>,
-) -> Result<Shared, EngineError> {
-    let uploads = async {
-        let (plan, packed) = plan_shared(inner, spec, resolved, options, &target).await?;
-        execute_shared(inner, &plan, options).await?;
-        drop(packed);
-        Ok::<_, EngineError>(plan)
-    };
-    let image = resolve_image(inner, &resolved.image, options);
-    let (plan, image_uri) = futures_util::future::try_join(uploads, image).await?;
-    Ok(Shared { plan, image_uri })
-}
-
-/// Write `spec.json` and `handle.json` and hand the job to the backend.
-async fn submit_prepared(
-    inner: &Arc<EngineInner>,
-    spec: &JobSpec,
-    resolved: &Resolved,
-    shared: &Shared,
+/// The facts of one job: its id, backend, accelerator, image, captured
+/// variables, a batch child's own call, and the engine's clock.
+fn job_facts<'a>(
+    inner: &EngineInner,
+    resolved: &'a Resolved,
+    image_uri: &str,
     job_id: &JobId,
     call: &ChildCall,
-    options: &SubmitOptions,
-) -> Result<JobRecord, EngineError> {
-    let store = &inner.store;
-    let backend = &resolved.backend;
+) -> plan::JobFacts<'a> {
     let mut facts = plan::JobFacts::new(
         job_id.clone(),
-        backend.name(),
+        resolved.backend.name(),
         &resolved.accelerator_text,
         &resolved.accelerator,
         (inner.clock)(),
-    );
-    facts.env_names = resolved
-        .env
-        .names()
-        .map(|n| n.as_str().to_owned())
-        .collect();
-    facts.secret_names = resolved
-        .env
-        .secret_names()
-        .map(|n| n.as_str().to_owned())
-        .collect();
-    facts.image_uri.clone_from(&shared.image_uri);
+    )
+    .with_env(resolved.env.clone());
+    image_uri.clone_into(&mut facts.image_uri);
     facts.extra_args.clone_from(&call.args);
     facts.extra_kwargs.clone_from(&call.kwargs);
     facts.group.clone_from(&call.group);
-    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
-    let job = plan::job(
-        spec,
-        &inner.settings,
-        &resolved.project.facts,
-        &shared.plan,
-        &facts,
-        &uri_of,
-    )?;
+    facts
+}
+
+/// Execute the shared part of a plan: the uploads every child of a batch
+/// shares, made once. `packed` holds the packed project until then.
+pub(crate) async fn execute_shared_once(
+    inner: &Arc<EngineInner>,
+    plan: SharedPlan,
+    packed: tempfile::TempDir,
+    image_uri: String,
+    options: &SubmitOptions,
+) -> Result<Shared, EngineError> {
+    execute_shared(inner, &plan, options).await?;
+    drop(packed);
+    Ok(Shared { plan, image_uri })
+}
+
+/// Execute one job's plan: write `spec.json` and `handle.json`, then hand
+/// [`plan::JobPlan::prepared`] to the backend.
+async fn execute_job(
+    inner: &Arc<EngineInner>,
+    backend: &Arc<dyn Backend>,
+    job: &plan::JobPlan,
+    options: &SubmitOptions,
+) -> Result<JobRecord, EngineError> {
+    let store = &inner.store;
     put_object(store, &job.spec).await?;
     put_object(store, &job.record_upload).await?;
-
     options.emit(ProgressEvent::Submitting {
-        job_id: job_id.to_string(),
+        job_id: job.record.job_id.to_string(),
         backend: backend.name().to_owned(),
     });
-    let record = job.record;
-    let prepared = PreparedJob::new(
-        record.clone(),
-        resolved.accelerator.clone(),
-        job.spec_uri,
-        resolved.env.clone(),
-        spec.deadlines,
-    )
-    .with_fuse_mounts(job.fuse_mounts)
-    .with_budgets(spec.budgets);
-    if let Err(err) = backend.submit(&prepared).await {
+    let record = &job.prepared.record;
+    if let Err(err) = backend.submit(&job.prepared).await {
         // An ambiguous create: the backend may hold the job although the
         // call failed. If it does, the job is submitted.
-        match backend.status(&record).await {
+        match backend.status(record).await {
             Ok(state) if state.status != kinetic_core::status::JobStatus::NotFound => {
-                tracing::warn!(job_id = %job_id, "submit reported an error but the job exists; keeping it: {err}");
+                tracing::warn!(job_id = %record.job_id, "submit reported an error but the job exists; keeping it: {err}");
             }
             _ => return Err(err.into()),
         }
     }
-    Ok(record)
+    Ok(record.clone())
 }
 
 /// Hash every distinct local data path of the spec.
@@ -718,8 +776,21 @@ pub(crate) async fn preview(
     } else {
         UploadTarget::Job(&job_id)
     };
-    let (shared, packed) = plan_shared(inner, spec, &resolved, options, &target).await?;
+    let SharedFacts {
+        data,
+        context,
+        packed,
+    } = gather_shared(inner, spec, &resolved, options).await?;
     let store = &inner.store;
+    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+    let shared = plan::shared(
+        spec,
+        &target,
+        &data,
+        context,
+        resolved.image.install_requirements.as_deref(),
+        &uri_of,
+    )?;
     let mut uploads = Vec::new();
     for d in &shared.data {
         uploads.push(UploadPreview {

@@ -15,8 +15,8 @@ use kinetic_core::record::JobRecord;
 use kinetic_core::status::{JobStatus, StatusReason};
 use kinetic_engine::layers::{FaultyBackend, FaultyStore};
 use kinetic_engine::{
-    Arg, AttachOptions, BatchError, BatchResultsOptions, ChildError, CleanupOptions, Data, Engine,
-    EngineBuilder, EngineSettings, Entrypoint, JobSpec, MapOptions, ProgressEvent,
+    Arg, AttachOptions, BatchConfig, BatchError, BatchResultsOptions, ChildError, CleanupOptions,
+    Data, Engine, EngineBuilder, EngineSettings, Entrypoint, JobSpec, ProgressEvent, SubmitOptions,
 };
 use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
 use serde_json::{Value, json};
@@ -104,8 +104,8 @@ impl World {
     }
 }
 
-fn fast() -> MapOptions {
-    MapOptions::default()
+fn fast() -> BatchConfig {
+    BatchConfig::default()
         .poll_interval(FAST)
         .manifest_interval(FAST)
 }
@@ -392,10 +392,11 @@ async fn shared_data_and_the_project_are_uploaded_once_per_batch() {
     let spec = w.spec().volume("/data", data.clone()).arg(data);
     let batch = w
         .engine()
-        .map(
+        .map_with(
             spec,
             numbers(25),
-            fast().progress(progress).input_mode(InputMode::Single),
+            fast().input_mode(InputMode::Single),
+            SubmitOptions::with_progress(progress),
         )
         .await
         .unwrap();
@@ -473,12 +474,12 @@ async fn data_in_inputs_reaches_each_job_and_is_uploaded_once() {
             seen.lock().unwrap().push(path.clone());
         }
     });
-    let options = fast().progress(progress);
+    let options = SubmitOptions::with_progress(progress);
     let engine = w.engine();
     // Submitted by a loop that is dropped at once: nothing reaches the
     // backend, so the batch is resumed from what it stored.
     let (batch, driver) = engine
-        .map_with_driver(w.spec(), inputs, options.clone())
+        .map_with_driver(w.spec(), inputs, fast(), options.clone())
         .await
         .unwrap();
     drop(driver);
@@ -519,7 +520,10 @@ async fn data_in_inputs_reaches_each_job_and_is_uploaded_once() {
         .attach_batch(batch.group_id().as_str(), AttachOptions::default())
         .await
         .unwrap();
-    attached.resume(w.spec(), options).await.unwrap();
+    attached
+        .resume_with(w.spec(), fast(), options)
+        .await
+        .unwrap();
     let items = attached
         .results(BatchResultsOptions::default().timeout(Duration::from_secs(30)))
         .await
@@ -583,7 +587,7 @@ async fn data_inputs_that_cannot_be_honoured_are_refused() {
 async fn bad_inputs_and_options_fail_before_anything_is_uploaded() {
     let w = World::new();
     let engine = w.engine();
-    let cases: Vec<(Vec<Value>, MapOptions, &str)> = vec![
+    let cases: Vec<(Vec<Value>, BatchConfig, &str)> = vec![
         (vec![], fast(), "non-empty"),
         (numbers(3), fast().max_concurrent(Some(0)), "max_concurrent"),
         (
@@ -634,7 +638,7 @@ async fn map_with_driver_needs_no_spawner() {
     let w = World::new();
     let bare = w.builder().build().unwrap();
     let (batch, driver) = bare
-        .map_with_driver(w.spec(), numbers(5), fast())
+        .map_with_driver(w.spec(), numbers(5), fast(), SubmitOptions::default())
         .await
         .unwrap();
     let (_, items) = tokio::join!(driver, batch.results(BatchResultsOptions::default()));
@@ -652,7 +656,7 @@ async fn the_manifest_is_stamped_with_the_engines_clock() {
     let stamp = kinetic_core::record::UtcTimestamp::from_unix_seconds(1_750_000_000);
     let engine = w.builder().clock(move || stamp).build().unwrap();
     let (batch, driver) = engine
-        .map_with_driver(w.spec(), numbers(2), fast())
+        .map_with_driver(w.spec(), numbers(2), fast(), SubmitOptions::default())
         .await
         .unwrap();
     let (_, items) = tokio::join!(driver, batch.results(BatchResultsOptions::default()));
@@ -664,6 +668,44 @@ async fn the_manifest_is_stamped_with_the_engines_clock() {
     assert_eq!(manifest.created_at, stamp);
     let child = w.record(batch.job(0).unwrap().id()).await;
     assert_eq!(child.created_at, stamp);
+}
+
+/// A batch over jobs submitted already writes its manifest with the
+/// engine's clock too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_jobs_is_stamped_with_the_engines_clock() {
+    let w = World::new();
+    let stamp = kinetic_core::record::UtcTimestamp::from_unix_seconds(1_760_000_000);
+    let engine = w
+        .builder()
+        .clock(move || stamp)
+        .spawner(|driver| {
+            tokio::spawn(driver);
+        })
+        .build()
+        .unwrap();
+    let mut jobs = Vec::new();
+    for i in 0..2 {
+        jobs.push(Some(engine.submit(w.spec().arg(json!(i))).await.unwrap()));
+    }
+    let batch = engine
+        .batch_of("grp-0a1b2c3d", None, Default::default(), jobs)
+        .unwrap();
+    batch
+        .results(BatchResultsOptions::default().cleanup(false))
+        .await
+        .unwrap();
+    let bytes = w
+        .store
+        .get(
+            &layout::group_manifest(batch.group_id()),
+            GetOptions::default(),
+        )
+        .await
+        .unwrap();
+    let (manifest, _) =
+        kinetic_core::batch::GroupManifest::from_json_bytes(&bytes, batch.group_id()).unwrap();
+    assert_eq!(manifest.created_at, stamp);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -811,6 +853,7 @@ async fn a_crashed_map_is_attached_resumed_and_collected_without_double_submits(
                 w.spec(),
                 numbers(total),
                 fast().max_concurrent(None).submit_parallelism(16),
+                SubmitOptions::default(),
             )
             .await
             .unwrap();

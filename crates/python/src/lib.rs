@@ -25,8 +25,8 @@ use kinetic_core::env::{EnvEntry, EnvSnapshot};
 use kinetic_core::ports::{CleanupWait, ImageMode};
 use kinetic_core::settings::{self, Settings, SettingsArgs, SettingsInput};
 use kinetic_engine::{
-    Arg, AttachOptions, BatchError, BatchHandle, BatchResultsOptions, ChildError, CleanupOptions,
-    Data, Engine, EngineError, Entrypoint, JobHandle, JobSpec, MapOptions, ProgressEvent,
+    Arg, AttachOptions, BatchConfig, BatchError, BatchHandle, BatchResultsOptions, ChildError,
+    CleanupOptions, Data, Engine, EngineError, Entrypoint, JobHandle, JobSpec, ProgressEvent,
     ResultOptions, SubmitOptions,
 };
 use kinetic_wiring::debug::{DebugForward as WiringForward, DebugForwardError};
@@ -487,11 +487,11 @@ impl Client {
             .iter()
             .map(|v| self.arg(v))
             .collect::<PyResult<_>>()?;
-        let options = map_options(options)?;
+        let config = batch_config(options)?;
         let engine = self.engine.clone();
         let handle = block(
             py,
-            async move { engine.map(spec, inputs, options).await },
+            async move { engine.map(spec, inputs, config).await },
             &Listener::none(),
         )?
         .map_err(|e| batch_error(py, e))?;
@@ -698,9 +698,9 @@ impl Client {
     }
 }
 
-fn map_options(text: &str) -> PyResult<MapOptions> {
+fn batch_config(text: &str) -> PyResult<BatchConfig> {
     let doc: Value = serde_json::from_str(text).map_err(|e| bad(format!("map options: {e}")))?;
-    let mut options = MapOptions::default();
+    let mut config = BatchConfig::default();
     // A whole number, as the command line's --max-concurrent and --retries
     // take (the engine then refuses a max_concurrent of 0); None is the
     // default.
@@ -718,39 +718,39 @@ fn map_options(text: &str) -> PyResult<MapOptions> {
         "a positive whole number of inputs in flight at once, or None for no limit",
     )? {
         let n = usize::try_from(n).map_err(|_| bad("max_concurrent: too large"))?;
-        options = options.max_concurrent(Some(n));
+        config = config.max_concurrent(Some(n));
     }
     if let Some(n) = count(
         "retries",
         "a whole number (0 or more) of extra attempts per failed input",
     )? {
         let n = u32::try_from(n).map_err(|_| bad("retries: too large"))?;
-        options = options.retries(n);
+        config = config.retries(n);
     }
     let fail_fast = doc.get("fail_fast").and_then(Value::as_bool) == Some(true);
     let cancel = doc.get("cancel_running_on_fail").and_then(Value::as_bool) == Some(true);
-    options = options.fail_fast(fail_fast, cancel);
+    config = config.fail_fast(fail_fast, cancel);
     if let Some(name) = doc.get("name").and_then(Value::as_str) {
-        options = options.name(name);
+        config = config.name(name);
     }
     if let Some(tags) = doc.get("tags").and_then(Value::as_object) {
         for (k, v) in tags {
             let v = v
                 .as_str()
                 .ok_or_else(|| bad(format!("tags['{k}']: expected a string")))?;
-            options = options.tag(k, v);
+            config = config.tag(k, v);
         }
     }
     if let Some(mode) = doc.get("input_mode").and_then(Value::as_str) {
-        options = options.input_mode(mode.parse().map_err(|e| bad(format!("input_mode: {e}")))?);
+        config = config.input_mode(mode.parse().map_err(|e| bad(format!("input_mode: {e}")))?);
     }
     if let Some(d) = secs(
         doc.get("poll_interval").and_then(Value::as_f64),
         "poll_interval",
     )? {
-        options = options.poll_interval(d);
+        config = config.poll_interval(d);
     }
-    Ok(options)
+    Ok(config)
 }
 
 /// One submitted job.

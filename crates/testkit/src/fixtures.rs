@@ -3,11 +3,17 @@
 
 use std::path::Path;
 
-use kinetic_core::accelerators::AcceleratorSpec;
+use bytes::Bytes;
 use kinetic_core::env::{EnvEntry, EnvSnapshot, SecretValue, capture};
-use kinetic_core::ids::{JobId, k8s_name_for_backend};
-use kinetic_core::ports::{Deadlines, PreparedJob};
-use kinetic_core::record::{JobRecord, UtcTimestamp};
+use kinetic_core::ids::JobId;
+use kinetic_core::plan::{
+    self, ContextFacts, JobFacts, ProjectFacts, SubmissionFacts, UploadSource,
+};
+use kinetic_core::ports::{Deadlines, ObjectPath, PreparedJob};
+use kinetic_core::protocol::{RunnerEntrypoint, RunnerPlan};
+use kinetic_core::record::UtcTimestamp;
+use kinetic_core::settings::EngineSettings;
+use kinetic_core::spec::{Entrypoint, JobSpec};
 use serde_json::Value;
 
 /// The job id of [`fixed_job`].
@@ -15,8 +21,9 @@ pub const FIXED_JOB_ID: &str = "job-0a1b2c3d";
 
 /// A prepared job of `backend` on `accelerator`, with a fixed id, project,
 /// bucket, image and creation time (so its manifests are stable), these
-/// captured variables and deadlines. Panics on an accelerator the registry
-/// refuses (a test's own input).
+/// captured variables and deadlines, planned as the engine plans a job
+/// ([`kinetic_core::plan::submission`]). Panics on an accelerator the
+/// registry refuses (a test's own input).
 pub fn fixed_job(
     backend: &str,
     accelerator: &str,
@@ -24,27 +31,11 @@ pub fn fixed_job(
     deadlines: Deadlines,
 ) -> PreparedJob {
     let job_id: JobId = FIXED_JOB_ID.parse().expect("a valid job id");
-    let record = JobRecord {
-        accelerator: accelerator.into(),
-        backend: backend.into(),
-        bucket_name: "proj-kn-cluster-jobs".into(),
-        cluster_name: "cluster".into(),
-        created_at: UtcTimestamp::from_unix_seconds(1_774_432_800),
-        debug: false,
-        display_name: format!("kinetic-train-{job_id}"),
-        entrypoint: Some("train:main".into()),
-        func_name: "train".into(),
-        group_id: None,
-        group_index: None,
-        group_kind: None,
-        image_uri: "us-docker.pkg.dev/proj/kn-cluster/base-cpu:abc123".into(),
-        k8s_name: k8s_name_for_backend(backend, &job_id),
-        job_id,
-        namespace: "team-a".into(),
-        project: "proj".into(),
-        store_url: None,
-        zone: "us-central1-a".into(),
-    };
+    let spec = JobSpec::new(Entrypoint::parse("train:main").expect("an entrypoint"))
+        .accelerator(accelerator)
+        .deadlines(deadlines);
+    let mut settings = EngineSettings::for_cluster("proj", "us-central1-a", "cluster", "team-a");
+    settings.bucket_name = "proj-kn-cluster-jobs".into();
     let entries: Vec<EnvEntry> = env
         .iter()
         .map(|(k, v)| {
@@ -55,13 +46,41 @@ pub fn fixed_job(
         })
         .collect();
     let env = capture(&entries, &EnvSnapshot::new()).expect("captured variables");
-    PreparedJob::new(
-        record,
-        AcceleratorSpec::parse(accelerator).expect("a known accelerator"),
-        "gs://proj-kn-cluster-jobs/job-0a1b2c3d/spec.json".into(),
-        env,
-        deadlines,
+    let (accelerator_text, parsed) =
+        plan::accelerator(&spec, &settings).expect("a known accelerator");
+    let mut job = JobFacts::new(
+        job_id,
+        backend,
+        &accelerator_text,
+        &parsed,
+        UtcTimestamp::from_unix_seconds(1_774_432_800),
     )
+    .with_env(env);
+    job.image_uri = "us-docker.pkg.dev/proj/kn-cluster/base-cpu:abc123".into();
+    let project = ProjectFacts {
+        plan: RunnerPlan {
+            package_root: "/src".into(),
+            entry_rel: String::new(),
+            client_cwd_rel: Some(String::new()),
+            sys_path_rel: vec![String::new()],
+        },
+        entrypoint: RunnerEntrypoint::Function {
+            module: Some("train".into()),
+            path: None,
+            function: "main".into(),
+        },
+    };
+    let context = ContextFacts::new([0; 32], 0, 0, UploadSource::Bytes(Bytes::new()));
+    let uri_of = |p: &ObjectPath| format!("gs://proj-kn-cluster-jobs/{p}");
+    plan::submission(
+        &spec,
+        &settings,
+        SubmissionFacts::new(context, project, job),
+        &uri_of,
+    )
+    .expect("the fixed job plans")
+    .job
+    .prepared
 }
 
 /// Compare `value`, pretty-printed, with `{dir}/{name}.json`; with

@@ -7,15 +7,13 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 use kinetic_core::env::CapturedEnv;
 use kinetic_core::ids::JobId;
 use kinetic_core::plan::{
-    self, ContextFacts, JobFacts, ObjectUpload, ProjectFacts, UploadSource, UploadTarget,
+    self, ContextFacts, JobFacts, ObjectUpload, ProjectFacts, SubmissionFacts, UploadSource,
 };
-use kinetic_core::ports::{Deadlines, ObjectPath, ObjectStore, PreparedJob, PutOptions};
+use kinetic_core::ports::{ObjectPath, ObjectStore, PreparedJob, PutOptions};
 use kinetic_core::protocol::{RunnerEntrypoint, RunnerPlan};
 use kinetic_core::record::UtcTimestamp;
 use kinetic_engine::{EngineSettings, Entrypoint, JobSpec};
@@ -198,15 +196,6 @@ pub async fn prepare_python_job_on(
         1,
         UploadSource::Bytes(Bytes::from(zip)),
     );
-    let shared = plan::shared(
-        &spec,
-        &UploadTarget::Job(&job_id),
-        &BTreeMap::new(),
-        context,
-        None,
-        &uri_of,
-    )
-    .expect("plan the conformance job's uploads");
     let project = ProjectFacts {
         plan: RunnerPlan {
             package_root: CONFORMANCE_ROOT.into(),
@@ -222,24 +211,27 @@ pub async fn prepare_python_job_on(
     };
     let (accelerator_text, accelerator) =
         plan::accelerator(&spec, &settings).expect("the accelerator parses");
-    let mut facts = JobFacts::new(
+    let facts = JobFacts::new(
         job_id,
         backend,
         &accelerator_text,
         &accelerator,
         UtcTimestamp::now(),
-    );
-    facts.env_names = env.names().map(|n| n.as_str().to_owned()).collect();
-    let planned = plan::job(&spec, &settings, &project, &shared, &facts, &uri_of)
-        .expect("plan the conformance job");
-    for upload in [&shared.context, &planned.spec, &planned.record_upload] {
+    )
+    .with_env(env);
+    let planned = plan::submission(
+        &spec,
+        &settings,
+        SubmissionFacts::new(context, project, facts),
+        &uri_of,
+    )
+    .expect("plan the conformance job");
+    for upload in [
+        &planned.shared.context,
+        &planned.job.spec,
+        &planned.job.record_upload,
+    ] {
         put(store, upload).await;
     }
-    PreparedJob::new(
-        planned.record,
-        accelerator,
-        planned.spec_uri,
-        env,
-        Deadlines::default(),
-    )
+    planned.job.prepared
 }

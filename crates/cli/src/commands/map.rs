@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use kinetic_core::batch::InputMode;
 use std::sync::Arc;
 
-use kinetic_engine::{Arg, Entrypoint, JobSpec, MapOptions, ProgressEvent, SubmitOptions};
+use kinetic_engine::{Arg, BatchConfig, Entrypoint, JobSpec, ProgressEvent, SubmitOptions};
 use serde_json::{Value, json};
 
 use super::seconds;
@@ -154,20 +154,20 @@ fn build_spec(args: &MapArgs, inv: &Invocation) -> Result<JobSpec, CliError> {
     args.job.apply(JobSpec::new(entrypoint), base, &args.args)
 }
 
-fn map_options(args: &MapArgs) -> Result<MapOptions, CliError> {
+fn batch_config(args: &MapArgs) -> Result<BatchConfig, CliError> {
     let mode: InputMode = args
         .input_mode
         .parse()
         .map_err(|e| CliError::usage(format!("--input-mode: {e}")))?;
     let limit = (args.max_concurrent > 0).then_some(args.max_concurrent);
-    let mut options = MapOptions::default()
+    let mut config = BatchConfig::default()
         .max_concurrent(limit)
         .retries(args.retries)
         .fail_fast(args.fail_fast, args.cancel_running_on_fail)
         .input_mode(mode)
         .poll_interval(seconds("poll-interval", args.poll_interval)?);
     if let Some(name) = &args.name {
-        options = options.name(name);
+        config = config.name(name);
     }
     for t in &args.tags {
         let (k, v) = t.split_once('=').ok_or_else(|| {
@@ -175,14 +175,14 @@ fn map_options(args: &MapArgs) -> Result<MapOptions, CliError> {
                 "--tag {t:?} is not accepted: expected KEY=VALUE, e.g. team=vision"
             ))
         })?;
-        options = options.tag(k, v);
+        config = config.tag(k, v);
     }
-    Ok(options)
+    Ok(config)
 }
 
 pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), CliError> {
     let mut spec = build_spec(args, inv)?;
-    let options = map_options(args)?;
+    let config = batch_config(args)?;
     let inputs = match &args.inputs {
         Some(path) => read_inputs(path)?.into_iter().map(Arg::Json).collect(),
         None => data_inputs(&args.input_data, inv)?,
@@ -224,14 +224,17 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
     // a Ctrl-C meanwhile says whether an image build goes on.
     let progress = Progress::new();
     let p = progress.clone();
-    let options = options.progress(Arc::new(move |e: &ProgressEvent| {
+    let options = SubmitOptions::with_progress(Arc::new(move |e: &ProgressEvent| {
         interrupt::on_submit_step(e, "no input was submitted");
         p.event(e);
     }));
     rt.block_on(async {
         let total = inputs.len();
         let batch = interrupt::or_interrupt(async {
-            engine.map(spec, inputs, options).await.map_err(batch_error)
+            engine
+                .map_with(spec, inputs, config, options)
+                .await
+                .map_err(batch_error)
         })
         .await;
         progress.finish();

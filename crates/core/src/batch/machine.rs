@@ -10,62 +10,164 @@
 //!
 //! The rules are on [`BatchMachine`].
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::time::Duration;
 
 use serde::Serialize;
 
+use super::input::InputMode;
+use super::manifest::MAX_DETERMINISTIC_ATTEMPT;
 use crate::ids::JobId;
 use crate::status::JobStatus;
 
 /// Kinetic's default `max_concurrent`.
 pub const DEFAULT_MAX_CONCURRENT: usize = 64;
 
-/// How a batch submits and retries.
+/// A batch's settings: how it submits, retries and stops, what it is
+/// called, how its inputs become arguments, and how often it polls and
+/// writes its manifest. One value for the whole batch: the machine reads
+/// the first four, the engine the rest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BatchConfig {
-    /// Number of inputs.
-    pub total: usize,
-    /// Inputs in flight at once; `None` = no limit.
+    /// Inputs in flight at once (being submitted, or submitted and not
+    /// ended); `None` = no limit. Default 64.
     pub max_concurrent: Option<usize>,
-    /// Extra attempts per input after the first.
+    /// Extra attempts per input whose job fails (or whose submission fails
+    /// with a retryable error that no layer retried already). Default 0.
     pub retries: u32,
-    /// Stop submitting after the first input that ends failed.
+    /// Stop submitting once an input failed for good. Default false.
     pub fail_fast: bool,
-    /// With `fail_fast`: also cancel the jobs still running.
+    /// With `fail_fast`: also cancel the jobs still running. Default false.
     pub cancel_running_on_fail: bool,
+    /// A name for the batch (the manifest's `group_name`).
+    pub name: Option<String>,
+    /// Tags recorded in the manifest.
+    pub tags: BTreeMap<String, String>,
+    /// How each input becomes the call's arguments. Default `auto`.
+    pub input_mode: InputMode,
+    /// Time between status polls of the batch. Default 1 s.
+    pub poll_interval: Duration,
+    /// Shortest time between two manifest writes. Default 250 ms.
+    pub manifest_interval: Duration,
+    /// Submissions (`spec.json`, `handle.json`, backend submit) in progress
+    /// at once. Default 16.
+    pub submit_parallelism: usize,
 }
 
-impl BatchConfig {
-    /// `total` inputs, 64 at once, no retries, no fail-fast.
-    pub fn new(total: usize) -> Self {
+impl Default for BatchConfig {
+    fn default() -> Self {
         Self {
-            total,
             max_concurrent: Some(DEFAULT_MAX_CONCURRENT),
             retries: 0,
             fail_fast: false,
             cancel_running_on_fail: false,
+            name: None,
+            tags: BTreeMap::new(),
+            input_mode: InputMode::Auto,
+            poll_interval: Duration::from_secs(1),
+            manifest_interval: Duration::from_millis(250),
+            submit_parallelism: 16,
         }
     }
+}
 
-    /// Set the concurrency limit (`None` = none).
+/// Why a [`BatchConfig`] cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct BatchConfigError {
+    /// What is wrong, naming the setting and what it accepts.
+    pub message: String,
+}
+
+impl BatchConfig {
+    /// At most `limit` inputs in flight (`None` = no limit).
     pub fn max_concurrent(mut self, limit: Option<usize>) -> Self {
         self.max_concurrent = limit;
         self
     }
 
-    /// Set the retries per input.
+    /// Retry each failed input up to `retries` times.
     pub fn retries(mut self, retries: u32) -> Self {
         self.retries = retries;
         self
     }
 
-    /// Set fail-fast, and whether it cancels running jobs.
+    /// Stop after the first failed input; with `cancel_running_on_fail`,
+    /// also cancel the jobs still running.
     pub fn fail_fast(mut self, fail_fast: bool, cancel_running_on_fail: bool) -> Self {
         self.fail_fast = fail_fast;
         self.cancel_running_on_fail = cancel_running_on_fail;
         self
+    }
+
+    /// Name the batch.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+
+    /// Add a tag.
+    pub fn tag(mut self, key: &str, value: &str) -> Self {
+        self.tags.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// How inputs become arguments.
+    pub fn input_mode(mut self, mode: InputMode) -> Self {
+        self.input_mode = mode;
+        self
+    }
+
+    /// Time between status polls.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Shortest time between manifest writes.
+    pub fn manifest_interval(mut self, interval: Duration) -> Self {
+        self.manifest_interval = interval;
+        self
+    }
+
+    /// Submissions in progress at once (at least 1).
+    pub fn submit_parallelism(mut self, n: usize) -> Self {
+        self.submit_parallelism = n.max(1);
+        self
+    }
+
+    /// Check the settings a batch cannot run with.
+    ///
+    /// # Errors
+    /// [`BatchConfigError`] naming the setting and what it accepts: a
+    /// `max_concurrent` of 0, a `poll_interval` of zero or longer than a
+    /// year, `retries` past the attempts a child's id can number.
+    pub fn validate(&self) -> Result<(), BatchConfigError> {
+        let refuse = |message: String| Err(BatchConfigError { message });
+        if self.max_concurrent == Some(0) {
+            return refuse(
+                "max_concurrent must be a positive integer (or None for no limit), got 0".into(),
+            );
+        }
+        if self.poll_interval.is_zero()
+            || self.poll_interval > Duration::from_secs(crate::settings::MAX_SECONDS)
+        {
+            return refuse(format!(
+                "poll_interval must be longer than zero and at most {} s",
+                crate::settings::MAX_SECONDS
+            ));
+        }
+        if self.retries >= MAX_DETERMINISTIC_ATTEMPT {
+            return refuse(format!(
+                "retries must be at most {}, got {}",
+                MAX_DETERMINISTIC_ATTEMPT - 1,
+                self.retries
+            ));
+        }
+        Ok(())
     }
 
     fn max_attempts(&self) -> u32 {
@@ -427,9 +529,9 @@ pub struct BatchMachine {
 }
 
 impl BatchMachine {
-    /// A batch about to submit every input, in index order.
-    pub fn new(config: BatchConfig) -> Self {
-        let total = config.total;
+    /// A batch of `total` inputs about to submit every input, in index
+    /// order.
+    pub fn new(total: usize, config: BatchConfig) -> Self {
         let counts = BatchCounts {
             queued: total,
             ..BatchCounts::default()
@@ -468,7 +570,7 @@ impl BatchMachine {
             submission_order: Vec::new(),
             last_job: vec![None; total],
             abandoned_attempts: vec![0; total],
-            config: BatchConfig::new(total).max_concurrent(None),
+            config: BatchConfig::default().max_concurrent(None),
         }
     }
 
@@ -480,8 +582,7 @@ impl BatchMachine {
     /// Replace the submission settings (limit, retries, fail-fast), e.g.
     /// when a process resumes a batch it attached to. The total is kept.
     pub fn reconfigure(&mut self, config: BatchConfig) {
-        let total = self.config.total;
-        self.config = BatchConfig { total, ..config };
+        self.config = config;
     }
 
     /// Number of inputs.
@@ -888,6 +989,31 @@ pub fn result_order(machine: &BatchMachine, ordered: bool) -> Vec<usize> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_batch_config_refuses_what_a_batch_cannot_run_with() {
+        assert_eq!(BatchConfig::default().validate(), Ok(()));
+        let refused = |config: BatchConfig| config.validate().unwrap_err().message;
+        assert!(
+            refused(BatchConfig::default().max_concurrent(Some(0))).starts_with("max_concurrent")
+        );
+        assert!(
+            refused(BatchConfig::default().poll_interval(Duration::ZERO))
+                .starts_with("poll_interval")
+        );
+        assert_eq!(
+            refused(BatchConfig::default().retries(MAX_DETERMINISTIC_ATTEMPT)),
+            "retries must be at most 254, got 255"
+        );
+        // One value carries every setting of a batch.
+        let config = BatchConfig::default()
+            .name("n")
+            .tag("k", "v")
+            .submit_parallelism(0);
+        assert_eq!(config.name.as_deref(), Some("n"));
+        assert_eq!(config.tags["k"], "v");
+        assert_eq!(config.submit_parallelism, 1);
+    }
+
     fn id(n: u32) -> JobId {
         format!("job-{n:08x}").parse().unwrap()
     }
@@ -903,7 +1029,7 @@ mod tests {
 
     #[test]
     fn submits_up_to_the_limit_and_refills() {
-        let mut m = BatchMachine::new(BatchConfig::new(5).max_concurrent(Some(2)));
+        let mut m = BatchMachine::new(5, BatchConfig::default().max_concurrent(Some(2)));
         assert_eq!(submits(&m.apply(Event::Pump)), vec![(0, 1), (1, 1)]);
         assert_eq!(m.in_flight(), 2);
         let cmds = m.apply(Event::Submitted {
@@ -923,7 +1049,7 @@ mod tests {
 
     #[test]
     fn failed_jobs_are_retried_then_end() {
-        let mut m = BatchMachine::new(BatchConfig::new(1).retries(1));
+        let mut m = BatchMachine::new(1, BatchConfig::default().retries(1));
         m.apply(Event::Pump);
         m.apply(Event::Submitted {
             index: 0,
@@ -964,7 +1090,8 @@ mod tests {
     #[test]
     fn fail_fast_skips_the_queue_and_cancels_running_jobs() {
         let mut m = BatchMachine::new(
-            BatchConfig::new(4)
+            4,
+            BatchConfig::default()
                 .max_concurrent(Some(2))
                 .fail_fast(true, true),
         );
@@ -994,7 +1121,7 @@ mod tests {
 
     #[test]
     fn transient_submit_errors_are_retried_within_the_budget() {
-        let mut m = BatchMachine::new(BatchConfig::new(1).retries(1));
+        let mut m = BatchMachine::new(1, BatchConfig::default().retries(1));
         m.apply(Event::Pump);
         let cmds = m.apply(Event::SubmitFailed {
             index: 0,
@@ -1006,7 +1133,7 @@ mod tests {
             retryable: true,
         });
         assert_eq!(m.slot(0), Some(&Slot::SubmitFailed { attempts: 2 }));
-        let mut m = BatchMachine::new(BatchConfig::new(1).retries(3));
+        let mut m = BatchMachine::new(1, BatchConfig::default().retries(3));
         m.apply(Event::Pump);
         m.apply(Event::SubmitFailed {
             index: 0,
@@ -1030,14 +1157,14 @@ mod tests {
         m.apply(Event::CloseManifest);
         assert!(m.is_submission_complete());
         assert_eq!(m.counts().skipped, 2);
-        resumed.reconfigure(BatchConfig::new(99));
+        resumed.reconfigure(BatchConfig::default());
         assert_eq!(resumed.total(), 3);
         assert_eq!(submits(&resumed.apply(Event::Resume)), vec![(0, 1)]);
     }
 
     #[test]
     fn abandon_leaves_unknown_slots_for_a_resume() {
-        let mut m = BatchMachine::new(BatchConfig::new(3).max_concurrent(Some(1)));
+        let mut m = BatchMachine::new(3, BatchConfig::default().max_concurrent(Some(1)));
         m.apply(Event::Pump);
         m.apply(Event::Abandon);
         assert_eq!(m.counts().unknown, 3);
@@ -1046,7 +1173,7 @@ mod tests {
 
     #[test]
     fn counts_display() {
-        let mut m = BatchMachine::new(BatchConfig::new(3));
+        let mut m = BatchMachine::new(3, BatchConfig::default());
         m.apply(Event::Pump);
         assert_eq!(m.counts().to_string(), "0/3 done: 3 submitting");
     }

@@ -17,7 +17,7 @@
 //! use kinetic_core::batch::{BatchConfig, BatchMachine, Command, Event};
 //! use kinetic_core::status::JobStatus;
 //!
-//! let machine = BatchMachine::new(BatchConfig::new(3).max_concurrent(Some(2)));
+//! let machine = BatchMachine::new(3, BatchConfig::default().max_concurrent(Some(2)));
 //! let (machine, commands) = machine.step(Event::Pump);
 //! assert_eq!(commands.len(), 2); // inputs 0 and 1 are submitted
 //! let job = "job-0a1b2c3d".parse().unwrap();
@@ -37,8 +37,8 @@ pub use input::{
     CallArgs, InputError, InputMode, MapInput, dispatch_input, is_keyword_name, json_type,
 };
 pub use machine::{
-    BatchConfig, BatchCounts, BatchMachine, Command, DEFAULT_MAX_CONCURRENT, Event, SkipReason,
-    Slot, result_order,
+    BatchConfig, BatchConfigError, BatchCounts, BatchMachine, Command, DEFAULT_MAX_CONCURRENT,
+    Event, SkipReason, Slot, result_order,
 };
 pub use manifest::{
     ChildOutcome, GROUP_KIND_MAP, GroupManifest, MAX_DETERMINISTIC_ATTEMPT,

@@ -156,8 +156,9 @@ pub struct Deadlines {
     pub pending: Option<Duration>,
 }
 
-/// Everything a backend needs to start one job. Built by the engine after
-/// the job's artifacts are in the store.
+/// Everything a backend needs to start one job. Built only by the plan
+/// ([`crate::plan::job`], [`crate::plan::submission`]); the engine hands it
+/// to the backend once the job's artifacts are in the store.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PreparedJob {
@@ -232,8 +233,8 @@ impl FuseMount {
 }
 
 impl PreparedJob {
-    /// A prepared job.
-    pub fn new(
+    /// A prepared job: only the plan makes one.
+    pub(crate) fn new(
         record: JobRecord,
         accelerator: AcceleratorSpec,
         spec_uri: String,

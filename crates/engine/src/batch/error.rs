@@ -260,3 +260,9 @@ impl From<kinetic_core::ports::BackendError> for BatchError {
         Self::Engine(e.into())
     }
 }
+/// A [`BatchError::InvalidInput`] saying `message`.
+pub(super) fn invalid(message: impl Into<String>) -> BatchError {
+    BatchError::InvalidInput {
+        message: message.into(),
+    }
+}

@@ -41,11 +41,14 @@
 //! reached the backend (a backend starts an id at most once) and submits
 //! the rest: no input is submitted twice.
 
+mod collect;
 mod driver;
 mod error;
 mod handle;
 mod recipe;
+mod resume;
 mod shared;
+mod start;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -59,14 +62,15 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 
-use kinetic_core::batch::{DEFAULT_MAX_CONCURRENT, InputMode, MAX_DETERMINISTIC_INDEX};
+pub use kinetic_core::batch::BatchConfig;
+use kinetic_core::batch::MAX_DETERMINISTIC_INDEX;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::record::UtcTimestamp;
 
 pub use error::{BatchError, BatchFailure, ChildError, FailedChild};
 pub use handle::BatchHandle;
 
-use super::{Engine, JobHandle, JobSpec, ProgressCallback};
+use super::{Engine, JobHandle, JobSpec, SubmitOptions};
 use kinetic_core::spec::Arg;
 
 /// Runs a batch's submission loop in the background: given to
@@ -104,166 +108,6 @@ impl Future for BatchDriver {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         self.future.as_mut().poll(cx)
-    }
-}
-
-/// Options of [`Engine::map`] (and [`BatchHandle::resume`]).
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct MapOptions {
-    /// Inputs in flight at once (being submitted, or submitted and not
-    /// ended); `None` = no limit. Default 64.
-    pub max_concurrent: Option<usize>,
-    /// Extra attempts per input whose job fails (or whose submission fails
-    /// with a retryable error that no layer retried already: the engine
-    /// retries backend calls itself). Default 0.
-    pub retries: u32,
-    /// Stop submitting once an input failed for good. Default false.
-    pub fail_fast: bool,
-    /// With `fail_fast`: also cancel the jobs still running. Default false.
-    pub cancel_running_on_fail: bool,
-    /// A name for the batch (the manifest's `group_name`).
-    pub name: Option<String>,
-    /// Tags recorded in the manifest.
-    pub tags: BTreeMap<String, String>,
-    /// How each input becomes the call's arguments. Default `auto`.
-    pub input_mode: InputMode,
-    /// Time between status polls of the batch. Default 1 s.
-    pub poll_interval: Duration,
-    /// Shortest time between two manifest writes. Default 250 ms.
-    pub manifest_interval: Duration,
-    /// Submissions (`spec.json`, `handle.json`, backend submit) in progress
-    /// at once. Default 16.
-    pub submit_parallelism: usize,
-    /// Receives the shared preparation's steps (data, packaging, image).
-    pub progress: Option<ProgressCallback>,
-}
-
-impl Default for MapOptions {
-    fn default() -> Self {
-        Self {
-            max_concurrent: Some(DEFAULT_MAX_CONCURRENT),
-            retries: 0,
-            fail_fast: false,
-            cancel_running_on_fail: false,
-            name: None,
-            tags: BTreeMap::new(),
-            input_mode: InputMode::Auto,
-            poll_interval: Duration::from_secs(1),
-            manifest_interval: Duration::from_millis(250),
-            submit_parallelism: 16,
-            progress: None,
-        }
-    }
-}
-
-impl fmt::Debug for MapOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MapOptions")
-            .field("max_concurrent", &self.max_concurrent)
-            .field("retries", &self.retries)
-            .field("fail_fast", &self.fail_fast)
-            .field("cancel_running_on_fail", &self.cancel_running_on_fail)
-            .field("name", &self.name)
-            .field("tags", &self.tags)
-            .field("input_mode", &self.input_mode)
-            .field("poll_interval", &self.poll_interval)
-            .field("manifest_interval", &self.manifest_interval)
-            .field("submit_parallelism", &self.submit_parallelism)
-            .finish_non_exhaustive()
-    }
-}
-
-impl MapOptions {
-    /// At most `limit` inputs in flight (`None` = no limit).
-    pub fn max_concurrent(mut self, limit: Option<usize>) -> Self {
-        self.max_concurrent = limit;
-        self
-    }
-
-    /// Retry each failed input up to `retries` times.
-    pub fn retries(mut self, retries: u32) -> Self {
-        self.retries = retries;
-        self
-    }
-
-    /// Stop after the first failed input; with `cancel_running`, also
-    /// cancel the jobs still running.
-    pub fn fail_fast(mut self, fail_fast: bool, cancel_running: bool) -> Self {
-        self.fail_fast = fail_fast;
-        self.cancel_running_on_fail = cancel_running;
-        self
-    }
-
-    /// Name the batch.
-    pub fn name(mut self, name: &str) -> Self {
-        self.name = Some(name.to_owned());
-        self
-    }
-
-    /// Add a tag.
-    pub fn tag(mut self, key: &str, value: &str) -> Self {
-        self.tags.insert(key.to_owned(), value.to_owned());
-        self
-    }
-
-    /// How inputs become arguments.
-    pub fn input_mode(mut self, mode: InputMode) -> Self {
-        self.input_mode = mode;
-        self
-    }
-
-    /// Time between status polls.
-    pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
-        self
-    }
-
-    /// Shortest time between manifest writes.
-    pub fn manifest_interval(mut self, interval: Duration) -> Self {
-        self.manifest_interval = interval;
-        self
-    }
-
-    /// Submissions in progress at once (at least 1).
-    pub fn submit_parallelism(mut self, n: usize) -> Self {
-        self.submit_parallelism = n.max(1);
-        self
-    }
-
-    /// Report the shared preparation's steps.
-    pub fn progress(mut self, callback: ProgressCallback) -> Self {
-        self.progress = Some(callback);
-        self
-    }
-
-    fn validate(&self) -> Result<(), BatchError> {
-        if self.max_concurrent == Some(0) {
-            return Err(BatchError::InvalidInput {
-                message: "max_concurrent must be a positive integer (or None for no limit), got 0"
-                    .into(),
-            });
-        }
-        if self.poll_interval.is_zero()
-            || self.poll_interval > Duration::from_secs(kinetic_core::settings::MAX_SECONDS)
-        {
-            return Err(BatchError::InvalidInput {
-                message: format!(
-                    "poll_interval must be longer than zero and at most {} s",
-                    kinetic_core::settings::MAX_SECONDS
-                ),
-            });
-        }
-        if self.retries >= kinetic_core::batch::MAX_DETERMINISTIC_ATTEMPT {
-            return Err(BatchError::InvalidInput {
-                message: format!(
-                    "retries must be at most {}, got {}",
-                    kinetic_core::batch::MAX_DETERMINISTIC_ATTEMPT - 1,
-                    self.retries
-                ),
-            });
-        }
-        Ok(())
     }
 }
 
@@ -384,7 +228,7 @@ impl Engine {
     /// handle as soon as the shared preparation is done (the spec and every
     /// input were checked, the data and project uploaded once).
     ///
-    /// Each input is turned into arguments by `options.input_mode` and
+    /// Each input is turned into arguments by `config.input_mode` and
     /// appended to the spec's own. An input is JSON or an [`Arg`] that may
     /// hold [`super::Data`] at any depth: each input's data reaches its own
     /// job as a local path, and data given to several inputs is hashed and
@@ -395,11 +239,11 @@ impl Engine {
     ///
     /// ```no_run
     /// # async fn demo(engine: kinetic_engine::Engine) -> Result<(), kinetic_engine::BatchError> {
-    /// use kinetic_engine::{BatchResultsOptions, Entrypoint, JobSpec, MapOptions};
+    /// use kinetic_engine::{BatchConfig, BatchResultsOptions, Entrypoint, JobSpec};
     /// use serde_json::json;
     ///
     /// let spec = JobSpec::new(Entrypoint::parse("work:square").unwrap());
-    /// let batch = engine.map(spec, (0..100).map(|i| json!(i)), MapOptions::default()).await?;
+    /// let batch = engine.map(spec, (0..100).map(|i| json!(i)), BatchConfig::default()).await?;
     /// println!("batch {}", batch.group_id());
     /// let values = batch.results(BatchResultsOptions::default()).await?;
     /// assert_eq!(values[9].value(), Some(&json!(81)));
@@ -409,25 +253,39 @@ impl Engine {
         &self,
         spec: JobSpec,
         inputs: impl IntoIterator<Item = impl Into<Arg>>,
-        options: MapOptions,
+        config: BatchConfig,
+    ) -> Result<BatchHandle, BatchError> {
+        self.map_with(spec, inputs, config, SubmitOptions::default())
+            .await
+    }
+
+    /// [`Engine::map`], reporting the shared preparation's steps (data,
+    /// packaging, image) to `options`.
+    pub async fn map_with(
+        &self,
+        spec: JobSpec,
+        inputs: impl IntoIterator<Item = impl Into<Arg>>,
+        config: BatchConfig,
+        options: SubmitOptions,
     ) -> Result<BatchHandle, BatchError> {
         let spawner = self.spawner_or_error()?;
-        let (handle, driver) = self.map_with_driver(spec, inputs, options).await?;
+        let (handle, driver) = self.map_with_driver(spec, inputs, config, options).await?;
         spawner(driver);
         Ok(handle)
     }
 
-    /// [`Engine::map`] without a spawner: returns the handle and the
+    /// [`Engine::map_with`] without a spawner: returns the handle and the
     /// submission loop, which the caller must poll to completion (e.g.
     /// `tokio::spawn(driver)`, or `join` it with work that uses the handle).
     pub async fn map_with_driver(
         &self,
         spec: JobSpec,
         inputs: impl IntoIterator<Item = impl Into<Arg>>,
-        options: MapOptions,
+        config: BatchConfig,
+        options: SubmitOptions,
     ) -> Result<(BatchHandle, BatchDriver), BatchError> {
         let inputs: Vec<Arg> = inputs.into_iter().map(Into::into).collect();
-        handle::start_map(&self.inner, spec, inputs, options).await
+        start::start_map(&self.inner, spec, inputs, config, &options).await
     }
 
     /// The handle of a batch submitted earlier, from any process: reads its
@@ -446,7 +304,7 @@ impl Engine {
                 .map_err(|e: kinetic_core::ids::IdError| BatchError::InvalidInput {
                     message: e.to_string(),
                 })?;
-        handle::attach(&self.inner, group_id, options).await
+        start::attach(&self.inner, group_id, options).await
     }
 
     /// A batch over jobs submitted already, as Kinetic's
@@ -476,7 +334,7 @@ impl Engine {
                 ),
             });
         }
-        Ok(handle::of_jobs(
+        Ok(start::of_jobs(
             &self.inner,
             group_id,
             name,

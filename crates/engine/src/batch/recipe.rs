@@ -28,11 +28,11 @@ use kinetic_core::env::{EnvEntry, EnvName};
 use kinetic_core::ports::{Deadlines, ImageMode};
 use kinetic_core::spec::{Arg, Data, DataSource, Entrypoint, JobSpec};
 
-use super::MapOptions;
+use super::BatchConfig;
 
 /// The manifest's `resume` value for a batch of `spec` run with `options`;
 /// `working_dir` is the absolute directory the project was packed from.
-pub(super) fn encode(spec: &JobSpec, options: &MapOptions, working_dir: &Path) -> Value {
+pub(super) fn encode(spec: &JobSpec, options: &BatchConfig, working_dir: &Path) -> Value {
     let entrypoint = match &spec.entrypoint {
         Entrypoint::Module { module, function } => json!({"module": module, "function": function}),
         Entrypoint::File { path, function } => {
@@ -153,7 +153,7 @@ pub(super) fn decode_input(value: Value, cwd: &Path) -> Result<Arg, String> {
 
 /// The spec and options a `resume` value records; the error says what is
 /// wrong with it (a key missing, data no longer there, a bad name).
-pub(super) fn decode(value: &Value) -> Result<(JobSpec, MapOptions), String> {
+pub(super) fn decode(value: &Value) -> Result<(JobSpec, BatchConfig), String> {
     let obj = value.as_object().ok_or("it is not an object")?;
     let text = |key: &str| -> Result<Option<String>, String> {
         match obj.get(key) {
@@ -216,7 +216,7 @@ pub(super) fn decode(value: &Value) -> Result<(JobSpec, MapOptions), String> {
         .map_or(Some(0), |v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
         .ok_or("retries is not a small non-negative integer")?;
     let flag = |key: &str| obj.get(key).and_then(Value::as_bool).unwrap_or(false);
-    let mut options = MapOptions::default()
+    let mut options = BatchConfig::default()
         .max_concurrent(max_concurrent)
         .retries(retries)
         .fail_fast(flag("fail_fast"), flag("cancel_running_on_fail"));
@@ -367,7 +367,7 @@ mod tests {
                 run: Some(Duration::from_secs(90)),
                 pending: None,
             });
-        let options = MapOptions::default()
+        let options = BatchConfig::default()
             .max_concurrent(Some(3))
             .retries(2)
             .fail_fast(true, true);

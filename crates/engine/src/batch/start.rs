@@ -1,0 +1,348 @@
+//! Starting a batch: check the inputs, prepare what the children share
+//! (gather, plan and execute the shared uploads once), write the manifest
+//! and start the submission loop; attach to a batch submitted elsewhere;
+//! follow jobs submitted already as one batch.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::submit::{self, SubmitOptions};
+use crate::{EngineError, EngineInner, JobHandle, JobSpec};
+use kinetic_core::batch::{
+    BatchConfig, BatchMachine, CallArgs, Event, InputMode, MAX_DETERMINISTIC_INDEX, dispatch_input,
+    encode_inputs,
+};
+use kinetic_core::ids::GroupId;
+use kinetic_core::layout;
+use kinetic_core::plan::{self, UploadTarget};
+use kinetic_core::ports::ObjectStoreExt;
+use kinetic_core::protocol::DataRef;
+use kinetic_core::spec::{Arg, Data, data_source_text};
+
+use super::driver::{self, BatchPrep, DriverSettings};
+use super::error::invalid;
+use super::handle::BatchHandle;
+use super::shared::{BatchShared, DriverState, ManifestBase, ManifestPoll, read_manifest};
+use super::{AttachOptions, BatchDriver, BatchError};
+
+/// Each input's arguments under `mode`, once every input was checked:
+/// there is at least one and not too many, each fits the mode, and none
+/// holds FUSE-mounted data.
+pub(super) fn calls_of(inputs: &[Arg], mode: InputMode) -> Result<Vec<CallArgs<Arg>>, BatchError> {
+    if inputs.is_empty() {
+        return Err(invalid("inputs must be non-empty"));
+    }
+    if inputs.len() > MAX_DETERMINISTIC_INDEX {
+        return Err(invalid(format!(
+            "a batch takes at most {MAX_DETERMINISTIC_INDEX} inputs, got {}",
+            inputs.len()
+        )));
+    }
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, input)| {
+            let call = dispatch_input(mode, i, input).map_err(|e| invalid(e.to_string()))?;
+            if let Some(fused) = call_data(&call).into_iter().find(|d| d.is_fuse()) {
+                // Every child of a batch gets the same mounts, so data that
+                // is mounted rather than fetched cannot differ per input.
+                return Err(invalid(format!(
+                    "input {i}: {} is FUSE-mounted data, which a map input cannot be (the jobs of a batch share their mounts); mount it for every input as a volume (volumes= in Python, --volume on the command line), or drop fuse to fetch it for this input only",
+                    data_source_text(fused.source())
+                )));
+            }
+            Ok(call)
+        })
+        .collect()
+}
+
+/// Every [`Data`] of a call's arguments, positional then keyword.
+fn call_data(call: &CallArgs<Arg>) -> Vec<&Data> {
+    let mut data = Vec::new();
+    for arg in call.args.iter().chain(call.kwargs.iter().map(|(_, a)| a)) {
+        arg.collect_data(&mut data);
+    }
+    data
+}
+
+/// A batch's settings, refused with what they accept when it cannot run
+/// with them.
+pub(super) fn validate(config: &BatchConfig) -> Result<(), BatchError> {
+    config.validate().map_err(|e| BatchError::InvalidInput {
+        message: e.to_string(),
+    })
+}
+
+pub(super) fn settings_of(config: &BatchConfig) -> DriverSettings {
+    DriverSettings {
+        parallelism: config.submit_parallelism.max(1),
+        manifest_interval: config.manifest_interval,
+        poll_interval: config.poll_interval,
+    }
+}
+
+/// Resolve the spec and upload what the children share (once): the
+/// project, the spec's data and every input's data (data given to several
+/// inputs is hashed and uploaded once). Each input's call ([`calls_of`])
+/// is turned to JSON, its data replaced by references to the uploads.
+pub(super) async fn prepare(
+    inner: &Arc<EngineInner>,
+    group_id: &GroupId,
+    spec: JobSpec,
+    calls: &[CallArgs<Arg>],
+    submit_options: &SubmitOptions,
+) -> Result<BatchPrep, BatchError> {
+    let resolved = submit::resolve(inner, &spec, submit_options).await?;
+    let mut with_inputs = spec.clone();
+    for data in calls.iter().flat_map(call_data) {
+        let arg = Arg::Data(data.clone());
+        if !with_inputs.args.contains(&arg) {
+            with_inputs.args.push(arg);
+        }
+    }
+    let submit::Gathered {
+        resolved,
+        shared,
+        image_uri,
+    } = submit::gather_uploads(inner, &with_inputs, resolved, submit_options).await?;
+    let submit::SharedFacts {
+        data,
+        context,
+        packed,
+    } = shared;
+    let store = &inner.store;
+    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+    let plan = plan::shared(
+        &with_inputs,
+        &UploadTarget::Group(group_id),
+        &data,
+        context,
+        resolved.image.install_requirements.as_deref(),
+        &uri_of,
+    )
+    .map_err(EngineError::from)?;
+    let uploaded =
+        submit::execute_shared_once(inner, plan, packed, image_uri, submit_options).await?;
+    let ref_for = |d: &Data| {
+        uploaded
+            .plan
+            .data_ref(d)
+            .map_or(Value::Null, DataRef::to_value)
+    };
+    let calls = calls
+        .iter()
+        .map(|call| CallArgs {
+            args: call.args.iter().map(|a| a.to_json(&ref_for)).collect(),
+            kwargs: call
+                .kwargs
+                .iter()
+                .map(|(k, a)| (k.clone(), a.to_json(&ref_for)))
+                .collect(),
+        })
+        .collect();
+    Ok(BatchPrep {
+        spec,
+        resolved,
+        uploaded,
+        calls,
+    })
+}
+
+/// `Engine::map_with_driver`.
+pub(super) async fn start_map(
+    inner: &Arc<EngineInner>,
+    spec: JobSpec,
+    inputs: Vec<Arg>,
+    config: BatchConfig,
+    options: &SubmitOptions,
+) -> Result<(BatchHandle, BatchDriver), BatchError> {
+    validate(&config)?;
+    let calls = calls_of(&inputs, config.input_mode)?;
+    let group_id = GroupId::new_random();
+    let prefix = layout::group_prefix(&group_id);
+    let started = async {
+        let total = inputs.len();
+        let stored: Vec<Value> = inputs.iter().map(super::recipe::encode_input).collect();
+        let encoded = encode_inputs(&stored);
+        let working_dir = submit::working_dir(&inner.settings, &spec)?;
+        let recipe = super::recipe::encode(&spec, &config, &working_dir);
+        let prep = prepare(inner, &group_id, spec, &calls, options).await?;
+        let inputs_path = layout::group_inputs(&group_id);
+        inner
+            .store
+            .put_text(&inputs_path, encoded, "application/x-ndjson")
+            .await?;
+        let base = ManifestBase {
+            created_at: (inner.clock)(),
+            submit_fn_name: prep.spec.entrypoint.func_name(),
+            backend: Some(prep.resolved.backend.name().to_owned()),
+            namespace: Some(inner.settings.namespace.clone()),
+            entrypoint: Some(prep.spec.entrypoint.to_string()),
+            input_mode: Some(config.input_mode),
+            inputs: Some(layout::INPUTS_FILE.to_owned()),
+            resume: Some(recipe),
+            submission_complete: false,
+        };
+        let shared = Arc::new(BatchShared::new(
+            inner.clone(),
+            group_id.clone(),
+            config.name.clone(),
+            config.tags.clone(),
+            BatchMachine::new(total, config.clone()),
+            config.poll_interval,
+            base,
+            DriverState::None,
+        ));
+        // The manifest exists, with no children, before any submission.
+        let manifest = shared.manifest_snapshot();
+        let path = layout::group_manifest(&group_id);
+        inner.store.put_json(&path, manifest.to_json()).await?;
+        tracing::info!(group_id = %group_id, inputs = total, "batch prepared");
+        let driver = driver::start(
+            shared.clone(),
+            Arc::new(prep),
+            settings_of(&config),
+            vec![Event::Pump],
+        );
+        Ok::<_, BatchError>((BatchHandle { shared }, driver))
+    }
+    .await;
+    if started.is_err()
+        && let Err(e) = inner.store.delete_prefix(&prefix).await
+    {
+        tracing::warn!(group_id = %group_id, "could not remove the objects of a batch that failed to start: {e}");
+    }
+    started
+}
+
+/// `Engine::attach_batch`.
+pub(super) async fn attach(
+    inner: &Arc<EngineInner>,
+    group_id: GroupId,
+    options: AttachOptions,
+) -> Result<BatchHandle, BatchError> {
+    if options.poll_interval.is_zero() {
+        return Err(invalid("poll_interval must be longer than zero"));
+    }
+    let manifest = read_manifest(inner, &group_id).await?;
+    if manifest.total_expected > MAX_DETERMINISTIC_INDEX {
+        return Err(BatchError::InvalidManifest {
+            uri: inner.store.uri(&layout::group_manifest(&group_id)),
+            group_id,
+            message: format!(
+                "total_expected is {}, more than the {MAX_DETERMINISTIC_INDEX} inputs a batch takes",
+                manifest.total_expected
+            ),
+        });
+    }
+    let base = ManifestBase {
+        created_at: manifest.created_at,
+        submit_fn_name: manifest.submit_fn_name.clone(),
+        backend: manifest.backend.clone(),
+        namespace: manifest.namespace.clone(),
+        entrypoint: manifest.entrypoint.clone(),
+        input_mode: manifest.input_mode,
+        inputs: manifest.inputs.clone(),
+        resume: manifest.resume.clone(),
+        submission_complete: manifest.submission_complete,
+    };
+    for c in &manifest.children {
+        if c.group_index >= manifest.total_expected {
+            tracing::warn!(group_id = %group_id, "manifest child {} is outside the batch's {} inputs; skipped", c.group_index, manifest.total_expected);
+        }
+    }
+    let shared = Arc::new(BatchShared::new(
+        inner.clone(),
+        group_id,
+        manifest.group_name.clone(),
+        manifest.tags.clone(),
+        BatchMachine::observer(manifest.total_expected),
+        options.poll_interval,
+        base,
+        DriverState::None,
+    ));
+    let handle = BatchHandle { shared };
+    handle.shared.adopt_children(&manifest.children).await;
+    handle.reconcile().await?;
+    if handle.shared.lock().machine.counts().unknown > 0 {
+        // Children submitted but not named yet (the manifest is written
+        // at intervals): their records are at their deterministic ids.
+        handle.probe_unknown(0).await?;
+    }
+    let mut core = handle.shared.lock();
+    let waiting = options.manifest_poll_timeout != Some(Duration::ZERO);
+    if core.machine.counts().unknown > 0 && (manifest.submission_complete || !waiting) {
+        // Nobody will name them: say so now instead of waiting.
+        let commands = core.machine.apply(Event::CloseManifest);
+        super::shared::dispatch(&mut core, commands, &mut Vec::new());
+    } else if core.machine.counts().unknown > 0 {
+        let now = Instant::now();
+        core.manifest_poll = Some(ManifestPoll {
+            interval: options.manifest_poll_interval,
+            deadline: options
+                .manifest_poll_timeout
+                .and_then(|t| now.checked_add(t)),
+            next: now + options.manifest_poll_interval,
+        });
+    }
+    drop(core);
+    Ok(handle)
+}
+
+/// A batch over jobs submitted already ([`crate::Engine::batch_of`]):
+/// input `i` is `jobs[i]`; an input without a job is never submitted.
+pub(super) fn of_jobs(
+    inner: &Arc<EngineInner>,
+    group_id: GroupId,
+    name: Option<String>,
+    tags: BTreeMap<String, String>,
+    jobs: Vec<Option<JobHandle>>,
+    poll_interval: Duration,
+) -> BatchHandle {
+    let first = jobs.iter().flatten().next().map(|j| j.record().clone());
+    let base = ManifestBase {
+        created_at: (inner.clock)(),
+        submit_fn_name: first
+            .as_ref()
+            .map(|r| r.func_name.clone())
+            .unwrap_or_default(),
+        backend: first.as_ref().map(|r| r.backend.clone()),
+        namespace: first.as_ref().map(|r| r.namespace.clone()),
+        entrypoint: None,
+        input_mode: None,
+        inputs: None,
+        resume: None,
+        submission_complete: true,
+    };
+    let shared = Arc::new(BatchShared::new(
+        inner.clone(),
+        group_id,
+        name,
+        tags,
+        BatchMachine::observer(jobs.len()),
+        poll_interval,
+        base,
+        DriverState::None,
+    ));
+    {
+        let mut core = shared.lock();
+        let mut chores = Vec::new();
+        for (index, job) in jobs.into_iter().enumerate() {
+            let Some(job) = job else { continue };
+            let job_id = job.id().clone();
+            core.jobs[index] = Some(job);
+            let commands = core.machine.apply(Event::Adopt {
+                index,
+                job_id,
+                attempts: 1,
+            });
+            super::shared::dispatch(&mut core, commands, &mut chores);
+        }
+        let commands = core.machine.apply(Event::CloseManifest);
+        super::shared::dispatch(&mut core, commands, &mut chores);
+    }
+    BatchHandle { shared }
+}
