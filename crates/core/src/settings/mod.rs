@@ -702,8 +702,9 @@ impl Settings {
     /// Resolve every setting.
     ///
     /// # Errors
-    /// [`SettingsError::Config`] for an unknown profile,
-    /// [`SettingsError::Profile`] when the profiles file cannot be located,
+    /// [`SettingsError::Profile`] for an unknown profile
+    /// ([`crate::config::ProfileError::NotFound`])
+    /// or when the profiles file cannot be located or read,
     /// [`SettingsError::Invalid`] for a value that cannot be used,
     /// [`SettingsError::StoreNeedsProject`] for a bare `gs://` store
     /// without a project.
