@@ -176,24 +176,37 @@ impl<W: Workload> KubeBackend<W> {
             .await
             .map_err(|e| error::map(e, self.cx("list", None, namespace)))?
             .items;
+        let read_events = || async {
+            self.events(namespace).await.unwrap_or_else(|e| {
+                tracing::debug!("cannot read the events of the batch's objects: {e}");
+                Vec::new()
+            })
+        };
+        // Events read before the pods, as for one job: a pod they say was
+        // created and the LIST then lacks was deleted, not created after
+        // the LIST (read the other way round, a replacement pod created
+        // between the two reads counted as a lost attempt).
+        let early = if objects.iter().any(|o| self.workload.reads_events(o)) {
+            Some(read_events().await)
+        } else {
+            None
+        };
         let pods = if objects.iter().any(|o| self.workload.needs_pods(o)) {
             self.list_pods(namespace, &selector).await?
         } else {
             Vec::new()
         };
         let mut by_name = by_job_name(pods);
-        let podless = objects.iter().any(|o| {
-            self.workload.reads_events(o)
-                || self.workload.needs_pods(o)
+        let events = match early {
+            Some(events) => events,
+            None if objects.iter().any(|o| {
+                self.workload.needs_pods(o)
                     && !by_name.contains_key(o.meta().name.as_deref().unwrap_or(""))
-        });
-        let events = if podless {
-            self.events(namespace).await.unwrap_or_else(|e| {
-                tracing::debug!("cannot read the events of the batch's objects: {e}");
-                Vec::new()
-            })
-        } else {
-            Vec::new()
+            }) =>
+            {
+                read_events().await
+            }
+            None => Vec::new(),
         };
         let now = SystemTime::now();
         let mut out = BTreeMap::new();
