@@ -94,6 +94,8 @@ async fn a_pending_pod_grows_its_node_group_and_an_idle_node_goes() {
     cluster.set_node_group(
         NodeGroup {
             name: "gpu-l4-0000".into(),
+            id: "https://www.googleapis.com/compute/v1/projects/p/zones/z/instanceGroups/gke-c-gpu-l4-0000-1a2b3c4d-grp".into(),
+            autoscaled: true,
             node_prefix: "gke-c-gpu-l4-0000-1a2b3c4d-".into(),
             template,
             min: 0,
@@ -142,6 +144,8 @@ async fn a_pending_pod_grows_its_node_group_and_an_idle_node_goes() {
     cluster.set_node_group(
         NodeGroup {
             name: "gpu-l4-0001".into(),
+            id: "gke-c-gpu-l4-0001-0-grp".into(),
+            autoscaled: false,
             node_prefix: "gke-c-gpu-l4-0001-0-".into(),
             template: FakeNode::cpu("t"),
             min: 1,
@@ -211,5 +215,147 @@ async fn cluster_scoped_objects_and_discovery() {
             .await
             .unwrap()
             .is_none()
+    );
+}
+
+/// The events the cluster autoscaler writes on a pending pod, as its
+/// `EventingScaleUpStatusProcessor` does: `NotTriggerScaleUp` with each
+/// reason counted once per autoscaled group (a pool without autoscaling is
+/// none of its groups), `TriggeredScaleUp` naming the group's id (on GKE
+/// its instance group's URL) and its size change, and `max node group size
+/// reached` for a group that fits but is full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_autoscaler_tells_a_pod_no_pool_fits_or_which_pool_grows() {
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default()
+            .scale_up_delay(Duration::from_secs(30))
+            .scale_down_after(Duration::from_secs(600)),
+    )
+    .await
+    .unwrap();
+    let client = client(&cluster);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let said = |pod: &'static str, reason: &'static str| {
+        let events = events.clone();
+        async move {
+            events
+                .list(&ListParams::default().fields(&format!(
+                    "involvedObject.kind=Pod,involvedObject.name={pod},reason={reason}"
+                )))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.source.as_ref().and_then(|s| s.component.as_deref())
+                        == Some("cluster-autoscaler")
+                })
+                .map(|e| e.message.unwrap_or_default())
+                .next_back()
+        }
+    };
+    // A fixed pool (no autoscaling): the autoscaler does not run at all.
+    cluster.set_node_group(
+        NodeGroup {
+            name: "default-pool".into(),
+            id: "https://www.googleapis.com/compute/v1/projects/p/zones/z/instanceGroups/gke-c-default-pool-00000000-grp".into(),
+            autoscaled: false,
+            node_prefix: "gke-c-default-pool-00000000-".into(),
+            template: FakeNode::cpu("t"),
+            min: 1,
+            max: 1,
+            step: 1,
+        },
+        1,
+    );
+    pods.create(&PostParams::default(), &gpu_pod("p1"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(said("p1", "NotTriggerScaleUp").await, None);
+
+    // An autoscaled CPU pool that cannot take it: not triggered, and why.
+    cluster.set_node_group(
+        NodeGroup {
+            name: "cpu-spot-0000".into(),
+            id: "https://www.googleapis.com/compute/v1/projects/p/zones/z/instanceGroups/gke-c-cpu-spot-0000-11111111-grp".into(),
+            autoscaled: true,
+            node_prefix: "gke-c-cpu-spot-0000-11111111-".into(),
+            template: FakeNode::cpu("t").label("cloud.google.com/gke-spot", "true"),
+            min: 0,
+            max: 3,
+            step: 1,
+        },
+        0,
+    );
+    let message = until("NotTriggerScaleUp", async || {
+        said("p1", "NotTriggerScaleUp").await
+    })
+    .await;
+    assert_eq!(
+        message,
+        "pod didn't trigger scale-up: 1 node(s) didn't match Pod's node affinity/selector"
+    );
+
+    // A pool of L4 nodes at 0, at most 1: it grows for the pod.
+    let l4 = FakeNode::cpu("t")
+        .label("cloud.google.com/gke-accelerator", "nvidia-l4")
+        .capacity("nvidia.com/gpu", 1)
+        .taint("nvidia.com/gpu", "present", "NoSchedule");
+    cluster.set_node_group(
+        NodeGroup {
+            name: "gpu-l4-0000".into(),
+            id: "https://www.googleapis.com/compute/v1/projects/p/zones/z/instanceGroups/gke-c-gpu-l4-0000-22222222-grp".into(),
+            autoscaled: true,
+            node_prefix: "gke-c-gpu-l4-0000-22222222-".into(),
+            template: l4,
+            min: 0,
+            max: 1,
+            step: 1,
+        },
+        0,
+    );
+    let message = until("TriggeredScaleUp", async || {
+        said("p1", "TriggeredScaleUp").await
+    })
+    .await;
+    assert_eq!(
+        message,
+        "pod triggered scale-up: [{https://www.googleapis.com/compute/v1/projects/p/zones/z/instanceGroups/gke-c-gpu-l4-0000-22222222-grp 0->1 (max: 1)}]"
+    );
+
+    // Once its node is there (the pool at its maximum), another pod is
+    // told the pool is full; the CPU pool still does not match.
+    cluster.set_node_group(
+        NodeGroup {
+            name: "gpu-l4-0000".into(),
+            id: "https://www.googleapis.com/compute/v1/projects/p/zones/z/instanceGroups/gke-c-gpu-l4-0000-22222222-grp".into(),
+            autoscaled: true,
+            node_prefix: "gke-c-gpu-l4-0000-22222222-".into(),
+            template: FakeNode::cpu("t")
+                .label("cloud.google.com/gke-accelerator", "nvidia-l4")
+                .capacity("nvidia.com/gpu", 1)
+                .taint("nvidia.com/gpu", "present", "NoSchedule"),
+            min: 0,
+            max: 1,
+            step: 1,
+        },
+        1,
+    );
+    until("p1 scheduled", async || {
+        pods.get("p1").await.ok()?.spec?.node_name
+    })
+    .await;
+    pods.create(&PostParams::default(), &gpu_pod("p2"))
+        .await
+        .unwrap();
+    let message = until("NotTriggerScaleUp for p2", async || {
+        said("p2", "NotTriggerScaleUp").await
+    })
+    .await;
+    assert_eq!(
+        message,
+        "pod didn't trigger scale-up: 1 max node group size reached, 1 node(s) didn't match Pod's node affinity/selector"
     );
 }

@@ -54,6 +54,10 @@ impl Pool {
             "https://container.googleapis.com/v1/projects/{project}/zones/{zone}/clusters/{cluster}/nodePools/{name}"
         ));
         v["locations"] = json!([zone]);
+        v["instanceGroupUrls"] = json!([format!(
+            "https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instanceGroupManagers/{}",
+            instance_group(cluster, &name)
+        )]);
         v
     }
 }
@@ -185,12 +189,30 @@ fn check_service_account(st: &ApisState, config: &Value) -> Result<(), Response>
     }
 }
 
+/// The name GKE gives a pool's managed instance group (and, with a
+/// suffix, its nodes): `gke-{cluster}-{pool}-{hash}-grp`.
+fn instance_group(cluster: &str, pool: &str) -> String {
+    let hash = format!(
+        "{:08x}",
+        pool.bytes()
+            .fold(2_166_136_261u32, |h, b| (h ^ u32::from(b))
+                .wrapping_mul(16_777_619))
+    );
+    format!("gke-{cluster}-{pool}-{hash}-grp")
+}
+
 /// The pool's node group for the autoscaler.
-fn node_group(cluster: &str, zone: &str, pool: &Value) -> Result<(NodeGroup, u32), String> {
+fn node_group(
+    project: &str,
+    cluster: &str,
+    zone: &str,
+    pool: &Value,
+) -> Result<(NodeGroup, u32), String> {
     let name = pool["name"].as_str().unwrap_or_default().to_owned();
     let (template, step) = node_template(pool, zone)?;
     let initial = pool["initialNodeCount"].as_u64().unwrap_or(0) as u32;
-    let (min, max) = if pool.pointer("/autoscaling/enabled") == Some(&json!(true)) {
+    let autoscaled = pool.pointer("/autoscaling/enabled") == Some(&json!(true));
+    let (min, max) = if autoscaled {
         (
             pool.pointer("/autoscaling/minNodeCount")
                 .and_then(Value::as_u64)
@@ -202,15 +224,14 @@ fn node_group(cluster: &str, zone: &str, pool: &Value) -> Result<(NodeGroup, u32
     } else {
         (initial, initial)
     };
-    let hash = format!(
-        "{:08x}",
-        name.bytes()
-            .fold(2_166_136_261u32, |h, b| (h ^ u32::from(b))
-                .wrapping_mul(16_777_619))
-    );
+    let group = instance_group(cluster, &name);
     Ok((
         NodeGroup {
-            node_prefix: format!("gke-{cluster}-{name}-{hash}-"),
+            node_prefix: format!("{}-", group.trim_end_matches("-grp")),
+            id: format!(
+                "https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instanceGroups/{group}"
+            ),
+            autoscaled,
             name,
             template,
             min,
@@ -222,7 +243,10 @@ fn node_group(cluster: &str, zone: &str, pool: &Value) -> Result<(NodeGroup, u32
 }
 
 fn start_nodes(app: &App, cluster: &str, zone: &str, pool: &Value) {
-    if let (Some(k8s), Ok((group, initial))) = (&app.cluster, node_group(cluster, zone, pool)) {
+    let project = app.lock().project.clone();
+    if let (Some(k8s), Ok((group, initial))) =
+        (&app.cluster, node_group(&project, cluster, zone, pool))
+    {
         k8s.set_node_group(group, initial);
     }
 }

@@ -2,8 +2,21 @@
 //! when a pod is unschedulable and a node of the group would take it, and
 //! shrink when a node has run no pod for a while, within the group's
 //! bounds and by whole units (a multi-host TPU slice is several nodes).
-//! It writes the events the real one writes on the pod:
-//! `TriggeredScaleUp` and `NotTriggerScaleUp`.
+//! It writes the events the real one writes on the pod, with its messages
+//! (cluster-autoscaler's `EventingScaleUpStatusProcessor`):
+//! `TriggeredScaleUp` (`pod triggered scale-up: [{GROUP-ID 0->1 (max: 3)}]`,
+//! the group's id being, on GKE, the URL of the pool's managed instance
+//! group) when a group can take the pod, and, in a pass that scales
+//! nothing up, `NotTriggerScaleUp` (`pod didn't trigger scale-up: 2
+//! node(s) didn't match Pod's node affinity/selector, 1 max node group
+//! size reached`: each reason counted once per group that gave it, the
+//! template's scheduler reasons or `max node group size reached`; nothing
+//! after the colon when no group is considered). Only autoscaled groups
+//! are considered (a GKE pool without autoscaling is not a node group of
+//! the autoscaler), and it runs only while one exists. The real one runs
+//! every 10 s (`--scan-interval`) and records `NotTriggerScaleUp` each
+//! time (the event recorder counts the repeats); this one repeats it at
+//! most that often per pod.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -21,6 +34,14 @@ use super::store::Store;
 pub struct NodeGroup {
     /// The group's name (the pool's).
     pub name: String,
+    /// The autoscaler's id of the group, as its events name it: on GKE the
+    /// URL of the pool's managed instance group
+    /// (`https://www.googleapis.com/compute/v1/projects/P/zones/Z/instanceGroups/gke-CLUSTER-POOL-HASH-grp`).
+    pub id: String,
+    /// The pool has autoscaling on: only then does the autoscaler size
+    /// it, consider it for a pending pod and name it in its events; a pool
+    /// without keeps its nodes.
+    pub autoscaled: bool,
     /// Names of its nodes start with this (`gke-{cluster}-{pool}-`).
     pub node_prefix: String,
     /// What each node looks like (its name is ignored).
@@ -54,13 +75,18 @@ pub(crate) struct AutoscalerTiming {
 pub(crate) struct Autoscaler {
     timing: AutoscalerTiming,
     groups: Mutex<BTreeMap<String, GroupState>>,
-    events: Mutex<BTreeSet<(String, &'static str)>>,
+    /// When each event (pod uid, reason, message) was last recorded.
+    events: Mutex<BTreeMap<(String, &'static str, String), Instant>>,
     next: Mutex<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// How often the real autoscaler runs (`--scan-interval`): it records a
+/// `NotTriggerScaleUp` again at most this often for the same pod.
+const SCAN_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The label GKE gives every node of a pool.
 const POOL_LABEL: &str = "cloud.google.com/gke-nodepool";
@@ -128,15 +154,32 @@ impl Autoscaler {
         }
     }
 
-    fn event(&self, store: &Store, pod: &Value, reason: &'static str, kind: &str, message: &str) {
-        if !lock(&self.events).insert((uid_of(pod).to_owned(), reason)) {
-            return;
+    /// Record an event on `pod`, unless the same one was recorded less
+    /// than `again` ago (`None`: once).
+    fn event(
+        &self,
+        store: &Store,
+        pod: &Value,
+        reason: &'static str,
+        message: &str,
+        again: Option<Duration>,
+    ) {
+        let now = Instant::now();
+        {
+            let mut events = lock(&self.events);
+            let key = (uid_of(pod).to_owned(), reason, message.to_owned());
+            if let Some(last) = events.get(&key)
+                && again.is_none_or(|a| now.duration_since(*last) < a)
+            {
+                return;
+            }
+            events.insert(key, now);
         }
         super::events::record(
             store,
             pod,
             super::events::Event {
-                kind,
+                kind: "Normal",
                 reason,
                 message,
                 component: "cluster-autoscaler",
@@ -147,28 +190,36 @@ impl Autoscaler {
     /// One pass: grow groups that pending pods need, shrink idle ones.
     pub(crate) fn reconcile(&self, store: &Store) {
         let mut groups = lock(&self.groups);
-        if groups.is_empty() {
+        if !groups.values().any(|s| s.group.autoscaled) {
             return;
         }
         let pods = store.all("pods");
         let pending: Vec<&Value> = pods.iter().filter(|p| unschedulable(p)).collect();
         let none = BTreeMap::new();
         let mut wanted: BTreeSet<String> = BTreeSet::new();
+        // Pods no group can take, with why per group.
+        let mut refused: Vec<(&Value, BTreeMap<String, usize>)> = Vec::new();
         for pod in &pending {
-            let mut why: Vec<String> = Vec::new();
+            let mut why: BTreeMap<String, usize> = BTreeMap::new();
             let mut fits = None;
-            for (name, state) in groups.iter() {
+            for (name, state) in groups.iter().filter(|(_, s)| s.group.autoscaled) {
                 let g = &state.group;
                 let template = g.template.clone().named("template").to_json();
-                match scheduler::place(&[template], pod, &none) {
-                    Err(message) => why.push(message),
-                    Ok(_) => {
+                match scheduler::misfit(&template, pod, &none) {
+                    Some(reasons) => {
+                        // Each reason once per group.
+                        for r in reasons.into_iter().collect::<BTreeSet<_>>() {
+                            *why.entry(r).or_default() += 1;
+                        }
+                    }
+                    None => {
                         let size = group_nodes(store, name).len() as u32;
                         if size + g.step <= g.max {
                             fits = Some((name.clone(), size));
                             break;
                         }
-                        why.push(format!("max node group size reached ({})", g.max));
+                        *why.entry("max node group size reached".to_owned())
+                            .or_default() += 1;
                     }
                 }
             }
@@ -176,21 +227,32 @@ impl Autoscaler {
                 Some((name, size)) => {
                     let g = &groups[&name].group;
                     let message = format!(
-                        "pod triggered scale-up: [{{{}grp {size}->{} (max: {})}}]",
-                        g.node_prefix,
+                        "pod triggered scale-up: [{{{} {size}->{} (max: {})}}]",
+                        g.id,
                         size + g.step,
                         g.max
                     );
-                    self.event(store, pod, "TriggeredScaleUp", "Normal", &message);
+                    self.event(store, pod, "TriggeredScaleUp", &message, None);
                     wanted.insert(name);
                 }
-                None => {
-                    let message = format!(
-                        "pod didn't trigger scale-up: {} node group(s) cannot take it",
-                        why.len()
-                    );
-                    self.event(store, pod, "NotTriggerScaleUp", "Normal", &message);
-                }
+                None => refused.push((pod, why)),
+            }
+        }
+        // The real autoscaler tells the pods it did not help only in a pass
+        // that scaled nothing up.
+        if wanted.is_empty() {
+            for (pod, why) in refused {
+                let mut reasons: Vec<String> =
+                    why.iter().map(|(r, n)| format!("{n} {r}")).collect();
+                reasons.sort();
+                let message = format!("pod didn't trigger scale-up: {}", reasons.join(", "));
+                self.event(
+                    store,
+                    pod,
+                    "NotTriggerScaleUp",
+                    &message,
+                    Some(SCAN_INTERVAL),
+                );
             }
         }
         let used = scheduler::usage(&pods);

@@ -98,7 +98,11 @@ fn ready(node: &Value) -> bool {
 }
 
 /// Why `pod` cannot go to `node` (kube-scheduler's reason), in filter order.
-fn misfit(node: &Value, pod: &Value, used: &BTreeMap<String, u64>) -> Option<Vec<String>> {
+pub(crate) fn misfit(
+    node: &Value,
+    pod: &Value,
+    used: &BTreeMap<String, u64>,
+) -> Option<Vec<String>> {
     if node.pointer("/spec/unschedulable") == Some(&Value::Bool(true)) {
         return Some(vec!["node(s) were unschedulable".to_owned()]);
     }
