@@ -11,7 +11,8 @@
 //!    the newest failed pod (OOM killed, preempted or evicted through a
 //!    `DisruptionTarget` condition, an exit code).
 //! 4. The newest live pod: `Running` → `RUNNING`; `Pending` → `PENDING`
-//!    with why (unschedulable with the scheduler's message and a hint,
+//!    with why (unschedulable with the scheduler's message and a hint that
+//!    says what the cluster autoscaler did about the pod, from its events,
 //!    image pull error, container config error, container creating).
 //!    Without pods, a Job whose `status.ready ≥ 1` is `RUNNING` (so a
 //!    batch poll can skip the pod LIST, see [`needs_pods`]); a Job whose
@@ -33,7 +34,8 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kinetic_core::budget::{Budgets, merge_attempts};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_kube::status::{
-    apply_budgets, apply_pending_deadline, created_at, job_attempts, live_pod_state, pod_phase,
+    apply_budgets, apply_pending_deadline, created_at, job_attempts, live_pod_state_with_events,
+    pod_phase,
 };
 pub use kinetic_kube::status::{explain_unschedulable, failure_reason, pending_reason};
 
@@ -147,7 +149,8 @@ pub fn created_pods_of(
 }
 
 /// The job's state from its Job, its pods, the events about the Job
-/// (read when it has no pod) and the time `now`.
+/// (read when it has no pod) and about its unschedulable pods (the
+/// cluster autoscaler's), and the time `now`.
 pub fn job_state_with_events(
     job: &Job,
     pods: &[Pod],
@@ -191,7 +194,7 @@ fn job_state_without_budgets(
             None => state,
         };
     }
-    let state = live_pod_state(pods).unwrap_or_else(|| {
+    let state = live_pod_state_with_events(pods, events).unwrap_or_else(|| {
         let ready = job.status.as_ref().and_then(|s| s.ready).unwrap_or(0);
         if ready >= 1 && pods.is_empty() {
             JobState::new(JobStatus::Running)

@@ -436,8 +436,10 @@ fn an_attempt_whose_pod_is_still_pending_is_shown_pending() {
 }
 
 /// Issue 24 point 6: a `cpu:spot` job cannot run on the default pool (it is
-/// on-demand): the hint names the pool that fits; and a pool at 0 nodes
-/// gets the same scheduler message as no pool, so the hint names both.
+/// on-demand): the hint names the pool that fits. Without a word from the
+/// cluster autoscaler, the scheduler's message is the same whether no
+/// pool fits or one is at 0 nodes: the hint says the autoscaler has not
+/// said yet, and what to add if `kinetic pool list` shows no pool.
 #[test]
 fn the_unschedulable_hint_fits_cpu_spot_and_pools_at_zero() {
     let message = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.";
@@ -452,8 +454,137 @@ fn the_unschedulable_hint_fits_cpu_spot_and_pools_at_zero() {
         ),
         "{hint}"
     );
-    assert!(hint.contains("at 0 nodes"), "{hint}");
-    assert!(hint.contains("`kinetic pool list` shows which"), "{hint}");
+    assert!(
+        hint.contains("the cluster autoscaler has not said yet whether a node pool can add one: if `kinetic pool list` shows no pool for it, add one with"),
+        "{hint}"
+    );
+}
+
+const UNSCHEDULABLE: &str =
+    "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.";
+
+/// A pending L4 pod (uid `pod-uid`) the scheduler could not place.
+fn unplaced_pod() -> Pod {
+    let mut p = pod(
+        json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+               "reason": "Unschedulable", "message": UNSCHEDULABLE}]}),
+    );
+    p.metadata.uid = Some("pod-uid".into());
+    p
+}
+
+/// An event of the cluster autoscaler about the pod, at `at` seconds.
+fn autoscaler_event(reason: &str, message: &str, at: u64) -> k8s_openapi::api::core::v1::Event {
+    let when = humantime::format_rfc3339_seconds(self::at(at)).to_string();
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("kinetic-job-0a1b2c3d-abcde.{at}"), "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": "kinetic-job-0a1b2c3d-abcde", "namespace": "default",
+                           "uid": "pod-uid"},
+        "reason": reason, "message": message, "type": "Normal",
+        "source": {"component": "cluster-autoscaler"},
+        "firstTimestamp": when, "lastTimestamp": when, "count": 1,
+    }))
+    .unwrap()
+}
+
+fn reason_with(events: &[k8s_openapi::api::core::v1::Event]) -> String {
+    let j = job(json!({"active": 1}));
+    let state = job_state_with_events(&j, &[unplaced_pod()], events, at(30));
+    assert_eq!(state.status, JobStatus::Pending, "{state:?}");
+    assert!(state.is_blocked(), "{state:?}");
+    let Some(StatusReason::Unschedulable { message }) = state.reason else {
+        panic!("{state:?}")
+    };
+    message
+}
+
+/// Issue 24 point 6: what the cluster autoscaler wrote on the pod tells
+/// the cases apart: `NotTriggerScaleUp` (no pool can take it: the exact
+/// `kinetic pool add` line), `TriggeredScaleUp` (a pool grows from 0:
+/// which, 0 → 1, how long GKE takes), a pool at its maximum; the newest
+/// word wins (a pool added after a refusal).
+#[test]
+fn the_unschedulable_hint_tells_no_pool_from_a_pool_scaling_up() {
+    let refused = autoscaler_event(
+        "NotTriggerScaleUp",
+        "pod didn't trigger scale-up: 1 node(s) didn't match Pod's node affinity/selector",
+        10,
+    );
+    let message = reason_with(std::slice::from_ref(&refused));
+    assert!(
+        message.starts_with(
+            "no node pool offers this accelerator (node selector cloud.google.com/gke-accelerator=nvidia-l4; the cluster autoscaler: 1 node(s) didn't match Pod's node affinity/selector): add one with `kinetic pool add --accelerator l4`"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("is adding"), "{message}");
+
+    let growing = autoscaler_event(
+        "TriggeredScaleUp",
+        "pod triggered scale-up: [{https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instanceGroups/gke-fake-gpu-l4-1a2b-0badcafe-grp 0->1 (max: 10)}]",
+        20,
+    );
+    let message = reason_with(&[refused.clone(), growing]);
+    assert!(
+        message.starts_with(
+            "no node offers this accelerator yet (node selector cloud.google.com/gke-accelerator=nvidia-l4): node pool gpu-l4-1a2b is adding a node (0 → 1, at most 10); GKE takes about 2 to 5 minutes to start a node"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("kinetic pool add"), "{message}");
+
+    let full = autoscaler_event(
+        "NotTriggerScaleUp",
+        "pod didn't trigger scale-up: 1 max node group size reached, 1 node(s) didn't match Pod's node affinity/selector",
+        10,
+    );
+    let message = reason_with(&[full]);
+    assert!(
+        message.contains("the node pool that could add one is at its maximum size (the cluster autoscaler: 1 max node group size reached"),
+        "{message}"
+    );
+
+    // An event about another pod (another uid) tells nothing of this one.
+    let mut other = autoscaler_event("NotTriggerScaleUp", "pod didn't trigger scale-up: ", 10);
+    other.involved_object.uid = Some("other-uid".into());
+    let message = reason_with(&[other]);
+    assert!(message.contains("has not said yet"), "{message}");
+}
+
+/// The node pool a GKE instance group names, for Kinetic's pool names;
+/// another name is given as the instance group itself.
+#[test]
+fn an_instance_group_names_its_pool() {
+    use kinetic_kube::status::pool_of_group;
+    let url = |g: &str| {
+        format!("https://www.googleapis.com/compute/v1/projects/p/zones/z/instanceGroups/{g}")
+    };
+    assert_eq!(
+        pool_of_group(&url("gke-fake-gpu-l4-1a2b-0badcafe-grp")),
+        "gpu-l4-1a2b"
+    );
+    assert_eq!(
+        pool_of_group(&url(
+            "gke-my-gpu-cluster-tpu-v5litepod-16-00ff-12345678-grp"
+        )),
+        "tpu-v5litepod-16-00ff"
+    );
+    assert_eq!(
+        pool_of_group(&url("gke-fake-cpu-spot-0a0b-87654321-grp")),
+        "cpu-spot-0a0b"
+    );
+    assert_eq!(
+        pool_of_group(&url("gke-fake-default-pool-87654321-grp")),
+        "default-pool"
+    );
+    assert_eq!(
+        pool_of_group(&url("gke-fake-mine-87654321-grp")),
+        "gke-fake-mine-87654321-grp"
+    );
+    assert_eq!(
+        pool_of_group("aks-gpunp-98036146-vmss"),
+        "aks-gpunp-98036146-vmss"
+    );
 }
 
 /// Issue 24 point 8: an evicted pod that is still terminating (graceful

@@ -42,8 +42,8 @@ use std::time::SystemTime;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_kube::status::{
-    apply_pending_deadline, apply_run_deadline, failure_reason, final_state, pending_reason,
-    pod_creation_failure, pod_phase, pod_start,
+    apply_pending_deadline, apply_run_deadline, failure_reason, final_state,
+    pending_reason_with_events, pod_creation_failure, pod_phase, pod_start,
 };
 
 use crate::lws::{LABEL_WORKER_INDEX, LeaderWorkerSet};
@@ -159,7 +159,10 @@ pub fn lws_state(
         .filter(|p| pod_phase(p) == "Pending")
         .collect();
     let state = if !pending.is_empty() {
-        match pending.iter().find_map(|p| pending_reason(p)) {
+        match pending
+            .iter()
+            .find_map(|p| pending_reason_with_events(p, events))
+        {
             Some(reason) => JobState::new(JobStatus::Pending).with_reason(reason),
             None => JobState::new(JobStatus::Pending),
         }

@@ -96,6 +96,13 @@ pub fn failure_reason(pod: &Pod) -> Option<StatusReason> {
 
 /// Why a pending pod is pending, where it says.
 pub fn pending_reason(pod: &Pod) -> Option<StatusReason> {
+    pending_reason_with_events(pod, &[])
+}
+
+/// [`pending_reason`], with the events about the pod among `events`: an
+/// unschedulable pod's reason then says what the cluster autoscaler last
+/// said about it ([`autoscaler_verdict`]).
+pub fn pending_reason_with_events(pod: &Pod, events: &[Event]) -> Option<StatusReason> {
     if let Some(cs) = first_container(pod)
         && let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref())
     {
@@ -129,10 +136,11 @@ pub fn pending_reason(pod: &Pod) -> Option<StatusReason> {
                 .and_then(|s| s.node_selector.clone())
                 .unwrap_or_default();
             Some(StatusReason::Unschedulable {
-                message: explain_unschedulable_gpus(
+                message: explain_unschedulable_with(
                     scheduled.message.as_deref().unwrap_or_default(),
                     &selector,
                     gpus_of(pod),
+                    autoscaler_verdict(pod, events).as_ref(),
                 ),
             })
         }
@@ -204,45 +212,268 @@ pub fn explain_unschedulable_gpus(
     node_selector: &std::collections::BTreeMap<String, String>,
     gpus: Option<u32>,
 ) -> String {
+    explain_unschedulable_with(message, node_selector, gpus, None)
+}
+
+/// One node group the cluster autoscaler is growing for a pod, from its
+/// `TriggeredScaleUp` event (`{GROUP-ID 0->1 (max: 3)}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScaleUp {
+    /// The node pool, where the group's id names it (on GKE the id is the
+    /// URL of the pool's instance group `gke-{cluster}-{pool}-{hash}-grp`;
+    /// see [`pool_of_group`]); else the group's id.
+    pub pool: String,
+    /// Its nodes before.
+    pub from: u32,
+    /// Its nodes once grown.
+    pub to: u32,
+    /// Its largest size.
+    pub max: u32,
+}
+
+/// What the cluster autoscaler last said about a pending pod: its newest
+/// `TriggeredScaleUp` or `NotTriggerScaleUp` event on the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AutoscalerVerdict {
+    /// It is adding nodes that will take the pod.
+    ScalingUp(Vec<ScaleUp>),
+    /// No node group can take the pod: its reasons as it gave them, each
+    /// counted per node group (`2 node(s) didn't match Pod's node
+    /// affinity/selector, 1 max node group size reached`); empty when it
+    /// considers no node group (no pool has autoscaling).
+    NoScaleUp {
+        /// The reasons.
+        reasons: String,
+    },
+}
+
+/// The node pool an autoscaler node group id names: on GKE the URL of the
+/// pool's managed instance group, `…/instanceGroups/gke-{cluster}-{pool}-{hash}-grp`,
+/// where Kinetic's pools are `default-pool`, `gpu-…`, `tpu-…` and
+/// `cpu-spot-…` (the last of these in the name: a cluster's name may hold
+/// one too). The cluster's name is not known here, so a pool of another
+/// name is given as its instance group.
+pub fn pool_of_group(id: &str) -> String {
+    let group = id.rsplit('/').next().unwrap_or(id);
+    let inner = group
+        .strip_prefix("gke-")
+        .and_then(|g| g.strip_suffix("-grp"))
+        .and_then(|g| {
+            let (rest, hash) = g.rsplit_once('-')?;
+            (hash.len() == 8 && hash.chars().all(|c| c.is_ascii_hexdigit())).then_some(rest)
+        });
+    let Some(inner) = inner else {
+        return group.to_owned();
+    };
+    ["-default-pool", "-gpu-", "-tpu-", "-cpu-spot-"]
+        .iter()
+        .filter_map(|p| inner.rfind(p))
+        .max()
+        .map_or_else(|| group.to_owned(), |at| inner[at + 1..].to_owned())
+}
+
+/// Parse a `TriggeredScaleUp` message: `pod triggered scale-up: [{ID 0->1
+/// (max: 3)} {ID2 1->2 (max: 4)}]` (cluster-autoscaler's `ScaleUpInfo`).
+fn parse_scale_ups(message: &str) -> Vec<ScaleUp> {
+    let Some(list) = message.strip_prefix("pod triggered scale-up: ") else {
+        return Vec::new();
+    };
+    list.split('{')
+        .skip(1)
+        .filter_map(|part| {
+            let part = part.split('}').next()?;
+            let mut words = part.split_whitespace();
+            let id = words.next()?;
+            let (from, to) = words.next()?.split_once("->")?;
+            let max = words.nth(1)?.trim_end_matches(')');
+            Some(ScaleUp {
+                pool: pool_of_group(id),
+                from: from.parse().ok()?,
+                to: to.parse().ok()?,
+                max: max.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// What the cluster autoscaler last said about `pod`, from the events
+/// about it among `events` (by uid, or by name when an event has none):
+/// the newest `TriggeredScaleUp` or `NotTriggerScaleUp` (by last time; a
+/// tie goes to the scale-up, which the autoscaler writes once where it
+/// repeats the other every scan). `None` when it said nothing yet (or no
+/// autoscaler runs).
+pub fn autoscaler_verdict(pod: &Pod, events: &[Event]) -> Option<AutoscalerVerdict> {
+    let name = pod.metadata.name.as_deref()?;
+    let uid = pod.metadata.uid.as_deref();
+    let when = |e: &Event| {
+        e.last_timestamp
+            .as_ref()
+            .or(e.first_timestamp.as_ref())
+            .map(|t| t.0)
+    };
+    let newest = events
+        .iter()
+        .filter(|e| {
+            let o = &e.involved_object;
+            o.kind.as_deref() == Some("Pod")
+                && o.name.as_deref() == Some(name)
+                && (uid.is_none() || o.uid.is_none() || o.uid.as_deref() == uid)
+                && matches!(
+                    e.reason.as_deref(),
+                    Some("TriggeredScaleUp" | "NotTriggerScaleUp")
+                )
+        })
+        .max_by_key(|e| (when(e), e.reason.as_deref() == Some("TriggeredScaleUp")))?;
+    let message = newest.message.as_deref().unwrap_or_default();
+    if newest.reason.as_deref() == Some("TriggeredScaleUp") {
+        let groups = parse_scale_ups(message);
+        return (!groups.is_empty()).then_some(AutoscalerVerdict::ScalingUp(groups));
+    }
+    let reasons = message
+        .split_once(':')
+        .map_or(message, |(_, r)| r)
+        .trim()
+        .to_owned();
+    Some(AutoscalerVerdict::NoScaleUp { reasons })
+}
+
+/// How long GKE takes to start a node, as the hint says it.
+fn start_time(node_selector: &std::collections::BTreeMap<String, String>) -> &'static str {
+    if node_selector.contains_key(kinetic_core::accelerators::LABEL_TPU_ACCELERATOR) {
+        "about 5 to 10 minutes for a TPU slice"
+    } else {
+        "about 2 to 5 minutes"
+    }
+}
+
+/// `node pool X is adding a node (0 → 1); GKE takes about N minutes`.
+fn scaling_up(
+    groups: &[ScaleUp],
+    node_selector: &std::collections::BTreeMap<String, String>,
+) -> String {
+    let each: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            let n = g.to.saturating_sub(g.from);
+            let what = if n == 1 {
+                "a node".to_owned()
+            } else {
+                format!("{n} nodes")
+            };
+            format!(
+                "node pool {} is adding {what} ({} → {}, at most {})",
+                g.pool, g.from, g.to, g.max
+            )
+        })
+        .collect();
+    format!(
+        "{}; GKE takes {} to start a node, and the job starts on it",
+        each.join(" and "),
+        start_time(node_selector)
+    )
+}
+
+/// [`explain_unschedulable_gpus`], told what the cluster autoscaler said
+/// about the pod ([`autoscaler_verdict`]), which tells the cases apart
+/// where the scheduler's message cannot: no node pool can take the job
+/// (the hint names the `kinetic pool add` that makes one), a pool is
+/// adding a node for it (which, from how many, and how long GKE takes),
+/// or the autoscaler has not said yet (the hint says so, and what to add
+/// if `kinetic pool list` shows no pool for it).
+pub fn explain_unschedulable_with(
+    message: &str,
+    node_selector: &std::collections::BTreeMap<String, String>,
+    gpus: Option<u32>,
+    verdict: Option<&AutoscalerVerdict>,
+) -> String {
     let selector = node_selector
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",");
+    let add = || {
+        if node_selector.len() == 1
+            && node_selector
+                .get("cloud.google.com/gke-spot")
+                .map(String::as_str)
+                == Some("true")
+        {
+            "`kinetic pool add --accelerator cpu --spot` (the default pool is on-demand)".to_owned()
+        } else {
+            let flags = pool_add_flags(node_selector, gpus)
+                .unwrap_or_else(|| "--accelerator ACCELERATOR".to_owned());
+            format!("`kinetic pool add {flags}`")
+        }
+    };
+    let said = |reasons: &str| {
+        if reasons.is_empty() {
+            "the cluster autoscaler has no node pool it can grow".to_owned()
+        } else {
+            format!("the cluster autoscaler: {reasons}")
+        }
+    };
+    let full = |reasons: &str| reasons.contains("max node group size reached");
+    let backoff = |reasons: &str| reasons.contains("in backoff after failed scale-up");
     // "Insufficient X" means some node matched the selector but lacked
-    // capacity; only when every node mismatched is the pool missing.
+    // capacity; only when every node mismatched is the pool missing (or at
+    // 0 nodes: the scheduler says the same, the autoscaler tells which).
     let hint = if let Some(resource) = ["nvidia.com/gpu", "google.com/tpu", "cpu", "memory"]
         .into_iter()
         .find(|r| message.contains(&format!("Insufficient {r}")))
     {
-        format!(
-            "not enough free {resource} in the cluster: the node pool is at its capacity or quota (it may scale up)"
-        )
+        match verdict {
+            None => format!(
+                "not enough free {resource} in the cluster: the node pool is at its capacity or quota (it may scale up)"
+            ),
+            Some(AutoscalerVerdict::ScalingUp(groups)) => format!(
+                "not enough free {resource} in the cluster: {}",
+                scaling_up(groups, node_selector)
+            ),
+            Some(AutoscalerVerdict::NoScaleUp { reasons }) if backoff(reasons) => format!(
+                "not enough free {resource} in the cluster, and GKE failed to add a node (a quota, or no capacity in the zone): the autoscaler tries again later ({})",
+                said(reasons)
+            ),
+            Some(AutoscalerVerdict::NoScaleUp { reasons }) => format!(
+                "not enough free {resource} in the cluster, and no node pool can add a node for it{} ({}): the job waits for one to free up",
+                if full(reasons) {
+                    " (at its maximum size)"
+                } else {
+                    ""
+                },
+                said(reasons)
+            ),
+        }
     } else if message.contains("didn't match Pod's node affinity/selector")
         || message.contains("node(s) didn't match node selector")
     {
         if selector.is_empty() {
             "no node matches this job's placement".to_owned()
         } else {
-            // The same scheduler message whether no pool offers the
-            // accelerator or its pool is at 0 nodes (scaling from zero):
-            // only `kinetic pool list` tells them apart.
-            let add = if node_selector.len() == 1
-                && node_selector
-                    .get("cloud.google.com/gke-spot")
-                    .map(String::as_str)
-                    == Some("true")
-            {
-                "`kinetic pool add --accelerator cpu --spot` (the default pool is on-demand)"
-                    .to_owned()
-            } else {
-                let flags = pool_add_flags(node_selector, gpus)
-                    .unwrap_or_else(|| "--accelerator ACCELERATOR".to_owned());
-                format!("`kinetic pool add {flags}`")
-            };
-            format!(
-                "no node offers this accelerator yet (node selector {selector}): either no node pool does (add one with {add}) or its pool is at 0 nodes and the autoscaler is adding one (`kinetic pool list` shows which)"
-            )
+            match verdict {
+                None => format!(
+                    "no node offers this accelerator yet (node selector {selector}), and the cluster autoscaler has not said yet whether a node pool can add one: if `kinetic pool list` shows no pool for it, add one with {}",
+                    add()
+                ),
+                Some(AutoscalerVerdict::ScalingUp(groups)) => format!(
+                    "no node offers this accelerator yet (node selector {selector}): {}",
+                    scaling_up(groups, node_selector)
+                ),
+                Some(AutoscalerVerdict::NoScaleUp { reasons }) if backoff(reasons) => format!(
+                    "no node offers this accelerator yet (node selector {selector}), and GKE failed to add one (a quota, or no capacity in the zone): the autoscaler tries again later ({})",
+                    said(reasons)
+                ),
+                Some(AutoscalerVerdict::NoScaleUp { reasons }) if full(reasons) => format!(
+                    "no node offers this accelerator (node selector {selector}), and the node pool that could add one is at its maximum size ({})",
+                    said(reasons)
+                ),
+                Some(AutoscalerVerdict::NoScaleUp { reasons }) => format!(
+                    "no node pool offers this accelerator (node selector {selector}; {}): add one with {}",
+                    said(reasons),
+                    add()
+                ),
+            }
         }
     } else {
         String::new()
@@ -346,6 +577,12 @@ pub fn sort_oldest_first(pods: &mut [Pod]) {
 /// why a terminating pod was disrupted (evicted, preempted), if one was;
 /// else `None`.
 pub fn live_pod_state(pods: &[Pod]) -> Option<JobState> {
+    live_pod_state_with_events(pods, &[])
+}
+
+/// [`live_pod_state`], with the events about the pods among `events` (see
+/// [`pending_reason_with_events`]).
+pub fn live_pod_state_with_events(pods: &[Pod], events: &[Event]) -> Option<JobState> {
     let mut live: Vec<&Pod> = pods
         .iter()
         .filter(|p| {
@@ -375,11 +612,33 @@ pub fn live_pod_state(pods: &[Pod]) -> Option<JobState> {
     Some(if phase(pod) == "Running" {
         JobState::new(JobStatus::Running)
     } else {
-        match pending_reason(pod) {
+        match pending_reason_with_events(pod, events) {
             Some(reason) => JobState::new(JobStatus::Pending).with_reason(reason),
             None => JobState::new(JobStatus::Pending),
         }
     })
+}
+
+/// The names of the pods the scheduler could not place (and that are not
+/// being deleted): the pods whose events say what the cluster autoscaler
+/// did about them.
+pub fn unschedulable_pods(pods: &[Pod]) -> Vec<String> {
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && phase(p) == "Pending")
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c.type_ == "PodScheduled"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some("Unschedulable")
+                })
+        })
+        .filter_map(|p| p.metadata.name.clone())
+        .collect()
 }
 
 /// Why the API server refused a workload's pod, from the events `about`

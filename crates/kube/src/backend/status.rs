@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::BackendError;
 use kinetic_core::record::JobRecord;
-use kinetic_core::status::{JobState, JobStatus};
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kube::Resource;
 use kube::api::{Api, ListParams, LogParams, Patch, PatchParams};
 use serde_json::json;
@@ -20,7 +20,7 @@ use crate::error::{self, Context};
 use crate::pod::{
     ANNOTATION_ATTEMPTS, CONTAINER_NAME, LABEL_GROUP_ID, LABEL_JOB_ID, LABEL_JOB_NAME,
 };
-use crate::status::{final_state, recorded_attempts};
+use crate::status::{final_state, recorded_attempts, unschedulable_pods};
 use crate::workload::{Workload, WorkloadTraits};
 
 impl<W: Workload> KubeBackend<W> {
@@ -51,16 +51,27 @@ impl<W: Workload> KubeBackend<W> {
         } else {
             Vec::new()
         };
-        let events = match early {
+        let mut events = match early {
             Some(events) => events,
             None => {
                 self.events_if_podless(&object, &pods, &record.namespace)
                     .await
             }
         };
-        let state = self
+        let mut state = self
             .workload
             .state(&object, &pods, &events, SystemTime::now());
+        if waits_for_a_node(&state) {
+            // What the cluster autoscaler said about the pods the
+            // scheduler could not place tells a pool scaling up from none.
+            let unplaced = unschedulable_pods(&pods);
+            if !unplaced.is_empty() {
+                events.extend(self.pod_events(&record.namespace, &unplaced).await);
+                state = self
+                    .workload
+                    .state(&object, &pods, &events, SystemTime::now());
+            }
+        }
         let state = self.probed(&record.namespace, &object, &pods, state).await;
         if final_state(object.meta()).is_none() {
             self.record_attempts(record, &object, &state).await;
@@ -98,6 +109,30 @@ impl<W: Workload> KubeBackend<W> {
             out.extend(listed.items);
         }
         Ok(out)
+    }
+
+    /// The events about the pods `names` (one LIST by name for one pod,
+    /// else one of every pod's events in the namespace). Events the caller
+    /// may not read tell nothing.
+    async fn pod_events(&self, namespace: &str, names: &[String]) -> Vec<Event> {
+        let fields = match names {
+            [one] => format!("involvedObject.kind=Pod,involvedObject.name={one}"),
+            _ => "involvedObject.kind=Pod".to_owned(),
+        };
+        let listed = match self.client.get().await {
+            Ok(client) => {
+                let api: Api<Event> = Api::namespaced(client, namespace);
+                api.list(&ListParams::default().fields(&fields))
+                    .await
+                    .map(|l| l.items)
+                    .map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        listed.unwrap_or_else(|e| {
+            tracing::debug!("cannot read the events of the unschedulable pods: {e}");
+            Vec::new()
+        })
     }
 
     /// The events about an object that has no pod (where the API server's
@@ -197,7 +232,7 @@ impl<W: Workload> KubeBackend<W> {
             Vec::new()
         };
         let mut by_name = by_job_name(pods);
-        let events = match early {
+        let mut events = match early {
             Some(events) => events,
             None if objects.iter().any(|o| {
                 self.workload.needs_pods(o)
@@ -209,6 +244,21 @@ impl<W: Workload> KubeBackend<W> {
             None => Vec::new(),
         };
         let now = SystemTime::now();
+        // One LIST of the pods' events when some job waits for a node: what
+        // the cluster autoscaler said about its pods.
+        let unplaced: Vec<String> = objects
+            .iter()
+            .filter_map(|o| {
+                let pods = by_name.get(o.meta().name.as_deref().unwrap_or(""))?;
+                let names = unschedulable_pods(pods);
+                (!names.is_empty() && waits_for_a_node(&self.workload.state(o, pods, &events, now)))
+                    .then_some(names)
+            })
+            .flatten()
+            .collect();
+        if !unplaced.is_empty() {
+            events.extend(self.pod_events(namespace, &unplaced).await);
+        }
         let mut out = BTreeMap::new();
         for object in &objects {
             let Some(id) = job_id(object.meta()) else {
@@ -261,6 +311,17 @@ impl<W: Workload> KubeBackend<W> {
         if let Err(e) = written {
             tracing::debug!(job_id = %record.job_id, "could not record the job's attempts: {e}");
         }
+    }
+}
+
+/// True when `state` is a wait for a node (unschedulable, or a pending
+/// deadline that expired on it): what the autoscaler did says more.
+fn waits_for_a_node(state: &JobState) -> bool {
+    let unschedulable = |r: &StatusReason| matches!(r, StatusReason::Unschedulable { .. });
+    match &state.reason {
+        Some(r) if unschedulable(r) => true,
+        Some(StatusReason::PendingDeadlineExceeded { cause: Some(c), .. }) => unschedulable(c),
+        _ => false,
     }
 }
 
