@@ -331,3 +331,63 @@ fn a_statefulset_the_api_server_refused_is_a_clear_pending_reason() {
         JobStatus::Failed
     );
 }
+
+/// Issue 24 point 6: a slice's host the scheduler cannot place says what
+/// the cluster autoscaler wrote on it: the TPU pool adding the slice's
+/// nodes (which pool, 0 → 4, how long GKE takes for a TPU slice), or no
+/// pool for it (the exact `kinetic pool add` line).
+#[test]
+fn a_pending_host_says_whether_its_pool_is_scaling_up() {
+    let l = deadline();
+    let mut host = pod(
+        0,
+        json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."}]}),
+    );
+    host.spec.as_mut().unwrap().node_selector = Some(
+        [
+            ("cloud.google.com/gke-tpu-accelerator", "tpu-v5-lite-podslice"),
+            ("cloud.google.com/gke-tpu-topology", "4x4"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    );
+    let event = |reason: &str, message: &str| -> Event {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("{NAME}-0.{reason}"), "namespace": "ns"},
+            "involvedObject": {"kind": "Pod", "name": format!("{NAME}-0"), "namespace": "ns"},
+            "reason": reason, "message": message, "type": "Normal",
+            "source": {"component": "cluster-autoscaler"},
+            "firstTimestamp": CREATED, "lastTimestamp": CREATED, "count": 1,
+        }))
+        .unwrap()
+    };
+    let reason = |events: &[Event]| {
+        let s = lws_state(&l, std::slice::from_ref(&host), events, at(10));
+        assert_eq!(s.status, JobStatus::Pending, "{s:?}");
+        match s.reason {
+            Some(StatusReason::Unschedulable { message }) => message,
+            other => panic!("{other:?}"),
+        }
+    };
+    let growing = reason(&[event(
+        "TriggeredScaleUp",
+        "pod triggered scale-up: [{https://www.googleapis.com/compute/v1/projects/p/zones/z/instanceGroups/gke-fake-tpu-v5litepod-16-0a0b-12345678-grp 0->4 (max: 4)}]",
+    )]);
+    assert!(
+        growing.contains(
+            "node pool tpu-v5litepod-16-0a0b is adding 4 nodes (0 → 4, at most 4); GKE takes about 5 to 10 minutes for a TPU slice"
+        ),
+        "{growing}"
+    );
+    let refused = reason(&[event(
+        "NotTriggerScaleUp",
+        "pod didn't trigger scale-up: 1 node(s) didn't match Pod's node affinity/selector",
+    )]);
+    assert!(
+        refused.contains("add one with `kinetic pool add --accelerator v5litepod-16`"),
+        "{refused}"
+    );
+}
