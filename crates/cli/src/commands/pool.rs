@@ -21,7 +21,7 @@ pub(crate) struct PoolCommandArgs {
 enum PoolCommand {
     /// Add a node pool for an accelerator (nothing when one serves it already).
     Add(AddArgs),
-    /// The cluster's node pools: accelerator, nodes ready/total, bounds.
+    /// The cluster's node pools: accelerator, nodes now and how they scale.
     List(ListArgs),
     /// Remove a node pool by name.
     Remove(RemoveArgs),

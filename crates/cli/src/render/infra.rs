@@ -61,12 +61,27 @@ pub(crate) fn confirm(question: &str, yes: bool) -> Result<bool, RenderError> {
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "Yes"))
 }
 
-/// `ready/total` or `-` when not known.
+/// A pool's nodes and how it scales: `0 nodes (scales 0–3)`, `2 nodes, 1
+/// ready (scales 0–10)`, `1 node (fixed)`; `-` for nodes not known (the
+/// cluster not reached). A pool at 0 nodes that scales is one whose first
+/// node the autoscaler adds when a job asks for it.
 fn nodes(p: &PoolStatus) -> String {
-    match (p.nodes_ready, p.nodes_total) {
-        (Some(r), Some(t)) => format!("{r}/{t}"),
+    let count = match (p.nodes_ready, p.nodes_total) {
+        (Some(r), Some(t)) => {
+            let noun = if t == 1 { "node" } else { "nodes" };
+            if r == t {
+                format!("{t} {noun}")
+            } else {
+                format!("{t} {noun}, {r} ready")
+            }
+        }
         _ => "-".to_owned(),
-    }
+    };
+    let scales = match (p.min_nodes, p.max_nodes) {
+        (Some(min), Some(max)) => format!("scales {min}–{max}"),
+        _ => "fixed".to_owned(),
+    };
+    format!("{count} ({scales})")
 }
 
 /// The node pools as a table.
@@ -83,10 +98,6 @@ pub(crate) fn pools(pools: &[PoolStatus]) -> String {
                 p.machine_type.clone(),
                 if p.spot { "spot" } else { "on-demand" }.to_owned(),
                 nodes(p),
-                match (p.min_nodes, p.max_nodes) {
-                    (Some(min), Some(max)) => format!("{min}-{max}"),
-                    _ => "fixed".to_owned(),
-                },
                 p.reservation.clone().unwrap_or_else(|| "-".to_owned()),
                 p.status.clone(),
             ]
@@ -99,7 +110,6 @@ pub(crate) fn pools(pools: &[PoolStatus]) -> String {
             "MACHINE",
             "PROVISIONING",
             "NODES",
-            "SCALE",
             "RESERVATION",
             "STATUS",
         ],

@@ -236,6 +236,16 @@ impl WorldBuilder {
         self
     }
 
+    /// How long the project's cluster autoscaler takes to add a node.
+    pub(crate) fn scale_up_delay(mut self, delay: Duration) -> Self {
+        let config = self
+            .project
+            .take()
+            .expect("scale_up_delay is a World::project's");
+        self.project = Some(config.scale_up_delay(delay));
+        self
+    }
+
     /// A new project (nothing but the basic APIs; `kinetic up` builds the
     /// rest), whose long-running operations take `operation_time`.
     pub(crate) fn new_project(mut self, operation_time: Duration) -> Self {
