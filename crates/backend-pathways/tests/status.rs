@@ -347,7 +347,10 @@ fn a_pending_host_says_whether_its_pool_is_scaling_up() {
     );
     host.spec.as_mut().unwrap().node_selector = Some(
         [
-            ("cloud.google.com/gke-tpu-accelerator", "tpu-v5-lite-podslice"),
+            (
+                "cloud.google.com/gke-tpu-accelerator",
+                "tpu-v5-lite-podslice",
+            ),
             ("cloud.google.com/gke-tpu-topology", "4x4"),
         ]
         .into_iter()
