@@ -186,3 +186,122 @@ async fn the_eviction_api_marks_and_deletes_the_pod() {
     };
     assert_eq!(status.code, 404);
 }
+
+/// The Job controller's counters only grow, as the real one's do (each
+/// pod carries the `batch.kubernetes.io/job-tracking` finalizer until its
+/// end is counted): a pod PodGC force-deletes once its node is gone is
+/// counted once, not lost; failed pods deleted afterwards (explicitly, or
+/// evicted) take nothing back from `status.failed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_failed_count_only_grows_whoever_deletes_its_pods() {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::Pod;
+    use kinetic_fake_gcp::k8s::FakeNode;
+    use std::time::{Duration, Instant};
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default().nodes(vec![FakeNode::cpu("n1"), FakeNode::cpu("n2")]),
+    )
+    .await
+    .unwrap();
+    let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let job = |name: &str, code: &str| -> Job {
+        serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {"backoffLimit": 100, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "fake.registry.invalid/x:1",
+                                "command": ["python3", "-c", code]}]}}},
+        }))
+        .unwrap()
+    };
+    let failed = async |name: &str| {
+        jobs.get(name)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.failed)
+            .unwrap_or(0)
+    };
+
+    // A pod running on a node that goes: PodGC fails and force-deletes it;
+    // the Job counts it once.
+    jobs.create(
+        &PostParams::default(),
+        &job("lost", "import time; time.sleep(100)"),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (first, node) = loop {
+        let listed = pods
+            .list(&ListParams::default().labels("job-name=lost"))
+            .await
+            .unwrap();
+        if let Some(p) = listed
+            .items
+            .iter()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        {
+            assert_eq!(
+                p.metadata.finalizers.as_deref(),
+                Some(&["batch.kubernetes.io/job-tracking".to_owned()][..]),
+                "{p:?}"
+            );
+            break (
+                p.metadata.name.clone().unwrap(),
+                p.spec.as_ref().unwrap().node_name.clone().unwrap(),
+            );
+        }
+        assert!(Instant::now() < deadline, "no running pod");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    cluster.delete_node(&node).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pods.get_opt(&first).await.unwrap().is_some() || failed("lost").await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the lost pod was not counted and removed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for _ in 0..20 {
+        assert_eq!(failed("lost").await, 1, "counted once");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Pods that fail at once: once three are counted, every pod of the Job
+    // is deleted, one evicted; the count never goes down.
+    jobs.create(
+        &PostParams::default(),
+        &job("failing", "raise SystemExit(3)"),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while failed("failing").await < 3 {
+        assert!(Instant::now() < deadline, "three failures");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = failed("failing").await;
+    let listed = pods
+        .list(&ListParams::default().labels("job-name=failing"))
+        .await
+        .unwrap();
+    for (i, p) in listed.items.iter().enumerate() {
+        let name = p.metadata.name.as_deref().unwrap();
+        if i == 0 {
+            let _ = pods.evict(name, &kube::api::EvictParams::default()).await;
+        } else {
+            let _ = pods.delete(name, &DeleteParams::default()).await;
+        }
+    }
+    let mut seen = before;
+    for _ in 0..50 {
+        let now = failed("failing").await;
+        assert!(now >= seen, "status.failed went from {seen} down to {now}");
+        seen = now;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use super::deletion::{OWNED, delete};
+use super::deletion::{OWNED, delete, has_finalizer, remove_pod_finalizer};
 use super::events;
 use super::meta::{
     condition, deleting, name_of, ns_of, owner_uids, phase, pod_ready, str_at, uid_of,
@@ -37,14 +37,28 @@ pub(crate) fn reconcile_jobs(store: &Store) {
             pods_by_owner.entry(uid).or_default().push(p.clone());
         }
     }
+    let mut tracked_by: BTreeSet<String> = BTreeSet::new();
     for job in store.all("jobs.batch") {
         if deleting(&job) {
             continue;
         }
+        tracked_by.insert(uid_of(&job).to_owned());
         let owned = pods_by_owner.remove(uid_of(&job)).unwrap_or_default();
         reconcile_job(store, &job, &owned);
     }
+    // A pod whose Job is gone or going has nothing left to count: its
+    // tracking finalizer goes (the real controller's orphan pod cleanup).
+    for p in &pods {
+        if has_finalizer(p, JOB_TRACKING) && !owner_uids(p).iter().any(|u| tracked_by.contains(u)) {
+            remove_pod_finalizer(store, ns_of(p), name_of(p), JOB_TRACKING);
+        }
+    }
 }
+
+/// The finalizer the Job controller puts on each pod it creates and
+/// removes once it counted the pod's end in the Job's status (so an end is
+/// counted once, even if the pod is deleted right after).
+const JOB_TRACKING: &str = "batch.kubernetes.io/job-tracking";
 
 /// The pod garbage collector's `gcOrphaned` (`pkg/controller/podgc`): a
 /// pod bound to a node that no longer exists (a Spot VM reclaimed, a node
@@ -66,6 +80,11 @@ fn collect_orphaned_pods(store: &Store) {
         if nodes.contains(node) {
             continue;
         }
+        if deleting(&pod) && matches!(phase(&pod), "Succeeded" | "Failed") {
+            // Force-deleted already, held by a finalizer until its owner
+            // counts it.
+            continue;
+        }
         let (ns, name) = (ns_of(&pod).to_owned(), name_of(&pod).to_owned());
         store.modify("pods", &ns, &name, |p| {
             if !matches!(phase(p), "Succeeded" | "Failed") {
@@ -85,7 +104,7 @@ fn collect_orphaned_pods(store: &Store) {
                 _ => p["status"]["conditions"] = json!([c]),
             }
         });
-        store.remove("pods", &ns, &name);
+        super::deletion::remove_pod(store, &ns, &name);
     }
 }
 
@@ -179,7 +198,10 @@ fn condition_of<'a>(job: &'a Value, kind: &str) -> Option<&'a Value> {
 ///   `podFailurePolicy` says (see [`super::pod_failure_policy`]): not at
 ///   all (`Ignore`: a replacement is created), or it fails the Job at once
 ///   (`FailJob`: reason `PodFailurePolicy`); `status.failed` counts only
-///   the counted ones;
+///   the counted ones, and, like `status.succeeded`, only grows: each pod
+///   carries the `batch.kubernetes.io/job-tracking` finalizer, removed once
+///   its end is counted, so a pod deleted later (PodGC, an eviction, a
+///   user) is neither lost nor counted twice;
 /// - a failure (a `FailJob` rule, `backoffLimit` exceeded, `activeDeadlineSeconds` passed
 ///   while not suspended) first adds `FailureTarget` and deletes the active
 ///   pods; `Failed`, with the same reason and message, follows once no pod
@@ -196,6 +218,10 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
     let (ns, name) = (ns_of(job).to_owned(), name_of(job).to_owned());
     let now = SystemTime::now();
     if has_condition(job, "Complete") || has_condition(job, "Failed") {
+        // A finished Job counts nothing more.
+        for p in pods.iter().filter(|p| has_finalizer(p, JOB_TRACKING)) {
+            remove_pod_finalizer(store, ns_of(p), name_of(p), JOB_TRACKING);
+        }
         if let Some(ttl) = seconds_at(job, "/spec/ttlSecondsAfterFinished")
             && finish_time(job).is_some_and(|t| now >= t + Duration::from_secs(ttl))
         {
@@ -211,20 +237,30 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         .iter()
         .filter(|p| deleting(p) && !matches!(phase(p), "Succeeded" | "Failed"))
         .count();
-    let succeeded = pods.iter().filter(|p| phase(p) == "Succeeded").count();
-    // Failed pods count against `backoffLimit` as the pod failure policy
-    // says (terminal pods only: a pod still stopping is not yet judged).
-    let mut failed = 0;
+    // The counters only grow: each pod's end is counted once, when the
+    // pod is terminal and still carries the tracking finalizer, which then
+    // goes; a pod deleted afterwards (by PodGC, an eviction, a user) takes
+    // nothing back. Failed pods count against `backoffLimit` as the pod
+    // failure policy says (terminal pods only: a pod still stopping is not
+    // yet judged).
+    let counted = |key: &str| seconds_at(job, &format!("/status/{key}")).unwrap_or(0) as usize;
+    let mut succeeded = counted("succeeded");
+    let mut failed = counted("failed");
     let mut fail_job: Option<String> = None;
-    for p in pods.iter().filter(|p| phase(p) == "Failed") {
-        match super::pod_failure_policy::match_pod(job, p) {
-            Action::Ignore => {}
-            Action::Count => failed += 1,
-            Action::FailJob(message) => {
-                failed += 1;
-                fail_job.get_or_insert(message);
-            }
+    for p in pods.iter().filter(|p| has_finalizer(p, JOB_TRACKING)) {
+        match phase(p) {
+            "Succeeded" => succeeded += 1,
+            "Failed" => match super::pod_failure_policy::match_pod(job, p) {
+                Action::Ignore => {}
+                Action::Count => failed += 1,
+                Action::FailJob(message) => {
+                    failed += 1;
+                    fail_job.get_or_insert(message);
+                }
+            },
+            _ => continue,
         }
+        remove_pod_finalizer(store, ns_of(p), name_of(p), JOB_TRACKING);
     }
     let ready = active.iter().filter(|p| pod_ready(p)).count();
     let delete_active = || {
@@ -454,6 +490,7 @@ fn create_pod(store: &Store, job: &Value) -> Result<Value, ApiError> {
         "spec": template.get("spec").cloned().unwrap_or(json!({})),
         "status": {"phase": "Pending", "conditions": []},
     });
+    pod["metadata"]["finalizers"] = json!([JOB_TRACKING]);
     store.admit(Write::Create, "pods", ns_of(job), &mut pod)?;
     store.create("pods", ns_of(job), pod)
 }

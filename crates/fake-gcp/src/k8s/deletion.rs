@@ -77,6 +77,72 @@ pub(crate) fn delete(
     }
 }
 
+/// The finalizers an object carries.
+fn finalizers(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Remove a pod whose containers stopped (the kubelet, once a deletion's
+/// grace period is over) or that is force-deleted (the pod garbage
+/// collector): gone at once, unless a finalizer holds it (the Job
+/// controller's `batch.kubernetes.io/job-tracking`). Then, as the API
+/// server does, it stays with its `deletionTimestamp`, in a terminal phase
+/// (`Failed` unless it already ended: the kubelet ends a deleted pod's
+/// phase), until the last finalizer is removed
+/// ([`remove_pod_finalizer`]).
+pub(crate) fn remove_pod(store: &Store, ns: &str, name: &str) {
+    let Ok(pod) = store.get("pods", ns, name) else {
+        return;
+    };
+    if finalizers(&pod).is_empty() {
+        store.remove("pods", ns, name);
+        return;
+    }
+    if deleting(&pod) && matches!(phase(&pod), "Succeeded" | "Failed") {
+        return;
+    }
+    store.modify("pods", ns, name, |p| {
+        if !deleting(p) {
+            p["metadata"]["deletionTimestamp"] = Value::String(now_rfc3339());
+        }
+        if !matches!(phase(p), "Succeeded" | "Failed") {
+            p["status"]["phase"] = json!("Failed");
+        }
+    });
+}
+
+/// Remove `finalizer` from pod `name`; a pod being deleted that has no
+/// finalizer left is gone, as the API server does on that update.
+pub(crate) fn remove_pod_finalizer(store: &Store, ns: &str, name: &str, finalizer: &str) {
+    let Ok(pod) = store.get("pods", ns, name) else {
+        return;
+    };
+    let mut left = finalizers(&pod);
+    if !left.iter().any(|f| f == finalizer) {
+        return;
+    }
+    left.retain(|f| f != finalizer);
+    if left.is_empty() && deleting(&pod) {
+        store.remove("pods", ns, name);
+        return;
+    }
+    store.modify("pods", ns, name, |p| {
+        p["metadata"]["finalizers"] = json!(left);
+    });
+}
+
+/// Whether an object carries `finalizer`.
+pub(crate) fn has_finalizer(object: &Value, finalizer: &str) -> bool {
+    finalizers(object).iter().any(|f| f == finalizer)
+}
+
 /// The Eviction API (`POST pods/{name}/eviction`), as the API server's
 /// eviction REST handler does with no PodDisruptionBudget in the way: a
 /// pod that has not ended gets the `DisruptionTarget` condition (reason

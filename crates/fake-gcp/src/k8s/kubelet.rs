@@ -755,7 +755,8 @@ impl Kubelet {
     }
 
     /// A pod being deleted: stop its process (TERM, then KILL after the
-    /// grace period), then remove it.
+    /// grace period), then remove it (a finalizer keeps it, in a terminal
+    /// phase, until removed: see [`super::deletion::remove_pod`]).
     fn terminate(&self, store: &Store, uid: &str, ns: &str, name: &str) {
         let mut rts = lock(&self.pods);
         let running = rts
@@ -769,12 +770,37 @@ impl Kubelet {
                 }
             }
             _ => {
-                if let Some(rt) = rts.remove(uid) {
+                let code = rts.remove(uid).and_then(|rt| {
                     self.logs.forget(uid);
                     let _ = std::fs::remove_dir_all(&rt.dir);
-                }
+                    rt.pgid.and(exit_code(&rt.exit))
+                });
                 drop(rts);
-                store.remove("pods", ns, name);
+                // The kubelet ends a deleted pod's phase (since 1.27):
+                // what a finalizer keeps visible has its container's end.
+                if let Some(code) = code
+                    && let Ok(pod) = store.get("pods", ns, name)
+                    && !matches!(str_at(&pod, "/status/phase"), Some("Succeeded" | "Failed"))
+                {
+                    let (cname, image) = (container_name(&pod), image_of(&pod));
+                    let reason = if code == 0 { "Completed" } else { "Error" };
+                    store.modify("pods", ns, name, |p| {
+                        // The disruption that deleted it stays told.
+                        let disrupted: Vec<Value> = p
+                            .pointer("/status/conditions")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                            .filter(|c| c["type"] == "DisruptionTarget")
+                            .cloned()
+                            .collect();
+                        terminated(p, &cname, &image, code, reason);
+                        if let Some(Value::Array(cs)) = p.pointer_mut("/status/conditions") {
+                            cs.extend(disrupted);
+                        }
+                    });
+                }
+                super::deletion::remove_pod(store, ns, name);
             }
         }
     }
