@@ -118,8 +118,10 @@ pub(crate) fn remove_pod(store: &Store, ns: &str, name: &str) {
     });
 }
 
-/// Remove `finalizer` from pod `name`; a pod being deleted that has no
-/// finalizer left is gone, as the API server does on that update.
+/// Remove `finalizer` from pod `name`; a pod whose deletion is through
+/// (its containers stopped: [`remove_pod`] ended its phase) and that has no
+/// finalizer left is gone, as the API server does on that update. A pod
+/// still stopping stays, for the kubelet to remove.
 pub(crate) fn remove_pod_finalizer(store: &Store, ns: &str, name: &str, finalizer: &str) {
     let Ok(pod) = store.get("pods", ns, name) else {
         return;
@@ -129,7 +131,7 @@ pub(crate) fn remove_pod_finalizer(store: &Store, ns: &str, name: &str, finalize
         return;
     }
     left.retain(|f| f != finalizer);
-    if left.is_empty() && deleting(&pod) {
+    if left.is_empty() && deleting(&pod) && matches!(phase(&pod), "Succeeded" | "Failed") {
         store.remove("pods", ns, name);
         return;
     }
