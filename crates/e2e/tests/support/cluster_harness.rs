@@ -73,14 +73,11 @@ impl BackendHarness for ClusterHarness {
         Some(self.cluster.calls().total())
     }
 
-    /// A gke pod holds its grace period when the job ignores SIGTERM. A
-    /// pathways host does not: its entrypoint is a shell (`HOLD_WORKERS`)
-    /// that the fake kubelet, where it is not PID 1, stops at the SIGTERM
-    /// whatever the function does, so the deletion is done within the
-    /// case's short wait.
-    fn stops_take_a_grace_period(&self) -> bool {
-        self.name != "pathways"
-    }
+    // Stops take a grace period (the default): a gke pod's when the job
+    // ignores SIGTERM, and a pathways host's too: its entrypoint is a shell
+    // (`HOLD_WORKERS`), the container's PID 1, with no SIGTERM handler while
+    // the command runs, and the fake kubelet delivers SIGTERM only to a main
+    // process that catches it, as the kernel does to a PID namespace's init.
 
     async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob {
         let mut job = prepare_python_job(&self.store, self.name, &job, env).await;

@@ -15,7 +15,11 @@
 //! - **Job controller**: a Job gets a Pod from its template; the Pod's end
 //!   completes or fails the Job (`backoffLimit`), `activeDeadlineSeconds`
 //!   fails it with `DeadlineExceeded`, `suspend` stops its pods, and
-//!   `ttlSecondsAfterFinished` removes it.
+//!   `ttlSecondsAfterFinished` removes it. Its `status.failed` and
+//!   `status.succeeded` only grow: each pod carries the
+//!   `batch.kubernetes.io/job-tracking` finalizer until its end is counted,
+//!   so a pod deleted afterwards (PodGC, an eviction, a user) is counted
+//!   once, never taken back.
 //! - **Nodes and scheduler**: nodes are Node objects (labels, taints,
 //!   allocatable extended resources); a Pod goes to a ready node whose
 //!   taints it tolerates, whose labels match its node selector and whose
@@ -24,8 +28,11 @@
 //!   {nvidia.com/gpu: present}`, `1 Insufficient nvidia.com/gpu`), and is
 //!   tried again as nodes come and go.
 //! - **Autoscaler**: [`NodeGroup`]s (the node pools of the fake GKE) grow
-//!   when a pending pod would fit one of their nodes (`TriggeredScaleUp`)
-//!   and shrink when a node stays idle, within their bounds.
+//!   when a pending pod would fit one of their nodes and shrink when a node
+//!   stays idle, within their bounds; it writes cluster-autoscaler's
+//!   `TriggeredScaleUp` (`pod triggered scale-up: [{GROUP 0->1 (max: 3)}]`)
+//!   and `NotTriggerScaleUp` (`pod didn't trigger scale-up: 1 node(s)
+//!   didn't match Pod's node affinity/selector`) on the pod.
 //! - **StatefulSets** (parallel pod management, `ordinals.start`, pods in
 //!   a terminal phase made again) and **LeaderWorkerSet** once its
 //!   CustomResourceDefinition is installed
@@ -48,7 +55,11 @@
 //!   [`FakeClusterConfig::map_path`] mapped to host files, the
 //!   environment from the pod spec and its Secrets (`envFrom`) plus
 //!   [`FakeClusterConfig::env`]; [`PodScript`]s script other outcomes per
-//!   job. The **log server** serves each container's output as the pod's
+//!   job. A deleted pod's main process gets SIGTERM only if it catches it,
+//!   as a container's PID 1 does (the kernel drops a signal with its
+//!   default action sent to a PID namespace's init): one without a handler
+//!   holds the grace period until SIGKILL; the pod then ends in a terminal
+//!   phase. The **log server** serves each container's output as the pod's
 //!   log. Each pod has its own loopback address (`status.podIP`, and the
 //!   downward API's `status.podIP`).
 //! - **Cluster DNS**: a pod with a hostname and a subdomain that a

@@ -147,9 +147,59 @@ pub(crate) fn kill_group(pgid: i32, signal: Signal) {
     let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal);
 }
 
-/// SIGTERM the group now and SIGKILL it after `grace` unless it ended.
+/// SIGTERM's bit in a `/proc/PID/status` signal mask (`SigCgt`,
+/// `SigIgn`): bit `signal - 1`.
+const SIGTERM_BIT: u64 = 1 << (15 - 1);
+
+/// What a process does with SIGTERM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Disposition {
+    /// It installed a handler (`SigCgt`).
+    Caught,
+    /// It ignores it (`SigIgn`).
+    Ignored,
+    /// The default action (to end the process).
+    Default,
+}
+
+/// How process `pid` disposes of SIGTERM, from its `/proc/PID/status`;
+/// `None` when that cannot be read (the process is gone, or no `/proc`).
+pub(crate) fn sigterm_disposition(pid: i32) -> Option<Disposition> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+    };
+    let (caught, ignored) = (mask("SigCgt:")?, mask("SigIgn:")?);
+    Some(if caught & SIGTERM_BIT != 0 {
+        Disposition::Caught
+    } else if ignored & SIGTERM_BIT != 0 {
+        Disposition::Ignored
+    } else {
+        Disposition::Default
+    })
+}
+
+/// Stop a container as its runtime does on a pod's deletion: SIGTERM to
+/// its main process only, then SIGKILL to everything in it after `grace`
+/// unless it ended. The main process is the container's PID 1, to which
+/// the kernel delivers a signal whose action is the default (SIGTERM's:
+/// to end) only if the process installed a handler: one that catches
+/// SIGTERM gets it (an ignored one stays ignored); one that does not (a
+/// bare `sleep`, a Python program without a handler) goes on, and holds
+/// the whole grace period until SIGKILL. Here the process is no PID 1, so
+/// the signal is sent only where the kernel would deliver it: when
+/// `/proc` says the process catches SIGTERM (or cannot be read).
 pub(crate) fn stop(pgid: i32, grace: Duration, exit: ExitCell) {
-    kill_group(pgid, Signal::SIGTERM);
+    // The main process leads its group: its pid is the group's id.
+    match sigterm_disposition(pgid) {
+        Some(Disposition::Caught) | None => {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pgid), Signal::SIGTERM);
+        }
+        Some(Disposition::Ignored | Disposition::Default) => {}
+    }
     tokio::spawn(async move {
         tokio::time::sleep(grace).await;
         if exit_code(&exit).is_none() {
@@ -208,6 +258,88 @@ mod tests {
         let (log, _) = run("head -c 40000 /dev/zero | tr '\\0' x; printf '\\nend'").await;
         assert_eq!(log.len(), 40000 + 4);
         assert!(log.ends_with("\nend"));
+    }
+
+    /// Start `argv`; its process group id and exit cell.
+    fn spawn(argv: &[&str], dir: &Path) -> (i32, ExitCell) {
+        let argv: Vec<String> = argv.iter().map(|a| (*a).to_owned()).collect();
+        let exit = ExitCell::default();
+        let pgid = start(
+            &ProcessSpec {
+                argv: &argv,
+                env: &BTreeMap::new(),
+                home: dir.to_owned(),
+                hostname: "pod",
+                cwd: dir.to_owned(),
+                log: &dir.join("log"),
+                bin: None,
+            },
+            exit.clone(),
+        )
+        .unwrap()
+        .unwrap();
+        (pgid, exit)
+    }
+
+    /// Stop a process `grace` long; how long it took and its exit code.
+    async fn stopped(pgid: i32, exit: &ExitCell, grace: Duration) -> (Duration, i32) {
+        let started = std::time::Instant::now();
+        stop(pgid, grace, exit.clone());
+        loop {
+            if let Some(code) = exit_code(exit) {
+                return (started.elapsed(), code);
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "never ended");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// As a container's PID 1: a process with no SIGTERM handler (`sleep`)
+    /// does not get the SIGTERM and holds the whole grace period until
+    /// SIGKILL; one that catches SIGTERM (a Python handler) exits on it at
+    /// once.
+    #[tokio::test]
+    async fn sigterm_reaches_the_main_process_only_if_it_catches_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let grace = Duration::from_millis(1500);
+
+        let (pgid, exit) = spawn(&["sleep", "100"], dir.path());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(sigterm_disposition(pgid), Some(Disposition::Default));
+        let (took, code) = stopped(pgid, &exit, grace).await;
+        assert!(
+            took >= grace,
+            "sleep ended after {took:?}, before its grace"
+        );
+        assert_eq!(code, 128 + 9, "killed");
+
+        let handler = "import signal, sys, time\n\
+                       signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n\
+                       print('ready', flush=True)\n\
+                       time.sleep(100)\n";
+        let (pgid, exit) = spawn(&["python3", "-c", handler], dir.path());
+        let ready = std::time::Instant::now();
+        while !std::fs::read_to_string(dir.path().join("log"))
+            .unwrap_or_default()
+            .contains("ready")
+        {
+            assert!(
+                ready.elapsed() < Duration::from_secs(20),
+                "python never ready"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(sigterm_disposition(pgid), Some(Disposition::Caught));
+        let (took, code) = stopped(pgid, &exit, grace).await;
+        assert!(took < grace, "the handler did not run: {took:?}");
+        assert_eq!(code, 0);
+
+        // An ignored SIGTERM stays ignored: the grace period is held.
+        let (pgid, exit) = spawn(&["sh", "-c", "trap '' TERM; sleep 100 & wait"], dir.path());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(sigterm_disposition(pgid), Some(Disposition::Ignored));
+        let (took, _) = stopped(pgid, &exit, grace).await;
+        assert!(took >= grace, "{took:?}");
     }
 
     #[tokio::test]
