@@ -446,6 +446,7 @@ impl FakeCluster {
             pod_failure_policy::JOB_ADMISSION,
             statefulset::ADMISSION,
             lws::SET_WEBHOOK,
+            lws::SCHEMA,
             admission::POD_DEFAULTS,
             lws::POD_WEBHOOK,
             admission::POD_CHECKS,
@@ -628,7 +629,8 @@ impl FakeCluster {
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": lws::CONTROLLER, "namespace": lws::CONTROLLER_NAMESPACE,
                          "labels": {"control-plane": "controller-manager"}},
-            "spec": {"replicas": 1},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                {"name": "manager", "image": "registry.k8s.io/lws/lws:v0.5.1"}]}}},
         });
         manager["status"] = deployment::status(1, 1);
         let _ = self
@@ -639,6 +641,36 @@ impl FakeCluster {
             "",
             lws::crd(),
         )
+    }
+
+    /// Run LeaderWorkerSet release `version` (`v0.9.0`) instead, as
+    /// applying that release's manifests over the installed one does: the
+    /// controller manager's image tag, which the fake's controller behaves
+    /// by (from v0.9.0 a recreated group is told as `RecreateGroup`, not
+    /// `RecreateGroupOnPodRestart`, and `RecreateGroupAfterStart` is a
+    /// policy), and the CRD's `restartPolicy` enum.
+    pub fn set_leader_worker_set_release(&self, version: &str) {
+        let image = format!("registry.k8s.io/lws/lws:{version}");
+        self.store.modify(
+            deployment::RESOURCE,
+            lws::CONTROLLER_NAMESPACE,
+            lws::CONTROLLER,
+            |d| {
+                d["spec"]["template"]["spec"]["containers"] =
+                    serde_json::json!([{"name": "manager", "image": image}])
+            },
+        );
+        let policies = if lws::release(&self.store) >= (0, 9, 0) {
+            lws::RESTART_POLICIES_V0_9
+        } else {
+            lws::RESTART_POLICIES_V0_5
+        };
+        self.store.modify(
+            "customresourcedefinitions.apiextensions.k8s.io",
+            "",
+            lws::CRD,
+            |c| c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = lws::schema(policies),
+        );
     }
 
     /// Every object of `resource` (`jobs.batch`, `pods`, `secrets`,
