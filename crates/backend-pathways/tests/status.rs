@@ -368,7 +368,7 @@ fn a_silent_statefulset_delete_is_a_lost_host() {
         "nothing tells it"
     );
     assert_eq!(
-        lws_state(&plain, &fresh, &[e.clone()], at(10)),
+        lws_state(&plain, &fresh, std::slice::from_ref(&e), at(10)),
         JobState::new(JobStatus::Failed).with_reason(lost(
             3,
             "failed; its StatefulSet deleted the pod and made it again"
