@@ -27,12 +27,15 @@
 //!   when a pending pod would fit one of their nodes (`TriggeredScaleUp`)
 //!   and shrink when a node stays idle, within their bounds.
 //! - **StatefulSets** (parallel pod management, `ordinals.start`, pods in
-//!   a terminal phase made again) and **LeaderWorkerSet** once its
-//!   CustomResourceDefinition is installed
-//!   ([`FakeCluster::install_leader_worker_set`] or its manifests): its
-//!   webhooks, a leader StatefulSet per set and a worker StatefulSet per
-//!   group, `LWS_*` variables, group recreation on a pod restart, status
-//!   conditions. A group of an API served through a CRD is discovered and
+//!   a terminal phase deleted and made again silently, as Kubernetes 1.32
+//!   does: only `SuccessfulDelete`/`SuccessfulCreate`) and
+//!   **LeaderWorkerSet** v0.5.1 once its CustomResourceDefinition is
+//!   installed ([`FakeCluster::install_leader_worker_set`] or its
+//!   manifests): its webhooks, its CRD's `restartPolicy` enum, a leader
+//!   StatefulSet per set and a worker StatefulSet per group, `LWS_*`
+//!   variables, group recreation on a pod restart (event
+//!   `RecreateGroupOnPodRestart`; `RecreateGroup` under v0.9.0, see
+//!   [`FakeCluster::set_leader_worker_set_release`]), status conditions. A group of an API served through a CRD is discovered and
 //!   served only while the CRD exists (`404 page not found` otherwise).
 //! - **Container restarts**: `restartPolicy: Always` (and `OnFailure` after
 //!   a failure) starts an exited container again with a back-off,
