@@ -9,7 +9,7 @@
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 mod sandbox;
 
@@ -112,20 +112,6 @@ fn name(p: &Value) -> &str {
     p["metadata"]["name"].as_str().unwrap()
 }
 
-/// Poll `jobs status` until the job is FAILED; its JSON.
-async fn failed_status(w: &World, job: &str) -> Value {
-    let mut last = Value::Null;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        last = kinetic_json(w, &["--json", "jobs", "status", job]).await;
-        if last["status"] == "FAILED" {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("the job never failed: {last}");
-}
-
 /// A worker evicted by its kubelet (phase `Failed`) is deleted by the
 /// StatefulSet controller and made again under its name, with nothing but
 /// `SuccessfulDelete`/`SuccessfulCreate` to tell it: the job is `FAILED`
@@ -138,27 +124,38 @@ async fn a_worker_lost_to_a_silent_statefulset_delete_fails_the_job_naming_it() 
     let pods = running_hosts(&w).await;
     let s = kinetic_json(&w, &["--json", "jobs", "status", &job]).await;
     assert_eq!(s["status"], "RUNNING", "{s}");
+    // That read recorded each host's pod UID on the LeaderWorkerSet.
+    let set = &w.cluster().objects(LWS, "default")[0];
+    let record: Value = serde_json::from_str(
+        set["metadata"]["annotations"]["kinetic.dev/hosts"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no record of the hosts on {set}")),
+    )
+    .unwrap();
+    for p in &pods {
+        assert_eq!(record[name(p)]["uid"], p["metadata"]["uid"], "{record}");
+    }
     let worker = pods
         .iter()
         .find(|p| name(p).ends_with("-0-2"))
         .expect("worker 2")
         .clone();
-    // The kubelet's eviction manager ends the pod as it writes it: the
-    // containers killed, the phase Failed, whatever the restart policy.
-    w.cluster()
-        .patch(
-            "pods",
-            "default",
-            name(&worker),
-            &json!({"status": {
-                "phase": "Failed", "reason": "Evicted",
-                "message": "The node was low on resource: memory.",
-                "containerStatuses": [{"name": "kinetic-worker", "image": "i", "imageID": "",
-                    "ready": false, "restartCount": 0,
-                    "state": {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown"}}}]}}),
-        )
-        .unwrap();
-    let s = failed_status(&w, &job).await;
+    // Its kubelet evicts it under memory pressure; the StatefulSet deletes
+    // the failed pod and makes it again under its name, before any poll.
+    assert!(w.cluster().evict_by_kubelet(
+        "default",
+        name(&worker),
+        "The node was low on resource: memory."
+    ));
+    let old_uid = worker["metadata"]["uid"].as_str().unwrap().to_owned();
+    wait_for("worker 2 made again", async || {
+        let now = w.cluster().object("pods", "default", name(&worker))?;
+        (now["metadata"]["uid"].as_str() != Some(old_uid.as_str())).then_some(())
+    })
+    .await;
+    // The first poll after it says so.
+    let s = kinetic_json(&w, &["--json", "jobs", "status", &job]).await;
+    assert_eq!(s["status"], "FAILED", "{s}");
     assert_eq!(s["reason"]["kind"], "host_lost", "{s}");
     assert_eq!(s["reason"]["host"], 2, "{s}");
     assert_eq!(s["reason"]["pod"], name(&worker), "{s}");

@@ -661,3 +661,46 @@ async fn a_statefulset_replaces_a_failed_pod_silently() {
         "delete Pod web-0 in StatefulSet web successful"
     );
 }
+
+/// The kubelet's hard eviction under node pressure: the running pod's
+/// containers are killed at once and it ends `Failed`, reason `Evicted`,
+/// marked `DisruptionTarget` (`TerminationByKubelet`), and is not
+/// restarted whatever its `restartPolicy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_eviction_ends_a_running_pod_at_once() {
+    let (cluster, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy"},
+        "spec": {"restartPolicy": "Always", "containers": [{"name": "c",
+                 "image": "fake.registry.invalid/x:1", "command": ["sleep", "60"]}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    wait_for("the pod running", async || {
+        let p = pods.get("busy").await.unwrap();
+        (p.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    assert!(!cluster.evict_by_kubelet(NS, "nothing-here", "x"));
+    assert!(cluster.evict_by_kubelet(NS, "busy", "The node was low on resource: memory."));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let p = cluster.object("pods", NS, "busy").unwrap();
+    assert_eq!(p["status"]["phase"], "Failed", "{p}");
+    assert_eq!(p["status"]["reason"], "Evicted", "{p}");
+    assert_eq!(
+        p["status"]["message"],
+        "The node was low on resource: memory."
+    );
+    let disruption = p["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget")
+        .cloned()
+        .unwrap_or_else(|| panic!("no DisruptionTarget in {p}"));
+    assert_eq!(disruption["reason"], "TerminationByKubelet");
+    let container = &p["status"]["containerStatuses"][0];
+    assert_eq!(container["restartCount"], 0, "not restarted: {p}");
+    assert_eq!(container["state"]["terminated"]["exitCode"], 137, "{p}");
+}

@@ -743,6 +743,16 @@ impl FakeCluster {
         deletion::evict(&self.store, namespace, name)
     }
 
+    /// The kubelet running pod `name` evicts it under node pressure (a
+    /// hard eviction): its containers killed at once, the pod `Failed` with
+    /// reason `Evicted` and `message`, marked `DisruptionTarget`; what
+    /// owns the pod sees it ended (a StatefulSet deletes and makes it
+    /// again). `false` when no kubelet runs it.
+    pub fn evict_by_kubelet(&self, namespace: &str, name: &str, message: &str) -> bool {
+        self.kubelet
+            .evict_now(&self.store, namespace, name, message)
+    }
+
     /// Every Node object.
     pub fn nodes(&self) -> Vec<Value> {
         self.store.all("nodes")
