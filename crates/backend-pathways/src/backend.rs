@@ -1,6 +1,7 @@
 //! [`PathwaysBackend`]: the shared Kubernetes backend over the
 //! LeaderWorkerSet kind.
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -210,6 +211,22 @@ impl Workload for LwsKind {
         now: SystemTime,
     ) -> JobState {
         status::lws_state(object, pods, events, now)
+    }
+
+    /// The record of the hosts' pods ([`crate::hosts::ANNOTATION_HOSTS`]):
+    /// each name's first UID and how that pod ended, grown by `pods`, so
+    /// that a host whose pod is deleted and made again between two polls
+    /// is seen (its new UID).
+    fn record(&self, object: &LeaderWorkerSet, pods: &[Pod]) -> BTreeMap<String, String> {
+        let before = crate::hosts::recorded(object);
+        let seen = crate::hosts::observe(before.clone(), pods);
+        if seen == before {
+            return BTreeMap::new();
+        }
+        match serde_json::to_string(&seen) {
+            Ok(text) => BTreeMap::from([(crate::hosts::ANNOTATION_HOSTS.to_owned(), text)]),
+            Err(_) => BTreeMap::new(),
+        }
     }
 
     /// The leader's pod while it runs, then its workers': each host's

@@ -19,7 +19,10 @@
 //!   and the workers' beside it, published by the LeaderWorkerSet's
 //!   headless Service) when it starts, so every host lists the same.
 //! - [`status`]: LeaderWorkerSet + pods → `JobState`: one host failing
-//!   fails the slice, a preempted host with reason `preempted`.
+//!   fails the slice, a preempted host with reason `preempted`, a host
+//!   lost between polls ([`hosts`]: a group recreated, a failed pod
+//!   deleted and made again silently, a pod under a new UID) with a reason
+//!   naming it.
 //! - Debug jobs: the debugger runs on the leader (host 0), reached through
 //!   the API server's `pods/portforward` to the leader's running pod (the
 //!   `worker-index=0` pod of the job's group); the workers run no
@@ -40,6 +43,7 @@
 //! ```
 
 mod backend;
+pub mod hosts;
 pub mod lws;
 pub mod manifest;
 pub mod status;

@@ -15,18 +15,22 @@
 //!    condition: spot preemption, eviction) fails the whole slice with
 //!    that reason (`preempted`, `evicted`): a multi-host slice does not
 //!    survive losing a host.
-//! 3. A host whose pod failed (evicted, say) fails the job, with that
-//!    pod's reason; the lowest worker index is the one reported.
+//! 3. A host whose pod failed (evicted, say) fails the job, with a
+//!    `HostLost` reason naming the host, its pod and how it ended; the
+//!    lowest worker index is the one reported.
 //! 4. A host whose container restarted anyway (killed outside the
-//!    wrapper: OOM, a signal) fails the job with the reason of its last
+//!    wrapper: OOM, a signal) fails the job the same way, with its last
 //!    termination: the group is recreated, which would run the job again.
-//! 5. The leader's pod `Succeeded` → `SUCCEEDED` (its result is the
+//! 5. A lost host ([`crate::hosts::lost_host`]) fails the job with a
+//!    reason naming the host and its pod (`HostLost`), from what a poll may
+//!    have missed: the LeaderWorkerSet controller recreating the group
+//!    (its event `RecreateGroupOnPodRestart` in v0.5.1, `RecreateGroup`
+//!    from v0.9), a StatefulSet's `SuccessfulDelete` of one of the slice's
+//!    pods (Kubernetes 1.32 deletes a failed pod and makes it again
+//!    silently), a pod under another UID than the one recorded on the
+//!    LeaderWorkerSet, or its `Available` condition turned `False`.
+//! 6. The leader's pod `Succeeded` → `SUCCEEDED` (its result is the
 //!    job's).
-//! 6. Events tell what a poll may have missed: the LeaderWorkerSet
-//!    controller recreating the group (`RecreateGroup`: a host restarted)
-//!    or a StatefulSet recreating a failed pod (`RecreatingFailedPod`)
-//!    fails the job; the leader recreated after it ended
-//!    (`RecreatingTerminatedPod`) ends it `SUCCEEDED`.
 //! 7. A host still pending → `PENDING`, with the first pending reason in
 //!    worker order; else a host running → `RUNNING`. Without pods, the
 //!    newest `FailedCreate` event of the leader StatefulSet (a pod
@@ -130,13 +134,28 @@ pub fn lws_state(
     {
         return failed.with_reason(reason);
     }
+    let named = |pod: &Pod, then: &str| {
+        let how = crate::hosts::ended(pod).unwrap_or_else(|| "failed".to_owned());
+        StatusReason::HostLost {
+            host: worker_index(pod, set).unwrap_or_default(),
+            pod: pod.metadata.name.clone().unwrap_or_default(),
+            cause: format!("failed: {how}; {then}"),
+        }
+    };
     if let Some(pod) = hosts.iter().find(|p| pod_phase(p) == "Failed") {
-        return match failure_reason(pod) {
-            Some(reason) => failed.with_reason(reason),
-            None => failed,
-        };
+        return failed.with_reason(named(
+            pod,
+            "its StatefulSet deletes the pod and makes it again",
+        ));
     }
-    if let Some(reason) = hosts.iter().find_map(|p| restarted(p)) {
+    if let Some(pod) = hosts.iter().find(|p| restarted(p).is_some()) {
+        return failed.with_reason(named(
+            pod,
+            "its container restarted, so the LeaderWorkerSet controller recreates the slice",
+        ));
+    }
+    let seen = crate::hosts::observe(crate::hosts::recorded(lws), pods);
+    if let Some(reason) = crate::hosts::lost_host(lws, pods, events, &seen) {
         return failed.with_reason(reason);
     }
     let live: Vec<&Pod> = hosts
@@ -149,9 +168,6 @@ pub fn lws_state(
         .any(|p| worker_index(p, set) == Some(0) && pod_phase(p) == "Succeeded")
     {
         return JobState::new(JobStatus::Succeeded);
-    }
-    if let Some(ended) = ended_by_events(lws, events) {
-        return ended;
     }
     let pending: Vec<&Pod> = live
         .iter()
@@ -203,52 +219,6 @@ fn creation_failure(lws: &LeaderWorkerSet, events: &[Event]) -> Option<String> {
             "the LeaderWorkerSet controller cannot create the leader StatefulSet ({message}): the API server refused it; its reason is in the controller's log (a pod template a StatefulSet does not accept, such as a restartPolicy other than Always or an activeDeadlineSeconds, or a quota)"
         ))
     })
-}
-
-/// The end of the job the events tell, if they tell one: the
-/// LeaderWorkerSet controller recreating the group, or an event about this
-/// set's pods (`{set}-…`) saying one that failed is being recreated, fails
-/// the job; one saying the leader (`{set}-0`) ended is being recreated
-/// ends it.
-fn ended_by_events(lws: &LeaderWorkerSet, events: &[Event]) -> Option<JobState> {
-    let set = lws.metadata.name.as_deref()?;
-    let since = lws.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let ours = |e: &&Event| {
-        matches!(
-            e.involved_object.kind.as_deref(),
-            Some("StatefulSet" | crate::lws::KIND)
-        ) && e
-            .involved_object
-            .name
-            .as_deref()
-            .is_some_and(|n| n == set || n.starts_with(&format!("{set}-")))
-            && since.is_none_or(|s| {
-                e.last_timestamp
-                    .as_ref()
-                    .or(e.first_timestamp.as_ref())
-                    .is_none_or(|t| t.0 >= s)
-            })
-    };
-    let pod_named = |e: &Event, pod: &str| {
-        e.message
-            .as_deref()
-            .is_some_and(|m| m.split_whitespace().any(|w| w == pod))
-    };
-    let leader = format!("{set}-0");
-    let mut succeeded = false;
-    for e in events.iter().filter(ours) {
-        match e.reason.as_deref() {
-            Some("RecreatingFailedPod") => return Some(JobState::new(JobStatus::Failed)),
-            Some("RecreateGroup")
-                if e.involved_object.kind.as_deref() == Some(crate::lws::KIND) =>
-            {
-                return Some(JobState::new(JobStatus::Failed));
-            }
-            Some("RecreatingTerminatedPod") if pod_named(e, &leader) => succeeded = true,
-            _ => {}
-        }
-    }
-    succeeded.then(|| JobState::new(JobStatus::Succeeded))
 }
 
 /// The end the leader's log tells: its last [`LEADER_ENDED`] line, exit

@@ -93,8 +93,24 @@ fn one_failed_host_fails_the_slice_reporting_the_lowest_index() {
     ];
     assert_eq!(
         state(&l, &pods),
-        JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code: 1 })
+        JobState::new(JobStatus::Failed).with_reason(lost(
+            2,
+            "failed: exit code 1; its StatefulSet deletes the pod and makes it again"
+        ))
     );
+}
+
+/// The reason naming host `host` of the slice [`NAME`].
+fn lost(host: u32, cause: &str) -> StatusReason {
+    StatusReason::HostLost {
+        host,
+        pod: if host == 0 {
+            format!("{NAME}-0")
+        } else {
+            format!("{NAME}-0-{host}")
+        },
+        cause: cause.to_owned(),
+    }
 }
 
 #[test]
@@ -258,27 +274,169 @@ fn a_container_restarted_outside_the_wrapper_fails_the_job_with_its_reason() {
     };
     let mut pods: Vec<Pod> = (0..4).map(|i| pod(i, running())).collect();
     pods[2] = pod(2, restarted("OOMKilled", 137));
+    let then = "its container restarted, so the LeaderWorkerSet controller recreates the slice";
     assert_eq!(
         state(&l, &pods),
-        JobState::new(JobStatus::Failed).with_reason(StatusReason::OomKilled)
+        JobState::new(JobStatus::Failed).with_reason(lost(
+            2,
+            &format!("failed: exit code 137 (OOMKilled); {then}")
+        ))
     );
     pods[2] = pod(2, restarted("Error", 143));
     assert_eq!(
         state(&l, &pods),
-        JobState::new(JobStatus::Failed).with_reason(StatusReason::ExitCode { code: 143 })
+        JobState::new(JobStatus::Failed)
+            .with_reason(lost(2, &format!("failed: exit code 143; {then}")))
     );
-    // Missed between polls: the controller's RecreateGroup event tells it.
-    let event: Event = serde_json::from_value(json!({
-        "metadata": {"name": "e2", "namespace": "ns"},
-        "involvedObject": {"kind": "LeaderWorkerSet", "name": NAME, "namespace": "ns", "uid": "u1"},
-        "reason": "RecreateGroup", "type": "Normal", "lastTimestamp": "2026-03-25T10:00:05Z",
-        "message": "Worker pod keras-pathways-job-1-0-2 failed, deleted leader pod keras-pathways-job-1-0 to recreate group 0"
-    }))
-    .unwrap();
-    let fresh: Vec<Pod> = (0..4).map(|i| pod(i, running())).collect();
     assert_eq!(
-        lws_state(&l, &fresh, &[event], at(10)).status,
-        JobStatus::Failed
+        state(&l, &pods).to_string(),
+        format!("FAILED (worker 2 (pod {NAME}-0-2) failed: exit code 143; {then})")
+    );
+}
+
+fn event(kind: &str, name: &str, reason: &str, message: &str) -> Event {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("e-{reason}"), "namespace": "ns"},
+        "involvedObject": {"kind": kind, "name": name, "namespace": "ns"},
+        "reason": reason, "type": "Normal", "lastTimestamp": "2026-03-25T10:00:05Z",
+        "message": message
+    }))
+    .unwrap()
+}
+
+/// Missed between polls: the LeaderWorkerSet controller recreated the
+/// group, told under v0.5.1's name and v0.9's; the new pods run.
+#[test]
+fn a_group_recreated_between_polls_is_told_by_either_event_name() {
+    let l = deadline();
+    let fresh: Vec<Pod> = (0..4).map(|i| pod(i, running())).collect();
+    for name in ["RecreateGroupOnPodRestart", "RecreateGroup"] {
+        let e = event(
+            "LeaderWorkerSet",
+            NAME,
+            name,
+            &format!(
+                "Worker pod {NAME}-0-2 failed, deleted leader pod {NAME}-0 to recreate group 0"
+            ),
+        );
+        assert_eq!(
+            lws_state(&l, &fresh, &[e], at(10)),
+            JobState::new(JobStatus::Failed).with_reason(lost(
+                2,
+                &format!("failed; the LeaderWorkerSet controller recreated the slice ({name})")
+            )),
+        );
+    }
+    // Another set's event says nothing of this one.
+    let other = event(
+        "LeaderWorkerSet",
+        "other",
+        "RecreateGroupOnPodRestart",
+        "Worker pod other-0-2 failed, deleted leader pod other-0 to recreate group 0",
+    );
+    assert_eq!(
+        lws_state(&l, &fresh, &[other], at(10)).status,
+        JobStatus::Running
+    );
+}
+
+/// Kubernetes 1.32's StatefulSet controller deletes a failed pod and makes
+/// it again telling only `SuccessfulDelete`: a pod of the slice deleted
+/// while the job runs is a host lost; what a poll saw of it is the cause.
+#[test]
+fn a_silent_statefulset_delete_is_a_lost_host() {
+    let seen = json!({format!("{NAME}-0-3"): {"uid": "old", "ended": "evicted: low on memory"}});
+    let l = lws(json!({"kinetic.dev/hosts": seen.to_string()}));
+    let mut fresh: Vec<Pod> = (0..4).map(|i| pod(i, running())).collect();
+    fresh[3] = pod(3, json!({"phase": "Pending"}));
+    fresh[3].metadata.uid = Some("new".to_owned());
+    assert_eq!(
+        state(&l, &fresh).status,
+        JobStatus::Failed,
+        "the new UID tells it"
+    );
+    let e = event(
+        "StatefulSet",
+        &format!("{NAME}-0"),
+        "SuccessfulDelete",
+        &format!("delete Pod {NAME}-0-3 in StatefulSet {NAME}-0 successful"),
+    );
+    let plain = lws(json!({}));
+    assert_eq!(
+        state(&plain, &fresh).status,
+        JobStatus::Pending,
+        "nothing tells it"
+    );
+    assert_eq!(
+        lws_state(&plain, &fresh, std::slice::from_ref(&e), at(10)),
+        JobState::new(JobStatus::Failed).with_reason(lost(
+            3,
+            "failed; its StatefulSet deleted the pod and made it again"
+        ))
+    );
+    assert_eq!(
+        lws_state(&l, &fresh, &[e], at(10)).reason,
+        Some(lost(
+            3,
+            "failed: evicted: low on memory; its StatefulSet deleted the pod and made it again"
+        ))
+    );
+}
+
+/// A pod under another UID than the one recorded was made again: its
+/// host was lost, even with no event left.
+#[test]
+fn a_pod_under_a_new_uid_is_a_lost_host() {
+    let with_uid = |i: u32, uid: &str| {
+        let mut p = pod(i, running());
+        p.metadata.uid = Some(uid.to_owned());
+        p
+    };
+    let first: Vec<Pod> = (0..4).map(|i| with_uid(i, &format!("a{i}"))).collect();
+    let seen = kinetic_backend_pathways::hosts::observe(Default::default(), &first);
+    let l = lws(json!({"kinetic.dev/hosts": serde_json::to_string(&seen).unwrap()}));
+    assert_eq!(
+        state(&l, &first).status,
+        JobState::new(JobStatus::Running).status
+    );
+    let mut later = first.clone();
+    later[1] = with_uid(1, "b1");
+    assert_eq!(
+        state(&l, &later).reason,
+        Some(lost(
+            1,
+            "failed; its pod was replaced by another (a new UID)"
+        ))
+    );
+}
+
+/// The controller turns `Available` `False` once a group that was ready
+/// is not: the host not ready is the one lost.
+#[test]
+fn available_turned_false_names_the_host_not_ready() {
+    let mut l = deadline();
+    l.status = Some(
+        serde_json::from_value(json!({"conditions": [
+            {"type": "Available", "status": "False", "reason": "AllGroupsReady", "message": "",
+             "lastTransitionTime": "2026-03-25T10:00:05Z"},
+            {"type": "Progressing", "status": "True", "reason": "GroupsProgressing", "message": "",
+             "lastTransitionTime": "2026-03-25T10:00:05Z"}]}))
+        .unwrap(),
+    );
+    let ready = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+    let mut pods: Vec<Pod> = (0..4).map(|i| pod(i, ready.clone())).collect();
+    assert_eq!(
+        state(&l, &pods).status,
+        JobStatus::Running,
+        "every host ready"
+    );
+    pods[2] = pod(2, json!({"phase": "Pending"}));
+    assert_eq!(
+        state(&l, &pods).reason,
+        Some(lost(
+            2,
+            "is not ready; the slice had every host ready, then lost one (the LeaderWorkerSet's Available condition is False)"
+        ))
     );
 }
 

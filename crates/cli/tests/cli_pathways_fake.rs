@@ -155,7 +155,7 @@ async fn a_workers_failure_under_restart_always_is_reported_once_by_its_host() {
         .filter(|e| {
             matches!(
                 e["reason"].as_str(),
-                Some("RecreateGroup" | "RecreatingFailedPod" | "FailedCreate")
+                Some("RecreateGroupOnPodRestart" | "RecreateGroup" | "FailedCreate")
             )
         })
         .collect();

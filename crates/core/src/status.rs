@@ -222,6 +222,19 @@ pub enum StatusReason {
         /// The backend's error text.
         message: String,
     },
+    /// One host of a multi-host slice was lost (its container restarted,
+    /// its pod failed, or its pod was deleted and made again), which ends
+    /// the slice: shown as `worker 2 (pod kinetic-x-0-2) failed: exit code
+    /// 1; the slice was recreated`.
+    HostLost {
+        /// The host's index in the slice (0 is the leader).
+        host: u32,
+        /// The lost pod's name.
+        pod: String,
+        /// What happened to it, as the cluster told it (`failed: exit code
+        /// 1; the slice was recreated`).
+        cause: String,
+    },
 }
 
 impl StatusReason {
@@ -308,6 +321,12 @@ impl fmt::Display for StatusReason {
                 budget,
             } => f.write_str(&crate::budget::restarts_spent(*times, *budget, *after)),
             Self::BackendError { message } => write!(f, "backend error: {message}"),
+            Self::HostLost {
+                host: 0,
+                pod,
+                cause,
+            } => write!(f, "leader (pod {pod}) {cause}"),
+            Self::HostLost { host, pod, cause } => write!(f, "worker {host} (pod {pod}) {cause}"),
         }
     }
 }

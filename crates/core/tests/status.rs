@@ -89,7 +89,36 @@ fn all_reasons() -> Vec<StatusReason> {
         StatusReason::BackendError {
             message: "connection refused".into(),
         },
+        StatusReason::HostLost {
+            host: 2,
+            pod: "kinetic-x-0-2".into(),
+            cause: "failed: exit code 1".into(),
+        },
     ]
+}
+
+#[test]
+fn a_lost_host_is_named_with_its_pod_and_what_happened() {
+    let lost = |host| StatusReason::HostLost {
+        host,
+        pod: format!("kinetic-x-0-{host}"),
+        cause: "failed: exit code 1; the slice was recreated".into(),
+    };
+    assert_eq!(
+        lost(2).to_string(),
+        "worker 2 (pod kinetic-x-0-2) failed: exit code 1; the slice was recreated"
+    );
+    assert!(
+        lost(0)
+            .to_string()
+            .starts_with("leader (pod kinetic-x-0-0) failed")
+    );
+    assert_eq!(
+        serde_json::to_value(lost(2)).unwrap(),
+        json!({"kind": "host_lost", "host": 2, "pod": "kinetic-x-0-2",
+               "cause": "failed: exit code 1; the slice was recreated"})
+    );
+    assert!(!lost(2).is_blocking());
 }
 
 #[test]

@@ -204,7 +204,7 @@ async fn failing_workers_write_their_own_results_and_the_group_is_recreated() {
             .cluster
             .objects("events", "default")
             .into_iter()
-            .find(|e| e["reason"] == "RecreateGroup")
+            .find(|e| e["reason"] == "RecreateGroupOnPodRestart")
     })
     .await;
 }

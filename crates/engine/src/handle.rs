@@ -19,7 +19,7 @@ use kinetic_core::redact::Redactor;
 use kinetic_core::retry::{Backoff, RetryPolicy};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
-use super::{EngineError, EngineInner, stored_log};
+use super::{EngineError, EngineInner, slice_log, stored_log};
 
 /// Called with each new state `result()` observes (the first included).
 pub type StatusCallback = Arc<dyn Fn(&JobState) + Send + Sync>;
@@ -521,8 +521,14 @@ impl JobHandle {
         Ok(self.redactor().await.redact(&text).into_owned())
     }
 
-    /// The backend's log when it has one, else the stored copy.
+    /// Every host's stored output, under a header each, the failing
+    /// hosts first, for a multi-host job whose store holds any host's
+    /// output (see [`slice_log`]); else the backend's log when
+    /// it has one, else the stored copy.
     async fn log_text(&self, options: LogOptions) -> Result<String, EngineError> {
+        if let Some(text) = self.slice_text(&options).await? {
+            return Ok(text);
+        }
         let live = if self.capabilities().logs {
             match self.backend.logs(&self.record, options.clone()).await {
                 Ok(text) if !text.is_empty() => return Ok(text),
@@ -545,6 +551,34 @@ impl JobHandle {
             Some(answer) => Ok(answer?),
             None => Err(BackendCapabilities::undeclared(self.backend.name(), "logs").into()),
         }
+    }
+
+    /// Every host's stored output of a multi-host job ([`slice_log`]):
+    /// `None` for a single-host job, or while the store holds no host's
+    /// output. The host a status names as lost (a
+    /// [`StatusReason::HostLost`]) comes first; a status that cannot be read
+    /// names none.
+    async fn slice_text(&self, options: &LogOptions) -> Result<Option<String>, EngineError> {
+        let hosts = kinetic_core::accelerators::AcceleratorSpec::parse(&self.record.accelerator)
+            .map_or(1, |a| a.num_hosts());
+        if hosts < 2 {
+            return Ok(None);
+        }
+        let lost = match self.status().await {
+            Ok(JobState {
+                reason: Some(StatusReason::HostLost { host, cause, .. }),
+                ..
+            }) => Some((host, format!("lost: {cause}"))),
+            _ => None,
+        };
+        Ok(slice_log::read(
+            &*self.inner.store,
+            &self.record.job_id,
+            hosts,
+            options.tail,
+            lost,
+        )
+        .await?)
     }
 
     /// The job's output as a stream of lines that ends with the job: the

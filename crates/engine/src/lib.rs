@@ -78,6 +78,7 @@ mod handle;
 pub mod layers;
 mod project;
 pub mod retry;
+mod slice_log;
 mod stored_log;
 mod submit;
 

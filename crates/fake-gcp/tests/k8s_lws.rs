@@ -171,6 +171,52 @@ async fn the_webhook_defaults_and_refuses_as_the_real_one() {
     assert_eq!(spec["networkConfig"]["subdomainPolicy"], "Shared");
     assert_eq!(spec["rolloutStrategy"]["type"], "RollingUpdate");
 
+    // The CRD's schema (v0.5.1's enum) refuses another restart policy,
+    // after the webhook made `Default` `None`.
+    for (policy, kept) in [("Default", "None"), ("None", "None")] {
+        let mut object = lws(&format!("p-{}", policy.to_lowercase()), 2, "pass");
+        object.data["spec"]["leaderWorkerTemplate"]["restartPolicy"] = json!(policy);
+        let created = lws_api(&client)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+        assert_eq!(
+            created.data["spec"]["leaderWorkerTemplate"]["restartPolicy"],
+            kept
+        );
+    }
+    for policy in ["RecreateGroupAfterStart", "Always"] {
+        let mut object = lws("q", 2, "pass");
+        object.data["spec"]["leaderWorkerTemplate"]["restartPolicy"] = json!(policy);
+        let Err(kube::Error::Api(status)) = lws_api(&client)
+            .create(&PostParams::default(), &object)
+            .await
+        else {
+            panic!("{policy} must be refused by v0.5.1's CRD")
+        };
+        assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+        assert_eq!(
+            status.message,
+            format!(
+                "LeaderWorkerSet.leaderworkerset.x-k8s.io \"q\" is invalid: spec.leaderWorkerTemplate.restartPolicy: Unsupported value: \"{policy}\": supported values: \"Default\", \"RecreateGroupOnPodRestart\", \"None\""
+            )
+        );
+        let details = status.details.expect("the Status names its causes");
+        assert_eq!(details.causes[0].reason, "FieldValueNotSupported");
+        assert_eq!(
+            details.causes[0].field,
+            "spec.leaderWorkerTemplate.restartPolicy"
+        );
+    }
+    // v0.9.0's CRD has RecreateGroupAfterStart.
+    cluster.set_leader_worker_set_release("v0.9.0");
+    let mut object = lws("r", 2, "pass");
+    object.data["spec"]["leaderWorkerTemplate"]["restartPolicy"] = json!("RecreateGroupAfterStart");
+    lws_api(&client)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+
     let mut bad = lws("e", 0, "pass");
     bad.data["spec"]["leaderWorkerTemplate"]["size"] = json!(0);
     let Err(kube::Error::Api(status)) = lws_api(&client).create(&PostParams::default(), &bad).await
@@ -322,8 +368,25 @@ async fn the_groups_names_resolve_to_its_pods_addresses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_failing_pod_recreates_the_group_and_deleting_the_set_removes_its_pods() {
+    // v0.5.1 (what `kinetic up` installs) names the event after the policy.
+    recreate_group_under("RecreateGroupOnPodRestart", None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_v0_9_a_recreated_group_is_told_as_recreate_group() {
+    recreate_group_under("RecreateGroup", Some("v0.9.0")).await;
+}
+
+/// Worker 2 of a group of 4 fails once: the group is made again (every
+/// pod new, the same names), told by an event `reason` on the
+/// LeaderWorkerSet, with the controller at `release` (v0.5.1 by default);
+/// deleting the set removes its pods.
+async fn recreate_group_under(reason: &str, release: Option<&str>) {
     let (cluster, client) = start().await;
     cluster.install_leader_worker_set().unwrap();
+    if let Some(release) = release {
+        cluster.set_leader_worker_set_release(release);
+    }
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("failed-once");
     // Worker 2 fails on its first run only; everything else runs on.
@@ -364,8 +427,14 @@ async fn one_failing_pod_recreates_the_group_and_deleting_the_set_removes_its_po
     let events = cluster.objects("events", NS);
     let recreate = events
         .iter()
-        .find(|e| e["reason"] == "RecreateGroup")
-        .expect("a RecreateGroup event");
+        .find(|e| e["reason"] == reason)
+        .unwrap_or_else(|| panic!("a {reason} event in {events:?}"));
+    let other = if reason == "RecreateGroup" {
+        "RecreateGroupOnPodRestart"
+    } else {
+        "RecreateGroup"
+    };
+    assert!(!events.iter().any(|e| e["reason"] == other), "{events:?}");
     assert_eq!(recreate["involvedObject"]["kind"], "LeaderWorkerSet");
     assert!(
         recreate["message"]
@@ -523,4 +592,115 @@ async fn a_template_a_statefulset_refuses_leaves_a_warning_and_no_pods() {
     assert!(sets.get_opt("never").await.unwrap().is_none());
     assert!(group_pods(&client, "never").await.is_empty());
     drop(cluster);
+}
+
+/// Kubernetes 1.32's StatefulSet controller deletes a pod that ended
+/// (evicted, here) and makes it again under its name, telling only
+/// `SuccessfulDelete` and `SuccessfulCreate`: no event says it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statefulset_replaces_a_failed_pod_silently() {
+    let (cluster, client) = start().await;
+    cluster.script_job(
+        "evicted",
+        kinetic_fake_gcp::k8s::PodScript::Evicted {
+            after: Duration::from_millis(200),
+            message: "The node was low on resource: memory.".to_owned(),
+        },
+    );
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(client.clone(), NS);
+    let set = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "serviceName": "web", "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": {"job-id": "evicted"}},
+                 "template": {"metadata": {"labels": {"job-id": "evicted"}},
+                              "spec": {"containers": [{"name": "c", "image": "fake.registry.invalid/x:1",
+                                                       "command": ["sleep", "60"]}]}}},
+    }))
+    .unwrap();
+    sets.create(&PostParams::default(), &set).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let first = wait_for("the first pod", async || {
+        pods.get_opt("web-0")
+            .await
+            .unwrap()
+            .and_then(|p| p.metadata.uid)
+    })
+    .await;
+    wait_for("the pod made again under its name", async || {
+        let uid = pods.get_opt("web-0").await.unwrap()?.metadata.uid?;
+        (uid != first).then_some(())
+    })
+    .await;
+    let events = cluster.objects("events", NS);
+    let about_set: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["involvedObject"]["kind"] == "StatefulSet")
+        .collect();
+    let reasons: Vec<&str> = about_set
+        .iter()
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"SuccessfulDelete"), "{reasons:?}");
+    assert!(
+        reasons
+            .iter()
+            .all(|r| matches!(*r, "SuccessfulCreate" | "SuccessfulDelete")),
+        "nothing but create and delete: {reasons:?}"
+    );
+    assert!(
+        about_set.iter().all(|e| e["type"] == "Normal"),
+        "{about_set:?}"
+    );
+    let delete = about_set
+        .iter()
+        .find(|e| e["reason"] == "SuccessfulDelete")
+        .unwrap();
+    assert_eq!(
+        delete["message"],
+        "delete Pod web-0 in StatefulSet web successful"
+    );
+}
+
+/// The kubelet's hard eviction under node pressure: the running pod's
+/// containers are killed at once and it ends `Failed`, reason `Evicted`,
+/// marked `DisruptionTarget` (`TerminationByKubelet`), and is not
+/// restarted whatever its `restartPolicy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_eviction_ends_a_running_pod_at_once() {
+    let (cluster, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy"},
+        "spec": {"restartPolicy": "Always", "containers": [{"name": "c",
+                 "image": "fake.registry.invalid/x:1", "command": ["sleep", "60"]}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    wait_for("the pod running", async || {
+        let p = pods.get("busy").await.unwrap();
+        (p.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    assert!(!cluster.evict_by_kubelet(NS, "nothing-here", "x"));
+    assert!(cluster.evict_by_kubelet(NS, "busy", "The node was low on resource: memory."));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let p = cluster.object("pods", NS, "busy").unwrap();
+    assert_eq!(p["status"]["phase"], "Failed", "{p}");
+    assert_eq!(p["status"]["reason"], "Evicted", "{p}");
+    assert_eq!(
+        p["status"]["message"],
+        "The node was low on resource: memory."
+    );
+    let disruption = p["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget")
+        .cloned()
+        .unwrap_or_else(|| panic!("no DisruptionTarget in {p}"));
+    assert_eq!(disruption["reason"], "TerminationByKubelet");
+    let container = &p["status"]["containerStatuses"][0];
+    assert_eq!(container["restartCount"], 0, "not restarted: {p}");
+    assert_eq!(container["state"]["terminated"]["exitCode"], 137, "{p}");
 }

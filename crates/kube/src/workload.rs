@@ -249,6 +249,19 @@ pub trait Workload: Send + Sync + 'static {
         now: SystemTime,
     ) -> JobState;
 
+    /// Annotations the kind keeps on its object as a record of what status
+    /// reads saw (the UIDs of a slice's pods, say), from the object and
+    /// all its pods: the backend merges them into the object after a read
+    /// whose object has no final state, when they differ from the
+    /// object's. None by default.
+    fn record(
+        &self,
+        _object: &Self::Object,
+        _pods: &[Pod],
+    ) -> std::collections::BTreeMap<String, String> {
+        std::collections::BTreeMap::new()
+    }
+
     /// The pods whose logs' last lines may tell that the job ended while
     /// its pods still run, the deciding one first (see
     /// [`Workload::ended_in_logs`]); none by default.

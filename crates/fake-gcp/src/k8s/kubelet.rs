@@ -51,6 +51,8 @@ enum Decision {
     Waiting(String),
     /// Scheduled; runs as the script says.
     Script(PodScript),
+    /// Ended by the kubelet itself (a hard eviction): nothing more to do.
+    Ended,
 }
 
 /// What the kubelet keeps of one pod.
@@ -197,6 +199,38 @@ impl Kubelet {
         Decision::Script(PodScript::Run)
     }
 
+    /// Evict pod `ns/name` as the kubelet's eviction manager does under node
+    /// pressure (a hard eviction, no grace): its containers are killed and
+    /// it ends `Failed`, reason `Evicted` with `message`, with a
+    /// `DisruptionTarget` condition (`TerminationByKubelet`), whatever its
+    /// `restartPolicy`: a pod evicted so is not restarted. `false` when the
+    /// kubelet does not run the pod (not scheduled, already ended).
+    pub(crate) fn evict_now(&self, store: &Store, ns: &str, name: &str, message: &str) -> bool {
+        let Ok(pod) = store.get("pods", ns, name) else {
+            return false;
+        };
+        let mut rts = lock(&self.pods);
+        let Some(rt) = rts.get_mut(uid_of(&pod)) else {
+            return false;
+        };
+        if !matches!(rt.decision, Decision::Script(_)) {
+            return false;
+        }
+        rt.decision = Decision::Ended;
+        if let Some(pgid) = rt.pgid {
+            kill_group(pgid, Signal::SIGKILL);
+        }
+        record_exit(&rt.exit, 137);
+        let (cname, image) = (container_name(&pod), image_of(&pod));
+        store.modify("pods", ns, name, |p| {
+            terminated(p, &cname, &image, 137, "ContainerStatusUnknown");
+            p["status"]["reason"] = json!("Evicted");
+            p["status"]["message"] = json!(message);
+            mark_disrupted(p, Some("TerminationByKubelet"), Some(message));
+        });
+        true
+    }
+
     /// Bring every pod one step closer to what its decision says.
     pub(crate) fn reconcile(&self, store: &Store) {
         let pods = store.all("pods");
@@ -305,6 +339,7 @@ impl Kubelet {
                 });
                 once_event(store, rt, pod, "FailedScheduling", "Warning", &message);
             }
+            Decision::Ended => {}
             Decision::Script(script) => {
                 if pod.pointer("/spec/nodeName").is_none() {
                     let node = rt.node.clone();

@@ -2,8 +2,14 @@
 //! (controllers and webhooks) behaves once its manifests are applied:
 //!
 //! - **LeaderWorkerSet webhook**: defaults `restartPolicy`
-//!   (`RecreateGroupOnPodRestart`), the rollout strategy and the network
-//!   config, and refuses a size or replicas below their bounds.
+//!   (`RecreateGroupOnPodRestart`; the deprecated `Default` becomes
+//!   `None`), the rollout strategy and the network config, and refuses a
+//!   size or replicas below their bounds.
+//! - **The CRD's schema** (checked by the API server after the webhooks,
+//!   even while the controller is down): `restartPolicy` is one of its
+//!   enum, `Default`, `RecreateGroupOnPodRestart`, `None` in v0.5.1
+//!   (v0.9.0 adds `RecreateGroupAfterStart`); another value gets the 422
+//!   `Invalid` Status with a `FieldValueNotSupported` cause.
 //! - **Pod webhook**: a pod labelled `leaderworkerset.sigs.k8s.io/name`
 //!   gets its group index and group key (leaders) or worker index (workers)
 //!   from its name, and the `LWS_LEADER_ADDRESS`, `LWS_GROUP_SIZE` and
@@ -21,7 +27,14 @@
 //!   (index from 1); with `RecreateGroupOnPodRestart`, a pod of the group
 //!   whose container restarted, or that is being deleted, has its leader
 //!   deleted in the foreground, which takes the group's workers with it,
-//!   and the leader StatefulSet makes the group again.
+//!   and the leader StatefulSet makes the group again; told by a Normal
+//!   event on the LeaderWorkerSet, `Worker pod X failed, deleted leader pod
+//!   Y to recreate group G`, whose reason is the release's:
+//!   `RecreateGroupOnPodRestart` in v0.5.1, `RecreateGroup` from v0.9.0.
+//!
+//! The release is the controller manager's image tag
+//! (`registry.k8s.io/lws/lws:v0.5.1`, what `kinetic up` installs;
+//! [`super::FakeCluster::set_leader_worker_set_release`] runs another).
 //!
 //! Everything is served only while the CustomResourceDefinition
 //! `leaderworkersets.leaderworkerset.x-k8s.io` exists; deleting it deletes
@@ -129,10 +142,121 @@ pub(crate) fn crd() -> Value {
                       "plural": "leaderworkersets", "shortNames": ["lws"], "singular": "leaderworkerset"},
             "scope": "Namespaced",
             "versions": [{"name": "v1", "served": true, "storage": true,
-                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                          "schema": {"openAPIV3Schema": schema(RESTART_POLICIES_V0_5)},
                           "subresources": {"status": {}}}],
         },
     })
+}
+
+/// The values the v0.5.1 CRD's schema allows in
+/// `spec.leaderWorkerTemplate.restartPolicy`
+/// (`+kubebuilder:validation:Enum={Default,RecreateGroupOnPodRestart,None}`).
+pub(crate) const RESTART_POLICIES_V0_5: &[&str] = &["Default", "RecreateGroupOnPodRestart", "None"];
+/// The same from v0.9.0, which adds `RecreateGroupAfterStart`.
+pub(crate) const RESTART_POLICIES_V0_9: &[&str] = &[
+    "Default",
+    "RecreateGroupOnPodRestart",
+    "RecreateGroupAfterStart",
+    "None",
+];
+
+/// The CRD's `openAPIV3Schema`, as far as the fake checks it: the
+/// `restartPolicy` enum (`policies`); everything else preserved.
+pub(crate) fn schema(policies: &[&str]) -> Value {
+    json!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {"spec": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {"leaderWorkerTemplate": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {"restartPolicy": {"type": "string", "enum": policies}},
+            }},
+        }},
+    })
+}
+
+const RESTART_POLICY_SCHEMA: &str = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/leaderWorkerTemplate/properties/restartPolicy/enum";
+
+/// The LeaderWorkerSet release the controller manager runs: the tag of its
+/// Deployment's image (`registry.k8s.io/lws/lws:v0.5.1`), as
+/// `(major, minor, patch)`; v0.5.1 (what `kinetic up` installs) when it
+/// cannot be read.
+pub(crate) fn release(store: &Store) -> (u32, u32, u32) {
+    const DEFAULT: (u32, u32, u32) = (0, 5, 1);
+    let Ok(manager) = store.get(
+        super::deployment::RESOURCE,
+        CONTROLLER_NAMESPACE,
+        CONTROLLER,
+    ) else {
+        return DEFAULT;
+    };
+    let Some(tag) = str_at(&manager, "/spec/template/spec/containers/0/image")
+        .and_then(|i| i.rsplit_once(':'))
+        .map(|(_, tag)| tag.trim_start_matches('v').to_owned())
+    else {
+        return DEFAULT;
+    };
+    let mut parts = tag.split(['.', '-']).map(|p| p.parse::<u32>().ok());
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(Some(a)), Some(Some(b)), Some(Some(c))) => (a, b, c),
+        _ => DEFAULT,
+    }
+}
+
+/// The reason of the event the pod controller records when it recreates
+/// a group: `RecreateGroupOnPodRestart` up to v0.8, `RecreateGroup` from
+/// v0.9.0 on.
+pub(crate) fn recreate_event_reason(release: (u32, u32, u32)) -> &'static str {
+    if release >= (0, 9, 0) {
+        "RecreateGroup"
+    } else {
+        "RecreateGroupOnPodRestart"
+    }
+}
+
+/// The API server's check of a LeaderWorkerSet against its CRD's schema
+/// (after the mutating webhooks, as the API server orders them): a
+/// `restartPolicy` outside the schema's enum is refused with the 422
+/// `Invalid` Status (`FieldValueNotSupported`) a structural schema gives.
+pub(crate) const SCHEMA: Admission = Admission {
+    resource: RESOURCE,
+    phase: Phase::Validating,
+    writes: &[Write::Create, Write::Update],
+    admit: validate_schema,
+    patched: None,
+};
+
+fn validate_schema(store: &Store, _ns: &str, lws: &mut Value) -> Result<(), ApiError> {
+    let Ok(crd) = store.get("customresourcedefinitions.apiextensions.k8s.io", "", CRD) else {
+        return Ok(());
+    };
+    let Some(allowed) = crd.pointer(RESTART_POLICY_SCHEMA).and_then(Value::as_array) else {
+        return Ok(());
+    };
+    let Some(policy) = lws.pointer("/spec/leaderWorkerTemplate/restartPolicy") else {
+        return Ok(());
+    };
+    if allowed.contains(policy) {
+        return Ok(());
+    }
+    let shown: Vec<String> = allowed.iter().map(Value::to_string).collect();
+    let message = format!(
+        "Unsupported value: {policy}: supported values: {}",
+        shown.join(", ")
+    );
+    Err(ApiError::invalid(
+        "LeaderWorkerSet",
+        "leaderworkerset.x-k8s.io",
+        name_of(lws),
+        &[(
+            "FieldValueNotSupported",
+            "spec.leaderWorkerTemplate.restartPolicy".to_owned(),
+            message,
+        )],
+    ))
 }
 
 fn hash_hex(text: &str) -> String {
@@ -228,15 +352,6 @@ pub(crate) fn admit(lws: &mut Value) -> Result<(), ApiError> {
         errors.push(format!(
             "spec.leaderWorkerTemplate.size: Invalid value: {}: size must be equal or greater than 1",
             spec["leaderWorkerTemplate"]["size"]
-        ));
-    }
-    let policy = str_at(spec, "/leaderWorkerTemplate/restartPolicy").unwrap_or_default();
-    if !matches!(
-        policy,
-        "RecreateGroupOnPodRestart" | "RecreateGroupAfterStart" | "None"
-    ) {
-        errors.push(format!(
-            "spec.leaderWorkerTemplate.restartPolicy: Unsupported value: \"{policy}\": supported values: \"None\", \"RecreateGroupAfterStart\", \"RecreateGroupOnPodRestart\""
         ));
     }
     if spec
@@ -621,10 +736,10 @@ fn container_restarted(pod: &Value) -> bool {
 /// was recreated on this pass.
 fn recreate_groups(store: &Store, lws: &Value, pods: &[&Value]) -> bool {
     let policy = str_at(lws, "/spec/leaderWorkerTemplate/restartPolicy").unwrap_or_default();
-    if !matches!(
-        policy,
-        "RecreateGroupOnPodRestart" | "RecreateGroupAfterStart"
-    ) {
+    let release = release(store);
+    let recreates = policy == "RecreateGroupOnPodRestart"
+        || (policy == "RecreateGroupAfterStart" && release >= (0, 9, 0));
+    if !recreates {
         return false;
     }
     let mut recreated = false;
@@ -674,7 +789,13 @@ fn recreate_groups(store: &Store, lws: &Value, pods: &[&Value]) -> bool {
                 name_of(&leader),
                 label(&leader, GROUP_INDEX_LABEL).unwrap_or_default()
             );
-            record(store, lws, "Normal", "RecreateGroup", &message);
+            record(
+                store,
+                lws,
+                "Normal",
+                recreate_event_reason(release),
+                &message,
+            );
         }
     }
     recreated
@@ -915,11 +1036,79 @@ mod tests {
         assert_eq!(err.code, 422);
         for field in [
             "spec.replicas",
-            "spec.leaderWorkerTemplate.restartPolicy: Unsupported value: \"Sometimes\"",
             "workerTemplate.spec.containers: Required value",
         ] {
             assert!(err.message.contains(field), "{field} in {}", err.message);
         }
+        // The restart policy is the CRD schema's to check, not the webhook's.
+        assert!(!err.message.contains("restartPolicy"), "{}", err.message);
+    }
+
+    fn store_with_crd() -> Store {
+        let store = Store::new();
+        store
+            .create("customresourcedefinitions.apiextensions.k8s.io", "", crd())
+            .unwrap();
+        store
+    }
+
+    fn with_policy(policy: &str) -> Value {
+        json!({"metadata": {"name": "s"}, "spec": {"leaderWorkerTemplate": {"restartPolicy": policy}}})
+    }
+
+    #[test]
+    fn the_crd_schema_allows_the_v0_5_1_restart_policies_only() {
+        let store = store_with_crd();
+        for ok in ["Default", "RecreateGroupOnPodRestart", "None"] {
+            validate_schema(&store, "ns", &mut with_policy(ok)).unwrap();
+        }
+        for bad in [
+            "RecreateGroupAfterStart",
+            "Sometimes",
+            "recreategrouponpodrestart",
+        ] {
+            let e = validate_schema(&store, "ns", &mut with_policy(bad)).unwrap_err();
+            assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+            assert_eq!(
+                e.message,
+                format!(
+                    "LeaderWorkerSet.leaderworkerset.x-k8s.io \"s\" is invalid: spec.leaderWorkerTemplate.restartPolicy: Unsupported value: \"{bad}\": supported values: \"Default\", \"RecreateGroupOnPodRestart\", \"None\""
+                )
+            );
+            let cause = &e.to_status()["details"]["causes"][0];
+            assert_eq!(cause["reason"], "FieldValueNotSupported");
+            assert_eq!(cause["field"], "spec.leaderWorkerTemplate.restartPolicy");
+        }
+        // The served manifests' CRD says the same.
+        let yaml = include_str!("../apis/lws-manifests.yaml");
+        assert!(yaml.contains("enum:\n                    - Default\n                    - RecreateGroupOnPodRestart\n                    - None\n"));
+    }
+
+    #[test]
+    fn the_release_is_the_controller_image_tag() {
+        let store = Store::new();
+        assert_eq!(release(&store), (0, 5, 1), "what kinetic up installs");
+        let manager = |tag: &str| {
+            json!({"metadata": {"name": CONTROLLER, "namespace": CONTROLLER_NAMESPACE},
+            "spec": {"template": {"spec": {"containers": [{"name": "manager", "image": format!("registry.k8s.io/lws/lws:{tag}")}]}}}})
+        };
+        store
+            .create(
+                super::super::deployment::RESOURCE,
+                CONTROLLER_NAMESPACE,
+                manager("v0.9.0"),
+            )
+            .unwrap();
+        assert_eq!(release(&store), (0, 9, 0));
+        assert_eq!(recreate_event_reason(release(&store)), "RecreateGroup");
+        assert_eq!(
+            recreate_event_reason((0, 5, 1)),
+            "RecreateGroupOnPodRestart"
+        );
+        assert_eq!(
+            recreate_event_reason((0, 8, 9)),
+            "RecreateGroupOnPodRestart"
+        );
     }
 
     #[test]

@@ -34,12 +34,15 @@
 //!   and `NotTriggerScaleUp` (`pod didn't trigger scale-up: 1 node(s)
 //!   didn't match Pod's node affinity/selector`) on the pod.
 //! - **StatefulSets** (parallel pod management, `ordinals.start`, pods in
-//!   a terminal phase made again) and **LeaderWorkerSet** once its
-//!   CustomResourceDefinition is installed
-//!   ([`FakeCluster::install_leader_worker_set`] or its manifests): its
-//!   webhooks, a leader StatefulSet per set and a worker StatefulSet per
-//!   group, `LWS_*` variables, group recreation on a pod restart, status
-//!   conditions. A group of an API served through a CRD is discovered and
+//!   a terminal phase deleted and made again silently, as Kubernetes 1.32
+//!   does: only `SuccessfulDelete`/`SuccessfulCreate`) and
+//!   **LeaderWorkerSet** v0.5.1 once its CustomResourceDefinition is
+//!   installed ([`FakeCluster::install_leader_worker_set`] or its
+//!   manifests): its webhooks, its CRD's `restartPolicy` enum, a leader
+//!   StatefulSet per set and a worker StatefulSet per group, `LWS_*`
+//!   variables, group recreation on a pod restart (event
+//!   `RecreateGroupOnPodRestart`; `RecreateGroup` under v0.9.0, see
+//!   [`FakeCluster::set_leader_worker_set_release`]), status conditions. A group of an API served through a CRD is discovered and
 //!   served only while the CRD exists (`404 page not found` otherwise).
 //! - **Container restarts**: `restartPolicy: Always` (and `OnFailure` after
 //!   a failure) starts an exited container again with a back-off,
@@ -457,6 +460,7 @@ impl FakeCluster {
             pod_failure_policy::JOB_ADMISSION,
             statefulset::ADMISSION,
             lws::SET_WEBHOOK,
+            lws::SCHEMA,
             admission::POD_DEFAULTS,
             lws::POD_WEBHOOK,
             admission::POD_CHECKS,
@@ -639,7 +643,8 @@ impl FakeCluster {
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": lws::CONTROLLER, "namespace": lws::CONTROLLER_NAMESPACE,
                          "labels": {"control-plane": "controller-manager"}},
-            "spec": {"replicas": 1},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                {"name": "manager", "image": "registry.k8s.io/lws/lws:v0.5.1"}]}}},
         });
         manager["status"] = deployment::status(1, 1);
         let _ = self
@@ -650,6 +655,36 @@ impl FakeCluster {
             "",
             lws::crd(),
         )
+    }
+
+    /// Run LeaderWorkerSet release `version` (`v0.9.0`) instead, as
+    /// applying that release's manifests over the installed one does: the
+    /// controller manager's image tag, which the fake's controller behaves
+    /// by (from v0.9.0 a recreated group is told as `RecreateGroup`, not
+    /// `RecreateGroupOnPodRestart`, and `RecreateGroupAfterStart` is a
+    /// policy), and the CRD's `restartPolicy` enum.
+    pub fn set_leader_worker_set_release(&self, version: &str) {
+        let image = format!("registry.k8s.io/lws/lws:{version}");
+        self.store.modify(
+            deployment::RESOURCE,
+            lws::CONTROLLER_NAMESPACE,
+            lws::CONTROLLER,
+            |d| {
+                d["spec"]["template"]["spec"]["containers"] =
+                    serde_json::json!([{"name": "manager", "image": image}])
+            },
+        );
+        let policies = if lws::release(&self.store) >= (0, 9, 0) {
+            lws::RESTART_POLICIES_V0_9
+        } else {
+            lws::RESTART_POLICIES_V0_5
+        };
+        self.store.modify(
+            "customresourcedefinitions.apiextensions.k8s.io",
+            "",
+            lws::CRD,
+            |c| c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = lws::schema(policies),
+        );
     }
 
     /// Every object of `resource` (`jobs.batch`, `pods`, `secrets`,
@@ -717,6 +752,16 @@ impl FakeCluster {
     /// `kubectl drain` or the cluster autoscaler do.
     pub fn evict(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
         deletion::evict(&self.store, namespace, name)
+    }
+
+    /// The kubelet running pod `name` evicts it under node pressure (a
+    /// hard eviction): its containers killed at once, the pod `Failed` with
+    /// reason `Evicted` and `message`, marked `DisruptionTarget`; what
+    /// owns the pod sees it ended (a StatefulSet deletes and makes it
+    /// again). `false` when no kubelet runs it.
+    pub fn evict_by_kubelet(&self, namespace: &str, name: &str, message: &str) -> bool {
+        self.kubelet
+            .evict_now(&self.store, namespace, name, message)
     }
 
     /// Every Node object.

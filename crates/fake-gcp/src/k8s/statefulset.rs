@@ -2,7 +2,9 @@
 //! `podManagementPolicy: Parallel`, `ordinals.start`, pods named
 //! `{set}-{ordinal}` with the set's service as their subdomain and their
 //! name as hostname, a pod in a terminal phase deleted so that it is made
-//! again, ordinals beyond the replicas removed, and the set's status
+//! again (silently, as Kubernetes 1.32 does: `SuccessfulDelete` then
+//! `SuccessfulCreate`, no event saying it had failed), ordinals beyond the
+//! replicas removed, and the set's status
 //! (`replicas`, `readyReplicas`, `currentReplicas`, `availableReplicas`).
 //!
 //! A StatefulSet written through the API (or by a controller) is admitted
@@ -122,28 +124,20 @@ fn reconcile_set(store: &Store, set: &Value, pods: &[&Value]) {
             continue;
         }
         let n = ordinal(&name, name_of(pod));
-        if n.is_none_or(|n| !wanted.contains(&n)) {
+        let condemned = n.is_none_or(|n| !wanted.contains(&n));
+        // A pod beyond the replicas goes; so does one in a terminal phase,
+        // to be made again under the same name (a new UID). Kubernetes
+        // 1.32's controller tells both alike, with its pod control's
+        // `SuccessfulDelete` (then `SuccessfulCreate`): nothing says that
+        // the pod had failed (the `RecreatingFailedPod` warning of older
+        // releases is gone).
+        if condemned || matches!(phase(pod), "Failed" | "Succeeded") {
             let _ = delete(store, "pods", &ns, name_of(pod), "Background");
             let message = format!(
                 "delete Pod {} in StatefulSet {name} successful",
                 name_of(pod)
             );
             record(store, set, "Normal", "SuccessfulDelete", &message);
-        } else if matches!(phase(pod), "Failed" | "Succeeded") {
-            // A pod in a terminal phase is deleted and made again, told as
-            // the StatefulSet controller tells it (before Kubernetes 1.31):
-            // a failed pod as a Warning, a succeeded one as Normal.
-            let _ = delete(store, "pods", &ns, name_of(pod), "Background");
-            let (kind, reason, what) = if phase(pod) == "Failed" {
-                ("Warning", "RecreatingFailedPod", "failed")
-            } else {
-                ("Normal", "RecreatingTerminatedPod", "terminated")
-            };
-            let message = format!(
-                "StatefulSet {ns}/{name} is recreating {what} Pod {}",
-                name_of(pod)
-            );
-            record(store, set, kind, reason, &message);
         }
     }
     for n in wanted {

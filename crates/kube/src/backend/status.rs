@@ -75,6 +75,8 @@ impl<W: Workload> KubeBackend<W> {
         let state = self.probed(&record.namespace, &object, &pods, state).await;
         if final_state(object.meta()).is_none() {
             self.record_attempts(record, &object, &state).await;
+            self.record_seen(&record.namespace, &record.k8s_name, &object, &pods)
+                .await;
         }
         if final_state(object.meta()).is_none() && self.traits.keeps.keeps(&state) {
             // Keep the verdict: a pod must not start (or a group be
@@ -268,6 +270,9 @@ impl<W: Workload> KubeBackend<W> {
             let pods = by_name.remove(&name).unwrap_or_default();
             let state = self.workload.state(object, &pods, &events, now);
             let state = self.probed(namespace, object, &pods, state).await;
+            if final_state(object.meta()).is_none() {
+                self.record_seen(namespace, &name, object, &pods).await;
+            }
             if final_state(object.meta()).is_none() && self.traits.keeps.keeps(&state) {
                 let named = Named {
                     namespace: namespace.to_owned(),
@@ -281,6 +286,33 @@ impl<W: Workload> KubeBackend<W> {
             out.insert(id, state);
         }
         Ok(out)
+    }
+
+    /// Merge the kind's [`Workload::record`] of what this read saw into
+    /// the object's annotations, when it differs from theirs. A failed
+    /// write is logged; the next poll writes again.
+    async fn record_seen(&self, namespace: &str, k8s_name: &str, object: &W::Object, pods: &[Pod]) {
+        let wanted = self.workload.record(object, pods);
+        let current = object.meta().annotations.as_ref();
+        let changed: BTreeMap<&String, &String> = wanted
+            .iter()
+            .filter(|(k, v)| current.and_then(|a| a.get(*k)) != Some(*v))
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let patch = json!({"metadata": {"annotations": changed}});
+        let written = match self.objects(namespace).await {
+            Ok(api) => api
+                .patch(k8s_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = written {
+            tracing::debug!(k8s_name, "could not record what the status read saw: {e}");
+        }
     }
 
     /// Record the attempts `state` carries on the object
