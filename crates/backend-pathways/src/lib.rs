@@ -20,6 +20,15 @@
 //!   headless Service) when it starts, so every host lists the same.
 //! - [`status`]: LeaderWorkerSet + pods → `JobState`: one host failing
 //!   fails the slice, a preempted host with reason `preempted`.
+//! - [`release`]: a slice ends itself: each host, once its command ended,
+//!   reports it on its LeaderWorkerSet with its pod's service account
+//!   token, and the host that ends the slice writes its final state and
+//!   scales it to zero, so its nodes are freed with no client polling.
+//! - [`admission`]: slices placed whole: a multi-host slice is created
+//!   queued (`replicas: 0`) and admitted only while no other slice of its
+//!   node pool is in use (the pool's holder kept in a ConfigMap, written at
+//!   its `resourceVersion`); a queued slice is `PENDING`, saying what the
+//!   pool holds and who uses it.
 //! - Debug jobs: the debugger runs on the leader (host 0), reached through
 //!   the API server's `pods/portforward` to the leader's running pod (the
 //!   `worker-index=0` pod of the job's group); the workers run no
@@ -39,9 +48,11 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admission;
 mod backend;
 pub mod lws;
 pub mod manifest;
+pub mod release;
 pub mod status;
 
 pub use backend::{LwsKind, PathwaysBackend, PathwaysOptions, crd_missing, max_hosts};
