@@ -16,6 +16,7 @@ use kube::api::Api;
 use kube::core::ApiResource;
 use serde_json::json;
 
+use crate::admission;
 use crate::lws::{self, LABEL_WORKER_INDEX, LeaderWorkerSet};
 use crate::manifest::{self, APP_PATHWAYS};
 use crate::status;
@@ -263,6 +264,25 @@ impl Workload for LwsKind {
 
     fn is_finished(&self, object: &LeaderWorkerSet) -> bool {
         final_state(&object.metadata).is_some()
+    }
+
+    /// A queued slice (see [`crate::admission`]): admit the next slice of
+    /// its pool if the pool is free; while it still waits, its state says
+    /// for what.
+    async fn settle(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        object: &LeaderWorkerSet,
+    ) -> Result<Option<JobState>, BackendError> {
+        let Some(pool) = admission::pool_label(object) else {
+            return Ok(None);
+        };
+        if !admission::is_queued(object) {
+            return Ok(None);
+        }
+        let api = self.api(client, namespace).await?;
+        admission::settle(client, &api, namespace, pool, object).await
     }
 
     /// A 404 on a kind the cluster does not serve: the CRD is missing.

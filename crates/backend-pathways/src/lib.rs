@@ -23,6 +23,15 @@
 //!   lost between polls ([`hosts`]: a group recreated, a failed pod
 //!   deleted and made again silently, a pod under a new UID) with a reason
 //!   naming it.
+//! - [`release`]: a slice ends itself: each host, once its command ended,
+//!   reports it on its LeaderWorkerSet with its pod's service account
+//!   token, and the host that ends the slice writes its final state and
+//!   scales it to zero, so its nodes are freed with no client polling.
+//! - [`admission`]: slices placed whole: a multi-host slice is created
+//!   queued (`replicas: 0`) and admitted only while no other slice of its
+//!   node pool is in use (the pool's holder kept in a ConfigMap, written at
+//!   its `resourceVersion`); a queued slice is `PENDING`, saying what the
+//!   pool holds and who uses it.
 //! - Debug jobs: the debugger runs on the leader (host 0), reached through
 //!   the API server's `pods/portforward` to the leader's running pod (the
 //!   `worker-index=0` pod of the job's group); the workers run no
@@ -42,10 +51,12 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admission;
 mod backend;
 pub mod hosts;
 pub mod lws;
 pub mod manifest;
+pub mod release;
 pub mod status;
 
 pub use backend::{LwsKind, PathwaysBackend, PathwaysOptions, crd_missing, max_hosts};

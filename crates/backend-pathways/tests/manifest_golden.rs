@@ -29,7 +29,12 @@ fn v5litepod_16_is_one_group_of_four_hosts() {
     let v = serde_json::to_value(lws_manifest(&job, &ManifestOptions::default(), V1)).unwrap();
     assert_eq!(v["metadata"]["name"], "keras-pathways-job-0a1b2c3d");
     assert_eq!(v["metadata"]["labels"]["app"], "kinetic-pathways");
-    assert_eq!(v["spec"]["replicas"], 1);
+    // Created queued in its pool, admitted when the pool is free.
+    assert_eq!(v["spec"]["replicas"], 0);
+    assert_eq!(
+        v["metadata"]["labels"]["kinetic.dev/slice-pool"],
+        "tpu-v5-lite-podslice.4x4"
+    );
     let t = &v["spec"]["leaderWorkerTemplate"];
     assert_eq!(t["size"], 4);
     assert_eq!(t["restartPolicy"], "RecreateGroupOnPodRestart");

@@ -110,7 +110,7 @@ async fn up_pool_add_a_job_on_l4_status_and_down() {
 
     let (out, err) = ok(c, &["up", "--yes"]).await;
     assert!(out.ends_with("Done.\n"), "{out}");
-    assert!(err.contains("[1/16] enable APIs"), "{err}");
+    assert!(err.contains("[1/17] enable APIs"), "{err}");
     assert!(
         err.contains("waiting for creating GKE cluster fake"),
         "{err}"

@@ -181,6 +181,24 @@ pub enum StatusReason {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         held_by: Vec<String>,
     },
+    /// A multi-host slice waits for its turn on its node pool, whose
+    /// slices run whole, one at a time: shown as `waiting: pool
+    /// tpu-v5-lite-podslice 4x4 holds 1 slice of 4 hosts, 1 in use
+    /// (kinetic-…), 1 queued ahead`.
+    WaitingForSlice {
+        /// The pool (its TPU type and topology).
+        pool: String,
+        /// Hosts per slice.
+        hosts: u32,
+        /// Slices the pool runs at once.
+        holds: u32,
+        /// The jobs (objects) whose slices hold it now.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        in_use: Vec<String>,
+        /// Slices queued before this one.
+        #[serde(default)]
+        ahead: u32,
+    },
     /// The job's process exited with a non-zero code.
     ExitCode {
         /// The exit code.
@@ -298,6 +316,27 @@ impl fmt::Display for StatusReason {
                 } else {
                     write!(f, " ({held} held by {})", held_by.join(", "))
                 }
+            }
+            Self::WaitingForSlice {
+                pool,
+                hosts,
+                holds,
+                in_use,
+                ahead,
+            } => {
+                let slices = if *holds == 1 { "slice" } else { "slices" };
+                write!(
+                    f,
+                    "waiting: pool {pool} holds {holds} {slices} of {hosts} hosts, {} in use",
+                    in_use.len()
+                )?;
+                if !in_use.is_empty() {
+                    write!(f, " ({})", in_use.join(", "))?;
+                }
+                if *ahead > 0 {
+                    write!(f, ", {ahead} queued ahead")?;
+                }
+                Ok(())
             }
             Self::ExitCode { code } => write!(f, "exited with code {code}"),
             Self::Cancelled => f.write_str("cancelled"),

@@ -134,6 +134,28 @@ pub const NVIDIA_DRIVER_MANIFEST: &str = include_str!("apis/nvidia-driver-instal
 /// Where [`FakeGcp`] serves them, under its APIs' endpoint.
 /// The Role `kinetic up` makes in the jobs' namespace (`kinetic-jobs`):
 /// what pathways jobs need that `edit` lacks.
+/// The Role `kinetic up` makes for the jobs' pods (a slice's hosts end
+/// their LeaderWorkerSet) and its RoleBinding to their service account.
+fn slice_hosts_role(namespace: &str, account: &str) -> (serde_json::Value, serde_json::Value) {
+    let labels = serde_json::json!({"app.kubernetes.io/managed-by": "kinetic"});
+    (
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "kinetic-slice-hosts", "namespace": namespace, "labels": labels},
+            "rules": [{"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"],
+                       "verbs": ["get", "list", "patch"]},
+                      {"apiGroups": [""], "resources": ["configmaps"],
+                       "verbs": ["get", "create", "update"]}],
+        }),
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "kinetic-slice-hosts", "namespace": namespace, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kinetic-slice-hosts"},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        }),
+    )
+}
+
 fn jobs_role(namespace: &str) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -268,6 +290,18 @@ impl FakeGcp {
                     &config.namespace,
                     jobs_role(&config.namespace),
                 )
+                .map_err(|e| std::io::Error::other(e.message))?;
+            // …and the Role of the jobs' pods, bound to their account.
+            let (role, binding) = slice_hosts_role(&config.namespace, &names.k8s_service_account);
+            cluster
+                .insert("roles.rbac.authorization.k8s.io", &config.namespace, role)
+                .and_then(|_| {
+                    cluster.insert(
+                        "rolebindings.rbac.authorization.k8s.io",
+                        &config.namespace,
+                        binding,
+                    )
+                })
                 .map_err(|e| std::io::Error::other(e.message))?;
             gcs.create_bucket_in(&names.jobs_bucket, &config.project, &names.region);
             gcs.create_bucket_in(&names.builds_bucket, &config.project, &names.ar_location);

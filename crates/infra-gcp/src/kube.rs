@@ -12,7 +12,7 @@ use crate::model::{
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
-use k8s_openapi::api::rbac::v1::Role;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
@@ -241,32 +241,16 @@ pub(crate) async fn observe(
                 .and_then(|a| a.get(WORKLOAD_IDENTITY_ANNOTATION).cloned())
                 .unwrap_or_default()
         });
-    let roles: Api<Role> = Api::namespaced(client.clone(), &spec.namespace);
-    let jobs_role = roles
-        .get_opt(&spec.jobs_role.name)
-        .await
-        .map_err(|e| {
-            kube_error(
-                &format!("reading Role {}/{}", spec.namespace, spec.jobs_role.name),
-                e,
-            )
-        })?
-        .map(|role| {
-            role.rules
-                .unwrap_or_default()
-                .into_iter()
-                .map(|r| RoleRule {
-                    api_groups: r.api_groups.unwrap_or_default(),
-                    resources: r.resources.unwrap_or_default(),
-                    verbs: r.verbs,
-                })
-                .collect()
-        });
+    let jobs_role = role_rules(client, &spec.namespace, &spec.jobs_role.name).await?;
+    let hosts_role = role_rules(client, &spec.namespace, &spec.hosts_role.name).await?;
+    let hosts_role_bound = role_bound(client, &spec.namespace, &spec.hosts_role).await?;
     let lws = installed(client, &spec.lws).await?;
     Ok(ObservedKube {
         namespace,
         service_account,
         jobs_role,
+        hosts_role,
+        hosts_role_bound,
         lws_not_ready: if lws {
             not_serving(client, &spec.lws).await?
         } else {
@@ -364,8 +348,61 @@ pub(crate) async fn apply_service_account(
     }
 }
 
+/// The rules of the Role `name` in `namespace`, `None` when it is missing.
+async fn role_rules(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Vec<RoleRule>>, InfraError> {
+    let roles: Api<Role> = Api::namespaced(client.clone(), namespace);
+    let role = roles
+        .get_opt(name)
+        .await
+        .map_err(|e| kube_error(&format!("reading Role {namespace}/{name}"), e))?;
+    Ok(role.map(|role| {
+        role.rules
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| RoleRule {
+                api_groups: r.api_groups.unwrap_or_default(),
+                resources: r.resources.unwrap_or_default(),
+                verbs: r.verbs,
+            })
+            .collect()
+    }))
+}
+
+/// Whether the RoleBinding named as `role` binds it to its
+/// [`RoleSpec::bound_to`] service account (`true` for a Role bound to no
+/// one by `up`).
+async fn role_bound(
+    client: &kube::Client,
+    namespace: &str,
+    role: &RoleSpec,
+) -> Result<bool, InfraError> {
+    let Some(account) = &role.bound_to else {
+        return Ok(true);
+    };
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+    let binding = bindings
+        .get_opt(&role.name)
+        .await
+        .map_err(|e| kube_error(&format!("reading RoleBinding {namespace}/{}", role.name), e))?;
+    Ok(binding.is_some_and(|b| {
+        b.role_ref.kind == "Role"
+            && b.role_ref.name == role.name
+            && b.subjects.unwrap_or_default().iter().any(|s| {
+                s.kind == "ServiceAccount"
+                    && s.name == *account
+                    && s.namespace.as_deref().unwrap_or(namespace) == namespace
+            })
+    }))
+}
+
 /// Create the Role `role` in `namespace`, or replace the rules of the one
-/// there.
+/// there; and, when it is bound to a service account, its RoleBinding
+/// (made again when it binds something else: a RoleBinding's `roleRef`
+/// cannot change).
 pub(crate) async fn apply_role(
     client: &kube::Client,
     namespace: &str,
@@ -387,7 +424,30 @@ pub(crate) async fn apply_role(
             .map(|_| ())
             .map_err(|e| kube_error(&what, e)),
         Err(e) => Err(kube_error(&what, e)),
+    }?;
+    let Some(binding) = role.binding_json(namespace) else {
+        return Ok(());
+    };
+    if role_bound(client, namespace, role).await? {
+        return Ok(());
     }
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+    let what = format!("creating RoleBinding {namespace}/{}", role.name);
+    let object: RoleBinding =
+        serde_json::from_value(binding).map_err(|e| InfraError::other(e.to_string()))?;
+    match bindings
+        .delete(&role.name, &kube::api::DeleteParams::default())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(kube_error(&what, e)),
+    }
+    bindings
+        .create(&PostParams::default(), &object)
+        .await
+        .map(|_| ())
+        .map_err(|e| kube_error(&what, e))
 }
 
 async fn patch_annotation(

@@ -99,7 +99,19 @@ async fn up_builds_a_new_project_and_down_takes_it_away() {
     let infra = adapter(&cloud, &kubeconfig, Duration::from_secs(60));
     let progress = Recorded::default();
     let plan = up(&infra, &progress).await.unwrap();
-    assert_eq!(plan.actions.len(), 18, "{:#?}", plan.actions);
+    assert_eq!(plan.actions.len(), 19, "{:#?}", plan.actions);
+    // The jobs' pods may end their slice (issue 24 point 9): the hosts
+    // Role, bound to their service account.
+    let bindings = cloud
+        .cluster()
+        .objects("rolebindings.rbac.authorization.k8s.io", "default");
+    let hosts = bindings
+        .iter()
+        .find(|b| b["metadata"]["name"] == "kinetic-slice-hosts")
+        .expect("the hosts RoleBinding");
+    assert_eq!(hosts["roleRef"]["name"], "kinetic-slice-hosts", "{hosts}");
+    assert_eq!(hosts["subjects"][0]["kind"], "ServiceAccount", "{hosts}");
+    assert_eq!(hosts["subjects"][0]["name"], "kinetic", "{hosts}");
     let log = progress.0.lock().unwrap().clone();
     assert!(
         log.iter()

@@ -133,7 +133,12 @@ fn apply(desired: &Desired, observed: &mut Observed, action: &Action) {
         }
         Action::ApplyRole { role, .. } => {
             let k = observed.kube.get_or_insert_with(ObservedKube::default);
-            k.jobs_role = Some(role.rules.clone());
+            if role.bound_to.is_some() {
+                k.hosts_role = Some(role.rules.clone());
+                k.hosts_role_bound = true;
+            } else {
+                k.jobs_role = Some(role.rules.clone());
+            }
         }
         Action::InstallManifests { bundle } => {
             let k = observed.kube.get_or_insert_with(ObservedKube::default);
@@ -211,6 +216,7 @@ fn a_fresh_project_gets_everything_in_order() {
         "grant roles/iam.workloadIdentityUser to serviceAccount:my-proj.svc.id.goog[default/kinetic] on service account kn-c1-nodes@my-proj.iam.gserviceaccount.com",
         "create Kubernetes service account default/kinetic acting as kn-c1-nodes@my-proj.iam.gserviceaccount.com (Workload Identity)",
         "create Role default/kinetic-jobs (LeaderWorkerSets, for pathways jobs; bind it with `edit`)",
+        "create Role default/kinetic-slice-hosts bound to service account kinetic (a slice's hosts end their LeaderWorkerSet, freeing its nodes)",
         "install LeaderWorkerSet v0.5.1 (CRD and controller) from https://github.com/kubernetes-sigs/lws/releases/download/v0.5.1/manifests.yaml",
         "install the NVIDIA driver installer DaemonSet from https://raw.githubusercontent.com/GoogleCloudPlatform/container-engine-accelerators/master/nvidia-driver-installer/cos/daemonset-preloaded.yaml",
         "write kubeconfig context gke_my-proj_us-central1-a_c1 and make it current",

@@ -280,6 +280,20 @@ pub trait Workload: Send + Sync + 'static {
     /// True when the object reached its end (nothing may change its state).
     fn is_finished(&self, object: &Self::Object) -> bool;
 
+    /// What the kind does on the cluster's behalf when one of its objects
+    /// is submitted, and each time an unfinished one is polled (a
+    /// LeaderWorkerSet admits the next queued slice of its node pool); the
+    /// state of an object that still waits for it, which stands for the
+    /// state its pods would tell. Nothing and `None` by default.
+    async fn settle(
+        &self,
+        _client: &kube::Client,
+        _namespace: &str,
+        _object: &Self::Object,
+    ) -> Result<Option<JobState>, BackendError> {
+        Ok(None)
+    }
+
     /// The error for a 404 on `call`, when the kind explains it better
     /// than "namespace not found" (a missing CRD); `None` by default.
     async fn explain_not_found(

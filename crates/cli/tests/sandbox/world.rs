@@ -60,6 +60,7 @@ pub(crate) struct WorldBuilder {
     project: Option<FakeGcpConfig>,
     buckets: Vec<String>,
     pathways: bool,
+    slice_hosts_bound: bool,
     python: Option<PathBuf>,
     kill_grace: Option<Duration>,
 }
@@ -75,6 +76,7 @@ impl World {
             project: None,
             buckets: vec![JOBS_BUCKET.to_owned()],
             pathways: false,
+            slice_hosts_bound: true,
             python: None,
             kill_grace: None,
         }
@@ -223,6 +225,14 @@ impl WorldBuilder {
         self
     }
 
+    /// A pathways world whose slice hosts Role is not bound to the jobs'
+    /// account (a cluster `kinetic up` has not updated): hosts cannot end
+    /// their slice.
+    pub(crate) fn slice_hosts_unbound(mut self) -> Self {
+        self.slice_hosts_bound = false;
+        self
+    }
+
     /// The interpreter that runs the pods' `python3`.
     pub(crate) fn python(mut self, python: impl Into<PathBuf>) -> Self {
         self.python = Some(python.into());
@@ -288,6 +298,25 @@ impl WorldBuilder {
                 let cluster = FakeCluster::start(config).await.unwrap();
                 if self.pathways {
                     cluster.install_leader_worker_set().unwrap();
+                    // As `kinetic up` leaves it: the jobs' pods may end
+                    // their slice (the hosts Role bound to their account).
+                    let hosts = kinetic_infra_gcp::model::RoleSpec::slice_hosts("kinetic");
+                    cluster
+                        .insert(
+                            "roles.rbac.authorization.k8s.io",
+                            "default",
+                            hosts.to_json("default"),
+                        )
+                        .unwrap();
+                    if self.slice_hosts_bound {
+                        cluster
+                            .insert(
+                                "rolebindings.rbac.authorization.k8s.io",
+                                "default",
+                                hosts.binding_json("default").unwrap(),
+                            )
+                            .unwrap();
+                    }
                 }
                 Cloud::Cluster { cluster, gcs }
             }

@@ -73,11 +73,12 @@ impl BackendHarness for ClusterHarness {
         Some(self.cluster.calls().total())
     }
 
-    // Stops take a grace period (the default): a gke pod's when the job
-    // ignores SIGTERM, and a pathways host's too: its entrypoint is a shell
-    // (`HOLD_WORKERS`), the container's PID 1, with no SIGTERM handler while
-    // the command runs, and the fake kubelet delivers SIGTERM only to a main
-    // process that catches it, as the kernel does to a PID namespace's init.
+    // Stops take a grace period (the default) when the job ignores SIGTERM:
+    // a gke pod's, and a pathways host's too: its entrypoint is a shell
+    // (`HOLD_WORKERS`), the container's PID 1, that hands SIGTERM to the
+    // command and waits for it (the fake kubelet delivers SIGTERM only to a
+    // main process that catches it, as the kernel does to a PID namespace's
+    // init).
 
     async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob {
         let mut job = prepare_python_job(&self.store, self.name, &job, env).await;

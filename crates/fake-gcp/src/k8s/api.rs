@@ -349,12 +349,18 @@ async fn authorize(
             .without_agent
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    let user = s.users.of_header(
-        request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok()),
-    );
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if s.users.is_revoked(authorization) {
+        return error_response(&ApiError::new(
+            401,
+            "Unauthorized",
+            "Unauthorized".to_owned(),
+        ));
+    }
+    let user = s.users.of_header(authorization);
     let Some(info) = RequestInfo::parse(
         request.method().as_str(),
         request.uri().path(),

@@ -54,6 +54,7 @@ impl User {
 #[derive(Debug, Default)]
 pub(crate) struct Users {
     by_token: Mutex<BTreeMap<String, User>>,
+    revoked: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Users {
@@ -68,6 +69,49 @@ impl Users {
                     groups: vec!["system:authenticated".to_owned()],
                 },
             );
+    }
+
+    /// Register the token of a pod's service account `name` in
+    /// `namespace`: it acts as `system:serviceaccount:{namespace}:{name}`,
+    /// in the groups the API server gives service accounts.
+    pub(crate) fn add_service_account(&self, token: &str, namespace: &str, name: &str) {
+        let mut users = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
+        users.insert(
+            token.to_owned(),
+            User {
+                name: format!("system:serviceaccount:{namespace}:{name}"),
+                groups: vec![
+                    "system:serviceaccounts".to_owned(),
+                    format!("system:serviceaccounts:{namespace}"),
+                    "system:authenticated".to_owned(),
+                ],
+            },
+        );
+    }
+
+    /// A token no longer valid (bound to a pod that is gone): requests
+    /// bearing it are refused as unauthenticated (401).
+    pub(crate) fn revoke(&self, token: &str) {
+        let mut users = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
+        if users.remove(token).is_some() {
+            self.revoked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(token.to_owned());
+        }
+    }
+
+    /// Whether an `Authorization` header value bears a revoked token.
+    pub(crate) fn is_revoked(&self, authorization: Option<&str>) -> bool {
+        authorization
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .is_some_and(|t| {
+                self.revoked
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .contains(t)
+            })
     }
 
     /// The user a `Authorization` header value names.

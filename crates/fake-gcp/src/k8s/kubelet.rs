@@ -25,6 +25,7 @@ use super::logs::{LogBook, container_name};
 use super::meta::{name_of, ns_of, str_at, uid_of};
 use super::runtime::{self, ExitCell, ProcessSpec, exit_code, kill_group, record_exit};
 use super::scheduler;
+use super::service_account::InClusterApi;
 use super::store::{Store, now_rfc3339};
 use crate::images::{ImageEnvironment, ImageEnvironments};
 
@@ -41,6 +42,8 @@ pub(crate) struct KubeletConfig {
     /// environment and an image the registry lacks cannot be pulled; when
     /// not (a cluster on its own), every image runs on `python`.
     pub(crate) images: Option<Arc<ImageEnvironments>>,
+    /// The API server as pods reach it (variables and token volume).
+    pub(crate) api: InClusterApi,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -246,6 +249,7 @@ impl Kubelet {
                         kill_group(pgid, Signal::SIGKILL);
                     }
                     self.logs.forget(&uid);
+                    self.config.api.forget(&uid);
                     let _ = std::fs::remove_dir_all(&rt.dir);
                 }
             }
@@ -566,8 +570,10 @@ impl Kubelet {
             return Err(SpawnError::Mount(why));
         }
         let ns = rt.namespace.clone();
-        // Environment: envFrom first, then env (env wins), as the kubelet does.
+        // Environment: the API server's address, envFrom, then env (env
+        // wins), as the kubelet does.
         let mut env: BTreeMap<String, String> = self.config.extra_env.clone();
+        env.extend(self.config.api.env());
         for from in c
             .get("envFrom")
             .and_then(Value::as_array)
@@ -691,6 +697,14 @@ impl Kubelet {
             std::fs::create_dir_all(dir.join(sub))
                 .map_err(|e| SpawnError::Start(format!("{}: {e}", dir.display())))?;
         }
+        self.config
+            .api
+            .mount_token(store, &ns, &rt.uid, pod, &dir.join("mounts"))
+            .map_err(|e| {
+                SpawnError::Mount(format!(
+                    "MountVolume.SetUp failed for volume \"kube-api-access\": {e}"
+                ))
+            })?;
         if mapped_runner {
             argv.extend([
                 "--workdir".to_owned(),
@@ -807,6 +821,7 @@ impl Kubelet {
             _ => {
                 let code = rts.remove(uid).and_then(|rt| {
                     self.logs.forget(uid);
+                    self.config.api.forget(uid);
                     let _ = std::fs::remove_dir_all(&rt.dir);
                     rt.pgid.and(exit_code(&rt.exit))
                 });

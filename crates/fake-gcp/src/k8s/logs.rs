@@ -69,6 +69,14 @@ impl LogBook {
         self.lock().remove(uid);
     }
 
+    /// What the current start of pod `uid`'s container wrote so far.
+    pub(crate) fn current(&self, uid: &str) -> Option<String> {
+        let file = self.lock().get(uid)?.files.last().cloned()?;
+        std::fs::read(file)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
     /// The log of a pod's container, whole or followed.
     pub(crate) fn stream(
         &self,

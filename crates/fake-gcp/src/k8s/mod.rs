@@ -65,6 +65,14 @@
 //!   phase. The **log server** serves each container's output as the pod's
 //!   log. Each pod has its own loopback address (`status.podIP`, and the
 //!   downward API's `status.podIP`).
+//! - **In-cluster API access**: every container gets
+//!   `KUBERNETES_SERVICE_HOST`/`PORT` (this API server), and, unless
+//!   `automountServiceAccountToken` is `false`, its service account's token
+//!   and namespace in the projected volume at
+//!   `/var/run/secrets/kubernetes.io/serviceaccount` (under the pod's mount
+//!   root, the runner's `--mount-root`; no `ca.crt`, the server being plain
+//!   HTTP): the token acts as `system:serviceaccount:{ns}:{name}` under
+//!   RBAC, and is refused (401) once its pod is gone.
 //! - **Cluster DNS**: a pod with a hostname and a subdomain that a
 //!   headless Service selects is `{hostname}.{subdomain}.{namespace}.svc.cluster.local`
 //!   to the Python of every container (the records in a hosts file, read
@@ -109,6 +117,7 @@ mod resources;
 mod runtime;
 mod scheduler;
 mod selector;
+mod service_account;
 mod statefulset;
 mod store;
 
@@ -421,6 +430,7 @@ impl FakeClusterConfig {
 pub struct FakeCluster {
     url: String,
     store: Arc<store::Store>,
+    logs: Arc<logs::LogBook>,
     kubelet: Arc<kubelet::Kubelet>,
     autoscaler: Arc<autoscaler::Autoscaler>,
     calls: Arc<ApiCalls>,
@@ -466,6 +476,9 @@ impl FakeCluster {
             admission::POD_CHECKS,
         ]));
         let logs = Arc::new(logs::LogBook::default());
+        let users = Arc::new(auth::Users::default());
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
+        let api_address = listener.local_addr()?;
         let kubelet = Arc::new(kubelet::Kubelet::new(
             kubelet::KubeletConfig {
                 python: config.python.clone(),
@@ -475,6 +488,11 @@ impl FakeCluster {
                 kill_grace: config.kill_grace,
                 root: pods_root,
                 images: config.images.clone(),
+                api: service_account::InClusterApi {
+                    host: api_address.ip().to_string(),
+                    port: api_address.port(),
+                    users: users.clone(),
+                },
             },
             logs.clone(),
         ));
@@ -492,14 +510,12 @@ impl FakeCluster {
             scale_down_after: config.scale_down_after,
         }));
         let calls = Arc::new(ApiCalls::default());
-        let users = Arc::new(auth::Users::default());
         let faults = Arc::new(ApiFaults::default());
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
-        let url = format!("http://{}", listener.local_addr()?);
+        let url = format!("http://{api_address}");
         let app = api::router(Arc::new(api::ApiState {
             store: store.clone(),
             users: users.clone(),
-            logs,
+            logs: logs.clone(),
             calls: calls.clone(),
             faults: faults.clone(),
         }));
@@ -521,6 +537,7 @@ impl FakeCluster {
         Ok(Self {
             url,
             store,
+            logs,
             kubelet,
             autoscaler,
             calls,
@@ -578,6 +595,14 @@ impl FakeCluster {
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n{clusters}contexts:\n{ctxs}current-context: {current}\nusers:\n{users}"
         )
+    }
+
+    /// What the container of pod `name` in `namespace` wrote so far in
+    /// its current start (its log, as `kubectl logs` shows it), if the
+    /// pod exists and started.
+    pub fn pod_log(&self, namespace: &str, name: &str) -> Option<String> {
+        let pod = self.store.get("pods", namespace, name).ok()?;
+        self.logs.current(meta::uid_of(&pod))
     }
 
     /// Register a user: requests with the bearer `token` act as `name`

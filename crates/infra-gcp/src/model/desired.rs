@@ -238,7 +238,19 @@ pub struct RoleSpec {
     pub name: String,
     /// What it allows.
     pub rules: Vec<RoleRule>,
+    /// The service account of the namespace it is bound to (a RoleBinding
+    /// of the Role's name), if `up` binds it; a user's Roles are bound by
+    /// whoever grants them.
+    pub bound_to: Option<String>,
 }
+
+/// The namespaced Role `up` makes for the jobs' own pods, bound to their
+/// service account: a slice's hosts end their LeaderWorkerSet themselves
+/// once its function ended (`get` and `patch`), so its nodes are released
+/// with no client polling, and admit the next queued slice of its pool
+/// (`list` LeaderWorkerSets; `get`, `create`, `update` the pool's queue
+/// ConfigMap); see `kinetic_backend_pathways::release` and `::admission`.
+pub const HOSTS_ROLE: &str = "kinetic-slice-hosts";
 
 impl RoleSpec {
     /// The jobs Role: every verb the pathways backend uses on
@@ -261,7 +273,45 @@ impl RoleSpec {
                     verbs: strings(&["get"]),
                 },
             ],
+            bound_to: None,
         }
+    }
+
+    /// The hosts Role ([`HOSTS_ROLE`]): `get`, `list` and `patch` on
+    /// LeaderWorkerSets and `get`, `create`, `update` on ConfigMaps, bound
+    /// to the jobs' service account `service_account`.
+    pub fn slice_hosts(service_account: &str) -> Self {
+        Self {
+            name: HOSTS_ROLE.into(),
+            rules: vec![
+                RoleRule {
+                    api_groups: vec!["leaderworkerset.x-k8s.io".into()],
+                    resources: vec!["leaderworkersets".into()],
+                    verbs: vec!["get".into(), "list".into(), "patch".into()],
+                },
+                RoleRule {
+                    api_groups: vec![String::new()],
+                    resources: vec!["configmaps".into()],
+                    verbs: vec!["get".into(), "create".into(), "update".into()],
+                },
+            ],
+            bound_to: Some(service_account.to_owned()),
+        }
+    }
+
+    /// The RoleBinding of the Role to [`RoleSpec::bound_to`] in
+    /// `namespace`, as the API takes it (`None` when it is bound to no
+    /// one).
+    pub fn binding_json(&self, namespace: &str) -> Option<serde_json::Value> {
+        let account = self.bound_to.as_ref()?;
+        Some(serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": self.name, "namespace": namespace,
+                         "labels": {"app.kubernetes.io/managed-by": "kinetic"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": self.name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        }))
     }
 
     /// The Role as the API takes it, in `namespace`.
@@ -290,6 +340,8 @@ pub struct KubeSpec {
     pub google_service_account: String,
     /// The Role job submitters need besides `edit` (pathways jobs).
     pub jobs_role: RoleSpec,
+    /// The Role of the jobs' own pods, bound to their service account.
+    pub hosts_role: RoleSpec,
     /// The LeaderWorkerSet controller.
     pub lws: ManifestBundle,
     /// The NVIDIA driver installer (installed once a GPU pool exists).
@@ -419,6 +471,7 @@ impl Desired {
                 service_account: KUBE_SERVICE_ACCOUNT.into(),
                 google_service_account: nodes.email.clone(),
                 jobs_role: RoleSpec::jobs(),
+                hosts_role: RoleSpec::slice_hosts(KUBE_SERVICE_ACCOUNT),
                 lws: ManifestBundle::leader_worker_set(None),
                 nvidia_driver: ManifestBundle::nvidia_driver_installer(None),
                 context: names.kube_context.clone(),

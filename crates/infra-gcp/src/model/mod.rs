@@ -68,8 +68,8 @@ use kinetic_core::config::DerivedNames;
 use kinetic_core::settings::Settings;
 
 pub use desired::{
-    BucketSpec, ClusterSpec, DefaultPoolSpec, Desired, Grant, JOBS_ROLE, KubeSpec, LWS_VERSION,
-    ManifestBundle, RepositorySpec, Resource, RoleRule, RoleSpec, ServiceAccountSpec,
+    BucketSpec, ClusterSpec, DefaultPoolSpec, Desired, Grant, HOSTS_ROLE, JOBS_ROLE, KubeSpec,
+    LWS_VERSION, ManifestBundle, RepositorySpec, Resource, RoleRule, RoleSpec, ServiceAccountSpec,
 };
 pub use doctor::{DoctorFacts, doctor};
 pub use observed::{

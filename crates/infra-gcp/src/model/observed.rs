@@ -205,6 +205,12 @@ pub struct ObservedKube {
     pub service_account: Option<String>,
     /// The rules of the jobs Role (`kinetic-jobs`), `None` when missing.
     pub jobs_role: Option<Vec<RoleRule>>,
+    /// The rules of the hosts Role (`kinetic-slice-hosts`), `None` when
+    /// missing.
+    pub hosts_role: Option<Vec<RoleRule>>,
+    /// Whether the RoleBinding of the hosts Role binds it to the jobs'
+    /// service account.
+    pub hosts_role_bound: bool,
     /// Whether the LeaderWorkerSet CRD is installed.
     pub lws: bool,
     /// Why LeaderWorkerSet, its CRD installed, does not serve: its

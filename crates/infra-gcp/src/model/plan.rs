@@ -265,10 +265,16 @@ impl Action {
             } => format!(
                 "create Kubernetes service account {namespace}/{name} acting as {google_service_account} (Workload Identity)"
             ),
-            Self::ApplyRole { namespace, role } => format!(
-                "create Role {namespace}/{} (LeaderWorkerSets, for pathways jobs; bind it with `edit`)",
-                role.name
-            ),
+            Self::ApplyRole { namespace, role } => match &role.bound_to {
+                Some(account) => format!(
+                    "create Role {namespace}/{} bound to service account {account} (a slice's hosts end their LeaderWorkerSet, freeing its nodes)",
+                    role.name
+                ),
+                None => format!(
+                    "create Role {namespace}/{} (LeaderWorkerSets, for pathways jobs; bind it with `edit`)",
+                    role.name
+                ),
+            },
             Self::InstallManifests { bundle } => {
                 format!("install {} from {}", bundle.name, bundle.url)
             }
@@ -408,6 +414,12 @@ fn kube_steps(desired: &Desired, observed: &Observed, gpu_pool: bool) -> Vec<Act
         steps.push(Action::ApplyRole {
             namespace: spec.namespace.clone(),
             role: spec.jobs_role.clone(),
+        });
+    }
+    if kube.hosts_role.as_ref() != Some(&spec.hosts_role.rules) || !kube.hosts_role_bound {
+        steps.push(Action::ApplyRole {
+            namespace: spec.namespace.clone(),
+            role: spec.hosts_role.clone(),
         });
     }
     if !kube.lws || kube.lws_not_ready.is_some() {

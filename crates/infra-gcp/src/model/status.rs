@@ -293,6 +293,30 @@ pub(super) fn infra_checks(desired: &Desired, observed: &Observed) -> Vec<Check>
             }
             Some(_) => Check::pass(what, "grants LeaderWorkerSets (bind it with `edit`)"),
         });
+        let hosts = &spec.hosts_role;
+        let what = format!("Role {}/{}", spec.namespace, hosts.name);
+        checks.push(match (&kube.hosts_role, kube.hosts_role_bound) {
+            (None, _) => Check::fail(
+                what,
+                "missing (a slice's hosts cannot free its nodes; the client must poll)",
+                UP,
+            ),
+            (Some(rules), _) if rules != &hosts.rules => {
+                Check::fail(what, "its rules differ from Kinetic's", UP)
+            }
+            (Some(_), false) => Check::fail(
+                what,
+                format!(
+                    "not bound to service account {}",
+                    hosts.bound_to.as_deref().unwrap_or_default()
+                ),
+                UP,
+            ),
+            (Some(_), true) => Check::pass(
+                what,
+                "bound to the jobs' service account (slices free their nodes)",
+            ),
+        });
         checks.push(match (&kube.lws, &kube.lws_not_ready) {
             (false, _) => Check::fail(
                 "LeaderWorkerSet",

@@ -32,6 +32,9 @@ impl<W: Workload> KubeBackend<W> {
         let Some(object) = self.get_object(&Named::of(record)).await? else {
             return Ok(JobState::new(JobStatus::NotFound));
         };
+        if let Some(waiting) = self.settled(&record.namespace, &object).await {
+            return Ok(waiting);
+        }
         // Events read before the pods: a pod they say was created and the
         // LIST then lacks was deleted, not created after the LIST.
         let early = if self.workload.reads_events(&object) {
@@ -268,6 +271,10 @@ impl<W: Workload> KubeBackend<W> {
             };
             let name = object.meta().name.clone().unwrap_or_default();
             let pods = by_name.remove(&name).unwrap_or_default();
+            if let Some(waiting) = self.settled(namespace, object).await {
+                out.insert(id, waiting);
+                continue;
+            }
             let state = self.workload.state(object, &pods, &events, now);
             let state = self.probed(namespace, object, &pods, state).await;
             if final_state(object.meta()).is_none() {
@@ -312,6 +319,22 @@ impl<W: Workload> KubeBackend<W> {
         };
         if let Err(e) = written {
             tracing::debug!(k8s_name, "could not record what the status read saw: {e}");
+        }
+    }
+
+    /// [`Workload::settle`] for an unfinished object: the state it
+    /// waits in, if any. A failure is logged; the next poll tries again.
+    async fn settled(&self, namespace: &str, object: &W::Object) -> Option<JobState> {
+        if self.workload.is_finished(object) {
+            return None;
+        }
+        let client = self.client.get().await.ok()?;
+        match self.workload.settle(&client, namespace, object).await {
+            Ok(waiting) => waiting,
+            Err(e) => {
+                tracing::debug!("could not settle the {}: {e}", self.traits.kind);
+                None
+            }
         }
     }
 

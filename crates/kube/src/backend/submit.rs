@@ -78,6 +78,15 @@ impl<W: Workload> KubeBackend<W> {
                 }
             }
         }
+        // Admission (a queued slice) is tried again at each poll: a
+        // failure here only delays it.
+        if let Err(e) = self
+            .workload
+            .settle(&self.client.get().await?, &r.namespace, &created)
+            .await
+        {
+            tracing::warn!(job_id = %r.job_id, "could not admit the job yet: {e}");
+        }
         tracing::debug!(job_id = %r.job_id, name = %r.k8s_name, namespace = %r.namespace, kind = self.traits.kind, "submitted");
         Ok(())
     }
