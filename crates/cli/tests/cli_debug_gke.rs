@@ -4,7 +4,8 @@
 //! `pods/portforward`, a DAP client attaches through it, and the value
 //! comes back; the Job is kept (with Kinetic's two-hour TTL).
 //!
-//! The pods run on the interpreter of the venv `scripts/test.sh` builds
+//! The jobs' fixed image is a stand-in named explicitly to the cluster:
+//! the interpreter of the venv `scripts/test.sh` builds
 //! (`target/python-venv`, which has debugpy from PyPI).
 
 mod dap;

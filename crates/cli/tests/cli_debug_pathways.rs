@@ -6,7 +6,8 @@
 //! continues, and the leader's value comes back. The other hosts wait for
 //! the leader's debugger to have a client before they run the function.
 //!
-//! The pods run on the interpreter of the venv `scripts/test.sh` builds
+//! The jobs' fixed image is a stand-in named explicitly to the cluster:
+//! the interpreter of the venv `scripts/test.sh` builds
 //! (`target/python-venv`, which has debugpy from PyPI).
 
 mod dap;

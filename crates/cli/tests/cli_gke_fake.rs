@@ -102,6 +102,7 @@ const REQUIREMENTS: &str = "six==1.16.0\n";
 async fn run_builds_its_image_on_the_fake_cloud_build() {
     let w = World::project(WORK_PY)
         .file("requirements.txt", REQUIREMENTS)
+        .wheel("six", "1.16.0")
         .start()
         .await;
     let cloud = w.cloud();

@@ -19,7 +19,6 @@ use kinetic_engine::{Engine, EngineSettings, Entrypoint, JobSpec, ResultOptions}
 use kinetic_fake_gcp::FakeGcs;
 use kinetic_fake_gcp::k8s::FakeCluster;
 use kinetic_store_gcs::{GcsOptions, GcsStore};
-use kinetic_testkit::FakeImageBuilder;
 use serde_json::json;
 
 const WORK_PY: &str = r#"
@@ -67,7 +66,10 @@ async fn main() {
     let store: Arc<dyn ObjectStore> =
         Arc::new(GcsStore::open("gs://kn-jobs", &GcsOptions::emulator(&gcs.endpoint())).unwrap());
     let cluster = FakeCluster::start(
-        kinetic_fake_gcp_server::fake_cluster_config().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
+        kinetic_fake_gcp_server::fake_cluster_config()
+            // The one image the jobs run, named with the host's interpreter.
+            .image(kinetic_fake_gcp::k8s::FAKE_IMAGE, "python3")
+            .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
     )
     .await
     .unwrap();
@@ -80,7 +82,9 @@ async fn main() {
         .store(store.clone())
         .backend(Arc::new(backend))
         .default_backend("gke")
-        .image_builder(Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c")))
+        .image_builder(Arc::new(
+            kinetic_core::ports::FixedImage::new(kinetic_fake_gcp::k8s::FAKE_IMAGE).unwrap(),
+        ))
         .settings(EngineSettings::default().with_home(dir.path().join("home")))
         .build()
         .unwrap();

@@ -8,9 +8,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use kinetic_backend_gke::{GkeBackend, GkeOptions};
 use kinetic_core::env::{EnvEntry, EnvSnapshot};
-use kinetic_core::ports::{Deadlines, ImageBuilder, ObjectStore};
+use kinetic_core::ports::{
+    BuildError, Deadlines, ImageBuilder, ImageCapabilities, ImageRequest, ObjectStore,
+    ResolvedImage,
+};
 use kinetic_core::status::{JobStatus, StatusReason};
 use kinetic_engine::{Engine, EngineError, EngineSettings, Entrypoint, JobSpec, ResultOptions};
+use kinetic_fake_gcp::images::ImageEnvironments;
 use kinetic_fake_gcp::k8s::{FakeCluster, FakeClusterConfig};
 use kinetic_fake_gcp::{FakeGcs, GcsOp};
 use kinetic_store_gcs::{GcsOptions, GcsStore};
@@ -138,10 +142,17 @@ impl World {
     }
 
     fn engine(&self) -> Engine {
-        self.engine_with(
-            Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c")),
-            self.env.clone(),
-        )
+        self.engine_with(self.images(), self.env.clone())
+    }
+
+    /// The tests' in-memory image builder, each image it pushes named to
+    /// the cluster's registry with the host's `python3` (no build of the
+    /// fake makes it): the cluster pulls those and no other.
+    fn images(&self) -> Arc<dyn ImageBuilder> {
+        Arc::new(NamedToCluster {
+            inner: FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c"),
+            images: self.cluster.images().clone(),
+        })
     }
 
     fn spec(&self, entry: &str) -> JobSpec {
@@ -153,8 +164,26 @@ fn gke_options() -> GkeOptions {
     GkeOptions::new("default").poll_interval(Duration::from_millis(50))
 }
 
-fn images() -> Arc<dyn ImageBuilder> {
-    Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c"))
+/// A [`FakeImageBuilder`] whose images the fake cluster can pull: each
+/// one it resolves is named to the cluster as a stand-in of the host's
+/// `python3`.
+#[derive(Debug)]
+struct NamedToCluster {
+    inner: FakeImageBuilder,
+    images: Arc<ImageEnvironments>,
+}
+
+#[async_trait::async_trait]
+impl ImageBuilder for NamedToCluster {
+    fn capabilities(&self) -> ImageCapabilities {
+        self.inner.capabilities()
+    }
+
+    async fn resolve(&self, request: &ImageRequest) -> Result<ResolvedImage, BuildError> {
+        let resolved = self.inner.resolve(request).await?;
+        self.images.add_stand_in(&resolved.uri, "python3");
+        Ok(resolved)
+    }
 }
 
 fn options() -> ResultOptions {
@@ -376,10 +405,7 @@ async fn a_secret_reaches_the_pod_and_nothing_else() {
     let sentinel = "s3ntinel-gke-6b1d9e2a";
     let mut env = w.env.clone();
     env.insert("MY_SECRET_TOKEN", sentinel);
-    let engine = w.engine_with(
-        Arc::new(FakeImageBuilder::new("us-docker.pkg.dev/p/kn-c")),
-        env,
-    );
+    let engine = w.engine_with(w.images(), env);
     let handle = engine
         .submit(
             w.spec("work:env_value_digest")
@@ -509,7 +535,7 @@ async fn a_cancelled_job_ends_and_the_cluster_collects_it() {
         ),
     );
     let handle = w
-        .engine_over(backend, images(), w.env.clone())
+        .engine_over(backend, w.images(), w.env.clone())
         .submit(w.spec("work:sleep_forever"))
         .await
         .unwrap();
@@ -546,7 +572,7 @@ async fn a_user_with_the_edit_role_runs_a_job_that_captures_env() {
     let mut env = w.env.clone();
     env.insert("KERAS_BACKEND", "torch");
     let handle = w
-        .engine_over(backend, images(), env)
+        .engine_over(backend, w.images(), env)
         .submit(
             w.spec("work:env_value_digest")
                 .arg(json!("KERAS_BACKEND"))
@@ -565,7 +591,7 @@ async fn a_forbidden_call_names_the_permission_missing() {
     let w = World::new().await;
     let backend = w.backend_as("dev", "view");
     let err = w
-        .engine_over(backend, images(), w.env.clone())
+        .engine_over(backend, w.images(), w.env.clone())
         .submit(w.spec("work:square").arg(json!(2)))
         .await
         .unwrap_err();

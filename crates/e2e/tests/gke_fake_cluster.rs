@@ -32,6 +32,9 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn ObjectStore> =
             Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
+        // The image the jobs run: no build makes it, so it is named with
+        // the host's interpreter.
+        let config = config.image("registry.invalid/kinetic:1", "python3");
         let cluster = FakeCluster::start(config.kill_grace(Duration::from_millis(300)))
             .await
             .unwrap();

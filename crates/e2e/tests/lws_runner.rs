@@ -33,7 +33,11 @@ impl World {
         let store: Arc<dyn ObjectStore> =
             Arc::new(GcsStore::local_dir(&dir.path().join("store")).unwrap());
         let cluster = FakeCluster::start(
-            kinetic_fake_gcp_server::fake_cluster_config().kill_grace(Duration::from_millis(300)),
+            kinetic_fake_gcp_server::fake_cluster_config()
+                // The image the slice runs: no build makes it, so it is
+                // named with the host's interpreter.
+                .image("registry.invalid/kinetic:1", "python3")
+                .kill_grace(Duration::from_millis(300)),
         )
         .await
         .unwrap();

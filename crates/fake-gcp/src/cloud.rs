@@ -31,9 +31,9 @@ pub struct FakeGcpConfig {
 
 impl FakeGcpConfig {
     /// A project for `client`: project `fake-project`, cluster `fake` in
-    /// the client's default zone, jobs in its default namespace, pods run
-    /// by `python3`; provisioned (the cluster, its buckets and registry
-    /// exist); operations take 200 ms.
+    /// the client's default zone, jobs in its default namespace, images
+    /// built from `python3` with no package index; provisioned (the
+    /// cluster, its buckets and registry exist); operations take 200 ms.
     pub fn new(client: ClientProfile) -> Self {
         Self {
             project: "fake-project".into(),
@@ -71,31 +71,39 @@ impl FakeGcpConfig {
     }
 
     /// The host interpreter (default `python3`): the one image
-    /// environments are made from, and the fake GCS FUSE driver's. Without
-    /// [`FakeGcpConfig::wheelhouse`] or [`FakeGcpConfig::image`], also the
-    /// one every pod's `python3` runs on, whatever its image.
+    /// environments are made from, and the fake GCS FUSE driver's. Never
+    /// the one a pod's `python3` runs on: that is its image's.
     pub fn python(mut self, python: impl Into<PathBuf>) -> Self {
         self.python = python.into();
         self
     }
 
-    /// Pods have only what their image holds: each image the fake Cloud
-    /// Build builds becomes an environment (a fresh venv of
-    /// [`FakeGcpConfig::python`], the image's packages and requirements
-    /// installed by pip from `wheelhouse` only, the files its recipe
-    /// adds), kept under `cache` by image; pods run their image's
-    /// environment, install at start from the same wheelhouse (their
-    /// package index), and an image the registry does not hold cannot be
-    /// pulled. See [`crate::images`].
+    /// Pods have only what their image holds, whatever the settings: each
+    /// image the fake Cloud Build builds becomes an environment (a fresh
+    /// venv of [`FakeGcpConfig::python`], the image's packages and
+    /// requirements installed by pip, the files its recipe adds), pods
+    /// run their image's environment, and an image the registry does not
+    /// hold cannot be pulled. See [`crate::images`]. This sets the
+    /// package index builds and pods install from: `wheelhouse` only (none
+    /// by default: nothing can be installed), and keeps environments
+    /// under `cache` by image ([`FakeGcpConfig::image_cache`]).
     pub fn wheelhouse(mut self, wheelhouse: impl Into<PathBuf>, cache: impl Into<PathBuf>) -> Self {
         self.wheelhouse = Some(wheelhouse.into());
         self.image_cache = Some(cache.into());
         self
     }
 
+    /// Where image environments are kept, by content, between runs and
+    /// shared by fakes (default: a folder of this fake's own, removed
+    /// with it, so each image is made anew).
+    pub fn image_cache(mut self, cache: impl Into<PathBuf>) -> Self {
+        self.image_cache = Some(cache.into());
+        self
+    }
+
     /// Name the environment of an image no build makes (a fixed
-    /// `KINETIC_IMAGE`, a prebuilt image): its pods run `python`. Turns on
-    /// the registry's images as [`FakeGcpConfig::wheelhouse`] does.
+    /// `KINETIC_IMAGE`, a prebuilt image): its pods run `python` (a bare
+    /// name is looked up on `PATH`).
     pub fn image(mut self, image: &str, python: impl Into<PathBuf>) -> Self {
         self.stand_ins.push((image.to_owned(), python.into()));
         self
@@ -196,6 +204,9 @@ pub struct FakeGcp {
     cluster: Arc<FakeCluster>,
     cloud_build: FakeCloudBuild,
     apis: FakeGoogleApis,
+    /// The image environments' folder when no cache was named; declared
+    /// last, so it is removed after the cluster's pods stopped.
+    _own_image_cache: Option<tempfile::TempDir>,
 }
 
 impl FakeGcp {
@@ -216,43 +227,41 @@ impl FakeGcp {
         } else {
             Vec::new()
         };
-        let images = (config.wheelhouse.is_some() || !config.stand_ins.is_empty()).then(|| {
-            let builder = config
-                .wheelhouse
-                .clone()
-                .zip(config.image_cache.clone())
-                .map(|(wheelhouse, cache)| ImageBuilder {
-                    base_python: config.python.clone(),
-                    wheelhouse,
-                    cache,
-                    packages: config.client.image_packages.clone(),
-                });
-            let images = ImageEnvironments::new(builder);
-            for (image, python) in &config.stand_ins {
-                images.add_stand_in(image, python);
-            }
-            Arc::new(images)
-        });
-        let mut cluster_config = FakeClusterConfig::default();
+        let own_cache = match &config.image_cache {
+            Some(_) => None,
+            None => Some(tempfile::tempdir()?),
+        };
+        let cache = config
+            .image_cache
+            .clone()
+            .or_else(|| own_cache.as_ref().map(|d| d.path().to_path_buf()))
+            .unwrap_or_default();
+        let images = Arc::new(ImageEnvironments::new(Some(ImageBuilder {
+            base_python: config.python.clone(),
+            wheelhouse: config.wheelhouse.clone(),
+            cache,
+            packages: config.client.image_packages.clone(),
+        })));
+        for (image, python) in &config.stand_ins {
+            images.add_stand_in(image, python);
+        }
+        let mut cluster_config = FakeClusterConfig::default().images(images.clone());
         for (path, contents) in &config.client.image_files {
             cluster_config = cluster_config.image_file(path, contents);
         }
-        if let Some(images) = &images {
-            cluster_config = cluster_config.images(images.clone());
-            if let Some(wheelhouse) = images.wheelhouse() {
-                // The pods' package index: what they install at start
-                // comes from the wheelhouse, never the network.
-                let wheelhouse = wheelhouse.display().to_string();
-                cluster_config = cluster_config
-                    .env("PIP_NO_INDEX", "1")
-                    .env("PIP_FIND_LINKS", &wheelhouse)
-                    .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
-            }
+        // The pods' package index: what they install at start comes from
+        // the wheelhouse, never the network; without one there is none.
+        cluster_config = cluster_config
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+        if let Some(wheelhouse) = images.wheelhouse() {
+            cluster_config =
+                cluster_config.env("PIP_FIND_LINKS", &wheelhouse.display().to_string());
         }
         let cluster = Arc::new(
             FakeCluster::start(
                 cluster_config
-                    .python(&config.python)
+                    .driver_python(&config.python)
                     .env(&config.client.vars.gcs_endpoint, &gcs.endpoint())
                     .nodes(Vec::new())
                     .service_accounts(&accounts)
@@ -265,9 +274,7 @@ impl FakeGcp {
         // The first poll of a build sees it done: a job waits one poll.
         cloud_build.set_schedule(BuildSchedule::success().with_polls(0, 0));
         cloud_build.attach_gcs(&gcs);
-        if let Some(images) = &images {
-            cloud_build.attach_images(images.clone());
-        }
+        cloud_build.attach_images(images);
         let apis = FakeGoogleApis::start_with(
             &config.project,
             Some(cluster.clone()),
@@ -322,6 +329,7 @@ impl FakeGcp {
             cluster,
             cloud_build,
             apis,
+            _own_image_cache: own_cache,
         })
     }
 

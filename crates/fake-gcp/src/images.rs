@@ -8,13 +8,15 @@
 //!   packages ([`ImageBuilder::packages`], the client's list its
 //!   Dockerfile's install line is rendered from) and the context's
 //!   `requirements.txt` installed by pip from a local wheelhouse (no index
-//!   is reached), the files the Dockerfile's `COPY` lines add (the runner)
-//!   under the environment's root and its `ENV` variables. Environments are
+//!   is reached; without a wheelhouse nothing can be installed), the files
+//!   the Dockerfile's `COPY` lines add (the runner) under the
+//!   environment's root and its `ENV` variables. Environments are
 //!   cached by image under a directory kept between runs (a bundled image's
 //!   tag hashes everything that changes it).
 //! - An image no build made is known only when a test names its
 //!   environment explicitly ([`ImageEnvironments::add_stand_in`]).
-//! - Any other image cannot be pulled (`ErrImagePull`).
+//! - Any other image cannot be pulled (`ErrImagePull`): a pod never runs
+//!   on an interpreter its image does not name.
 //!
 //! The image's packages the wheelhouse lacks (the JAX build and `keras`:
 //! hundreds of megabytes) are left out of the environment, and the build
@@ -54,8 +56,11 @@ impl ImageEnvironment {
 pub struct ImageBuilder {
     /// The interpreter venvs are made from (`python3 -m venv`).
     pub base_python: PathBuf,
-    /// Where pip finds every package (`--no-index --find-links`).
-    pub wheelhouse: PathBuf,
+    /// Where pip finds every package (`--no-index --find-links`); `None`:
+    /// there is no package index at all, so an image holds only what its
+    /// recipe copies in, and a build whose requirements name a package
+    /// fails as a build without network does.
+    pub wheelhouse: Option<PathBuf>,
     /// Where environments are kept, by image.
     pub cache: PathBuf,
     /// The requirements each accelerator category's base image holds
@@ -118,6 +123,20 @@ fn run(cmd: &mut Command, log: &mut String) -> Result<(), String> {
     }
 }
 
+/// `program` as `PATH` finds it when it is a bare name (`python3`), else
+/// as given (also when `PATH` has no such program: starting it fails).
+fn on_path(program: PathBuf) -> PathBuf {
+    if program.components().count() != 1 {
+        return program;
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(&program))
+        .find(|p| p.is_file())
+        .unwrap_or(program)
+}
+
 /// `ENV a=1 b=2` (the `key=value` form).
 fn env_line(line: &str, env: &mut BTreeMap<String, String>) {
     for word in line.split_whitespace() {
@@ -136,24 +155,26 @@ impl ImageEnvironments {
         }
     }
 
-    /// Whether builds make environments (a wheelhouse is known).
+    /// Whether builds make environments (a builder is set).
     pub fn builds(&self) -> bool {
         self.builder.is_some()
     }
 
     /// The wheelhouse pods install from at start, when there is one.
     pub fn wheelhouse(&self) -> Option<&Path> {
-        self.builder.as_ref().map(|b| b.wheelhouse.as_path())
+        self.builder.as_ref().and_then(|b| b.wheelhouse.as_deref())
     }
 
     /// Say explicitly that `image` (one no build made, such as a fixed
     /// `KINETIC_IMAGE`) runs on `python`, its `PATH` the interpreter's
-    /// directory: a named stand-in, never a fallback.
+    /// directory: a named stand-in, never a fallback. A bare name
+    /// (`python3`) is the one `PATH` finds now.
     pub fn add_stand_in(&self, image: &str, python: impl Into<PathBuf>) {
-        let python = python.into();
+        let python = on_path(python.into());
         let bin = python
             .parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
         lock(&self.envs).insert(
             image.to_owned(),
             ImageEnvironment {
@@ -201,7 +222,10 @@ impl ImageEnvironments {
             )));
         };
         let dockerfile = files.get("Dockerfile").map(String::as_str).unwrap_or("");
-        let wheels: std::collections::BTreeSet<String> = std::fs::read_dir(&builder.wheelhouse)
+        let wheels: std::collections::BTreeSet<String> = builder
+            .wheelhouse
+            .as_ref()
+            .and_then(|w| std::fs::read_dir(w).ok())
             .map(|d| {
                 d.filter_map(Result::ok)
                     .map(|e| e.file_name().to_string_lossy().to_lowercase())
@@ -234,9 +258,12 @@ impl ImageEnvironments {
         let dir = builder.cache.join(&key[..16]);
         let mut log = format!("fake image {image}: environment {}\n", dir.display());
         if !left_out.is_empty() {
+            let wheelhouse = builder.wheelhouse.as_ref().map_or_else(
+                || "no wheelhouse: the fake has no package index".to_owned(),
+                |w| format!("not in the wheelhouse {}", w.display()),
+            );
             log.push_str(&format!(
-                "left out (not in the wheelhouse {}): {}\n",
-                builder.wheelhouse.display(),
+                "left out ({wheelhouse}): {}\n",
                 left_out.join(" ")
             ));
         }
@@ -311,10 +338,16 @@ impl ImageEnvironments {
             "--disable-pip-version-check",
             "--no-input",
             "-q",
-            "--find-links",
-        ])
-        .arg(&builder.wheelhouse)
-        .args(install);
+        ]);
+        match &builder.wheelhouse {
+            Some(wheelhouse) => {
+                pip.arg("--find-links").arg(wheelhouse);
+            }
+            None => log.push_str(
+                "no wheelhouse: the fake Cloud Build has no package index, so no requirement can be installed\n",
+            ),
+        }
+        pip.args(install);
         if let Some(requirements) = files.get("requirements.txt") {
             let path = dir.join("requirements.txt");
             std::fs::write(&path, requirements).map_err(|e| format!("{log}{e}\n"))?;

@@ -14,10 +14,13 @@
 //!   ([`FakeCluster`]).
 //! - [`cloudbuild`]: Cloud Build and Artifact Registry ([`FakeCloudBuild`]),
 //!   reading build sources from a fake GCS server's buckets.
-//! - [`images`]: what the registry's images hold. With a wheelhouse
-//!   ([`FakeGcpConfig::wheelhouse`], `--wheelhouse`), each built image is
-//!   a fresh venv and a pod runs its image's `python3`, never the tests'
-//!   interpreter; an image the registry does not hold is `ErrImagePull`.
+//! - [`images`]: what the registry's images hold. Each built image is a
+//!   fresh venv (its packages from a wheelhouse,
+//!   [`FakeGcpConfig::wheelhouse`], `--wheelhouse`), an image no build
+//!   makes is known only when named with its interpreter
+//!   ([`FakeGcpConfig::image`], [`k8s::FakeClusterConfig::image`]), and a
+//!   pod runs its image's `python3`, never the tests' interpreter; an
+//!   image the registry does not hold is `ErrImagePull`.
 //! - [`apis`]: the control-plane APIs `kinetic up` drives
 //!   ([`FakeGoogleApis`]): Service Usage, Kubernetes Engine (clusters and
 //!   node pools whose nodes join the fake cluster, long-running

@@ -51,9 +51,13 @@ async fn the_project_is_named_and_described_as_the_client_says() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_have_the_clients_image_files_and_gcs_endpoint() {
-    let cloud = FakeGcp::start(FakeGcpConfig::new(support::profile()))
-        .await
-        .unwrap();
+    // An image no build makes, named with the host's interpreter: its
+    // files are the client's.
+    let cloud = FakeGcp::start(
+        FakeGcpConfig::new(support::profile()).image("fake.registry.invalid/x:1", "python3"),
+    )
+    .await
+    .unwrap();
     cloud
         .cluster()
         .insert(

@@ -17,7 +17,7 @@ fn images(dir: &std::path::Path) -> ImageEnvironments {
     std::fs::create_dir_all(&wheelhouse).unwrap();
     ImageEnvironments::new(Some(ImageBuilder {
         base_python: "python3".into(),
-        wheelhouse,
+        wheelhouse: Some(wheelhouse),
         cache: dir.join("cache"),
         packages: support::profile().image_packages,
     }))
@@ -78,5 +78,34 @@ fn a_requirement_the_wheelhouse_lacks_fails_the_build() {
     ]);
     let err = images.build(image, &files).unwrap_err();
     assert!(err.contains("no-such-package-anywhere"), "{err}");
+    assert_eq!(images.get(image), None);
+}
+
+/// Without a wheelhouse there is no package index at all: the image's
+/// packages are left out (and the log says why), and a requirement fails
+/// the build as a build without network would; no image is registered.
+#[test]
+fn without_a_wheelhouse_nothing_can_be_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = ImageEnvironments::new(Some(ImageBuilder {
+        base_python: "python3".into(),
+        wheelhouse: None,
+        cache: dir.path().join("cache"),
+        packages: support::profile().image_packages,
+    }));
+    assert_eq!(images.wheelhouse(), None);
+    let image = "us-docker.pkg.dev/p/kn-c/base:cpu-bbbbbbbbbbbb";
+    let files = BTreeMap::from([
+        ("Dockerfile".to_owned(), DOCKERFILE.to_owned()),
+        ("requirements.txt".to_owned(), "six==1.16.0\n".to_owned()),
+    ]);
+    let err = images.build(image, &files).unwrap_err();
+    assert!(
+        err.contains(
+            "left out (no wheelhouse: the fake has no package index): jax keras cloudpickle"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("six==1.16.0"), "{err}");
     assert_eq!(images.get(image), None);
 }

@@ -64,7 +64,9 @@ async fn the_driver_needs_the_sidecar_annotation_and_mounts_read_only() {
     gcs.put_object("data", "sets/one/b.txt", b"beta");
     gcs.put_object("data", "sets/two/hidden.txt", b"not in the mount");
     let cluster = FakeCluster::start(
-        FakeClusterConfig::default().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
+        FakeClusterConfig::default()
+            .image("fake.registry.invalid/x:1", "python3")
+            .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint()),
     )
     .await
     .unwrap();

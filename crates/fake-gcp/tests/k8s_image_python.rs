@@ -1,7 +1,8 @@
-//! The image's interpreter: the cluster's configured `python3` runs a
-//! container's `python3`, whether the container runs it as its command or
-//! through a shell (as a slice's hosts run their command under `sh -c`),
-//! since a real image has its `python3` on the container's `PATH`.
+//! The image's interpreter: a container's `python3` is its image's,
+//! whether the container runs it as its command or through a shell (as a
+//! slice's hosts run their command under `sh -c`), since a real image has
+//! its `python3` on the container's `PATH`; an image the registry does not
+//! hold is never run, on any interpreter.
 
 use std::time::{Duration, Instant};
 
@@ -26,13 +27,20 @@ fn pod(name: &str, command: &[&str]) -> Pod {
 async fn the_images_python3_runs_directly_and_through_a_shell() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    // The image's interpreter: says who it is, with its arguments.
-    let python = dir.path().join("image's python");
-    std::fs::write(&python, "#!/bin/sh\necho \"image python: $*\"\n").unwrap();
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let cluster = FakeCluster::start(FakeClusterConfig::default().python(&python))
-        .await
-        .unwrap();
+    // The image's interpreter (`python3` and `python` in its `bin`): says
+    // who it is, with its arguments.
+    let bin = dir.path().join("image's env").join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["python3", "python"] {
+        let python = bin.join(name);
+        std::fs::write(&python, "#!/bin/sh\necho \"image python: $*\"\n").unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default().image("fake.registry.invalid/x:1", bin.join("python3")),
+    )
+    .await
+    .unwrap();
     let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
     let api: Api<Pod> = Api::namespaced(client, "default");
     let pods = [
@@ -86,9 +94,10 @@ async fn wait_for(api: &Api<Pod>, name: &str, done: impl Fn(&Pod) -> bool) -> Po
     }
 }
 
-/// With the fake registry's images, a pod runs its own image's
-/// interpreter, and an image the registry does not hold is never run on
-/// any other: it cannot be pulled.
+/// A pod runs its own image's interpreter, and an image the registry does
+/// not hold is never run on any other: it cannot be pulled. Both with the
+/// registry a fake Cloud Build shares and with a cluster on its own, which
+/// knows only the images named to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_runs_its_images_environment_and_an_unknown_image_is_err_image_pull() {
     use kinetic_fake_gcp::images::ImageEnvironments;
@@ -99,13 +108,15 @@ async fn a_pod_runs_its_images_environment_and_an_unknown_image_is_err_image_pul
     std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
     let images = std::sync::Arc::new(ImageEnvironments::new(None));
     images.add_stand_in("fake.registry.invalid/x:1", &python);
-    let cluster = FakeCluster::start(
-        FakeClusterConfig::default()
-            .python("/the/tests/interpreter/must/not/run")
-            .images(images),
-    )
-    .await
-    .unwrap();
+    let shared = FakeClusterConfig::default().images(images);
+    let alone = FakeClusterConfig::default().image("fake.registry.invalid/x:1", &python);
+    for config in [shared, alone] {
+        known_runs_and_unknown_is_not_pulled(config).await;
+    }
+}
+
+async fn known_runs_and_unknown_is_not_pulled(config: FakeClusterConfig) {
+    let cluster = FakeCluster::start(config).await.unwrap();
     let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
     let api: Api<Pod> = Api::namespaced(client, "default");
     api.create(

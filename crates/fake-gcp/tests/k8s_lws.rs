@@ -45,9 +45,11 @@ fn lws(name: &str, size: u32, script: &str) -> DynamicObject {
 }
 
 async fn start() -> (FakeCluster, kube::Client) {
-    let cluster = FakeCluster::start(FakeClusterConfig::default())
-        .await
-        .unwrap();
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default().image("fake.registry.invalid/runner:latest", "python3"),
+    )
+    .await
+    .unwrap();
     let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
     (cluster, client)
 }

@@ -49,6 +49,7 @@ async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
 async fn a_pending_pod_grows_its_node_group_and_an_idle_node_goes() {
     let cluster = FakeCluster::start(
         FakeClusterConfig::default()
+            .image("img", "python3")
             .scale_up_delay(Duration::from_millis(100))
             .scale_down_after(Duration::from_millis(300)),
     )

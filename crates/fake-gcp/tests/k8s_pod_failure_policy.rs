@@ -63,7 +63,7 @@ fn phase(pod: &Pod) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ignored_disruption_is_replaced_once_terminal_and_not_counted() {
-    let cluster = FakeCluster::start(FakeClusterConfig::default())
+    let cluster = FakeCluster::start(FakeClusterConfig::default().image("img", "python3"))
         .await
         .unwrap();
     let client = client(&cluster);
@@ -123,7 +123,7 @@ async fn an_ignored_disruption_is_replaced_once_terminal_and_not_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fail_job_rule_fails_the_job_at_once_with_its_reason() {
-    let cluster = FakeCluster::start(FakeClusterConfig::default())
+    let cluster = FakeCluster::start(FakeClusterConfig::default().image("img", "python3"))
         .await
         .unwrap();
     let client = client(&cluster);
@@ -167,7 +167,7 @@ async fn a_fail_job_rule_fails_the_job_at_once_with_its_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_policy_is_refused_with_the_servers_causes() {
-    let cluster = FakeCluster::start(FakeClusterConfig::default())
+    let cluster = FakeCluster::start(FakeClusterConfig::default().image("img", "python3"))
         .await
         .unwrap();
     let jobs: Api<Job> = Api::namespaced(client(&cluster), "default");

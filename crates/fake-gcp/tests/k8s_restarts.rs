@@ -37,9 +37,11 @@ async fn wait_for(api: &Api<Pod>, name: &str, what: &str, check: impl Fn(&Pod) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_restarts_the_container_and_never_does_not() {
-    let cluster = FakeCluster::start(FakeClusterConfig::default())
-        .await
-        .unwrap();
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default().image("fake.registry.invalid/x:1", "python3"),
+    )
+    .await
+    .unwrap();
     let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
     let api: Api<Pod> = Api::namespaced(client, "default");
     api.create(&PostParams::default(), &pod("again", "Always"))

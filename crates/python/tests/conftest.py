@@ -2,11 +2,14 @@
 test project on sys.path, as a user's checkout would be; and runs twice:
 on the local backend, and with ``backend="gke"`` (through ``KINETIC_BACKEND``)
 on the fake Google Cloud of ``kinetic-fake-gcp`` (Kubernetes, GCS and Cloud
-Build on loopback). The fake's pods have only what their image holds: each
-image its Cloud Build builds is a fresh venv with the image's packages and
-requirements installed from a wheelhouse (``target/wheelhouse``, which
-``scripts/test.sh`` fills with ``pip download``; no index is reached), and a
-pod runs its image's ``python3``, never this interpreter."""
+Build on loopback); a module may ask for ``pathways`` there too (its own
+``backend`` fixture, as ``test_main.py`` has, or a parametrization). The
+fake's pods have only what their image holds: each image its Cloud Build
+builds is a fresh venv with the image's packages and requirements installed
+from a wheelhouse (``target/wheelhouse``, which ``scripts/test.sh`` fills
+with ``pip download``; no index is reached), and a pod runs its image's
+``python3``, never this interpreter; an image no build makes runs only when
+named with its interpreter (``--image IMAGE=PYTHON``)."""
 
 import os
 import shlex

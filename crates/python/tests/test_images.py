@@ -1,8 +1,8 @@
-"""A pod has only what its image holds (backend ``gke`` on kinetic-fake-gcp):
-the fake Cloud Build turns each image into a fresh venv with the image's
-packages and the project's filtered requirements installed from the
-wheelhouse, and a pod runs that venv's ``python3``, never the tests'
-interpreter. The dependencies page's example, with a stand-in ``pandas``
+"""A pod has only what its image holds (backends ``gke`` and ``pathways`` on
+kinetic-fake-gcp): the fake Cloud Build turns each image into a fresh venv
+with the image's packages and the project's filtered requirements installed
+from the wheelhouse, and a pod runs that venv's ``python3``, never the
+tests' interpreter. The dependencies page's example, with a stand-in ``pandas``
 wheel built here (no index is reached), and a job whose image lacks a
 package the tests' interpreter has."""
 
@@ -15,7 +15,9 @@ import zipfile
 import pytest
 
 from conftest import PREBUILT_REPO
-from test_main import _jobs, run_script
+# jobs_ran_in_their_image (autouse): each job ran in its image's environment,
+# on pathways in a LeaderWorkerSet's pod.
+from test_main import _jobs, jobs_ran_in_their_image, run_script  # noqa: F401
 
 PANDAS = '''"""A stand-in for pandas: what the dependencies page's example calls."""
 
@@ -58,7 +60,7 @@ def build_wheel(wheelhouse, name: str, version: str, source: str) -> str:
     return wheel
 
 
-@pytest.mark.parametrize("backend", ["gke"])
+@pytest.mark.parametrize("backend", ["gke", "pathways"])
 def test_the_dependencies_pages_example_runs_with_its_requirements_in_the_image(kinetic_env, wheelhouse):
     build_wheel(wheelhouse, "pandas", "0.0.1", PANDAS)
     (kinetic_env / "requirements.txt").write_text("pandas\n")
@@ -84,7 +86,7 @@ def test_the_dependencies_pages_example_runs_with_its_requirements_in_the_image(
     assert len(_jobs(kinetic_env)) == 1
 
 
-@pytest.mark.parametrize("backend", ["gke"])
+@pytest.mark.parametrize("backend", ["gke", "pathways"])
 def test_a_package_the_image_lacks_is_no_module_as_on_a_real_pod(kinetic_env):
     # pytest is in the tests' interpreter, never in a job image.
     out = run_script(kinetic_env, """
@@ -105,7 +107,7 @@ def test_a_package_the_image_lacks_is_no_module_as_on_a_real_pod(kinetic_env):
     assert len(_jobs(kinetic_env)) == 1
 
 
-@pytest.mark.parametrize("backend", ["gke"])
+@pytest.mark.parametrize("backend", ["gke", "pathways"])
 def test_a_prebuilt_image_installs_the_requirements_when_the_job_starts(kinetic_env, wheelhouse, prebuilt_image):
     # The prebuilt image has no pandas: the runner installs requirements.txt
     # at start, from the fake cluster's package index (the wheelhouse).

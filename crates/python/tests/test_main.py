@@ -4,7 +4,11 @@ same at the interpreter's prompt and in a notebook. A function of
 ``__main__`` travels by value (cloudpickle), so the script's top level never
 runs in a job: each program gives exactly one job (every job below writes
 its id to ``jobs.txt``), and classes and exceptions defined in ``__main__``
-come back as themselves."""
+come back as themselves.
+
+Each runs on the three backends: ``local``, and ``gke`` and ``pathways`` on
+kinetic-fake-gcp, whose pods run in the image the fake Cloud Build made (a
+fresh venv: not this interpreter, nor its packages)."""
 
 import os
 import re
@@ -17,13 +21,25 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "README.md")
 
-# Prepended to every program: where its jobs write their ids.
+
+@pytest.fixture(params=["local", "gke", "pathways"])
+def backend(request):
+    """This module's programs run on every backend (conftest's default is
+    local and gke)."""
+    return request.param
+
+
+# Prepended to every program: where its jobs write their ids, each with the
+# environment (``sys.prefix``) the job ran in and whether it ran in a pod of
+# a LeaderWorkerSet (the pathways backend's).
 RECORD = """\
 import os as _os
+import sys as _sys
 
 def _record():
     with open({path!r}, "a") as _f:
-        _f.write(_os.environ["KINETIC_JOB_ID"] + "\\n")
+        _lws = "lws" if "LWS_LEADER_ADDRESS" in _os.environ else "-"
+        _f.write(" ".join([_os.environ["KINETIC_JOB_ID"], _lws, _os.path.realpath(_sys.prefix)]) + "\\n")
 
 """
 
@@ -32,9 +48,26 @@ def _program(project, source: str) -> str:
     return RECORD.format(path=str(project / "jobs.txt")) + textwrap.dedent(source)
 
 
-def _jobs(project) -> list:
+def _recorded(project) -> list:
     path = project / "jobs.txt"
-    return path.read_text().split() if path.exists() else []
+    return [line.split(" ", 2) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _jobs(project) -> list:
+    return [job for job, _, _ in _recorded(project)]
+
+
+@pytest.fixture(autouse=True)
+def jobs_ran_in_their_image(kinetic_env, backend):
+    """On the fake cloud, every job this module's programs made ran in its
+    image's environment, never this interpreter's (whose packages it would
+    see), and on pathways in a LeaderWorkerSet's pod."""
+    yield
+    if backend != "local":
+        here = os.path.realpath(sys.prefix)
+        for job, lws, prefix in _recorded(kinetic_env):
+            assert prefix != here, "job %s ran on the tests' interpreter %s" % (job, prefix)
+            assert (lws == "lws") == (backend == "pathways"), "job %s on %s: %s" % (job, backend, lws)
 
 
 def run_script(project, source: str, timeout: float = 180) -> str:

@@ -5,10 +5,17 @@
 //! - [`World::gke`]: the fake GCS server (jobs bucket `fake-jobs`) and
 //!   the fake Kubernetes API server with its Job controller and kubelet,
 //!   one fixed image (`KINETIC_IMAGE`) and no Cloud Build; `.pathways()`
-//!   adds a four-host `v5litepod-16` TPU slice and LeaderWorkerSet.
+//!   adds a four-host `v5litepod-16` TPU slice and LeaderWorkerSet. No
+//!   build makes the fixed image, so the world names its interpreter: a
+//!   stand-in, the host's `python3` unless `.python(…)` names another.
 //! - [`World::project`]: the whole fake project of `kinetic-fake-gcp`
 //!   (GCS, cluster, Cloud Build with Artifact Registry, the control-plane
-//!   APIs), provisioned or new (`.new_project(…)`, for `kinetic up`).
+//!   APIs), provisioned or new (`.new_project(…)`, for `kinetic up`). Its
+//!   images are what the fake Cloud Build makes of them (fresh venvs,
+//!   kept by content in `target/fake-images`, shared with the Python
+//!   tests), their requirements installed from the world's wheelhouse of
+//!   stand-in wheels (`.wheel(…)`); an image nothing built nor named cannot
+//!   be pulled.
 //!
 //! The world owns the servers and the sandbox: dropped, it stops the
 //! servers and kills every pod process, then removes the sandbox.
@@ -17,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use kinetic_fake_gcp::k8s::{FakeCluster, FakeNode};
+use kinetic_fake_gcp::k8s::{FAKE_IMAGE, FakeCluster, FakeNode};
 use kinetic_fake_gcp::{FakeGcp, FakeGcpConfig, FakeGcs};
 use kinetic_fake_gcp_server::{cluster_cli_env, fake_cluster_config, fake_gcp_config};
 
@@ -63,6 +70,7 @@ pub(crate) struct WorldBuilder {
     slice_hosts_bound: bool,
     python: Option<PathBuf>,
     kill_grace: Option<Duration>,
+    wheels: Vec<(String, String)>,
 }
 
 impl World {
@@ -79,6 +87,7 @@ impl World {
             slice_hosts_bound: true,
             python: None,
             kill_grace: None,
+            wheels: Vec::new(),
         }
     }
 
@@ -184,6 +193,47 @@ fn path_with(bin: &Path) -> String {
     )
 }
 
+/// Where image environments are kept by content between runs: the folder
+/// the Python tests keep theirs in (`target/fake-images`).
+fn image_cache() -> PathBuf {
+    let debug = Path::new(env!("CARGO_BIN_EXE_kinetic"))
+        .parent()
+        .expect("target/debug");
+    debug.with_file_name("fake-images")
+}
+
+/// Write a wheel of `name` `version` whose module is empty into
+/// `wheelhouse` (written with Python's `zipfile`, as a build backend would).
+fn stand_in_wheel(wheelhouse: &Path, name: &str, version: &str) {
+    let script = r#"
+import base64, hashlib, sys, zipfile
+folder, name, version = sys.argv[1:]
+dist = "%s-%s" % (name, version)
+meta = "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version)
+wheel = "Wheel-Version: 1.0\nGenerator: kinetic-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+files = {name + ".py": b"", dist + ".dist-info/METADATA": meta.encode(),
+         dist + ".dist-info/WHEEL": wheel.encode()}
+digest = lambda b: base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b"=").decode()
+record = "".join("%s,sha256=%s,%d\n" % (p, digest(b), len(b)) for p, b in files.items())
+record += dist + ".dist-info/RECORD,,\n"
+with zipfile.ZipFile("%s/%s-py3-none-any.whl" % (folder, dist), "w") as whl:
+    for p, b in files.items():
+        whl.writestr(p, b)
+    whl.writestr(dist + ".dist-info/RECORD", record)
+"#;
+    let o = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(wheelhouse)
+        .args([name, version])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "writing the {name} wheel: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// A host of a `v5litepod-16` slice: four TPU chips, topology 4x4.
 fn tpu_node(name: &str) -> FakeNode {
     FakeNode::cpu(name)
@@ -233,9 +283,19 @@ impl WorldBuilder {
         self
     }
 
-    /// The interpreter that runs the pods' `python3`.
+    /// The interpreter of the fixed image a cluster world's pods run (a
+    /// stand-in named to the cluster; default the host's `python3`), or
+    /// the one a project's image environments are made from.
     pub(crate) fn python(mut self, python: impl Into<PathBuf>) -> Self {
         self.python = Some(python.into());
+        self
+    }
+
+    /// A stand-in wheel of `name` `version` (an empty module) in the
+    /// project's wheelhouse, for requirements its images install.
+    pub(crate) fn wheel(mut self, name: &str, version: &str) -> Self {
+        assert!(self.project.is_some(), "a cluster world builds no images");
+        self.wheels.push((name.to_owned(), version.to_owned()));
         self
     }
 
@@ -280,15 +340,22 @@ impl WorldBuilder {
                 if let Some(python) = self.python {
                     config = config.python(python);
                 }
+                let wheelhouse = sandbox.path("wheelhouse");
+                std::fs::create_dir_all(&wheelhouse).unwrap();
+                for (name, version) in &self.wheels {
+                    stand_in_wheel(&wheelhouse, name, version);
+                }
+                config = config.wheelhouse(wheelhouse, image_cache());
                 Cloud::Project(FakeGcp::start(config).await.unwrap())
             }
             None => {
                 let buckets: Vec<&str> = self.buckets.iter().map(String::as_str).collect();
                 let gcs = FakeGcs::with_buckets(&buckets).unwrap();
-                let mut config = fake_cluster_config().env("KINETIC_GCS_ENDPOINT", &gcs.endpoint());
-                if let Some(python) = self.python {
-                    config = config.python(python);
-                }
+                let python = self.python.unwrap_or_else(|| PathBuf::from("python3"));
+                let config = fake_cluster_config()
+                    .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
+                    .image(FAKE_IMAGE, python);
+                let mut config = config;
                 if let Some(grace) = self.kill_grace {
                     config = config.kill_grace(grace);
                 }

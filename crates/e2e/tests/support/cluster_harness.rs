@@ -13,6 +13,9 @@ use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::conformance::backend::BackendHarness;
 use kinetic_testkit::{ConformanceJob, prepare_python_job};
 
+/// The image the conformance jobs run.
+const IMAGE: &str = "registry.invalid/kinetic/conformance:latest";
+
 pub struct ClusterHarness {
     _gcs: FakeGcs,
     pub cluster: FakeCluster,
@@ -34,6 +37,9 @@ impl ClusterHarness {
         );
         let cluster = FakeCluster::start(
             kinetic_fake_gcp_server::fake_cluster_config()
+                // The one image the jobs here run: no build makes it, so it
+                // is named with the host's interpreter.
+                .image(IMAGE, "python3")
                 .env("KINETIC_GCS_ENDPOINT", &gcs.endpoint())
                 .kill_grace(std::time::Duration::from_millis(500)),
         )
@@ -82,7 +88,7 @@ impl BackendHarness for ClusterHarness {
 
     async fn prepare(&self, job: ConformanceJob, env: CapturedEnv) -> PreparedJob {
         let mut job = prepare_python_job(&self.store, self.name, &job, env).await;
-        job.record.image_uri = "registry.invalid/kinetic/conformance:latest".into();
+        job.record.image_uri = IMAGE.into();
         job
     }
 }

@@ -41,13 +41,14 @@ struct Args {
     /// The fake cluster.
     #[arg(long, value_name = "CLUSTER", default_value = "fake")]
     cluster: String,
-    /// The host interpreter: image environments are made from it; without
-    /// --wheelhouse or --image, every pod's `python3` runs on it.
+    /// The host interpreter image environments are made from (never the
+    /// one a pod runs: pods run their image's `python3`).
     #[arg(long, value_name = "PYTHON", default_value = "python3")]
     python: PathBuf,
-    /// Pods have only what their image holds: each built image becomes a
-    /// venv with its packages installed from this wheelhouse only; an
-    /// image the registry lacks is ErrImagePull.
+    /// The package index: each built image is a venv with its packages
+    /// installed from this wheelhouse only, and pods install from it at
+    /// start (without it nothing can be installed). Pods have only what
+    /// their image holds; an image the registry lacks is ErrImagePull.
     #[arg(long, value_name = "DIR")]
     wheelhouse: Option<PathBuf>,
     /// Where image environments are kept between runs (default DIR/images
@@ -99,13 +100,14 @@ async fn serve(args: Args) -> Result<(), String> {
         .provisioned(!args.empty)
         .operation_time(operation_time);
     let mut config = config;
+    let cache = match &args.image_cache {
+        Some(c) => std::path::absolute(c).map_err(|e| format!("{}: {e}", c.display()))?,
+        None => dir.join("images"),
+    };
+    config = config.image_cache(&cache);
     if let Some(wheelhouse) = &args.wheelhouse {
         let wheelhouse = std::path::absolute(wheelhouse)
             .map_err(|e| format!("{}: {e}", wheelhouse.display()))?;
-        let cache = match &args.image_cache {
-            Some(c) => std::path::absolute(c).map_err(|e| format!("{}: {e}", c.display()))?,
-            None => dir.join("images"),
-        };
         config = config.wheelhouse(wheelhouse, cache);
     }
     for spec in &args.images {

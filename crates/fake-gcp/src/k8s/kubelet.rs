@@ -32,16 +32,17 @@ use crate::images::{ImageEnvironment, ImageEnvironments};
 /// Settings of the kubelet.
 #[derive(Debug, Clone)]
 pub(crate) struct KubeletConfig {
-    pub(crate) python: PathBuf,
+    /// The host interpreter of the node's helpers (the GCS FUSE mounter);
+    /// never a container's.
+    pub(crate) driver_python: PathBuf,
     pub(crate) path_map: BTreeMap<String, PathBuf>,
     pub(crate) extra_env: BTreeMap<String, String>,
     pub(crate) missing_image_marker: String,
     pub(crate) kill_grace: Duration,
     pub(crate) root: PathBuf,
-    /// The fake registry's images: when set, a pod runs its image's
-    /// environment and an image the registry lacks cannot be pulled; when
-    /// not (a cluster on its own), every image runs on `python`.
-    pub(crate) images: Option<Arc<ImageEnvironments>>,
+    /// The fake registry's images: a pod runs its image's environment,
+    /// and an image the registry lacks cannot be pulled.
+    pub(crate) images: Arc<ImageEnvironments>,
     /// The API server as pods reach it (variables and token volume).
     pub(crate) api: InClusterApi,
 }
@@ -183,8 +184,8 @@ impl Kubelet {
             .or_else(|| s.next.pop_front())
     }
 
-    /// What a scheduled pod does: its script, else run (or fail to pull
-    /// an image marked missing).
+    /// What a scheduled pod does: its script, else run; an image marked
+    /// missing or that the registry does not hold is never pulled.
     fn run_decision(&self, pod: &Value, script: Option<PodScript>) -> Decision {
         if let Some(s) = script {
             return Decision::Script(s);
@@ -194,9 +195,7 @@ impl Kubelet {
         {
             return Decision::Script(PodScript::ImagePullError);
         }
-        if let Some(images) = &self.config.images
-            && images.get(&image_of(pod)).is_none()
-        {
+        if self.config.images.get(&image_of(pod)).is_none() {
             return Decision::Script(PodScript::ImagePullError);
         }
         Decision::Script(PodScript::Run)
@@ -656,22 +655,17 @@ impl Kubelet {
                     .into(),
             ));
         }
-        // The image's environment (its `python3`, the files it adds), or,
-        // for a cluster without a registry, the configured interpreter.
-        let image = match &self.config.images {
-            Some(images) => Some(images.get(&image_of(pod)).ok_or_else(|| {
-                SpawnError::Start(format!("the image {} is not pulled", image_of(pod)))
-            })?),
-            None => None,
-        };
+        // The image's environment (its `python3`, the files it adds).
+        let image = self.config.images.get(&image_of(pod)).ok_or_else(|| {
+            SpawnError::Start(format!("the image {} is not pulled", image_of(pod)))
+        })?;
         let mut mapped_runner = false;
         let mut argv: Vec<String> = argv
             .into_iter()
             .map(|a| {
-                let host = match &image {
-                    Some(img) => img.file(&a).or_else(|| self.image_runner_stand_in(img, &a)),
-                    None => self.config.path_map.get(&a).cloned(),
-                };
+                let host = image
+                    .file(&a)
+                    .or_else(|| self.image_runner_stand_in(&image, &a));
                 match host {
                     Some(host) => {
                         mapped_runner = true;
@@ -682,15 +676,10 @@ impl Kubelet {
             })
             .collect();
         if argv[0] == "python3" || argv[0] == "python" {
-            argv[0] = match &image {
-                Some(img) => img.python.to_string_lossy().into_owned(),
-                None => self.config.python.to_string_lossy().into_owned(),
-            };
+            argv[0] = image.python.to_string_lossy().into_owned();
         }
-        if let Some(img) = &image {
-            for (k, v) in &img.env {
-                env.entry(k.clone()).or_insert_with(|| v.clone());
-            }
+        for (k, v) in &image.env {
+            env.entry(k.clone()).or_insert_with(|| v.clone());
         }
         let dir = rt.dir.clone();
         for sub in ["work", "mounts", "home"] {
@@ -726,7 +715,7 @@ impl Kubelet {
                 argv,
                 &fuse_mounts,
                 &endpoint,
-                &self.config.python,
+                &self.config.driver_python,
                 &dir,
                 &dir.join("mounts"),
             )
@@ -737,10 +726,6 @@ impl Kubelet {
             container_name(pod),
             self.logs.starts(&rt.uid)
         ));
-        let bin = match &image {
-            Some(img) => Some(img.bin.clone()),
-            None => self.image_bin()?,
-        };
         dns::publish(store, &self.config.root)
             .map_err(|e| SpawnError::Start(format!("the cluster's DNS records: {e}")))?;
         env.insert("PYTHONPATH".to_owned(), python_path);
@@ -754,7 +739,7 @@ impl Kubelet {
                 .and_then(Value::as_str)
                 .map_or_else(|| dir.join("work"), PathBuf::from),
             log: &log,
-            bin: bin.as_deref(),
+            bin: Some(&image.bin),
         };
         rt.pgid = runtime::start(&spec, rt.exit.clone()).map_err(SpawnError::Start)?;
         self.logs.started(&rt.uid, log, rt.exit.clone(), true);
@@ -768,39 +753,6 @@ impl Kubelet {
             return None;
         }
         self.config.path_map.get(arg).cloned()
-    }
-
-    /// The image's `python3` and `python` as programs on `PATH`, for a
-    /// container that runs them through another program (a shell, as a
-    /// slice's hosts do): scripts that run the cluster's interpreter, in a
-    /// directory put first on the pods' `PATH`. `None` when the
-    /// interpreter is a bare name, found on `PATH` as it is.
-    fn image_bin(&self) -> Result<Option<PathBuf>, SpawnError> {
-        let python = &self.config.python;
-        if python.components().count() < 2 {
-            return Ok(None);
-        }
-        let bin = self.config.root.join("image-bin");
-        let write = |name: &str| -> std::io::Result<()> {
-            use std::os::unix::fs::PermissionsExt;
-            let path = bin.join(name);
-            if path.exists() {
-                return Ok(());
-            }
-            let script = format!(
-                "#!/bin/sh\nexec '{}' \"$@\"\n",
-                python.display().to_string().replace('\'', "'\\''")
-            );
-            let partial = bin.join(format!("{name}.{}.part", std::process::id()));
-            std::fs::write(&partial, script)?;
-            std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755))?;
-            std::fs::rename(&partial, &path)
-        };
-        std::fs::create_dir_all(&bin)
-            .and_then(|()| write("python3"))
-            .and_then(|()| write("python"))
-            .map_err(|e| SpawnError::Start(format!("{}: {e}", bin.display())))?;
-        Ok(Some(bin))
     }
 
     /// A pod being deleted: stop its process (TERM, then KILL after the

@@ -133,9 +133,10 @@ pub use autoscaler::NodeGroup;
 pub use faults::ApiFaults;
 pub use store::ApiError;
 
-/// An image name a client can be pointed at when images do not matter:
-/// the fake kubelet ignores images (except names holding the missing-image
-/// marker) unless the registry's images are on.
+/// An image name a client can be pointed at when no build makes its
+/// image: a cluster runs its pods only once told which interpreter the
+/// image holds (`FakeClusterConfig::default().image(FAKE_IMAGE, python)`);
+/// otherwise, as any image the registry lacks, it cannot be pulled.
 pub const FAKE_IMAGE: &str = "fake.registry.invalid/kinetic/runner:latest";
 
 /// The default marker of images that do not exist.
@@ -279,7 +280,8 @@ pub enum PodScript {
 /// Settings of a [`FakeCluster`].
 #[derive(Debug, Clone)]
 pub struct FakeClusterConfig {
-    python: PathBuf,
+    driver_python: PathBuf,
+    stand_ins: Vec<(String, PathBuf)>,
     env: BTreeMap<String, String>,
     nodes: Vec<FakeNode>,
     path_map: BTreeMap<String, PathBuf>,
@@ -299,7 +301,8 @@ pub struct FakeClusterConfig {
 impl Default for FakeClusterConfig {
     fn default() -> Self {
         Self {
-            python: PathBuf::from("python3"),
+            driver_python: PathBuf::from("python3"),
+            stand_ins: Vec::new(),
             env: BTreeMap::new(),
             nodes: vec![FakeNode::cpu("fake-node-0")],
             path_map: BTreeMap::new(),
@@ -319,18 +322,32 @@ impl Default for FakeClusterConfig {
 }
 
 impl FakeClusterConfig {
-    /// The interpreter that runs `python3` commands (default `python3`).
-    pub fn python(mut self, python: impl Into<PathBuf>) -> Self {
-        self.python = python.into();
+    /// The host interpreter the node's own helpers run on (the fake GCS
+    /// FUSE driver's mounter; default `python3`). Never a container's: a
+    /// container's `python3` is its image's.
+    pub fn driver_python(mut self, python: impl Into<PathBuf>) -> Self {
+        self.driver_python = python.into();
         self
     }
 
-    /// The fake registry's images: a pod runs its image's environment
-    /// (its `python3`, the files it adds), and an image the registry does
-    /// not hold cannot be pulled (`ErrImagePull`). Without it (the
-    /// default) every image runs on [`FakeClusterConfig::python`].
+    /// The fake registry's images (shared with a fake Cloud Build that
+    /// builds into them): a pod runs its image's environment (its
+    /// `python3`, the files it adds). An image the registry does not hold
+    /// cannot be pulled (`ErrImagePull`), whether or not this is set: a
+    /// cluster without it holds only the images named with
+    /// [`FakeClusterConfig::image`].
     pub fn images(mut self, images: Arc<crate::images::ImageEnvironments>) -> Self {
         self.images = Some(images);
+        self
+    }
+
+    /// Say explicitly that `image` (one no build makes) runs on `python`
+    /// ([`crate::images::ImageEnvironments::add_stand_in`]): its pods'
+    /// `python3` is `python`, and its files are the cluster's
+    /// ([`FakeClusterConfig::image_file`]). A bare name is looked up on
+    /// `PATH`.
+    pub fn image(mut self, image: &str, python: impl Into<PathBuf>) -> Self {
+        self.stand_ins.push((image.to_owned(), python.into()));
         self
     }
 
@@ -438,6 +455,7 @@ pub struct FakeCluster {
     faults: Arc<ApiFaults>,
     server: tokio::task::JoinHandle<()>,
     controller: Option<tokio::task::JoinHandle<()>>,
+    images: Arc<crate::images::ImageEnvironments>,
     _dir: tempfile::TempDir,
 }
 
@@ -479,15 +497,22 @@ impl FakeCluster {
         let users = Arc::new(auth::Users::default());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
         let api_address = listener.local_addr()?;
+        let images = config
+            .images
+            .clone()
+            .unwrap_or_else(|| Arc::new(crate::images::ImageEnvironments::new(None)));
+        for (image, python) in &config.stand_ins {
+            images.add_stand_in(image, python);
+        }
         let kubelet = Arc::new(kubelet::Kubelet::new(
             kubelet::KubeletConfig {
-                python: config.python.clone(),
+                driver_python: config.driver_python.clone(),
                 path_map,
                 extra_env: config.env.clone(),
                 missing_image_marker: config.missing_image_marker.clone(),
                 kill_grace: config.kill_grace,
                 root: pods_root,
-                images: config.images.clone(),
+                images: images.clone(),
                 api: service_account::InClusterApi {
                     host: api_address.ip().to_string(),
                     port: api_address.port(),
@@ -545,8 +570,16 @@ impl FakeCluster {
             faults,
             server,
             controller,
+            images,
             _dir: dir,
         })
+    }
+
+    /// The images this cluster's kubelet can pull: name one more with
+    /// [`crate::images::ImageEnvironments::add_stand_in`] (an image a
+    /// test's own builder pushed, say).
+    pub fn images(&self) -> &Arc<crate::images::ImageEnvironments> {
+        &self.images
     }
 
     /// The API server's URL (`http://127.0.0.1:PORT`).
