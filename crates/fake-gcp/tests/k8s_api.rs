@@ -199,7 +199,9 @@ async fn a_jobs_failed_count_only_grows_whoever_deletes_its_pods() {
     use kinetic_fake_gcp::k8s::FakeNode;
     use std::time::{Duration, Instant};
     let cluster = FakeCluster::start(
-        FakeClusterConfig::default().nodes(vec![FakeNode::cpu("n1"), FakeNode::cpu("n2")]),
+        FakeClusterConfig::default()
+            .nodes(vec![FakeNode::cpu("n1"), FakeNode::cpu("n2")])
+            .image("fake.registry.invalid/x:1", "python3"),
     )
     .await
     .unwrap();

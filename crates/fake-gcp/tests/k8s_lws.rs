@@ -675,7 +675,7 @@ async fn a_kubelet_eviction_ends_a_running_pod_at_once() {
     let pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy"},
         "spec": {"restartPolicy": "Always", "containers": [{"name": "c",
-                 "image": "fake.registry.invalid/x:1", "command": ["sleep", "60"]}]},
+                 "image": "fake.registry.invalid/runner:latest", "command": ["sleep", "60"]}]},
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();

@@ -72,9 +72,11 @@ async fn log_with(api: &Api<Pod>, name: &str, want: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pods_token_acts_as_its_service_account_until_the_pod_is_gone() {
-    let cluster = FakeCluster::start(FakeClusterConfig::default())
-        .await
-        .unwrap();
+    let cluster = FakeCluster::start(
+        FakeClusterConfig::default().image("fake.registry.invalid/x:1", "python3"),
+    )
+    .await
+    .unwrap();
     let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
     let api: Api<Pod> = Api::namespaced(client, "default");
     api.create(&PostParams::default(), &pod("caller", None))
