@@ -54,6 +54,67 @@ pub struct BatchConfig {
     /// Submissions (`spec.json`, `handle.json`, backend submit) in progress
     /// at once. Default 16.
     pub submit_parallelism: usize,
+    /// How the inputs' jobs share processes: on a pool of worker processes
+    /// (the default) where the backend has them, or one process per input.
+    pub isolation: Isolation,
+}
+
+/// How a batch's inputs share processes ([`BatchConfig::isolation`]).
+///
+/// Every input keeps its own job either way: its own id, status, result
+/// or error, attempts, logs and cancel. Only the processes differ.
+///
+/// ```
+/// use kinetic_core::batch::Isolation;
+/// assert_eq!("process".parse::<Isolation>(), Ok(Isolation::Process));
+/// assert_eq!(Isolation::default().to_string(), "workers");
+/// assert!("threads".parse::<Isolation>().unwrap_err().to_string().contains("workers or process"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[non_exhaustive]
+pub enum Isolation {
+    /// The batch's inputs run on a pool of at most `max_concurrent`
+    /// long-lived worker processes (the backend's parallelism when
+    /// unlimited): a worker starts its interpreter and loads the runner
+    /// once, then runs input after input, each in a fork of itself, so an
+    /// input that kills its process (`os._exit`, a segfault, the OOM
+    /// killer) ends alone. Backends without pools run one process per
+    /// input, as [`Isolation::Process`].
+    #[default]
+    Workers,
+    /// One fresh interpreter per input (the isolation of a job run on its
+    /// own): for functions whose import or state must not be shared.
+    Process,
+}
+
+impl Isolation {
+    /// Its name, as `isolation=` and `--isolation` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Workers => "workers",
+            Self::Process => "process",
+        }
+    }
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Isolation {
+    type Err = BatchConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "workers" => Ok(Self::Workers),
+            "process" => Ok(Self::Process),
+            other => Err(BatchConfigError {
+                message: format!("isolation must be workers or process, got {other:?}"),
+            }),
+        }
+    }
 }
 
 impl Default for BatchConfig {
@@ -69,6 +130,7 @@ impl Default for BatchConfig {
             poll_interval: Duration::from_secs(1),
             manifest_interval: Duration::from_millis(250),
             submit_parallelism: 16,
+            isolation: Isolation::Workers,
         }
     }
 }
@@ -136,6 +198,12 @@ impl BatchConfig {
     /// Submissions in progress at once (at least 1).
     pub fn submit_parallelism(mut self, n: usize) -> Self {
         self.submit_parallelism = n.max(1);
+        self
+    }
+
+    /// Run the inputs on worker processes, or one process each.
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
         self
     }
 

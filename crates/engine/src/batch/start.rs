@@ -12,13 +12,13 @@ use serde_json::Value;
 use crate::submit::{self, SubmitOptions};
 use crate::{EngineError, EngineInner, JobHandle, JobSpec};
 use kinetic_core::batch::{
-    BatchConfig, BatchMachine, CallArgs, Event, InputMode, MAX_DETERMINISTIC_INDEX, dispatch_input,
-    encode_inputs,
+    BatchConfig, BatchMachine, CallArgs, Event, InputMode, Isolation, MAX_DETERMINISTIC_INDEX,
+    dispatch_input, encode_inputs,
 };
 use kinetic_core::ids::GroupId;
 use kinetic_core::layout;
 use kinetic_core::plan::{self, UploadTarget};
-use kinetic_core::ports::ObjectStoreExt;
+use kinetic_core::ports::{ObjectStoreExt, WorkerPool};
 use kinetic_core::protocol::DataRef;
 use kinetic_core::spec::{Arg, Data, data_source_text};
 
@@ -76,6 +76,15 @@ pub(super) fn validate(config: &BatchConfig) -> Result<(), BatchError> {
     })
 }
 
+/// The pool a batch's children may run on: workers, at most one per input
+/// in flight.
+pub(super) fn pool_of(config: &BatchConfig) -> Option<WorkerPool> {
+    match config.isolation {
+        Isolation::Workers => Some(WorkerPool::new(config.max_concurrent)),
+        _ => None,
+    }
+}
+
 pub(super) fn settings_of(config: &BatchConfig) -> DriverSettings {
     DriverSettings {
         parallelism: config.submit_parallelism.max(1),
@@ -93,6 +102,7 @@ pub(super) async fn prepare(
     group_id: &GroupId,
     spec: JobSpec,
     calls: &[CallArgs<Arg>],
+    config: &BatchConfig,
     submit_options: &SubmitOptions,
 ) -> Result<BatchPrep, BatchError> {
     let resolved = submit::resolve(inner, &spec, submit_options).await?;
@@ -148,6 +158,7 @@ pub(super) async fn prepare(
         resolved,
         uploaded,
         calls,
+        pool: pool_of(config),
     })
 }
 
@@ -169,7 +180,7 @@ pub(super) async fn start_map(
         let encoded = encode_inputs(&stored);
         let working_dir = submit::working_dir(&inner.settings, &spec)?;
         let recipe = super::recipe::encode(&spec, &config, &working_dir);
-        let prep = prepare(inner, &group_id, spec, &calls, options).await?;
+        let prep = prepare(inner, &group_id, spec, &calls, &config, options).await?;
         let inputs_path = layout::group_inputs(&group_id);
         inner
             .store
