@@ -594,6 +594,9 @@ pub struct BatchMachine {
     last_job: Vec<Option<(JobId, u32)>>,
     /// Attempts completed before an [`Event::Abandon`] made a slot unknown.
     abandoned_attempts: Vec<u32>,
+    /// Inputs in flight allowed beyond `max_concurrent` (queued in the
+    /// backend's worker pool, not running): [`BatchMachine::set_prefetch`].
+    prefetch: usize,
 }
 
 impl BatchMachine {
@@ -615,6 +618,7 @@ impl BatchMachine {
             submission_order: Vec::new(),
             last_job: vec![None; total],
             abandoned_attempts: vec![0; total],
+            prefetch: 0,
             config,
         }
     }
@@ -638,6 +642,7 @@ impl BatchMachine {
             submission_order: Vec::new(),
             last_job: vec![None; total],
             abandoned_attempts: vec![0; total],
+            prefetch: 0,
             config: BatchConfig::default().max_concurrent(None),
         }
     }
@@ -651,6 +656,31 @@ impl BatchMachine {
     /// when a process resumes a batch it attached to. The total is kept.
     pub fn reconfigure(&mut self, config: BatchConfig) {
         self.config = config;
+    }
+
+    /// Allow `extra` inputs in flight beyond `max_concurrent`: for a batch
+    /// whose backend runs at most `max_concurrent` of its jobs at once on a
+    /// worker pool, so that each worker finds its next input queued the
+    /// moment it ends one, instead of after a poll and a submission.
+    /// `max_concurrent` then bounds the inputs *running*, not those in
+    /// flight. No effect without a limit.
+    ///
+    /// ```
+    /// use kinetic_core::batch::{BatchConfig, BatchMachine, Event};
+    ///
+    /// let mut m = BatchMachine::new(10, BatchConfig::default().max_concurrent(Some(2)));
+    /// m.set_prefetch(2);
+    /// assert_eq!(m.apply(Event::Pump).len(), 4);
+    /// ```
+    pub fn set_prefetch(&mut self, extra: usize) {
+        self.prefetch = extra;
+    }
+
+    /// The most inputs in flight at once.
+    fn in_flight_limit(&self) -> usize {
+        self.config
+            .max_concurrent
+            .map_or(usize::MAX, |m| m.saturating_add(self.prefetch))
     }
 
     /// Number of inputs.
@@ -742,7 +772,7 @@ impl BatchMachine {
         if active == 0 {
             return false;
         }
-        let limit = self.config.max_concurrent.unwrap_or(usize::MAX);
+        let limit = self.in_flight_limit();
         let capacity_bound = !self.queue.is_empty() && self.in_flight >= limit;
         let retry_watch = !self.stopped && self.config.retries > 0;
         let fail_watch = !self.stopped
@@ -857,7 +887,7 @@ impl BatchMachine {
         if self.stopped {
             return;
         }
-        let limit = self.config.max_concurrent.unwrap_or(usize::MAX);
+        let limit = self.in_flight_limit();
         while self.in_flight < limit {
             let Some(index) = self.queue.pop_front() else {
                 break;

@@ -50,6 +50,12 @@ pub struct BackendCapabilities {
     /// `port_forward` opens a byte stream to a port of a running job's
     /// leader (debug jobs need it).
     pub port_forward: bool,
+    /// Runs the children of a batch on workers ([`PreparedJob::worker_pool`])
+    /// that take at most `max_workers` of them at once, whatever the number
+    /// submitted: the engine then keeps each worker's next input queued
+    /// (up to twice `max_concurrent` in flight, never more than
+    /// `max_concurrent` running).
+    pub worker_pools: bool,
 }
 
 impl BackendCapabilities {
@@ -65,7 +71,14 @@ impl BackendCapabilities {
             needs_image: false,
             group_status: true,
             port_forward: false,
+            worker_pools: false,
         }
+    }
+
+    /// The same, stating whether batches run on worker pools.
+    pub fn with_worker_pools(mut self, worker_pools: bool) -> Self {
+        self.worker_pools = worker_pools;
+        self
     }
 
     /// The same, stating whether `port_forward` reaches a job's ports.

@@ -85,6 +85,23 @@ pub(super) fn pool_of(config: &BatchConfig) -> Option<WorkerPool> {
     }
 }
 
+/// The inputs a batch may have in flight beyond `max_concurrent`: one
+/// queued per worker where the backend runs the batch on a pool of
+/// `max_concurrent` workers, so no worker waits for a poll and a
+/// submission between two inputs.
+pub(super) fn prefetch_of(config: &BatchConfig, prep: &BatchPrep) -> usize {
+    match (prep.pool, config.max_concurrent) {
+        (Some(_), Some(limit)) if prep.resolved.backend.capabilities().worker_pools => limit,
+        _ => 0,
+    }
+}
+
+fn machine_for(total: usize, config: &BatchConfig, prep: &BatchPrep) -> BatchMachine {
+    let mut machine = BatchMachine::new(total, config.clone());
+    machine.set_prefetch(prefetch_of(config, prep));
+    machine
+}
+
 pub(super) fn settings_of(config: &BatchConfig) -> DriverSettings {
     DriverSettings {
         parallelism: config.submit_parallelism.max(1),
@@ -202,7 +219,7 @@ pub(super) async fn start_map(
             group_id.clone(),
             config.name.clone(),
             config.tags.clone(),
-            BatchMachine::new(total, config.clone()),
+            machine_for(total, &config, &prep),
             config.poll_interval,
             base,
             DriverState::None,
