@@ -489,6 +489,7 @@ impl LocalBackend {
             job.record.job_id
         ));
         std::fs::write(&entry, b"").map_err(|e| io_err(&entry, &e))?;
+        wake_a_worker(&pool_dir);
         // After the entry is there: a worker leaving marks itself first and
         // looks at the queue after, so either it sees this job or this
         // sees it leaving and starts another.
@@ -601,6 +602,21 @@ impl LocalBackend {
                 BackendError::other(format!("cannot start a reaper thread: {e}")).with_source(e)
             })?;
         Ok(())
+    }
+}
+
+/// Write a byte to the pool's `wake` FIFO, which wakes one idle worker at
+/// once. Nothing happens when no worker reads it (no FIFO yet, or no
+/// reader: the workers then look at the queue on their own).
+fn wake_a_worker(pool_dir: &Path) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(mut fifo) = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(pool_dir.join("wake"))
+    {
+        let _ = fifo.write(b".");
     }
 }
 
@@ -825,7 +841,9 @@ impl Backend for LocalBackend {
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::single_host().with_port_forward(true)
+        BackendCapabilities::single_host()
+            .with_port_forward(true)
+            .with_worker_pools(true)
     }
 
     async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {

@@ -596,6 +596,10 @@ def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace, group=None):
 # (the fork's), ``started``, ``attempts.jsonl``, ``exit_code``. A job
 # cancelled before it was claimed is skipped.
 #
+# ``DIR/wake`` is a FIFO the workers read: a submitter writes a byte to it
+# after queuing a job, so an idle worker takes it at once instead of at its
+# next look (every 50 ms).
+#
 # ``DIR/workers/{pid}-{start}`` names each live worker (the backend counts
 # them to start at most W, and a queued job of a pool with no live worker
 # is reported lost); ``worker-{i}.lock`` (i < W, an flock held for life)
@@ -624,6 +628,23 @@ def take_worker_lock(pool, workers, patience):
         if time.monotonic() > end:
             return None
         time.sleep(0.01)
+
+
+def open_wake(pool):
+    """The pool's ``wake`` FIFO, open for reading (and writing, so it never
+    reads as closed): a submitter writes one byte to it after queuing a job,
+    which wakes one idle worker at once. None where FIFOs cannot be made."""
+    path = os.path.join(pool, "wake")
+    try:
+        os.mkfifo(path, 0o600)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        return os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    except OSError:
+        return None
 
 
 def claim_next(queue):
@@ -707,6 +728,9 @@ def worker_main(opts):
             pass
     signal.signal(signal.SIGTERM, leave_on_signal)
     WORKER_FDS.append(lock_fd)
+    wake_fd = open_wake(pool)
+    if wake_fd is not None:
+        WORKER_FDS.append(wake_fd)
     slot_fd = None
     last = time.monotonic()
     delay = 0.001
@@ -718,8 +742,17 @@ def worker_main(opts):
                     os.close(slot_fd)  # an idle worker holds no job slot
                     slot_fd = None
                 if time.monotonic() - last < idle:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.02)
+                    if wake_fd is None:
+                        time.sleep(delay)
+                        delay = min(delay * 2, 0.02)
+                        continue
+                    # Woken by a submitter's byte at once; a look every 50 ms
+                    # all the same (another worker may have read the byte).
+                    if select.select([wake_fd], [], [], 0.05)[0]:
+                        try:
+                            os.read(wake_fd, 1)
+                        except OSError:
+                            pass
                     continue
                 leaving = me + ".leaving"
                 os.replace(me, leaving)
