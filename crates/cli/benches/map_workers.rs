@@ -147,7 +147,7 @@ fn main() {
     );
     let rate = |k: usize, s: f64| k as f64 / s;
     println!(
-        "(a) local map of trivial inputs vs bare `python3 -c pass` started {cores} at a time (goal >= 5x):"
+        "(a) local map of trivial inputs vs bare `python3 -c pass` ({python}) started {cores} at a time (goal >= 5x):"
     );
     println!("    bare starts      {n:>6} in {bare:>7.1} s  {bare_rate:>7.1}/s");
     println!(
