@@ -755,12 +755,18 @@ def worker_main(opts):
                             pass
                     continue
                 leaving = me + ".leaving"
-                os.replace(me, leaving)
+                try:
+                    os.replace(me, leaving)
+                except OSError:
+                    return 0  # the pool is gone (its root removed)
                 me = leaving
                 job_id = claim_next(queue)
                 if job_id is None:
                     return 0
-                os.replace(me, me[:-len(".leaving")])
+                try:
+                    os.replace(me, me[:-len(".leaving")])
+                except OSError:
+                    return 0
                 me = me[:-len(".leaving")]
             delay = 0.001
             job_dir = os.path.join(jobs_dir, job_id)
