@@ -561,8 +561,9 @@ impl fmt::Display for BatchCounts {
 /// Rules (Kinetic's `collections.map`, unless noted):
 ///
 /// - At most `max_concurrent` inputs are in flight (being submitted, or
-///   submitted and not ended); inputs are submitted in index order and a
-///   retried input goes to the back of the queue.
+///   submitted and not ended), plus the prefetch of a batch on a worker
+///   pool ([`BatchMachine::set_prefetch`]; ours); inputs are submitted in
+///   index order and a retried input goes to the back of the queue.
 /// - A job that ends `FAILED` or `NOT_FOUND` is retried while it has had
 ///   fewer than `1 + retries` attempts (the old attempt's backend resources
 ///   are cleaned first), unless the batch was cancelled or stopped.
