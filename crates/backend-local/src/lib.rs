@@ -1305,13 +1305,23 @@ mod tests {
         runner: &Path,
         jobs: &[(u64, &str, &[&str])],
     ) -> std::process::Child {
+        pool_with_launches(root, runner, jobs, |_| serde_json::Value::Null)
+    }
+
+    /// [`pool_with_jobs`], each job's run deadline given by `deadline`.
+    fn pool_with_launches(
+        root: &Path,
+        runner: &Path,
+        jobs: &[(u64, &str, &[&str])],
+        deadline: impl Fn(&str) -> serde_json::Value,
+    ) -> std::process::Child {
         let pool = root.join("pool");
         std::fs::create_dir_all(pool.join("queue")).unwrap();
         for (index, job, args) in jobs {
             let dir = JobDir::new(root.join("jobs").join(job));
             std::fs::create_dir_all(dir.path()).unwrap();
             dir.record_pooled(&serde_json::json!({
-                "pool": pool.to_string_lossy(), "args": args, "retries": 1, "run_deadline": null,
+                "pool": pool.to_string_lossy(), "args": args, "retries": 1, "run_deadline": deadline(job),
             }))
             .unwrap();
             std::fs::write(pool.join("queue").join(format!("{index:010}.{job}")), b"").unwrap();
@@ -1410,6 +1420,55 @@ mod tests {
         // Idle, the worker leaves and unregisters itself.
         assert!(worker.wait().unwrap().success());
         assert!(state::live_workers(&root.join("pool")).is_empty());
+    }
+
+    #[test]
+    fn a_worker_skips_a_job_cancelled_in_its_queue_and_stops_one_past_its_deadline_then_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let runner = root.join("runner.py");
+        std::fs::write(
+            &runner,
+            "import time\n\ndef main(argv):\n    print('ran', argv[0], flush=True)\n    time.sleep(float(argv[0]))\n    return 0\n",
+        )
+        .unwrap();
+        let ids = ["job-0000000a", "job-0000000b", "job-0000000c"];
+        let job = |id: &str| JobDir::new(root.join("jobs").join(id));
+        // The first is cancelled before any worker claims it.
+        std::fs::create_dir_all(job(ids[0]).path()).unwrap();
+        job(ids[0]).mark_cancelled().unwrap();
+        let mut worker = pool_with_launches(
+            root,
+            &runner,
+            &[
+                (0, ids[0], &["0"]),
+                (1, ids[1], &["60"]),
+                (2, ids[2], &["0"]),
+            ],
+            |id| {
+                if id == "job-0000000b" {
+                    serde_json::json!(0.5)
+                } else {
+                    serde_json::Value::Null
+                }
+            },
+        );
+        wait_for("the last job ended", || {
+            job(ids[2]).read("exit_code").is_some()
+        });
+        assert_eq!(job(ids[0]).observe(), Observed::Cancelled);
+        assert!(
+            !job(ids[0]).path().join("started").exists(),
+            "a job cancelled in the queue never starts"
+        );
+        assert_eq!(job(ids[1]).observe(), Observed::DeadlineExceeded);
+        assert!(
+            job(ids[1]).read_log().contains("run deadline"),
+            "{}",
+            job(ids[1]).read_log()
+        );
+        assert_eq!(job(ids[2]).observe(), Observed::Exited(0));
+        assert!(worker.wait().unwrap().success());
     }
 
     #[test]
