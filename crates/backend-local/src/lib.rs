@@ -893,7 +893,17 @@ impl Backend for LocalBackend {
             }
             // The same job, already submitted: started, or about to be by
             // its submitter, unless that submitter died first.
-            Ok(false) if dir.launched() => return self.join_group(&job.record),
+            // A pooled job whose submitter died before queuing it (killed
+            // between `pooled` and the queue entry): queued again.
+            Ok(false) if dir.launched() => {
+                self.join_group(&job.record)?;
+                if let (Some(pool), Some(group)) = (job.worker_pool, &job.record.group_id)
+                    && dir.pooled_and_stranded(&job.record.job_id)
+                {
+                    return self.submit_pooled(job, &dir, group, pool, python);
+                }
+                return Ok(());
+            }
             Ok(false) => {
                 self.join_group(&job.record)?;
                 if !dir.take_launch() {
@@ -1469,6 +1479,40 @@ mod tests {
         );
         assert_eq!(job(ids[2]).observe(), Observed::Exited(0));
         assert!(worker.wait().unwrap().success());
+    }
+
+    #[test]
+    fn a_pooled_job_no_queue_names_is_stranded_once_old_and_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let pool = root.join("pool");
+        std::fs::create_dir_all(pool.join("queue")).unwrap();
+        let id: JobId = "job-0000000a".parse().unwrap();
+        let job = JobDir::new(root.join("jobs").join(id.as_str()));
+        std::fs::create_dir_all(job.path()).unwrap();
+        job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
+            .unwrap();
+        assert!(
+            !job.pooled_and_stranded(&id),
+            "just queued: its submitter is at it"
+        );
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        let age = |job: &JobDir| {
+            std::fs::File::options()
+                .write(true)
+                .open(job.path().join("pooled"))
+                .unwrap()
+                .set_modified(old)
+                .unwrap()
+        };
+        age(&job);
+        assert!(job.pooled_and_stranded(&id));
+        let entry = pool.join("queue").join(format!("{:010}.{id}", 3));
+        std::fs::write(&entry, b"").unwrap();
+        assert!(!job.pooled_and_stranded(&id), "queued");
+        std::fs::remove_file(&entry).unwrap();
+        std::fs::write(job.path().join("worker"), "1234 5\n").unwrap();
+        assert!(!job.pooled_and_stranded(&id), "claimed by a worker");
     }
 
     #[test]

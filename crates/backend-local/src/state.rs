@@ -226,6 +226,29 @@ impl JobDir {
         }
     }
 
+    /// A job queued on a pool that no queue entry names and no worker or
+    /// process ever took, queued more than [`POOL_START`] ago: its
+    /// submitter died between writing `pooled` and queuing it. A
+    /// resubmission queues it again (a worker skips a job already claimed).
+    pub(crate) fn pooled_and_stranded(&self, job_id: &kinetic_core::ids::JobId) -> bool {
+        let Some(pool) = self.pool_dir() else {
+            return false;
+        };
+        let untouched = ["pid", "worker", "exit_code", "cancelled"]
+            .iter()
+            .all(|f| !self.file(f).exists());
+        if !untouched || self.younger("pooled", POOL_START) {
+            return false;
+        }
+        let suffix = format!(".{job_id}");
+        let queued = std::fs::read_dir(pool.join("queue")).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
+        });
+        !queued
+    }
+
     /// Whether file `name` was written less than `age` ago.
     fn younger(&self, name: &str, age: Duration) -> bool {
         std::fs::metadata(self.file(name))

@@ -671,6 +671,8 @@ def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, gr
     if os.path.exists(os.path.join(job_dir, "cancelled")):
         touch_ended(slots_dir)
         return False
+    if any(os.path.exists(os.path.join(job_dir, f)) for f in ("worker", "exit_code")):
+        return False  # queued twice (a resubmission), and claimed already
     try:
         with open(os.path.join(job_dir, "pooled")) as f:
             launch = json.load(f)
