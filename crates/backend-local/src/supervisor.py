@@ -459,15 +459,21 @@ def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, g
             os.close(slot_fd)
         os.environ["KINETIC_ATTEMPT"] = str(attempt)
         if pooled is not None:
-            os.setpgid(0, 0)
-            for fd in WORKER_FDS:
-                os.close(fd)
-            os.chdir(job_dir)
-            os.close(gate[1])
-            os.read(gate[0], 1)  # the worker recorded this process
-            os.close(gate[0])
-            module, job_id = pooled
-            os.environ["JOB_ID"] = job_id
+            # Whatever happens here, this fork never returns into the
+            # worker's loop (it would run as a second worker).
+            try:
+                os.setpgid(0, 0)
+                for fd in WORKER_FDS:
+                    os.close(fd)
+                os.chdir(job_dir)
+                os.close(gate[1])
+                os.read(gate[0], 1)  # the worker recorded this process
+                os.close(gate[0])
+                module, job_id = pooled
+                os.environ["JOB_ID"] = job_id
+            except BaseException as exc:  # noqa: BLE001
+                os.write(log_fd, ("[kinetic] could not start the runner: %s\n" % exc).encode())
+                os._exit(127)
             run_pooled_runner(module, runner, runner_args, log_fd)
         run_runner(runner, runner_args, log_fd)
     os.close(log_fd)
