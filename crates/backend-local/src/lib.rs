@@ -84,7 +84,7 @@ use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
     Backend, BackendCapabilities, BackendError, ChangeFeed, CleanupWait, GroupQuery, GroupStatus,
     LogOptions, LogStream, ObjectStore, ObjectStoreExt, PortStream, PreparedJob, PutOptions,
-    tail_lines,
+    WorkerPool, tail_lines,
 };
 use kinetic_core::protocol::{RUNNER_FILE_NAME, RUNNER_SOURCE, runner_digest};
 use kinetic_core::record::JobRecord;
@@ -452,6 +452,174 @@ impl LocalBackend {
     }
 }
 
+impl LocalBackend {
+    /// Queue a claimed batch child on its batch's worker pool and make sure
+    /// the pool has its workers (see `supervisor.py`, worker mode): the job
+    /// keeps its own directory, log, attempts and exit code; only its
+    /// process is a fork of a worker instead of a supervisor of its own.
+    fn submit_pooled(
+        &self,
+        job: &PreparedJob,
+        dir: &JobDir,
+        group: &GroupId,
+        pool: WorkerPool,
+        python: &Path,
+    ) -> Result<(), BackendError> {
+        let env = job_env(job, &self.options.runner_env, host_nvidia_devices());
+        let pool_dir = self.pool_dir(group, &env)?;
+        let queue = pool_dir.join("queue");
+        std::fs::create_dir_all(&queue).map_err(|e| io_err(&queue, &e))?;
+        let launch = serde_json::json!({
+            "pool": pool_dir.to_string_lossy(),
+            "args": [
+                "--spec", job.spec_uri,
+                "--workdir", dir.work_path().to_string_lossy(),
+                "--mount-root", dir.mounts_path().to_string_lossy(),
+                "--log-copy", "off",
+            ],
+            "retries": job.budgets.retries,
+            "run_deadline": job.deadlines.run.map(|d| d.as_secs_f64()),
+        });
+        dir.record_pooled(&launch)
+            .map_err(|e| io_err(dir.path(), &e))?;
+        // Oldest input first: retries of early inputs before later inputs.
+        let entry = queue.join(format!(
+            "{:010}.{}",
+            job.record.group_index.unwrap_or(0),
+            job.record.job_id
+        ));
+        std::fs::write(&entry, b"").map_err(|e| io_err(&entry, &e))?;
+        wake_a_worker(&pool_dir);
+        // After the entry is there: a worker leaving marks itself first and
+        // looks at the queue after, so either it sees this job or this
+        // sees it leaving and starts another.
+        let max = self.options.max_concurrent;
+        let workers = pool.max_workers.unwrap_or(max).clamp(1, max);
+        let live = state::live_workers(&pool_dir);
+        if live.iter().filter(|(_, leaving)| !leaving).count() < workers {
+            self.start_worker(&pool_dir, workers, &env, python)?;
+        }
+        Ok(())
+    }
+
+    /// `{root}/pools/{group_id}-{digest}`: the pool of a batch's children
+    /// whose environment is `env` (its values are hashed with a salt kept
+    /// under the root, so no value can be guessed from the name), so that
+    /// a batch resumed with other values never runs on workers holding the
+    /// old ones.
+    fn pool_dir(&self, group: &GroupId, env: &[(String, String)]) -> Result<PathBuf, BackendError> {
+        let salt_path = self.options.root.join("bin").join("pool-salt");
+        let salt = match std::fs::read(&salt_path) {
+            Ok(salt) if salt.len() >= 16 => salt,
+            _ => {
+                let mut salt = vec![0u8; 32];
+                std::fs::File::open("/dev/urandom")
+                    .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut salt))
+                    .map_err(|e| io_err(Path::new("/dev/urandom"), &e))?;
+                // First writer wins; every submitter then reads that one.
+                let tmp = salt_path.with_extension(format!("tmp-{}", std::process::id()));
+                std::fs::write(&tmp, &salt).map_err(|e| io_err(&tmp, &e))?;
+                if std::fs::hard_link(&tmp, &salt_path).is_err() {
+                    let _ = std::fs::remove_file(&tmp);
+                    std::fs::read(&salt_path).map_err(|e| io_err(&salt_path, &e))?
+                } else {
+                    let _ = std::fs::remove_file(&tmp);
+                    salt
+                }
+            }
+        };
+        let mut text = salt;
+        for (name, value) in env {
+            // Each child's own id is set in its fork.
+            if name != "JOB_ID" {
+                text.extend_from_slice(format!("{name}={value}\0").as_bytes());
+            }
+        }
+        let digest = hex_digest(&text);
+        Ok(self
+            .options
+            .root
+            .join("pools")
+            .join(format!("{group}-{}", &digest[..16])))
+    }
+
+    /// Start one worker of the pool at `pool_dir` (at most `workers` hold
+    /// its locks; one too many exits at once) and name it under
+    /// `workers/` before returning, so the pool counts as served.
+    fn start_worker(
+        &self,
+        pool_dir: &Path,
+        workers: usize,
+        env: &[(String, String)],
+        python: &Path,
+    ) -> Result<(), BackendError> {
+        let registry = pool_dir.join("workers");
+        std::fs::create_dir_all(&registry).map_err(|e| io_err(&registry, &e))?;
+        let log_path = pool_dir.join("worker.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| io_err(&log_path, &e))?;
+        let mut cmd = Command::new(python);
+        cmd.arg("-u")
+            .arg(&self.supervisor)
+            .arg("--pool")
+            .arg(pool_dir)
+            .arg("--jobs-dir")
+            .arg(self.options.root.join("jobs"))
+            .arg("--slots-dir")
+            .arg(self.options.root.join("slots"))
+            .arg("--max-concurrent")
+            .arg(self.options.max_concurrent.to_string())
+            .arg("--workers")
+            .arg(workers.to_string())
+            .arg("--grace")
+            .arg(CANCEL_GRACE.as_secs_f64().to_string())
+            .arg("--runner")
+            .arg(&self.runner)
+            .current_dir(&self.options.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .process_group(0)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)));
+        let mut child = cmd.spawn().map_err(|e| BackendError::unsupported(format!(
+                "the local backend could not start '{}': {e} (it needs a Python 3.9+ interpreter on this host)",
+                python.display()
+            )).with_source(e))?;
+        let pid = child.id();
+        let name = format!("{pid}-{}", state::start_time_text(pid));
+        let entry = registry.join(name);
+        std::fs::write(&entry, b"").map_err(|e| io_err(&entry, &e))?;
+        std::thread::Builder::new()
+            .name("kinetic-local-reaper".into())
+            .spawn(move || {
+                let _ = child.wait();
+            })
+            .map_err(|e| {
+                BackendError::other(format!("cannot start a reaper thread: {e}")).with_source(e)
+            })?;
+        Ok(())
+    }
+}
+
+/// Write a byte to the pool's `wake` FIFO, which wakes one idle worker at
+/// once. Nothing happens when no worker reads it (no FIFO yet, or no
+/// reader: the workers then look at the queue on their own).
+fn wake_a_worker(pool_dir: &Path) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(mut fifo) = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(pool_dir.join("wake"))
+    {
+        let _ = fifo.write(b".");
+    }
+}
+
 /// The variable that tells the runner its job's host addresses.
 const NODE_IPS_ENV: &str = "KINETIC_NODE_IPS";
 
@@ -673,7 +841,9 @@ impl Backend for LocalBackend {
     }
 
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::single_host().with_port_forward(true)
+        BackendCapabilities::single_host()
+            .with_port_forward(true)
+            .with_worker_pools(true)
     }
 
     async fn check(&self, accelerator: &AcceleratorSpec) -> Result<(), BackendError> {
@@ -723,7 +893,17 @@ impl Backend for LocalBackend {
             }
             // The same job, already submitted: started, or about to be by
             // its submitter, unless that submitter died first.
-            Ok(false) if dir.launched() => return self.join_group(&job.record),
+            // A pooled job whose submitter died before queuing it (killed
+            // between `pooled` and the queue entry): queued again.
+            Ok(false) if dir.launched() => {
+                self.join_group(&job.record)?;
+                if let (Some(pool), Some(group)) = (job.worker_pool, &job.record.group_id)
+                    && dir.pooled_and_stranded(&job.record.job_id)
+                {
+                    return self.submit_pooled(job, &dir, group, pool, python);
+                }
+                return Ok(());
+            }
             Ok(false) => {
                 self.join_group(&job.record)?;
                 if !dir.take_launch() {
@@ -737,6 +917,16 @@ impl Backend for LocalBackend {
                     message: format!("it runs spec {existing}, not {}", job.spec_uri),
                 });
             }
+        }
+        // A batch child on workers: queued on its batch's pool, unless it
+        // needs what only a process of its own gives (its own devices,
+        // mounts, or a debugger's port).
+        if let (Some(pool), Some(group)) = (job.worker_pool, &job.record.group_id)
+            && gpus.is_none()
+            && binds.is_empty()
+            && !job.record.debug
+        {
+            return self.submit_pooled(job, &dir, group, pool, python);
         }
         // One interpreter: the supervisor forks the runner, so it starts as
         // the runner always did (`-u`, site-packages for the job's imports).
@@ -1115,6 +1305,256 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "{what}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// A pool at `root/pool` whose jobs live in `root/jobs`: queue `jobs`
+    /// (`(index, job id, runner args)`) as `submit_pooled` does, and start
+    /// one worker on `runner`; the worker's process.
+    fn pool_with_jobs(
+        root: &Path,
+        runner: &Path,
+        jobs: &[(u64, &str, &[&str])],
+    ) -> std::process::Child {
+        pool_with_launches(root, runner, jobs, |_| serde_json::Value::Null)
+    }
+
+    /// [`pool_with_jobs`], each job's run deadline given by `deadline`.
+    fn pool_with_launches(
+        root: &Path,
+        runner: &Path,
+        jobs: &[(u64, &str, &[&str])],
+        deadline: impl Fn(&str) -> serde_json::Value,
+    ) -> std::process::Child {
+        let pool = root.join("pool");
+        std::fs::create_dir_all(pool.join("queue")).unwrap();
+        for (index, job, args) in jobs {
+            let dir = JobDir::new(root.join("jobs").join(job));
+            std::fs::create_dir_all(dir.path()).unwrap();
+            dir.record_pooled(&serde_json::json!({
+                "pool": pool.to_string_lossy(), "args": args, "retries": 1, "run_deadline": deadline(job),
+            }))
+            .unwrap();
+            std::fs::write(pool.join("queue").join(format!("{index:010}.{job}")), b"").unwrap();
+        }
+        let supervisor = root.join("supervisor.py");
+        std::fs::write(&supervisor, SUPERVISOR_SOURCE).unwrap();
+        Command::new(real_python())
+            .arg("-u")
+            .arg(&supervisor)
+            .args(["--pool", pool.to_str().unwrap()])
+            .args(["--jobs-dir", root.join("jobs").to_str().unwrap()])
+            .args(["--slots-dir", root.join("slots").to_str().unwrap()])
+            .args(["--max-concurrent", "2", "--workers", "1", "--idle", "0.3"])
+            .arg("--runner")
+            .arg(runner)
+            .env_clear()
+            .env("JOB_ID", "job-00000000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_worker_runs_its_queue_in_forks_and_a_job_that_kills_its_process_ends_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let runner = root.join("runner.py");
+        // Each run: its log line, then (by its argument) a clean exit, an
+        // os._exit on its first attempt only, or a SIGKILL of itself.
+        std::fs::write(
+            &runner,
+            "import os, signal\n\ndef main(argv):\n    print('job', os.environ['JOB_ID'], 'attempt', os.environ['KINETIC_ATTEMPT'], 'worker', os.getppid(), flush=True)\n    if argv[0] == 'exit-once' and os.environ['KINETIC_ATTEMPT'] == '1':\n        os._exit(9)\n    if argv[0] == 'kill':\n        os.kill(os.getpid(), signal.SIGKILL)\n    return 0\n",
+        )
+        .unwrap();
+        let ids = [
+            "job-0000000a",
+            "job-0000000b",
+            "job-0000000c",
+            "job-0000000d",
+        ];
+        let mut worker = pool_with_jobs(
+            root,
+            &runner,
+            &[
+                (3, ids[3], &["ok"]),
+                (0, ids[0], &["ok"]),
+                (1, ids[1], &["exit-once"]),
+                (2, ids[2], &["kill"]),
+            ],
+        );
+        let job = |id: &str| JobDir::new(root.join("jobs").join(id));
+        wait_for("every job ended", || {
+            ids.iter().all(|id| job(id).read("exit_code").is_some())
+        });
+        let code = |id: &str| job(id).read("exit_code").unwrap().trim().to_owned();
+        assert_eq!(
+            ids.map(code),
+            ["0", "0", "-9", "0"],
+            "the os._exit was retried (attempt 2), the SIGKILL ended its job alone"
+        );
+        // Each job's log holds its own lines only, its own JOB_ID, and every
+        // run came from the one worker.
+        let worker_pid = worker.id().to_string();
+        for id in ids {
+            let log = job(id).read_log();
+            let lines: Vec<&str> = log.lines().filter(|l| l.starts_with("job ")).collect();
+            assert!(!lines.is_empty(), "{id}: {log}");
+            for line in &lines {
+                assert!(line.starts_with(&format!("job {id} ")), "{id}: {log}");
+                assert!(
+                    line.ends_with(&format!("worker {worker_pid}")),
+                    "{id}: {log}"
+                );
+            }
+            assert_eq!(
+                job(id).observe(),
+                Observed::Exited(code(id).parse().unwrap())
+            );
+        }
+        let retried = job(ids[1]).read_log();
+        assert!(
+            retried.contains("attempt 1") && retried.contains("attempt 2"),
+            "{retried}"
+        );
+        // Oldest input first.
+        let started = |id: &str| {
+            std::fs::metadata(job(id).path().join("started"))
+                .unwrap()
+                .modified()
+                .unwrap()
+        };
+        assert!(started(ids[0]) <= started(ids[1]) && started(ids[2]) <= started(ids[3]));
+        // Idle, the worker leaves and unregisters itself.
+        assert!(worker.wait().unwrap().success());
+        assert!(state::live_workers(&root.join("pool")).is_empty());
+    }
+
+    #[test]
+    fn a_worker_skips_a_job_cancelled_in_its_queue_and_stops_one_past_its_deadline_then_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let runner = root.join("runner.py");
+        std::fs::write(
+            &runner,
+            "import time\n\ndef main(argv):\n    print('ran', argv[0], flush=True)\n    time.sleep(float(argv[0]))\n    return 0\n",
+        )
+        .unwrap();
+        let ids = ["job-0000000a", "job-0000000b", "job-0000000c"];
+        let job = |id: &str| JobDir::new(root.join("jobs").join(id));
+        // The first is cancelled before any worker claims it.
+        std::fs::create_dir_all(job(ids[0]).path()).unwrap();
+        job(ids[0]).mark_cancelled().unwrap();
+        let mut worker = pool_with_launches(
+            root,
+            &runner,
+            &[
+                (0, ids[0], &["0"]),
+                (1, ids[1], &["60"]),
+                (2, ids[2], &["0"]),
+            ],
+            |id| {
+                if id == "job-0000000b" {
+                    serde_json::json!(0.5)
+                } else {
+                    serde_json::Value::Null
+                }
+            },
+        );
+        wait_for("the last job ended", || {
+            job(ids[2]).read("exit_code").is_some()
+        });
+        assert_eq!(job(ids[0]).observe(), Observed::Cancelled);
+        assert!(
+            !job(ids[0]).path().join("started").exists(),
+            "a job cancelled in the queue never starts"
+        );
+        assert_eq!(job(ids[1]).observe(), Observed::DeadlineExceeded);
+        assert!(
+            job(ids[1]).read_log().contains("run deadline"),
+            "{}",
+            job(ids[1]).read_log()
+        );
+        assert_eq!(job(ids[2]).observe(), Observed::Exited(0));
+        assert!(worker.wait().unwrap().success());
+    }
+
+    #[test]
+    fn a_pooled_job_no_queue_names_is_stranded_once_old_and_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let pool = root.join("pool");
+        std::fs::create_dir_all(pool.join("queue")).unwrap();
+        let id: JobId = "job-0000000a".parse().unwrap();
+        let job = JobDir::new(root.join("jobs").join(id.as_str()));
+        std::fs::create_dir_all(job.path()).unwrap();
+        job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
+            .unwrap();
+        assert!(
+            !job.pooled_and_stranded(&id),
+            "just queued: its submitter is at it"
+        );
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        let age = |job: &JobDir| {
+            std::fs::File::options()
+                .write(true)
+                .open(job.path().join("pooled"))
+                .unwrap()
+                .set_modified(old)
+                .unwrap()
+        };
+        age(&job);
+        assert!(job.pooled_and_stranded(&id));
+        let entry = pool.join("queue").join(format!("{:010}.{id}", 3));
+        std::fs::write(&entry, b"").unwrap();
+        assert!(!job.pooled_and_stranded(&id), "queued");
+        std::fs::remove_file(&entry).unwrap();
+        std::fs::write(job.path().join("worker"), "1234 5\n").unwrap();
+        assert!(!job.pooled_and_stranded(&id), "claimed by a worker");
+    }
+
+    #[test]
+    fn a_queued_pooled_job_counts_as_queued_while_a_worker_lives_and_as_gone_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let pool = root.join("pool");
+        std::fs::create_dir_all(pool.join("workers")).unwrap();
+        let job = JobDir::new(root.join("jobs").join("job-0000000a"));
+        std::fs::create_dir_all(job.path()).unwrap();
+        job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
+            .unwrap();
+        // Just queued: served for a while even before a worker is named.
+        assert_eq!(job.observe(), Observed::Queued);
+        let pooled = job.path().join("pooled");
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&pooled)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(
+            job.observe(),
+            Observed::Vanished,
+            "no worker will ever start it"
+        );
+        let me = std::process::id();
+        let entry = pool
+            .join("workers")
+            .join(format!("{me}-{}", state::start_time_text(me)));
+        std::fs::write(&entry, b"").unwrap();
+        assert_eq!(job.observe(), Observed::Queued);
+        // A dead worker's file is no worker (and is removed).
+        let dead = pool.join("workers").join("999999999-1");
+        std::fs::write(&dead, b"").unwrap();
+        std::fs::remove_file(&entry).unwrap();
+        assert_eq!(job.observe(), Observed::Vanished);
+        assert!(!dead.exists());
+        // Claimed by a worker that died before starting it: gone too.
+        std::fs::write(job.path().join("worker"), "999999999 1\n").unwrap();
+        assert_eq!(job.observe(), Observed::Vanished);
     }
 
     #[test]

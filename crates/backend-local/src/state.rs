@@ -21,6 +21,10 @@ use crate::watch::Watch;
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
 const FOLLOW_FALLBACK: Duration = Duration::from_secs(1);
 
+/// How long a job just queued on a worker pool counts as served before
+/// its pool has a live worker (its submitter starts one right after).
+const POOL_START: Duration = Duration::from_secs(5);
+
 /// What a job's directory says about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Observed {
@@ -134,15 +138,16 @@ impl JobDir {
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > Duration::from_secs(5));
-        if self.file("pid").exists() || !stale {
+        if self.launched() || !stale {
             return false;
         }
         std::fs::remove_file(&launch).is_ok() && create()
     }
 
-    /// True once a supervisor was started for the job.
+    /// True once a supervisor was started for the job, or it was queued
+    /// on a worker pool.
     pub(crate) fn launched(&self) -> bool {
-        self.file("pid").exists()
+        self.file("pid").exists() || self.file("pooled").exists()
     }
 
     pub(crate) fn open_log(&self) -> std::io::Result<File> {
@@ -196,14 +201,82 @@ impl JobDir {
     /// True while the supervisor process lives (and is the one we started,
     /// not a later process that reused its pid), or while any process of
     /// its group does: a runner whose supervisor was killed still runs.
+    ///
+    /// A job of a worker pool ([`JobDir::pooled`]) is alive too while the
+    /// worker that claimed it lives (it starts the job's process, or
+    /// records how it ended), and, before a worker claimed it, while its
+    /// pool has a live worker: a queued job of a pool whose workers are
+    /// all gone will never start, and counts as gone.
     fn alive(&self) -> Option<bool> {
-        let (pid, start) = self.pid()?;
-        let supervisor = kill(Pid::from_raw(pid), None).is_ok()
-            && match process_start_time(pid as u32) {
-                Some(now) if !start.is_empty() => now == start && !is_zombie(pid as u32),
-                _ => !is_zombie(pid as u32),
-            };
-        Some(supervisor || group_alive(pid))
+        let own = self
+            .pid()
+            .map(|(pid, start)| process_alive(pid, &start) || group_alive(pid));
+        if own == Some(true) {
+            return own;
+        }
+        if let Some((pid, start)) = self.pid_file("worker") {
+            return Some(process_alive(pid, &start));
+        }
+        match (own, self.pool_dir()) {
+            // Just queued: its submitter starts a worker after queuing it.
+            (None, Some(pool)) => {
+                Some(pool_has_worker(&pool) || self.younger("pooled", POOL_START))
+            }
+            _ => own,
+        }
+    }
+
+    /// A job queued on a pool that no queue entry names and no worker or
+    /// process ever took, queued more than [`POOL_START`] ago: its
+    /// submitter died between writing `pooled` and queuing it. A
+    /// resubmission queues it again (a worker skips a job already claimed).
+    pub(crate) fn pooled_and_stranded(&self, job_id: &kinetic_core::ids::JobId) -> bool {
+        let Some(pool) = self.pool_dir() else {
+            return false;
+        };
+        let untouched = ["pid", "worker", "exit_code", "cancelled"]
+            .iter()
+            .all(|f| !self.file(f).exists());
+        if !untouched || self.younger("pooled", POOL_START) {
+            return false;
+        }
+        let suffix = format!(".{job_id}");
+        let queued = std::fs::read_dir(pool.join("queue")).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
+        });
+        !queued
+    }
+
+    /// Whether file `name` was written less than `age` ago.
+    fn younger(&self, name: &str, age: Duration) -> bool {
+        std::fs::metadata(self.file(name))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|elapsed| elapsed < age)
+    }
+
+    /// The pool this job was queued on (`pooled` names it), if any.
+    pub(crate) fn pool_dir(&self) -> Option<PathBuf> {
+        let text = std::fs::read_to_string(self.file("pooled")).ok()?;
+        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+        value.get("pool")?.as_str().map(PathBuf::from)
+    }
+
+    /// Queue the job on a worker pool: `pooled` holds the pool and what a
+    /// supervisor would be told (written before the job is queued).
+    pub(crate) fn record_pooled(&self, launch: &serde_json::Value) -> std::io::Result<()> {
+        write_atomic(&self.file("pooled"), &launch.to_string())
+    }
+
+    /// A pid file's pid and start time (see [`JobDir::pid`]).
+    fn pid_file(&self, name: &str) -> Option<(i32, String)> {
+        let text = std::fs::read_to_string(self.file(name)).ok()?;
+        let mut parts = text.split_whitespace();
+        let pid: i32 = parts.next()?.parse().ok()?;
+        (pid > 1).then(|| (pid, parts.next().unwrap_or_default().to_owned()))
     }
 
     /// The exit code the supervisor recorded, if any.
@@ -408,12 +481,64 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// A process's start time as pid files record it (empty where unknown).
+pub(crate) fn start_time_text(pid: u32) -> String {
+    process_start_time(pid).unwrap_or_default()
+}
+
 /// Field 22 of `/proc/{pid}/stat` (start time in clock ticks), where /proc exists.
 fn process_start_time(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces; fields after it follow ')'.
     let after = stat.rsplit_once(')')?.1;
     after.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// True while process `pid` lives and is the one that started at `start`
+/// (when known), not a later process that reused its pid.
+pub(crate) fn process_alive(pid: i32, start: &str) -> bool {
+    kill(Pid::from_raw(pid), None).is_ok()
+        && match process_start_time(pid as u32) {
+            Some(now) if !start.is_empty() => now == start && !is_zombie(pid as u32),
+            _ => !is_zombie(pid as u32),
+        }
+}
+
+/// True while a worker of the pool at `pool` lives: one of the files
+/// `{pool}/workers/{pid}-{start}[.leaving]` names a live process.
+pub(crate) fn pool_has_worker(pool: &Path) -> bool {
+    !live_workers(pool).is_empty()
+}
+
+/// The live workers of the pool at `pool`: (file name, leaving). Files of
+/// workers that are gone are removed.
+pub(crate) fn live_workers(pool: &Path) -> Vec<(String, bool)> {
+    let dir = pool.join("workers");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut live = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let (base, leaving) = match name.strip_suffix(".leaving") {
+            Some(base) => (base, true),
+            None => (name.as_str(), false),
+        };
+        let Some((pid, start)) = base.split_once('-') else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<i32>() else {
+            continue;
+        };
+        if pid > 1 && process_alive(pid, start) {
+            live.push((name.clone(), leaving));
+        } else {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    live
 }
 
 /// True while process group `pgid` has a member that is not a zombie.

@@ -87,6 +87,20 @@ def parse_args(argv):
     raise SystemExit("supervisor: missing '--' before the runner's arguments")
 
 
+def parse_worker_args(argv):
+    """A worker's options (each flag followed by its value)."""
+    opts = {}
+    known = ("--pool", "--jobs-dir", "--slots-dir", "--max-concurrent", "--workers", "--grace", "--idle", "--runner")
+    for i in range(0, len(argv), 2):
+        if argv[i] not in known or i + 1 >= len(argv):
+            raise SystemExit("supervisor: unexpected worker argument %r" % argv[i])
+        opts[argv[i]] = argv[i + 1]
+    for flag in ("--pool", "--jobs-dir", "--slots-dir", "--runner"):
+        if flag not in opts:
+            raise SystemExit("supervisor: a worker needs %s" % flag)
+    return opts
+
+
 def start_time(pid):
     """Field 22 of /proc/PID/stat (start time in clock ticks), or ''."""
     try:
@@ -249,7 +263,13 @@ def write_bytes_atomic(path, data):
     os.replace(tmp, path)
 
 
-def run_runner(runner_path, argv, log_fd):
+def run_pooled_runner(module, runner_path, argv, log_fd):
+    """A worker's forked child: the runner its worker loaded, with its
+    output in the job's log; never returns."""
+    run_runner(runner_path, argv, log_fd, module)
+
+
+def run_runner(runner_path, argv, log_fd, module=None):
     """The forked child: the runner with its output in the log; never returns."""
     code = 1
     try:
@@ -259,7 +279,7 @@ def run_runner(runner_path, argv, log_fd):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.argv = [runner_path] + argv
-        code = load_runner(runner_path).main(argv)
+        code = (module or load_runner(runner_path)).main(argv)
     except SystemExit as exc:
         code = exc.code
     except BaseException:  # noqa: BLE001 - reported like an uncaught exception
@@ -373,7 +393,7 @@ def main():
     return 0
 
 
-def run_attempts(job_dir, slots_dir, runner, runner_args, slot_fd, deadline, grace, retries):
+def run_attempts(job_dir, slots_dir, runner, runner_args, slot_fd, deadline, grace, retries, pooled=None):
     """Run the runner, and again after each failure while the application
     retry budget (``retries``) allows: attempt N sees ``KINETIC_ATTEMPT=N``,
     and each attempt's pid, start, end and exit code is a line of
@@ -385,7 +405,8 @@ def run_attempts(job_dir, slots_dir, runner, runner_args, slot_fd, deadline, gra
     for attempt in range(1, attempts + 1):
         left = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
         began = time.time()
-        child, code = run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, grace, attempt)
+        child, code = run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, grace, attempt,
+                               pooled)
         if child is None:
             return None
         record_attempt(job_dir, attempt, child, began, code)
@@ -409,25 +430,68 @@ def record_attempt(job_dir, attempt, pid, began, code):
         f.write(line + "\n")
 
 
-def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, grace, attempt):
+def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, grace, attempt, pooled=None):
     """One attempt: the runner in a forked child, waited for (at most
     ``left`` seconds, then stopped for the run ``deadline``). Returns
-    (pid, exit code), or (None, None) when it could not be forked."""
+    (pid, exit code), or (None, None) when it could not be forked.
+
+    ``pooled`` (a worker's attempt: ``(runner module, job id)``): the
+    child leads a process group of its own (the job's, which a cancel
+    kills; the worker is not in it), runs the loaded runner module, and
+    starts only once its pid and start are recorded in ``DIR/pid`` and
+    ``DIR/started``."""
     log_fd = os.open(os.path.join(job_dir, "output.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    gate = os.pipe() if pooled is not None else None
     try:
         child = os.fork()
     except OSError as exc:
         os.write(log_fd, ("[kinetic] could not start the runner: %s\n" % exc).encode())
         write_atomic(os.path.join(job_dir, "exit_code"), "127\n")
         touch_ended(slots_dir)
+        if gate is not None:
+            os.close(gate[0])
+            os.close(gate[1])
         return None, None
     if child == 0:
-        os.close(slot_fd)
+        if slot_fd is not None:
+            os.close(slot_fd)
         os.environ["KINETIC_ATTEMPT"] = str(attempt)
+        if pooled is not None:
+            # Whatever happens here, this fork never returns into the
+            # worker's loop (it would run as a second worker).
+            try:
+                os.setpgid(0, 0)
+                for fd in WORKER_FDS:
+                    os.close(fd)
+                os.chdir(job_dir)
+                os.close(gate[1])
+                os.read(gate[0], 1)  # the worker recorded this process
+                os.close(gate[0])
+                module, job_id = pooled
+                os.environ["JOB_ID"] = job_id
+            except BaseException as exc:  # noqa: BLE001
+                os.write(log_fd, ("[kinetic] could not start the runner: %s\n" % exc).encode())
+                os._exit(127)
+            run_pooled_runner(module, runner, runner_args, log_fd)
         run_runner(runner, runner_args, log_fd)
     os.close(log_fd)
+    if pooled is not None:
+        try:
+            os.setpgid(child, child)
+        except OSError:
+            pass  # the child did it first
+        os.close(gate[0])
+        write_atomic(os.path.join(job_dir, "pid"), "%d %s\n" % (child, start_time(child)))
+        write_atomic(os.path.join(job_dir, "started"), '{"worker": %d, "at": %r}' % (os.getpid(), time.time()))
+        touch_ended(slots_dir)
+        os.close(gate[1])
+        waiter = ChildWaiter(child)
+        code = waiter.wait(left)
+        if code is None:
+            code = stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace, group=child)
+        return child, code
     waiter = ChildWaiter(child)
 
     # A cancel signals the whole group; the child gets it too. Keep the
@@ -465,6 +529,23 @@ def kill_group_after_grace():
         pass
 
 
+def stop_group(job_dir, slots_dir, waiter, grace, group):
+    """A worker's job past its deadline: SIGTERM its group, SIGKILL it after
+    ``grace``; the exit code (the worker goes on)."""
+    try:
+        os.killpg(group, signal.SIGTERM)
+    except OSError:
+        pass
+    code = waiter.wait(grace)
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+    if code is None:
+        code = waiter.wait()
+    return code
+
+
 def touch_ended(slots_dir):
     """Tell whoever watches ``ended`` (a waiter on jobs) to look now: the
     file is opened for writing and closed, nothing written."""
@@ -474,12 +555,15 @@ def touch_ended(slots_dir):
         pass
 
 
-def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace):
+def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace, group=None):
     """Kill the job's process group once its run deadline passed; the
-    runner's exit code when it ended within the grace period."""
+    runner's exit code when it ended within the grace period. ``group``:
+    the job's own group (a worker's job), else this process's."""
     write_atomic(os.path.join(job_dir, "deadline_exceeded"), "%s\n" % deadline)
     with open(os.path.join(job_dir, "output.log"), "ab", buffering=0) as log:
         log.write(("[kinetic] the job ran longer than its run deadline (%gs): stopping it\n" % deadline).encode())
+    if group is not None:
+        return stop_group(job_dir, slots_dir, waiter, grace, group)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     group = os.getpgrp()
     try:
@@ -497,8 +581,225 @@ def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace):
     return code
 
 
+# -- worker mode --------------------------------------------------------------
+#
+#     python3 -u supervisor.py --pool DIR --jobs-dir DIR --slots-dir DIR \
+#         --max-concurrent N --workers W [--grace SECONDS] [--idle SECONDS] --runner PATH
+#
+# A worker of a batch's pool (``DIR`` is ``{root}/pools/{group_id}-{env
+# digest}``): one interpreter that loads the runner once and runs the jobs
+# queued in ``DIR/queue`` one after the other, each in a fork of itself that
+# leads the job's own process group (as a supervisor's runner does), so a
+# job that kills its process (``os._exit``, a segfault, the OOM killer)
+# ends alone: the worker records its exit code and takes the next job.
+#
+# ``DIR/queue/{index:010d}.{job_id}`` (empty) names a queued job, oldest
+# input first; ``{jobs}/{job_id}/pooled`` holds what its supervisor would be
+# told (the runner's arguments, ``retries``, ``run_deadline``). A worker
+# claims a job by unlinking its queue entry (one unlink wins), writes
+# ``{job}/worker`` (its pid and start) and runs it as a supervisor would:
+# a job slot, the attempts (``KINETIC_ATTEMPT``), the deadline, ``pid``
+# (the fork's), ``started``, ``attempts.jsonl``, ``exit_code``. A job
+# cancelled before it was claimed is skipped.
+#
+# ``DIR/wake`` is a FIFO the workers read: a submitter writes a byte to it
+# after queuing a job, so an idle worker takes it at once instead of at its
+# next look (every 50 ms).
+#
+# ``DIR/workers/{pid}-{start}`` names each live worker (the backend counts
+# them to start at most W, and a queued job of a pool with no live worker
+# is reported lost); ``worker-{i}.lock`` (i < W, an flock held for life)
+# caps the pool at W whoever started it. A worker idle for ``--idle``
+# seconds (2) leaves: it renames its file to ``….leaving`` (a submitter
+# then starts another), looks at the queue once more, and stays if a job
+# came in the meantime.
+
+
+def worker_name(pid):
+    return "%d-%s" % (pid, start_time(pid))
+
+
+def take_worker_lock(pool, workers, patience):
+    """An flock on one of ``worker-{i}.lock`` (i < workers), waiting at most
+    ``patience`` seconds for a leaving worker to free one; the fd or None."""
+    end = time.monotonic() + patience
+    while True:
+        for i in range(workers):
+            fd = os.open(os.path.join(pool, "worker-%d.lock" % i), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except OSError:
+                os.close(fd)
+        if time.monotonic() > end:
+            return None
+        time.sleep(0.01)
+
+
+def open_wake(pool):
+    """The pool's ``wake`` FIFO, open for reading (and writing, so it never
+    reads as closed): a submitter writes one byte to it after queuing a job,
+    which wakes one idle worker at once. None where FIFOs cannot be made."""
+    path = os.path.join(pool, "wake")
+    try:
+        os.mkfifo(path, 0o600)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        return os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    except OSError:
+        return None
+
+
+def claim_next(queue):
+    """Unlink the oldest queue entry this worker wins: its job id, or None."""
+    try:
+        names = sorted(os.listdir(queue))
+    except OSError:
+        return None
+    for name in names:
+        if name.startswith("."):
+            continue
+        try:
+            os.unlink(os.path.join(queue, name))
+        except OSError:
+            continue  # another worker took it
+        return name.split(".", 1)[1] if "." in name else name
+    return None
+
+
+def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace):
+    """One claimed job, as its own supervisor would run it; False when it
+    was skipped (cancelled before it started, or it names no launch)."""
+    import json
+    if os.path.exists(os.path.join(job_dir, "cancelled")):
+        touch_ended(slots_dir)
+        return False
+    if any(os.path.exists(os.path.join(job_dir, f)) for f in ("worker", "exit_code")):
+        return False  # queued twice (a resubmission), and claimed already
+    try:
+        with open(os.path.join(job_dir, "pooled")) as f:
+            launch = json.load(f)
+    except (OSError, ValueError):
+        return False
+    me = os.getpid()
+    write_atomic(os.path.join(job_dir, "worker"), "%d %s\n" % (me, start_time(me)))
+    deadline = launch.get("run_deadline")
+    retries = int(launch.get("retries") or 0)
+    code = run_attempts(job_dir, slots_dir, runner, list(launch["args"]), slot_fd, deadline, grace, retries,
+                        pooled=(module, job_id))
+    if code is None:
+        return True
+    if not os.path.exists(os.path.join(job_dir, "exit_code")):
+        write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
+    touch_ended(slots_dir)
+    return True
+
+
+# Descriptors of the worker that its jobs' forks close (the pool lock).
+WORKER_FDS = []
+
+
+def leave_on_signal(_signum, _frame):
+    """SIGTERM to a worker: leave (the job it runs goes on in its own group)."""
+    raise SystemExit(0)
+
+
+def worker_main(opts):
+    pool = opts["--pool"]
+    jobs_dir = opts["--jobs-dir"]
+    slots_dir = opts["--slots-dir"]
+    runner = opts["--runner"]
+    workers = max(1, int(opts.get("--workers", "1")))
+    max_concurrent = max(1, int(opts.get("--max-concurrent", "1")))
+    grace = float(opts.get("--grace", "3"))
+    idle = float(opts.get("--idle", "2"))
+    queue = os.path.join(pool, "queue")
+    registry = os.path.join(pool, "workers")
+    os.makedirs(registry, exist_ok=True)
+    me = os.path.join(registry, worker_name(os.getpid()))
+    write_atomic(me, "")
+    lock_fd = take_worker_lock(pool, workers, 5.0)
+    if lock_fd is None:
+        os.unlink(me)  # the pool has its W workers
+        return 0
+    # Interpreter work done once for every job this worker runs: the runner
+    # loaded, the modules it imports on each run imported.
+    module = load_runner(runner)
+    for name in ("json", "zipfile", "shutil", "tempfile", "hashlib", "urllib.request", "urllib.parse",
+                 "importlib.util", "traceback", "atexit", "signal", "threading", "collections"):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    signal.signal(signal.SIGTERM, leave_on_signal)
+    WORKER_FDS.append(lock_fd)
+    wake_fd = open_wake(pool)
+    if wake_fd is not None:
+        WORKER_FDS.append(wake_fd)
+    slot_fd = None
+    last = time.monotonic()
+    delay = 0.001
+    try:
+        while True:
+            job_id = claim_next(queue)
+            if job_id is None:
+                if slot_fd is not None:
+                    os.close(slot_fd)  # an idle worker holds no job slot
+                    slot_fd = None
+                if time.monotonic() - last < idle:
+                    if wake_fd is None:
+                        time.sleep(delay)
+                        delay = min(delay * 2, 0.02)
+                        continue
+                    # Woken by a submitter's byte at once; a look every 50 ms
+                    # all the same (another worker may have read the byte).
+                    if select.select([wake_fd], [], [], 0.05)[0]:
+                        try:
+                            os.read(wake_fd, 1)
+                        except OSError:
+                            pass
+                    continue
+                leaving = me + ".leaving"
+                try:
+                    os.replace(me, leaving)
+                except OSError:
+                    return 0  # the pool is gone (its root removed)
+                me = leaving
+                job_id = claim_next(queue)
+                if job_id is None:
+                    return 0
+                try:
+                    os.replace(me, me[:-len(".leaving")])
+                except OSError:
+                    return 0
+                me = me[:-len(".leaving")]
+            delay = 0.001
+            job_dir = os.path.join(jobs_dir, job_id)
+            if slot_fd is None:
+                slot = acquire_slot(slots_dir, max_concurrent, os.path.join(job_dir, "cancelled"))
+                if slot is None:
+                    touch_ended(slots_dir)
+                    last = time.monotonic()
+                    continue
+                slot_fd = slot[0]
+            try:
+                run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace)
+            except Exception as exc:  # noqa: BLE001 - e.g. its directory removed by a cleanup
+                sys.stderr.write("worker: job %s: %s\n" % (job_id, exc))
+            last = time.monotonic()
+    finally:
+        try:
+            os.unlink(me)
+        except OSError:
+            pass
+        os.close(lock_fd)
+
+
 if __name__ == "__main__":
-    status = main()
+    status = worker_main(parse_worker_args(sys.argv[1:])) if "--pool" in sys.argv[1:3] else main()
     # No interpreter teardown: the job is recorded, nothing is left to do.
     sys.stdout.flush()
     sys.stderr.flush()

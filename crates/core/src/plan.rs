@@ -631,6 +631,9 @@ pub struct GroupPlace {
     /// How many runs the input's earlier attempts made (0 for its first):
     /// the job's runs are numbered on from there ([`RunnerSpec::attempt_offset`]).
     pub earlier_runs: u32,
+    /// The batch's worker pool, when it runs on workers
+    /// ([`PreparedJob::worker_pool`]).
+    pub pool: Option<crate::ports::WorkerPool>,
 }
 
 impl GroupPlace {
@@ -641,7 +644,16 @@ impl GroupPlace {
             kind: kind.to_owned(),
             index,
             earlier_runs: 0,
+            pool: None,
         }
+    }
+
+    /// The same place, on the batch's worker pool (`None`: a process of
+    /// its own).
+    #[must_use]
+    pub fn on_pool(mut self, pool: Option<crate::ports::WorkerPool>) -> Self {
+        self.pool = pool;
+        self
     }
 
     /// The same place for an attempt after `runs` earlier runs.
@@ -913,7 +925,8 @@ pub fn job(
         spec.deadlines,
     )
     .with_fuse_mounts(fuse_mounts.clone())
-    .with_budgets(spec.budgets);
+    .with_budgets(spec.budgets)
+    .with_worker_pool(group.and_then(|g| g.pool));
     Ok(JobPlan {
         spec_uri,
         spec: ObjectUpload {

@@ -744,6 +744,20 @@ fn batch_config(text: &str) -> PyResult<BatchConfig> {
     if let Some(mode) = doc.get("input_mode").and_then(Value::as_str) {
         config = config.input_mode(mode.parse().map_err(|e| bad(format!("input_mode: {e}")))?);
     }
+    match doc.get("isolation") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => {
+            config = config.isolation(
+                text.parse()
+                    .map_err(|e| bad(format!("run_async_map: {e}")))?,
+            );
+        }
+        Some(v) => {
+            return Err(bad(format!(
+                "run_async_map(isolation={v}): expected 'workers' or 'process'"
+            )));
+        }
+    }
     if let Some(d) = secs(
         doc.get("poll_interval").and_then(Value::as_f64),
         "poll_interval",

@@ -55,6 +55,20 @@ def test_return_exceptions_and_batch_error_with_partial_results():
     assert len(err.failures) == 1 and err.group_id.startswith("grp-")
 
 
+@pytest.mark.parametrize("backend", ["local"])
+def test_isolation_workers_share_processes_and_process_starts_one_per_input(backend):
+    import work
+
+    fn = remote(work.parent_pid)
+    shared = fn.run_async_map(range(8), max_concurrent=2).results()
+    assert [x for x, _ in shared] == list(range(8))
+    assert len({parent for _, parent in shared}) <= 2, shared
+    alone = fn.run_async_map(range(4), max_concurrent=2, isolation="process").results()
+    assert len({parent for _, parent in alone}) == 4, alone
+    with pytest.raises(ValueError, match="workers or process"):
+        fn.run_async_map([1], isolation="threads")
+
+
 def test_attach_batch_from_its_group_id():
     import work
 

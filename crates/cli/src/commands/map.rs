@@ -53,6 +53,12 @@ pub(crate) struct MapArgs {
     /// positional, else one argument), single, args or kwargs.
     #[arg(long, value_name = "MODE", default_value = "auto")]
     input_mode: String,
+    /// How the inputs share processes: workers (a pool of at most
+    /// --max-concurrent worker processes that run input after input, each
+    /// in a fork of its own) or process (a fresh interpreter per input).
+    /// Backends without pools run one process per input either way.
+    #[arg(long, value_name = "MODE", default_value = "workers")]
+    isolation: String,
     /// A name for the batch.
     #[arg(long)]
     name: Option<String>,
@@ -159,12 +165,17 @@ fn batch_config(args: &MapArgs) -> Result<BatchConfig, CliError> {
         .input_mode
         .parse()
         .map_err(|e| CliError::usage(format!("--input-mode: {e}")))?;
+    let isolation: kinetic_core::batch::Isolation = args
+        .isolation
+        .parse()
+        .map_err(|e| CliError::usage(format!("--isolation: {e}")))?;
     let limit = (args.max_concurrent > 0).then_some(args.max_concurrent);
     let mut config = BatchConfig::default()
         .max_concurrent(limit)
         .retries(args.retries)
         .fail_fast(args.fail_fast, args.cancel_running_on_fail)
         .input_mode(mode)
+        .isolation(isolation)
         .poll_interval(seconds("poll-interval", args.poll_interval)?);
     if let Some(name) = &args.name {
         config = config.name(name);

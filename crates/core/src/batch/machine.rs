@@ -54,6 +54,67 @@ pub struct BatchConfig {
     /// Submissions (`spec.json`, `handle.json`, backend submit) in progress
     /// at once. Default 16.
     pub submit_parallelism: usize,
+    /// How the inputs' jobs share processes: on a pool of worker processes
+    /// (the default) where the backend has them, or one process per input.
+    pub isolation: Isolation,
+}
+
+/// How a batch's inputs share processes ([`BatchConfig::isolation`]).
+///
+/// Every input keeps its own job either way: its own id, status, result
+/// or error, attempts, logs and cancel. Only the processes differ.
+///
+/// ```
+/// use kinetic_core::batch::Isolation;
+/// assert_eq!("process".parse::<Isolation>(), Ok(Isolation::Process));
+/// assert_eq!(Isolation::default().to_string(), "workers");
+/// assert!("threads".parse::<Isolation>().unwrap_err().to_string().contains("workers or process"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[non_exhaustive]
+pub enum Isolation {
+    /// The batch's inputs run on a pool of at most `max_concurrent`
+    /// long-lived worker processes (the backend's parallelism when
+    /// unlimited): a worker starts its interpreter and loads the runner
+    /// once, then runs input after input, each in a fork of itself, so an
+    /// input that kills its process (`os._exit`, a segfault, the OOM
+    /// killer) ends alone. Backends without pools run one process per
+    /// input, as [`Isolation::Process`].
+    #[default]
+    Workers,
+    /// One fresh interpreter per input (the isolation of a job run on its
+    /// own): for functions whose import or state must not be shared.
+    Process,
+}
+
+impl Isolation {
+    /// Its name, as `isolation=` and `--isolation` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Workers => "workers",
+            Self::Process => "process",
+        }
+    }
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Isolation {
+    type Err = BatchConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "workers" => Ok(Self::Workers),
+            "process" => Ok(Self::Process),
+            other => Err(BatchConfigError {
+                message: format!("isolation must be workers or process, got {other:?}"),
+            }),
+        }
+    }
 }
 
 impl Default for BatchConfig {
@@ -69,6 +130,7 @@ impl Default for BatchConfig {
             poll_interval: Duration::from_secs(1),
             manifest_interval: Duration::from_millis(250),
             submit_parallelism: 16,
+            isolation: Isolation::Workers,
         }
     }
 }
@@ -136,6 +198,12 @@ impl BatchConfig {
     /// Submissions in progress at once (at least 1).
     pub fn submit_parallelism(mut self, n: usize) -> Self {
         self.submit_parallelism = n.max(1);
+        self
+    }
+
+    /// Run the inputs on worker processes, or one process each.
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
         self
     }
 
@@ -493,8 +561,9 @@ impl fmt::Display for BatchCounts {
 /// Rules (Kinetic's `collections.map`, unless noted):
 ///
 /// - At most `max_concurrent` inputs are in flight (being submitted, or
-///   submitted and not ended); inputs are submitted in index order and a
-///   retried input goes to the back of the queue.
+///   submitted and not ended), plus the prefetch of a batch on a worker
+///   pool ([`BatchMachine::set_prefetch`]; ours); inputs are submitted in
+///   index order and a retried input goes to the back of the queue.
 /// - A job that ends `FAILED` or `NOT_FOUND` is retried while it has had
 ///   fewer than `1 + retries` attempts (the old attempt's backend resources
 ///   are cleaned first), unless the batch was cancelled or stopped.
@@ -526,6 +595,9 @@ pub struct BatchMachine {
     last_job: Vec<Option<(JobId, u32)>>,
     /// Attempts completed before an [`Event::Abandon`] made a slot unknown.
     abandoned_attempts: Vec<u32>,
+    /// Inputs in flight allowed beyond `max_concurrent` (queued in the
+    /// backend's worker pool, not running): [`BatchMachine::set_prefetch`].
+    prefetch: usize,
 }
 
 impl BatchMachine {
@@ -547,6 +619,7 @@ impl BatchMachine {
             submission_order: Vec::new(),
             last_job: vec![None; total],
             abandoned_attempts: vec![0; total],
+            prefetch: 0,
             config,
         }
     }
@@ -570,6 +643,7 @@ impl BatchMachine {
             submission_order: Vec::new(),
             last_job: vec![None; total],
             abandoned_attempts: vec![0; total],
+            prefetch: 0,
             config: BatchConfig::default().max_concurrent(None),
         }
     }
@@ -583,6 +657,31 @@ impl BatchMachine {
     /// when a process resumes a batch it attached to. The total is kept.
     pub fn reconfigure(&mut self, config: BatchConfig) {
         self.config = config;
+    }
+
+    /// Allow `extra` inputs in flight beyond `max_concurrent`: for a batch
+    /// whose backend runs at most `max_concurrent` of its jobs at once on a
+    /// worker pool, so that each worker finds its next input queued the
+    /// moment it ends one, instead of after a poll and a submission.
+    /// `max_concurrent` then bounds the inputs *running*, not those in
+    /// flight. No effect without a limit.
+    ///
+    /// ```
+    /// use kinetic_core::batch::{BatchConfig, BatchMachine, Event};
+    ///
+    /// let mut m = BatchMachine::new(10, BatchConfig::default().max_concurrent(Some(2)));
+    /// m.set_prefetch(2);
+    /// assert_eq!(m.apply(Event::Pump).len(), 4);
+    /// ```
+    pub fn set_prefetch(&mut self, extra: usize) {
+        self.prefetch = extra;
+    }
+
+    /// The most inputs in flight at once.
+    fn in_flight_limit(&self) -> usize {
+        self.config
+            .max_concurrent
+            .map_or(usize::MAX, |m| m.saturating_add(self.prefetch))
     }
 
     /// Number of inputs.
@@ -674,7 +773,7 @@ impl BatchMachine {
         if active == 0 {
             return false;
         }
-        let limit = self.config.max_concurrent.unwrap_or(usize::MAX);
+        let limit = self.in_flight_limit();
         let capacity_bound = !self.queue.is_empty() && self.in_flight >= limit;
         let retry_watch = !self.stopped && self.config.retries > 0;
         let fail_watch = !self.stopped
@@ -789,7 +888,7 @@ impl BatchMachine {
         if self.stopped {
             return;
         }
-        let limit = self.config.max_concurrent.unwrap_or(usize::MAX);
+        let limit = self.in_flight_limit();
         while self.in_flight < limit {
             let Some(index) = self.queue.pop_front() else {
                 break;

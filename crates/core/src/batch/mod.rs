@@ -38,7 +38,7 @@ pub use input::{
 };
 pub use machine::{
     BatchConfig, BatchConfigError, BatchCounts, BatchMachine, Command, DEFAULT_MAX_CONCURRENT,
-    Event, SkipReason, Slot, result_order,
+    Event, Isolation, SkipReason, Slot, result_order,
 };
 pub use manifest::{
     ChildOutcome, GROUP_KIND_MAP, GroupManifest, MAX_DETERMINISTIC_ATTEMPT,

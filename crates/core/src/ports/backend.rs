@@ -50,6 +50,12 @@ pub struct BackendCapabilities {
     /// `port_forward` opens a byte stream to a port of a running job's
     /// leader (debug jobs need it).
     pub port_forward: bool,
+    /// Runs the children of a batch on workers ([`PreparedJob::worker_pool`])
+    /// that take at most `max_workers` of them at once, whatever the number
+    /// submitted: the engine then keeps each worker's next input queued
+    /// (up to twice `max_concurrent` in flight, never more than
+    /// `max_concurrent` running).
+    pub worker_pools: bool,
 }
 
 impl BackendCapabilities {
@@ -65,7 +71,14 @@ impl BackendCapabilities {
             needs_image: false,
             group_status: true,
             port_forward: false,
+            worker_pools: false,
         }
+    }
+
+    /// The same, stating whether batches run on worker pools.
+    pub fn with_worker_pools(mut self, worker_pools: bool) -> Self {
+        self.worker_pools = worker_pools;
+        self
     }
 
     /// The same, stating whether `port_forward` reaches a job's ports.
@@ -192,6 +205,31 @@ pub struct PreparedJob {
     pub budgets: crate::budget::Budgets,
     /// The budgets as the user asked for them (unset: the default).
     pub budget_request: crate::budget::BudgetRequest,
+    /// Set for a batch child whose batch runs on workers
+    /// ([`crate::batch::Isolation::Workers`]): a backend MAY then run the
+    /// job in a long-lived worker process its batch shares instead of a
+    /// process of its own, as long as the job keeps everything a job has
+    /// (its status, logs, attempts, result, cancel, deadline) and a job that
+    /// kills its process fails alone. A backend without pools ignores it.
+    pub worker_pool: Option<WorkerPool>,
+}
+
+/// The pool a batch child may run on ([`PreparedJob::worker_pool`]): the
+/// children of one batch (the record's `group_id`) share it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct WorkerPool {
+    /// At most this many workers (the batch's `max_concurrent`); `None`:
+    /// as many as the backend runs jobs at once.
+    pub max_workers: Option<usize>,
+}
+
+impl WorkerPool {
+    /// A pool of at most `max_workers` workers (`None`: the backend's
+    /// parallelism).
+    pub fn new(max_workers: Option<usize>) -> Self {
+        Self { max_workers }
+    }
 }
 
 /// Data a backend mounts read-only for a job: a GCS FUSE CSI volume on
@@ -250,7 +288,14 @@ impl PreparedJob {
             fuse_mounts: Vec::new(),
             budgets: crate::budget::Budgets::default(),
             budget_request: crate::budget::BudgetRequest::default(),
+            worker_pool: None,
         }
+    }
+
+    /// The same job, allowed to run on its batch's worker pool.
+    pub fn with_worker_pool(mut self, pool: Option<WorkerPool>) -> Self {
+        self.worker_pool = pool;
+        self
     }
 
     /// The same job with these read-only mounts.

@@ -26,7 +26,7 @@ mod store;
 pub use backend::{
     Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, CleanupWait,
     Deadlines, FuseMount, GroupQuery, GroupStatus, LogOptions, LogStream, PortIo, PortStream,
-    PreparedJob, RegistryError, tail_lines, terminal_line,
+    PreparedJob, RegistryError, WorkerPool, tail_lines, terminal_line,
 };
 pub use fault::{Fault, FaultPlan};
 pub use image::{

@@ -23,6 +23,7 @@ use crate::{EngineError, JobHandle, JobSpec};
 use kinetic_core::batch::{CallArgs, Event, GROUP_KIND_MAP, child_job_id};
 use kinetic_core::ids::JobId;
 use kinetic_core::plan::GroupPlace;
+use kinetic_core::ports::WorkerPool;
 use kinetic_core::status::{JobState, JobStatus};
 
 use super::BatchDriver;
@@ -36,6 +37,8 @@ pub(super) struct BatchPrep {
     pub(super) uploaded: Shared,
     /// Each input's arguments, its data already replaced by references.
     pub(super) calls: Vec<CallArgs>,
+    /// The worker pool the children may run on (`None`: one process each).
+    pub(super) pool: Option<WorkerPool>,
 }
 
 /// Settings of one loop.
@@ -132,7 +135,8 @@ fn submit_one(
                 kwargs: call.kwargs,
                 group: Some(
                     GroupPlace::new(shared.group_id.clone(), GROUP_KIND_MAP, index as u64)
-                        .after_runs(earlier_runs),
+                        .after_runs(earlier_runs)
+                        .on_pool(prep.pool),
                 ),
             };
             submit_child(

@@ -10,7 +10,8 @@
 //!  "volumes": [["/mnt/data", "/abs/data"]], "output_dir": null,
 //!  "image": {"bundled": true}, "run_deadline_s": null, "pending_deadline_s": null,
 //!  "max_concurrent": 64, "retries": 0, "fail_fast": false,
-//!  "cancel_running_on_fail": false, "poll_interval_s": 1.0}
+//!  "cancel_running_on_fail": false, "poll_interval_s": 1.0,
+//!  "isolation": "workers"}
 //! ```
 //!
 //! The environment keeps **names only, never values**: a literal `NAME=VALUE`
@@ -75,6 +76,7 @@ pub(super) fn encode(spec: &JobSpec, options: &BatchConfig, working_dir: &Path) 
         "fail_fast": options.fail_fast,
         "cancel_running_on_fail": options.cancel_running_on_fail,
         "poll_interval_s": options.poll_interval.as_secs_f64(),
+        "isolation": options.isolation.as_str(),
     })
 }
 
@@ -223,6 +225,17 @@ pub(super) fn decode(value: &Value) -> Result<(JobSpec, BatchConfig), String> {
     if let Some(poll) = duration(obj, "poll_interval_s")? {
         options = options.poll_interval(poll);
     }
+    // Recipes written before batches had workers name none: the default.
+    match obj.get("isolation") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => {
+            options = options.isolation(
+                text.parse()
+                    .map_err(|e: kinetic_core::batch::BatchConfigError| e.message)?,
+            );
+        }
+        Some(v) => return Err(format!("isolation is {v}, not \"workers\" or \"process\"")),
+    }
     Ok((spec, options))
 }
 
@@ -370,7 +383,8 @@ mod tests {
         let options = BatchConfig::default()
             .max_concurrent(Some(3))
             .retries(2)
-            .fail_fast(true, true);
+            .fail_fast(true, true)
+            .isolation(kinetic_core::batch::Isolation::Process);
         let value = encode(&spec, &options, dir.path());
         let text = value.to_string();
         assert!(!text.contains("top-secret-value"), "{text}");
@@ -392,6 +406,20 @@ mod tests {
                 opts.cancel_running_on_fail
             ),
             (Some(3), 2, true, true)
+        );
+        assert_eq!(opts.isolation, kinetic_core::batch::Isolation::Process);
+        // A recipe from before workers runs on them; a wrong one is named.
+        let mut old = value.clone();
+        old.as_object_mut().unwrap().remove("isolation");
+        assert_eq!(
+            decode(&old).unwrap().1.isolation,
+            kinetic_core::batch::Isolation::Workers
+        );
+        old["isolation"] = json!("threads");
+        let err = decode(&old).unwrap_err();
+        assert!(
+            err.contains("workers or process") && err.contains("threads"),
+            "{err}"
         );
         // Data that is gone is named.
         std::fs::remove_file(dir.path().join("d.txt")).unwrap();

@@ -17,7 +17,7 @@ use super::driver::{self};
 use super::error::invalid;
 use super::handle::BatchHandle;
 use super::shared::{DriverState, FAN_OUT};
-use super::start::{calls_of, prepare, settings_of, validate};
+use super::start::{calls_of, prefetch_of, prepare, settings_of, validate};
 use super::{BatchDriver, BatchError};
 
 impl BatchHandle {
@@ -173,7 +173,7 @@ impl BatchHandle {
             })?;
         let mode = base.input_mode.unwrap_or_default();
         let calls = calls_of(&inputs, mode)?;
-        let prep = prepare(&shared.engine, &group_id, spec, &calls, &options).await?;
+        let prep = prepare(&shared.engine, &group_id, spec, &calls, &config, &options).await?;
         // From here on this handle writes the manifest.
         shared.lock().manifest_poll = None;
         let namespace = base
@@ -184,7 +184,11 @@ impl BatchHandle {
             .reconcile(prep.resolved.backend.name(), &namespace)
             .await?;
         let requeue = self.probe_unknown(config.retries).await?;
-        shared.lock().machine.reconfigure(config.clone());
+        {
+            let mut core = shared.lock();
+            core.machine.reconfigure(config.clone());
+            core.machine.set_prefetch(prefetch_of(&config, &prep));
+        }
         let mut events: Vec<Event> = requeue
             .into_iter()
             .map(|(index, attempts)| Event::Requeue { index, attempts })

@@ -12,13 +12,13 @@ use serde_json::Value;
 use crate::submit::{self, SubmitOptions};
 use crate::{EngineError, EngineInner, JobHandle, JobSpec};
 use kinetic_core::batch::{
-    BatchConfig, BatchMachine, CallArgs, Event, InputMode, MAX_DETERMINISTIC_INDEX, dispatch_input,
-    encode_inputs,
+    BatchConfig, BatchMachine, CallArgs, Event, InputMode, Isolation, MAX_DETERMINISTIC_INDEX,
+    dispatch_input, encode_inputs,
 };
 use kinetic_core::ids::GroupId;
 use kinetic_core::layout;
 use kinetic_core::plan::{self, UploadTarget};
-use kinetic_core::ports::ObjectStoreExt;
+use kinetic_core::ports::{ObjectStoreExt, WorkerPool};
 use kinetic_core::protocol::DataRef;
 use kinetic_core::spec::{Arg, Data, data_source_text};
 
@@ -76,6 +76,32 @@ pub(super) fn validate(config: &BatchConfig) -> Result<(), BatchError> {
     })
 }
 
+/// The pool a batch's children may run on: workers, at most one per input
+/// in flight.
+pub(super) fn pool_of(config: &BatchConfig) -> Option<WorkerPool> {
+    match config.isolation {
+        Isolation::Workers => Some(WorkerPool::new(config.max_concurrent)),
+        _ => None,
+    }
+}
+
+/// The inputs a batch may have in flight beyond `max_concurrent`: one
+/// queued per worker where the backend runs the batch on a pool of
+/// `max_concurrent` workers, so no worker waits for a poll and a
+/// submission between two inputs.
+pub(super) fn prefetch_of(config: &BatchConfig, prep: &BatchPrep) -> usize {
+    match (prep.pool, config.max_concurrent) {
+        (Some(_), Some(limit)) if prep.resolved.backend.capabilities().worker_pools => limit,
+        _ => 0,
+    }
+}
+
+fn machine_for(total: usize, config: &BatchConfig, prep: &BatchPrep) -> BatchMachine {
+    let mut machine = BatchMachine::new(total, config.clone());
+    machine.set_prefetch(prefetch_of(config, prep));
+    machine
+}
+
 pub(super) fn settings_of(config: &BatchConfig) -> DriverSettings {
     DriverSettings {
         parallelism: config.submit_parallelism.max(1),
@@ -93,6 +119,7 @@ pub(super) async fn prepare(
     group_id: &GroupId,
     spec: JobSpec,
     calls: &[CallArgs<Arg>],
+    config: &BatchConfig,
     submit_options: &SubmitOptions,
 ) -> Result<BatchPrep, BatchError> {
     let resolved = submit::resolve(inner, &spec, submit_options).await?;
@@ -148,6 +175,7 @@ pub(super) async fn prepare(
         resolved,
         uploaded,
         calls,
+        pool: pool_of(config),
     })
 }
 
@@ -169,7 +197,7 @@ pub(super) async fn start_map(
         let encoded = encode_inputs(&stored);
         let working_dir = submit::working_dir(&inner.settings, &spec)?;
         let recipe = super::recipe::encode(&spec, &config, &working_dir);
-        let prep = prepare(inner, &group_id, spec, &calls, options).await?;
+        let prep = prepare(inner, &group_id, spec, &calls, &config, options).await?;
         let inputs_path = layout::group_inputs(&group_id);
         inner
             .store
@@ -191,7 +219,7 @@ pub(super) async fn start_map(
             group_id.clone(),
             config.name.clone(),
             config.tags.clone(),
-            BatchMachine::new(total, config.clone()),
+            machine_for(total, &config, &prep),
             config.poll_interval,
             base,
             DriverState::None,

@@ -273,10 +273,13 @@ class _Remote(Generic[_P, _R]):
         cancel_running_on_fail: bool = False,
         name: str | None = None,
         tags: dict[str, str] | None = None,
+        isolation: Literal["workers", "process"] = "workers",
     ) -> BatchHandle[_R]:
         """Fan out over ``inputs``, one job each (``input_mode`` says how an
         input becomes the call's arguments: 'auto', 'single', 'args',
-        'kwargs'), returning a :class:`BatchHandle`."""
+        'kwargs'), returning a :class:`BatchHandle`. ``isolation``: 'workers'
+        (the jobs share a pool of worker processes where the backend has
+        them) or 'process' (a fresh interpreter per input)."""
 
 def run(
     accelerator: str = "tpu-v5e-1",

@@ -351,18 +351,22 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
 
         def run_async_map(inputs: Iterable[Any], input_mode: str = "auto", max_concurrent: Optional[int] = None,
                           retries: int = 0, fail_fast: bool = False, cancel_running_on_fail: bool = False,
-                          name: Optional[str] = None, tags: Optional[Dict[str, str]] = None) -> BatchHandle:
+                          name: Optional[str] = None, tags: Optional[Dict[str, str]] = None,
+                          isolation: str = "workers") -> BatchHandle:
             """Fan out over ``inputs``: each becomes one job (``input_mode``:
             'auto', 'single', 'args' or 'kwargs' says how an input becomes the
             call's arguments), at most ``max_concurrent`` at a time, each
             retried ``retries`` times; ``fail_fast`` stops submitting after a
-            failure (``cancel_running_on_fail`` also cancels running jobs)."""
+            failure (``cancel_running_on_fail`` also cancels running jobs).
+            ``isolation``: 'workers' (default: on the local backend the jobs
+            run on a pool of worker processes, each input in a fork of its
+            own) or 'process' (a fresh interpreter per input)."""
             encoded = [encode(x, "input %d" % i) for i, x in enumerate(inputs)]
             if cancel_running_on_fail and not fail_fast:
                 raise ValueError("run_async_map: cancel_running_on_fail=True needs fail_fast=True")
             map_options = {"input_mode": input_mode, "max_concurrent": max_concurrent, "retries": retries,
                            "fail_fast": bool(fail_fast), "cancel_running_on_fail": bool(cancel_running_on_fail),
-                           "name": name, "tags": dict(tags or {})}
+                           "name": name, "tags": dict(tags or {}), "isolation": isolation}
             spec = options.spec(fn, (), {})
             try:
                 native = options.client().map(spec, json.dumps(encoded), json.dumps(map_options))

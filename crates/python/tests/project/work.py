@@ -20,6 +20,12 @@ def square(x):
     return x * x
 
 
+def parent_pid(x):
+    """The input and the process that started this input's process (its
+    worker on a pool, its own supervisor otherwise)."""
+    return [x, os.getppid()]
+
+
 def add(a, b=0):
     return a + b
 

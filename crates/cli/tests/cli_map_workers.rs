@@ -1,0 +1,329 @@
+//! `kinetic map` on worker processes (`--isolation workers`, the default)
+//! on the local backend, through the real binary, the host's python3 and a
+//! directory store: every input keeps its own job (value, error, attempts,
+//! logs, cancel) while a few workers run them all, and an input that kills
+//! its process ends alone.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const WORK_PY: &str = r#"
+import os
+import sys
+import time
+
+
+def who(x):
+    # The process that started this input's process: its worker, or its
+    # own supervisor.
+    return [x * x, os.getppid()]
+
+
+def exits_on_two(x):
+    if x == 2:
+        print("input 2 leaves its process", flush=True)
+        os._exit(3)
+    return [x, os.getppid()]
+
+
+def exits_first_time(marker):
+    if not os.path.exists(marker):
+        open(marker, "w").write("tried")
+        os._exit(7)
+    return ["second attempt", os.environ["KINETIC_ATTEMPT"], os.environ["JOB_ID"]]
+
+
+def says(x):
+    print("line of input %d" % x, flush=True)
+    print("stderr of input %d" % x, file=sys.stderr, flush=True)
+    return x
+
+
+def fails_or_sleeps(x):
+    if x == 0:
+        raise ValueError("input 0 fails")
+    time.sleep(60)
+    return x
+"#;
+
+struct World {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+}
+
+impl World {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().canonicalize().expect("canonical");
+        let proj = home.join("proj");
+        fs::create_dir_all(&proj).expect("mkdir");
+        fs::write(proj.join("pyproject.toml"), "[project]\nname = \"proj\"\n").expect("write");
+        fs::write(proj.join("work.py"), WORK_PY).expect("write");
+        Self { _tmp: tmp, home }
+    }
+
+    fn inputs(&self, name: &str, lines: &[Value]) -> String {
+        let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
+        let path = self.home.join("proj").join(name);
+        fs::write(&path, text).expect("write");
+        path.to_string_lossy().into_owned()
+    }
+
+    fn kinetic(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_kinetic"))
+            .args(args)
+            .env("HOME", &self.home)
+            .env("KINETIC_LOCAL_ROOT", self.home.join("local"))
+            .env(
+                "KINETIC_STORE_URL",
+                format!("file://{}", self.home.join("store").display()),
+            )
+            .env("KINETIC_LOCAL_MAX_CONCURRENT", "4")
+            .env_remove("KINETIC_PROFILE")
+            .env_remove("KINETIC_BACKEND")
+            .current_dir(self.home.join("proj"))
+            .output()
+            .expect("run kinetic")
+    }
+
+    /// `kinetic --json map ENTRY --inputs FILE ARGS…`, its JSON document.
+    fn map_json(&self, entry: &str, inputs: &str, args: &[&str]) -> (Output, Value) {
+        let mut all = vec!["--json", "map", entry, "--inputs", inputs];
+        all.extend_from_slice(args);
+        let o = self.kinetic(&all);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {}\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                stderr(&o)
+            )
+        });
+        (o, v)
+    }
+}
+
+/// Each input's job id, in input order, from a results document.
+fn children(v: &Value) -> Vec<String> {
+    v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["job_id"].as_str().expect("a job id").to_owned())
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn numbers(n: i64) -> Vec<Value> {
+    (0..n).map(|i| json!(i)).collect()
+}
+
+/// The parent pids of `[value, ppid]` results.
+fn parents(results: &Value) -> BTreeSet<i64> {
+    results
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|r| r["value"][1].as_i64())
+        .collect()
+}
+
+#[test]
+fn inputs_run_in_order_on_at_most_max_concurrent_workers_and_process_isolation_starts_one_each() {
+    let w = World::new();
+    let inputs = w.inputs("in.jsonl", &numbers(12));
+    let (o, v) = w.map_json(
+        "work:who",
+        &inputs,
+        &["--max-concurrent", "2", "--poll-interval", "0.05"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let squares: Vec<i64> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["value"][0].as_i64().expect("a value"))
+        .collect();
+    assert_eq!(squares, (0..12).map(|i| i * i).collect::<Vec<_>>());
+    let workers = parents(&v["results"]);
+    assert!(
+        !workers.is_empty() && workers.len() <= 2,
+        "12 inputs with --max-concurrent 2 ran under {} processes: {workers:?}",
+        workers.len()
+    );
+
+    let (o, v) = w.map_json(
+        "work:who",
+        &inputs,
+        &[
+            "--max-concurrent",
+            "2",
+            "--poll-interval",
+            "0.05",
+            "--isolation",
+            "process",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        parents(&v["results"]).len(),
+        12,
+        "process isolation: a supervisor per input"
+    );
+
+    let o = w.kinetic(&[
+        "map",
+        "work:who",
+        "--inputs",
+        &inputs,
+        "--isolation",
+        "threads",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--isolation") && stderr(&o).contains("workers or process"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn an_input_that_exits_its_process_fails_alone_and_its_worker_goes_on() {
+    let w = World::new();
+    let inputs = w.inputs("in.jsonl", &numbers(8));
+    let (o, v) = w.map_json(
+        "work:exits_on_two",
+        &inputs,
+        &["--max-concurrent", "1", "--poll-interval", "0.05"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 8, "{v}");
+    for (i, r) in results.iter().enumerate() {
+        if i == 2 {
+            assert!(r["value"].is_null(), "{r}");
+            let text = r.to_string();
+            assert!(
+                text.contains('3'),
+                "input 2's error names its exit code: {r}"
+            );
+        } else {
+            assert_eq!(r["value"][0], json!(i), "{r}");
+        }
+    }
+    // One worker ran them all: the input that left its process took only
+    // its own fork with it.
+    assert_eq!(parents(&v["results"]).len(), 1, "{v}");
+    let children = children(&v);
+    let o = w.kinetic(&["jobs", "logs", &children[2]]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("input 2 leaves its process"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn an_input_that_exits_its_process_is_retried_alone_with_kinetic_attempt_2() {
+    let w = World::new();
+    let markers: Vec<Value> = (0..3)
+        .map(|i| json!(w.home.join(format!("marker-{i}")).to_string_lossy()))
+        .collect();
+    let inputs = w.inputs("markers.jsonl", &markers);
+    let (o, v) = w.map_json(
+        "work:exits_first_time",
+        &inputs,
+        &[
+            "--retries",
+            "1",
+            "--max-concurrent",
+            "2",
+            "--poll-interval",
+            "0.05",
+        ],
+    );
+    assert!(o.status.success(), "{}\n{v}", stderr(&o));
+    let children = children(&v);
+    for (i, r) in v["results"].as_array().expect("results").iter().enumerate() {
+        assert_eq!(r["value"][0], "second attempt", "{r}");
+        assert_eq!(r["value"][1], "2", "input {i} retried as attempt 2: {r}");
+        // JOB_ID is the input's own (the retry's), not its worker's first.
+        assert_eq!(r["value"][2].as_str(), Some(children[i].as_str()), "{r}");
+    }
+}
+
+#[test]
+fn each_inputs_logs_hold_its_own_lines_only() {
+    let w = World::new();
+    let inputs = w.inputs("in.jsonl", &numbers(6));
+    let (o, v) = w.map_json(
+        "work:says",
+        &inputs,
+        &[
+            "--max-concurrent",
+            "2",
+            "--poll-interval",
+            "0.05",
+            "--no-cleanup",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let children = children(&v);
+    assert_eq!(children.len(), 6);
+    for (i, child) in children.iter().enumerate() {
+        let o = w.kinetic(&["jobs", "logs", child]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout);
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains("of input")).collect();
+        let mut want = vec![format!("line of input {i}"), format!("stderr of input {i}")];
+        let mut got: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "job {child} (input {i}): {text}");
+    }
+}
+
+#[test]
+fn fail_fast_cancels_the_inputs_running_on_workers() {
+    let w = World::new();
+    let inputs = w.inputs("in.jsonl", &numbers(6));
+    let started = Instant::now();
+    let (o, v) = w.map_json(
+        "work:fails_or_sleeps",
+        &inputs,
+        &[
+            "--max-concurrent",
+            "3",
+            "--poll-interval",
+            "0.05",
+            "--fail-fast",
+            "--cancel-running-on-fail",
+            "--no-cleanup",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "the sleeping inputs were not cancelled: {:?}",
+        started.elapsed()
+    );
+    let group = v["group_id"].as_str().expect("group_id").to_owned();
+    let o = w.kinetic(&["batch", "status", &group, "--json"]);
+    let status: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(
+        status["counts"]["succeeded"].as_u64().unwrap_or(0),
+        0,
+        "{status}"
+    );
+    // No input's process is left running.
+    for job in status["jobs"].as_array().expect("jobs") {
+        assert_ne!(job["status"], "RUNNING", "{status}");
+    }
+}
