@@ -51,6 +51,9 @@ pub struct SeenPod {
     /// 137 (OOMKilled)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// Whether a read saw that pod running and ready.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ready: bool,
 }
 
 /// The record kept on `lws`; empty when it has none (or it cannot be read).
@@ -112,13 +115,17 @@ pub fn observe(mut seen: BTreeMap<String, SeenPod>, pods: &[Pod]) -> BTreeMap<St
         let entry = seen.entry(name.clone()).or_insert_with(|| SeenPod {
             uid: uid.clone(),
             ended: None,
+            ready: false,
         });
-        if &entry.uid == uid
-            && entry.ended.is_none()
+        if &entry.uid != uid {
+            continue;
+        }
+        if entry.ended.is_none()
             && let Some(how) = ended(pod)
         {
             entry.ended = Some(how);
         }
+        entry.ready |= running_and_ready(pod);
     }
     seen
 }
@@ -246,11 +253,27 @@ pub fn lost_host(
     unavailable_again(lws, pods, seen)
 }
 
+/// Whether `pod` is running, ready and not being deleted.
+fn running_and_ready(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && pod_phase(p) == "Running"
+        && p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// The slice's `Available` condition `False`: the LeaderWorkerSet
 /// controller sets it `True` once every host of the group is running and
 /// ready, and turns it `False` (never removes it) when one no longer is.
 /// The host reported is the lowest one not running and ready now (its pod
 /// missing, pending, or not ready).
+///
+/// `Available` is also `True` for a set at zero replicas (none of none is
+/// ready: a slice queued for its pool, [`crate::admission`]) and turns
+/// `False` when it is admitted, before its hosts start: so the condition
+/// counts only once a read saw every host running and ready ([`observe`]),
+/// which is what "had every host ready" says.
 fn unavailable_again(
     lws: &LeaderWorkerSet,
     pods: &[Pod],
@@ -267,22 +290,21 @@ fn unavailable_again(
         return None;
     }
     let size = u32::try_from(lws.spec.leader_worker_template.size.unwrap_or(1)).unwrap_or(1);
-    let ready = |p: &Pod| {
-        p.metadata.deletion_timestamp.is_none()
-            && pod_phase(p) == "Running"
-            && p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-    };
-    (0..size.max(1)).find_map(|host| {
-        let name = if host == 0 {
+    let name_of = |host: u32| {
+        if host == 0 {
             format!("{set}-0")
         } else {
             format!("{set}-0-{host}")
-        };
+        }
+    };
+    let was_whole = (0..size.max(1)).all(|host| seen.get(&name_of(host)).is_some_and(|s| s.ready));
+    if !was_whole {
+        return None;
+    }
+    (0..size.max(1)).find_map(|host| {
+        let name = name_of(host);
         let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(&name));
-        if pod.is_some_and(ready) {
+        if pod.is_some_and(running_and_ready) {
             return None;
         }
         let how = seen
@@ -317,7 +339,8 @@ mod tests {
             seen["s-0"],
             SeenPod {
                 uid: "a".into(),
-                ended: None
+                ended: None,
+                ready: false
             }
         );
         let evicted = json!({"phase": "Failed", "reason": "Evicted", "message": "low on memory"});

@@ -414,7 +414,33 @@ fn a_pod_under_a_new_uid_is_a_lost_host() {
 /// is not: the host not ready is the one lost.
 #[test]
 fn available_turned_false_names_the_host_not_ready() {
-    let mut l = deadline();
+    let available_false = json!({"conditions": [
+        {"type": "Available", "status": "False", "reason": "AllGroupsReady", "message": "",
+         "lastTransitionTime": "2026-03-25T10:00:05Z"},
+        {"type": "Progressing", "status": "True", "reason": "GroupsProgressing", "message": "",
+         "lastTransitionTime": "2026-03-25T10:00:05Z"}]});
+    // A slice admitted from zero replicas (queued for its pool) has
+    // `Available` False before its hosts start, as when it lost one: no read
+    // saw it whole and ready, so it is only pending.
+    let mut admitted = deadline();
+    admitted.status = Some(serde_json::from_value(available_false.clone()).unwrap());
+    let starting: Vec<Pod> = (0..4)
+        .map(|i| pod(i, json!({"phase": "Pending"})))
+        .collect();
+    assert_eq!(state(&admitted, &starting).status, JobStatus::Pending);
+    // A read saw every host running and ready (the record on the set).
+    let hosts: serde_json::Map<String, Value> = (0..4)
+        .map(|i| {
+            let name = if i == 0 {
+                format!("{NAME}-0")
+            } else {
+                format!("{NAME}-0-{i}")
+            };
+            (name, json!({"uid": format!("u{i}"), "ready": true}))
+        })
+        .collect();
+    let mut l = lws(json!({"kinetic.dev/pending-deadline-seconds": "60",
+                           "kinetic.dev/hosts": Value::Object(hosts).to_string()}));
     l.status = Some(
         serde_json::from_value(json!({"conditions": [
             {"type": "Available", "status": "False", "reason": "AllGroupsReady", "message": "",
