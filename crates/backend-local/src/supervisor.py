@@ -780,6 +780,7 @@ def leave_pool(pool, names):
         dir_fd = os.open(pools, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         dir_fd = None
+    gone = None
     try:
         if dir_fd is not None:
             fcntl.flock(dir_fd, fcntl.LOCK_EX)
@@ -789,17 +790,19 @@ def leave_pool(pool, names):
             except OSError:
                 pass
         if dir_fd is not None and pool_is_idle(pool):
-            # Renamed first: the pool's path is gone at once for everyone.
+            # Renamed under the lock, so the pool's path is gone at once for
+            # everyone; its files are removed after, outside the lock.
             gone = os.path.join(pools, ".removed-%s-%d" % (os.path.basename(os.path.normpath(pool)), os.getpid()))
             try:
                 os.rename(pool, gone)
             except OSError:
-                return
-            import shutil
-            shutil.rmtree(gone, ignore_errors=True)
+                gone = None
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
+    if gone is not None:
+        import shutil
+        shutil.rmtree(gone, ignore_errors=True)
 
 
 def pool_is_idle(pool):
