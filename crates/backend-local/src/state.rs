@@ -202,7 +202,7 @@ impl JobDir {
     /// not a later process that reused its pid), or while any process of
     /// its group does: a runner whose supervisor was killed still runs.
     ///
-    /// A job of a worker pool ([`JobDir::pooled`]) is alive too while the
+    /// A job of a worker pool ([`JobDir::pool_dir`]) is alive too while the
     /// worker that claimed it lives (it starts the job's process, or
     /// records how it ended), and, before a worker claimed it, while its
     /// pool has a live worker: a queued job of a pool whose workers are
