@@ -467,6 +467,10 @@ impl LocalBackend {
     ) -> Result<(), BackendError> {
         let env = job_env(job, &self.options.runner_env, host_nvidia_devices());
         let pool_dir = self.pool_dir(group, &env)?;
+        // Held until the job is queued and the pool has its worker: the
+        // last worker to leave removes an idle pool's directory only
+        // under this lock taken exclusively (`supervisor.py`, `leave_pool`).
+        let _pools = lock_pools(&self.options.root.join("pools"))?;
         let queue = pool_dir.join("queue");
         std::fs::create_dir_all(&queue).map_err(|e| io_err(&queue, &e))?;
         let launch = serde_json::json!({
@@ -603,6 +607,18 @@ impl LocalBackend {
             })?;
         Ok(())
     }
+}
+
+/// A shared flock on the directory of pools (`{root}/pools`, made if
+/// missing), released when dropped: while a submitter holds it, no worker
+/// removes a pool's directory (workers take it exclusively to do so).
+fn lock_pools(pools: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, BackendError> {
+    std::fs::create_dir_all(pools).map_err(|e| io_err(pools, &e))?;
+    let dir = std::fs::File::open(pools).map_err(|e| io_err(pools, &e))?;
+    nix::fcntl::Flock::lock(dir, nix::fcntl::FlockArg::LockShared).map_err(|(_, e)| {
+        let e = std::io::Error::from(e);
+        io_err(pools, &e)
+    })
 }
 
 /// Write a byte to the pool's `wake` FIFO, which wakes one idle worker at
@@ -1325,6 +1341,17 @@ mod tests {
         jobs: &[(u64, &str, &[&str])],
         deadline: impl Fn(&str) -> serde_json::Value,
     ) -> std::process::Child {
+        pool_worker(root, runner, jobs, deadline, &[])
+    }
+
+    /// [`pool_with_launches`], the worker's environment holding `env` too.
+    fn pool_worker(
+        root: &Path,
+        runner: &Path,
+        jobs: &[(u64, &str, &[&str])],
+        deadline: impl Fn(&str) -> serde_json::Value,
+        env: &[(&str, &Path)],
+    ) -> std::process::Child {
         let pool = root.join("pool");
         std::fs::create_dir_all(pool.join("queue")).unwrap();
         for (index, job, args) in jobs {
@@ -1349,6 +1376,7 @@ mod tests {
             .arg(runner)
             .env_clear()
             .env("JOB_ID", "job-00000000")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -1479,6 +1507,166 @@ mod tests {
         );
         assert_eq!(job(ids[2]).observe(), Observed::Exited(0));
         assert!(worker.wait().unwrap().success());
+    }
+
+    #[test]
+    fn a_job_cancelled_after_its_worker_took_it_never_starts_and_the_worker_goes_on() {
+        // The window between a worker taking a job (past its check of
+        // `cancelled`) and the fork: a cancel there finds no pid to kill,
+        // so the worker must see `cancelled` itself before opening the gate.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let runner = root.join("runner.py");
+        std::fs::write(
+            &runner,
+            "import os\n\ndef main(argv):\n    print('ran', os.environ['JOB_ID'], flush=True)\n    return 0\n",
+        )
+        .unwrap();
+        let hold = root.join("hold");
+        std::fs::create_dir_all(&hold).unwrap();
+        let ids = ["job-0000000a", "job-0000000b"];
+        let job = |id: &str| JobDir::new(root.join("jobs").join(id));
+        let mut worker = pool_worker(
+            root,
+            &runner,
+            &[(0, ids[0], &[]), (1, ids[1], &[])],
+            |_| serde_json::Value::Null,
+            &[("KINETIC_TEST_WORKER_HOLD", &hold)],
+        );
+        wait_for("the worker took the first job", || {
+            hold.join(format!("{}.held", ids[0])).exists()
+        });
+        assert!(job(ids[0]).path().join("worker").exists());
+        assert_eq!(
+            job(ids[0]).observe(),
+            Observed::Queued,
+            "taken, not started: its worker lives"
+        );
+        // What `cancel` does: the marker, then the job's group (no pid yet).
+        job(ids[0]).mark_cancelled().unwrap();
+        assert!(!job(ids[0]).path().join("pid").exists());
+        for id in ids {
+            std::fs::write(hold.join(format!("{id}.go")), b"").unwrap();
+        }
+        wait_for("the next job ended", || {
+            job(ids[1]).read("exit_code").is_some()
+        });
+        assert_eq!(job(ids[0]).observe(), Observed::Cancelled);
+        assert!(
+            job(ids[0]).read("attempts.jsonl").is_none(),
+            "no attempt ran"
+        );
+        assert!(
+            !job(ids[0]).read_log().contains("ran"),
+            "a job cancelled before its fork started never runs: {}",
+            job(ids[0]).read_log()
+        );
+        assert!(!job(ids[0]).path().join("started").exists());
+        assert_eq!(job(ids[1]).observe(), Observed::Exited(0));
+        assert!(job(ids[1]).read_log().contains(&format!("ran {}", ids[1])));
+        assert!(worker.wait().unwrap().success());
+    }
+
+    #[test]
+    fn a_queued_pooled_job_reported_gone_leaves_its_queue_so_no_later_worker_runs_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let runner = root.join("runner.py");
+        std::fs::write(
+            &runner,
+            "def main(argv):\n    print('ran', flush=True)\n    return 0\n",
+        )
+        .unwrap();
+        let pool = root.join("pool");
+        std::fs::create_dir_all(pool.join("queue")).unwrap();
+        let id = "job-0000000a";
+        let job = JobDir::new(root.join("jobs").join(id));
+        std::fs::create_dir_all(job.path()).unwrap();
+        job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
+            .unwrap();
+        let entry = pool.join("queue").join(format!("{:010}.{id}", 0));
+        std::fs::write(&entry, b"").unwrap();
+        // Queued long ago on a pool whose workers are all gone.
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(job.path().join("pooled"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(job.observe(), Observed::Vanished);
+        assert!(!entry.exists(), "reported gone, and out of the queue");
+        // A worker started on the pool later (another batch input's
+        // submitter) finds nothing of it to run.
+        let mut worker = pool_with_jobs(root, &runner, &[]);
+        assert!(worker.wait().unwrap().success());
+        assert!(!job.path().join("worker").exists());
+        assert!(!job.read_log().contains("ran"), "{}", job.read_log());
+        assert_eq!(job.observe(), Observed::Vanished);
+    }
+
+    /// True once process `pid` waits for a flock (`/proc/locks` lists a
+    /// blocked request as `N: -> FLOCK …  PID …`).
+    fn waits_for_a_flock(pid: u32) -> bool {
+        std::fs::read_to_string("/proc/locks").is_ok_and(|locks| {
+            locks.lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.get(1) == Some(&"->")
+                    && f.get(2) == Some(&"FLOCK")
+                    && f.get(5) == Some(&pid.to_string().as_str())
+            })
+        })
+    }
+
+    #[test]
+    fn the_last_worker_to_leave_an_idle_pool_removes_its_directory_but_never_under_a_submitter() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let runner = root.join("runner.py");
+        std::fs::write(&runner, "def main(argv):\n    return 0\n").unwrap();
+        let pool = root.join("pool");
+        let job = |id: &str| JobDir::new(root.join("jobs").join(id));
+
+        // Its queue run and nothing queued: the leaving worker removes it.
+        let mut worker = pool_with_jobs(root, &runner, &[(0, "job-0000000a", &[])]);
+        assert!(worker.wait().unwrap().success());
+        assert_eq!(job("job-0000000a").observe(), Observed::Exited(0));
+        assert!(!pool.exists(), "an idle pool's directory is removed");
+        assert!(
+            std::fs::read_dir(root).unwrap().all(|e| !e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".removed-")),
+            "nothing of it is left"
+        );
+
+        // A submitter at work (the shared lock `submit_pooled` holds while
+        // it queues and starts a worker): the leaving worker waits for it,
+        // then finds the job it queued and keeps the pool.
+        let pools = lock_pools(root).unwrap();
+        let mut worker = pool_with_jobs(root, &runner, &[(0, "job-0000000b", &[])]);
+        wait_for("the worker leaves and waits for the submitter", || {
+            waits_for_a_flock(worker.id())
+        });
+        assert!(pool.exists());
+        let late = job("job-0000000c");
+        std::fs::create_dir_all(late.path()).unwrap();
+        late.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
+            .unwrap();
+        let entry = pool.join("queue").join(format!("{:010}.job-0000000c", 1));
+        std::fs::write(&entry, b"").unwrap();
+        drop(pools);
+        assert!(worker.wait().unwrap().success());
+        assert!(entry.exists(), "the job queued meanwhile is still queued");
+        assert!(pool.join("workers").exists());
+
+        // A pool whose workers logged errors is kept for them to be read.
+        std::fs::remove_file(&entry).unwrap();
+        std::fs::write(pool.join("worker.log"), "worker: job x: boom\n").unwrap();
+        let mut worker = pool_with_jobs(root, &runner, &[]);
+        assert!(worker.wait().unwrap().success());
+        assert!(pool.join("worker.log").exists());
     }
 
     #[test]

@@ -202,11 +202,12 @@ impl JobDir {
     /// not a later process that reused its pid), or while any process of
     /// its group does: a runner whose supervisor was killed still runs.
     ///
-    /// A job of a worker pool ([`JobDir::pooled`]) is alive too while the
+    /// A job of a worker pool ([`JobDir::pool_dir`]) is alive too while the
     /// worker that claimed it lives (it starts the job's process, or
     /// records how it ended), and, before a worker claimed it, while its
     /// pool has a live worker: a queued job of a pool whose workers are
-    /// all gone will never start, and counts as gone.
+    /// all gone will never start, and counts as gone (once taken out of
+    /// the queue: [`JobDir::unqueue`]).
     fn alive(&self) -> Option<bool> {
         let own = self
             .pid()
@@ -220,10 +221,51 @@ impl JobDir {
         match (own, self.pool_dir()) {
             // Just queued: its submitter starts a worker after queuing it.
             (None, Some(pool)) => {
-                Some(pool_has_worker(&pool) || self.younger("pooled", POOL_START))
+                if pool_has_worker(&pool) || self.younger("pooled", POOL_START) {
+                    return Some(true);
+                }
+                Some(!self.unqueue(&pool))
             }
             _ => own,
         }
+    }
+
+    /// A queued pooled job about to be reported gone (its pool has no live
+    /// worker): take its entry out of the pool's queue first, as a worker
+    /// claims one (one unlink wins), so that no worker started later runs
+    /// a job already reported gone (it would write a result and an exit
+    /// code under a status that said it ended without either). False when
+    /// a worker won the entry in the meantime: the job is that worker's.
+    /// Where the queue cannot be changed (a read-only view of the root),
+    /// the job is reported gone all the same.
+    fn unqueue(&self, pool: &Path) -> bool {
+        let Some(id) = self.path.file_name().and_then(|n| n.to_str()) else {
+            return true;
+        };
+        let suffix = format!(".{id}");
+        let queue = pool.join("queue");
+        let Ok(entries) = std::fs::read_dir(&queue) else {
+            return true;
+        };
+        let mut gone = true;
+        for entry in entries.filter_map(Result::ok) {
+            if !entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.ends_with(&suffix))
+            {
+                continue;
+            }
+            match std::fs::remove_file(entry.path()) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => gone = false,
+                Err(e) => tracing::debug!(
+                    "cannot take {} out of its pool's queue: {e}",
+                    entry.path().display()
+                ),
+                Ok(()) => {}
+            }
+        }
+        gone
     }
 
     /// A job queued on a pool that no queue entry names and no worker or
@@ -510,35 +552,59 @@ pub(crate) fn pool_has_worker(pool: &Path) -> bool {
     !live_workers(pool).is_empty()
 }
 
-/// The live workers of the pool at `pool`: (file name, leaving). Files of
-/// workers that are gone are removed.
+/// The live workers of the pool at `pool`: (file name, leaving). A
+/// worker's file `{pid}-{start}` is there for its whole life; it marks
+/// itself leaving with a second file, `{pid}-{start}.leaving` (a worker of
+/// an earlier version renamed its file to that name instead, and counts as
+/// leaving too). Files of workers that are gone are removed; any other
+/// name (a file being written aside, say) is left alone: it names no
+/// worker, and removing it could break whoever writes it.
 pub(crate) fn live_workers(pool: &Path) -> Vec<(String, bool)> {
     let dir = pool.join("workers");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
+    let names: std::collections::BTreeSet<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect();
     let mut live = Vec::new();
-    for entry in entries.filter_map(Result::ok) {
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        let (base, leaving) = match name.strip_suffix(".leaving") {
+    for name in &names {
+        let (base, marker) = match name.strip_suffix(".leaving") {
             Some(base) => (base, true),
             None => (name.as_str(), false),
         };
-        let Some((pid, start)) = base.split_once('-') else {
+        let Some((pid, start)) = worker_file_name(base) else {
             continue;
         };
-        let Ok(pid) = pid.parse::<i32>() else {
+        // A marker beside its worker's file is read with that file.
+        if marker && names.contains(base) {
             continue;
-        };
-        if pid > 1 && process_alive(pid, start) {
-            live.push((name.clone(), leaving));
+        }
+        if process_alive(pid, start) {
+            let leaving = marker || names.contains(&format!("{base}.leaving"));
+            live.push((base.to_owned(), leaving));
         } else {
-            let _ = std::fs::remove_file(entry.path());
+            let _ = std::fs::remove_file(dir.join(name));
+            if !marker {
+                let _ = std::fs::remove_file(dir.join(format!("{base}.leaving")));
+            }
         }
     }
     live
+}
+
+/// The pid and start time a worker's file name `{pid}-{start}` holds (the
+/// start in clock ticks, empty where /proc could not say), or None for
+/// any other name.
+fn worker_file_name(name: &str) -> Option<(i32, &str)> {
+    let (pid, start) = name.split_once('-')?;
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if pid.is_empty() || !digits(pid) || !digits(start) {
+        return None;
+    }
+    let pid: i32 = pid.parse().ok()?;
+    (pid > 1).then_some((pid, start))
 }
 
 /// True while process group `pgid` has a member that is not a zombie.
@@ -818,6 +884,46 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert_eq!(job.observe(), Observed::Vanished);
+    }
+
+    #[test]
+    fn a_pools_registry_counts_live_workers_and_their_markers_and_leaves_other_files_alone() {
+        // The flake of `an_input_that_exits_its_process_fails_alone_and_its_
+        // worker_goes_on`: a reader took a starting worker's file, written
+        // aside as `{pid}-{start}.tmp-{pid}`, for a dead worker's and
+        // removed it; the worker's rename then failed, it died before
+        // taking a job, and the job it was started for was reported gone.
+        let dir = tempfile::tempdir().unwrap();
+        let pool = dir.path();
+        let workers = pool.join("workers");
+        std::fs::create_dir_all(&workers).unwrap();
+        let me = std::process::id();
+        let name = format!("{me}-{}", start_time_text(me));
+        let aside = workers.join(format!("{name}.tmp-{me}"));
+        std::fs::write(&aside, b"").unwrap();
+        assert!(
+            live_workers(pool).is_empty(),
+            "a file being written names no worker"
+        );
+        assert!(aside.exists(), "and is not a dead worker's to remove");
+
+        std::fs::write(workers.join(&name), b"").unwrap();
+        assert_eq!(live_workers(pool), vec![(name.clone(), false)]);
+        let marker = workers.join(format!("{name}.leaving"));
+        std::fs::write(&marker, b"").unwrap();
+        assert_eq!(live_workers(pool), vec![(name.clone(), true)], "leaving");
+        // A worker of an earlier version renamed its file instead.
+        std::fs::remove_file(workers.join(&name)).unwrap();
+        assert_eq!(live_workers(pool), vec![(name.clone(), true)]);
+
+        // A dead worker's file and marker go.
+        let dead = workers.join("999999999-1");
+        let dead_marker = workers.join("999999999-1.leaving");
+        std::fs::write(&dead, b"").unwrap();
+        std::fs::write(&dead_marker, b"").unwrap();
+        assert_eq!(live_workers(pool), vec![(name, true)]);
+        assert!(!dead.exists() && !dead_marker.exists());
+        assert!(aside.exists());
     }
 
     #[test]

@@ -433,7 +433,8 @@ def record_attempt(job_dir, attempt, pid, began, code):
 def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, grace, attempt, pooled=None):
     """One attempt: the runner in a forked child, waited for (at most
     ``left`` seconds, then stopped for the run ``deadline``). Returns
-    (pid, exit code), or (None, None) when it could not be forked.
+    (pid, exit code), or (None, None) when it could not be forked (or, a
+    worker's, was cancelled before it started).
 
     ``pooled`` (a worker's attempt: ``(runner module, job id)``): the
     child leads a process group of its own (the job's, which a cancel
@@ -462,6 +463,9 @@ def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, g
             # Whatever happens here, this fork never returns into the
             # worker's loop (it would run as a second worker).
             try:
+                # The worker's SIGTERM handler is not this fork's: a cancel
+                # before the gate opens ends it.
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.setpgid(0, 0)
                 for fd in WORKER_FDS:
                     os.close(fd)
@@ -484,6 +488,17 @@ def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, g
             pass  # the child did it first
         os.close(gate[0])
         write_atomic(os.path.join(job_dir, "pid"), "%d %s\n" % (child, start_time(child)))
+        if os.path.exists(os.path.join(job_dir, "cancelled")):
+            # Cancelled after the worker took it: the canceller writes
+            # `cancelled` then reads `pid`, this wrote `pid` then read
+            # `cancelled`, so one of the two saw the other. The fork never
+            # runs the job (it may have the canceller's SIGTERM already),
+            # and no attempt is recorded: as a job cancelled in the queue.
+            os.kill(child, signal.SIGKILL)  # not reaped yet: still ours
+            os.close(gate[1])
+            ChildWaiter(child).wait()
+            touch_ended(slots_dir)
+            return None, None
         write_atomic(os.path.join(job_dir, "started"), '{"worker": %d, "at": %r}' % (os.getpid(), time.time()))
         touch_ended(slots_dir)
         os.close(gate[1])
@@ -596,8 +611,9 @@ def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace, group=None):
 # ``DIR/queue/{index:010d}.{job_id}`` (empty) names a queued job, oldest
 # input first; ``{jobs}/{job_id}/pooled`` holds what its supervisor would be
 # told (the runner's arguments, ``retries``, ``run_deadline``). A worker
-# claims a job by unlinking its queue entry (one unlink wins), writes
-# ``{job}/worker`` (its pid and start) and runs it as a supervisor would:
+# claims a job by unlinking its queue entry (one unlink wins), links
+# ``{job}/worker`` (its pid and start) into place (one link wins, should a
+# resubmission have queued the job twice) and runs it as a supervisor would:
 # a job slot, the attempts (``KINETIC_ATTEMPT``), the deadline, ``pid``
 # (the fork's), ``started``, ``attempts.jsonl``, ``exit_code``. A job
 # cancelled before it was claimed is skipped.
@@ -610,13 +626,27 @@ def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace, group=None):
 # them to start at most W, and a queued job of a pool with no live worker
 # is reported lost); ``worker-{i}.lock`` (i < W, an flock held for life)
 # caps the pool at W whoever started it. A worker idle for ``--idle``
-# seconds (2) leaves: it renames its file to ``….leaving`` (a submitter
-# then starts another), looks at the queue once more, and stays if a job
-# came in the meantime.
+# seconds (2) leaves: it creates ``{pid}-{start}.leaving`` beside its file
+# (a submitter then starts another), looks at the queue once more, and
+# stays (removing that marker) if a job came in the meantime.
+#
+# A worker's file is created in place, never written aside and renamed,
+# and never renamed while the worker lives: a reader lists ``workers/``
+# while files come and go, and a listing may miss an entry renamed during
+# it (and once took a worker's half-written ``….tmp-PID`` file for a dead
+# worker's and removed it, which killed the worker before it ran a job:
+# its queued jobs were then reported lost). A file that is there for the
+# worker's whole life is in every listing.
 
 
 def worker_name(pid):
     return "%d-%s" % (pid, start_time(pid))
+
+
+def create_empty(path):
+    """Create the empty file ``path`` in place (no file written aside and
+    renamed: see the registry's notes above); nothing if it exists."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
 
 
 def take_worker_lock(pool, workers, patience):
@@ -677,15 +707,16 @@ def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, gr
     if os.path.exists(os.path.join(job_dir, "cancelled")):
         touch_ended(slots_dir)
         return False
-    if any(os.path.exists(os.path.join(job_dir, f)) for f in ("worker", "exit_code")):
-        return False  # queued twice (a resubmission), and claimed already
+    if os.path.exists(os.path.join(job_dir, "exit_code")):
+        return False  # queued twice (a resubmission), and ended already
     try:
         with open(os.path.join(job_dir, "pooled")) as f:
             launch = json.load(f)
     except (OSError, ValueError):
         return False
-    me = os.getpid()
-    write_atomic(os.path.join(job_dir, "worker"), "%d %s\n" % (me, start_time(me)))
+    if not take_job(job_dir):
+        return False  # queued twice (a resubmission), and claimed already
+    test_hold(job_dir, job_id)
     deadline = launch.get("run_deadline")
     retries = int(launch.get("retries") or 0)
     code = run_attempts(job_dir, slots_dir, runner, list(launch["args"]), slot_fd, deadline, grace, retries,
@@ -696,6 +727,134 @@ def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, gr
         write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
     touch_ended(slots_dir)
     return True
+
+
+def take_job(job_dir):
+    """Write ``{job}/worker`` (this worker's pid and start) unless it is
+    there: true for the one worker that runs the job. Written aside and
+    linked into place, so no reader sees it half-written and no two
+    workers both take a job queued twice (a resubmission of a job whose
+    first queue entry a worker had just claimed)."""
+    me = os.getpid()
+    path = os.path.join(job_dir, "worker")
+    tmp = "%s.tmp-%d" % (path, me)
+    with open(tmp, "w") as f:
+        f.write("%d %s\n" % (me, start_time(me)))
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def test_hold(job_dir, job_id):
+    """A hook for the backend's tests only: with ``KINETIC_TEST_WORKER_HOLD``
+    set to a directory, the worker stops between taking a job and forking
+    it (``{hold}/{job_id}.held`` says it is there) until ``{hold}/{job_id}.go``
+    exists, so a test can act in that window."""
+    hold = os.environ.get("KINETIC_TEST_WORKER_HOLD")
+    if not hold:
+        return
+    create_empty(os.path.join(hold, job_id + ".held"))
+    while not os.path.exists(os.path.join(hold, job_id + ".go")):
+        time.sleep(0.005)
+
+
+def leave_pool(pool, names):
+    """Unregister this worker (remove its files ``names``) and, were it the
+    pool's last live worker with nothing queued, remove the pool's
+    directory.
+
+    All under an exclusive flock on the directory of pools (``{root}/pools``),
+    which a submitter holds shared from before it creates a pool's
+    directory until its job is queued and its worker named: no job is
+    queued in a pool being removed (a submitter after the removal makes the
+    directory again), and of several workers leaving at once (they take
+    the lock in turn, each unregistering under it) the last sees no other.
+    A pool whose ``worker.log`` holds something is kept, for its errors.
+    """
+    pools = os.path.dirname(os.path.normpath(pool))
+    try:
+        dir_fd = os.open(pools, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        dir_fd = None
+    gone = None
+    try:
+        if dir_fd is not None:
+            fcntl.flock(dir_fd, fcntl.LOCK_EX)
+        for path in names:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if dir_fd is not None and pool_is_idle(pool):
+            # Renamed under the lock, so the pool's path is gone at once for
+            # everyone; its files are removed after, outside the lock.
+            gone = os.path.join(pools, ".removed-%s-%d" % (os.path.basename(os.path.normpath(pool)), os.getpid()))
+            try:
+                os.rename(pool, gone)
+            except OSError:
+                gone = None
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
+    if gone is not None:
+        import shutil
+        shutil.rmtree(gone, ignore_errors=True)
+
+
+def pool_is_idle(pool):
+    """True when the pool's queue is empty, no live worker is named under
+    ``workers/`` and its ``worker.log`` is empty."""
+    try:
+        if any(not name.startswith(".") for name in os.listdir(os.path.join(pool, "queue"))):
+            return False
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    try:
+        if os.path.getsize(os.path.join(pool, "worker.log")) > 0:
+            return False
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    try:
+        names = os.listdir(os.path.join(pool, "workers"))
+    except FileNotFoundError:
+        names = []
+    except OSError:
+        return False
+    for name in names:
+        base = name[:-len(".leaving")] if name.endswith(".leaving") else name
+        pid, _, start = base.partition("-")
+        if not pid.isdigit() or not (start.isdigit() or start == ""):
+            continue
+        if worker_alive(int(pid), start):
+            return False
+    return True
+
+
+def worker_alive(pid, start):
+    """True while process ``pid`` lives, is not a zombie, and started at
+    ``start`` (when known)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[-1].split()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass
+        return True  # no /proc: it exists
+    if not fields or fields[0] == "Z":
+        return False
+    return not start or (len(fields) > 19 and fields[19] == start)
 
 
 # Descriptors of the worker that its jobs' forks close (the pool lock).
@@ -720,10 +879,11 @@ def worker_main(opts):
     registry = os.path.join(pool, "workers")
     os.makedirs(registry, exist_ok=True)
     me = os.path.join(registry, worker_name(os.getpid()))
-    write_atomic(me, "")
+    leaving = me + ".leaving"
+    create_empty(me)  # in place (see above); the submitter may have made it
     lock_fd = take_worker_lock(pool, workers, 5.0)
     if lock_fd is None:
-        os.unlink(me)  # the pool has its W workers
+        leave_pool(pool, [me])  # the pool has its W workers
         return 0
     # Interpreter work done once for every job this worker runs: the runner
     # loaded, the modules it imports on each run imported.
@@ -762,20 +922,17 @@ def worker_main(opts):
                         except OSError:
                             pass
                     continue
-                leaving = me + ".leaving"
                 try:
-                    os.replace(me, leaving)
+                    create_empty(leaving)
                 except OSError:
                     return 0  # the pool is gone (its root removed)
-                me = leaving
                 job_id = claim_next(queue)
                 if job_id is None:
                     return 0
                 try:
-                    os.replace(me, me[:-len(".leaving")])
+                    os.unlink(leaving)
                 except OSError:
-                    return 0
-                me = me[:-len(".leaving")]
+                    pass  # removed by a reader: this worker stays all the same
             delay = 0.001
             job_dir = os.path.join(jobs_dir, job_id)
             if slot_fd is None:
@@ -791,10 +948,7 @@ def worker_main(opts):
                 sys.stderr.write("worker: job %s: %s\n" % (job_id, exc))
             last = time.monotonic()
     finally:
-        try:
-            os.unlink(me)
-        except OSError:
-            pass
+        leave_pool(pool, [me, leaving])
         os.close(lock_fd)
 
 
