@@ -617,7 +617,7 @@ impl Kubelet {
                     "metadata.namespace" => ns.clone(),
                     "status.podIP" => pod_ip(&ns, &rt.name),
                     "status.hostIP" => "127.0.0.1".to_owned(),
-                    _ => String::new(),
+                    other => downward_map_field(pod, other).unwrap_or_default(),
                 };
                 env.insert(key.to_owned(), v);
             } else if let Some(sel) = e.pointer("/valueFrom/secretKeyRef") {
@@ -733,7 +733,9 @@ impl Kubelet {
             argv: &argv,
             env: &env,
             home: dir.join("home"),
-            hostname: &rt.name,
+            hostname: str_at(pod, "/spec/hostname")
+                .filter(|h| !h.is_empty())
+                .unwrap_or(&rt.name),
             cwd: c
                 .get("workingDir")
                 .and_then(Value::as_str)
@@ -1030,4 +1032,24 @@ mod tests {
         assert!(!restarts_after(&with("Never"), 1));
         assert!(!restarts_after(&json!({}), 1));
     }
+}
+
+/// A downward API `fieldRef` into the pod's labels or annotations
+/// (`metadata.labels['KEY']`, `metadata.annotations['KEY']`): the value,
+/// or `None` (an empty value) when the key is absent or the path is
+/// another one.
+fn downward_map_field(pod: &Value, path: &str) -> Option<String> {
+    let (map, rest) = path
+        .strip_prefix("metadata.labels['")
+        .map(|r| ("labels", r))
+        .or_else(|| {
+            path.strip_prefix("metadata.annotations['")
+                .map(|r| ("annotations", r))
+        })?;
+    let key = rest.strip_suffix("']")?;
+    pod.pointer("/metadata")?
+        .get(map)?
+        .get(key)?
+        .as_str()
+        .map(str::to_owned)
 }

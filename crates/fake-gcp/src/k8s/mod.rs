@@ -107,6 +107,7 @@ mod dns;
 mod events;
 mod faults;
 mod gcsfuse;
+mod indexes;
 mod kubelet;
 mod logs;
 mod lws;

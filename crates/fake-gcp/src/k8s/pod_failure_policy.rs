@@ -143,6 +143,7 @@ pub(crate) fn admit_job(job: &mut Value) -> Result<(), ApiError> {
 fn validate(job: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let spec = job.get("spec").cloned().unwrap_or(json!({}));
+    validate_indexed(&spec, &mut causes);
     let policy = spec.get("podFailurePolicy").filter(|p| !p.is_null());
     if let Some(policy) = policy {
         validate_policy(&spec, policy, &mut causes);
@@ -169,6 +170,131 @@ fn validate(job: &Value) -> Vec<Cause> {
         )),
     }
     causes
+}
+
+/// Most `parallelism` and `maxFailedIndexes` of an Indexed Job.
+const MAX_INDEXED: i64 = 100_000;
+/// Above this many completions, `backoffLimitPerIndex` asks for
+/// `maxFailedIndexes` and bounds it and `parallelism` to
+/// [`LIMIT_HIGH_COMPLETIONS`].
+const COMPLETIONS_SOFT_LIMIT: i64 = 100_000;
+const LIMIT_HIGH_COMPLETIONS: i64 = 10_000;
+
+/// The completion mode fields of `ValidateJobSpec`, in its order:
+/// non-negative counts, `maxFailedIndexes` only with
+/// `backoffLimitPerIndex`, `completionMode` one of the two, an Indexed Job
+/// with `completions` and within the limits, `backoffLimitPerIndex` and
+/// `maxFailedIndexes` only in Indexed mode.
+fn validate_indexed(spec: &Value, causes: &mut Vec<Cause>) {
+    let int = |key: &str| spec.get(key).and_then(Value::as_i64);
+    let nonnegative = |key: &str, causes: &mut Vec<Cause>| {
+        if let Some(v) = int(key).filter(|v| *v < 0) {
+            causes.push(invalid(
+                format!("spec.{key}"),
+                Some(v.to_string()),
+                "must be greater than or equal to 0",
+            ));
+        }
+    };
+    for key in ["parallelism", "completions", "backoffLimitPerIndex"] {
+        nonnegative(key, causes);
+    }
+    let per_index = int("backoffLimitPerIndex");
+    let max_failed = int("maxFailedIndexes");
+    if max_failed.is_some() {
+        nonnegative("maxFailedIndexes", causes);
+        if per_index.is_none() {
+            causes.push(required(
+                "spec.backoffLimitPerIndex".to_owned(),
+                "when maxFailedIndexes is specified",
+            ));
+        }
+    }
+    let mode = spec.get("completionMode").filter(|m| !m.is_null());
+    let indexed = mode.and_then(Value::as_str) == Some("Indexed");
+    if let Some(m) = mode
+        && !matches!(m.as_str(), Some("NonIndexed" | "Indexed"))
+    {
+        causes.push(not_supported(
+            "spec.completionMode".to_owned(),
+            m,
+            &["NonIndexed", "Indexed"],
+        ));
+    }
+    if indexed {
+        let completions = int("completions");
+        if completions.is_none() {
+            causes.push(required(
+                "spec.completions".to_owned(),
+                "when completion mode is Indexed",
+            ));
+        }
+        if let Some(p) = int("parallelism").filter(|p| *p > MAX_INDEXED) {
+            causes.push(invalid(
+                "spec.parallelism".to_owned(),
+                Some(p.to_string()),
+                &format!(
+                    "must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"
+                ),
+            ));
+        }
+        if let (Some(c), Some(m)) = (completions, max_failed)
+            && m > c
+        {
+            causes.push(invalid(
+                "spec.maxFailedIndexes".to_owned(),
+                Some(m.to_string()),
+                "must be less than or equal to completions",
+            ));
+        }
+        if let Some(m) = max_failed.filter(|m| *m > MAX_INDEXED) {
+            causes.push(invalid(
+                "spec.maxFailedIndexes".to_owned(),
+                Some(m.to_string()),
+                &format!("must be less than or equal to {MAX_INDEXED}"),
+            ));
+        }
+        if completions.is_some_and(|c| c > COMPLETIONS_SOFT_LIMIT) && per_index.is_some() {
+            let high = format!(
+                "must be less than or equal to {LIMIT_HIGH_COMPLETIONS} when completions are above {COMPLETIONS_SOFT_LIMIT} and used with backoff limit per index"
+            );
+            if max_failed.is_none() {
+                causes.push(required(
+                    "spec.maxFailedIndexes".to_owned(),
+                    &format!(
+                        "must be specified when completions is above {COMPLETIONS_SOFT_LIMIT}"
+                    ),
+                ));
+            }
+            if let Some(p) = int("parallelism").filter(|p| *p > LIMIT_HIGH_COMPLETIONS) {
+                causes.push(invalid(
+                    "spec.parallelism".to_owned(),
+                    Some(p.to_string()),
+                    &high,
+                ));
+            }
+            if let Some(m) = max_failed.filter(|m| *m > LIMIT_HIGH_COMPLETIONS) {
+                causes.push(invalid(
+                    "spec.maxFailedIndexes".to_owned(),
+                    Some(m.to_string()),
+                    &high,
+                ));
+            }
+        }
+    } else {
+        for (key, v) in [
+            ("backoffLimitPerIndex", per_index),
+            ("maxFailedIndexes", max_failed),
+        ] {
+            if let Some(v) = v {
+                causes.push(invalid(
+                    format!("spec.{key}"),
+                    Some(v.to_string()),
+                    "requires indexed completion mode",
+                ));
+            }
+        }
+    }
 }
 
 fn validate_policy(spec: &Value, policy: &Value, causes: &mut Vec<Cause>) {
@@ -355,6 +481,9 @@ pub(crate) enum Action {
     Count,
     /// Counted, and the Job fails with this message.
     FailJob(String),
+    /// Counted, and the pod's index fails at once (an Indexed Job with
+    /// `backoffLimitPerIndex`: the API server refuses the action without).
+    FailIndex,
 }
 
 /// The first of the Job's rules that matches the terminal failed `pod`
@@ -393,6 +522,7 @@ pub(crate) fn match_pod(job: &Value, pod: &Value) -> Action {
             "Ignore" => return Action::Ignore,
             "Count" => return Action::Count,
             "FailJob" => return Action::FailJob(message),
+            "FailIndex" => return Action::FailIndex,
             // An action this controller does not know: skip the rule.
             _ => continue,
         }
