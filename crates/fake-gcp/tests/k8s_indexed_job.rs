@@ -460,3 +460,84 @@ async fn the_api_server_refuses_what_its_validation_refuses() {
         "Job.batch \"v6\" is invalid: spec.backoffLimitPerIndex: Invalid value: -1: must be greater than or equal to 0"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_keeps_its_failure_count_when_its_failed_pod_is_deleted_before_its_retry() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let (cluster, jobs, pods) = cluster().await;
+    let client = kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(client, "default");
+    let blocker: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "blocker"},
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": IMAGE, "command": ["sleep", "60"]},
+        ]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &blocker).await.unwrap();
+    let spec = json!({"backoffLimitPerIndex": 2});
+    jobs.create(
+        &PostParams::default(),
+        &job("keep", 1, 1, "sleep 1; exit 1", spec),
+    )
+    .await
+    .unwrap();
+    let first = loop {
+        let now = listed(&pods, "keep").await;
+        if let Some(p) = now.into_iter().find(|p| phase(p) == "Running") {
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let first_name = first.metadata.name.clone().unwrap();
+    // From now on the namespace has room for one pod, the blocker's: the
+    // retry of index 0 is refused until the blocker goes.
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "one"}, "spec": {"hard": {"pods": "1"}},
+    }))
+    .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while phase(&pods.get(&first_name).await.unwrap()) != "Failed" {
+        assert!(tokio::time::Instant::now() < deadline, "never failed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(listed(&pods, "keep").await.len(), 1, "retried over quota");
+    let s = jobs.get("keep").await.unwrap().status.unwrap();
+    assert_eq!(s.failed, Some(0), "counted once its retry exists");
+    // A user (or PodGC) deletes the failed pod before its retry: it stays,
+    // held by the tracking finalizer, and its count is not lost.
+    pods.delete(&first_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = pods.get(&first_name).await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    pods.delete("blocker", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let retry = loop {
+        let now = listed(&pods, "keep").await;
+        if let Some(p) = now
+            .into_iter()
+            .find(|p| p.metadata.name.as_deref() != Some(&first_name))
+        {
+            break p;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never retried");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(index(&retry), 0);
+    assert_eq!(annotation(&retry, FAILURES), Some("1"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = jobs.get("keep").await.unwrap().status.unwrap();
+        let gone = pods.get_opt(&first_name).await.unwrap().is_none();
+        if s.failed == Some(1) && gone {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{s:?} gone={gone}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

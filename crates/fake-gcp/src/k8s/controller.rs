@@ -214,7 +214,15 @@ fn condition_of<'a>(job: &'a Value, kind: &str) -> Option<&'a Value> {
 /// - otherwise a pod is created from the template, through admission; a
 ///   refusal is a `FailedCreate` event on the Job (`Error creating: …`),
 ///   and creation is tried again after a back-off of 1 s doubling up to
-///   60 s; each pod created is a `SuccessfulCreate` event.
+///   60 s; each pod created is a `SuccessfulCreate` event;
+/// - an Indexed Job (`completionMode: Indexed`) runs a pod per pending
+///   index instead, up to `parallelism` (see [`Indexed::manage`]):
+///   `status.succeeded` is the number of `status.completedIndexes`;
+///   with `backoffLimitPerIndex` an index fails past its limit or on a
+///   `FailIndex` rule (`status.failedIndexes`), `backoffLimit` defaults to
+///   no limit, and the Job fails with `MaxFailedIndexesExceeded` or
+///   `FailedIndexes` (after the reasons above); success deletes any pod
+///   still running.
 fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
     let (ns, name) = (ns_of(job).to_owned(), name_of(job).to_owned());
     let now = SystemTime::now();

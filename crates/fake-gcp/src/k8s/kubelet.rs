@@ -1,4 +1,4 @@
-//! The fake kubelet: each Pod is placed by the [scheduler](super::scheduler)
+//! The fake kubelet: each Pod is placed by the [scheduler]
 //! (or left unschedulable with its message), then either runs its container
 //! command through the [process runtime](super::runtime) — the image's
 //! runner path mapped to the real runner, the environment from the pod spec
@@ -1005,6 +1005,26 @@ fn terminated(p: &mut Value, cname: &str, image: &str, code: i32, reason: &str) 
     p["status"]["conditions"] = pod_conditions(Some("PodCompleted"));
 }
 
+/// A downward API `fieldRef` into the pod's labels or annotations
+/// (`metadata.labels['KEY']`, `metadata.annotations['KEY']`): the value,
+/// or `None` (an empty value) when the key is absent or the path is
+/// another one.
+fn downward_map_field(pod: &Value, path: &str) -> Option<String> {
+    let (map, rest) = path
+        .strip_prefix("metadata.labels['")
+        .map(|r| ("labels", r))
+        .or_else(|| {
+            path.strip_prefix("metadata.annotations['")
+                .map(|r| ("annotations", r))
+        })?;
+    let key = rest.strip_suffix("']")?;
+    pod.pointer("/metadata")?
+        .get(map)?
+        .get(key)?
+        .as_str()
+        .map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1032,24 +1052,4 @@ mod tests {
         assert!(!restarts_after(&with("Never"), 1));
         assert!(!restarts_after(&json!({}), 1));
     }
-}
-
-/// A downward API `fieldRef` into the pod's labels or annotations
-/// (`metadata.labels['KEY']`, `metadata.annotations['KEY']`): the value,
-/// or `None` (an empty value) when the key is absent or the path is
-/// another one.
-fn downward_map_field(pod: &Value, path: &str) -> Option<String> {
-    let (map, rest) = path
-        .strip_prefix("metadata.labels['")
-        .map(|r| ("labels", r))
-        .or_else(|| {
-            path.strip_prefix("metadata.annotations['")
-                .map(|r| ("annotations", r))
-        })?;
-    let key = rest.strip_suffix("']")?;
-    pod.pointer("/metadata")?
-        .get(map)?
-        .get(key)?
-        .as_str()
-        .map(str::to_owned)
 }
