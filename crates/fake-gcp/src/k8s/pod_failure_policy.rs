@@ -12,7 +12,14 @@
 //!   code 0; `onPodConditions` at the pod's conditions (type and status).
 //!   `Ignore`: the failure is not counted against `backoffLimit`;
 //!   `Count`: it is; `FailJob`: it is, and the Job fails at once with
-//!   reason `PodFailurePolicy` and the rule's message.
+//!   reason `PodFailurePolicy` and the rule's message; `FailIndex`: it
+//!   is, and the pod's index fails at once (an Indexed Job with
+//!   `backoffLimitPerIndex`, the only kind the server lets have the rule).
+//! - The same admission checks the completion mode fields as
+//!   `ValidateJobSpec` does: `backoffLimitPerIndex` and `maxFailedIndexes`
+//!   only in Indexed mode and non-negative, `maxFailedIndexes` only with
+//!   `backoffLimitPerIndex` and at most `completions`, `completions`
+//!   required in Indexed mode, and the 100,000 and 10,000 limits.
 
 use std::collections::BTreeSet;
 
@@ -735,6 +742,45 @@ mod tests {
             e.message
         );
         assert!(e.message.contains("onPodConditions[0].status: Unsupported value: \"Maybe\": supported values: \"False\", \"True\", \"Unknown\""), "{}", e.message);
+    }
+
+    #[test]
+    fn indexed_limits_are_checked_in_the_servers_order_and_words() {
+        let mut j = job(Value::Null);
+        j["spec"]["completionMode"] = json!("Indexed");
+        j["spec"]["completions"] = json!(200_000);
+        j["spec"]["parallelism"] = json!(100_001);
+        j["spec"]["backoffLimitPerIndex"] = json!(1);
+        let e = refused(j.clone());
+        assert_eq!(
+            e.message,
+            "Job.batch \"j\" is invalid: [spec.parallelism: Invalid value: 100001: must be less than or equal to 100000 when completion mode is Indexed, spec.maxFailedIndexes: Required value: must be specified when completions is above 100000, spec.parallelism: Invalid value: 100001: must be less than or equal to 10000 when completions are above 100000 and used with backoff limit per index]"
+        );
+        j["spec"]["parallelism"] = json!(10_000);
+        j["spec"]["maxFailedIndexes"] = json!(10_001);
+        assert_eq!(
+            refused(j.clone()).message,
+            "Job.batch \"j\" is invalid: spec.maxFailedIndexes: Invalid value: 10001: must be less than or equal to 10000 when completions are above 100000 and used with backoff limit per index"
+        );
+        j["spec"]["maxFailedIndexes"] = json!(10_000);
+        admit_job(&mut j).expect("within every limit");
+        // A NonIndexed Job takes neither per-index field.
+        let mut plain = job(Value::Null);
+        plain["spec"]["maxFailedIndexes"] = json!(-1);
+        assert_eq!(
+            refused(plain).message,
+            "Job.batch \"j\" is invalid: [spec.maxFailedIndexes: Invalid value: -1: must be greater than or equal to 0, spec.backoffLimitPerIndex: Required value: when maxFailedIndexes is specified, spec.maxFailedIndexes: Invalid value: -1: requires indexed completion mode]"
+        );
+    }
+
+    #[test]
+    fn a_fail_index_rule_fails_the_index() {
+        let mut j = job(json!({"rules": [
+            {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}},
+        ]}));
+        j["spec"]["backoffLimitPerIndex"] = json!(1);
+        assert_eq!(match_pod(&j, &failed_pod(42, json!([]))), Action::FailIndex);
+        assert_eq!(match_pod(&j, &failed_pod(1, json!([]))), Action::Count);
     }
 
     #[test]
