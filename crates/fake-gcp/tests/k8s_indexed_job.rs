@@ -541,3 +541,65 @@ async fn an_index_keeps_its_failure_count_when_its_failed_pod_is_deleted_before_
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_indexed_job_keeps_its_completed_indexes_and_resumes_the_rest() {
+    let (_cluster, jobs, pods) = cluster().await;
+    let script = "[ \"$JOB_COMPLETION_INDEX\" = 0 ] || [ -e /tmp/never ] || sleep 60";
+    jobs.create(
+        &PostParams::default(),
+        &job("susp", 3, 3, script, json!({})),
+    )
+    .await
+    .unwrap();
+    wait_job(&jobs, "susp", |j| {
+        j.status
+            .as_ref()
+            .is_some_and(|s| s.completed_indexes.as_deref() == Some("0") && s.active == Some(2))
+    })
+    .await;
+    let patch = json!({"spec": {"suspend": true}});
+    jobs.patch(
+        "susp",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let j = wait_job(&jobs, "susp", |j| condition(j, "Suspended").is_some()).await;
+    let s = j.status.unwrap();
+    assert_eq!(s.completed_indexes.as_deref(), Some("0"));
+    assert_eq!((s.succeeded, s.active), (Some(1), Some(0)));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while listed(&pods, "susp")
+        .await
+        .iter()
+        .any(|p| !matches!(phase(p), "Succeeded" | "Failed"))
+    {
+        assert!(tokio::time::Instant::now() < deadline, "pods still run");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let patch = json!({"spec": {"suspend": false}});
+    jobs.patch(
+        "susp",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    // Resumed: only indexes 1 and 2 start again.
+    let j = wait_job(&jobs, "susp", |j| {
+        j.status.as_ref().is_some_and(|s| s.active == Some(2))
+    })
+    .await;
+    assert_eq!(j.status.unwrap().completed_indexes.as_deref(), Some("0"));
+    let fresh: Vec<usize> = listed(&pods, "susp")
+        .await
+        .iter()
+        .filter(|p| !matches!(phase(p), "Succeeded" | "Failed"))
+        .map(index)
+        .collect();
+    let mut fresh = fresh;
+    fresh.sort();
+    assert_eq!(fresh, vec![1, 2]);
+}

@@ -926,3 +926,35 @@ impl Indexed {
         active_now
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_indexed_pods_generate_name_keeps_its_index_within_58_characters() {
+        assert_eq!(generate_name_with_index("job", 7), "job-7-");
+        let long = "j".repeat(60);
+        let cut = generate_name_with_index(&long, 12345);
+        assert_eq!(cut.len(), MAX_GENERATED_NAME);
+        assert!(cut.ends_with("j-12345-"), "{cut}");
+    }
+
+    #[test]
+    fn the_index_variable_is_added_once_and_a_containers_own_wins() {
+        let mut plain = json!({"name": "c"});
+        add_index_env(&mut plain);
+        add_index_env(&mut plain);
+        assert_eq!(
+            plain["env"],
+            json!([{"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                "fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}}])
+        );
+        let mut own = json!({"name": "c", "env": [{"name": "JOB_COMPLETION_INDEX", "value": "9"}]});
+        add_index_env(&mut own);
+        assert_eq!(
+            own["env"],
+            json!([{"name": "JOB_COMPLETION_INDEX", "value": "9"}])
+        );
+    }
+}
