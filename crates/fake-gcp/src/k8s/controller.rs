@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::deletion::{OWNED, delete, has_finalizer, remove_pod_finalizer};
 use super::events;
+use super::indexes::Intervals;
 use super::meta::{
     condition, deleting, name_of, ns_of, owner_uids, phase, pod_ready, str_at, uid_of,
 };
@@ -213,7 +214,15 @@ fn condition_of<'a>(job: &'a Value, kind: &str) -> Option<&'a Value> {
 /// - otherwise a pod is created from the template, through admission; a
 ///   refusal is a `FailedCreate` event on the Job (`Error creating: …`),
 ///   and creation is tried again after a back-off of 1 s doubling up to
-///   60 s; each pod created is a `SuccessfulCreate` event.
+///   60 s; each pod created is a `SuccessfulCreate` event;
+/// - an Indexed Job (`completionMode: Indexed`) runs a pod per pending
+///   index instead, up to `parallelism` (see [`Indexed::manage`]):
+///   `status.succeeded` is the number of `status.completedIndexes`;
+///   with `backoffLimitPerIndex` an index fails past its limit or on a
+///   `FailIndex` rule (`status.failedIndexes`), `backoffLimit` defaults to
+///   no limit, and the Job fails with `MaxFailedIndexesExceeded` or
+///   `FailedIndexes` (after the reasons above); success deletes any pod
+///   still running.
 fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
     let (ns, name) = (ns_of(job).to_owned(), name_of(job).to_owned());
     let now = SystemTime::now();
@@ -247,20 +256,53 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
     let mut succeeded = counted("succeeded");
     let mut failed = counted("failed");
     let mut fail_job: Option<String> = None;
+    let mut indexed = Indexed::of(job);
+    let (mut new_succeeded, mut new_failed) = (Vec::new(), Vec::new());
     for p in pods.iter().filter(|p| has_finalizer(p, JOB_TRACKING)) {
         match phase(p) {
+            "Succeeded" if indexed.is_some() => new_succeeded.extend(completion_index(p)),
             "Succeeded" => succeeded += 1,
-            "Failed" => match super::pod_failure_policy::match_pod(job, p) {
-                Action::Ignore => {}
-                Action::Count => failed += 1,
-                Action::FailJob(message) => {
-                    failed += 1;
-                    fail_job.get_or_insert(message);
+            "Failed" => {
+                let action = super::pod_failure_policy::match_pod(job, p);
+                if let Some(ix) = &indexed
+                    && ix.delays(job, p, &action, pods)
+                {
+                    // Counted once its replacement exists.
+                    continue;
                 }
-            },
+                match action {
+                    Action::Ignore => {}
+                    Action::Count => {
+                        failed += 1;
+                        if let Some(ix) = &indexed
+                            && ix
+                                .per_index
+                                .is_some_and(|limit| failure_counts(p).0 >= limit)
+                        {
+                            new_failed.extend(completion_index(p));
+                        }
+                    }
+                    Action::FailIndex => {
+                        failed += 1;
+                        if indexed.as_ref().is_some_and(|ix| ix.per_index.is_some()) {
+                            new_failed.extend(completion_index(p));
+                        }
+                    }
+                    Action::FailJob(message) => {
+                        failed += 1;
+                        fail_job.get_or_insert(message);
+                    }
+                }
+            }
             _ => continue,
         }
         remove_pod_finalizer(store, ns_of(p), name_of(p), JOB_TRACKING);
+    }
+    if let Some(ix) = &mut indexed {
+        let within = |i: &usize| *i < ix.completions;
+        ix.succeeded = ix.succeeded.with(new_succeeded.into_iter().filter(within));
+        ix.failed = ix.failed.with(new_failed.into_iter().filter(within));
+        succeeded = ix.succeeded.total();
     }
     let ready = active.iter().filter(|p| pod_ready(p)).count();
     let delete_active = || {
@@ -274,6 +316,9 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         j["status"]["terminating"] = json!(terminating);
         j["status"]["failed"] = json!(failed);
         j["status"]["succeeded"] = json!(succeeded);
+        if let Some(ix) = &indexed {
+            ix.write(j);
+        }
     };
 
     // A decided outcome waits for the pods to be gone, then becomes final.
@@ -316,7 +361,12 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
 
     let suspended = job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
     let started = str_at(job, "/status/startTime").and_then(parse_time);
-    let backoff = seconds_at(job, "/spec/backoffLimit").unwrap_or(6) as usize;
+    // `SetDefaults_Job`: 6, or no limit (MaxInt32) beside a per-index one.
+    let default_backoff = match indexed.as_ref().and_then(|ix| ix.per_index) {
+        Some(_) => i32::MAX as u64,
+        None => 6,
+    };
+    let backoff = seconds_at(job, "/spec/backoffLimit").unwrap_or(default_backoff) as usize;
     let completions = seconds_at(job, "/spec/completions").unwrap_or(1) as usize;
     let past_deadline = !suspended
         && seconds_at(job, "/spec/activeDeadlineSeconds")
@@ -335,12 +385,31 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
             "Job was active longer than specified deadline".to_owned(),
         ))
     } else {
-        None
+        indexed.as_ref().and_then(Indexed::failure)
     };
     if let Some((reason, message)) = failure {
         delete_active();
         store.modify("jobs.batch", &ns, &name, |j| {
             push_condition(j, condition("FailureTarget", reason, &message));
+            counters(j, 0);
+        });
+        return;
+    }
+    if let Some(ix) = &indexed
+        && succeeded >= ix.completions
+    {
+        // Every index succeeded: pods still running (of indexes that
+        // succeeded twice) go, and `Complete` waits for them.
+        delete_active();
+        store.modify("jobs.batch", &ns, &name, |j| {
+            push_condition(
+                j,
+                condition(
+                    "SuccessCriteriaMet",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                ),
+            );
             counters(j, 0);
         });
         return;
@@ -378,8 +447,10 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         job_event(store, job, "Normal", "Resumed", "Job resumed");
     }
     let mut active_now = active.len();
-    if active.is_empty() && terminating == 0 && creation_due(store, job, now) {
-        match create_pod(store, job) {
+    if let Some(ix) = &indexed {
+        active_now = ix.manage(store, job, pods, now);
+    } else if active.is_empty() && terminating == 0 && creation_due(store, job, now) {
+        match create_pod(store, job, None) {
             Ok(pod) => {
                 active_now = 1;
                 let message = format!("Created pod: {}", name_of(&pod));
@@ -456,13 +527,48 @@ fn push_condition(job: &mut Value, c: Value) {
     }
 }
 
+/// What an Indexed Job's pod carries beyond its template: its completion
+/// index and, with `backoffLimitPerIndex`, the failures of its index so
+/// far (counted, ignored by the pod failure policy).
+struct PodIndex {
+    index: usize,
+    failures: Option<(usize, usize)>,
+}
+
 /// Create the Job's pod from its template, as the controller does
 /// (`generateName: {job}-`, the Job as its controlling owner), through the
-/// pod admission plugins.
-fn create_pod(store: &Store, job: &Value) -> Result<Value, ApiError> {
+/// pod admission plugins. An Indexed Job's pod is `{job}-{index}-…`, with
+/// hostname `{job}-{index}`, the index as annotation and label
+/// `batch.kubernetes.io/job-completion-index`, `JOB_COMPLETION_INDEX` in
+/// each container's and init container's environment (from that label,
+/// through the downward API), and the index's failure counts as
+/// annotations.
+fn create_pod(store: &Store, job: &Value, index: Option<PodIndex>) -> Result<Value, ApiError> {
     let name = name_of(job);
     let uid = uid_of(job);
-    let template = job.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let mut template = job.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let mut generate_name = format!("{name}-");
+    if let Some(ix) = &index {
+        let i = ix.index.to_string();
+        template["metadata"]["annotations"][COMPLETION_INDEX] = json!(i);
+        template["metadata"]["labels"][COMPLETION_INDEX] = json!(i);
+        if let Some((counted, ignored)) = ix.failures {
+            let annotations = &mut template["metadata"]["annotations"];
+            annotations[INDEX_FAILURE_COUNT] = json!(counted.to_string());
+            if ignored > 0 {
+                annotations[INDEX_IGNORED_FAILURE_COUNT] = json!(ignored.to_string());
+            }
+        }
+        template["spec"]["hostname"] = json!(format!("{name}-{i}"));
+        for list in ["initContainers", "containers"] {
+            if let Some(Value::Array(cs)) = template.pointer_mut(&format!("/spec/{list}")) {
+                for c in cs {
+                    add_index_env(c);
+                }
+            }
+        }
+        generate_name = generate_name_with_index(name, ix.index);
+    }
     let mut labels = template
         .pointer("/metadata/labels")
         .cloned()
@@ -479,7 +585,7 @@ fn create_pod(store: &Store, job: &Value) -> Result<Value, ApiError> {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "generateName": format!("{name}-"),
+            "generateName": generate_name,
             "labels": labels,
             "annotations": template.pointer("/metadata/annotations").cloned().unwrap_or(json!({})),
             "ownerReferences": [{
@@ -544,6 +650,311 @@ pub(crate) fn default_service_accounts(store: &Store) {
             "serviceaccounts",
             name,
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+        );
+    }
+}
+
+/// The annotation (and label) with a pod's completion index.
+const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// The annotation with the failures of a pod's index before it, counted
+/// against `backoffLimitPerIndex`.
+const INDEX_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
+/// The annotation with the failures of a pod's index before it that the
+/// pod failure policy ignored (absent when none).
+const INDEX_IGNORED_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-ignored-failure-count";
+/// The longest `generateName` the API server extends (`names.MaxGeneratedNameLength`).
+const MAX_GENERATED_NAME: usize = 58;
+
+/// `{job}-{index}-`, the job's name cut so that it fits
+/// [`MAX_GENERATED_NAME`] (`podGenerateNameWithIndex`).
+fn generate_name_with_index(job: &str, index: usize) -> String {
+    let suffix = format!("-{index}-");
+    let whole = format!("{job}{suffix}");
+    if whole.len() <= MAX_GENERATED_NAME {
+        return whole;
+    }
+    let keep = MAX_GENERATED_NAME - suffix.len();
+    format!("{}{suffix}", &whole[..keep])
+}
+
+/// Add `JOB_COMPLETION_INDEX` to a container's environment unless it has
+/// one (`addCompletionIndexEnvVariable`, `PodIndexLabel` on: from the
+/// label).
+fn add_index_env(container: &mut Value) {
+    let env = container
+        .as_object_mut()
+        .map(|c| c.entry("env").or_insert_with(|| json!([])));
+    let Some(Value::Array(env)) = env else { return };
+    if env.iter().any(|e| e["name"] == "JOB_COMPLETION_INDEX") {
+        return;
+    }
+    env.push(json!({
+        "name": "JOB_COMPLETION_INDEX",
+        "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.labels['{COMPLETION_INDEX}']")}},
+    }));
+}
+
+/// A pod's completion index, from its annotation (`getCompletionIndex`).
+fn completion_index(pod: &Value) -> Option<usize> {
+    str_at(
+        pod,
+        &format!(
+            "/metadata/annotations/{}",
+            COMPLETION_INDEX.replace('/', "~1")
+        ),
+    )?
+    .parse()
+    .ok()
+}
+
+/// A pod's `(counted, ignored)` failures of its index before it, from its
+/// annotations (0 when absent or malformed).
+fn failure_counts(pod: &Value) -> (usize, usize) {
+    let read = |key: &str| {
+        str_at(
+            pod,
+            &format!("/metadata/annotations/{}", key.replace('/', "~1")),
+        )
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+    };
+    (read(INDEX_FAILURE_COUNT), read(INDEX_IGNORED_FAILURE_COUNT))
+}
+
+/// An Indexed Job's (`completionMode: Indexed`) state in one pass of the
+/// controller: its spec's limits and the indexes counted so far (from its
+/// status, then with this pass's terminal pods).
+struct Indexed {
+    completions: usize,
+    parallelism: usize,
+    /// `backoffLimitPerIndex`.
+    per_index: Option<usize>,
+    max_failed: Option<usize>,
+    succeeded: Intervals,
+    failed: Intervals,
+}
+
+impl Indexed {
+    /// The Job's indexed state, or `None` for a NonIndexed Job.
+    fn of(job: &Value) -> Option<Indexed> {
+        if str_at(job, "/spec/completionMode") != Some("Indexed") {
+            return None;
+        }
+        let completions = seconds_at(job, "/spec/completions").unwrap_or(0) as usize;
+        let indexes = |key: &str| {
+            Intervals::parse(
+                str_at(job, &format!("/status/{key}")).unwrap_or(""),
+                completions,
+            )
+        };
+        Some(Indexed {
+            completions,
+            parallelism: seconds_at(job, "/spec/parallelism").unwrap_or(1) as usize,
+            per_index: seconds_at(job, "/spec/backoffLimitPerIndex").map(|v| v as usize),
+            max_failed: seconds_at(job, "/spec/maxFailedIndexes").map(|v| v as usize),
+            succeeded: indexes("completedIndexes"),
+            failed: indexes("failedIndexes"),
+        })
+    }
+
+    /// Whether the count of failed `pod` waits (its tracking finalizer
+    /// kept) until its index's replacement exists, so that the
+    /// replacement's failure counts build on it even if the pod is deleted
+    /// meanwhile (`podsWithDelayedDeletionPerIndex`): with
+    /// `backoffLimitPerIndex`, for the latest failed pod of an index that
+    /// is to be retried, while the Job is not finishing.
+    fn delays(&self, job: &Value, pod: &Value, action: &Action, pods: &[Value]) -> bool {
+        let Some(limit) = self.per_index else {
+            return false;
+        };
+        let Some(index) = completion_index(pod).filter(|i| *i < self.completions) else {
+            return false;
+        };
+        let ends_index = match action {
+            Action::Count => failure_counts(pod).0 >= limit,
+            Action::FailIndex | Action::FailJob(_) => true,
+            Action::Ignore => false,
+        };
+        if ends_index
+            || condition_of(job, "FailureTarget").is_some()
+            || self.succeeded.has(index)
+            || self.failed.has(index)
+        {
+            return false;
+        }
+        let tries = |p: &Value| {
+            let (counted, ignored) = failure_counts(p);
+            counted + ignored
+        };
+        let superseded = pods.iter().any(|q| {
+            uid_of(q) != uid_of(pod)
+                && completion_index(q) == Some(index)
+                && (tries(q) > tries(pod) || phase(q) == "Succeeded")
+        });
+        !superseded
+    }
+
+    /// The Job's failure from its indexes, if any: more failed indexes
+    /// than `maxFailedIndexes` (at once), or every index done and some
+    /// failed.
+    fn failure(&self) -> Option<(&'static str, String)> {
+        self.per_index?;
+        let failed = self.failed.total();
+        if self.max_failed.is_some_and(|m| failed > m) {
+            return Some((
+                "MaxFailedIndexesExceeded",
+                "Job has exceeded the specified maximal number of failed indexes".to_owned(),
+            ));
+        }
+        if failed > 0 && failed + self.succeeded.total() >= self.completions {
+            return Some(("FailedIndexes", "Job has failed indexes".to_owned()));
+        }
+        None
+    }
+
+    /// Write the index sets into the Job's status: `completedIndexes`
+    /// (omitted while empty) and, with `backoffLimitPerIndex`,
+    /// `failedIndexes` (`""` while none).
+    fn write(&self, job: &mut Value) {
+        let completed = self.succeeded.to_string();
+        if let Some(status) = job["status"].as_object_mut() {
+            if completed.is_empty() {
+                status.remove("completedIndexes");
+            } else {
+                status.insert("completedIndexes".to_owned(), json!(completed));
+            }
+            if self.per_index.is_some() {
+                status.insert("failedIndexes".to_owned(), json!(self.failed.to_string()));
+            }
+        }
+    }
+
+    /// The failure counts the replacement of `index` starts with: those of
+    /// the index's latest failed pod, plus that pod's own failure, counted
+    /// or ignored as the pod failure policy says (`getNewIndexFailureCounts`).
+    fn failures_for(&self, job: &Value, index: usize, pods: &[Value]) -> Option<(usize, usize)> {
+        self.per_index?;
+        let latest = pods
+            .iter()
+            .filter(|p| phase(p) == "Failed" && completion_index(p) == Some(index))
+            .max_by_key(|p| {
+                let (c, i) = failure_counts(p);
+                c + i
+            });
+        let Some(pod) = latest else {
+            return Some((0, 0));
+        };
+        let (counted, ignored) = failure_counts(pod);
+        Some(match super::pod_failure_policy::match_pod(job, pod) {
+            Action::Ignore => (counted, ignored + 1),
+            _ => (counted + 1, ignored),
+        })
+    }
+
+    /// `manageJob` for an Indexed Job: delete the active pods of an index
+    /// that is done, out of range or taken twice, then those beyond
+    /// `min(parallelism, indexes left)` (not ready first, highest index
+    /// first); then create pods for the lowest pending indexes (neither
+    /// succeeded, failed, active nor held by a pod still terminating) up
+    /// to that number. Returns the active pods left.
+    fn manage(&self, store: &Store, job: &Value, pods: &[Value], now: SystemTime) -> usize {
+        let want = self
+            .parallelism
+            .min(self.completions.saturating_sub(self.succeeded.total()));
+        let mut keep: Vec<(&Value, usize)> = Vec::new();
+        let mut remove: Vec<&Value> = Vec::new();
+        let mut active: Vec<&Value> = pods
+            .iter()
+            .filter(|p| !deleting(p) && !matches!(phase(p), "Succeeded" | "Failed"))
+            .collect();
+        active.sort_by_key(|p| completion_index(p));
+        for p in active {
+            match completion_index(p) {
+                Some(i)
+                    if i < self.completions
+                        && !self.succeeded.has(i)
+                        && !self.failed.has(i)
+                        && keep.last().is_none_or(|(_, last)| *last != i) =>
+                {
+                    keep.push((p, i))
+                }
+                _ => remove.push(p),
+            }
+        }
+        if keep.len() > want {
+            keep.sort_by_key(|(p, i)| (pod_ready(p), std::cmp::Reverse(*i)));
+            let extra = keep.len() - want;
+            remove.extend(keep.drain(..extra).map(|(p, _)| p));
+        }
+        for p in remove {
+            let _ = delete(store, "pods", ns_of(p), name_of(p), "Background");
+        }
+        let terminating: Vec<usize> = pods
+            .iter()
+            .filter(|p| deleting(p) && !matches!(phase(p), "Succeeded" | "Failed"))
+            .filter_map(completion_index)
+            .collect();
+        let busy = Intervals::default().with(
+            keep.iter()
+                .map(|(_, i)| *i)
+                .chain(terminating.iter().copied()),
+        );
+        let room = want.saturating_sub(keep.len() + terminating.len());
+        let mut active_now = keep.len();
+        if room == 0 || !creation_due(store, job, now) {
+            return active_now;
+        }
+        let pending =
+            self.succeeded
+                .merged(&self.failed)
+                .first_missing(&busy, room, self.completions);
+        for index in pending {
+            let failures = self.failures_for(job, index, pods);
+            match create_pod(store, job, Some(PodIndex { index, failures })) {
+                Ok(pod) => {
+                    active_now += 1;
+                    let message = format!("Created pod: {}", name_of(&pod));
+                    job_event(store, job, "Normal", "SuccessfulCreate", &message);
+                }
+                Err(e) => {
+                    let message = format!("Error creating: {}", e.message);
+                    job_event(store, job, "Warning", "FailedCreate", &message);
+                    break;
+                }
+            }
+        }
+        active_now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_indexed_pods_generate_name_keeps_its_index_within_58_characters() {
+        assert_eq!(generate_name_with_index("job", 7), "job-7-");
+        let long = "j".repeat(60);
+        let cut = generate_name_with_index(&long, 12345);
+        assert_eq!(cut.len(), MAX_GENERATED_NAME);
+        assert!(cut.ends_with("j-12345-"), "{cut}");
+    }
+
+    #[test]
+    fn the_index_variable_is_added_once_and_a_containers_own_wins() {
+        let mut plain = json!({"name": "c"});
+        add_index_env(&mut plain);
+        add_index_env(&mut plain);
+        assert_eq!(
+            plain["env"],
+            json!([{"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                "fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}}])
+        );
+        let mut own = json!({"name": "c", "env": [{"name": "JOB_COMPLETION_INDEX", "value": "9"}]});
+        add_index_env(&mut own);
+        assert_eq!(
+            own["env"],
+            json!([{"name": "JOB_COMPLETION_INDEX", "value": "9"}])
         );
     }
 }

@@ -1,4 +1,4 @@
-//! The fake kubelet: each Pod is placed by the [scheduler](super::scheduler)
+//! The fake kubelet: each Pod is placed by the [scheduler]
 //! (or left unschedulable with its message), then either runs its container
 //! command through the [process runtime](super::runtime) — the image's
 //! runner path mapped to the real runner, the environment from the pod spec
@@ -617,7 +617,7 @@ impl Kubelet {
                     "metadata.namespace" => ns.clone(),
                     "status.podIP" => pod_ip(&ns, &rt.name),
                     "status.hostIP" => "127.0.0.1".to_owned(),
-                    _ => String::new(),
+                    other => downward_map_field(pod, other).unwrap_or_default(),
                 };
                 env.insert(key.to_owned(), v);
             } else if let Some(sel) = e.pointer("/valueFrom/secretKeyRef") {
@@ -733,7 +733,9 @@ impl Kubelet {
             argv: &argv,
             env: &env,
             home: dir.join("home"),
-            hostname: &rt.name,
+            hostname: str_at(pod, "/spec/hostname")
+                .filter(|h| !h.is_empty())
+                .unwrap_or(&rt.name),
             cwd: c
                 .get("workingDir")
                 .and_then(Value::as_str)
@@ -1001,6 +1003,26 @@ fn terminated(p: &mut Value, cname: &str, image: &str, code: i32, reason: &str) 
         "ready": false, "restartCount": 0, "started": false,
         "state": {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now}}}]);
     p["status"]["conditions"] = pod_conditions(Some("PodCompleted"));
+}
+
+/// A downward API `fieldRef` into the pod's labels or annotations
+/// (`metadata.labels['KEY']`, `metadata.annotations['KEY']`): the value,
+/// or `None` (an empty value) when the key is absent or the path is
+/// another one.
+fn downward_map_field(pod: &Value, path: &str) -> Option<String> {
+    let (map, rest) = path
+        .strip_prefix("metadata.labels['")
+        .map(|r| ("labels", r))
+        .or_else(|| {
+            path.strip_prefix("metadata.annotations['")
+                .map(|r| ("annotations", r))
+        })?;
+    let key = rest.strip_suffix("']")?;
+    pod.pointer("/metadata")?
+        .get(map)?
+        .get(key)?
+        .as_str()
+        .map(str::to_owned)
 }
 
 #[cfg(test)]

@@ -20,6 +20,26 @@
 //!   `batch.kubernetes.io/job-tracking` finalizer until its end is counted,
 //!   so a pod deleted afterwards (PodGC, an eviction, a user) is counted
 //!   once, never taken back.
+//! - **Indexed Jobs** (`completionMode: Indexed`, as Kubernetes 1.32's Job
+//!   controller runs them): pods `{job}-{index}-xxxxx` with hostname
+//!   `{job}-{index}`, the index as annotation and label
+//!   `batch.kubernetes.io/job-completion-index` and as
+//!   `JOB_COMPLETION_INDEX` (downward API, in every container); at most
+//!   `parallelism` active, the lowest pending indexes first, each index
+//!   succeeding once; `status.completedIndexes` and `status.failedIndexes`
+//!   as interval strings (`"1,3-5,7"`), growing only. With
+//!   `backoffLimitPerIndex` failures count per index (the replacement's
+//!   `batch.kubernetes.io/job-index-failure-count` and
+//!   `…-ignored-failure-count`), an index past its limit or matched by a
+//!   `FailIndex` rule fails, and the Job fails with `FailedIndexes` once
+//!   every index is done, or `MaxFailedIndexesExceeded` at once. The API
+//!   server refuses what `ValidateJobSpec` refuses (per-index fields
+//!   without Indexed mode, `maxFailedIndexes` without
+//!   `backoffLimitPerIndex`, Indexed without `completions`, the limits).
+//!   Not modelled: the per-index back-off delay before a retry (a failed
+//!   index is retried at once), `successPolicy`, and
+//!   `podReplacementPolicy: TerminatingOrFailed` (a terminating pod's
+//!   index is replaced once the pod is terminal, as under `Failed`).
 //! - **Nodes and scheduler**: nodes are Node objects (labels, taints,
 //!   allocatable extended resources); a Pod goes to a ready node whose
 //!   taints it tolerates, whose labels match its node selector and whose
@@ -107,6 +127,7 @@ mod dns;
 mod events;
 mod faults;
 mod gcsfuse;
+mod indexes;
 mod kubelet;
 mod logs;
 mod lws;

@@ -12,7 +12,14 @@
 //!   code 0; `onPodConditions` at the pod's conditions (type and status).
 //!   `Ignore`: the failure is not counted against `backoffLimit`;
 //!   `Count`: it is; `FailJob`: it is, and the Job fails at once with
-//!   reason `PodFailurePolicy` and the rule's message.
+//!   reason `PodFailurePolicy` and the rule's message; `FailIndex`: it
+//!   is, and the pod's index fails at once (an Indexed Job with
+//!   `backoffLimitPerIndex`, the only kind the server lets have the rule).
+//! - The same admission checks the completion mode fields as
+//!   `ValidateJobSpec` does: `backoffLimitPerIndex` and `maxFailedIndexes`
+//!   only in Indexed mode and non-negative, `maxFailedIndexes` only with
+//!   `backoffLimitPerIndex` and at most `completions`, `completions`
+//!   required in Indexed mode, and the 100,000 and 10,000 limits.
 
 use std::collections::BTreeSet;
 
@@ -143,6 +150,7 @@ pub(crate) fn admit_job(job: &mut Value) -> Result<(), ApiError> {
 fn validate(job: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let spec = job.get("spec").cloned().unwrap_or(json!({}));
+    validate_indexed(&spec, &mut causes);
     let policy = spec.get("podFailurePolicy").filter(|p| !p.is_null());
     if let Some(policy) = policy {
         validate_policy(&spec, policy, &mut causes);
@@ -169,6 +177,131 @@ fn validate(job: &Value) -> Vec<Cause> {
         )),
     }
     causes
+}
+
+/// Most `parallelism` and `maxFailedIndexes` of an Indexed Job.
+const MAX_INDEXED: i64 = 100_000;
+/// Above this many completions, `backoffLimitPerIndex` asks for
+/// `maxFailedIndexes` and bounds it and `parallelism` to
+/// [`LIMIT_HIGH_COMPLETIONS`].
+const COMPLETIONS_SOFT_LIMIT: i64 = 100_000;
+const LIMIT_HIGH_COMPLETIONS: i64 = 10_000;
+
+/// The completion mode fields of `ValidateJobSpec`, in its order:
+/// non-negative counts, `maxFailedIndexes` only with
+/// `backoffLimitPerIndex`, `completionMode` one of the two, an Indexed Job
+/// with `completions` and within the limits, `backoffLimitPerIndex` and
+/// `maxFailedIndexes` only in Indexed mode.
+fn validate_indexed(spec: &Value, causes: &mut Vec<Cause>) {
+    let int = |key: &str| spec.get(key).and_then(Value::as_i64);
+    let nonnegative = |key: &str, causes: &mut Vec<Cause>| {
+        if let Some(v) = int(key).filter(|v| *v < 0) {
+            causes.push(invalid(
+                format!("spec.{key}"),
+                Some(v.to_string()),
+                "must be greater than or equal to 0",
+            ));
+        }
+    };
+    for key in ["parallelism", "completions", "backoffLimitPerIndex"] {
+        nonnegative(key, causes);
+    }
+    let per_index = int("backoffLimitPerIndex");
+    let max_failed = int("maxFailedIndexes");
+    if max_failed.is_some() {
+        nonnegative("maxFailedIndexes", causes);
+        if per_index.is_none() {
+            causes.push(required(
+                "spec.backoffLimitPerIndex".to_owned(),
+                "when maxFailedIndexes is specified",
+            ));
+        }
+    }
+    let mode = spec.get("completionMode").filter(|m| !m.is_null());
+    let indexed = mode.and_then(Value::as_str) == Some("Indexed");
+    if let Some(m) = mode
+        && !matches!(m.as_str(), Some("NonIndexed" | "Indexed"))
+    {
+        causes.push(not_supported(
+            "spec.completionMode".to_owned(),
+            m,
+            &["NonIndexed", "Indexed"],
+        ));
+    }
+    if indexed {
+        let completions = int("completions");
+        if completions.is_none() {
+            causes.push(required(
+                "spec.completions".to_owned(),
+                "when completion mode is Indexed",
+            ));
+        }
+        if let Some(p) = int("parallelism").filter(|p| *p > MAX_INDEXED) {
+            causes.push(invalid(
+                "spec.parallelism".to_owned(),
+                Some(p.to_string()),
+                &format!(
+                    "must be less than or equal to {MAX_INDEXED} when completion mode is Indexed"
+                ),
+            ));
+        }
+        if let (Some(c), Some(m)) = (completions, max_failed)
+            && m > c
+        {
+            causes.push(invalid(
+                "spec.maxFailedIndexes".to_owned(),
+                Some(m.to_string()),
+                "must be less than or equal to completions",
+            ));
+        }
+        if let Some(m) = max_failed.filter(|m| *m > MAX_INDEXED) {
+            causes.push(invalid(
+                "spec.maxFailedIndexes".to_owned(),
+                Some(m.to_string()),
+                &format!("must be less than or equal to {MAX_INDEXED}"),
+            ));
+        }
+        if completions.is_some_and(|c| c > COMPLETIONS_SOFT_LIMIT) && per_index.is_some() {
+            let high = format!(
+                "must be less than or equal to {LIMIT_HIGH_COMPLETIONS} when completions are above {COMPLETIONS_SOFT_LIMIT} and used with backoff limit per index"
+            );
+            if max_failed.is_none() {
+                causes.push(required(
+                    "spec.maxFailedIndexes".to_owned(),
+                    &format!(
+                        "must be specified when completions is above {COMPLETIONS_SOFT_LIMIT}"
+                    ),
+                ));
+            }
+            if let Some(p) = int("parallelism").filter(|p| *p > LIMIT_HIGH_COMPLETIONS) {
+                causes.push(invalid(
+                    "spec.parallelism".to_owned(),
+                    Some(p.to_string()),
+                    &high,
+                ));
+            }
+            if let Some(m) = max_failed.filter(|m| *m > LIMIT_HIGH_COMPLETIONS) {
+                causes.push(invalid(
+                    "spec.maxFailedIndexes".to_owned(),
+                    Some(m.to_string()),
+                    &high,
+                ));
+            }
+        }
+    } else {
+        for (key, v) in [
+            ("backoffLimitPerIndex", per_index),
+            ("maxFailedIndexes", max_failed),
+        ] {
+            if let Some(v) = v {
+                causes.push(invalid(
+                    format!("spec.{key}"),
+                    Some(v.to_string()),
+                    "requires indexed completion mode",
+                ));
+            }
+        }
+    }
 }
 
 fn validate_policy(spec: &Value, policy: &Value, causes: &mut Vec<Cause>) {
@@ -355,6 +488,9 @@ pub(crate) enum Action {
     Count,
     /// Counted, and the Job fails with this message.
     FailJob(String),
+    /// Counted, and the pod's index fails at once (an Indexed Job with
+    /// `backoffLimitPerIndex`: the API server refuses the action without).
+    FailIndex,
 }
 
 /// The first of the Job's rules that matches the terminal failed `pod`
@@ -393,6 +529,7 @@ pub(crate) fn match_pod(job: &Value, pod: &Value) -> Action {
             "Ignore" => return Action::Ignore,
             "Count" => return Action::Count,
             "FailJob" => return Action::FailJob(message),
+            "FailIndex" => return Action::FailIndex,
             // An action this controller does not know: skip the rule.
             _ => continue,
         }
@@ -605,6 +742,45 @@ mod tests {
             e.message
         );
         assert!(e.message.contains("onPodConditions[0].status: Unsupported value: \"Maybe\": supported values: \"False\", \"True\", \"Unknown\""), "{}", e.message);
+    }
+
+    #[test]
+    fn indexed_limits_are_checked_in_the_servers_order_and_words() {
+        let mut j = job(Value::Null);
+        j["spec"]["completionMode"] = json!("Indexed");
+        j["spec"]["completions"] = json!(200_000);
+        j["spec"]["parallelism"] = json!(100_001);
+        j["spec"]["backoffLimitPerIndex"] = json!(1);
+        let e = refused(j.clone());
+        assert_eq!(
+            e.message,
+            "Job.batch \"j\" is invalid: [spec.parallelism: Invalid value: 100001: must be less than or equal to 100000 when completion mode is Indexed, spec.maxFailedIndexes: Required value: must be specified when completions is above 100000, spec.parallelism: Invalid value: 100001: must be less than or equal to 10000 when completions are above 100000 and used with backoff limit per index]"
+        );
+        j["spec"]["parallelism"] = json!(10_000);
+        j["spec"]["maxFailedIndexes"] = json!(10_001);
+        assert_eq!(
+            refused(j.clone()).message,
+            "Job.batch \"j\" is invalid: spec.maxFailedIndexes: Invalid value: 10001: must be less than or equal to 10000 when completions are above 100000 and used with backoff limit per index"
+        );
+        j["spec"]["maxFailedIndexes"] = json!(10_000);
+        admit_job(&mut j).expect("within every limit");
+        // A NonIndexed Job takes neither per-index field.
+        let mut plain = job(Value::Null);
+        plain["spec"]["maxFailedIndexes"] = json!(-1);
+        assert_eq!(
+            refused(plain).message,
+            "Job.batch \"j\" is invalid: [spec.maxFailedIndexes: Invalid value: -1: must be greater than or equal to 0, spec.backoffLimitPerIndex: Required value: when maxFailedIndexes is specified, spec.maxFailedIndexes: Invalid value: -1: requires indexed completion mode]"
+        );
+    }
+
+    #[test]
+    fn a_fail_index_rule_fails_the_index() {
+        let mut j = job(json!({"rules": [
+            {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}},
+        ]}));
+        j["spec"]["backoffLimitPerIndex"] = json!(1);
+        assert_eq!(match_pod(&j, &failed_pod(42, json!([]))), Action::FailIndex);
+        assert_eq!(match_pod(&j, &failed_pod(1, json!([]))), Action::Count);
     }
 
     #[test]
