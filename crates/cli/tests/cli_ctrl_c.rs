@@ -355,10 +355,12 @@ fn ctrl_c_in_map_and_batch_wait_names_the_inputs_never_submitted_and_batch_resum
         .unwrap()
         .trim_end_matches(':')
         .to_owned();
-    // Three jobs submitted (the manifest names them) and running; the
-    // other inputs wait their turn.
+    // Three jobs running, on the batch's three workers, and one more queued
+    // for each worker (a batch on workers keeps each worker's next input in
+    // flight: docs/batches.md), so six submitted (the manifest names them);
+    // the other inputs wait their turn.
     until("three calls", || calls(&sb) == 3);
-    until("three jobs in the manifest", || children(&sb, &group) == 3);
+    until("six jobs in the manifest", || children(&sb, &group) == 6);
     map.sigint();
     let (code, seen, out) = map.finish();
     assert_eq!(code, Some(130), "{seen}");
@@ -366,13 +368,13 @@ fn ctrl_c_in_map_and_batch_wait_names_the_inputs_never_submitted_and_batch_resum
     assert_eq!(
         interrupted_line(&seen),
         format!(
-            "interrupted: batch {group} goes on: its 3 submitted jobs keep running; 18 of 21 inputs were never submitted, and no value was collected; pick it up with `kinetic batch resume {group}` (stop it with `kinetic batch cancel {group}`)"
+            "interrupted: batch {group} goes on: its 6 submitted jobs keep running; 15 of 21 inputs were never submitted, and no value was collected; pick it up with `kinetic batch resume {group}` (stop it with `kinetic batch cancel {group}`)"
         )
     );
 
     // `batch wait` says the same, and is interrupted the same way on a terminal.
     let mut wait = Running::terminal(&sb, &["batch", "wait", &group]);
-    wait.wait_for("18 of 21 inputs were never submitted");
+    wait.wait_for("15 of 21 inputs were never submitted");
     wait.wait_for(&format!("{group} ["));
     wait.type_ctrl_c();
     let (code, seen, _) = wait.finish();
@@ -380,7 +382,7 @@ fn ctrl_c_in_map_and_batch_wait_names_the_inputs_never_submitted_and_batch_resum
     assert_eq!(
         interrupted_line(&seen),
         format!(
-            "interrupted: batch {group} goes on: its 3 submitted jobs keep running; 18 of 21 inputs were never submitted, and no value was collected; pick it up with `kinetic batch resume {group}` (stop it with `kinetic batch cancel {group}`)"
+            "interrupted: batch {group} goes on: its 6 submitted jobs keep running; 15 of 21 inputs were never submitted, and no value was collected; pick it up with `kinetic batch resume {group}` (stop it with `kinetic batch cancel {group}`)"
         )
     );
 
