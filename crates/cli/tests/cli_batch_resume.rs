@@ -5,59 +5,35 @@
 //! real binary, on the local backend with the host's python3 and a
 //! directory store.
 
+mod local_world;
+
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use local_world::World;
+
 const INPUTS: usize = 10;
 
-struct World {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
+/// A home whose `slow` appends each input it is called with to
+/// `calls.log` outside the project (so the test sees how many times each
+/// input ran), with `INPUTS` inputs in `proj/inputs.jsonl`.
+fn world() -> World {
+    let w = World::with_work(|home| {
+        format!(
+            "import time\n\nLOG = {:?}\n\n\ndef slow(x):\n    with open(LOG, \"a\") as f:\n        f.write(f\"{{x}}\\n\")\n    time.sleep(0.3)\n    return x * 10\n",
+            home.join("calls.log").display().to_string()
+        )
+    });
+    let inputs: String = (0..INPUTS).map(|i| format!("{i}\n")).collect();
+    fs::write(w.home.join("proj/inputs.jsonl"), inputs).expect("write");
+    w
 }
 
 impl World {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let home = tmp.path().canonicalize().expect("canonical");
-        let proj = home.join("proj");
-        fs::create_dir_all(&proj).expect("mkdir");
-        fs::write(proj.join("pyproject.toml"), "[project]\nname = \"proj\"\n").expect("write");
-        // Each call appends its input to a log outside the project, so the
-        // test sees how many times each input ran.
-        let work = format!(
-            "import time\n\nLOG = {:?}\n\n\ndef slow(x):\n    with open(LOG, \"a\") as f:\n        f.write(f\"{{x}}\\n\")\n    time.sleep(0.3)\n    return x * 10\n",
-            home.join("calls.log").display().to_string()
-        );
-        fs::write(proj.join("work.py"), work).expect("write");
-        let inputs: String = (0..INPUTS).map(|i| format!("{i}\n")).collect();
-        fs::write(proj.join("inputs.jsonl"), inputs).expect("write");
-        Self { _tmp: tmp, home }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetic"));
-        cmd.args(args)
-            .env("HOME", &self.home)
-            .env("KINETIC_LOCAL_ROOT", self.home.join("local"))
-            .env(
-                "KINETIC_STORE_URL",
-                format!("file://{}", self.home.join("store").display()),
-            )
-            .env("KINETIC_LOCAL_MAX_CONCURRENT", "4")
-            .env_remove("KINETIC_PROFILE")
-            .env_remove("KINETIC_BACKEND")
-            .current_dir(self.home.join("proj"));
-        cmd
-    }
-
-    fn kinetic(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run kinetic")
-    }
-
     fn spawn(&self, args: &[&str]) -> Child {
         self.command(args)
             .stdout(Stdio::null())
@@ -151,7 +127,7 @@ fn resume_to_the_end(w: &World, group: &str) {
 
 #[test]
 fn a_map_killed_once_its_manifest_exists_resumes_even_after_a_killed_resume() {
-    let w = World::new();
+    let w = world();
     let child = w.spawn(&map_args());
     kill_when(child, "the manifest", || w.group_id().is_some());
     let group = w.group_id().expect("group");
@@ -182,7 +158,7 @@ fn a_map_killed_once_its_manifest_exists_resumes_even_after_a_killed_resume() {
 #[test]
 fn a_map_killed_midway_or_late_resumes_with_nothing_twice_and_nothing_lost() {
     for calls in [3, INPUTS - 2] {
-        let w = World::new();
+        let w = world();
         let child = w.spawn(&map_args());
         kill_when(child, &format!("{calls} calls"), || {
             w.calls().len() >= calls
@@ -194,7 +170,7 @@ fn a_map_killed_midway_or_late_resumes_with_nothing_twice_and_nothing_lost() {
 
 #[test]
 fn detach_returns_with_every_child_named_and_results_read_the_same_twice() {
-    let w = World::new();
+    let w = world();
     let mut args = map_args();
     args.push("--detach");
     let o = w.kinetic(&args);
@@ -253,7 +229,7 @@ fn detach_returns_with_every_child_named_and_results_read_the_same_twice() {
 
 #[test]
 fn inputs_no_job_is_known_for_are_named_at_once() {
-    let w = World::new();
+    let w = world();
     let mut args = map_args();
     args.push("--detach");
     let o = w.kinetic(&args);
@@ -295,7 +271,7 @@ fn inputs_no_job_is_known_for_are_named_at_once() {
 
 #[test]
 fn batch_wait_fails_and_status_does_not_count_inputs_never_submitted_as_done() {
-    let w = World::new();
+    let w = world();
     let mut args = map_args();
     args.push("--detach");
     let o = w.kinetic(&args);

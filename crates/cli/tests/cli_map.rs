@@ -1,9 +1,12 @@
 //! `kinetic map` and `kinetic batch …` through the real binary, on the local
 //! backend with the host's python3 and a directory store.
 
+mod local_world;
+
 use std::fs;
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use local_world::World;
 
 use serde_json::{Value, json};
 
@@ -39,47 +42,6 @@ def scaled(x, scale=1):
     return x * scale
 "#;
 
-struct World {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-}
-
-impl World {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let home = tmp.path().canonicalize().expect("canonical");
-        let proj = home.join("proj");
-        fs::create_dir_all(&proj).expect("mkdir");
-        fs::write(proj.join("pyproject.toml"), "[project]\nname = \"proj\"\n").expect("write");
-        fs::write(proj.join("work.py"), WORK_PY).expect("write");
-        Self { _tmp: tmp, home }
-    }
-
-    fn inputs(&self, name: &str, lines: &[Value]) -> String {
-        let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
-        let path = self.home.join("proj").join(name);
-        fs::write(&path, text).expect("write");
-        path.to_string_lossy().into_owned()
-    }
-
-    fn kinetic(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_kinetic"))
-            .args(args)
-            .env("HOME", &self.home)
-            .env("KINETIC_LOCAL_ROOT", self.home.join("local"))
-            .env(
-                "KINETIC_STORE_URL",
-                format!("file://{}", self.home.join("store").display()),
-            )
-            .env("KINETIC_LOCAL_MAX_CONCURRENT", "4")
-            .env_remove("KINETIC_PROFILE")
-            .env_remove("KINETIC_BACKEND")
-            .current_dir(self.home.join("proj"))
-            .output()
-            .expect("run kinetic")
-    }
-}
-
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -98,7 +60,7 @@ fn group_id(o: &Output) -> String {
 
 #[test]
 fn map_prints_values_in_input_order_and_batch_commands_follow_it() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let inputs = w.inputs("in.jsonl", &(0..8).map(|i| json!(i)).collect::<Vec<_>>());
     let o = w.kinetic(&[
         "map",
@@ -142,7 +104,7 @@ fn map_prints_values_in_input_order_and_batch_commands_follow_it() {
 
 #[test]
 fn a_failed_input_fails_the_command_and_keeps_the_other_values() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let inputs = w.inputs(
         "kw.jsonl",
         &(0..5)
@@ -172,7 +134,7 @@ fn a_failed_input_fails_the_command_and_keeps_the_other_values() {
 /// only a failure prints a line that is not JSON, starting `!error INDEX:`.
 #[test]
 fn a_failed_input_is_marked_apart_from_none_and_from_any_returned_dict() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let inputs = w.inputs("xs.jsonl", &[json!(0), json!(1), json!(2)]);
     let o = w.kinetic(&[
         "map",
@@ -204,7 +166,7 @@ fn a_failed_input_is_marked_apart_from_none_and_from_any_returned_dict() {
 /// `kind`: flags clap refuses, inputs kinetic refuses, a failed batch.
 #[test]
 fn with_json_every_error_is_a_json_object_on_stderr() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let bad = w.home.join("proj/bad.jsonl");
     fs::write(&bad, "1\n{nope\n").expect("write");
     let error_of = |o: &Output| -> Value {
@@ -272,7 +234,7 @@ fn with_json_every_error_is_a_json_object_on_stderr() {
 
 #[test]
 fn bad_input_files_and_flags_are_usage_errors() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let bad = w.home.join("proj/bad.jsonl");
     fs::write(&bad, "1\n{nope\n").expect("write");
     let o = w.kinetic(&[
@@ -301,7 +263,7 @@ fn bad_input_files_and_flags_are_usage_errors() {
 /// `map` takes every job option `run` has, and the per-run target.
 #[test]
 fn map_accepts_every_job_option_of_run() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let inputs = w.inputs("in.jsonl", &[json!(1), json!(2)]);
     let o = w.kinetic(&[
         "map",
@@ -363,7 +325,7 @@ fn map_accepts_every_job_option_of_run() {
 
 #[test]
 fn input_data_gives_each_job_its_own_data() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let proj = w.home.join("proj");
     fs::create_dir_all(proj.join("shards/a")).expect("mkdir");
     fs::write(proj.join("shards/a/x.txt"), "x").expect("write");
@@ -409,7 +371,7 @@ fn input_data_gives_each_job_its_own_data() {
 fn a_batch_inputs_retry_sees_kinetic_attempt_2_as_a_single_jobs_retry_does() {
     // Issue 26.8, on the local backend: `map --retries` runs a failed input
     // again as a new job, which saw KINETIC_ATTEMPT=1 again.
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let marker = w.home.join("marker").to_string_lossy().into_owned();
     let inputs = w.inputs("markers.jsonl", &[json!(marker)]);
     let o = w.kinetic(&[

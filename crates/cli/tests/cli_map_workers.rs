@@ -4,13 +4,15 @@
 //! logs, cancel) while a few workers run them all, and an input that kills
 //! its process ends alone.
 
+mod local_world;
+
 use std::collections::BTreeSet;
-use std::fs;
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use local_world::World;
 
 const WORK_PY: &str = r#"
 import os
@@ -51,46 +53,7 @@ def fails_or_sleeps(x):
     return x
 "#;
 
-struct World {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-}
-
 impl World {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let home = tmp.path().canonicalize().expect("canonical");
-        let proj = home.join("proj");
-        fs::create_dir_all(&proj).expect("mkdir");
-        fs::write(proj.join("pyproject.toml"), "[project]\nname = \"proj\"\n").expect("write");
-        fs::write(proj.join("work.py"), WORK_PY).expect("write");
-        Self { _tmp: tmp, home }
-    }
-
-    fn inputs(&self, name: &str, lines: &[Value]) -> String {
-        let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
-        let path = self.home.join("proj").join(name);
-        fs::write(&path, text).expect("write");
-        path.to_string_lossy().into_owned()
-    }
-
-    fn kinetic(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_kinetic"))
-            .args(args)
-            .env("HOME", &self.home)
-            .env("KINETIC_LOCAL_ROOT", self.home.join("local"))
-            .env(
-                "KINETIC_STORE_URL",
-                format!("file://{}", self.home.join("store").display()),
-            )
-            .env("KINETIC_LOCAL_MAX_CONCURRENT", "4")
-            .env_remove("KINETIC_PROFILE")
-            .env_remove("KINETIC_BACKEND")
-            .current_dir(self.home.join("proj"))
-            .output()
-            .expect("run kinetic")
-    }
-
     /// `kinetic --json map ENTRY --inputs FILE ARGS…`, its JSON document.
     fn map_json(&self, entry: &str, inputs: &str, args: &[&str]) -> (Output, Value) {
         let mut all = vec!["--json", "map", entry, "--inputs", inputs];
@@ -137,7 +100,7 @@ fn parents(results: &Value) -> BTreeSet<i64> {
 
 #[test]
 fn inputs_run_in_order_on_at_most_max_concurrent_workers_and_process_isolation_starts_one_each() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let inputs = w.inputs("in.jsonl", &numbers(12));
     let (o, v) = w.map_json(
         "work:who",
@@ -196,7 +159,7 @@ fn inputs_run_in_order_on_at_most_max_concurrent_workers_and_process_isolation_s
 
 #[test]
 fn an_input_that_exits_its_process_fails_alone_and_its_worker_goes_on() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let inputs = w.inputs("in.jsonl", &numbers(8));
     let (o, v) = w.map_json(
         "work:exits_on_two",
@@ -232,7 +195,7 @@ fn an_input_that_exits_its_process_fails_alone_and_its_worker_goes_on() {
 
 #[test]
 fn an_input_that_exits_its_process_is_retried_alone_with_kinetic_attempt_2() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let markers: Vec<Value> = (0..3)
         .map(|i| json!(w.home.join(format!("marker-{i}")).to_string_lossy()))
         .collect();
@@ -261,7 +224,7 @@ fn an_input_that_exits_its_process_is_retried_alone_with_kinetic_attempt_2() {
 
 #[test]
 fn each_inputs_logs_hold_its_own_lines_only() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let inputs = w.inputs("in.jsonl", &numbers(6));
     let (o, v) = w.map_json(
         "work:says",
@@ -292,7 +255,7 @@ fn each_inputs_logs_hold_its_own_lines_only() {
 
 #[test]
 fn fail_fast_cancels_the_inputs_running_on_workers() {
-    let w = World::new();
+    let w = World::new(WORK_PY);
     let inputs = w.inputs("in.jsonl", &numbers(6));
     let started = Instant::now();
     let (o, v) = w.map_json(
