@@ -259,6 +259,24 @@ mod tests {
         })
     }
 
+    /// Send `child` SIGTERM once it catches it, and wait for its end;
+    /// fail (killing it) when it never catches it, as PID 1 it would
+    /// ignore the signal. `what` names the host's phase.
+    fn sigterm_once_caught(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
+        let pid = child.id();
+        if !catches_sigterm(pid) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the {what} host does not catch SIGTERM: as PID 1 it would ignore it");
+        }
+        let term = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(term.success());
+        child.wait().unwrap()
+    }
+
     /// While the host's command runs the wrapper, its container's PID 1,
     /// catches SIGTERM too and hands it to the command: a command that ends
     /// on SIGTERM (the runner does) ends the pod at once, instead of the
@@ -284,18 +302,7 @@ mod tests {
         let mut line = String::new();
         err.read_line(&mut line).unwrap();
         assert!(line.contains("started"), "{line}");
-        let pid = child.id();
-        if !catches_sigterm(pid) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the running host does not catch SIGTERM: as PID 1 it would ignore it");
-        }
-        let term = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(term.success());
-        let status = child.wait().unwrap();
+        let status = sigterm_once_caught(child, "running");
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
         assert!(rest.contains("command got TERM"), "{rest}");
@@ -318,18 +325,7 @@ mod tests {
             .unwrap();
         assert!(line.contains("host 1 finished"), "{line}");
         // The shell goes on to hold; give it a few scheduler turns.
-        let pid = child.id();
-        if !catches_sigterm(pid) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the holding host does not catch SIGTERM: as PID 1 it would ignore it");
-        }
-        let term = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(term.success());
-        let status = child.wait().unwrap();
+        let status = sigterm_once_caught(child, "holding");
         assert_eq!(status.code(), Some(0), "{status:?}");
     }
 }
