@@ -8,9 +8,9 @@
 //! and 0.1 s polls (a queued input waits for a poll to see a slot free).
 //! `KINETIC_BENCH_JOBS=N` changes the number of jobs.
 
+mod support;
+
 use std::path::Path;
-use std::process::Command;
-use std::time::Instant;
 
 fn jobs() -> usize {
     std::env::var("KINETIC_BENCH_JOBS")
@@ -20,41 +20,10 @@ fn jobs() -> usize {
         .unwrap_or(200)
 }
 
+/// Seconds `kinetic map work:square` takes over `jobs` inputs, checking
+/// every value.
 fn run(home: &Path, jobs: usize, extra: &[&str]) -> f64 {
-    let proj = home.join("proj");
-    let inputs = proj.join("inputs.jsonl");
-    let text: String = (0..jobs).map(|i| format!("{i}\n")).collect();
-    std::fs::write(&inputs, text).expect("write inputs");
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_kinetic"))
-        .args(["map", "work:square", "--inputs"])
-        .arg(&inputs)
-        .args(extra)
-        .env("HOME", home)
-        .env("KINETIC_LOCAL_ROOT", home.join("local"))
-        .env(
-            "KINETIC_STORE_URL",
-            format!("file://{}", home.join("store").display()),
-        )
-        .env_remove("KINETIC_PROFILE")
-        .env_remove("KINETIC_BACKEND")
-        .env_remove("KINETIC_LOCAL_MAX_CONCURRENT")
-        .current_dir(&proj)
-        .output()
-        .expect("run kinetic");
-    let secs = started.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "kinetic map failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let values: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(values.len(), jobs);
-    assert_eq!(values[jobs - 1], ((jobs - 1) * (jobs - 1)).to_string());
-    secs
+    support::map(home, "work:square", jobs, extra, |i| (i * i).to_string())
 }
 
 fn main() {

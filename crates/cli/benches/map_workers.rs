@@ -20,9 +20,12 @@
 //! (default 1,000 for row (a): its ratio is a rate, so fewer inputs give
 //! the same figure in less time).
 
-use std::path::Path;
+mod support;
+
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
+
+use support::map;
 
 fn count(var: &str, default: usize) -> usize {
     std::env::var(var)
@@ -30,53 +33,6 @@ fn count(var: &str, default: usize) -> usize {
         .and_then(|s| s.parse().ok())
         .filter(|n| *n > 0)
         .unwrap_or(default)
-}
-
-/// Seconds `kinetic map ENTRY` takes over `n` inputs `0..n`, checking every
-/// value.
-fn map(
-    home: &Path,
-    entry: &str,
-    n: usize,
-    extra: &[&str],
-    expect: impl Fn(usize) -> String,
-) -> f64 {
-    let proj = home.join("proj");
-    let inputs = proj.join("inputs.jsonl");
-    let text: String = (0..n).map(|i| format!("{i}\n")).collect();
-    std::fs::write(&inputs, text).expect("write inputs");
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_kinetic"))
-        .args(["map", entry, "--inputs"])
-        .arg(&inputs)
-        .args(extra)
-        .env("HOME", home)
-        .env("KINETIC_LOCAL_ROOT", home.join("local"))
-        .env(
-            "KINETIC_STORE_URL",
-            format!("file://{}", home.join("store").display()),
-        )
-        .env_remove("KINETIC_PROFILE")
-        .env_remove("KINETIC_BACKEND")
-        .env_remove("KINETIC_LOCAL_MAX_CONCURRENT")
-        .current_dir(&proj)
-        .output()
-        .expect("run kinetic");
-    let secs = started.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "kinetic map failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let values: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(values.len(), n);
-    for (i, v) in values.iter().enumerate() {
-        assert_eq!(*v, expect(i), "input {i}");
-    }
-    secs
 }
 
 /// The interpreter `python3` really is (a version manager's shim on `PATH`
