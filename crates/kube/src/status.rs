@@ -307,12 +307,6 @@ fn parse_scale_ups(message: &str) -> Vec<ScaleUp> {
 pub fn autoscaler_verdict(pod: &Pod, events: &[Event]) -> Option<AutoscalerVerdict> {
     let name = pod.metadata.name.as_deref()?;
     let uid = pod.metadata.uid.as_deref();
-    let when = |e: &Event| {
-        e.last_timestamp
-            .as_ref()
-            .or(e.first_timestamp.as_ref())
-            .map(|t| t.0)
-    };
     let newest = events
         .iter()
         .filter(|e| {
@@ -325,7 +319,12 @@ pub fn autoscaler_verdict(pod: &Pod, events: &[Event]) -> Option<AutoscalerVerdi
                     Some("TriggeredScaleUp" | "NotTriggerScaleUp")
                 )
         })
-        .max_by_key(|e| (when(e), e.reason.as_deref() == Some("TriggeredScaleUp")))?;
+        .max_by_key(|e| {
+            (
+                event_time(e),
+                e.reason.as_deref() == Some("TriggeredScaleUp"),
+            )
+        })?;
     let message = newest.message.as_deref().unwrap_or_default();
     if newest.reason.as_deref() == Some("TriggeredScaleUp") {
         let groups = parse_scale_ups(message);
@@ -641,17 +640,16 @@ pub fn unschedulable_pods(pods: &[Pod]) -> Vec<String> {
         .collect()
 }
 
+/// When `e` last happened: its last time, or its first when it has none.
+fn event_time(e: &Event) -> Option<&Time> {
+    e.last_timestamp.as_ref().or(e.first_timestamp.as_ref())
+}
+
 /// Why the API server refused a workload's pod, from the events `about`
 /// the controller object that creates its pods: the message of the newest
 /// `FailedCreate` (the controller's `Error creating: …`), unless a pod
 /// was created after it (`SuccessfulCreate`).
 pub fn pod_creation_failure(events: &[Event], about: impl Fn(&Event) -> bool) -> Option<String> {
-    let when = |e: &Event| {
-        e.last_timestamp
-            .as_ref()
-            .or(e.first_timestamp.as_ref())
-            .map(|t| t.0)
-    };
     let newest = events
         .iter()
         .filter(|e| about(e))
@@ -661,7 +659,7 @@ pub fn pod_creation_failure(events: &[Event], about: impl Fn(&Event) -> bool) ->
                 Some("FailedCreate" | "SuccessfulCreate")
             )
         })
-        .max_by_key(|e| (when(e), e.count.unwrap_or(1)))?;
+        .max_by_key(|e| (event_time(e), e.count.unwrap_or(1)))?;
     (newest.reason.as_deref() == Some("FailedCreate"))
         .then(|| newest.message.clone().unwrap_or_default())
 }

@@ -395,26 +395,15 @@ fn reconcile_job(store: &Store, job: &Value, pods: &[Value]) {
         });
         return;
     }
-    if let Some(ix) = &indexed
-        && succeeded >= ix.completions
-    {
-        // Every index succeeded: pods still running (of indexes that
-        // succeeded twice) go, and `Complete` waits for them.
-        delete_active();
-        store.modify("jobs.batch", &ns, &name, |j| {
-            push_condition(
-                j,
-                condition(
-                    "SuccessCriteriaMet",
-                    "CompletionsReached",
-                    "Reached expected number of succeeded pods",
-                ),
-            );
-            counters(j, 0);
-        });
-        return;
-    }
-    if succeeded >= completions && active.is_empty() {
+    let every_index_succeeded = indexed
+        .as_ref()
+        .is_some_and(|ix| succeeded >= ix.completions);
+    if every_index_succeeded || (succeeded >= completions && active.is_empty()) {
+        if every_index_succeeded {
+            // Pods still running (of indexes that succeeded twice) go,
+            // and `Complete` waits for them.
+            delete_active();
+        }
         store.modify("jobs.batch", &ns, &name, |j| {
             push_condition(
                 j,
