@@ -1315,6 +1315,13 @@ mod tests {
             .unwrap()
     }
 
+    /// A stand-in runner `root/runner.py` whose `main(argv)` is `source`.
+    fn runner_script(root: &Path, source: &str) -> PathBuf {
+        let runner = root.join("runner.py");
+        std::fs::write(&runner, source).unwrap();
+        runner
+    }
+
     fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while !done() {
@@ -1389,14 +1396,12 @@ mod tests {
     fn a_worker_runs_its_queue_in_forks_and_a_job_that_kills_its_process_ends_alone() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let runner = root.join("runner.py");
         // Each run: its log line, then (by its argument) a clean exit, an
         // os._exit on its first attempt only, or a SIGKILL of itself.
-        std::fs::write(
-            &runner,
+        let runner = runner_script(
+            root,
             "import os, signal\n\ndef main(argv):\n    print('job', os.environ['JOB_ID'], 'attempt', os.environ['KINETIC_ATTEMPT'], 'worker', os.getppid(), flush=True)\n    if argv[0] == 'exit-once' and os.environ['KINETIC_ATTEMPT'] == '1':\n        os._exit(9)\n    if argv[0] == 'kill':\n        os.kill(os.getpid(), signal.SIGKILL)\n    return 0\n",
-        )
-        .unwrap();
+        );
         let ids = [
             "job-0000000a",
             "job-0000000b",
@@ -1464,12 +1469,10 @@ mod tests {
     fn a_worker_skips_a_job_cancelled_in_its_queue_and_stops_one_past_its_deadline_then_goes_on() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let runner = root.join("runner.py");
-        std::fs::write(
-            &runner,
+        let runner = runner_script(
+            root,
             "import time\n\ndef main(argv):\n    print('ran', argv[0], flush=True)\n    time.sleep(float(argv[0]))\n    return 0\n",
-        )
-        .unwrap();
+        );
         let ids = ["job-0000000a", "job-0000000b", "job-0000000c"];
         let job = |id: &str| JobDir::new(root.join("jobs").join(id));
         // The first is cancelled before any worker claims it.
@@ -1516,12 +1519,10 @@ mod tests {
         // so the worker must see `cancelled` itself before opening the gate.
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let runner = root.join("runner.py");
-        std::fs::write(
-            &runner,
+        let runner = runner_script(
+            root,
             "import os\n\ndef main(argv):\n    print('ran', os.environ['JOB_ID'], flush=True)\n    return 0\n",
-        )
-        .unwrap();
+        );
         let hold = root.join("hold");
         std::fs::create_dir_all(&hold).unwrap();
         let ids = ["job-0000000a", "job-0000000b"];
@@ -1571,12 +1572,10 @@ mod tests {
     fn a_queued_pooled_job_reported_gone_leaves_its_queue_so_no_later_worker_runs_it() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let runner = root.join("runner.py");
-        std::fs::write(
-            &runner,
+        let runner = runner_script(
+            root,
             "def main(argv):\n    print('ran', flush=True)\n    return 0\n",
-        )
-        .unwrap();
+        );
         let pool = root.join("pool");
         std::fs::create_dir_all(pool.join("queue")).unwrap();
         let id = "job-0000000a";
@@ -1622,8 +1621,7 @@ mod tests {
     fn the_last_worker_to_leave_an_idle_pool_removes_its_directory_but_never_under_a_submitter() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let runner = root.join("runner.py");
-        std::fs::write(&runner, "def main(argv):\n    return 0\n").unwrap();
+        let runner = runner_script(root, "def main(argv):\n    return 0\n");
         let pool = root.join("pool");
         let job = |id: &str| JobDir::new(root.join("jobs").join(id));
 
@@ -1749,12 +1747,10 @@ mod tests {
     fn a_gpu_held_by_a_killed_job_is_free_again_and_its_waiter_gets_it() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let runner = root.join("runner.py");
-        std::fs::write(
-            &runner,
+        let runner = runner_script(
+            root,
             "import os, time\n\ndef main(argv):\n    with open(argv[0], 'w') as f:\n        f.write(' '.join(os.environ[v] for v in ('CUDA_VISIBLE_DEVICES', 'NVIDIA_VISIBLE_DEVICES', 'CUDA_DEVICE_ORDER')))\n    time.sleep(float(argv[1]))\n    return 0\n",
-        )
-        .unwrap();
+        );
         let gpus = ["--gpus", "1", "--gpu-ids", "3"];
         let seen = |job: &str| std::fs::read_to_string(root.join(format!("{job}.seen"))).ok();
         let first_seen = root.join("job-0000000a.seen");
