@@ -88,7 +88,9 @@ def exit_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, end)
 
 
-def main(argv: list | None = None) -> int:
+def main(argv: list | None = None, prepared=None) -> int:
+    """One job. ``prepared``: what a pool worker prepared for the inputs
+    of a spec like this one (``PoolWorker.prepare``), run on by this fork."""
     exit_on_sigterm()
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not args.spec:
@@ -106,7 +108,7 @@ def main(argv: list | None = None) -> int:
     output = RedactedOutput(runner.redactor, uploader) if runner.redactor or uploader else None
     try:
         try:
-            code = runner.run()
+            code = runner.run(prepared)
         finally:
             flush_streams()
             try:
