@@ -63,7 +63,7 @@ class Runner:
         worker's), only the phases of this input, on what it prepared."""
         success = False
         try:
-            self._phase(STARTUP, self.startup)
+            self._phase(STARTUP, lambda: self.startup(own_dir=prepared is None))
             if prepared is None:
                 self._shared_phases()
             else:
@@ -175,20 +175,26 @@ class Runner:
 
     # -- phases
 
-    def startup(self) -> None:
-        self.open_run()
+    def startup(self, own_dir: bool = True) -> None:
+        self.open_run(own_dir)
         log(STARTUP, "job %s, host %d, runner protocol %d, Python %s" % (
             self.spec.job_id, self.host_index, PROTOCOL, sys.version.split()[0]))
         self.attempt, how = resolve_attempt(self.spec, self.storage, self.environ, self.host_index)
         log(STARTUP, "attempt %d (%s)" % (self.attempt, how))
 
-    def open_run(self) -> None:
-        """The host, the spec and the run's own directory."""
+    def open_run(self, own_dir: bool = True) -> None:
+        """The host, the spec and the run's own directory. Without
+        ``own_dir`` (a fork on a worker's preparation, which needs the
+        directory only for the data it fetches, if any) the directory under
+        ``--workdir`` is named, and made only by what writes there: a
+        directory made and removed per input costs more than the call."""
         self.host_index, warnings = host_index_from_env(self.environ)
         for message in warnings:
             warn(STARTUP, message)
         self.spec = Spec(self.spec_doc)
-        if self.workdir:
+        if self.workdir and not own_dir:
+            self.tmp = os.path.join(os.path.abspath(self.workdir), "kinetic-run-%s" % os.urandom(6).hex())
+        elif self.workdir:
             self.tmp = make_run_dir(self.workdir)
         else:
             import tempfile

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 
 from .protocol import RunnerError, flush_streams
@@ -78,12 +79,12 @@ class PoolWorker:
         self.cwd = os.getcwd()
         self.environ = dict(os.environ)
 
-    def prepare(self, argv: list, log_fd: int):
+    def prepare(self, argv: list, log_path: str):
         """The preparation the input run with runner arguments ``argv``
         shares, made now if needed; None when its fork must run every phase
         itself (the spec cannot be read here, the preparation failed, or
         failed for this key before). The preparation's output is appended
-        to ``log_fd`` (the input's log) when it succeeds."""
+        to ``log_path`` (the input's log) when it succeeds."""
         try:
             args = parse_args(argv)
             spec_doc = load_spec(Storage(), args.spec) if args.spec else None
@@ -125,14 +126,16 @@ class PoolWorker:
         os.chdir(self.cwd)
         try:
             os.lseek(saved, 0, os.SEEK_SET)
-            while True:
-                chunk = os.read(saved, 1 << 16)
-                if not chunk:
-                    break
-                os.write(log_fd, chunk)
+            with open(log_path, "ab") as log_file:
+                shutil.copyfileobj(os.fdopen(saved, "rb", closefd=False), log_file)
         finally:
             os.close(saved)
         self.prepared, self.key, self.failed_key = runner, key, None
+        # What the preparation made lives as long as the worker: out of the
+        # collector's reach, a fork's collections never write (and so copy)
+        # the pages it shares with the worker.
+        import gc
+        gc.freeze()
         return runner
 
     def interrupt(self) -> None:
@@ -158,6 +161,8 @@ class PoolWorker:
         self.prepared.cleanup()
         self.prepared, self.key = None, None
         self.restore()
+        import gc
+        gc.unfreeze()
 
     def close(self) -> None:
         """The worker leaves: the preparation's directory removed."""

@@ -24,8 +24,8 @@ for line in sys.stdin:
     job = json.loads(line)
     if job.get("unlink"):
         os.unlink(job["unlink"])  # the test's outage ends
+    prepared = shared.prepare(job["argv"], job["log"])
     log_fd = os.open(job["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    prepared = shared.prepare(job["argv"], log_fd)
     sys.stdout.flush()
     pid = os.fork()
     if pid == 0:

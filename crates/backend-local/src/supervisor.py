@@ -625,6 +625,14 @@ def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace, group=None):
 # (the fork's), ``started``, ``attempts.jsonl``, ``exit_code``. A job
 # cancelled before it was claimed is skipped.
 #
+# Before it forks a job, a worker runs the runner's phases that every input
+# of the batch shares (download, verify, install, extract, the environment
+# check, the import of the function) in itself, once for the jobs whose
+# spec.json has the same shared part (the runner's ``PoolWorker``); the
+# fork runs only the job's own phases on them. A preparation that fails is
+# undone and the fork runs every phase itself, as a job of its own. The
+# preparation's directory is under ``DIR``, removed when the worker leaves.
+#
 # ``DIR/wake`` is a FIFO the workers read: a submitter writes a byte to it
 # after queuing a job, so an idle worker takes it at once instead of at its
 # next look (every 50 ms).
@@ -759,18 +767,16 @@ def prepare_shared(shared, job_dir, args, deadline, started):
                              or (deadline is not None and time.monotonic() - started >= deadline)):
             shared.interrupt()
 
-    log_fd = os.open(os.path.join(job_dir, "output.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     previous = signal.signal(signal.SIGALRM, check)
     signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
     try:
-        return shared.prepare(args, log_fd)
+        return shared.prepare(args, os.path.join(job_dir, "output.log"))
     except Exception as exc:  # noqa: BLE001 - the fork runs every phase, and reports what fails
         sys.stderr.write("worker: job %s: preparing the shared phases: %r\n" % (os.path.basename(job_dir), exc))
         return None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0, 0)
         signal.signal(signal.SIGALRM, previous)
-        os.close(log_fd)
 
 
 def take_job(job_dir):
