@@ -945,8 +945,11 @@ def worker_main(opts):
         except ImportError:
             pass
     # The phases every input of the batch shares (download, extract,
-    # import...), prepared in this process once for the inputs that follow.
-    shared = module.PoolWorker(pool)
+    # import...), prepared in this process once for the inputs that follow
+    # (a runner without PoolWorker, such as the backend's tests' stand-ins,
+    # runs every phase in each fork).
+    pool_worker = getattr(module, "PoolWorker", None)
+    shared = pool_worker(pool) if pool_worker is not None else None
     signal.signal(signal.SIGTERM, leave_on_signal)
     WORKER_FDS.append(lock_fd)
     wake_fd = open_wake(pool)
@@ -1001,7 +1004,8 @@ def worker_main(opts):
                 sys.stderr.write("worker: job %s: %s\n" % (job_id, exc))
             last = time.monotonic()
     finally:
-        shared.close()
+        if shared is not None:
+            shared.close()
         leave_pool(pool, [me, leaving])
         os.close(lock_fd)
 
