@@ -98,7 +98,10 @@ def main(argv: list | None = None, prepared=None) -> int:
         return EXIT_BAD_INVOCATION
     storage = Storage()
     try:
-        spec_doc = load_spec(storage, args.spec)
+        if prepared is not None and prepared.next_spec is not None and prepared.next_spec[0] == args.spec:
+            spec_doc = prepared.next_spec[1]  # the worker read it for this fork
+        else:
+            spec_doc = load_spec(storage, args.spec)
     except RunnerError as err:
         log(STARTUP, "bad invocation: %s" % err)
         return EXIT_BAD_INVOCATION

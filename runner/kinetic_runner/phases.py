@@ -54,6 +54,9 @@ class Runner:
         self.plan: PlanActions | None = None
         self.job_module_dir: str | None = None
         self.fn = None
+        # A preparation's: the spec.json URI and document of the job the
+        # worker forks next (read by the worker already).
+        self.next_spec: tuple | None = None
 
     # -- driver
 

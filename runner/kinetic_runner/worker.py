@@ -24,7 +24,6 @@ as an unreachable store, poisons nothing).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -49,10 +48,11 @@ PER_INPUT_FIELDS = ("job_id", "args", "kwargs", "volumes", "result_uri", "worker
                     "starts_uri", "attempt_offset", "output_dir", "debug")
 
 
-def shared_key(spec_doc: dict) -> str:
+def shared_key(spec_doc: dict) -> dict:
     """What makes two inputs' shared phases the same: spec.json without
-    ``PER_INPUT_FIELDS``, as canonical JSON."""
-    return json.dumps({k: v for k, v in spec_doc.items() if k not in PER_INPUT_FIELDS}, sort_keys=True)
+    ``PER_INPUT_FIELDS`` (compared as values: equal JSON documents give
+    equal dicts, whatever the order of their keys)."""
+    return {k: v for k, v in spec_doc.items() if k not in PER_INPUT_FIELDS}
 
 
 class PrepareInterrupted(BaseException):
@@ -68,8 +68,8 @@ class PoolWorker:
         # Where preparations make their directories (``kinetic-run-…``).
         self.scratch = scratch
         self.prepared: Runner | None = None
-        self.key: str | None = None
-        self.failed_key: str | None = None
+        self.key: dict | None = None
+        self.failed_key: dict | None = None
         self.interrupted = False
         # True only while the shared phases run: the window in which the
         # worker's signal handler may raise PrepareInterrupted.
@@ -94,6 +94,7 @@ class PoolWorker:
             return None  # the fork reports it, as a job of its own would
         key = shared_key(spec_doc)
         if key == self.key:
+            self.prepared.next_spec = (args.spec, spec_doc)
             return self.prepared
         self.drop()
         if key == self.failed_key:
@@ -131,6 +132,7 @@ class PoolWorker:
         finally:
             os.close(saved)
         self.prepared, self.key, self.failed_key = runner, key, None
+        runner.next_spec = (args.spec, spec_doc)
         # What the preparation made lives as long as the worker: out of the
         # collector's reach, a fork's collections never write (and so copy)
         # the pages it shares with the worker.
