@@ -118,6 +118,8 @@ class PoolWorker:
             finally:
                 saved = self._release(out)
         except (PhaseFailure, PrepareInterrupted):
+            # Its output is the fork's to write, when it runs every phase.
+            os.close(saved)
             runner.cleanup()
             self.restore()
             if not self.interrupted:
@@ -125,12 +127,13 @@ class PoolWorker:
             return None
         # The worker's own directory again: each fork goes to its job's.
         os.chdir(self.cwd)
-        try:
-            os.lseek(saved, 0, os.SEEK_SET)
-            with open(log_path, "ab") as log_file:
-                shutil.copyfileobj(os.fdopen(saved, "rb", closefd=False), log_file)
-        finally:
-            os.close(saved)
+        with os.fdopen(saved, "rb") as captured:
+            captured.seek(0)
+            try:
+                with open(log_path, "ab") as log_file:
+                    shutil.copyfileobj(captured, log_file)
+            except OSError:
+                pass  # the job's log cannot be written: its fork meets that too
         self.prepared, self.key, self.failed_key = runner, key, None
         runner.next_spec = (args.spec, spec_doc)
         # What the preparation made lives as long as the worker: out of the
