@@ -350,7 +350,11 @@ fn a_worker_imports_the_function_once_for_all_its_inputs_and_process_isolation_o
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(imports(&w), 1 + 6, "process isolation: one import per input");
+    assert_eq!(
+        imports(&w),
+        1 + 6,
+        "process isolation: one import per input"
+    );
 }
 
 #[test]
@@ -375,8 +379,9 @@ fn a_second_batch_after_the_project_changed_runs_the_new_code() {
     assert_eq!(imports(&w), 2, "one import per batch");
 }
 
-/// Each input's error (phase, type, message) of `entry` mapped over 3
-/// inputs with `--isolation isolation`.
+/// Each input's error (phase, type, message), as its `result.json` in
+/// the store holds it, of `entry` mapped over 3 inputs with `--isolation
+/// isolation`.
 fn errors(w: &World, entry: &str, isolation: &str) -> Vec<Value> {
     let inputs = w.inputs("in.jsonl", &numbers(3));
     let (o, v) = w.map_json(
@@ -387,17 +392,20 @@ fn errors(w: &World, entry: &str, isolation: &str) -> Vec<Value> {
             "1",
             "--poll-interval",
             "0.05",
+            "--no-cleanup",
             "--isolation",
             isolation,
         ],
     );
     assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
-    v["results"]
-        .as_array()
-        .expect("results")
+    children(&v)
         .iter()
-        .map(|r| {
-            let e = &r["error"];
+        .map(|child| {
+            let path = w.home.join("store").join(child).join("result.json");
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{v}", path.display()));
+            let doc: Value = serde_json::from_str(&text).expect("result.json");
+            let e = &doc["error"];
             json!([e["phase"], e["type"], e["message"]])
         })
         .collect()
@@ -405,24 +413,27 @@ fn errors(w: &World, entry: &str, isolation: &str) -> Vec<Value> {
 
 #[test]
 fn a_failure_in_the_shared_phases_fails_each_input_as_process_isolation_does() {
+    // The import raises (after the definition the client checks).
     let w = World::new(
-        "import os\nif not os.environ.get('NEVER_SET'):\n    raise RuntimeError('cannot import work')\n",
+        "import os\n\ndef version(x):\n    return x\n\nif not os.environ.get('NEVER_SET'):\n    raise RuntimeError('cannot import work')\n",
     );
-    for entry in ["work:version", "nowhere:version"] {
-        let workers = errors(&w, entry, "workers");
-        let process = errors(&w, entry, "process");
-        assert_eq!(workers, process, "{entry}");
-        assert_eq!(workers.len(), 3, "{entry}");
-        for e in &workers {
-            assert_eq!(e[0], "entrypoint load", "{entry}: {e}");
-            assert!(e[2].as_str().is_some_and(|m| !m.is_empty()), "{entry}: {e}");
-        }
+    let workers = errors(&w, "work:version", "workers");
+    assert_eq!(workers, errors(&w, "work:version", "process"));
+    assert_eq!(workers.len(), 3);
+    for e in &workers {
+        assert_eq!(e[0], "entrypoint load", "{e}");
+        assert_eq!(e[1], "RuntimeError", "{e}");
+        assert_eq!(e[2], "cannot import work", "{e}");
     }
-    let w = World::new("def version(x):\n    return x\n");
-    let workers = errors(&w, "work:missing", "workers");
-    assert_eq!(workers, errors(&w, "work:missing", "process"));
-    assert!(
-        workers[0][2].as_str().is_some_and(|m| m.contains("missing")),
-        "{workers:?}"
-    );
+    // The module imports, but has no such function once imported.
+    let w = World::new("def version(x):\n    return x\n\ndel version\n");
+    let workers = errors(&w, "work:version", "workers");
+    assert_eq!(workers, errors(&w, "work:version", "process"));
+    for e in &workers {
+        assert_eq!(e[0], "entrypoint load", "{e}");
+        assert!(
+            e[2].as_str().is_some_and(|m| m.contains("'version'")),
+            "{e}"
+        );
+    }
 }
