@@ -46,6 +46,20 @@ def says(x):
     return x
 
 
+def fails_at_40(x):
+    # Quick inputs first (the pool's queue deepens with their rate), then
+    # a failure, then inputs that leave a mark only after 0.3 s: one a
+    # worker took just before the stop was seen is stopped before that.
+    if x < 40:
+        time.sleep(0.01)
+    elif x == 40:
+        raise ValueError("input 40 fails")
+    else:
+        time.sleep(0.3)
+    open(os.path.join(os.environ["MARKS"], str(x)), "w").write("ran")
+    return x
+
+
 def fails_or_sleeps(x):
     if x == 0:
         raise ValueError("input 0 fails")
@@ -436,4 +450,79 @@ fn a_failure_in_the_shared_phases_fails_each_input_as_process_isolation_does() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn fail_fast_withdraws_the_inputs_queued_in_the_pool_before_they_start() {
+    let w = World::new(WORK_PY);
+    let marks = w.home.join("marks");
+    std::fs::create_dir_all(&marks).expect("mkdir");
+    let inputs = w.inputs("in.jsonl", &numbers(400));
+    let marks_env = format!("MARKS={}", marks.display());
+    let (o, v) = w.map_json(
+        "work:fails_at_40",
+        &inputs,
+        &[
+            "--max-concurrent",
+            "1",
+            "--poll-interval",
+            "0.05",
+            "--fail-fast",
+            "--no-cleanup",
+            "--env",
+            &marks_env,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
+    let results = v["results"].as_array().expect("results");
+    let ran = |i: usize| marks.join(i.to_string()).exists();
+    let store = w.home.join("store");
+    // The inputs before the failure ran; the failure is the batch's error.
+    for (i, r) in results.iter().enumerate().take(40) {
+        assert_eq!(r["value"], json!(i), "{r}");
+        assert!(ran(i));
+    }
+    assert!(!ran(40));
+    // Every later input either ran to its end (a worker had started it
+    // before the failure was seen) or never started: no mark, no result.
+    let mut withdrawn = 0;
+    let mut finished = 0;
+    for (i, r) in results.iter().enumerate().skip(41) {
+        if r["value"] == json!(i) {
+            finished += 1;
+            assert!(ran(i));
+            continue;
+        }
+        assert!(!ran(i), "skipped input {i} ran: {r}");
+        if let Some(job) = r["job_id"].as_str() {
+            // Submitted, queued in the pool, then withdrawn.
+            withdrawn += 1;
+            assert!(
+                !store.join(job).join("result.json").exists(),
+                "withdrawn input {i} has a result"
+            );
+        }
+    }
+    assert!(finished <= 2, "{finished} inputs ran after the failure");
+    assert!(
+        withdrawn >= 3,
+        "the pool's queue held only {withdrawn} inputs at the failure: {v}"
+    );
+    let group = v["group_id"].as_str().expect("group_id").to_owned();
+    let o = w.kinetic(&["batch", "status", &group, "--json"]);
+    let status: Value = serde_json::from_slice(&o.stdout).expect("json");
+    // Read again by another process: the inputs never submitted are
+    // skipped; the withdrawn ones are named by the manifest and read as
+    // their jobs ended, failed (cancelled), with the failing input.
+    let never = 359 - finished - withdrawn;
+    assert_eq!(
+        status["counts"]["skipped"].as_u64(),
+        Some(never),
+        "{status}"
+    );
+    assert_eq!(
+        status["counts"]["failed"].as_u64(),
+        Some(1 + withdrawn),
+        "{status}"
+    );
 }
