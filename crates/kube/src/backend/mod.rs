@@ -230,6 +230,24 @@ impl<W: Workload> Backend for KubeBackend<W> {
         self.traits.capabilities.clone()
     }
 
+    /// Unsupported: not yet for a Kubernetes workload.
+    async fn submit_batch(
+        &self,
+        _batch: &kinetic_core::ports::PreparedBatch,
+    ) -> Result<(), BackendError> {
+        Err(BackendCapabilities::undeclared(self.name(), "indexed_batches"))
+    }
+
+    /// Unsupported, as `submit_batch`.
+    async fn end_batch(
+        &self,
+        _query: &GroupQuery,
+        _end: kinetic_core::ports::BatchEnd,
+        _wait: CleanupWait,
+    ) -> Result<(), BackendError> {
+        Err(BackendCapabilities::undeclared(self.name(), "indexed_batches"))
+    }
+
     async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
         KubeBackend::group_status(self, &query.namespace, &query.group_id).await
     }
