@@ -36,6 +36,7 @@ use crate::error::{self, Context};
 use crate::status::sort_oldest_first;
 use crate::workload::{Workload, WorkloadTraits};
 
+mod batch;
 mod cleanup;
 mod finalise;
 mod follow;
@@ -230,22 +231,22 @@ impl<W: Workload> Backend for KubeBackend<W> {
         self.traits.capabilities.clone()
     }
 
-    /// Unsupported: not yet for a Kubernetes workload.
+    /// The kind's batch object ([`Workload::build_batch`]) and its
+    /// Secret; `Unsupported` for a kind without one.
     async fn submit_batch(
         &self,
-        _batch: &kinetic_core::ports::PreparedBatch,
+        batch: &kinetic_core::ports::PreparedBatch,
     ) -> Result<(), BackendError> {
-        Err(BackendCapabilities::undeclared(self.name(), "indexed_batches"))
+        self.submit_batch_object(batch).await
     }
 
-    /// Unsupported, as `submit_batch`.
     async fn end_batch(
         &self,
-        _query: &GroupQuery,
-        _end: kinetic_core::ports::BatchEnd,
-        _wait: CleanupWait,
+        query: &GroupQuery,
+        end: kinetic_core::ports::BatchEnd,
+        wait: CleanupWait,
     ) -> Result<(), BackendError> {
-        Err(BackendCapabilities::undeclared(self.name(), "indexed_batches"))
+        self.end_batch_object(query, end, wait).await
     }
 
     async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
