@@ -97,7 +97,7 @@ async fn until_ended(
         });
         let job_done = h
             .cluster
-            .object("jobs.batch", "default", &job_name(&batch))
+            .object("jobs.batch", "default", &job_name(batch))
             .is_some_and(|j| {
                 j.pointer("/status/conditions")
                     .and_then(Value::as_array)
