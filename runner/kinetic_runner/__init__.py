@@ -34,6 +34,7 @@ from .hf import *  # noqa: F401,F403
 from .data import *  # noqa: F401,F403
 from .values import *  # noqa: F401,F403
 from .spec import *  # noqa: F401,F403
+from .indexed import *  # noqa: F401,F403
 from .results import *  # noqa: F401,F403
 from .python_values import *  # noqa: F401,F403
 from .processes import *  # noqa: F401,F403

@@ -12,6 +12,7 @@ from .redaction import RedactedOutput
 from .logs import start_log_upload
 from .spec import load_spec
 from .phases import Runner
+from .indexed import prepare_child
 
 
 # The runner's options, once for both readers below: (flag, default,
@@ -19,6 +20,8 @@ from .phases import Runner
 # dashes, `-` as `_`.
 RUNNER_OPTIONS = (
     ("--spec", None, None, "spec.json URI: gs://, file:// or an absolute path"),
+    ("--batch-spec", None, None,
+     "index mode: a batch spec URI; runs input JOB_COMPLETION_INDEX of the batch as its child job"),
     ("--workdir", None, None, "where to make the temporary directory (default: system temp)"),
     ("--mount-root", "/", None, "directory volume mount paths are placed under (default /)"),
     ("--log-copy", "on", ("on", "off"),
@@ -93,12 +96,14 @@ def main(argv: list | None = None, prepared=None) -> int:
     of a spec like this one (``PoolWorker.prepare``), run on by this fork."""
     exit_on_sigterm()
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if not args.spec:
-        log(STARTUP, "bad invocation: --spec URI is required")
+    if not args.spec and not args.batch_spec:
+        log(STARTUP, "bad invocation: --spec URI (or --batch-spec URI in an Indexed Job) is required")
         return EXIT_BAD_INVOCATION
     storage = Storage()
     try:
-        if prepared is not None and prepared.next_spec is not None and prepared.next_spec[0] == args.spec:
+        if args.batch_spec:
+            spec_doc = prepare_child(storage, args.batch_spec, os.environ)
+        elif prepared is not None and prepared.next_spec is not None and prepared.next_spec[0] == args.spec:
             spec_doc = prepared.next_spec[1]  # the worker read it for this fork
         else:
             spec_doc = load_spec(storage, args.spec)

@@ -7,14 +7,16 @@ use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kinetic_core::ports::{BackendCapabilities, BackendError, PreparedJob};
+use kinetic_core::ports::{
+    BackendCapabilities, BackendError, GroupStatus, PreparedBatch, PreparedJob,
+};
 use kinetic_core::status::JobState;
 use kinetic_kube::pod::{APP_KINETIC, ManifestOptions, owner_reference};
 use kinetic_kube::{KubeBackend, KubeOptions, Workload, WorkloadTraits};
 use kube::api::Api;
 use serde_json::json;
 
-use crate::{manifest, status};
+use crate::{indexed, manifest, status};
 
 /// Settings of a [`GkeBackend`].
 pub type GkeOptions = KubeOptions;
@@ -44,7 +46,8 @@ impl Workload for JobKind {
             APP_KINETIC,
             BackendCapabilities::single_host()
                 .with_image(true)
-                .with_port_forward(true),
+                .with_port_forward(true)
+                .with_indexed_batches(true),
         )
         .end_patch(json!({"spec": {"activeDeadlineSeconds": 1}}))
     }
@@ -55,6 +58,19 @@ impl Workload for JobKind {
 
     fn build(&self, job: &PreparedJob, options: &ManifestOptions) -> Job {
         manifest::job_manifest(job, options)
+    }
+
+    /// One Indexed Job for the whole batch ([`crate::indexed`]).
+    fn build_batch(&self, batch: &PreparedBatch, options: &ManifestOptions) -> Option<Job> {
+        Some(indexed::batch_manifest(batch, options))
+    }
+
+    fn batch_states(&self, job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
+        indexed::batch_states(job, pods)
+    }
+
+    fn batch_stop_patch(&self, job: &Job, pods: &[Pod]) -> Option<serde_json::Value> {
+        indexed::stop_patch(job, pods)
     }
 
     fn owner(&self, created: &Job) -> OwnerReference {

@@ -20,6 +20,8 @@
 //!   `FAILED` with `PendingDeadlineExceeded`, and the backend writes that
 //!   verdict on the Job and ends it (`activeDeadlineSeconds: 1`), so it stays
 //!   failed and the cluster collects it after `ttlSecondsAfterFinished`.
+//! - [`indexed`]: a batch submitted in one call → one Indexed Job (and
+//!   one Secret), and its children's states from the Job and its pods.
 //! - [`GkeBackend`]: idempotent submit (a 409 for the same spec is
 //!   success), status, [`GkeBackend::group_status`] (one labelled LIST per
 //!   poll), logs across the pod's restarts (snapshot, tail, follow),
@@ -39,6 +41,7 @@
 //! ```
 
 mod backend;
+pub mod indexed;
 pub mod manifest;
 pub mod status;
 

@@ -1028,6 +1028,31 @@ impl Backend for LocalBackend {
         Ok(self.observe_state(&job.job_id, &dir).await)
     }
 
+    /// Unsupported: a local batch runs on a worker pool, one job per input
+    /// ([`PreparedJob::worker_pool`]).
+    async fn submit_batch(
+        &self,
+        _batch: &kinetic_core::ports::PreparedBatch,
+    ) -> Result<(), BackendError> {
+        Err(BackendCapabilities::undeclared(
+            self.name(),
+            "indexed_batches",
+        ))
+    }
+
+    /// Unsupported, as `submit_batch`.
+    async fn end_batch(
+        &self,
+        _query: &GroupQuery,
+        _end: kinetic_core::ports::BatchEnd,
+        _wait: CleanupWait,
+    ) -> Result<(), BackendError> {
+        Err(BackendCapabilities::undeclared(
+            self.name(),
+            "indexed_batches",
+        ))
+    }
+
     async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
         let dir = self.group_dir(&query.group_id);
         let entries = match std::fs::read_dir(&dir) {

@@ -335,6 +335,24 @@ pub fn group_inputs(group_id: &GroupId) -> ObjectPath {
     group_file_known(group_id, INPUTS_FILE)
 }
 
+/// `_groups/{group_id}/batch.json`: the batch spec of a batch submitted
+/// in one call (the runner's `--batch-spec`, see
+/// [`crate::batch::IndexedBatchSpec`]).
+pub fn group_batch_spec(group_id: &GroupId) -> ObjectPath {
+    group_file_known(group_id, "batch.json")
+}
+
+/// `_groups/{group_id}/calls`: the folder of the inputs' calls of a batch
+/// submitted in one call, in chunks ([`group_calls_chunk`]).
+pub fn group_calls(group_id: &GroupId) -> ObjectPath {
+    group_file_known(group_id, "calls")
+}
+
+/// `_groups/{group_id}/calls/{chunk:08}.jsonl`: chunk `chunk` of the calls.
+pub fn group_calls_chunk(group_id: &GroupId, chunk: usize) -> ObjectPath {
+    group_file_known(group_id, &format!("calls/{chunk:08}.jsonl"))
+}
+
 /// `_groups/{group_id}/{name}`, for a name a manifest gives (its `inputs`).
 ///
 /// # Errors

@@ -152,7 +152,7 @@ mod faulty_backend_conformance {
     kinetic_testkit::backend_conformance_tests! {
         #[tokio::test]
         harness = FaultyHarness::new();
-        skips = [];
+        skips = ["submit_batch_runs_every_input_as_its_child"];
     }
 }
 
@@ -198,7 +198,7 @@ mod retry_backend_conformance {
     kinetic_testkit::backend_conformance_tests! {
         #[tokio::test]
         harness = FaultyHarness::retried(quick(3));
-        skips = [];
+        skips = ["submit_batch_runs_every_input_as_its_child"];
     }
 }
 

@@ -42,6 +42,10 @@ pub const ANNOTATION_FINAL_STATE: &str = "kinetic.dev/final-state";
 /// sees next: a record on the workload that only grows, so that pods
 /// deleted (and the events naming them expired) still count.
 pub const ANNOTATION_ATTEMPTS: &str = "kinetic.dev/attempts";
+/// Annotation on the object of a batch submitted in one call once it was
+/// told to start no more inputs (`BatchEnd::StopStarting`): each status
+/// read of the batch lowers its parallelism again to the inputs running.
+pub const ANNOTATION_BATCH_STOPPING: &str = "kinetic.dev/batch-stopping";
 /// The pod annotation that turns on the GCS FUSE CSI sidecar.
 pub const ANNOTATION_GCSFUSE: &str = "gke-gcsfuse/volumes";
 /// The worker container's name.

@@ -11,7 +11,10 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kinetic_core::ports::{BackendCapabilities, BackendError, PreparedJob};
+use kinetic_core::ids::GroupId;
+use kinetic_core::ports::{
+    BackendCapabilities, BackendError, GroupStatus, PreparedBatch, PreparedJob,
+};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kube::api::Api;
 use serde::Serialize;
@@ -176,6 +179,12 @@ impl WorkloadTraits {
     }
 }
 
+/// The name of the one object that runs batch `group_id` when it was
+/// submitted in one call: `kinetic-{group_id}` (`kinetic-grp-0a1b2c3d`).
+pub fn batch_object_name(group_id: &GroupId) -> String {
+    format!("kinetic-{group_id}")
+}
+
 /// The call whose 404 a kind may explain ([`Workload::explain_not_found`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -292,6 +301,35 @@ pub trait Workload: Send + Sync + 'static {
         _object: &Self::Object,
     ) -> Result<Option<JobState>, BackendError> {
         Ok(None)
+    }
+
+    /// The object that runs a whole batch
+    /// ([`Backend::submit_batch`](kinetic_core::ports::Backend::submit_batch)),
+    /// for a kind whose traits declare `indexed_batches`; its name is the
+    /// batch's [`batch_object_name`] and its Secret's that name's
+    /// [`secret_name`](crate::pod::secret_name). `None` (the default): the
+    /// kind runs no batch from one object.
+    fn build_batch(
+        &self,
+        _batch: &PreparedBatch,
+        _options: &ManifestOptions,
+    ) -> Option<Self::Object> {
+        None
+    }
+
+    /// The state of every child of the batch `object` runs, from it and its
+    /// pods (label `job-name={its name}`), by child job id; `None` when
+    /// `object` runs one job, not a batch (the default).
+    fn batch_states(&self, _object: &Self::Object, _pods: &[Pod]) -> Option<GroupStatus> {
+        None
+    }
+
+    /// The merge patch that lets the batch `object`'s running inputs
+    /// finish and starts no other
+    /// ([`BatchEnd::StopStarting`](kinetic_core::ports::BatchEnd)), given
+    /// its pods; `None` when nothing is left to stop (the default).
+    fn batch_stop_patch(&self, _object: &Self::Object, _pods: &[Pod]) -> Option<serde_json::Value> {
+        None
     }
 
     /// The error for a 404 on `call`, when the kind explains it better

@@ -89,7 +89,7 @@ fn the_built_runner_runs_as_one_file() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(
         stderr,
-        "[kinetic] startup: bad invocation: --spec URI is required\n"
+        "[kinetic] startup: bad invocation: --spec URI (or --batch-spec URI in an Indexed Job) is required\n"
     );
     let out = Command::new(python())
         .arg(&path)

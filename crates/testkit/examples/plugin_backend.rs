@@ -278,6 +278,30 @@ impl Backend for InProcessBackend {
             .map_or_else(|| JobState::new(JobStatus::NotFound), |j| j.state.clone()))
     }
 
+    /// Unsupported: this backend runs a batch one job per input.
+    async fn submit_batch(
+        &self,
+        _batch: &kinetic_core::ports::PreparedBatch,
+    ) -> Result<(), BackendError> {
+        Err(BackendCapabilities::undeclared(
+            self.name(),
+            "indexed_batches",
+        ))
+    }
+
+    /// Unsupported, as `submit_batch`.
+    async fn end_batch(
+        &self,
+        _query: &GroupQuery,
+        _end: kinetic_core::ports::BatchEnd,
+        _wait: CleanupWait,
+    ) -> Result<(), BackendError> {
+        Err(BackendCapabilities::undeclared(
+            self.name(),
+            "indexed_batches",
+        ))
+    }
+
     async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
         Ok(lock(&self.jobs)
             .iter()

@@ -465,6 +465,36 @@ impl Backend for FakeBackend {
         Ok(self.advance(job.job_id.as_str()).await)
     }
 
+    /// Counted; `Unsupported` (undeclared, or declared by a test that
+    /// checks the suite catches a backend overstating it: the fake runs
+    /// batches one job per input only).
+    async fn submit_batch(
+        &self,
+        _batch: &kinetic_core::ports::PreparedBatch,
+    ) -> Result<(), BackendError> {
+        self.enter("submit_batch");
+        self.require(self.capabilities.indexed_batches, "indexed_batches")?;
+        Err(BackendError::unsupported(format!(
+            "the fake backend '{}' declares indexed_batches but runs batches one job per input",
+            self.name
+        )))
+    }
+
+    /// As `submit_batch`.
+    async fn end_batch(
+        &self,
+        _query: &GroupQuery,
+        _end: kinetic_core::ports::BatchEnd,
+        _wait: CleanupWait,
+    ) -> Result<(), BackendError> {
+        self.enter("end_batch");
+        self.require(self.capabilities.indexed_batches, "indexed_batches")?;
+        Err(BackendError::unsupported(format!(
+            "the fake backend '{}' declares indexed_batches but runs batches one job per input",
+            self.name
+        )))
+    }
+
     async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {
         self.enter("group_status");
         self.require(self.capabilities.group_status, "group_status")?;
@@ -600,6 +630,24 @@ impl crate::conformance::backend::BackendHarness for FakeBackendHarness {
     /// Every call the fake answered: the fake is its own system.
     fn system_calls(&self) -> Option<u64> {
         Some(self.backend.total_calls())
+    }
+
+    /// A batch over a scripted job (the fake runs no batch: a fake that
+    /// declares `indexed_batches` fails the case, as it must).
+    async fn prepare_batch(
+        &self,
+        values: &[i64],
+        parallelism: usize,
+    ) -> kinetic_core::ports::PreparedBatch {
+        let job = self
+            .prepare(
+                crate::ConformanceJob::Returns42,
+                kinetic_core::env::CapturedEnv::default(),
+            )
+            .await;
+        let group = kinetic_core::ids::GroupId::new_random();
+        kinetic_core::ports::PreparedBatch::new(group, job, "", values.len(), parallelism, 0)
+            .expect("a valid batch")
     }
 
     async fn prepare(

@@ -54,6 +54,16 @@ def prints(n):
     return n
 
 
+def flaky(value, dies_until=0):
+    """Kills its process (os._exit(3)) on attempts up to `dies_until`,
+    then returns the value and its attempt."""
+    attempt = int(os.environ["KINETIC_ATTEMPT"])
+    print("input %s attempt %d" % (value, attempt), flush=True)
+    if attempt <= dies_until:
+        os._exit(3)
+    return {"value": value, "attempt": attempt}
+
+
 def env_digest(name):
     return hashlib.sha256(os.environ[name].encode()).hexdigest()
 
@@ -234,4 +244,117 @@ pub async fn prepare_python_job_on(
         put(store, upload).await;
     }
     planned.job.prepared
+}
+
+/// A batch for [`Backend::submit_batch`](kinetic_core::ports::Backend::submit_batch)
+/// written into `store` as the engine writes one: the shared context and a
+/// template child (`prints`, which returns its argument), the calls
+/// (input `i` is `prints(values[i])`; two inputs per chunk for up to 10
+/// inputs, so that the runner reads more than one chunk, else 1,000) and the batch spec
+/// (`_groups/{group_id}/batch.json`), for `backend`, at most
+/// `parallelism` inputs at once, no retries.
+pub async fn prepare_python_batch(
+    store: &Arc<dyn ObjectStore>,
+    backend: &str,
+    values: &[i64],
+    parallelism: usize,
+    retries: u32,
+) -> kinetic_core::ports::PreparedBatch {
+    let calls = values.iter().map(|v| vec![json!(v)]).collect();
+    prepare_python_batch_of(
+        store,
+        backend,
+        "prints",
+        calls,
+        parallelism,
+        retries,
+        CapturedEnv::default(),
+    )
+    .await
+}
+
+/// [`prepare_python_batch`] of any function of [`CONFORMANCE_MODULE`]:
+/// input `i` calls `function(*calls[i])`, with the captured `env`.
+pub async fn prepare_python_batch_of(
+    store: &Arc<dyn ObjectStore>,
+    backend: &str,
+    function: &str,
+    calls: Vec<Vec<Value>>,
+    parallelism: usize,
+    retries: u32,
+    env: CapturedEnv,
+) -> kinetic_core::ports::PreparedBatch {
+    use kinetic_core::batch::{IndexedBatchSpec, call_line, encode_call_chunks};
+    use kinetic_core::ids::GroupId;
+    use kinetic_core::layout;
+    use kinetic_core::ports::{GetOptions, PreparedBatch};
+    use kinetic_core::protocol::RunnerSpec;
+    let mut job = prepare_python_job(store, backend, &ConformanceJob::Prints(0), env).await;
+    let template_id = job.record.job_id.clone();
+    let bytes = store
+        .get(&layout::spec(&template_id), GetOptions::default())
+        .await
+        .expect("the template child's spec.json");
+    let mut child: RunnerSpec = serde_json::from_slice(&bytes).expect("a spec.json");
+    if let kinetic_core::protocol::RunnerEntrypoint::Function { function: f, .. } =
+        &mut child.entrypoint
+    {
+        *f = function.to_owned();
+    }
+    let group = GroupId::new_random();
+    job.record.group_id = Some(group.clone());
+    job.record.group_kind = Some("map".into());
+    let job_folder = store.uri(&layout::job_prefix(&template_id));
+    let inputs = calls.len();
+    // Small batches in chunks of two inputs, so that the runner reads more
+    // than one chunk; large ones as the engine writes them.
+    let chunk_size = if inputs <= 10 {
+        2
+    } else {
+        kinetic_core::batch::DEFAULT_CHUNK_SIZE
+    };
+    let spec = IndexedBatchSpec::new(
+        group.clone(),
+        inputs,
+        chunk_size,
+        store.uri(&layout::group_calls(&group)),
+        |id| job_folder.replace(template_id.as_str(), id),
+        &child,
+        &job.record,
+    );
+    let lines = calls
+        .into_iter()
+        .map(|args| call_line(args, serde_json::Map::new()));
+    for (n, chunk) in encode_call_chunks(lines, chunk_size)
+        .into_iter()
+        .enumerate()
+    {
+        store
+            .put(
+                &layout::group_calls_chunk(&group, n),
+                Bytes::from(chunk),
+                PutOptions::default(),
+            )
+            .await
+            .expect("store a chunk of calls");
+    }
+    let spec_path = layout::group_batch_spec(&group);
+    store
+        .put(
+            &spec_path,
+            Bytes::from(spec.to_json().to_string()),
+            PutOptions::default(),
+        )
+        .await
+        .expect("store the batch spec");
+    job.spec_uri = store.uri(&spec_path);
+    PreparedBatch::new(
+        group.clone(),
+        job,
+        store.uri(&layout::group_calls(&group)),
+        inputs,
+        parallelism,
+        retries,
+    )
+    .expect("a valid batch")
 }

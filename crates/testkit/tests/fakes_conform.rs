@@ -18,7 +18,7 @@ mod fake_backend_conformance {
     kinetic_testkit::backend_conformance_tests! {
         #[tokio::test]
         harness = FakeBackendHarness::default();
-        skips = [];
+        skips = ["submit_batch_runs_every_input_as_its_child"];
     }
 }
 
@@ -77,6 +77,10 @@ async fn the_backend_suite_runs_what_a_backend_declares() {
             ("follow_logs_streams_every_line_and_ends", "follow_logs"),
             ("cancel_stops_a_running_job", "cancel"),
             ("group_status_reports_the_group_in_one_call", "group_status"),
+            (
+                "submit_batch_runs_every_input_as_its_child",
+                "indexed_batches"
+            ),
         ]
     );
     assert!(
@@ -112,6 +116,28 @@ async fn the_backend_suite_fails_a_backend_that_overstates_its_capabilities() {
         outcome.is_err(),
         "declaring group_status without it must fail the case"
     );
+}
+
+/// The suite fails a backend that declares `indexed_batches` but does not
+/// run a batch from one call (the fake answers `Unsupported`).
+#[tokio::test]
+async fn the_backend_suite_fails_a_backend_that_overstates_indexed_batches() {
+    let overstated = FakeBackendHarness::with_capabilities(
+        BackendCapabilities::single_host().with_indexed_batches(true),
+    );
+    let outcome = std::panic::AssertUnwindSafe(conformance::backend::run_case(
+        &overstated,
+        "submit_batch_runs_every_input_as_its_child",
+        &[],
+    ))
+    .catch_unwind()
+    .await;
+    let message = outcome
+        .expect_err("declaring indexed_batches without running batches must fail the case")
+        .downcast::<String>()
+        .map(|m| *m)
+        .unwrap_or_default();
+    assert!(message.contains("submit_batch"), "{message}");
 }
 
 /// A harness that says it counts the backend's calls but whose count never

@@ -29,10 +29,15 @@
 //! assert_eq!(machine.counts().total(), 3);
 //! ```
 
+mod indexed;
 mod input;
 mod machine;
 mod manifest;
 
+pub use indexed::{
+    BATCH_SPEC_KIND, DEFAULT_CHUNK_SIZE, IndexedBatchSpec, JOB_ID_PLACEHOLDER, call_line,
+    encode_call_chunks,
+};
 pub use input::{
     CallArgs, InputError, InputMode, MapInput, dispatch_input, is_keyword_name, json_type,
 };

@@ -56,6 +56,10 @@ pub struct BackendCapabilities {
     /// (up to twice `max_concurrent` in flight, never more than
     /// `max_concurrent` running).
     pub worker_pools: bool,
+    /// `submit_batch` runs a whole batch from one call (one Indexed Job
+    /// and one Secret on gke, however many inputs), `group_status` then
+    /// reports every child of it, and `end_batch` stops or removes it.
+    pub indexed_batches: bool,
 }
 
 impl BackendCapabilities {
@@ -72,7 +76,14 @@ impl BackendCapabilities {
             group_status: true,
             port_forward: false,
             worker_pools: false,
+            indexed_batches: false,
         }
+    }
+
+    /// The same, stating whether `submit_batch` runs a whole batch.
+    pub fn with_indexed_batches(mut self, indexed_batches: bool) -> Self {
+        self.indexed_batches = indexed_batches;
+        self
     }
 
     /// The same, stating whether batches run on worker pools.
@@ -230,6 +241,102 @@ impl WorkerPool {
     pub fn new(max_workers: Option<usize>) -> Self {
         Self { max_workers }
     }
+}
+
+/// A whole batch handed to a backend in one call ([`Backend::submit_batch`]):
+/// what its children share, once, and how many inputs there are. The
+/// backend runs input `i`'s attempt `a` as the child job
+/// [`child_job_id(group_id, i, a)`](crate::batch::child_job_id), through
+/// the runner's index mode (`--batch-spec`, see the runner protocol): the
+/// runner reads its input from the store and writes the child's
+/// `handle.json`, `result.json` and log chunks where a child submitted on
+/// its own has them, so the client writes O(1) objects per batch.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PreparedBatch {
+    /// The batch.
+    pub group_id: GroupId,
+    /// What every child shares: image, resources, namespace, deadlines,
+    /// mounts and the captured environment (one Secret on Kubernetes). Its
+    /// `spec_uri` is the batch spec (`_groups/{group_id}/batch.json`), the
+    /// runner's `--batch-spec`; its record is the template of every
+    /// child's record (the job id aside: the runner sets each child's).
+    pub job: PreparedJob,
+    /// The inputs' calls: the prefix under which the runner finds the
+    /// chunks of one JSON line per input (named in the batch spec).
+    pub inputs_uri: String,
+    /// How many inputs (children at attempt 1): at least one.
+    pub inputs: usize,
+    /// At most this many inputs run at once (the batch's `max_concurrent`,
+    /// or the backend's default when unlimited): at least one.
+    pub parallelism: usize,
+    /// How many times an input that failed is run again, each run a new
+    /// child id (attempt + 1) with `KINETIC_ATTEMPT` one higher.
+    pub retries_per_input: u32,
+}
+
+impl PreparedBatch {
+    /// A batch of `inputs` inputs of `job` (whose `spec_uri` is the batch
+    /// spec). [`BackendError::InvalidInput`] when `inputs` or `parallelism`
+    /// is zero, or `inputs` is beyond the deterministic child ids
+    /// ([`crate::batch::MAX_DETERMINISTIC_INDEX`]), or `retries_per_input`
+    /// beyond their attempts.
+    pub fn new(
+        group_id: GroupId,
+        job: PreparedJob,
+        inputs_uri: impl Into<String>,
+        inputs: usize,
+        parallelism: usize,
+        retries_per_input: u32,
+    ) -> Result<Self, BackendError> {
+        if inputs == 0 || inputs > crate::batch::MAX_DETERMINISTIC_INDEX {
+            return Err(BackendError::invalid_input(format!(
+                "a batch submitted in one call takes 1 to {} inputs, got {inputs}",
+                crate::batch::MAX_DETERMINISTIC_INDEX
+            )));
+        }
+        if parallelism == 0 {
+            return Err(BackendError::invalid_input(
+                "a batch's parallelism must be at least 1, got 0",
+            ));
+        }
+        if retries_per_input >= crate::batch::MAX_DETERMINISTIC_ATTEMPT {
+            return Err(BackendError::invalid_input(format!(
+                "a batch submitted in one call retries an input at most {} times, got {retries_per_input}",
+                crate::batch::MAX_DETERMINISTIC_ATTEMPT - 1
+            )));
+        }
+        Ok(Self {
+            group_id,
+            job,
+            inputs_uri: inputs_uri.into(),
+            inputs,
+            parallelism: parallelism.min(inputs),
+            retries_per_input,
+        })
+    }
+
+    /// The batch spec's URI (the shared job's `spec_uri`).
+    pub fn spec_uri(&self) -> &str {
+        &self.job.spec_uri
+    }
+}
+
+/// What [`Backend::end_batch`] does to a batch submitted with
+/// [`Backend::submit_batch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BatchEnd {
+    /// Start no input that has not started (nor any retry); inputs running
+    /// finish (fail-fast without `cancel_running_on_fail`).
+    StopStarting,
+    /// Stop every input (those running too) and start none: cancel of the
+    /// batch, `cancel_running_on_fail`. Children already ended keep their
+    /// results.
+    Cancel,
+    /// Remove what the backend holds for the batch (its Kubernetes Job and
+    /// Secret), stopping it first.
+    Cleanup,
 }
 
 /// Data a backend mounts read-only for a job: a GCS FUSE CSI volume on
@@ -722,6 +829,40 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// group one `status` call per job (it asks the capabilities, not this
     /// error). Required: a wrapper must not lose it.
     async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError>;
+
+    /// Start a whole batch ([`PreparedBatch`]) with calls whose number does
+    /// not grow with its inputs (one Secret and one Indexed Job on gke).
+    ///
+    /// - Input `i` runs as child [`crate::batch::child_job_id`]`(group, i,
+    ///   1)`; an input whose run failed runs again, while
+    ///   `retries_per_input` allows, as the child of the next attempt, and
+    ///   only that input: the others never notice.
+    /// - At most `parallelism` inputs run at once.
+    /// - MUST be idempotent: submitting the same group again with the same
+    ///   batch spec URI succeeds without starting a second copy; with a
+    ///   different one it MUST fail with [`BackendError::AlreadyExists`].
+    /// - [`Backend::group_status`] of the group then reports every input:
+    ///   each attempt's child that ran, with its state, and an input not
+    ///   started yet as its attempt-1 child `PENDING`.
+    ///
+    /// Without [`BackendCapabilities::indexed_batches`] it MUST answer
+    /// [`BackendError::Unsupported`] (the engine then submits one job per
+    /// input). Required: a wrapper must not lose it.
+    async fn submit_batch(&self, batch: &PreparedBatch) -> Result<(), BackendError>;
+
+    /// Stop or remove a batch started by [`Backend::submit_batch`]
+    /// ([`BatchEnd`]). MUST be idempotent (an unknown or ended batch
+    /// succeeds); after [`BatchEnd::Cleanup`] returned `Ok`, `group_status`
+    /// MUST give an empty map. Waits as [`Backend::cleanup`] does
+    /// (`wait`), answering [`BackendError::NotConfirmed`] past it. Without
+    /// [`BackendCapabilities::indexed_batches`] it MUST answer
+    /// [`BackendError::Unsupported`]. Required: a wrapper must not lose it.
+    async fn end_batch(
+        &self,
+        query: &GroupQuery,
+        end: BatchEnd,
+        wait: CleanupWait,
+    ) -> Result<(), BackendError>;
 
     /// The job's output so far (all of it, or the last `tail` lines). A job
     /// that has written nothing yet gives an empty string; an unknown job

@@ -24,9 +24,9 @@ mod image;
 mod store;
 
 pub use backend::{
-    Backend, BackendCapabilities, BackendError, BackendRegistry, ChangeFeed, CleanupWait,
+    Backend, BackendCapabilities, BackendError, BackendRegistry, BatchEnd, ChangeFeed, CleanupWait,
     Deadlines, FuseMount, GroupQuery, GroupStatus, LogOptions, LogStream, PortIo, PortStream,
-    PreparedJob, RegistryError, WorkerPool, tail_lines, terminal_line,
+    PreparedBatch, PreparedJob, RegistryError, WorkerPool, tail_lines, terminal_line,
 };
 pub use fault::{Fault, FaultPlan};
 pub use image::{

@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kinetic_core::env::CapturedEnv;
-use kinetic_core::ports::{Backend, ObjectStore, PreparedJob};
+use kinetic_core::ports::{Backend, ObjectStore, PreparedBatch, PreparedJob};
 use kinetic_fake_gcp::FakeGcs;
 use kinetic_fake_gcp::k8s::FakeCluster;
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::conformance::backend::BackendHarness;
-use kinetic_testkit::{ConformanceJob, prepare_python_job};
+use kinetic_testkit::{ConformanceJob, prepare_python_batch, prepare_python_job};
 
 /// The image the conformance jobs run.
-const IMAGE: &str = "registry.invalid/kinetic/conformance:latest";
+pub const IMAGE: &str = "registry.invalid/kinetic/conformance:latest";
 
 pub struct ClusterHarness {
     _gcs: FakeGcs,
@@ -90,5 +90,11 @@ impl BackendHarness for ClusterHarness {
         let mut job = prepare_python_job(&self.store, self.name, &job, env).await;
         job.record.image_uri = IMAGE.into();
         job
+    }
+
+    async fn prepare_batch(&self, values: &[i64], parallelism: usize) -> PreparedBatch {
+        let mut batch = prepare_python_batch(&self.store, self.name, values, parallelism, 0).await;
+        batch.job.record.image_uri = IMAGE.into();
+        batch
     }
 }

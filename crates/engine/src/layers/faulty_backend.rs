@@ -94,6 +94,24 @@ impl Backend for FaultyBackend {
         self.inner.group_status(query).await
     }
 
+    async fn submit_batch(
+        &self,
+        batch: &kinetic_core::ports::PreparedBatch,
+    ) -> Result<(), BackendError> {
+        super::check(&self.faults, "submit_batch").await?;
+        self.inner.submit_batch(batch).await
+    }
+
+    async fn end_batch(
+        &self,
+        query: &GroupQuery,
+        end: kinetic_core::ports::BatchEnd,
+        wait: CleanupWait,
+    ) -> Result<(), BackendError> {
+        super::check(&self.faults, "end_batch").await?;
+        self.inner.end_batch(query, end, wait).await
+    }
+
     async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
         super::check(&self.faults, "logs").await?;
         self.inner.logs(job, options).await

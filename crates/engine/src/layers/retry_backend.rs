@@ -111,6 +111,28 @@ impl Backend for RetryBackend {
         crate::retry::call(&self.policy, || self.inner.group_status(query)).await
     }
 
+    /// Retried as `submit` is: submitting a batch again is idempotent.
+    async fn submit_batch(
+        &self,
+        batch: &kinetic_core::ports::PreparedBatch,
+    ) -> Result<(), BackendError> {
+        crate::retry::call(&self.policy, || self.inner.submit_batch(batch)).await
+    }
+
+    /// Retried within the one wait the caller gave, as `cleanup`.
+    async fn end_batch(
+        &self,
+        query: &GroupQuery,
+        end: kinetic_core::ports::BatchEnd,
+        wait: CleanupWait,
+    ) -> Result<(), BackendError> {
+        let deadline = std::time::Instant::now() + wait.timeout;
+        crate::retry::call(&self.policy, || {
+            self.inner.end_batch(query, end, left(wait, deadline))
+        })
+        .await
+    }
+
     async fn logs(&self, job: &JobRecord, options: LogOptions) -> Result<String, BackendError> {
         crate::retry::call(&self.policy, || self.inner.logs(job, options.clone())).await
     }

@@ -92,7 +92,11 @@ impl<W: Workload> KubeBackend<W> {
     /// `wait.poll_interval` (at most [`MAX_DELETION_POLL`]). A node that
     /// never confirms its pods' deletion thus costs a few requests, not
     /// several a second.
-    async fn wait_deleted(&self, named: &Named, wait: CleanupWait) -> Result<(), BackendError> {
+    pub(super) async fn wait_deleted(
+        &self,
+        named: &Named,
+        wait: CleanupWait,
+    ) -> Result<(), BackendError> {
         let started = tokio::time::Instant::now();
         let deadline = started + wait.timeout;
         let longest = wait

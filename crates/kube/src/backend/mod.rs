@@ -36,6 +36,7 @@ use crate::error::{self, Context};
 use crate::status::sort_oldest_first;
 use crate::workload::{Workload, WorkloadTraits};
 
+mod batch;
 mod cleanup;
 mod finalise;
 mod follow;
@@ -228,6 +229,24 @@ impl<W: Workload> Backend for KubeBackend<W> {
 
     fn capabilities(&self) -> BackendCapabilities {
         self.traits.capabilities.clone()
+    }
+
+    /// The kind's batch object ([`Workload::build_batch`]) and its
+    /// Secret; `Unsupported` for a kind without one.
+    async fn submit_batch(
+        &self,
+        batch: &kinetic_core::ports::PreparedBatch,
+    ) -> Result<(), BackendError> {
+        self.submit_batch_object(batch).await
+    }
+
+    async fn end_batch(
+        &self,
+        query: &GroupQuery,
+        end: kinetic_core::ports::BatchEnd,
+        wait: CleanupWait,
+    ) -> Result<(), BackendError> {
+        self.end_batch_object(query, end, wait).await
     }
 
     async fn group_status(&self, query: &GroupQuery) -> Result<GroupStatus, BackendError> {

@@ -21,7 +21,7 @@ use crate::pod::{
     ANNOTATION_ATTEMPTS, CONTAINER_NAME, LABEL_GROUP_ID, LABEL_JOB_ID, LABEL_JOB_NAME,
 };
 use crate::status::{final_state, recorded_attempts, unschedulable_pods};
-use crate::workload::{Workload, WorkloadTraits};
+use crate::workload::{Workload, WorkloadTraits, batch_object_name};
 
 impl<W: Workload> KubeBackend<W> {
     /// [`Backend::status`](kinetic_core::ports::Backend::status): the
@@ -216,6 +216,12 @@ impl<W: Workload> KubeBackend<W> {
             .await
             .map_err(|e| error::map(e, self.cx("list", None, namespace)))?
             .items;
+        // The object of a batch submitted in one call answers for all its
+        // children; the others each for their one job.
+        let batch_name = batch_object_name(group_id);
+        let (batches, objects): (Vec<_>, Vec<_>) = objects
+            .into_iter()
+            .partition(|o| o.meta().name.as_deref() == Some(batch_name.as_str()));
         let read_events = || async {
             self.events(namespace).await.unwrap_or_else(|e| {
                 tracing::debug!("cannot read the events of the batch's objects: {e}");
@@ -231,7 +237,7 @@ impl<W: Workload> KubeBackend<W> {
         } else {
             None
         };
-        let pods = if objects.iter().any(|o| self.workload.needs_pods(o)) {
+        let pods = if !batches.is_empty() || objects.iter().any(|o| self.workload.needs_pods(o)) {
             self.list_pods(namespace, &selector).await?
         } else {
             Vec::new()
@@ -265,6 +271,13 @@ impl<W: Workload> KubeBackend<W> {
             events.extend(self.pod_events(namespace, &unplaced).await);
         }
         let mut out = BTreeMap::new();
+        for object in &batches {
+            let pods = by_name.remove(&batch_name).unwrap_or_default();
+            if let Some(states) = self.workload.batch_states(object, &pods) {
+                self.keep_batch_stopped(namespace, object, &pods).await;
+                out.extend(states);
+            }
+        }
         for object in &objects {
             let Some(id) = job_id(object.meta()) else {
                 continue;

@@ -95,7 +95,7 @@ impl<W: Workload> KubeBackend<W> {
     /// `namespace` (once per namespace): without it the controller cannot
     /// create the pods and the job would only wait. A caller that may not
     /// read service accounts is not stopped here.
-    async fn check_service_account(&self, namespace: &str) -> Result<(), BackendError> {
+    pub(super) async fn check_service_account(&self, namespace: &str) -> Result<(), BackendError> {
         let seen = |ns: &str| {
             self.accounts_seen
                 .lock()
@@ -146,7 +146,7 @@ fn check_fuse_mounts(backend: &str, job: &PreparedJob) -> Result<(), BackendErro
 
 /// The spec an existing object of the job runs when it is not `spec_uri`
 /// (none recorded reads as the empty spec); `None` when it is the same.
-fn other_spec(meta: &ObjectMeta, spec_uri: &str) -> Option<String> {
+pub(super) fn other_spec(meta: &ObjectMeta, spec_uri: &str) -> Option<String> {
     let spec = meta
         .annotations
         .as_ref()

@@ -18,8 +18,8 @@ use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::env::{CapturedEnv, EnvEntry, EnvSnapshot, SecretValue, capture};
 use kinetic_core::ids::GroupId;
 use kinetic_core::ports::{
-    Backend, BackendError, CleanupWait, GetOptions, GroupQuery, LogOptions, ObjectStore,
-    PreparedJob,
+    Backend, BackendError, BatchEnd, CleanupWait, GetOptions, GroupQuery, LogOptions, ObjectStore,
+    PreparedBatch, PreparedJob,
 };
 use kinetic_core::protocol::RunnerResult;
 use kinetic_core::record::JobRecord;
@@ -59,6 +59,17 @@ pub trait BackendHarness: Send + Sync {
     fn stops_take_a_grace_period(&self) -> bool {
         true
     }
+    /// A batch of `values.len()` inputs ready for
+    /// [`Backend::submit_batch`] (its spec, inputs and shared artifacts
+    /// in the store), whose input `i` returns `values[i]`, run at most
+    /// `parallelism` at once. Only the harness of a backend that declares
+    /// `indexed_batches` is asked; the default panics saying so.
+    async fn prepare_batch(&self, values: &[i64], parallelism: usize) -> PreparedBatch {
+        let _ = (values, parallelism);
+        panic!(
+            "the backend declares indexed_batches, so its harness MUST implement BackendHarness::prepare_batch"
+        )
+    }
 }
 
 /// Every case of the suite, in the order [`run`] runs them, with the
@@ -85,6 +96,10 @@ pub const CASES: &[(&str, Option<&str>)] = &[
         "group_status_reports_the_group_in_one_call",
         Some("group_status"),
     ),
+    (
+        "submit_batch_runs_every_input_as_its_child",
+        Some("indexed_batches"),
+    ),
     ("undeclared_capabilities_are_unsupported", None),
 ];
 
@@ -106,6 +121,7 @@ fn declares(caps: &kinetic_core::ports::BackendCapabilities, capability: &str) -
         "follow_logs" => caps.follow_logs,
         "cancel" => caps.cancel,
         "group_status" => caps.group_status,
+        "indexed_batches" => caps.indexed_batches,
         other => panic!("the suite names an unknown capability {other:?}"),
     }
 }
@@ -166,6 +182,9 @@ async fn dispatch(h: &dyn BackendHarness, name: &str) {
         "cancel_stops_a_running_job" => cancel_stops_a_running_job(h).await,
         "group_status_reports_the_group_in_one_call" => {
             group_status_reports_the_group_in_one_call(h).await;
+        }
+        "submit_batch_runs_every_input_as_its_child" => {
+            submit_batch_runs_every_input_as_its_child(h).await;
         }
         "undeclared_capabilities_are_unsupported" => {
             undeclared_capabilities_are_unsupported(h).await;
@@ -286,6 +305,18 @@ pub async fn undeclared_capabilities_are_unsupported(h: &dyn BackendHarness) {
         unsupported(
             "group_status",
             h.backend().group_status(&query).await.map(drop),
+        );
+    }
+    if !caps.indexed_batches {
+        let group = GroupId::new_random();
+        let query = GroupQuery::new(group.clone(), job.record.namespace.clone());
+        let batch = PreparedBatch::new(group, job.clone(), "", 1, 1, 0).expect("a valid batch");
+        unsupported("submit_batch", h.backend().submit_batch(&batch).await);
+        unsupported(
+            "end_batch",
+            h.backend()
+                .end_batch(&query, BatchEnd::Cleanup, CleanupWait::default())
+                .await,
         );
     }
     if !caps.logs {
@@ -859,4 +890,105 @@ fn uuid_like() -> String {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     )
+}
+
+/// `submit_batch` runs every input of a batch as its attempt-1 child
+/// (`child_job_id(group, i, 1)`), whose `result.json` holds the input's
+/// value; submitting the batch again starts no second copy, and with
+/// another spec URI is `AlreadyExists`; `group_status` reports every
+/// child (and, where the harness counts calls, costs at most 3 calls to
+/// the system under the backend); `end_batch(Cleanup)` forgets the batch.
+pub async fn submit_batch_runs_every_input_as_its_child(h: &dyn BackendHarness) {
+    use kinetic_core::batch::child_job_id;
+    let values = [10_i64, 20, 30];
+    let batch = h.prepare_batch(&values, 2).await;
+    let group = batch.group_id.clone();
+    let query = GroupQuery::new(group.clone(), batch.job.record.namespace.clone());
+    h.backend()
+        .submit_batch(&batch)
+        .await
+        .expect("submit_batch");
+    h.backend()
+        .submit_batch(&batch)
+        .await
+        .expect("submit_batch MUST be idempotent");
+    let mut other = batch.clone();
+    other.job.spec_uri.push_str(".other");
+    let err = h
+        .backend()
+        .submit_batch(&other)
+        .await
+        .expect_err("the same batch with another spec MUST be refused");
+    assert!(
+        matches!(err, BackendError::AlreadyExists { .. }),
+        "MUST be AlreadyExists, got {err:?}"
+    );
+    let children: Vec<_> = (0..values.len())
+        .map(|i| child_job_id(&group, i, 1))
+        .collect();
+    let deadline = Instant::now() + h.patience();
+    let listed = loop {
+        let listed = h
+            .backend()
+            .group_status(&query)
+            .await
+            .expect("group_status of a batch");
+        for id in &children {
+            assert!(
+                listed.contains_key(id),
+                "group_status MUST report every input of a submitted batch, {id} is missing: {listed:?}"
+            );
+        }
+        if children.iter().all(|id| listed[id].status.is_terminal()) {
+            break listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "batch not ended after {:?}: {listed:?}",
+            h.patience()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        listed.keys().cloned().collect::<Vec<_>>(),
+        {
+            let mut want = children.clone();
+            want.sort();
+            want
+        },
+        "a batch whose inputs all succeeded at once has only its attempt-1 children"
+    );
+    for (id, value) in children.iter().zip(values) {
+        assert_eq!(listed[id].status, JobStatus::Succeeded, "{id}: {listed:?}");
+        let bytes = h
+            .store()
+            .get(&kinetic_core::layout::result(id), GetOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("child {id}'s result.json MUST be in the store: {e}"));
+        let result = RunnerResult::from_json(&bytes).expect("a valid result.json");
+        assert_eq!(result.value, serde_json::json!(value), "{id}");
+    }
+    if let Some(cost) = group_status_cost(h, &query).await {
+        assert!(
+            cost <= 3,
+            "one group_status of a batch MUST cost at most 3 calls to the system, cost {cost}"
+        );
+    }
+    h.backend()
+        .end_batch(&query, BatchEnd::Cleanup, CleanupWait::default())
+        .await
+        .expect("end_batch(Cleanup)");
+    h.backend()
+        .end_batch(&query, BatchEnd::Cleanup, CleanupWait::default())
+        .await
+        .expect("end_batch MUST be idempotent");
+    let after = h
+        .backend()
+        .group_status(&query)
+        .await
+        .expect("group_status");
+    assert!(
+        after.is_empty(),
+        "after end_batch(Cleanup) group_status MUST be empty: {after:?}"
+    );
 }

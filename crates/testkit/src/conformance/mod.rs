@@ -48,6 +48,7 @@ macro_rules! backend_conformance_tests {
             follow_logs_streams_every_line_and_ends
             cancel_stops_a_running_job
             group_status_reports_the_group_in_one_call
+            submit_batch_runs_every_input_as_its_child
             undeclared_capabilities_are_unsupported
         );
     };

@@ -1,0 +1,494 @@
+//! A batch submitted in one call ([`Backend::submit_batch`]) as one
+//! Indexed Job: its manifest, and its children's states from the Job and
+//! its pods. Pure functions.
+//!
+//! - The Job (`kinetic-{group_id}`): `completionMode: Indexed`,
+//!   `completions` = the inputs, `parallelism`, `backoffLimitPerIndex` =
+//!   the retries per input (so an index that failed runs again alone, in
+//!   a new pod, and the others never notice), a `podFailurePolicy` that
+//!   fails an index at once on the runner's bad-invocation exit (2: its
+//!   batch spec or input cannot be read, which a retry cannot mend), and
+//!   `restartPolicy: Never`. Its pods run the runner's index mode
+//!   (`--batch-spec`), with `KINETIC_INDEX_FAILURE_COUNT` from the pod's
+//!   `batch.kubernetes.io/job-index-failure-count` annotation (the
+//!   downward API), from which the runner knows its attempt.
+//! - States: each pod is the child of its index
+//!   (`batch.kubernetes.io/job-completion-index`) and attempt (its failure
+//!   count + 1), in its phase; every earlier attempt of an index failed;
+//!   an index in `completedIndexes` or `failedIndexes` whose pod is gone
+//!   is its latest attempt seen (else attempt 1) `SUCCEEDED` or `FAILED`;
+//!   an index whose latest attempt failed within `backoffLimitPerIndex`
+//!   (and not on the runner's bad-invocation exit) has its next attempt's
+//!   child `PENDING`, as the controller will start it;
+//!   an index with no pod yet is its attempt-1 child `PENDING` — or
+//!   `FAILED` once the Job failed as a whole.
+//!
+//! [`Backend::submit_batch`]: kinetic_core::ports::Backend::submit_batch
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::batch::v1::{
+    Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement, PodFailurePolicyRule,
+};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kinetic_core::batch::child_job_id;
+use kinetic_core::ports::{GroupStatus, PreparedBatch};
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
+use kinetic_kube::pod::{
+    self, ANNOTATION_BATCH_STOPPING, APP_KINETIC, CONTAINER_NAME, LABEL_GROUP_INDEX, LABEL_JOB_ID,
+    ManifestOptions,
+};
+use kinetic_kube::status::{failure_reason, pending_reason, pod_phase};
+use kinetic_kube::workload::batch_object_name;
+use serde_json::{Value, json};
+
+/// The pod label (and annotation) holding an Indexed Job pod's index.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// The pod annotation holding the failures of the pod's index so far
+/// (Jobs with `backoffLimitPerIndex`).
+pub const INDEX_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
+/// The variable that gives the runner the failures of its index.
+pub const INDEX_FAILURES_ENV: &str = "KINETIC_INDEX_FAILURE_COUNT";
+/// The runner's exit on a bad invocation (its batch spec or input cannot
+/// be read): the index fails at once, unretried.
+pub const EXIT_BAD_INVOCATION: i32 = 2;
+
+/// The Indexed Job of `batch` (see the module's documentation). The
+/// shared job's labels are the Job's and its pods', but `job-id` and
+/// `group-index` (each pod is a different child).
+pub fn batch_manifest(batch: &PreparedBatch, options: &ManifestOptions) -> Job {
+    let mut shared = batch.job.clone();
+    shared.record.k8s_name = batch_object_name(&batch.group_id);
+    shared.record.group_id = Some(batch.group_id.clone());
+    shared.record.group_index = None;
+    let mut labels = pod::labels(&shared, APP_KINETIC);
+    labels.remove(LABEL_JOB_ID);
+    labels.remove(LABEL_GROUP_INDEX);
+    let settings = pod::PodSettings::new("Never").with_env(vec![
+        pod::field_env(kinetic_core::budget::POD_NAME_ENV, "metadata.name"),
+        pod::field_env(crate::manifest::NODE_IPS_ENV, "status.podIP"),
+        pod::field_env(
+            INDEX_FAILURES_ENV,
+            &format!("metadata.annotations['{INDEX_FAILURE_COUNT}']"),
+        ),
+    ]);
+    let mut template = pod::pod_template(&shared, options, APP_KINETIC, settings);
+    if let Some(meta) = template.metadata.as_mut()
+        && let Some(l) = meta.labels.as_mut()
+    {
+        l.remove(LABEL_JOB_ID);
+        l.remove(LABEL_GROUP_INDEX);
+    }
+    if let Some(spec) = template.spec.as_mut() {
+        for c in &mut spec.containers {
+            if let Some(command) = c.command.as_mut() {
+                for arg in command.iter_mut() {
+                    if arg == "--spec" {
+                        *arg = "--batch-spec".to_owned();
+                    }
+                }
+            }
+        }
+    }
+    let to_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    Job {
+        metadata: ObjectMeta {
+            name: Some(shared.record.k8s_name.clone()),
+            namespace: Some(shared.record.namespace.clone()),
+            labels: Some(labels),
+            annotations: Some(pod::annotations(&shared, options)),
+            ..ObjectMeta::default()
+        },
+        spec: Some(JobSpec {
+            completion_mode: Some("Indexed".to_owned()),
+            completions: Some(to_i32(batch.inputs)),
+            parallelism: Some(to_i32(batch.parallelism)),
+            backoff_limit_per_index: Some(
+                i32::try_from(batch.retries_per_input).unwrap_or(i32::MAX),
+            ),
+            pod_failure_policy: Some(PodFailurePolicy {
+                rules: vec![PodFailurePolicyRule {
+                    action: "FailIndex".to_owned(),
+                    on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                        container_name: Some(CONTAINER_NAME.to_owned()),
+                        operator: "In".to_owned(),
+                        values: vec![EXIT_BAD_INVOCATION],
+                    }),
+                    on_pod_conditions: None,
+                }],
+            }),
+            ttl_seconds_after_finished: Some(options.ttl_seconds_after_finished),
+            template,
+            ..JobSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The indexes a compressed interval string names (`"1,3-5"`): what the
+/// Job controller writes in `completedIndexes` and `failedIndexes`.
+pub fn parse_indexes(text: &str) -> BTreeSet<usize> {
+    let mut out = BTreeSet::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
+            out.extend(a..=b);
+        }
+    }
+    out
+}
+
+fn annotation_number(pod: &Pod, key: &str) -> Option<usize> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn pod_index(pod: &Pod) -> Option<usize> {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(COMPLETION_INDEX))
+        .and_then(|v| v.parse().ok())
+        .or_else(|| annotation_number(pod, COMPLETION_INDEX))
+}
+
+/// A pod's state as its child's.
+fn pod_state(pod: &Pod) -> JobState {
+    match pod_phase(pod) {
+        "Succeeded" => JobState::new(JobStatus::Succeeded),
+        "Failed" => match failure_reason(pod) {
+            Some(reason) => JobState::new(JobStatus::Failed).with_reason(reason),
+            None => JobState::new(JobStatus::Failed),
+        },
+        "Running" => JobState::new(JobStatus::Running),
+        _ => match pending_reason(pod) {
+            Some(reason) => JobState::new(JobStatus::Pending).with_reason(reason),
+            None => JobState::new(JobStatus::Pending),
+        },
+    }
+}
+
+fn failed_condition(job: &Job) -> Option<String> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Failed" && c.status == "True")
+        .map(|c| {
+            c.message
+                .clone()
+                .or_else(|| c.reason.clone())
+                .unwrap_or_default()
+        })
+}
+
+/// Every child's state of the batch `job` runs, from it and its pods (see
+/// the module's documentation); `None` when `job` is not an Indexed Job.
+pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
+    let spec = job.spec.as_ref()?;
+    if spec.completion_mode.as_deref() != Some("Indexed") {
+        return None;
+    }
+    let group = job
+        .metadata
+        .labels
+        .as_ref()?
+        .get(pod::LABEL_GROUP_ID)?
+        .parse()
+        .ok()?;
+    let completions = usize::try_from(spec.completions.unwrap_or(0)).unwrap_or(0);
+    let status = job.status.as_ref();
+    let completed = parse_indexes(
+        status
+            .and_then(|s| s.completed_indexes.as_deref())
+            .unwrap_or(""),
+    );
+    let failed = parse_indexes(
+        status
+            .and_then(|s| s.failed_indexes.as_deref())
+            .unwrap_or(""),
+    );
+    let job_failed = failed_condition(job);
+    let retries = spec
+        .backoff_limit_per_index
+        .and_then(|r| u32::try_from(r).ok())
+        .unwrap_or(0);
+    let stopping = job
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION_BATCH_STOPPING));
+    // The latest attempt seen of each index, and the states by child.
+    let mut latest: BTreeMap<usize, u32> = BTreeMap::new();
+    let mut out = GroupStatus::new();
+    let mut pods: Vec<&Pod> = pods.iter().collect();
+    pods.sort_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    for p in pods {
+        let Some(index) = pod_index(p).filter(|i| *i < completions) else {
+            continue;
+        };
+        let failures = annotation_number(p, INDEX_FAILURE_COUNT).unwrap_or(0);
+        let attempt = u32::try_from(failures + 1).unwrap_or(u32::MAX);
+        let entry = latest.entry(index).or_insert(attempt);
+        *entry = (*entry).max(attempt);
+        out.insert(child_job_id(&group, index, attempt), pod_state(p));
+    }
+    for index in 0..completions {
+        let seen = latest.get(&index).copied();
+        let last = seen.unwrap_or(1);
+        for earlier in 1..last {
+            out.entry(child_job_id(&group, index, earlier))
+                .or_insert_with(|| JobState::new(JobStatus::Failed));
+        }
+        let id = child_job_id(&group, index, last);
+        let current = out.get(&id).map(|s| s.status);
+        let settled = if completed.contains(&index) {
+            Some(JobState::new(JobStatus::Succeeded))
+        } else if failed.contains(&index) {
+            Some(JobState::new(JobStatus::Failed))
+        } else {
+            None
+        };
+        match (settled, current) {
+            (Some(state), Some(s)) if !s.is_terminal() || s != state.status => {
+                out.insert(id, state);
+            }
+            (Some(state), None) => {
+                out.insert(id, state);
+            }
+            (None, None) => {
+                let state = match &job_failed {
+                    Some(message) => {
+                        JobState::new(JobStatus::Failed).with_reason(StatusReason::BackendError {
+                            message: format!(
+                                "the batch's Job failed before this input ran: {message}"
+                            ),
+                        })
+                    }
+                    None => JobState::new(JobStatus::Pending),
+                };
+                out.insert(id, state);
+            }
+            (None, Some(JobStatus::Failed)) if job_failed.is_none() && !stopping => {
+                // Within its per-index limit, and not failed by the pod
+                // failure policy, the controller runs the index again:
+                // that attempt's child is pending already.
+                let exit = out.get(&id).and_then(|s| match s.reason {
+                    Some(StatusReason::ExitCode { code }) => Some(code),
+                    _ => None,
+                });
+                if last <= retries && exit != Some(EXIT_BAD_INVOCATION) {
+                    out.insert(
+                        child_job_id(&group, index, last + 1),
+                        JobState::new(JobStatus::Pending),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// The merge patch that keeps `job`'s running indexes and starts no
+/// other: `parallelism` lowered to the pods still running or pending (the
+/// Job controller keeps at most `parallelism` active pods and deletes the
+/// newest beyond it, so the count of active pods keeps them all), and the
+/// stopping annotation, so that each status read lowers it again as they
+/// end. `None` when both are in place already.
+pub fn stop_patch(job: &Job, pods: &[Pod]) -> Option<Value> {
+    let active = pods
+        .iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && !matches!(pod_phase(p), "Succeeded" | "Failed")
+        })
+        .count();
+    let parallelism = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.parallelism)
+        .and_then(|p| usize::try_from(p).ok())
+        .unwrap_or(1);
+    let marked = job
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION_BATCH_STOPPING));
+    if marked && parallelism <= active {
+        return None;
+    }
+    Some(json!({
+        "metadata": {"annotations": {ANNOTATION_BATCH_STOPPING: "true"}},
+        "spec": {"parallelism": active.min(parallelism)},
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kinetic_core::ids::GroupId;
+
+    const GROUP: &str = "grp-0a1b2c3d";
+
+    fn job(completed: &str, failed: &str, conditions: Value) -> Job {
+        serde_json::from_value(json!({
+            "metadata": {"name": "kinetic-grp-0a1b2c3d", "labels": {"group-id": GROUP}},
+            "spec": {"completionMode": "Indexed", "completions": 5, "parallelism": 3,
+                     "backoffLimitPerIndex": 1,
+                     "template": {"spec": {"containers": []}}},
+            "status": {"completedIndexes": completed, "failedIndexes": failed, "conditions": conditions},
+        }))
+        .expect("a Job")
+    }
+
+    fn pod(index: usize, failures: Option<usize>, phase: &str, exit: Option<i32>, at: &str) -> Pod {
+        let mut annotations = json!({COMPLETION_INDEX: index.to_string()});
+        if let Some(f) = failures {
+            annotations[INDEX_FAILURE_COUNT] = json!(f.to_string());
+        }
+        let state = match exit {
+            Some(code) => json!({"terminated": {"exitCode": code}}),
+            None => json!({"running": {}}),
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("p-{index}-{at}"), "creationTimestamp": at,
+                         "labels": {COMPLETION_INDEX: index.to_string()}, "annotations": annotations},
+            "status": {"phase": phase, "containerStatuses": [{"name": CONTAINER_NAME, "state": state,
+                       "ready": phase == "Running", "restartCount": 0, "image": "i", "imageID": ""}]},
+        }))
+        .expect("a Pod")
+    }
+
+    fn id(index: usize, attempt: u32) -> kinetic_core::ids::JobId {
+        let g: GroupId = GROUP.parse().expect("group");
+        child_job_id(&g, index, attempt)
+    }
+
+    #[test]
+    fn each_index_is_its_latest_attempts_child_and_earlier_attempts_failed() {
+        let pods = [
+            pod(0, Some(0), "Succeeded", Some(0), "2026-01-01T00:00:00Z"),
+            pod(1, Some(0), "Failed", Some(3), "2026-01-01T00:00:01Z"),
+            pod(1, Some(1), "Running", None, "2026-01-01T00:00:05Z"),
+            pod(3, None, "Failed", Some(3), "2026-01-01T00:00:02Z"),
+        ];
+        let states = batch_states(&job("0,4", "3", json!([])), &pods).expect("an Indexed Job");
+        let status = |i, a| states.get(&id(i, a)).map(|s| s.status);
+        assert_eq!(status(0, 1), Some(JobStatus::Succeeded));
+        assert_eq!(status(1, 1), Some(JobStatus::Failed));
+        assert_eq!(
+            states[&id(1, 1)].reason,
+            Some(StatusReason::ExitCode { code: 3 })
+        );
+        assert_eq!(status(1, 2), Some(JobStatus::Running));
+        assert_eq!(status(2, 1), Some(JobStatus::Pending), "not started yet");
+        assert_eq!(status(3, 1), Some(JobStatus::Failed));
+        assert_eq!(
+            status(4, 1),
+            Some(JobStatus::Succeeded),
+            "a completed index whose pod is gone"
+        );
+        assert_eq!(states.len(), 6, "{states:?}");
+    }
+
+    #[test]
+    fn a_failed_attempt_within_the_limit_has_its_next_attempt_pending() {
+        let pods = [
+            pod(0, Some(0), "Failed", Some(3), "2026-01-01T00:00:00Z"),
+            pod(
+                1,
+                Some(0),
+                "Failed",
+                Some(EXIT_BAD_INVOCATION),
+                "2026-01-01T00:00:00Z",
+            ),
+            pod(2, Some(1), "Failed", Some(3), "2026-01-01T00:00:00Z"),
+        ];
+        let states = batch_states(&job("", "", json!([])), &pods).expect("an Indexed Job");
+        assert_eq!(states[&id(0, 1)].status, JobStatus::Failed);
+        assert_eq!(
+            states[&id(0, 2)].status,
+            JobStatus::Pending,
+            "retried by the controller"
+        );
+        assert!(
+            !states.contains_key(&id(1, 2)),
+            "FailIndex on exit 2: no retry"
+        );
+        assert_eq!(states[&id(2, 2)].status, JobStatus::Failed);
+        assert!(
+            !states.contains_key(&id(2, 3)),
+            "past backoffLimitPerIndex 1: {states:?}"
+        );
+        let mut stopping = job("", "", json!([]));
+        stopping.metadata.annotations =
+            Some([(ANNOTATION_BATCH_STOPPING.to_owned(), "true".to_owned())].into());
+        let states = batch_states(&stopping, &pods[..1]).expect("an Indexed Job");
+        assert!(
+            !states.contains_key(&id(0, 2)),
+            "a stopping batch starts nothing: {states:?}"
+        );
+    }
+
+    #[test]
+    fn inputs_that_never_ran_fail_with_their_job() {
+        let failed = json!([{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                             "message": "Job was active longer than specified deadline"}]);
+        let states = batch_states(&job("0", "", failed), &[]).expect("an Indexed Job");
+        assert_eq!(states[&id(0, 1)].status, JobStatus::Succeeded);
+        let never = &states[&id(2, 1)];
+        assert_eq!(never.status, JobStatus::Failed);
+        assert!(
+            matches!(&never.reason, Some(StatusReason::BackendError { message }) if message.contains("longer than specified deadline")),
+            "{never:?}"
+        );
+    }
+
+    #[test]
+    fn a_job_of_one_input_is_no_batch() {
+        let mut one = job("", "", json!([]));
+        one.spec.as_mut().expect("spec").completion_mode = Some("NonIndexed".into());
+        assert!(batch_states(&one, &[]).is_none());
+    }
+
+    #[test]
+    fn stopping_lowers_parallelism_to_the_pods_running_until_it_is_there() {
+        let running = [
+            pod(0, None, "Running", None, "2026-01-01T00:00:00Z"),
+            pod(1, None, "Pending", None, "2026-01-01T00:00:00Z"),
+            pod(2, None, "Succeeded", Some(0), "2026-01-01T00:00:00Z"),
+        ];
+        let j = job("2", "", json!([]));
+        let patch = stop_patch(&j, &running).expect("a patch");
+        assert_eq!(patch["spec"]["parallelism"], 2);
+        assert_eq!(
+            patch["metadata"]["annotations"][ANNOTATION_BATCH_STOPPING],
+            "true"
+        );
+        let mut stopped = j.clone();
+        stopped.spec.as_mut().expect("spec").parallelism = Some(2);
+        stopped.metadata.annotations =
+            Some([(ANNOTATION_BATCH_STOPPING.to_owned(), "true".to_owned())].into());
+        assert_eq!(stop_patch(&stopped, &running), None);
+        // One of them ended: lower it again.
+        let patch = stop_patch(&stopped, &running[..1]).expect("lower again");
+        assert_eq!(patch["spec"]["parallelism"], 1);
+    }
+
+    #[test]
+    fn interval_strings_name_their_indexes() {
+        assert_eq!(
+            parse_indexes("1,3-5,9").into_iter().collect::<Vec<_>>(),
+            vec![1, 3, 4, 5, 9]
+        );
+        assert!(parse_indexes("").is_empty());
+    }
+}

@@ -1,0 +1,187 @@
+//! A batch submitted in one call ([`crate::ports::Backend::submit_batch`],
+//! an Indexed Job on gke): the batch spec the runner's index mode reads
+//! (`_groups/{group_id}/batch.json`, `docs/runner-protocol.md`) and the
+//! inputs' calls in chunks of JSON lines. Pure: the engine writes what
+//! these functions give.
+
+use serde_json::{Map, Value, json};
+
+use crate::ids::GroupId;
+use crate::protocol::{PROTOCOL_VERSION, RunnerSpec};
+use crate::record::JobRecord;
+
+/// The batch spec's `kind`.
+pub const BATCH_SPEC_KIND: &str = "indexed_batch";
+/// Inputs per chunk of calls: a pod reads one chunk (about 100 objects
+/// for 100,000 inputs).
+pub const DEFAULT_CHUNK_SIZE: usize = 1000;
+/// Where a child's id goes in [`IndexedBatchSpec::job_uri`] and in the
+/// record template's strings.
+pub const JOB_ID_PLACEHOLDER: &str = "{job_id}";
+
+/// The fields of a child's `spec.json` the runner sets per child (its id,
+/// call, result and log URIs, attempt numbering): the batch spec's `child`
+/// leaves them out.
+const PER_CHILD_FIELDS: [&str; 8] = [
+    "job_id",
+    "args",
+    "kwargs",
+    "result_uri",
+    "worker_result_uris",
+    "log_uris",
+    "starts_uri",
+    "attempt_offset",
+];
+
+/// The batch spec (`_groups/{group_id}/batch.json`).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct IndexedBatchSpec {
+    /// The batch.
+    pub group_id: GroupId,
+    /// How many inputs.
+    pub inputs: usize,
+    /// Inputs per chunk of calls.
+    pub chunk_size: usize,
+    /// The folder of the chunks (`_groups/{group_id}/calls` as a URI).
+    pub calls_uri: String,
+    /// A child's folder with [`JOB_ID_PLACEHOLDER`] for its id.
+    pub job_uri: String,
+    /// Every child's spec but its own fields.
+    pub child: Value,
+    /// Every child's record, its id and index aside.
+    pub record: Value,
+}
+
+impl IndexedBatchSpec {
+    /// The spec of batch `group_id` of `inputs` inputs whose children run
+    /// `child` (a child's spec: its per-child fields are dropped) with
+    /// records like `record` (its job id, wherever a string holds it, is
+    /// replaced by [`JOB_ID_PLACEHOLDER`]; its group is set).
+    /// `job_uri_of` gives the URI of a job's folder for a job id string.
+    pub fn new(
+        group_id: GroupId,
+        inputs: usize,
+        chunk_size: usize,
+        calls_uri: String,
+        job_uri_of: impl Fn(&str) -> String,
+        child: &RunnerSpec,
+        record: &JobRecord,
+    ) -> Self {
+        let mut child = serde_json::to_value(child).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut child {
+            for field in PER_CHILD_FIELDS {
+                map.remove(field);
+            }
+        }
+        let template_id = record.job_id.to_string();
+        let mut record = serde_json::to_value(record).unwrap_or(Value::Null);
+        placehold(&mut record, &template_id);
+        if let Value::Object(map) = &mut record {
+            map.insert("group_id".into(), json!(group_id.to_string()));
+            map.remove("group_index");
+        }
+        Self {
+            job_uri: job_uri_of(JOB_ID_PLACEHOLDER),
+            group_id,
+            inputs,
+            chunk_size: chunk_size.max(1),
+            calls_uri,
+            child,
+            record,
+        }
+    }
+
+    /// The JSON document.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "protocol": PROTOCOL_VERSION,
+            "kind": BATCH_SPEC_KIND,
+            "group_id": self.group_id.to_string(),
+            "inputs": self.inputs,
+            "chunk_size": self.chunk_size,
+            "calls_uri": self.calls_uri,
+            "job_uri": self.job_uri,
+            "child": self.child,
+            "record": self.record,
+        })
+    }
+
+    /// How many chunks of calls the batch has.
+    pub fn chunks(&self) -> usize {
+        self.inputs.div_ceil(self.chunk_size)
+    }
+}
+
+/// Replace `id` by [`JOB_ID_PLACEHOLDER`] in every string of `value`.
+fn placehold(value: &mut Value, id: &str) {
+    match value {
+        Value::String(s) if s.contains(id) => *s = s.replace(id, JOB_ID_PLACEHOLDER),
+        Value::Array(items) => items.iter_mut().for_each(|v| placehold(v, id)),
+        Value::Object(map) => map.values_mut().for_each(|v| placehold(v, id)),
+        _ => {}
+    }
+}
+
+/// One input's call as a line of a chunk: `{"args": [...], "kwargs": {...}}`.
+pub fn call_line(args: Vec<Value>, kwargs: Map<String, Value>) -> String {
+    json!({"args": args, "kwargs": kwargs}).to_string()
+}
+
+/// The calls (one line each, in input order) in chunks of `chunk_size`
+/// lines, each line ending with a newline: chunk `n` holds inputs
+/// `n * chunk_size ..`.
+///
+/// ```
+/// use kinetic_core::batch::encode_call_chunks;
+/// let lines = ["a", "b", "c"].map(String::from);
+/// assert_eq!(encode_call_chunks(lines, 2), vec!["a\nb\n", "c\n"]);
+/// ```
+pub fn encode_call_chunks(
+    lines: impl IntoIterator<Item = String>,
+    chunk_size: usize,
+) -> Vec<String> {
+    let chunk_size = chunk_size.max(1);
+    let mut chunks = Vec::new();
+    let mut current = String::new();
+    let mut in_current = 0;
+    for line in lines {
+        current.push_str(&line);
+        current.push('\n');
+        in_current += 1;
+        if in_current == chunk_size {
+            chunks.push(std::mem::take(&mut current));
+            in_current = 0;
+        }
+    }
+    if in_current > 0 {
+        chunks.push(current);
+    }
+    chunks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_job_id_becomes_the_placeholder_everywhere() {
+        let mut v = json!({"job_id": "job-0a1b2c3d", "k8s_name": "kinetic-job-0a1b2c3d", "n": 1,
+                           "list": ["x-job-0a1b2c3d"]});
+        placehold(&mut v, "job-0a1b2c3d");
+        assert_eq!(
+            v,
+            json!({"job_id": "{job_id}", "k8s_name": "kinetic-{job_id}", "n": 1, "list": ["x-{job_id}"]})
+        );
+    }
+
+    #[test]
+    fn chunks_split_at_the_size() {
+        let lines = (0..5).map(|i| i.to_string());
+        assert_eq!(
+            encode_call_chunks(lines, 2),
+            vec!["0\n1\n", "2\n3\n", "4\n"]
+        );
+        assert!(encode_call_chunks(Vec::new(), 3).is_empty());
+    }
+}
