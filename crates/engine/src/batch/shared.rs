@@ -87,14 +87,31 @@ pub(super) struct Core {
     /// Set while an attached handle still reads the manifest.
     pub(super) manifest_poll: Option<ManifestPoll>,
     pub(super) base: ManifestBase,
-    /// How each collected input ended (kept in the manifest).
-    pub(super) outcomes: BTreeMap<usize, ChildOutcome>,
+    /// How each collected input ended (kept in the manifest): its value
+    /// or error only until a manifest write recorded it.
+    pub(super) outcomes: BTreeMap<usize, Kept>,
     /// A manifest naming every submitted child and saying the submission
     /// is complete was written.
     pub(super) complete_manifest_written: bool,
     /// How many runs came before each `(input, attempt)` submitted by this
     /// process: its job's `KINETIC_ATTEMPT` numbers on from there.
     pub(super) runs_before: BTreeMap<(usize, u32), u32>,
+    /// What the last manifest write took (encoding and storing): the
+    /// manifest grows with the inputs, so writes are spaced by it.
+    pub(super) manifest_cost: Duration,
+}
+
+/// How a collected input ended, as this process keeps it: the value (or
+/// error) only until a manifest that records it is written; from then on
+/// the stored manifest holds it and this process only that it is there.
+/// So a handle over 100,000 inputs does not keep their values once
+/// `results` handed them out.
+#[derive(Debug, Clone)]
+pub(super) enum Kept {
+    /// Collected, not written in the manifest yet.
+    Pending(ChildOutcome),
+    /// The stored manifest records it.
+    Written,
 }
 
 /// Something to do after a state change, outside the lock.
@@ -122,6 +139,9 @@ pub(super) struct BatchShared {
     pub(super) changed: tokio::sync::Notify,
     /// Serialises polls; holds when the last one started.
     poll_gate: tokio::sync::Mutex<Option<Instant>>,
+    /// Serialises manifest writes, so that an outcome marked written is
+    /// in the stored manifest every later write starts from.
+    manifest_gate: tokio::sync::Mutex<()>,
 }
 
 impl BatchShared {
@@ -159,9 +179,11 @@ impl BatchShared {
                 outcomes: BTreeMap::new(),
                 complete_manifest_written: false,
                 runs_before: BTreeMap::new(),
+                manifest_cost: Duration::ZERO,
             }),
             changed: tokio::sync::Notify::new(),
             poll_gate: tokio::sync::Mutex::new(None),
+            manifest_gate: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -390,7 +412,12 @@ impl BatchShared {
             .children()
             .map(|(group_index, job_id, attempts)| {
                 let mut child = ManifestChild::new(group_index, job_id.clone(), attempts);
-                child.outcome = core.outcomes.get(&group_index).cloned();
+                // A written outcome is filled in from the stored manifest
+                // when this snapshot is written (`write_manifest`).
+                child.outcome = match core.outcomes.get(&group_index) {
+                    Some(Kept::Pending(outcome)) => Some(outcome.clone()),
+                    _ => None,
+                };
                 child
             })
             .collect();
@@ -401,20 +428,116 @@ impl BatchShared {
     /// children's records and the backend's group listing still find every
     /// child, and the writer tries again).
     pub(super) async fn write_manifest(&self, manifest: GroupManifest) -> bool {
-        let path = layout::group_manifest(&self.group_id);
-        match self.engine.store.put_json(&path, manifest.to_json()).await {
-            Ok(_) => {
-                if manifest.submission_complete {
-                    self.lock().complete_manifest_written = true;
-                    self.changed.notify_waiters();
-                }
-                true
-            }
+        match self.try_write_manifest(manifest).await {
+            Ok(()) => true,
             Err(e) => {
                 tracing::warn!(group_id = %self.group_id, "could not write the batch manifest: {e}");
                 false
             }
         }
+    }
+
+    /// Write the manifest (a [`BatchShared::manifest_snapshot`]): the
+    /// outcomes written before are taken from the stored manifest, and
+    /// the ones it records for the first time are no longer held here
+    /// once it is written.
+    pub(super) async fn try_write_manifest(
+        &self,
+        mut manifest: GroupManifest,
+    ) -> Result<(), BatchError> {
+        let _gate = self.manifest_gate.lock().await;
+        self.fill_written_outcomes(&mut manifest).await?;
+        let path = layout::group_manifest(&self.group_id);
+        let started = Instant::now();
+        let complete = manifest.submission_complete;
+        let recorded: Vec<usize> = manifest
+            .children
+            .iter()
+            .filter(|c| c.outcome.is_some())
+            .map(|c| c.group_index)
+            .collect();
+        self.engine
+            .store
+            .put_json(&path, manifest.to_json())
+            .await?;
+        drop(manifest);
+        {
+            let mut core = self.lock();
+            core.manifest_cost = started.elapsed();
+            for index in recorded {
+                if let Some(kept) = core.outcomes.get_mut(&index) {
+                    *kept = Kept::Written;
+                }
+            }
+            if complete {
+                core.complete_manifest_written = true;
+            }
+        }
+        if complete {
+            self.changed.notify_waiters();
+        }
+        Ok(())
+    }
+
+    /// Give the children whose outcome an earlier write recorded (and this
+    /// process no longer holds) the outcome the stored manifest has.
+    async fn fill_written_outcomes(&self, manifest: &mut GroupManifest) -> Result<(), BatchError> {
+        let missing: Vec<usize> = {
+            let core = self.lock();
+            manifest
+                .children
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    c.outcome.is_none()
+                        && matches!(core.outcomes.get(&c.group_index), Some(Kept::Written))
+                })
+                .map(|(pos, _)| pos)
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut stored = self.recorded_outcomes().await?;
+        for pos in missing {
+            let child = &mut manifest.children[pos];
+            child.outcome = stored.remove(&child.group_index);
+            if child.outcome.is_none() {
+                tracing::warn!(group_id = %self.group_id, "the stored manifest lost the outcome of input {}: it is collected again from its job", child.group_index);
+                self.lock().outcomes.remove(&child.group_index);
+            }
+        }
+        Ok(())
+    }
+
+    /// The outcomes the stored manifest records, by input.
+    pub(super) async fn recorded_outcomes(
+        &self,
+    ) -> Result<BTreeMap<usize, ChildOutcome>, BatchError> {
+        let stored = self.read_manifest().await?;
+        Ok(stored
+            .children
+            .into_iter()
+            .filter_map(|c| c.outcome.map(|o| (c.group_index, o)))
+            .collect())
+    }
+
+    /// The shortest time between two manifest writes: `interval`, or ten
+    /// times what the last write took when that is longer, so that
+    /// rewriting a large manifest (its children grow with the inputs)
+    /// takes at most a tenth of the time.
+    pub(super) fn manifest_spacing(&self, interval: Duration) -> Duration {
+        interval.max(self.lock().manifest_cost.saturating_mul(10))
+    }
+
+    /// How many collected values (or errors) this process holds: those no
+    /// manifest write recorded yet.
+    pub(super) fn outcomes_held(&self) -> usize {
+        self.lock()
+            .outcomes
+            .values()
+            .filter(|k| matches!(k, Kept::Pending(_)))
+            .count()
     }
 
     /// Read the manifest (for an attached batch still being submitted).
@@ -484,8 +607,9 @@ impl BatchShared {
         {
             let mut core = self.lock();
             for c in &wanted {
-                if let Some(outcome) = &c.outcome {
-                    core.outcomes.insert(c.group_index, outcome.clone());
+                // The stored manifest holds it: keep only that it does.
+                if c.outcome.is_some() {
+                    core.outcomes.insert(c.group_index, Kept::Written);
                 }
             }
         }
