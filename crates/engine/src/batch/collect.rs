@@ -583,10 +583,11 @@ impl Recorder {
                         r.fresh.push(kept);
                     }
                     let spacing = r.handle.shared.manifest_spacing(RECORD_EVERY);
-                    if !r.fresh.is_empty() && r.last_write.elapsed() >= spacing {
-                        if let Err(e) = r.record().await {
-                            r.failed = Some(e);
-                        }
+                    if !r.fresh.is_empty()
+                        && r.last_write.elapsed() >= spacing
+                        && let Err(e) = r.record().await
+                    {
+                        r.failed = Some(e);
                     }
                     Some((Ok(item), r))
                 }
