@@ -2,7 +2,7 @@
 //! the children's handles and states, and the poll that refreshes them
 //! with one backend call.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -255,17 +255,32 @@ impl BatchShared {
         }
         *gate = Some(Instant::now());
         self.poll_manifest_if_due().await?;
-        let active: Vec<(usize, JobHandle)> = {
+        // The active jobs by where they run, by id: no handle is cloned
+        // per job (a poll of 100,000 jobs would copy 100,000 records).
+        let targets: Vec<(Target, Vec<(usize, JobId)>)> = {
             let core = self.lock();
-            core.machine
-                .active_jobs()
-                .filter_map(|(i, _)| core.jobs[i].clone().map(|h| (i, h)))
-                .collect()
+            let mut targets: Vec<(Target, Vec<(usize, JobId)>)> = Vec::new();
+            for (index, _) in core.machine.active_jobs() {
+                let Some(job) = core.jobs[index].as_ref() else {
+                    continue;
+                };
+                let r = job.record();
+                let child = r.group_id.as_ref() == Some(&self.group_id);
+                let at = targets.iter().position(|((backend, namespace, c), _)| {
+                    *backend == r.backend && *namespace == r.namespace && *c == child
+                });
+                let at = at.unwrap_or_else(|| {
+                    targets.push(((r.backend.clone(), r.namespace.clone(), child), Vec::new()));
+                    targets.len() - 1
+                });
+                targets[at].1.push((index, job.id().clone()));
+            }
+            targets
         };
-        if active.is_empty() {
+        if targets.is_empty() {
             return Ok(());
         }
-        let observed = self.observe(&active).await?;
+        let observed = self.observe(targets).await?;
         let chores = self.record_states(observed);
         drop(gate);
         self.run_chores(chores).await;
@@ -294,69 +309,91 @@ impl BatchShared {
         chores
     }
 
-    /// The states of `jobs`: one group call per (backend, namespace), or
-    /// one call per job for a backend without group status.
-    pub(super) async fn observe(
+    /// The states of the jobs of each target: one group call per
+    /// (backend, namespace), or one call per job for a backend without
+    /// group status.
+    async fn observe(
         &self,
-        jobs: &[(usize, JobHandle)],
+        targets: Vec<(Target, Vec<(usize, JobId)>)>,
     ) -> Result<Vec<(usize, JobId, JobState)>, BatchError> {
         // A group call finds the children of this group: a job of another
         // (or of none; a batch built from jobs, `Engine::batch_of`) is asked
         // about on its own.
-        let mut by_target: HashMap<Target, Vec<&(usize, JobHandle)>> = HashMap::new();
-        for entry in jobs {
-            let r = entry.1.record();
-            let child = r.group_id.as_ref() == Some(&self.group_id);
-            by_target
-                .entry((r.backend.clone(), r.namespace.clone(), child))
-                .or_default()
-                .push(entry);
-        }
-        let mut out = Vec::with_capacity(jobs.len());
-        for ((backend_name, namespace, children), entries) in by_target {
+        let mut out = Vec::new();
+        for ((backend_name, namespace, children), entries) in targets {
             let backend = self
                 .engine
                 .backends
                 .get(&backend_name)
                 .map_err(EngineError::from)?;
             // The backend's capabilities choose one group call or one call per job.
-            let grouped = if children && backend.capabilities().group_status {
+            if children && backend.capabilities().group_status {
                 let query = GroupQuery::new(self.group_id.clone(), namespace);
-                Some(backend.group_status(&query).await?)
+                let mut map = backend.group_status(&query).await?;
+                let states: Vec<(usize, JobId, JobState)> = entries
+                    .into_iter()
+                    .map(|(i, id)| {
+                        let state = map
+                            .remove(&id)
+                            .unwrap_or_else(|| JobState::new(JobStatus::NotFound));
+                        (i, id, state)
+                    })
+                    .collect();
+                drop(map);
+                self.keep_children_attempts(&states).await;
+                out.extend(states);
             } else {
-                None
-            };
-            let states: Vec<(usize, JobId, JobState)> = match grouped {
-                Some(map) => {
-                    let states: Vec<(usize, JobId, JobState)> = entries
+                let owned: Vec<(usize, JobHandle)> = {
+                    let core = self.lock();
+                    entries
                         .iter()
-                        .map(|(i, h)| {
-                            let state = map
-                                .get(h.id())
-                                .cloned()
-                                .unwrap_or_else(|| JobState::new(JobStatus::NotFound));
-                            (*i, h.id().clone(), state)
+                        .filter_map(|(i, id)| {
+                            core.jobs[*i]
+                                .clone()
+                                .filter(|h| h.id() == id)
+                                .map(|h| (*i, h))
                         })
-                        .collect();
-                    keep_children_attempts(&entries, &states).await;
-                    states
-                }
-                None => {
-                    let owned: Vec<(usize, JobHandle)> =
-                        entries.iter().map(|e| (e.0, e.1.clone())).collect();
-                    futures_util::stream::iter(owned)
-                        .map(per_job_status)
-                        .buffer_unordered(FAN_OUT)
-                        .collect::<Vec<_>>()
-                        .await
-                        .into_iter()
-                        .collect::<Result<_, _>>()?
-                }
-            };
-            out.extend(states);
+                        .collect()
+                };
+                let states: Vec<(usize, JobId, JobState)> = futures_util::stream::iter(owned)
+                    .map(per_job_status)
+                    .buffer_unordered(FAN_OUT)
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect::<Result<_, _>>()?;
+                out.extend(states);
+            }
         }
         self.settle_vanished(&mut out).await;
         Ok(out)
+    }
+
+    /// Keep each child's attempts a group poll saw in its
+    /// `{job_id}/attempts.json`, as a single job's own polls do
+    /// ([`JobHandle::status`]; the per-job fallback goes through it), so
+    /// that the history outlives the backend's objects. Each handle writes
+    /// only when its attempts changed; only the handles of children with
+    /// attempts are taken.
+    async fn keep_children_attempts(&self, states: &[(usize, JobId, JobState)]) {
+        let with_attempts: Vec<(JobHandle, &JobState)> = {
+            let core = self.lock();
+            states
+                .iter()
+                .filter(|(_, _, state)| !state.attempts.is_empty())
+                .filter_map(|(i, id, state)| {
+                    core.jobs[*i]
+                        .clone()
+                        .filter(|h| h.id() == id)
+                        .map(|h| (h, state))
+                })
+                .collect()
+        };
+        futures_util::stream::iter(with_attempts)
+            .for_each_concurrent(FAN_OUT, |(handle, state)| async move {
+                handle.keep_attempts(state).await;
+            })
+            .await;
     }
 
     /// A job the backend no longer holds but whose result is stored has
@@ -827,23 +864,6 @@ async fn per_job_status(
 ) -> Result<(usize, JobId, JobState), EngineError> {
     let state = job.status().await?;
     Ok((index, job.id().clone(), state))
-}
-
-/// Keep each child's attempts a group poll saw in its
-/// `{job_id}/attempts.json`, as a single job's own polls do
-/// ([`JobHandle::status`]; the per-job fallback goes through it), so that
-/// the history outlives the backend's objects. Each handle writes only
-/// when its attempts changed.
-async fn keep_children_attempts(
-    entries: &[&(usize, JobHandle)],
-    states: &[(usize, JobId, JobState)],
-) {
-    futures_util::stream::iter(entries.iter().zip(states))
-        .filter(|(_, (_, _, state))| std::future::ready(!state.attempts.is_empty()))
-        .for_each_concurrent(FAN_OUT, |((_, handle), (_, _, state))| {
-            handle.keep_attempts(state)
-        })
-        .await;
 }
 
 /// How a vanished job ended, by its stored result (if any).
