@@ -483,9 +483,10 @@ impl BatchShared {
         mut manifest: GroupManifest,
     ) -> Result<(), BatchError> {
         let _gate = self.manifest_gate.lock().await;
+        // The cost counts reading back the outcomes let go, too.
+        let started = Instant::now();
         self.fill_written_outcomes(&mut manifest).await?;
         let path = layout::group_manifest(&self.group_id);
-        let started = Instant::now();
         let complete = manifest.submission_complete;
         let recorded: Vec<usize> = manifest
             .children
@@ -547,16 +548,26 @@ impl BatchShared {
         Ok(())
     }
 
-    /// The outcomes the stored manifest records, by input.
+    /// The outcomes the stored manifest records, by input (read without
+    /// the rest of the document: [`kinetic_core::batch::recorded_outcomes`]).
     pub(super) async fn recorded_outcomes(
         &self,
     ) -> Result<BTreeMap<usize, ChildOutcome>, BatchError> {
-        let stored = self.read_manifest().await?;
-        Ok(stored
-            .children
-            .into_iter()
-            .filter_map(|c| c.outcome.map(|o| (c.group_index, o)))
-            .collect())
+        let path = layout::group_manifest(&self.group_id);
+        let uri = self.engine.store.uri(&path);
+        let Some(bytes) = self.engine.store.get_if_exists(&path).await? else {
+            return Err(BatchError::GroupNotFound {
+                group_id: self.group_id.to_string(),
+                uri,
+            });
+        };
+        kinetic_core::batch::recorded_outcomes(&bytes, &self.group_id).map_err(|e| {
+            BatchError::InvalidManifest {
+                group_id: self.group_id.clone(),
+                uri,
+                message: e.to_string(),
+            }
+        })
     }
 
     /// The shortest time between two manifest writes: `interval`, or ten
