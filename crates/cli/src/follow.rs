@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
+
 use kinetic_engine::{BatchError, BatchHandle, BatchResultsOptions};
 
 use crate::error::{CliError, batch_error};
@@ -49,11 +51,7 @@ async fn poll(
             Err(e) => return Err(batch_error(e)),
         }
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Err(CliError::failed(format!(
-                "timed out waiting for batch {}; it goes on: `kinetic batch results {}` collects it later",
-                batch.group_id(),
-                batch.group_id()
-            )));
+            return Err(timed_out(batch));
         }
     }
 }
@@ -72,7 +70,10 @@ pub(crate) async fn wait_submitted(
     submitted
 }
 
-/// Follow a batch and print every value, as `kinetic map` does.
+/// Follow a batch and print every value, as `kinetic map` does: in input
+/// order, each as soon as it and the inputs before it settled (a value
+/// that ends early waits only for those), so the output streams and no
+/// value is held once printed. The bar shows the counts meanwhile.
 pub(crate) async fn follow_and_print(
     batch: &BatchHandle,
     timeout: Option<Duration>,
@@ -80,19 +81,34 @@ pub(crate) async fn follow_and_print(
     out: &Output,
 ) -> Result<(), CliError> {
     let progress = BatchProgress::new(batch);
-    let followed = follow(batch, &progress, timeout).await;
-    progress.finish();
-    followed?;
-    let items = interrupt::or_interrupt(async {
-        batch
-            .results(
-                BatchResultsOptions::default()
-                    .return_exceptions(true)
-                    .cleanup(!no_cleanup),
-            )
-            .await
-            .map_err(batch_error)
+    let mut options = BatchResultsOptions::default()
+        .return_exceptions(true)
+        .cleanup(!no_cleanup);
+    if let Some(t) = timeout {
+        options = options.timeout(t);
+    }
+    let printed = interrupt::or_interrupt(async {
+        let mut printer = render::BatchPrinter::new(batch, out)?;
+        let mut items = batch.results_stream(options);
+        while let Some(item) = items.next().await {
+            let item = item.map_err(|e| match e {
+                BatchError::Timeout { .. } => timed_out(batch),
+                e => batch_error(e),
+            })?;
+            progress.above(|| printer.item(item))?;
+            progress.show(&batch.counts());
+        }
+        Ok(printer)
     })
-    .await?;
-    Ok(render::batch_items(batch, &items, out)?)
+    .await;
+    progress.finish();
+    Ok(printed?.finish(batch)?)
+}
+
+fn timed_out(batch: &BatchHandle) -> CliError {
+    CliError::failed(format!(
+        "timed out waiting for batch {}; it goes on: `kinetic batch results {}` collects it later",
+        batch.group_id(),
+        batch.group_id()
+    ))
 }

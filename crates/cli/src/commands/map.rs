@@ -1,14 +1,15 @@
 //! `kinetic map`: run a function once per input line of a JSONL file, as
-//! one batch, with a live progress bar, and print the values in input order.
+//! one batch, with a live progress bar, and print the values in input
+//! order as they come (each once it and the inputs before it settled).
 
-use std::io::Read;
+use std::io::BufRead;
 use std::path::PathBuf;
 
 use kinetic_core::batch::InputMode;
 use std::sync::Arc;
 
 use kinetic_engine::{Arg, BatchConfig, Entrypoint, JobSpec, ProgressEvent, SubmitOptions};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::seconds;
 use crate::engine::{self, Invocation};
@@ -94,31 +95,40 @@ pub(crate) struct MapArgs {
 }
 
 /// Read JSON Lines: one value per non-blank line; errors name the line.
-fn read_inputs(path: &PathBuf) -> Result<Vec<Value>, CliError> {
-    let mut text = String::new();
-    if path.as_os_str() == "-" {
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| CliError::failed(format!("cannot read the inputs from stdin: {e}")))?;
+/// Read line by line (never the whole file as one text): a file of
+/// 100,000 inputs costs the inputs, once.
+fn read_inputs(path: &PathBuf) -> Result<Vec<Arg>, CliError> {
+    let stdin = path.as_os_str() == "-";
+    let reader: Box<dyn BufRead> = if stdin {
+        Box::new(std::io::stdin().lock())
     } else {
-        text = std::fs::read_to_string(path).map_err(|e| {
+        let file = std::fs::File::open(path).map_err(|e| {
             CliError::usage(format!(
                 "--inputs {}: cannot read it ({e}); expected a JSON Lines file",
                 path.display()
             ))
         })?;
-    }
+        Box::new(std::io::BufReader::new(file))
+    };
     let mut inputs = Vec::new();
-    for (n, line) in text.lines().enumerate() {
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| {
+            let what = if stdin {
+                "cannot read the inputs from stdin".to_owned()
+            } else {
+                format!("--inputs {}: cannot read line {}", path.display(), n + 1)
+            };
+            CliError::failed(format!("{what}: {e}"))
+        })?;
         if line.trim().is_empty() {
             continue;
         }
         let value = super::parse_json(
             &format!("--inputs {} line {}", path.display(), n + 1),
-            line,
+            &line,
             "expected one JSON value per line",
         )?;
-        inputs.push(value);
+        inputs.push(Arg::Json(value));
     }
     if inputs.is_empty() {
         return Err(CliError::usage(format!(
@@ -195,7 +205,7 @@ pub(crate) fn run(args: &MapArgs, inv: &Invocation, out: &Output) -> Result<(), 
     let mut spec = build_spec(args, inv)?;
     let config = batch_config(args)?;
     let inputs = match &args.inputs {
-        Some(path) => read_inputs(path)?.into_iter().map(Arg::Json).collect(),
+        Some(path) => read_inputs(path)?,
         None => data_inputs(&args.input_data, inv)?,
     };
     let timeout = args.timeout.map(|t| seconds("timeout", t)).transpose()?;

@@ -309,78 +309,122 @@ pub(crate) fn done(id_key: &str, id: &str, what: &str, out: &Output) -> Result<(
     )
 }
 
-/// Print a batch's items: with `--json` one object; otherwise one JSON
-/// value per input line, `!error INDEX: MESSAGE` where it failed
-/// ([`FAILED_INPUT_MARK`]), and the failures' tracebacks on stderr. Fails (exit 1) when any input failed.
-pub(crate) fn batch_items(
-    batch: &BatchHandle,
-    items: &[BatchItem],
-    out: &Output,
-) -> Result<(), RenderError> {
-    let failed: Vec<&ChildError> = items
-        .iter()
-        .filter_map(|i| i.outcome.as_ref().err())
-        .collect();
-    if out.is_json() {
-        let results: Vec<Value> = items
-            .iter()
-            .map(|i| match &i.outcome {
-                Ok(v) => json!({"index": i.index, "job_id": i.job_id, "value": v}),
-                Err(e) => json!({"index": i.index, "job_id": i.job_id, "error": e.to_string()}),
-            })
-            .collect();
-        out.json(&json!({
-            "group_id": batch.group_id(),
-            "total": batch.total(),
-            "failed": failed.len(),
-            "results": results,
-        }))?;
-    } else {
-        let mut text = String::new();
-        for item in items {
+/// Prints a batch's items as they come: with `--json` one object (its
+/// `results` written item by item); otherwise one JSON value per input
+/// line, `!error INDEX: MESSAGE` where it failed ([`FAILED_INPUT_MARK`]),
+/// and the failures' tracebacks on stderr at the end. Holds no item: only
+/// the first 20 failures, for that end. [`BatchPrinter::finish`] fails
+/// (exit 1) when any input failed.
+pub(crate) struct BatchPrinter {
+    json: bool,
+    printed: usize,
+    failed: usize,
+    /// The first failures, reported on stderr at the end.
+    first_failures: Vec<ChildError>,
+    /// The first value that is a pickled Python object.
+    pickled: Option<String>,
+}
+
+/// Failures whose message (and traceback) `BatchPrinter::finish` shows.
+const FAILURES_SHOWN: usize = 20;
+
+impl BatchPrinter {
+    pub(crate) fn new(batch: &BatchHandle, out: &Output) -> Result<Self, RenderError> {
+        if out.is_json() {
+            let head = format!(
+                "{{\n  \"group_id\": {},\n  \"total\": {},\n  \"results\": [",
+                json!(batch.group_id()),
+                batch.total()
+            );
+            emit(&head)?;
+        }
+        Ok(Self {
+            json: out.is_json(),
+            printed: 0,
+            failed: 0,
+            first_failures: Vec::new(),
+            pickled: None,
+        })
+    }
+
+    /// Print one item now.
+    pub(crate) fn item(&mut self, item: BatchItem) -> Result<(), RenderError> {
+        let text = if self.json {
+            let entry = match &item.outcome {
+                Ok(v) => json!({"index": item.index, "job_id": item.job_id, "value": v}),
+                Err(e) => {
+                    json!({"index": item.index, "job_id": item.job_id, "error": e.to_string()})
+                }
+            };
+            let pretty = serde_json::to_string_pretty(&entry).map_err(|e| {
+                RenderError::Failed(format!("could not encode the output as JSON: {e}"))
+            })?;
+            let sep = if self.printed == 0 { "" } else { "," };
+            format!("{sep}\n    {}", pretty.replace('\n', "\n    "))
+        } else {
             match &item.outcome {
-                Ok(value) => text.push_str(&serde_json::to_string(value).unwrap_or_default()),
-                Err(e) => text.push_str(&format!(
-                    "{FAILED_INPUT_MARK} {}: {}",
+                Ok(value) => format!("{}\n", serde_json::to_string(value).unwrap_or_default()),
+                Err(e) => format!(
+                    "{FAILED_INPUT_MARK} {}: {}\n",
                     item.index,
                     e.to_string().trim().replace('\n', " ")
-                )),
+                ),
             }
-            text.push('\n');
-        }
+        };
         emit(&text)?;
-        if let Some(python) = items
-            .iter()
-            .find_map(|i| i.value().and_then(pickled_python))
-        {
-            note_pickled(&python, "kinetic.attach_batch(GROUP_ID).results()");
-        }
-        for e in failed.iter().take(20) {
-            info(&e.to_string());
-            if let Some(tb) = e
-                .engine_error()
-                .and_then(|err| err.remote())
-                .and_then(|r| r.traceback.as_ref())
-            {
-                info(tb.trim_end());
+        self.printed += 1;
+        match item.outcome {
+            Ok(value) => {
+                if self.pickled.is_none() && !self.json {
+                    self.pickled = pickled_python(&value);
+                }
+            }
+            Err(e) => {
+                self.failed += 1;
+                if self.first_failures.len() < FAILURES_SHOWN {
+                    self.first_failures.push(e);
+                }
             }
         }
-        if failed.len() > 20 {
-            info(&format!("… and {} more", failed.len() - 20));
-        }
-    }
-    let missing = batch.never_submitted();
-    if failed.is_empty() {
         Ok(())
-    } else if !missing.is_empty() {
-        Err(RenderError::Failed(never_submitted(batch, &missing)))
-    } else {
-        Err(RenderError::Failed(format!(
-            "batch {}: {} of {} inputs failed",
-            batch.group_id(),
-            failed.len(),
-            batch.total()
-        )))
+    }
+
+    /// Close the output, report the failures; fails when any input failed.
+    pub(crate) fn finish(self, batch: &BatchHandle) -> Result<(), RenderError> {
+        if self.json {
+            let close = if self.printed == 0 { "]" } else { "\n  ]" };
+            emit(&format!("{close},\n  \"failed\": {}\n}}\n", self.failed))?;
+        } else {
+            if let Some(python) = &self.pickled {
+                note_pickled(python, "kinetic.attach_batch(GROUP_ID).results()");
+            }
+            for e in &self.first_failures {
+                info(&e.to_string());
+                if let Some(tb) = e
+                    .engine_error()
+                    .and_then(|err| err.remote())
+                    .and_then(|r| r.traceback.as_ref())
+                {
+                    info(tb.trim_end());
+                }
+            }
+            if self.failed > FAILURES_SHOWN {
+                info(&format!("… and {} more", self.failed - FAILURES_SHOWN));
+            }
+        }
+        let missing = batch.never_submitted();
+        if self.failed == 0 {
+            Ok(())
+        } else if !missing.is_empty() {
+            Err(RenderError::Failed(never_submitted(batch, &missing)))
+        } else {
+            Err(RenderError::Failed(format!(
+                "batch {}: {} of {} inputs failed",
+                batch.group_id(),
+                self.failed,
+                batch.total()
+            )))
+        }
     }
 }
 

@@ -286,6 +286,15 @@ impl BatchProgress {
         }
     }
 
+    /// Run `print` (which writes to stdout) with the bar cleared, so that
+    /// the lines it prints are not drawn over.
+    pub(crate) fn above<T>(&self, print: impl FnOnce() -> T) -> T {
+        match &self.bar {
+            Some(bar) => bar.suspend(print),
+            None => print(),
+        }
+    }
+
     /// A word on what is waited for, before the first counts come.
     pub(crate) fn say(&self, message: &str) {
         if let Some(bar) = &self.bar {

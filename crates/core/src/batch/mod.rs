@@ -48,5 +48,5 @@ pub use machine::{
 pub use manifest::{
     ChildOutcome, GROUP_KIND_MAP, GroupManifest, MAX_DETERMINISTIC_ATTEMPT,
     MAX_DETERMINISTIC_INDEX, ManifestChild, ManifestError, child_job_id, child_position,
-    decode_inputs, encode_inputs,
+    decode_inputs, encode_inputs, recorded_outcomes,
 };

@@ -11,12 +11,11 @@ use futures_util::stream::BoxStream;
 use crate::{CleanupOptions, EngineError, JobHandle};
 use kinetic_core::batch::{ChildOutcome, Slot};
 use kinetic_core::ids::JobId;
-use kinetic_core::layout;
-use kinetic_core::ports::{CleanupWait, ObjectStoreExt};
+use kinetic_core::ports::CleanupWait;
 use kinetic_core::status::JobState;
 
 use super::handle::BatchHandle;
-use super::shared::FAN_OUT;
+use super::shared::{BatchShared, FAN_OUT, Kept};
 use super::{BatchError, BatchFailure, BatchItem, BatchResultsOptions, ChildError, FailedChild};
 
 impl BatchHandle {
@@ -118,8 +117,8 @@ impl BatchHandle {
 
     /// The outcome of one settled input (as recorded, when an earlier
     /// collection recorded it); collecting cleans nothing up.
-    async fn collect_one(&self, index: usize) -> BatchItem {
-        let (slot, job, state, submit_error, recorded) = {
+    async fn collect_one(&self, index: usize, recorded: &RecordedOutcomes) -> BatchItem {
+        let (slot, job, state, submit_error, kept) = {
             let core = self.shared.lock();
             (
                 core.machine.slot(index).cloned(),
@@ -133,6 +132,11 @@ impl BatchHandle {
             .as_ref()
             .map(|j| j.id().clone())
             .or_else(|| slot.as_ref().and_then(Slot::job_id).cloned());
+        let recorded = match kept {
+            Some(Kept::Pending(outcome)) => Some(outcome),
+            Some(Kept::Written) => recorded.take(&self.shared, index).await,
+            None => None,
+        };
         if let (Some(recorded), Some(job_id)) = (recorded, &job_id) {
             let outcome = match recorded {
                 ChildOutcome::Succeeded { value, .. } => Ok(value),
@@ -183,6 +187,114 @@ impl BatchHandle {
         }
     }
 
+    /// Wait until input `index` settled (its job ended, or it failed to be
+    /// submitted, or was skipped).
+    async fn settled(
+        &self,
+        index: usize,
+        poll_interval: Duration,
+        deadline: Option<Instant>,
+        timeout: Option<Duration>,
+    ) -> Result<(), BatchError> {
+        loop {
+            let terminal = |h: &Self| {
+                h.shared
+                    .lock()
+                    .machine
+                    .slot(index)
+                    .is_some_and(Slot::is_terminal)
+            };
+            if terminal(self) {
+                return Ok(());
+            }
+            if let Some(e) = self.stalled() {
+                return Err(e);
+            }
+            self.poll_once_every(poll_interval).await?;
+            if !terminal(self) {
+                self.pause_for(poll_interval, deadline, timeout).await?;
+            }
+        }
+    }
+
+    /// Every input's outcome as a stream, collected as the inputs settle,
+    /// each recorded in the manifest and (with `cleanup`) its job cleaned
+    /// up, as [`BatchHandle::results`] does, but handed out at once
+    /// instead of held: the handle keeps no value once the manifest
+    /// recording it is written (every second at most, or ten times what a
+    /// write takes, and when the stream ends), and only the values of the
+    /// last second until then.
+    ///
+    /// In input order by default: an input's item comes once it and every
+    /// input before it settled, and at most 16 inputs past the last item
+    /// are collected ahead. With `ordered(false)`, in the order the jobs
+    /// end, then the inputs never submitted. Failed inputs are `Err` items
+    /// of the [`BatchItem`]; a stream error (a timeout, a poll or a
+    /// manifest write that failed) is the last item. A stream dropped
+    /// before its end records what it handed out since its last write only
+    /// in the jobs (their results stay in the store; nothing unrecorded is
+    /// cleaned up).
+    pub fn results_stream(
+        &self,
+        options: BatchResultsOptions,
+    ) -> BoxStream<'static, Result<BatchItem, BatchError>> {
+        let recorded = RecordedOutcomes::default();
+        let interval = self.shared.poll_interval;
+        let deadline = options.timeout.and_then(|t| Instant::now().checked_add(t));
+        let timeout = options.timeout;
+        let collected: BoxStream<'static, Result<BatchItem, BatchError>> = if options.ordered {
+            let handle = self.clone();
+            futures_util::stream::iter(0..self.total())
+                .map(move |index| {
+                    let handle = handle.clone();
+                    let recorded = recorded.clone();
+                    async move {
+                        handle.settled(index, interval, deadline, timeout).await?;
+                        Ok(handle.collect_one(index, &recorded).await)
+                    }
+                })
+                .buffered(FAN_OUT)
+                .boxed()
+        } else {
+            let ended = {
+                let handle = self.clone();
+                let recorded = recorded.clone();
+                self.completed_indices(timeout, interval)
+                    .map(move |ended| {
+                        let handle = handle.clone();
+                        let recorded = recorded.clone();
+                        async move {
+                            match ended {
+                                Ok(index) => Ok(handle.collect_one(index, &recorded).await),
+                                Err(e) => Err(e),
+                            }
+                        }
+                    })
+                    .buffered(FAN_OUT)
+            };
+            // Then the inputs whose job never ended (never submitted,
+            // skipped): every ended one came through `completed`.
+            let handle = self.clone();
+            let rest = futures_util::stream::once(async move {
+                let never: Vec<usize> = {
+                    let core = handle.shared.lock();
+                    (0..handle.total())
+                        .filter(|i| !matches!(core.machine.slot(*i), Some(Slot::Ended { .. })))
+                        .collect()
+                };
+                let recorded = recorded.clone();
+                futures_util::stream::iter(never).then(move |index| {
+                    let handle = handle.clone();
+                    let recorded = recorded.clone();
+                    async move { Ok(handle.collect_one(index, &recorded).await) }
+                })
+            })
+            .flatten();
+            ended.chain(rest).boxed()
+        };
+        Recorder::stream(self.clone(), collected, options.cleanup, deadline)
+    }
+
     /// Wait for the batch and collect every input's value.
     ///
     /// In input order by default; with `ordered(false)`, in the order the
@@ -191,6 +303,10 @@ impl BatchHandle {
     /// failure makes the call fail with [`BatchError::Failed`], which keeps
     /// the failed jobs and every other input's value. With `cleanup` (the
     /// default) each job is cleaned up as [`JobHandle::result`] would.
+    /// The values are the caller's: once the manifest recorded them the
+    /// handle keeps none ([`BatchHandle::values_held`]); a later call reads
+    /// them back from the manifest. [`BatchHandle::results_stream`] hands
+    /// them out one by one instead.
     pub async fn results(
         &self,
         options: BatchResultsOptions,
@@ -201,44 +317,16 @@ impl BatchHandle {
                 tracing::warn!(group_id = %self.shared.group_id, "{} child(ren) named by the manifest cannot be loaded", core.unavailable.len());
             }
         }
-        let cleanup = options.cleanup;
-        let mut items: Vec<BatchItem> = if options.ordered {
-            self.wait(options.timeout).await?;
-            futures_util::stream::iter(0..self.total())
-                .map(|i| self.collect_one(i))
-                .buffered(FAN_OUT)
-                .collect()
-                .await
-        } else {
-            let collected: Vec<Result<BatchItem, BatchError>> = self
-                .completed_indices(options.timeout, self.shared.poll_interval)
-                .map(|ended| {
-                    let this = self.clone();
-                    async move {
-                        match ended {
-                            Ok(index) => Ok(this.collect_one(index).await),
-                            Err(e) => Err(e),
-                        }
-                    }
-                })
-                .buffered(FAN_OUT)
-                .collect()
-                .await;
-            collected.into_iter().collect::<Result<Vec<_>, _>>()?
-        };
-        if !options.ordered {
-            let rest: Vec<usize> = (0..self.total())
-                .filter(|i| !items.iter().any(|it| it.index == *i))
-                .collect();
-            for i in rest {
-                items.push(self.collect_one(i).await);
-            }
+        let return_exceptions = options.return_exceptions;
+        let mut items: Vec<BatchItem> = Vec::with_capacity(self.total());
+        let mut stream = self.results_stream(options);
+        while let Some(item) = stream.next().await {
+            items.push(item?);
         }
-        self.record_outcomes(&items, cleanup).await?;
-        let failed: Vec<&BatchItem> = items.iter().filter(|i| i.outcome.is_err()).collect();
+        drop(stream);
         // A job's failure, collected now or recorded by an earlier
         // `results` (the same failure: its handle is a failed job's).
-        let failed_jobs: Vec<JobHandle> = failed
+        let failed_jobs: Vec<JobHandle> = items
             .iter()
             .filter(|i| {
                 matches!(
@@ -249,7 +337,7 @@ impl BatchHandle {
             .filter_map(|i| self.job(i.index))
             .collect();
         self.shared.lock().cached_failures = Some(failed_jobs);
-        if failed.is_empty() || options.return_exceptions {
+        if items.iter().all(|i| i.outcome.is_ok()) || return_exceptions {
             return Ok(items);
         }
         let mut partial = vec![None; self.total()];
@@ -285,62 +373,74 @@ impl BatchHandle {
         })))
     }
 
-    /// Record how each newly collected job ended in the manifest, and only
-    /// then, with `cleanup`, clean the jobs up (as
+    /// How many collected values (or errors) this handle holds in memory:
+    /// those a collection handed out that no manifest write recorded yet.
+    /// 0 once `results` returned; `as_completed` and
+    /// [`JobHandle::result`] hold none. For checking that a client over
+    /// many inputs stays bounded.
+    pub fn values_held(&self) -> usize {
+        self.shared.outcomes_held()
+    }
+
+    /// Keep how each newly collected job ended, to be recorded in the
+    /// manifest; returns the input and whether it succeeded when it is
+    /// new. Called as items are handed out.
+    fn keep_outcome(&self, item: &BatchItem, cleanup: bool) -> Option<(usize, bool)> {
+        let mut core = self.shared.lock();
+        if core.outcomes.contains_key(&item.index) || core.jobs.get(item.index)?.is_none() {
+            return None;
+        }
+        let outcome = match &item.outcome {
+            Ok(value) => ChildOutcome::Succeeded {
+                value: value.clone(),
+                cleaned: cleanup,
+            },
+            Err(e @ ChildError::Job { .. }) => ChildOutcome::Failed {
+                error: e
+                    .engine_error()
+                    .map_or_else(|| e.to_string(), ToString::to_string),
+                cleaned: false,
+            },
+            Err(_) => return None,
+        };
+        core.outcomes.insert(item.index, Kept::Pending(outcome));
+        Some((item.index, item.outcome.is_ok()))
+    }
+
+    /// Record the outcomes kept since the last write in the manifest, and
+    /// only then, with `cleanup`, clean their jobs up (as
     /// [`JobHandle::result`] does): a second `results` reads the same
     /// values from the manifest, and a crash in between loses nothing.
-    async fn record_outcomes(&self, items: &[BatchItem], cleanup: bool) -> Result<(), BatchError> {
-        let mut fresh: Vec<(JobHandle, bool)> = Vec::new();
-        {
-            let mut core = self.shared.lock();
-            for item in items {
-                if core.outcomes.contains_key(&item.index) {
-                    continue;
-                }
-                let Some(job) = core.jobs.get(item.index).cloned().flatten() else {
-                    continue;
-                };
-                let outcome = match &item.outcome {
-                    Ok(value) => ChildOutcome::Succeeded {
-                        value: value.clone(),
-                        cleaned: cleanup,
-                    },
-                    Err(e @ ChildError::Job { .. }) => ChildOutcome::Failed {
-                        error: e
-                            .engine_error()
-                            .map_or_else(|| e.to_string(), ToString::to_string),
-                        cleaned: false,
-                    },
-                    Err(_) => continue,
-                };
-                fresh.push((job, item.outcome.is_ok()));
-                core.outcomes.insert(item.index, outcome);
-            }
-        }
+    async fn record_outcomes(
+        &self,
+        fresh: Vec<(usize, bool)>,
+        cleanup: bool,
+    ) -> Result<(), BatchError> {
         if fresh.is_empty() {
             return Ok(());
         }
-        let manifest = self.shared.manifest_snapshot();
-        let path = layout::group_manifest(&self.shared.group_id);
         // Not cleaned unless recorded: the values must stay somewhere.
         self.shared
-            .engine
-            .store
-            .put_json(&path, manifest.to_json())
+            .try_write_manifest(self.shared.manifest_snapshot())
             .await?;
         if cleanup {
+            let this = self.clone();
             futures_util::stream::iter(fresh)
-                .for_each_concurrent(FAN_OUT, |(job, collected)| async move {
-                    // As for one job: a success's backend objects go, a
-                    // failure's stay for its logs, and stored artifacts
-                    // go only when asked (`cleanup`).
-                    let options = CleanupOptions {
-                        backend: collected,
-                        store: false,
-                        ..CleanupOptions::default()
-                    };
-                    if let Err(e) = job.cleanup(options).await {
-                        tracing::warn!(job_id = %job.id(), "cleanup of a collected batch child failed: {e}");
+                .for_each_concurrent(FAN_OUT, |(index, collected)| {
+                    let job = this.job(index);
+                    async move {
+                        let Some(job) = job else { return };
+                        // As for one job: a success's backend objects go, a
+                        // failure's stay for its logs, and stored artifacts
+                        // go only when asked (`cleanup`).
+                        let options = CleanupOptions {
+                            backend: collected,
+                            store: false,
+                            ..CleanupOptions::default()
+                        };
+                        if let Err(e) = job.cleanup(options).await {
+                            tracing::warn!(job_id = %job.id(), "cleanup of a collected batch child failed: {e}");
+                        }
                     }
                 })
                 .await;
@@ -402,5 +502,124 @@ impl BatchHandle {
     /// Children the manifest names whose record could not be loaded.
     pub fn unavailable_children(&self) -> BTreeMap<usize, JobId> {
         self.shared.lock().unavailable.clone()
+    }
+}
+
+/// Shortest time between two manifest writes of a collection (longer
+/// when a write takes more than a tenth of it).
+const RECORD_EVERY: Duration = Duration::from_secs(1);
+
+/// The outcomes the stored manifest records, read when a collection
+/// first needs one this process no longer holds (an earlier collection
+/// recorded it), and handed out (removed) as they are used.
+#[derive(Debug, Clone, Default)]
+struct RecordedOutcomes(Arc<tokio::sync::Mutex<Option<BTreeMap<usize, ChildOutcome>>>>);
+
+impl RecordedOutcomes {
+    /// The recorded outcome of `index`; `None` when the manifest (read
+    /// again once when the copy read before misses it) has none.
+    async fn take(&self, shared: &BatchShared, index: usize) -> Option<ChildOutcome> {
+        let mut cache = self.0.lock().await;
+        if let Some(found) = cache.as_mut().and_then(|c| c.remove(&index)) {
+            return Some(found);
+        }
+        match shared.recorded_outcomes().await {
+            Ok(mut stored) => {
+                let found = stored.remove(&index);
+                *cache = Some(stored);
+                found
+            }
+            Err(e) => {
+                tracing::warn!(group_id = %shared.group_id, "the recorded outcome of input {index} cannot be read from the manifest: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// Records the outcomes of a collection's items in the manifest as they
+/// are handed out, and cleans their jobs up once recorded.
+struct Recorder {
+    handle: BatchHandle,
+    items: BoxStream<'static, Result<BatchItem, BatchError>>,
+    cleanup: bool,
+    deadline: Option<Instant>,
+    /// Kept, not recorded yet: the input and whether it succeeded.
+    fresh: Vec<(usize, bool)>,
+    last_write: Instant,
+    /// A recording failed: the next item is this error.
+    failed: Option<BatchError>,
+    finished: bool,
+}
+
+impl Recorder {
+    fn stream(
+        handle: BatchHandle,
+        items: BoxStream<'static, Result<BatchItem, BatchError>>,
+        cleanup: bool,
+        deadline: Option<Instant>,
+    ) -> BoxStream<'static, Result<BatchItem, BatchError>> {
+        let recorder = Self {
+            handle,
+            items,
+            cleanup,
+            deadline,
+            fresh: Vec::new(),
+            last_write: Instant::now(),
+            failed: None,
+            finished: false,
+        };
+        futures_util::stream::unfold(recorder, |mut r| async move {
+            if r.finished {
+                return None;
+            }
+            if let Some(e) = r.failed.take() {
+                r.finished = true;
+                return Some((Err(e), r));
+            }
+            match r.items.next().await {
+                Some(Ok(item)) => {
+                    if let Some(kept) = r.handle.keep_outcome(&item, r.cleanup) {
+                        r.fresh.push(kept);
+                    }
+                    let spacing = r.handle.shared.manifest_spacing(RECORD_EVERY);
+                    if !r.fresh.is_empty()
+                        && r.last_write.elapsed() >= spacing
+                        && let Err(e) = r.record().await
+                    {
+                        r.failed = Some(e);
+                    }
+                    Some((Ok(item), r))
+                }
+                Some(Err(e)) => {
+                    r.finished = true;
+                    if let Err(record) = r.record().await {
+                        tracing::warn!(group_id = %r.handle.group_id(), "collected outcomes could not be recorded in the manifest: {record}");
+                    }
+                    Some((Err(e), r))
+                }
+                None => {
+                    r.finished = true;
+                    // Every input settled; as `wait`, return only once the
+                    // manifest naming them all is written.
+                    let left = r
+                        .deadline
+                        .map(|d| d.saturating_duration_since(Instant::now()));
+                    let ended = match r.handle.wait(left).await {
+                        Ok(()) => r.record().await,
+                        Err(e) => Err(e),
+                    };
+                    ended.err().map(|e| (Err(e), r))
+                }
+            }
+        })
+        .boxed()
+    }
+
+    /// Record what was kept since the last write, then clean it up.
+    async fn record(&mut self) -> Result<(), BatchError> {
+        self.last_write = Instant::now();
+        let fresh = std::mem::take(&mut self.fresh);
+        self.handle.record_outcomes(fresh, self.cleanup).await
     }
 }

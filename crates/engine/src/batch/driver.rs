@@ -305,7 +305,10 @@ async fn run(
 
         // The manifest: at most one write at a time, at most one per
         // interval, and one as soon as everything is submitted.
-        let manifest_due = last_manifest.map_or(Instant::now(), |t| t + settings.manifest_interval);
+        // Spaced by what a write costs too: a large batch's manifest is
+        // not rewritten faster than a tenth of the time.
+        let spacing = shared.manifest_spacing(settings.manifest_interval);
+        let manifest_due = last_manifest.map_or(Instant::now(), |t| t + spacing);
         if manifest_write.is_none()
             && dirty
             && (Instant::now() >= manifest_due || (idle && complete))

@@ -2,7 +2,7 @@
 //! the children's handles and states, and the poll that refreshes them
 //! with one backend call.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -87,14 +87,31 @@ pub(super) struct Core {
     /// Set while an attached handle still reads the manifest.
     pub(super) manifest_poll: Option<ManifestPoll>,
     pub(super) base: ManifestBase,
-    /// How each collected input ended (kept in the manifest).
-    pub(super) outcomes: BTreeMap<usize, ChildOutcome>,
+    /// How each collected input ended (kept in the manifest): its value
+    /// or error only until a manifest write recorded it.
+    pub(super) outcomes: BTreeMap<usize, Kept>,
     /// A manifest naming every submitted child and saying the submission
     /// is complete was written.
     pub(super) complete_manifest_written: bool,
     /// How many runs came before each `(input, attempt)` submitted by this
     /// process: its job's `KINETIC_ATTEMPT` numbers on from there.
     pub(super) runs_before: BTreeMap<(usize, u32), u32>,
+    /// What the last manifest write took (encoding and storing): the
+    /// manifest grows with the inputs, so writes are spaced by it.
+    pub(super) manifest_cost: Duration,
+}
+
+/// How a collected input ended, as this process keeps it: the value (or
+/// error) only until a manifest that records it is written; from then on
+/// the stored manifest holds it and this process only that it is there.
+/// So a handle over 100,000 inputs does not keep their values once
+/// `results` handed them out.
+#[derive(Debug, Clone)]
+pub(super) enum Kept {
+    /// Collected, not written in the manifest yet.
+    Pending(ChildOutcome),
+    /// The stored manifest records it.
+    Written,
 }
 
 /// Something to do after a state change, outside the lock.
@@ -122,6 +139,9 @@ pub(super) struct BatchShared {
     pub(super) changed: tokio::sync::Notify,
     /// Serialises polls; holds when the last one started.
     poll_gate: tokio::sync::Mutex<Option<Instant>>,
+    /// Serialises manifest writes, so that an outcome marked written is
+    /// in the stored manifest every later write starts from.
+    manifest_gate: tokio::sync::Mutex<()>,
 }
 
 impl BatchShared {
@@ -159,9 +179,11 @@ impl BatchShared {
                 outcomes: BTreeMap::new(),
                 complete_manifest_written: false,
                 runs_before: BTreeMap::new(),
+                manifest_cost: Duration::ZERO,
             }),
             changed: tokio::sync::Notify::new(),
             poll_gate: tokio::sync::Mutex::new(None),
+            manifest_gate: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -233,17 +255,32 @@ impl BatchShared {
         }
         *gate = Some(Instant::now());
         self.poll_manifest_if_due().await?;
-        let active: Vec<(usize, JobHandle)> = {
+        // The active jobs by where they run, by id: no handle is cloned
+        // per job (a poll of 100,000 jobs would copy 100,000 records).
+        let targets: Vec<(Target, Vec<(usize, JobId)>)> = {
             let core = self.lock();
-            core.machine
-                .active_jobs()
-                .filter_map(|(i, _)| core.jobs[i].clone().map(|h| (i, h)))
-                .collect()
+            let mut targets: Vec<(Target, Vec<(usize, JobId)>)> = Vec::new();
+            for (index, _) in core.machine.active_jobs() {
+                let Some(job) = core.jobs[index].as_ref() else {
+                    continue;
+                };
+                let r = job.record();
+                let child = r.group_id.as_ref() == Some(&self.group_id);
+                let at = targets.iter().position(|((backend, namespace, c), _)| {
+                    *backend == r.backend && *namespace == r.namespace && *c == child
+                });
+                let at = at.unwrap_or_else(|| {
+                    targets.push(((r.backend.clone(), r.namespace.clone(), child), Vec::new()));
+                    targets.len() - 1
+                });
+                targets[at].1.push((index, job.id().clone()));
+            }
+            targets
         };
-        if active.is_empty() {
+        if targets.is_empty() {
             return Ok(());
         }
-        let observed = self.observe(&active).await?;
+        let observed = self.observe(targets).await?;
         let chores = self.record_states(observed);
         drop(gate);
         self.run_chores(chores).await;
@@ -272,69 +309,91 @@ impl BatchShared {
         chores
     }
 
-    /// The states of `jobs`: one group call per (backend, namespace), or
-    /// one call per job for a backend without group status.
-    pub(super) async fn observe(
+    /// The states of the jobs of each target: one group call per
+    /// (backend, namespace), or one call per job for a backend without
+    /// group status.
+    async fn observe(
         &self,
-        jobs: &[(usize, JobHandle)],
+        targets: Vec<(Target, Vec<(usize, JobId)>)>,
     ) -> Result<Vec<(usize, JobId, JobState)>, BatchError> {
         // A group call finds the children of this group: a job of another
         // (or of none; a batch built from jobs, `Engine::batch_of`) is asked
         // about on its own.
-        let mut by_target: HashMap<Target, Vec<&(usize, JobHandle)>> = HashMap::new();
-        for entry in jobs {
-            let r = entry.1.record();
-            let child = r.group_id.as_ref() == Some(&self.group_id);
-            by_target
-                .entry((r.backend.clone(), r.namespace.clone(), child))
-                .or_default()
-                .push(entry);
-        }
-        let mut out = Vec::with_capacity(jobs.len());
-        for ((backend_name, namespace, children), entries) in by_target {
+        let mut out = Vec::new();
+        for ((backend_name, namespace, children), entries) in targets {
             let backend = self
                 .engine
                 .backends
                 .get(&backend_name)
                 .map_err(EngineError::from)?;
             // The backend's capabilities choose one group call or one call per job.
-            let grouped = if children && backend.capabilities().group_status {
+            if children && backend.capabilities().group_status {
                 let query = GroupQuery::new(self.group_id.clone(), namespace);
-                Some(backend.group_status(&query).await?)
+                let mut map = backend.group_status(&query).await?;
+                let states: Vec<(usize, JobId, JobState)> = entries
+                    .into_iter()
+                    .map(|(i, id)| {
+                        let state = map
+                            .remove(&id)
+                            .unwrap_or_else(|| JobState::new(JobStatus::NotFound));
+                        (i, id, state)
+                    })
+                    .collect();
+                drop(map);
+                self.keep_children_attempts(&states).await;
+                out.extend(states);
             } else {
-                None
-            };
-            let states: Vec<(usize, JobId, JobState)> = match grouped {
-                Some(map) => {
-                    let states: Vec<(usize, JobId, JobState)> = entries
+                let owned: Vec<(usize, JobHandle)> = {
+                    let core = self.lock();
+                    entries
                         .iter()
-                        .map(|(i, h)| {
-                            let state = map
-                                .get(h.id())
-                                .cloned()
-                                .unwrap_or_else(|| JobState::new(JobStatus::NotFound));
-                            (*i, h.id().clone(), state)
+                        .filter_map(|(i, id)| {
+                            core.jobs[*i]
+                                .clone()
+                                .filter(|h| h.id() == id)
+                                .map(|h| (*i, h))
                         })
-                        .collect();
-                    keep_children_attempts(&entries, &states).await;
-                    states
-                }
-                None => {
-                    let owned: Vec<(usize, JobHandle)> =
-                        entries.iter().map(|e| (e.0, e.1.clone())).collect();
-                    futures_util::stream::iter(owned)
-                        .map(per_job_status)
-                        .buffer_unordered(FAN_OUT)
-                        .collect::<Vec<_>>()
-                        .await
-                        .into_iter()
-                        .collect::<Result<_, _>>()?
-                }
-            };
-            out.extend(states);
+                        .collect()
+                };
+                let states: Vec<(usize, JobId, JobState)> = futures_util::stream::iter(owned)
+                    .map(per_job_status)
+                    .buffer_unordered(FAN_OUT)
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect::<Result<_, _>>()?;
+                out.extend(states);
+            }
         }
         self.settle_vanished(&mut out).await;
         Ok(out)
+    }
+
+    /// Keep each child's attempts a group poll saw in its
+    /// `{job_id}/attempts.json`, as a single job's own polls do
+    /// ([`JobHandle::status`]; the per-job fallback goes through it), so
+    /// that the history outlives the backend's objects. Each handle writes
+    /// only when its attempts changed; only the handles of children with
+    /// attempts are taken.
+    async fn keep_children_attempts(&self, states: &[(usize, JobId, JobState)]) {
+        let with_attempts: Vec<(JobHandle, &JobState)> = {
+            let core = self.lock();
+            states
+                .iter()
+                .filter(|(_, _, state)| !state.attempts.is_empty())
+                .filter_map(|(i, id, state)| {
+                    core.jobs[*i]
+                        .clone()
+                        .filter(|h| h.id() == id)
+                        .map(|h| (h, state))
+                })
+                .collect()
+        };
+        futures_util::stream::iter(with_attempts)
+            .for_each_concurrent(FAN_OUT, |(handle, state)| async move {
+                handle.keep_attempts(state).await;
+            })
+            .await;
     }
 
     /// A job the backend no longer holds but whose result is stored has
@@ -390,7 +449,12 @@ impl BatchShared {
             .children()
             .map(|(group_index, job_id, attempts)| {
                 let mut child = ManifestChild::new(group_index, job_id.clone(), attempts);
-                child.outcome = core.outcomes.get(&group_index).cloned();
+                // A written outcome is filled in from the stored manifest
+                // when this snapshot is written (`write_manifest`).
+                child.outcome = match core.outcomes.get(&group_index) {
+                    Some(Kept::Pending(outcome)) => Some(outcome.clone()),
+                    _ => None,
+                };
                 child
             })
             .collect();
@@ -401,20 +465,127 @@ impl BatchShared {
     /// children's records and the backend's group listing still find every
     /// child, and the writer tries again).
     pub(super) async fn write_manifest(&self, manifest: GroupManifest) -> bool {
-        let path = layout::group_manifest(&self.group_id);
-        match self.engine.store.put_json(&path, manifest.to_json()).await {
-            Ok(_) => {
-                if manifest.submission_complete {
-                    self.lock().complete_manifest_written = true;
-                    self.changed.notify_waiters();
-                }
-                true
-            }
+        match self.try_write_manifest(manifest).await {
+            Ok(()) => true,
             Err(e) => {
                 tracing::warn!(group_id = %self.group_id, "could not write the batch manifest: {e}");
                 false
             }
         }
+    }
+
+    /// Write the manifest (a [`BatchShared::manifest_snapshot`]): the
+    /// outcomes written before are taken from the stored manifest, and
+    /// the ones it records for the first time are no longer held here
+    /// once it is written.
+    pub(super) async fn try_write_manifest(
+        &self,
+        mut manifest: GroupManifest,
+    ) -> Result<(), BatchError> {
+        let _gate = self.manifest_gate.lock().await;
+        // The cost counts reading back the outcomes let go, too.
+        let started = Instant::now();
+        self.fill_written_outcomes(&mut manifest).await?;
+        let path = layout::group_manifest(&self.group_id);
+        let complete = manifest.submission_complete;
+        let recorded: Vec<usize> = manifest
+            .children
+            .iter()
+            .filter(|c| c.outcome.is_some())
+            .map(|c| c.group_index)
+            .collect();
+        self.engine
+            .store
+            .put_json(&path, manifest.to_json())
+            .await?;
+        drop(manifest);
+        {
+            let mut core = self.lock();
+            core.manifest_cost = started.elapsed();
+            for index in recorded {
+                if let Some(kept) = core.outcomes.get_mut(&index) {
+                    *kept = Kept::Written;
+                }
+            }
+            if complete {
+                core.complete_manifest_written = true;
+            }
+        }
+        if complete {
+            self.changed.notify_waiters();
+        }
+        Ok(())
+    }
+
+    /// Give the children whose outcome an earlier write recorded (and this
+    /// process no longer holds) the outcome the stored manifest has.
+    async fn fill_written_outcomes(&self, manifest: &mut GroupManifest) -> Result<(), BatchError> {
+        let missing: Vec<usize> = {
+            let core = self.lock();
+            manifest
+                .children
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    c.outcome.is_none()
+                        && matches!(core.outcomes.get(&c.group_index), Some(Kept::Written))
+                })
+                .map(|(pos, _)| pos)
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut stored = self.recorded_outcomes().await?;
+        for pos in missing {
+            let child = &mut manifest.children[pos];
+            child.outcome = stored.remove(&child.group_index);
+            if child.outcome.is_none() {
+                tracing::warn!(group_id = %self.group_id, "the stored manifest lost the outcome of input {}: it is collected again from its job", child.group_index);
+                self.lock().outcomes.remove(&child.group_index);
+            }
+        }
+        Ok(())
+    }
+
+    /// The outcomes the stored manifest records, by input (read without
+    /// the rest of the document: [`kinetic_core::batch::recorded_outcomes`]).
+    pub(super) async fn recorded_outcomes(
+        &self,
+    ) -> Result<BTreeMap<usize, ChildOutcome>, BatchError> {
+        let path = layout::group_manifest(&self.group_id);
+        let uri = self.engine.store.uri(&path);
+        let Some(bytes) = self.engine.store.get_if_exists(&path).await? else {
+            return Err(BatchError::GroupNotFound {
+                group_id: self.group_id.to_string(),
+                uri,
+            });
+        };
+        kinetic_core::batch::recorded_outcomes(&bytes, &self.group_id).map_err(|e| {
+            BatchError::InvalidManifest {
+                group_id: self.group_id.clone(),
+                uri,
+                message: e.to_string(),
+            }
+        })
+    }
+
+    /// The shortest time between two manifest writes: `interval`, or ten
+    /// times what the last write took when that is longer, so that
+    /// rewriting a large manifest (its children grow with the inputs)
+    /// takes at most a tenth of the time.
+    pub(super) fn manifest_spacing(&self, interval: Duration) -> Duration {
+        interval.max(self.lock().manifest_cost.saturating_mul(10))
+    }
+
+    /// How many collected values (or errors) this process holds: those no
+    /// manifest write recorded yet.
+    pub(super) fn outcomes_held(&self) -> usize {
+        self.lock()
+            .outcomes
+            .values()
+            .filter(|k| matches!(k, Kept::Pending(_)))
+            .count()
     }
 
     /// Read the manifest (for an attached batch still being submitted).
@@ -484,8 +655,9 @@ impl BatchShared {
         {
             let mut core = self.lock();
             for c in &wanted {
-                if let Some(outcome) = &c.outcome {
-                    core.outcomes.insert(c.group_index, outcome.clone());
+                // The stored manifest holds it: keep only that it does.
+                if c.outcome.is_some() {
+                    core.outcomes.insert(c.group_index, Kept::Written);
                 }
             }
         }
@@ -703,23 +875,6 @@ async fn per_job_status(
 ) -> Result<(usize, JobId, JobState), EngineError> {
     let state = job.status().await?;
     Ok((index, job.id().clone(), state))
-}
-
-/// Keep each child's attempts a group poll saw in its
-/// `{job_id}/attempts.json`, as a single job's own polls do
-/// ([`JobHandle::status`]; the per-job fallback goes through it), so that
-/// the history outlives the backend's objects. Each handle writes only
-/// when its attempts changed.
-async fn keep_children_attempts(
-    entries: &[&(usize, JobHandle)],
-    states: &[(usize, JobId, JobState)],
-) {
-    futures_util::stream::iter(entries.iter().zip(states))
-        .filter(|(_, (_, _, state))| std::future::ready(!state.attempts.is_empty()))
-        .for_each_concurrent(FAN_OUT, |((_, handle), (_, _, state))| {
-            handle.keep_attempts(state)
-        })
-        .await;
 }
 
 /// How a vanished job ended, by its stored result (if any).

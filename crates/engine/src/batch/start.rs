@@ -189,12 +189,17 @@ pub(super) async fn start_map(
 ) -> Result<(BatchHandle, BatchDriver), BatchError> {
     validate(&config)?;
     let calls = calls_of(&inputs, config.input_mode)?;
+    let total = inputs.len();
+    // `inputs.jsonl`, one input encoded at a time; the inputs themselves
+    // are not needed past here (the calls hold them).
+    let encoded: String = inputs
+        .iter()
+        .map(|input| encode_inputs(std::slice::from_ref(&super::recipe::encode_input(input))))
+        .collect();
+    drop(inputs);
     let group_id = GroupId::new_random();
     let prefix = layout::group_prefix(&group_id);
     let started = async {
-        let total = inputs.len();
-        let stored: Vec<Value> = inputs.iter().map(super::recipe::encode_input).collect();
-        let encoded = encode_inputs(&stored);
         let working_dir = submit::working_dir(&inner.settings, &spec)?;
         let recipe = super::recipe::encode(&spec, &config, &working_dir);
         let prep = prepare(inner, &group_id, spec, &calls, &config, options).await?;
