@@ -7,6 +7,7 @@ import os
 import subprocess
 import unittest
 
+from runner.tests.test_python_values import MINOR, leaf
 from runner.tests.support import PYTHON, RUNNER, RunnerTestCase, file_uri, function_entry, path_entry
 
 # The worker's loop, as supervisor.py's: the runner loaded once as a module,
@@ -142,6 +143,16 @@ class PoolWorkerTest(RunnerTestCase):
             self.assertIn("[kinetic] startup: job %s" % os.path.basename(job["store"]), self.log(job))
             self.assertIn("done once by this worker (for job job-0001)", self.log(job))
         self.assertNotIn("[kinetic] entrypoint load:", self.log(jobs[1]))
+
+    def test_functions_pickled_by_a_python_client_run_on_one_preparation(self):
+        import operator
+
+        entry = {"kind": "function", "module": "__kinetic_runner__", "function": "call_pickled"}
+        jobs = [self.job({"work.py": COUNTED}, entry, [leaf(operator.add), n, 1], python_values=MINOR)
+                for n in range(3)]
+        runs = self.drive(jobs)
+        self.assertEqual([(r["code"], r["prepared"]) for r in runs], [(0, True)] * 3)
+        self.assertEqual([self.result(j)["value"] for j in jobs], [1, 2, 3])
 
     def test_another_project_is_prepared_again_with_its_own_code(self):
         first = [self.job({"work.py": COUNTED}, function_entry("square"), [n], "context-1.zip") for n in (1, 2)]

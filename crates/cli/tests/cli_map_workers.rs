@@ -526,3 +526,37 @@ fn fail_fast_withdraws_the_inputs_queued_in_the_pool_before_they_start() {
         "{status}"
     );
 }
+
+#[test]
+fn an_import_that_outlives_the_run_deadline_is_stopped_in_the_worker() {
+    // The worker imports the function before it forks the input: its run
+    // deadline must stop the import there too, or the worker would hold
+    // every input behind a 60 s import.
+    let w = World::new("import time\n\ntime.sleep(60)\n\ndef version(x):\n    return x\n");
+    let inputs = w.inputs("in.jsonl", &numbers(2));
+    let started = Instant::now();
+    let (o, v) = w.map_json(
+        "work:version",
+        &inputs,
+        &[
+            "--max-concurrent",
+            "1",
+            "--poll-interval",
+            "0.05",
+            "--run-deadline",
+            "2",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "the imports were not stopped: {:?}",
+        started.elapsed()
+    );
+    for r in v["results"].as_array().expect("results") {
+        assert!(
+            r["error"].as_str().is_some_and(|e| e.contains("deadline")),
+            "{r}"
+        );
+    }
+}
