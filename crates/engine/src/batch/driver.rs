@@ -111,7 +111,7 @@ impl Pace {
         let floor = core.machine.prefetch();
         (core.machine.on_worker_pool() && floor > 0).then(|| Self {
             floor,
-            horizon: (settings.poll_interval * QUEUE_HORIZON_POLLS).max(QUEUE_HORIZON_MIN),
+            horizon: queue_horizon(settings.poll_interval),
             since: Instant::now(),
             ended: core.machine.completed().len(),
         })
@@ -130,7 +130,7 @@ impl Pace {
         let rate = ended.saturating_sub(self.ended) as f64 / elapsed.as_secs_f64();
         self.since = Instant::now();
         self.ended = ended;
-        let depth = ((rate * self.horizon.as_secs_f64()).ceil() as usize).max(self.floor);
+        let depth = queue_depth(rate, self.horizon, self.floor);
         if depth != core.machine.prefetch() {
             core.machine.set_prefetch(depth);
             let commands = core.machine.apply(Event::Pump);
@@ -138,6 +138,24 @@ impl Pace {
         }
         chores
     }
+}
+
+/// How long a pool's queue lasts: four poll intervals, at least a second.
+fn queue_horizon(poll_interval: Duration) -> Duration {
+    (poll_interval * QUEUE_HORIZON_POLLS).max(QUEUE_HORIZON_MIN)
+}
+
+/// The inputs to keep queued in a pool whose inputs end at `rate` per
+/// second: `horizon`'s worth, and never fewer than `floor`.
+fn queue_depth(rate: f64, horizon: Duration, floor: usize) -> usize {
+    let wanted = (rate * horizon.as_secs_f64()).ceil();
+    // A NaN or negative rate (no clock progress) asks for the floor.
+    let wanted = if wanted.is_finite() && wanted > 0.0 {
+        wanted.min(usize::MAX as f64) as usize
+    } else {
+        0
+    };
+    wanted.max(floor)
 }
 
 /// Marks the batch abandoned when the loop is dropped before its end.
@@ -425,5 +443,31 @@ async fn run(
                 changed = true;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pools_queue_holds_the_horizons_worth_of_inputs_and_at_least_one_per_worker() {
+        let second = Duration::from_secs(1);
+        // Two workers taking 150 inputs/s: 150 queued for a 1 s horizon.
+        assert_eq!(queue_depth(150.0, second, 2), 150);
+        assert_eq!(
+            queue_depth(0.4, second, 2),
+            2,
+            "slow inputs: one per worker"
+        );
+        assert_eq!(queue_depth(0.0, second, 3), 3, "nothing ended yet");
+        assert_eq!(queue_depth(f64::NAN, second, 1), 1);
+        // The horizon is four poll intervals, at least a second.
+        assert_eq!(
+            queue_horizon(Duration::from_millis(500)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(queue_horizon(Duration::from_millis(200)), second);
+        assert_eq!(queue_depth(10.0, Duration::from_secs(2), 1), 20);
     }
 }
