@@ -92,16 +92,16 @@ def beats(x):
 
 def slow(x):
     note("called", x)
-    time.sleep(0.5)
+    time.sleep(0.3)
     return x * 10
 
 
 def exits(x):
-    """Input 1 ends its interpreter with exit code 3 (on its first
-    attempt only when `once`)."""
+    """Ends its interpreter with exit code 3 on every attempt (`exits`
+    "always"), on the first only ("first") or never."""
     attempt = os.environ["KINETIC_ATTEMPT"]
-    if x["i"] == 1 and (attempt == "1" or not x["once"]):
-        print("input 1 leaves its interpreter", flush=True)
+    if x["exits"] == "always" or (x["exits"] == "first" and attempt == "1"):
+        print("input %d leaves its interpreter" % x["i"], flush=True)
         os._exit(3)
     return [x["i"], attempt]
 "#,
@@ -528,7 +528,7 @@ on_both_clusters!(batch_cancel_stops_every_input);
 /// once.
 async fn a_map_killed_by_sigkill_is_resumed_with_each_input_run_once(cluster: Cluster) {
     let w = cluster.world().await;
-    let n = cluster.inputs(6, 3);
+    let n = cluster.inputs(4, 3);
     let max = cluster.inputs(2, 1).to_string();
     let args = map_args(
         &w,
@@ -566,42 +566,48 @@ async fn a_map_killed_by_sigkill_is_resumed_with_each_input_run_once(cluster: Cl
 }
 on_both_clusters!(a_map_killed_by_sigkill_is_resumed_with_each_input_run_once);
 
-/// An input that ends its interpreter (`os._exit(3)`) fails alone, its
-/// error naming the exit code, the other values right; with `--retries
-/// 1` it is retried alone, as attempt 2, and every value is right.
+/// An input that ends its interpreter (`os._exit(3)`) on every attempt
+/// fails alone, its error naming the exit code; one that does so on its
+/// first attempt only is retried alone (`--retries 1`), as attempt 2; the
+/// other inputs run once, their values right.
 async fn an_input_that_exits_its_interpreter_fails_or_is_retried_alone(cluster: Cluster) {
     let w = cluster.world().await;
-    let n = cluster.inputs(4, 2);
-    for once in [false, true] {
-        let inputs: Vec<Value> = (0..n).map(|i| json!([{"i": i, "once": once}])).collect();
-        let mut extra = vec!["--max-concurrent", "4", "--json"];
-        if once {
-            extra.extend(["--retries", "1"]);
-        }
-        let args = map_args(&w, cluster, "work:exits", &inputs, &extra);
-        let o = kinetic(&w, &args).await;
-        let v: Value = serde_json::from_slice(&o.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
-        let results = v["results"].as_array().unwrap();
-        assert_eq!(results.len(), n, "{v}");
-        for (i, r) in results.iter().enumerate() {
-            if i == 1 && !once {
+    let exits: &[&str] = match cluster {
+        Cluster::Gke => &["never", "always", "first", "never"],
+        Cluster::Pathways => &["first", "always"],
+    };
+    let inputs: Vec<Value> = exits
+        .iter()
+        .enumerate()
+        .map(|(i, exits)| json!([{"i": i, "exits": exits}]))
+        .collect();
+    let args = map_args(
+        &w,
+        cluster,
+        "work:exits",
+        &inputs,
+        &["--retries", "1", "--max-concurrent", "4", "--json"],
+    );
+    let o = kinetic(&w, &args).await;
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+    assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), exits.len(), "{v}");
+    for (i, (r, exits)) in results.iter().zip(exits).enumerate() {
+        match *exits {
+            "always" => {
                 assert!(r["value"].is_null(), "{r}");
                 let error = r["error"].as_str().unwrap_or_default();
                 assert!(
                     error.contains("exited with code 3"),
-                    "input 1's error names its exit code: {r}"
+                    "input {i}'s error names its exit code: {r}"
                 );
-            } else {
-                let attempt = if i == 1 { "2" } else { "1" };
-                assert_eq!(r["value"], json!([i, attempt]), "input {i}: {v}");
             }
-        }
-        if once {
-            assert!(o.status.success(), "{}\n{v}", stderr(&o));
-        } else {
-            assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
+            "first" => assert_eq!(r["value"], json!([i, "2"]), "input {i}: {v}"),
+            _ => assert_eq!(r["value"], json!([i, "1"]), "input {i}: {v}"),
         }
     }
+    assert_eq!(v["failed"], 1, "{v}");
 }
 on_both_clusters!(an_input_that_exits_its_interpreter_fails_or_is_retried_alone);
