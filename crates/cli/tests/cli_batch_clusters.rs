@@ -285,8 +285,8 @@ macro_rules! on_both_clusters {
 /// Values in input order, and each value as its input completes: every
 /// input runs until the test releases it; the test releases the running
 /// input of highest index each time, reads its value with `jobs result`
-/// while the others still run, and the map prints every value in input
-/// order all the same.
+/// while the others still run, and the batch's values come in input
+/// order all the same (`kinetic batch results`).
 async fn values_in_input_order_and_each_as_it_completes(cluster: Cluster) {
     let w = cluster.world().await;
     let n = cluster.inputs(3, 2);
@@ -439,7 +439,11 @@ async fn fail_fast_runs_no_later_input_and_names_the_failed_one(cluster: Cluster
     let o = kinetic(&w, &args).await;
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("ValueError: input 0 fails"), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("input 0 (job ") && l.ends_with("ValueError: input 0 fails")),
+        "the error names input 0 and why it failed: {err}"
+    );
     let called = marks(&w, "called");
     assert_eq!(called.first(), Some(&0), "input 0 ran first: {called:?}");
     assert!(
