@@ -19,7 +19,9 @@
 //! pathways scenarios keep to two or three inputs.
 //!
 //! Every host of a slice runs the function; the functions below record
-//! their side effects (the calls the test counts) on the leader only.
+//! their side effects (the calls the test counts) on the leader only,
+//! but for a function that fails, whose slice may stop its leader once a
+//! worker failed first.
 
 use std::path::Path;
 use std::process::{Output, Stdio};
@@ -73,7 +75,10 @@ def flaky(x):
 
 
 def first_fails(x):
-    note("called", x)
+    # From every host: a slice whose worker failed first may stop its
+    # leader before the leader got here.
+    with open(os.path.join(MARKS, "called.log"), "a") as out:
+        out.write("%s\n" % x)
     if x == 0:
         raise ValueError("input 0 fails")
     time.sleep(1)
@@ -83,11 +88,31 @@ def first_fails(x):
 def beats(x):
     """Appends to MARKS/beats-x every 0.1 s until it is stopped."""
     note("started", x)
+    beat(x)
+
+
+def beat(x):
     while True:
         if leader():
             with open(os.path.join(MARKS, "beats-%d" % x), "a") as out:
                 out.write(".")
         time.sleep(0.1)
+
+
+def fails_once_others_run(x):
+    """Input 0 fails once `others` more inputs started (or after 30 s);
+    the others beat until they are stopped."""
+    i, others = x
+    note("started", i)
+    if i != 0:
+        beat(i)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with open(os.path.join(MARKS, "started.log")) as log:
+            if len(log.read().split()) > others:
+                break
+        time.sleep(0.05)
+    raise ValueError("input 0 fails")
 
 
 def slow(x):
@@ -226,6 +251,34 @@ async fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     while !done() {
         assert!(start.elapsed() < limit, "never saw {what} in {limit:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How long each of inputs `0..n`'s `marks/beats-{i}` is.
+fn beat_lengths(w: &World, n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|i| {
+            std::fs::metadata(w.sandbox().path(&format!("marks/beats-{i}")))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Wait (at most 20 s) until no input's beats grew for a second: their
+/// processes stopped, `after` what.
+async fn beats_stop(w: &World, n: usize, after: &str) {
+    let start = Instant::now();
+    loop {
+        let before = beat_lengths(w, n);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if beat_lengths(w, n) == before {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "inputs still run 20 s after {after}: {before:?}"
+        );
     }
 }
 
@@ -441,11 +494,11 @@ async fn fail_fast_runs_no_later_input_and_names_the_failed_one(cluster: Cluster
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
         err.lines()
-            .any(|l| l.starts_with("input 0 (job ") && l.ends_with("ValueError: input 0 fails")),
+            .any(|l| l.starts_with("input 0 (job ") && l.contains("ValueError: input 0 fails")),
         "the error names input 0 and why it failed: {err}"
     );
     let called = marks(&w, "called");
-    assert_eq!(called.first(), Some(&0), "input 0 ran first: {called:?}");
+    assert!(called.contains(&0), "input 0 never ran: {called:?}");
     assert!(
         !called.contains(&(n - 1)),
         "the last input ran after input 0 failed: {called:?}\n{err}"
@@ -489,43 +542,76 @@ async fn batch_cancel_stops_every_input(cluster: Cluster) {
     .await;
     let o = w.kinetic(&["batch", "cancel", &group]).await;
     assert!(o.status.success(), "{}", stderr(&o));
-    let started = marks(&w, "started");
     let now = statuses(&w, &group).await;
     assert!(
         now.iter().all(|s| s == "FAILED (cancelled)"),
         "after batch cancel: {now:?}"
     );
-    // The processes stopped: no input's beats grow any more.
-    let beats = || -> Vec<u64> {
-        (0..n)
-            .map(|i| {
-                std::fs::metadata(w.sandbox().path(&format!("marks/beats-{i}")))
-                    .map(|m| m.len())
-                    .unwrap_or(0)
-            })
-            .collect()
-    };
-    let start = Instant::now();
-    loop {
-        let before = beats();
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if beats() == before {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "inputs still run 20 s after batch cancel: {before:?}"
-        );
-    }
+    beats_stop(&w, n, "batch cancel").await;
+    // And stay stopped: no input waiting for its turn starts later.
+    let started = marks(&w, "started");
+    let beats = beat_lengths(&w, n);
+    tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         marks(&w, "started"),
         started,
         "an input started after cancel"
     );
+    assert_eq!(beat_lengths(&w, n), beats, "an input ran after cancel");
     let o = w.kinetic(&["batch", "wait", &group]).await;
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 }
 on_both_clusters!(batch_cancel_stops_every_input);
+
+/// `--fail-fast --cancel-running-on-fail` on gke: input 0 fails while
+/// the others run, and the map stops them: it ends at once, each other
+/// input with an error and no value, their processes stopped. (Gke only:
+/// pathways runs one slice of a pool at a time, so nothing else runs
+/// when a slice fails; its queued inputs are the fail-fast case above.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_fast_cancel_running_on_fail_stops_the_running_inputs_on_gke() {
+    let cluster = Cluster::Gke;
+    let w = cluster.world().await;
+    let n = 3;
+    let inputs: Vec<Value> = (0..n).map(|i| json!([[i, n - 1]])).collect();
+    let args = map_args(
+        &w,
+        cluster,
+        "work:fails_once_others_run",
+        &inputs,
+        &[
+            "--max-concurrent",
+            "3",
+            "--fail-fast",
+            "--cancel-running-on-fail",
+            "--json",
+        ],
+    );
+    let started = Instant::now();
+    let o = kinetic(&w, &args).await;
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+    assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the running inputs were not stopped: {:?}",
+        started.elapsed()
+    );
+    let mut ran = marks(&w, "started");
+    ran.sort_unstable();
+    assert_eq!(ran, (0..n).collect::<Vec<_>>(), "every input ran");
+    let results = v["results"].as_array().unwrap();
+    assert!(
+        results[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("ValueError: input 0 fails")),
+        "{v}"
+    );
+    for r in &results[1..] {
+        assert!(r["value"].is_null() && r["error"].is_string(), "{v}");
+    }
+    beats_stop(&w, n, "the map ended").await;
+}
 
 /// A map whose process is killed (SIGKILL) once an input ran is finished
 /// by `kinetic batch resume`: every value in input order, each input run
