@@ -362,22 +362,20 @@ async fn values_in_input_order_and_each_as_it_completes(cluster: Cluster) {
         })
         .await;
     }
-    let mut released = Vec::new();
+    let mut released: Vec<usize> = Vec::new();
     while released.len() < n {
-        // The running inputs (started and not released), highest first.
-        let next = {
-            let started = marks(&w, "started");
-            let mut running: Vec<usize> = started
+        // The running input (started and not released) of highest index.
+        let running = || {
+            marks(&w, "started")
                 .into_iter()
                 .filter(|i| !released.contains(i))
-                .collect();
-            running.sort_unstable();
-            running.pop()
+                .max()
         };
-        let Some(next) = next else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
+        until("the next input running", Duration::from_secs(60), || {
+            running().is_some()
+        })
+        .await;
+        let next = running().expect("a running input");
         w.sandbox().write(&format!("marks/release-{next}"), "");
         released.push(next);
         // Its value is there as soon as it completed, the others still
