@@ -614,9 +614,9 @@ async fn fail_fast_cancel_running_on_fail_stops_the_running_inputs_on_gke() {
     beats_stop(&w, n, "the map ended").await;
 }
 
-/// A map whose process is killed (SIGKILL) once an input ran is finished
-/// by `kinetic batch resume`: every value in input order, each input run
-/// once.
+/// A map whose process is killed (SIGKILL) once an input ran: `batch
+/// wait` names the inputs it left unsubmitted, and `kinetic batch resume`
+/// finishes the batch: every value in input order, each input run once.
 async fn a_map_killed_by_sigkill_is_resumed_with_each_input_run_once(cluster: Cluster) {
     let w = cluster.world().await;
     let n = cluster.inputs(4, 3);
@@ -647,6 +647,24 @@ async fn a_map_killed_by_sigkill_is_resumed_with_each_input_run_once(cluster: Cl
     map.kill().unwrap();
     map.wait().unwrap();
     let group = group_id(&w).expect("the batch's manifest");
+    // `batch wait` says at once which inputs the killed map left
+    // unsubmitted, and the command that submits them.
+    let manifest: Value = serde_json::from_slice(
+        &w.gcs()
+            .object(JOBS_BUCKET, &format!("_groups/{group}/manifest.json"))
+            .expect("the manifest"),
+    )
+    .unwrap();
+    if manifest["submission_complete"] != true {
+        let o = w.kinetic(&["batch", "wait", &group]).await;
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("were never submitted")
+                && stderr(&o).contains(&format!("resume with `kinetic batch resume {group}`")),
+            "{}",
+            stderr(&o)
+        );
+    }
     let o = w.kinetic(&["batch", "resume", &group]).await;
     assert!(o.status.success(), "{}", stderr(&o));
     let want: String = (0..n).map(|i| format!("{}\n", i * 10)).collect();
