@@ -780,6 +780,12 @@ impl JobHandle {
             if state.status.is_terminal() {
                 if let Some(stream) = logs.take() {
                     drain_logs(stream, on_log.as_ref(), Duration::from_secs(5)).await;
+                } else if follow && !logs_opened {
+                    // The job ended before its output could be followed (it
+                    // started and ended between two polls and the backend
+                    // would not stream it then): its output is delivered
+                    // whole, once, rather than lost.
+                    self.deliver_whole_log(on_log.as_ref()).await;
                 }
                 return Ok(state);
             }
@@ -805,6 +811,18 @@ impl JobHandle {
                 None => pause_or_change(&mut changes, pause).await,
             }
             interval = interval.mul_f64(1.5).min(options.max_poll_interval);
+        }
+    }
+
+    /// The job's whole output to `on_log`, line by line (from the backend or
+    /// the store, as [`JobHandle::logs`]); nothing when it has none.
+    async fn deliver_whole_log(&self, on_log: Option<&LogCallback>) {
+        let Some(cb) = on_log else { return };
+        match self.log_text(LogOptions::default()).await {
+            Ok(text) => text.lines().for_each(|line| cb(line)),
+            Err(e) => {
+                tracing::debug!(job_id = %self.record.job_id, "no output to deliver: {e}")
+            }
         }
     }
 
