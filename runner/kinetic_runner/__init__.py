@@ -40,3 +40,4 @@ from .python_values import *  # noqa: F401,F403
 from .processes import *  # noqa: F401,F403
 from .phases import *  # noqa: F401,F403
 from .main import *  # noqa: F401,F403
+from .worker import *  # noqa: F401,F403

@@ -91,7 +91,9 @@ def exit_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, end)
 
 
-def main(argv: list | None = None) -> int:
+def main(argv: list | None = None, prepared=None) -> int:
+    """One job. ``prepared``: what a pool worker prepared for the inputs
+    of a spec like this one (``PoolWorker.prepare``), run on by this fork."""
     exit_on_sigterm()
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not args.spec and not args.batch_spec:
@@ -101,6 +103,8 @@ def main(argv: list | None = None) -> int:
     try:
         if args.batch_spec:
             spec_doc = prepare_child(storage, args.batch_spec, os.environ)
+        elif prepared is not None and prepared.next_spec is not None and prepared.next_spec[0] == args.spec:
+            spec_doc = prepared.next_spec[1]  # the worker read it for this fork
         else:
             spec_doc = load_spec(storage, args.spec)
     except RunnerError as err:
@@ -112,7 +116,7 @@ def main(argv: list | None = None) -> int:
     output = RedactedOutput(runner.redactor, uploader) if runner.redactor or uploader else None
     try:
         try:
-            code = runner.run()
+            code = runner.run(prepared)
         finally:
             flush_streams()
             try:

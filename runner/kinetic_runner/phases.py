@@ -49,21 +49,28 @@ class Runner:
         self.host_index = 0
         self.attempt = 1
         self.tmp: str | None = None
+        self.workspace: str | None = None
         self.spec: Spec | None = None
         self.plan: PlanActions | None = None
         self.job_module_dir: str | None = None
+        self.fn = None
+        # A preparation's: the spec.json URI and document of the job the
+        # worker forks next (read by the worker already).
+        self.next_spec: tuple | None = None
 
     # -- driver
 
-    def run(self) -> int:
+    def run(self, prepared: "Runner | None" = None) -> int:
+        """The job, every phase; with ``prepared`` (a runner whose
+        ``prepare`` succeeded for a spec of the same ``shared_key``: a pool
+        worker's), only the phases of this input, on what it prepared."""
         success = False
         try:
-            self._phase(STARTUP, self.startup)
-            self._phase(DOWNLOAD, self.download)
-            self._phase(VERIFY, self.verify)
-            if self.spec.requirements is not None:
-                self._phase(INSTALL, self.install)
-            self._phase(EXTRACT, self.extract)
+            self._phase(STARTUP, lambda: self.startup(own_dir=prepared is None))
+            if prepared is None:
+                self._shared_phases()
+            else:
+                self.adopt(prepared)
             self._phase(ENVIRONMENT, self.setup_environment)
             args, kwargs = self._phase(DATA, self.resolve_data)
             if self.spec.entrypoint["kind"] == "command":
@@ -71,7 +78,7 @@ class Runner:
                     self._phase(DEBUG, self.refuse_command_debug)
                 value = self._phase(EXECUTE, self.run_command)
             else:
-                fn = self._phase(LOAD, self.load_entrypoint, user_code=True)
+                fn = self.fn if prepared is not None else self._phase(LOAD, self.load_entrypoint, user_code=True)
                 if self.spec.python_values is not None:
                     args, kwargs = self._phase(DATA, lambda: (decode_python_values(args), decode_python_values(kwargs)),
                                                user_code=True)
@@ -117,6 +124,42 @@ class Runner:
         log(UPLOAD, "wrote %s (%s)" % (target, "success" if success else "failure"))
         return EXIT_OK if success else EXIT_FAILED
 
+    def _shared_phases(self) -> None:
+        """The phases that are the same for every input of a batch (see
+        ``shared_key``), but for the environment, which depends on the input."""
+        self._phase(DOWNLOAD, self.download)
+        self._phase(VERIFY, self.verify)
+        if self.spec.requirements is not None:
+            self._phase(INSTALL, self.install)
+        self._phase(EXTRACT, self.extract)
+
+    def prepare(self) -> None:
+        """A pool worker's run of the shared phases, once for the inputs
+        that follow: startup, download, verify, install, extract, the
+        environment (the captured names checked before the import, as a
+        run does) and, for a function, its import. Raises the
+        ``PhaseFailure`` a run would report; ``self.fn`` is the function."""
+        self._phase(STARTUP, self.open_run)
+        self._shared_phases()
+        self._phase(ENVIRONMENT, self.setup_environment)
+        if self.spec.entrypoint["kind"] == "function":
+            self.fn = self._phase(LOAD, self.load_entrypoint, user_code=True)
+
+    def adopt(self, prepared: "Runner") -> None:
+        """Run on what ``prepared`` (a worker's) downloaded, extracted and
+        imported: its workspace, plan and function; its ``sys.path``
+        entries are this process's already (a fork of the worker)."""
+        self.plan = prepared.plan
+        self.workspace = prepared.workspace
+        self.job_module_dir = prepared.job_module_dir
+        self.fn = prepared.fn
+        if not self.plan.legacy:
+            os.chdir(self.plan.cwd)
+        log(STARTUP, "download, verify, %sextract%s done once by this worker (for job %s) and shared with "
+            "the other inputs it runs; isolation \"process\" runs each input alone" % (
+                "install, " if self.spec.requirements is not None else "",
+                " and load" if self.fn is not None else "", prepared.spec.job_id))
+
     def _phase(self, phase: str, fn, user_code: bool = False):
         flush_streams()
         try:
@@ -135,20 +178,31 @@ class Runner:
 
     # -- phases
 
-    def startup(self) -> None:
-        self.host_index, warnings = host_index_from_env(self.environ)
-        for message in warnings:
-            warn(STARTUP, message)
-        self.spec = Spec(self.spec_doc)
-        if self.workdir:
-            self.tmp = make_run_dir(self.workdir)
-        else:
-            import tempfile
-            self.tmp = tempfile.mkdtemp(prefix="kinetic-run-")
+    def startup(self, own_dir: bool = True) -> None:
+        self.open_run(own_dir)
         log(STARTUP, "job %s, host %d, runner protocol %d, Python %s" % (
             self.spec.job_id, self.host_index, PROTOCOL, sys.version.split()[0]))
         self.attempt, how = resolve_attempt(self.spec, self.storage, self.environ, self.host_index)
         log(STARTUP, "attempt %d (%s)" % (self.attempt, how))
+
+    def open_run(self, own_dir: bool = True) -> None:
+        """The host, the spec and the run's own directory. Without
+        ``own_dir`` (a fork on a worker's preparation, which needs the
+        directory only for the data it fetches, if any) the directory under
+        ``--workdir`` is named, and made only by what writes there: a
+        directory made and removed per input costs more than the call."""
+        self.host_index, warnings = host_index_from_env(self.environ)
+        for message in warnings:
+            warn(STARTUP, message)
+        self.spec = Spec(self.spec_doc)
+        if self.workdir and not own_dir:
+            self.tmp = os.path.join(os.path.abspath(self.workdir), "kinetic-run-%s" % os.urandom(6).hex())
+        elif self.workdir:
+            self.tmp = make_run_dir(self.workdir)
+        else:
+            import tempfile
+            self.tmp = tempfile.mkdtemp(prefix="kinetic-run-")
+        self.workspace = os.path.join(self.tmp, "workspace")
 
     def download(self) -> None:
         for name, artifact, dest in self._artifacts():
@@ -184,7 +238,7 @@ class Runner:
                 shlex.join(argv), code, ("; stderr tail:\n" + tail) if tail else ""))
 
     def extract(self) -> None:
-        workspace = os.path.join(self.tmp, "workspace")
+        workspace = self.workspace
         count = extract_context(os.path.join(self.tmp, "context.zip"), workspace, self.spec.extract_limits)
         log(EXTRACT, "%d entries extracted" % count)
         plan = read_plan(self.spec.plan, workspace)
@@ -222,7 +276,7 @@ class Runner:
 
     def resolve_data(self) -> tuple:
         resolver = DataResolver(self.storage, os.path.join(self.tmp, "data"), self.mount_root,
-                                os.path.join(self.tmp, "workspace"))
+                                self.workspace)
         for volume in self.spec.volumes:
             resolver.resolve_volume(volume["mount_path"], volume["data"])
         args = resolver.walk(from_wire(self.spec.args))
@@ -261,7 +315,7 @@ class Runner:
         return target
 
     def _load_path(self, rel: str):
-        workspace = os.path.join(self.tmp, "workspace")
+        workspace = self.workspace
         path = os.path.normpath(os.path.join(workspace, rel))
         if not is_inside(os.path.realpath(workspace), os.path.realpath(path)):
             raise RunnerError("entrypoint path %r is outside the workspace" % rel)
@@ -292,7 +346,7 @@ class Runner:
         host, port = debug_listen_address(settings, self.environ)
         self.environ["PYTHONBREAKPOINT"] = "debugpy.breakpoint"
         host, port = debugpy.listen((host, port))
-        workspace = os.path.realpath(os.path.join(self.tmp, "workspace"))
+        workspace = os.path.realpath(self.workspace)
         marker = json.dumps({"host": host, "port": port, "workspace": workspace})
         self.storage.write_bytes(settings["ready_uri"], marker.encode("utf-8"))
         timeout = settings["wait_timeout_seconds"]
@@ -352,7 +406,7 @@ class Runner:
         import shlex
         import subprocess
         argv = self.spec.entrypoint["argv"]
-        cwd = os.path.join(self.tmp, "workspace") if self.plan.legacy else self.plan.cwd
+        cwd = self.workspace if self.plan.legacy else self.plan.cwd
         env = dict(self.environ)
         env["PYTHONPATH"] = os.pathsep.join([self.job_module_dir] + self.plan.sys_path
                                             + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))

@@ -70,6 +70,7 @@ mod readonly;
 mod state;
 mod watch;
 
+use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -206,6 +207,11 @@ pub struct LocalBackend {
     gpus: OnceLock<gpus::HostGpus>,
     /// The interpreter jobs start on, resolved at the first submit.
     python: OnceLock<PathBuf>,
+    /// Per group, the states of its children that ended for good (their
+    /// `exit_code` recorded, their log archived): `group_status` reads a
+    /// child's files until it ended, not at every poll after, so a poll
+    /// costs what the batch has running, not what it has run.
+    ended: std::sync::Mutex<HashMap<GroupId, HashMap<JobId, JobState>>>,
 }
 
 impl LocalBackend {
@@ -254,6 +260,7 @@ impl LocalBackend {
             supervisor,
             gpus,
             python: OnceLock::new(),
+            ended: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -1054,6 +1061,15 @@ impl Backend for LocalBackend {
             Err(e) => return Err(io_err(&dir, &e)),
         };
         let mut out = GroupStatus::new();
+        // Taken out while the group is read, and put back with only the
+        // children this listing names (a cleaned child leaves it).
+        let mut ended = self
+            .ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&query.group_id)
+            .unwrap_or_default();
+        let mut still = HashMap::with_capacity(ended.len());
         for entry in entries.filter_map(Result::ok) {
             let Some(job_id) = entry
                 .file_name()
@@ -1066,11 +1082,29 @@ impl Backend for LocalBackend {
             if !job_dir.exists() {
                 continue;
             }
+            if let Some(state) = ended.remove(&job_id) {
+                out.insert(job_id.clone(), state.clone());
+                still.insert(job_id, state);
+                continue;
+            }
             let state = self.observe_state(&job_id, &job_dir).await;
+            // Final once its exit code is recorded: nothing writes a
+            // job's state files after that (a cancel of an ended job
+            // marks nothing), and its log was copied.
+            let final_state = state.status.is_terminal()
+                && job_dir.path().join("exit_code").exists()
+                && job_dir.logs_archived();
+            if final_state {
+                still.insert(job_id.clone(), state.clone());
+            }
             if state.status != JobStatus::NotFound {
                 out.insert(job_id, state);
             }
         }
+        self.ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(query.group_id.clone(), still);
         Ok(out)
     }
 
@@ -1232,6 +1266,129 @@ mod tests {
     use super::*;
     use kinetic_core::advice::FrontEnd;
     use std::os::unix::fs::PermissionsExt;
+
+    /// A `file://` store this module's group tests never reach: every call
+    /// fails, so a test that passes made none.
+    #[derive(Debug)]
+    struct Unreachable;
+
+    #[async_trait]
+    impl ObjectStore for Unreachable {
+        fn uri(&self, path: &kinetic_core::ports::ObjectPath) -> String {
+            format!("file:///unreachable/{}", path.as_str())
+        }
+        async fn put(
+            &self,
+            _: &kinetic_core::ports::ObjectPath,
+            _: bytes::Bytes,
+            _: PutOptions,
+        ) -> Result<(), kinetic_core::ports::StoreError> {
+            Err(kinetic_core::ports::StoreError::unsupported("put"))
+        }
+        async fn put_file(
+            &self,
+            _: &kinetic_core::ports::ObjectPath,
+            _: &Path,
+            _: PutOptions,
+        ) -> Result<u64, kinetic_core::ports::StoreError> {
+            Err(kinetic_core::ports::StoreError::unsupported("put_file"))
+        }
+        async fn get(
+            &self,
+            _: &kinetic_core::ports::ObjectPath,
+            _: kinetic_core::ports::GetOptions,
+        ) -> Result<bytes::Bytes, kinetic_core::ports::StoreError> {
+            Err(kinetic_core::ports::StoreError::unsupported("get"))
+        }
+        async fn get_to_file(
+            &self,
+            _: &kinetic_core::ports::ObjectPath,
+            _: &Path,
+        ) -> Result<u64, kinetic_core::ports::StoreError> {
+            Err(kinetic_core::ports::StoreError::unsupported("get_to_file"))
+        }
+        async fn head(
+            &self,
+            _: &kinetic_core::ports::ObjectPath,
+        ) -> Result<kinetic_core::ports::ObjectMeta, kinetic_core::ports::StoreError> {
+            Err(kinetic_core::ports::StoreError::unsupported("head"))
+        }
+        async fn list(
+            &self,
+            _: Option<&kinetic_core::ports::ObjectPath>,
+        ) -> Result<Vec<kinetic_core::ports::ObjectMeta>, kinetic_core::ports::StoreError> {
+            Err(kinetic_core::ports::StoreError::unsupported("list"))
+        }
+        async fn delete(
+            &self,
+            _: &kinetic_core::ports::ObjectPath,
+        ) -> Result<(), kinetic_core::ports::StoreError> {
+            Err(kinetic_core::ports::StoreError::unsupported("delete"))
+        }
+        async fn delete_prefix(
+            &self,
+            _: &kinetic_core::ports::ObjectPath,
+        ) -> Result<u64, kinetic_core::ports::StoreError> {
+            Err(kinetic_core::ports::StoreError::unsupported(
+                "delete_prefix",
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn group_status_reads_a_child_until_it_ended_for_good_and_forgets_a_cleaned_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let backend = LocalBackend::new(LocalOptions::new(root.clone()), Arc::new(Unreachable))
+            .expect("backend");
+        let group: GroupId = "grp-00000001".parse().unwrap();
+        let query = GroupQuery::new(group.clone(), "default");
+        let ended: JobId = "job-0000000a".parse().unwrap();
+        let failing: JobId = "job-0000000b".parse().unwrap();
+        for job in [&ended, &failing] {
+            let dir = root.join("jobs").join(job.as_str());
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::create_dir_all(root.join("groups").join(group.as_str())).unwrap();
+            std::fs::write(
+                root.join("groups").join(group.as_str()).join(job.as_str()),
+                b"",
+            )
+            .unwrap();
+            std::fs::write(dir.join("logs_archived"), b"").unwrap();
+        }
+        let dir = |job: &JobId| root.join("jobs").join(job.as_str());
+        std::fs::write(dir(&ended).join("exit_code"), "0").unwrap();
+        // Failed without an exit code (its processes vanished): read from
+        // the store each time, never kept.
+        std::fs::write(dir(&failing).join("started"), b"").unwrap();
+        let first = backend.group_status(&query).await.unwrap();
+        assert_eq!(first[&ended].status, JobStatus::Succeeded);
+        // Ended for good: its files are not read again (what they say now
+        // is ignored) …
+        std::fs::write(dir(&ended).join("exit_code"), "9").unwrap();
+        let second = backend.group_status(&query).await.unwrap();
+        assert_eq!(second[&ended].status, JobStatus::Succeeded);
+        // … while the child that did not end for good is read each time.
+        std::fs::write(dir(&failing).join("exit_code"), "3").unwrap();
+        assert_eq!(
+            backend.group_status(&query).await.unwrap()[&failing].status,
+            JobStatus::Failed
+        );
+        // Cleaned (its group entry and directory gone): no longer reported,
+        // and not kept either.
+        std::fs::remove_file(
+            root.join("groups")
+                .join(group.as_str())
+                .join(ended.as_str()),
+        )
+        .unwrap();
+        std::fs::remove_dir_all(dir(&ended)).unwrap();
+        let after = backend.group_status(&query).await.unwrap();
+        assert!(!after.contains_key(&ended));
+        let kept = backend.ended.lock().unwrap();
+        assert_eq!(kept[&group].len(), 1, "only the failed child is kept");
+        assert!(kept[&group].contains_key(&failing));
+    }
 
     #[test]
     fn a_job_this_host_cannot_serve_is_told_what_to_set_as_each_front_end_names_it() {

@@ -263,13 +263,14 @@ def write_bytes_atomic(path, data):
     os.replace(tmp, path)
 
 
-def run_pooled_runner(module, runner_path, argv, log_fd):
-    """A worker's forked child: the runner its worker loaded, with its
-    output in the job's log; never returns."""
-    run_runner(runner_path, argv, log_fd, module)
+def run_pooled_runner(module, runner_path, argv, log_fd, prepared):
+    """A worker's forked child: the runner its worker loaded, on the shared
+    phases the worker prepared (``prepared``, or None: every phase here),
+    with its output in the job's log; never returns."""
+    run_runner(runner_path, argv, log_fd, module, prepared)
 
 
-def run_runner(runner_path, argv, log_fd, module=None):
+def run_runner(runner_path, argv, log_fd, module=None, prepared=None):
     """The forked child: the runner with its output in the log; never returns."""
     code = 1
     try:
@@ -279,7 +280,10 @@ def run_runner(runner_path, argv, log_fd, module=None):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.argv = [runner_path] + argv
-        code = (module or load_runner(runner_path)).main(argv)
+        if prepared is not None:
+            code = module.main(argv, prepared)
+        else:
+            code = (module or load_runner(runner_path)).main(argv)
     except SystemExit as exc:
         code = exc.code
     except BaseException:  # noqa: BLE001 - reported like an uncaught exception
@@ -393,14 +397,17 @@ def main():
     return 0
 
 
-def run_attempts(job_dir, slots_dir, runner, runner_args, slot_fd, deadline, grace, retries, pooled=None):
+def run_attempts(job_dir, slots_dir, runner, runner_args, slot_fd, deadline, grace, retries, pooled=None,
+                 started=None):
     """Run the runner, and again after each failure while the application
     retry budget (``retries``) allows: attempt N sees ``KINETIC_ATTEMPT=N``,
     and each attempt's pid, start, end and exit code is a line of
     ``DIR/attempts.jsonl``. The run deadline counts from the first start.
     Returns the last attempt's exit code (None: the runner could not be
-    started, already recorded)."""
-    started = time.monotonic()
+    started, already recorded). ``started``: when the run began, if
+    before now (a worker's preparation of the shared phases)."""
+    if started is None:
+        started = time.monotonic()
     attempts = retries + 1
     for attempt in range(1, attempts + 1):
         left = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
@@ -436,7 +443,7 @@ def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, g
     (pid, exit code), or (None, None) when it could not be forked (or, a
     worker's, was cancelled before it started).
 
-    ``pooled`` (a worker's attempt: ``(runner module, job id)``): the
+    ``pooled`` (a worker's attempt: ``(runner module, job id, prepared)``): the
     child leads a process group of its own (the job's, which a cancel
     kills; the worker is not in it), runs the loaded runner module, and
     starts only once its pid and start are recorded in ``DIR/pid`` and
@@ -473,12 +480,12 @@ def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, g
                 os.close(gate[1])
                 os.read(gate[0], 1)  # the worker recorded this process
                 os.close(gate[0])
-                module, job_id = pooled
+                module, job_id, prepared = pooled
                 os.environ["JOB_ID"] = job_id
             except BaseException as exc:  # noqa: BLE001
                 os.write(log_fd, ("[kinetic] could not start the runner: %s\n" % exc).encode())
                 os._exit(127)
-            run_pooled_runner(module, runner, runner_args, log_fd)
+            run_pooled_runner(module, runner, runner_args, log_fd, prepared)
         run_runner(runner, runner_args, log_fd)
     os.close(log_fd)
     if pooled is not None:
@@ -618,6 +625,14 @@ def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace, group=None):
 # (the fork's), ``started``, ``attempts.jsonl``, ``exit_code``. A job
 # cancelled before it was claimed is skipped.
 #
+# Before it forks a job, a worker runs the runner's phases that every input
+# of the batch shares (download, verify, install, extract, the environment
+# check, the import of the function) in itself, once for the jobs whose
+# spec.json has the same shared part (the runner's ``PoolWorker``); the
+# fork runs only the job's own phases on them. A preparation that fails is
+# undone and the fork runs every phase itself, as a job of its own. The
+# preparation's directory is under ``DIR``, removed when the worker leaves.
+#
 # ``DIR/wake`` is a FIFO the workers read: a submitter writes a byte to it
 # after queuing a job, so an idle worker takes it at once instead of at its
 # next look (every 50 ms).
@@ -700,9 +715,12 @@ def claim_next(queue):
     return None
 
 
-def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace):
+def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace, shared=None):
     """One claimed job, as its own supervisor would run it; False when it
-    was skipped (cancelled before it started, or it names no launch)."""
+    was skipped (cancelled before it started, or it names no launch).
+    ``shared`` (the runner's ``PoolWorker``): the phases every input of the
+    batch shares are prepared in this worker first (see
+    ``prepare_shared``), and each attempt's fork runs only its own."""
     import json
     if os.path.exists(os.path.join(job_dir, "cancelled")):
         touch_ended(slots_dir)
@@ -719,14 +737,46 @@ def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, gr
     test_hold(job_dir, job_id)
     deadline = launch.get("run_deadline")
     retries = int(launch.get("retries") or 0)
-    code = run_attempts(job_dir, slots_dir, runner, list(launch["args"]), slot_fd, deadline, grace, retries,
-                        pooled=(module, job_id))
+    args = list(launch["args"])
+    started = time.monotonic()
+    prepared = prepare_shared(shared, job_dir, args, deadline, started) if shared is not None else None
+    code = run_attempts(job_dir, slots_dir, runner, args, slot_fd, deadline, grace, retries,
+                        pooled=(module, job_id, prepared), started=started)
     if code is None:
         return True
+    if prepared is None and shared is not None:
+        shared.ended(code)
     if not os.path.exists(os.path.join(job_dir, "exit_code")):
         write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % code)
     touch_ended(slots_dir)
     return True
+
+
+def prepare_shared(shared, job_dir, args, deadline, started):
+    """The shared phases for this job's runner arguments, prepared in this
+    worker unless it holds them already (``PoolWorker.prepare``): what the
+    forks run on, or None (each fork then runs every phase itself). While
+    they run, a timer looks every 50 ms whether the job was cancelled or
+    its run deadline (counted from ``started``) passed, and stops them:
+    the fork then meets the cancel or the deadline as a supervisor's
+    runner would."""
+    cancelled = os.path.join(job_dir, "cancelled")
+
+    def check(_signum, _frame):
+        if shared.armed and (os.path.exists(cancelled)
+                             or (deadline is not None and time.monotonic() - started >= deadline)):
+            shared.interrupt()
+
+    previous = signal.signal(signal.SIGALRM, check)
+    signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
+    try:
+        return shared.prepare(args, os.path.join(job_dir, "output.log"))
+    except Exception as exc:  # noqa: BLE001 - the fork runs every phase, and reports what fails
+        sys.stderr.write("worker: job %s: preparing the shared phases: %r\n" % (os.path.basename(job_dir), exc))
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def take_job(job_dir):
@@ -894,6 +944,12 @@ def worker_main(opts):
             __import__(name)
         except ImportError:
             pass
+    # The phases every input of the batch shares (download, extract,
+    # import...), prepared in this process once for the inputs that follow
+    # (a runner without PoolWorker, such as the backend's tests' stand-ins,
+    # runs every phase in each fork).
+    pool_worker = getattr(module, "PoolWorker", None)
+    shared = pool_worker(pool) if pool_worker is not None else None
     signal.signal(signal.SIGTERM, leave_on_signal)
     WORKER_FDS.append(lock_fd)
     wake_fd = open_wake(pool)
@@ -943,11 +999,13 @@ def worker_main(opts):
                     continue
                 slot_fd = slot[0]
             try:
-                run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace)
+                run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace, shared)
             except Exception as exc:  # noqa: BLE001 - e.g. its directory removed by a cleanup
                 sys.stderr.write("worker: job %s: %s\n" % (job_id, exc))
             last = time.monotonic()
     finally:
+        if shared is not None:
+            shared.close()
         leave_pool(pool, [me, leaving])
         os.close(lock_fd)
 

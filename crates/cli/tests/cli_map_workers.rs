@@ -46,6 +46,20 @@ def says(x):
     return x
 
 
+def fails_at_40(x):
+    # Quick inputs first (the pool's queue deepens with their rate), then
+    # a failure, then inputs that leave a mark only after 0.3 s: one a
+    # worker took just before the stop was seen is stopped before that.
+    if x < 40:
+        time.sleep(0.01)
+    elif x == 40:
+        raise ValueError("input 40 fails")
+    else:
+        time.sleep(0.3)
+    open(os.path.join(os.environ["MARKS"], str(x)), "w").write("ran")
+    return x
+
+
 def fails_or_sleeps(x):
     if x == 0:
         raise ValueError("input 0 fails")
@@ -289,4 +303,226 @@ fn fail_fast_cancels_the_inputs_running_on_workers() {
     for job in status["jobs"].as_array().expect("jobs") {
         assert_ne!(job["status"], "RUNNING", "{status}");
     }
+}
+
+/// A `work.py` whose import appends this process's pid to `imports.txt`
+/// in the home, and whose `version` returns `[VERSION, x]`.
+fn counted_work(home: &std::path::Path, version: &str) -> String {
+    format!(
+        r#"
+import os
+
+with open({imports:?}, "a") as f:
+    f.write("%d\n" % os.getpid())
+
+VERSION = {version:?}
+
+
+def version(x):
+    return [VERSION, x]
+"#,
+        imports = home.join("imports.txt").to_string_lossy(),
+    )
+}
+
+/// The imports `counted_work` recorded so far.
+fn imports(w: &World) -> usize {
+    std::fs::read_to_string(w.home.join("imports.txt"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_worker_imports_the_function_once_for_all_its_inputs_and_process_isolation_once_per_input() {
+    let w = World::with_work(|home| counted_work(home, "v1"));
+    let inputs = w.inputs("in.jsonl", &numbers(6));
+    let (o, v) = w.map_json(
+        "work:version",
+        &inputs,
+        &["--max-concurrent", "1", "--poll-interval", "0.05"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let values: Vec<Value> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["value"].clone())
+        .collect();
+    assert_eq!(values, (0..6).map(|i| json!(["v1", i])).collect::<Vec<_>>());
+    assert_eq!(imports(&w), 1, "one worker, one import for 6 inputs");
+
+    let (o, _) = w.map_json(
+        "work:version",
+        &inputs,
+        &[
+            "--max-concurrent",
+            "1",
+            "--poll-interval",
+            "0.05",
+            "--isolation",
+            "process",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        imports(&w),
+        1 + 6,
+        "process isolation: one import per input"
+    );
+}
+
+#[test]
+fn a_second_batch_after_the_project_changed_runs_the_new_code() {
+    let w = World::with_work(|home| counted_work(home, "v1"));
+    let inputs = w.inputs("in.jsonl", &numbers(3));
+    let args = ["--max-concurrent", "1", "--poll-interval", "0.05"];
+    let (o, v) = w.map_json("work:version", &inputs, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(v["results"][2]["value"], json!(["v1", 2]), "{v}");
+    // At once, while the first batch's worker may still be there.
+    std::fs::write(
+        w.home.join("proj").join("work.py"),
+        counted_work(&w.home, "v2"),
+    )
+    .expect("write");
+    let (o, v) = w.map_json("work:version", &inputs, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (i, r) in v["results"].as_array().expect("results").iter().enumerate() {
+        assert_eq!(r["value"], json!(["v2", i]), "{v}");
+    }
+    assert_eq!(imports(&w), 2, "one import per batch");
+}
+
+/// Each input's error (phase, type, message), as its `result.json` in
+/// the store holds it, of `entry` mapped over 3 inputs with `--isolation
+/// isolation`.
+fn errors(w: &World, entry: &str, isolation: &str) -> Vec<Value> {
+    let inputs = w.inputs("in.jsonl", &numbers(3));
+    let (o, v) = w.map_json(
+        entry,
+        &inputs,
+        &[
+            "--max-concurrent",
+            "1",
+            "--poll-interval",
+            "0.05",
+            "--no-cleanup",
+            "--isolation",
+            isolation,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
+    children(&v)
+        .iter()
+        .map(|child| {
+            let path = w.home.join("store").join(child).join("result.json");
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{v}", path.display()));
+            let doc: Value = serde_json::from_str(&text).expect("result.json");
+            let e = &doc["error"];
+            json!([e["phase"], e["type"], e["message"]])
+        })
+        .collect()
+}
+
+#[test]
+fn a_failure_in_the_shared_phases_fails_each_input_as_process_isolation_does() {
+    // The import raises (after the definition the client checks).
+    let w = World::new(
+        "import os\n\ndef version(x):\n    return x\n\nif not os.environ.get('NEVER_SET'):\n    raise RuntimeError('cannot import work')\n",
+    );
+    let workers = errors(&w, "work:version", "workers");
+    assert_eq!(workers, errors(&w, "work:version", "process"));
+    assert_eq!(workers.len(), 3);
+    for e in &workers {
+        assert_eq!(e[0], "entrypoint load", "{e}");
+        assert_eq!(e[1], "RuntimeError", "{e}");
+        assert_eq!(e[2], "cannot import work", "{e}");
+    }
+    // The module imports, but has no such function once imported.
+    let w = World::new("def version(x):\n    return x\n\ndel version\n");
+    let workers = errors(&w, "work:version", "workers");
+    assert_eq!(workers, errors(&w, "work:version", "process"));
+    for e in &workers {
+        assert_eq!(e[0], "entrypoint load", "{e}");
+        assert!(
+            e[2].as_str().is_some_and(|m| m.contains("'version'")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn fail_fast_withdraws_the_inputs_queued_in_the_pool_before_they_start() {
+    let w = World::new(WORK_PY);
+    let marks = w.home.join("marks");
+    std::fs::create_dir_all(&marks).expect("mkdir");
+    let inputs = w.inputs("in.jsonl", &numbers(400));
+    let marks_env = format!("MARKS={}", marks.display());
+    let (o, v) = w.map_json(
+        "work:fails_at_40",
+        &inputs,
+        &[
+            "--max-concurrent",
+            "1",
+            "--poll-interval",
+            "0.05",
+            "--fail-fast",
+            "--no-cleanup",
+            "--env",
+            &marks_env,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
+    let results = v["results"].as_array().expect("results");
+    let ran = |i: usize| marks.join(i.to_string()).exists();
+    let store = w.home.join("store");
+    // The inputs before the failure ran; the failure is the batch's error.
+    for (i, r) in results.iter().enumerate().take(40) {
+        assert_eq!(r["value"], json!(i), "{r}");
+        assert!(ran(i));
+    }
+    assert!(!ran(40));
+    // Every later input either ran to its end (a worker had started it
+    // before the failure was seen) or never started: no mark, no result.
+    let mut withdrawn = 0;
+    let mut finished = 0;
+    for (i, r) in results.iter().enumerate().skip(41) {
+        if r["value"] == json!(i) {
+            finished += 1;
+            assert!(ran(i));
+            continue;
+        }
+        assert!(!ran(i), "skipped input {i} ran: {r}");
+        if let Some(job) = r["job_id"].as_str() {
+            // Submitted, queued in the pool, then withdrawn.
+            withdrawn += 1;
+            assert!(
+                !store.join(job).join("result.json").exists(),
+                "withdrawn input {i} has a result"
+            );
+        }
+    }
+    assert!(finished <= 2, "{finished} inputs ran after the failure");
+    assert!(
+        withdrawn >= 3,
+        "the pool's queue held only {withdrawn} inputs at the failure: {v}"
+    );
+    let group = v["group_id"].as_str().expect("group_id").to_owned();
+    let o = w.kinetic(&["batch", "status", &group, "--json"]);
+    let status: Value = serde_json::from_slice(&o.stdout).expect("json");
+    // Read again by another process: the inputs never submitted are
+    // skipped; the withdrawn ones are named by the manifest and read as
+    // their jobs ended, failed (cancelled), with the failing input.
+    let never = 359 - finished - withdrawn;
+    assert_eq!(
+        status["counts"]["skipped"].as_u64(),
+        Some(never),
+        "{status}"
+    );
+    assert_eq!(
+        status["counts"]["failed"].as_u64(),
+        Some(1 + withdrawn),
+        "{status}"
+    );
 }

@@ -30,21 +30,23 @@ fn action() -> impl Strategy<Value = Action> {
     ]
 }
 
-/// A batch's size and settings.
-fn config() -> impl Strategy<Value = (usize, BatchConfig)> {
+/// A batch's size and settings, and the depth of its worker pool's queue
+/// when it runs on one (`set_worker_pool`, `set_prefetch`).
+fn config() -> impl Strategy<Value = (usize, BatchConfig, Option<usize>)> {
     (
         1usize..25,
         prop::option::of(1usize..6),
         0u32..3,
         any::<bool>(),
         any::<bool>(),
+        prop::option::of(0usize..30),
     )
-        .prop_map(|(total, limit, retries, ff, cancel)| {
+        .prop_map(|(total, limit, retries, ff, cancel, pool)| {
             let config = BatchConfig::default()
                 .max_concurrent(limit)
                 .retries(retries)
                 .fail_fast(ff, cancel);
-            (total, config)
+            (total, config, pool)
         })
 }
 
@@ -61,18 +63,26 @@ struct World {
     next_job: u32,
     submits_per_index: BTreeMap<usize, u32>,
     succeeded: BTreeSet<usize>,
+    /// The prefetch of a batch on a worker pool.
+    pool: Option<usize>,
 }
 
 impl World {
-    fn new((total, config): (usize, BatchConfig)) -> Self {
+    fn new((total, config, pool): (usize, BatchConfig, Option<usize>)) -> Self {
+        let mut machine = BatchMachine::new(total, config.clone());
+        if let Some(depth) = pool {
+            machine.set_worker_pool(true);
+            machine.set_prefetch(depth);
+        }
         Self {
-            machine: BatchMachine::new(total, config.clone()),
+            machine,
             total,
             config,
             submitting: BTreeMap::new(),
             next_job: 0,
             submits_per_index: BTreeMap::new(),
             succeeded: BTreeSet::new(),
+            pool,
         }
     }
 
@@ -87,6 +97,72 @@ impl World {
         let machine = std::mem::replace(&mut self.machine, BatchMachine::observer(0));
         let (machine, commands) = machine.step(event.clone());
         self.machine = machine;
+        let cancelled_now: BTreeSet<usize> = commands
+            .iter()
+            .filter_map(|c| match c {
+                Command::Cancel { index, .. } => Some(*index),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(
+            cancelled_now.len(),
+            commands
+                .iter()
+                .filter(|c| matches!(c, Command::Cancel { .. }))
+                .count(),
+            "a job is cancelled once per step"
+        );
+        if self.pool.is_some() && self.machine.is_stopped() {
+            // On a pool, a stopped batch leaves no job waiting in the
+            // pool's queue: each one seen queued (or just submitted) was
+            // cancelled in this very step and its input skipped.
+            for (i, slot) in self.machine.slots().iter().enumerate() {
+                prop_assert!(
+                    !matches!(
+                        slot,
+                        Slot::Active {
+                            status: JobStatus::Pending,
+                            ..
+                        }
+                    ),
+                    "input {} still queued in the pool after the stop",
+                    i
+                );
+                let was_queued = matches!(
+                    before[i],
+                    Slot::Active {
+                        status: JobStatus::Pending,
+                        ..
+                    }
+                ) || (matches!(before[i], Slot::Submitting { .. })
+                    && matches!(&event, Event::Submitted { index, .. } if *index == i));
+                if was_queued && matches!(slot, Slot::Skipped { .. }) {
+                    prop_assert!(
+                        cancelled_now.contains(&i),
+                        "input {} skipped without a cancel",
+                        i
+                    );
+                }
+            }
+        }
+        // Without a pool, or before a stop, nothing is withdrawn: a
+        // submitted input is skipped only on a pool.
+        for (i, (old, new)) in before.iter().zip(self.machine.slots()).enumerate() {
+            if matches!(old, Slot::Active { .. }) && matches!(new, Slot::Skipped { .. }) {
+                prop_assert!(self.pool.is_some(), "input {} withdrawn off a pool", i);
+                prop_assert!(
+                    matches!(
+                        old,
+                        Slot::Active {
+                            status: JobStatus::Pending,
+                            ..
+                        }
+                    ),
+                    "input {} seen running was skipped",
+                    i
+                );
+            }
+        }
         // Terminal slots never change.
         for (i, (old, new)) in before.iter().zip(self.machine.slots()).enumerate() {
             if old.is_terminal() {
@@ -134,7 +210,7 @@ impl World {
         // Counts always sum to the total; the limit holds.
         prop_assert_eq!(self.machine.counts().total(), self.total);
         if let Some(limit) = self.config.max_concurrent {
-            prop_assert!(self.machine.in_flight() <= limit);
+            prop_assert!(self.machine.in_flight() <= limit + self.pool.unwrap_or(0));
         }
         for (i, slot) in self.machine.slots().iter().enumerate() {
             if matches!(

@@ -111,6 +111,12 @@ def test_result_says_why_a_job_waits_before_the_pending_deadline(backend, monkey
         # One GPU, taken by the first job: the second waits for it.
         monkeypatch.setenv("KINETIC_LOCAL_GPUS", "1")
         blocker = remote(work.slow_square, accelerator="gpu-l4").run_async(2, seconds=60)
+        # The second job is submitted only once the first holds the GPU: on a
+        # loaded machine the second could otherwise take it first, and run.
+        stop = time.monotonic() + 60
+        while blocker.status() is not JobStatus.RUNNING:
+            assert time.monotonic() < stop, blocker.status()
+            time.sleep(0.05)
         expected = "waiting for 1 GPU of 1"
     else:
         # The fake cluster has one CPU node: no node pool offers an L4.

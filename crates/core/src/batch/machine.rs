@@ -577,6 +577,10 @@ impl fmt::Display for BatchCounts {
 ///   ones whose submission comes back later.
 /// - `cancel` skips queued inputs, cancels every submitted job (and any
 ///   whose submission comes back later) and retries nothing.
+/// - On a worker pool ([`BatchMachine::set_worker_pool`]; ours), a stop
+///   (fail-fast or cancel) also withdraws the jobs waiting in the pool's
+///   queue (seen `PENDING`): cancelled, their inputs skipped as never
+///   submitted, so no input starts after the failure was seen.
 /// - A terminal slot (ended, submission failed, skipped) never changes.
 #[derive(Debug, Clone)]
 pub struct BatchMachine {
@@ -598,6 +602,9 @@ pub struct BatchMachine {
     /// Inputs in flight allowed beyond `max_concurrent` (queued in the
     /// backend's worker pool, not running): [`BatchMachine::set_prefetch`].
     prefetch: usize,
+    /// The jobs run on a worker pool whose queued jobs read `PENDING` and
+    /// have not started: [`BatchMachine::set_worker_pool`].
+    pool: bool,
 }
 
 impl BatchMachine {
@@ -620,6 +627,7 @@ impl BatchMachine {
             last_job: vec![None; total],
             abandoned_attempts: vec![0; total],
             prefetch: 0,
+            pool: false,
             config,
         }
     }
@@ -644,6 +652,7 @@ impl BatchMachine {
             last_job: vec![None; total],
             abandoned_attempts: vec![0; total],
             prefetch: 0,
+            pool: false,
             config: BatchConfig::default().max_concurrent(None),
         }
     }
@@ -675,6 +684,59 @@ impl BatchMachine {
     /// ```
     pub fn set_prefetch(&mut self, extra: usize) {
         self.prefetch = extra;
+    }
+
+    /// The inputs in flight allowed beyond `max_concurrent`
+    /// ([`BatchMachine::set_prefetch`]).
+    pub fn prefetch(&self) -> usize {
+        self.prefetch
+    }
+
+    /// Say that the batch's jobs run on a worker pool where a job the
+    /// backend reports `PENDING` waits in the pool's queue and has not
+    /// started (the local backend's pools: a job reads `RUNNING` from the
+    /// moment its runner started, and a cancelled queued job is never
+    /// started by a worker).
+    ///
+    /// Fail-fast and [`Event::Cancel`] then **withdraw** those jobs: each
+    /// is cancelled and its input counts as skipped, as an input never
+    /// submitted ([`SkipReason::FailFast`], [`SkipReason::Cancelled`]), so
+    /// that no input starts after the first failure was seen however deep
+    /// the pool's queue ([`BatchMachine::set_prefetch`]). A job whose
+    /// submission comes back after the stop is withdrawn the same way. The
+    /// jobs seen `RUNNING` are cancelled only with `cancel_running_on_fail`
+    /// (fail-fast) or by a cancel, and end as the backend reports them. A
+    /// job a worker started after the last poll (so still seen `PENDING`)
+    /// is stopped by its cancel and stays skipped: it never gives a
+    /// result.
+    ///
+    /// ```
+    /// use kinetic_core::batch::{BatchConfig, BatchMachine, Command, Event, Slot};
+    /// use kinetic_core::status::JobStatus;
+    ///
+    /// let config = BatchConfig::default().max_concurrent(Some(1)).fail_fast(true, false);
+    /// let mut m = BatchMachine::new(3, config);
+    /// m.set_worker_pool(true);
+    /// m.set_prefetch(2);
+    /// m.apply(Event::Pump);
+    /// for i in 0..3 {
+    ///     let job_id = format!("job-{i:08x}").parse().unwrap();
+    ///     m.apply(Event::Submitted { index: i, job_id });
+    /// }
+    /// let first = "job-00000000".parse().unwrap();
+    /// let cmds = m.apply(Event::Observed { index: 0, job_id: first, status: JobStatus::Failed });
+    /// // Inputs 1 and 2 wait in the pool: cancelled before they start, skipped.
+    /// assert_eq!(cmds.iter().filter(|c| matches!(c, Command::Cancel { .. })).count(), 2);
+    /// assert_eq!(m.counts().skipped, 2);
+    /// ```
+    pub fn set_worker_pool(&mut self, pool: bool) {
+        self.pool = pool;
+    }
+
+    /// True when the batch runs on a worker pool
+    /// ([`BatchMachine::set_worker_pool`]).
+    pub fn on_worker_pool(&self) -> bool {
+        self.pool
     }
 
     /// The most inputs in flight at once.
@@ -776,9 +838,13 @@ impl BatchMachine {
         let limit = self.in_flight_limit();
         let capacity_bound = !self.queue.is_empty() && self.in_flight >= limit;
         let retry_watch = !self.stopped && self.config.retries > 0;
+        // On a pool, inputs queued there are withdrawn on the first failure
+        // too: only a poll finds it.
         let fail_watch = !self.stopped
             && self.config.fail_fast
-            && (!self.queue.is_empty() || self.config.cancel_running_on_fail);
+            && (!self.queue.is_empty()
+                || self.config.cancel_running_on_fail
+                || (self.pool && self.counts.pending > 0));
         capacity_bound || retry_watch || fail_watch
     }
 
@@ -920,12 +986,47 @@ impl BatchMachine {
         }
     }
 
+    /// Why a stopped batch withdraws the jobs still queued in its pool.
+    fn stop_reason(&self) -> SkipReason {
+        if self.cancelled {
+            SkipReason::Cancelled
+        } else {
+            SkipReason::FailFast
+        }
+    }
+
+    /// On a worker pool, once stopped: cancel every job seen queued in the
+    /// pool (`PENDING`) and skip its input, as if never submitted.
+    fn withdraw_queued(&mut self, out: &mut Vec<Command>) {
+        if !self.pool || !self.stopped {
+            return;
+        }
+        let reason = self.stop_reason();
+        for index in 0..self.slots.len() {
+            if let Slot::Active {
+                job_id,
+                status: JobStatus::Pending,
+                ..
+            } = &self.slots[index]
+            {
+                let job_id = job_id.clone();
+                if !self.cancels_new_jobs() {
+                    // Cancelled below with the running ones otherwise.
+                    out.push(Command::Cancel { index, job_id });
+                }
+                self.set(index, Slot::Skipped { reason });
+            }
+        }
+    }
+
     fn on_submitted(&mut self, index: usize, job_id: JobId, out: &mut Vec<Command>) {
         let Some(Slot::Submitting { attempt }) = self.slots.get(index) else {
             return;
         };
         let attempt = *attempt;
         self.activate(index, job_id, attempt, out);
+        // Back after the stop: queued in the pool, not started.
+        self.withdraw_queued(out);
     }
 
     fn on_submit_failed(&mut self, index: usize, retryable: bool, out: &mut Vec<Command>) {
@@ -961,6 +1062,19 @@ impl BatchMachine {
             return;
         }
         let (job_id, attempt) = (job_id.clone(), *attempt);
+        // On a pool a job seen started never goes back to its queue (a
+        // late or reordered answer saying so is not taken): what a stop
+        // withdraws is only what never started.
+        let status = match (status, self.slots.get(index)) {
+            (
+                JobStatus::Pending,
+                Some(Slot::Active {
+                    status: JobStatus::Running,
+                    ..
+                }),
+            ) if self.pool => JobStatus::Running,
+            _ => status,
+        };
         match status {
             JobStatus::Pending | JobStatus::Running => self.set(
                 index,
@@ -1014,6 +1128,7 @@ impl BatchMachine {
         if self.config.cancel_running_on_fail {
             self.cancel_active(out);
         }
+        self.withdraw_queued(out);
     }
 
     fn skip_queue(&mut self, reason: SkipReason) {
@@ -1041,6 +1156,7 @@ impl BatchMachine {
         self.stopped = true;
         self.skip_queue(SkipReason::Cancelled);
         self.cancel_active(out);
+        self.withdraw_queued(out);
     }
 
     fn on_adopt(&mut self, index: usize, job_id: JobId, attempts: u32, out: &mut Vec<Command>) {
@@ -1268,6 +1384,161 @@ mod tests {
         m.apply(Event::Abandon);
         assert_eq!(m.counts().unknown, 3);
         assert_eq!(submits(&m.apply(Event::Resume)), vec![(0, 1)]);
+    }
+
+    fn cancels(cmds: &[Command]) -> Vec<usize> {
+        cmds.iter()
+            .filter_map(|c| match c {
+                Command::Cancel { index, .. } => Some(*index),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A fail-fast batch of `total` inputs on a pool of 1 worker whose
+    /// queue holds every other input: all submitted, input 1 running.
+    fn pooled(total: usize, cancel_running: bool) -> BatchMachine {
+        let config = BatchConfig::default()
+            .max_concurrent(Some(1))
+            .fail_fast(true, cancel_running);
+        let mut m = BatchMachine::new(total, config);
+        m.set_worker_pool(true);
+        m.set_prefetch(total);
+        assert_eq!(submits(&m.apply(Event::Pump)).len(), total);
+        for i in 0..total {
+            m.apply(Event::Submitted {
+                index: i,
+                job_id: id(i as u32),
+            });
+        }
+        m.apply(Event::Observed {
+            index: 1,
+            job_id: id(1),
+            status: JobStatus::Running,
+        });
+        m
+    }
+
+    #[test]
+    fn fail_fast_on_a_pool_withdraws_the_queued_jobs_and_lets_running_ones_end() {
+        let mut m = pooled(5, false);
+        // Only a poll sees the failure, and the machine's own queue is
+        // empty: the pool's queued jobs still make it poll.
+        assert!(m.needs_polling());
+        let cmds = m.apply(Event::Observed {
+            index: 0,
+            job_id: id(0),
+            status: JobStatus::Failed,
+        });
+        assert_eq!(cancels(&cmds), vec![2, 3, 4], "the running input 1 goes on");
+        for i in 2..5 {
+            assert_eq!(
+                m.slot(i),
+                Some(&Slot::Skipped {
+                    reason: SkipReason::FailFast
+                })
+            );
+        }
+        assert_eq!(m.counts().skipped, 3);
+        assert_eq!(m.counts().running, 1);
+        // Input 1 ends as the backend says; nothing is submitted again.
+        let cmds = m.apply(Event::Observed {
+            index: 1,
+            job_id: id(1),
+            status: JobStatus::Succeeded,
+        });
+        assert!(cmds.is_empty());
+        assert!(m.is_done());
+        assert_eq!(m.counts().succeeded, 1);
+        // A late observation of a withdrawn job changes nothing.
+        m.apply(Event::Observed {
+            index: 2,
+            job_id: id(2),
+            status: JobStatus::Failed,
+        });
+        assert_eq!(m.counts().skipped, 3);
+    }
+
+    #[test]
+    fn fail_fast_on_a_pool_with_cancel_running_cancels_each_job_once() {
+        let mut m = pooled(4, true);
+        let cmds = m.apply(Event::Observed {
+            index: 0,
+            job_id: id(0),
+            status: JobStatus::Failed,
+        });
+        assert_eq!(cancels(&cmds), vec![1, 2, 3]);
+        assert_eq!(m.counts().skipped, 2, "the queued ones");
+        assert_eq!(
+            m.counts().running,
+            1,
+            "cancelled, it ends as the backend says"
+        );
+    }
+
+    #[test]
+    fn a_pool_submission_back_after_the_stop_is_withdrawn() {
+        let config = BatchConfig::default()
+            .max_concurrent(Some(1))
+            .fail_fast(true, false);
+        let mut m = BatchMachine::new(3, config);
+        m.set_worker_pool(true);
+        m.set_prefetch(2);
+        m.apply(Event::Pump);
+        m.apply(Event::Submitted {
+            index: 0,
+            job_id: id(0),
+        });
+        m.apply(Event::Observed {
+            index: 0,
+            job_id: id(0),
+            status: JobStatus::Failed,
+        });
+        let cmds = m.apply(Event::Submitted {
+            index: 2,
+            job_id: id(2),
+        });
+        assert_eq!(cancels(&cmds), vec![2]);
+        assert!(cmds.contains(&Command::RecordChild {
+            index: 2,
+            job_id: id(2),
+            attempts: 1
+        }));
+        assert_eq!(
+            m.slot(2),
+            Some(&Slot::Skipped {
+                reason: SkipReason::FailFast
+            })
+        );
+    }
+
+    #[test]
+    fn a_cancel_on_a_pool_skips_the_queued_jobs_as_cancelled() {
+        let mut m = pooled(3, false);
+        let cmds = m.apply(Event::Cancel);
+        assert_eq!(cancels(&cmds), vec![0, 1, 2], "each once");
+        assert_eq!(m.counts().skipped, 2);
+        assert_eq!(
+            m.slot(0),
+            Some(&Slot::Skipped {
+                reason: SkipReason::Cancelled
+            })
+        );
+        assert_eq!(m.counts().running, 1);
+    }
+
+    #[test]
+    fn off_a_pool_fail_fast_lets_submitted_jobs_run() {
+        let mut m = pooled(3, false);
+        m.set_worker_pool(false);
+        let cmds = m.apply(Event::Observed {
+            index: 0,
+            job_id: id(0),
+            status: JobStatus::Failed,
+        });
+        assert!(cancels(&cmds).is_empty());
+        assert_eq!(m.counts().pending, 1);
+        assert_eq!(m.counts().skipped, 0);
     }
 
     #[test]

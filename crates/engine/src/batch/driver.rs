@@ -62,6 +62,10 @@ pub(super) fn start(
         let mut core = shared.lock();
         core.submit_tx = Some(tx);
         core.driver = DriverState::Running;
+        // On a backend's worker pool a job reads PENDING while it waits in
+        // the pool's queue: a stop withdraws those before they start.
+        let pooled = prep.pool.is_some() && prep.resolved.backend.capabilities().worker_pools;
+        core.machine.set_worker_pool(pooled);
         let mut chores = Vec::new();
         for event in initial {
             let commands = core.machine.apply(event);
@@ -75,6 +79,64 @@ pub(super) fn start(
     BatchDriver {
         group_id,
         future: Box::pin(future),
+    }
+}
+
+/// The depth of a worker pool's queue, kept to what the pool's workers
+/// take in [`QUEUE_HORIZON_POLLS`] poll intervals (at least
+/// [`QUEUE_HORIZON_MIN`]) at the rate inputs ended over the last
+/// [`PACE_WINDOW`], and never less than the prefetch the batch started
+/// with (one input per worker): a worker then finds its next input queued
+/// however late the loop's next poll and submission, while a fail-fast
+/// stop withdraws (cancels) no more queued jobs than that.
+struct Pace {
+    floor: usize,
+    horizon: Duration,
+    since: Instant,
+    ended: usize,
+}
+
+/// Poll intervals' worth of inputs a worker pool's queue holds.
+const QUEUE_HORIZON_POLLS: u32 = 4;
+/// The least time's worth of inputs a worker pool's queue holds.
+const QUEUE_HORIZON_MIN: Duration = Duration::from_secs(1);
+/// The span over which the loop measures the rate inputs end at.
+const PACE_WINDOW: Duration = Duration::from_millis(500);
+
+impl Pace {
+    /// For a batch on a worker pool with a limit (without one every input
+    /// is in flight at once already).
+    fn of(shared: &BatchShared, settings: &DriverSettings) -> Option<Self> {
+        let core = shared.lock();
+        let floor = core.machine.prefetch();
+        (core.machine.on_worker_pool() && floor > 0).then(|| Self {
+            floor,
+            horizon: (settings.poll_interval * QUEUE_HORIZON_POLLS).max(QUEUE_HORIZON_MIN),
+            since: Instant::now(),
+            ended: core.machine.completed().len(),
+        })
+    }
+
+    /// After a poll: measure the rate once a window passed, set the depth
+    /// it asks for, and submit what that allows.
+    fn update(&mut self, shared: &BatchShared) -> Vec<Chore> {
+        let elapsed = self.since.elapsed();
+        if elapsed < PACE_WINDOW {
+            return Vec::new();
+        }
+        let mut chores = Vec::new();
+        let mut core = shared.lock();
+        let ended = core.machine.completed().len();
+        let rate = ended.saturating_sub(self.ended) as f64 / elapsed.as_secs_f64();
+        self.since = Instant::now();
+        self.ended = ended;
+        let depth = ((rate * self.horizon.as_secs_f64()).ceil() as usize).max(self.floor);
+        if depth != core.machine.prefetch() {
+            core.machine.set_prefetch(depth);
+            let commands = core.machine.apply(Event::Pump);
+            dispatch(&mut core, commands, &mut chores);
+        }
+        chores
     }
 }
 
@@ -209,6 +271,7 @@ async fn run(
     // A poll asked for by a change reads states however recent the last
     // poll: the change came after it.
     let mut changed = false;
+    let mut pace = Pace::of(&shared, &settings);
     let run_chores = |list: Vec<Chore>| -> Option<BoxFuture<'static, ()>> {
         if list.is_empty() {
             return None;
@@ -344,7 +407,14 @@ async fn run(
             }
             Wake::ChoreDone | Wake::Timer => {}
             Wake::ManifestWritten => manifest_write = None,
-            Wake::PollDone => poll = None,
+            Wake::PollDone => {
+                poll = None;
+                if let Some(pace) = pace.as_mut()
+                    && let Some(f) = run_chores(pace.update(&shared))
+                {
+                    chores.push(f);
+                }
+            }
             // Polled as soon as no poll is in flight (and again after one
             // that is, which may have read the states before the change).
             Wake::Changed => {
