@@ -12,7 +12,7 @@ use crate::{CleanupOptions, EngineError, JobHandle};
 use kinetic_core::batch::{ChildOutcome, Slot};
 use kinetic_core::ids::JobId;
 use kinetic_core::layout;
-use kinetic_core::ports::{CleanupWait, ObjectStoreExt};
+use kinetic_core::ports::{BatchEnd, CleanupWait, GroupQuery, ObjectStoreExt};
 use kinetic_core::status::JobState;
 
 use super::handle::BatchHandle;
@@ -328,6 +328,32 @@ impl BatchHandle {
             .store
             .put_json(&path, manifest.to_json())
             .await?;
+        let indexed = self.shared.lock().indexed.clone();
+        if cleanup && let Some(children) = indexed {
+            // One Indexed Job for the whole batch: its children have no
+            // backend objects of their own (no call per child). It goes,
+            // once, when every input was collected with a value; a failed
+            // input keeps it for its pod's log, until its TTL.
+            let all_succeeded = {
+                let core = self.shared.lock();
+                core.outcomes.len() == self.shared.total
+                    && core
+                        .outcomes
+                        .values()
+                        .all(|o| matches!(o, ChildOutcome::Succeeded { .. }))
+            };
+            if all_succeeded {
+                let query = GroupQuery::new(self.shared.group_id.clone(), self.shared.namespace());
+                if let Err(e) = children
+                    .backend()
+                    .end_batch(&query, BatchEnd::Cleanup, CleanupWait::default())
+                    .await
+                {
+                    tracing::warn!(group_id = %self.shared.group_id, "cleanup of the collected batch failed: {e}");
+                }
+            }
+            return Ok(());
+        }
         if cleanup {
             futures_util::stream::iter(fresh)
                 .for_each_concurrent(FAN_OUT, |(job, collected)| async move {

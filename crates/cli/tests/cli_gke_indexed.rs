@@ -1,0 +1,163 @@
+//! `kinetic map` on gke submits a batch on workers as ONE Indexed Job and
+//! one Secret (issue 27, point 2), counted at the fake Kubernetes API
+//! server: the values come back in input order, a failed input is retried
+//! by the Job (`backoffLimitPerIndex`) and sees `KINETIC_ATTEMPT` 2, and
+//! an input that kills its interpreter fails alone, each input's captured
+//! environment arrives through the batch's one Secret. `--isolation process`
+//! keeps one Job per input.
+
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+mod sandbox;
+
+use sandbox::world::World;
+
+const WORK_PY: &str = r#"
+import os
+
+
+def work(x, marker):
+    """x squared and the attempt; input 2 fails its first attempt (no
+    marker yet); input 4 kills its interpreter every time."""
+    print("input", x, "attempt", os.environ["KINETIC_ATTEMPT"], flush=True)
+    if x == 4:
+        os._exit(3)
+    if x == 2 and not os.path.exists(marker):
+        open(marker, "w").write("tried")
+        raise RuntimeError("first attempt fails")
+    return [x * x, os.environ["KINETIC_ATTEMPT"], os.environ.get("MAP_GREETING")]
+"#;
+
+async fn world() -> World {
+    World::gke(WORK_PY)
+        .pyproject()
+        .kill_grace(Duration::from_millis(300))
+        .start()
+        .await
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Six inputs `{"x": i, "marker": ...}`, keyword calls.
+fn inputs(w: &World) -> String {
+    let marker = w.sandbox().path("").join("marker");
+    let path = w.sandbox().path("inputs.jsonl");
+    let lines: String = (0..6)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"x": i, "marker": marker.display().to_string()})
+            )
+        })
+        .collect();
+    std::fs::write(&path, lines).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gke_map_is_one_indexed_job_and_one_secret_with_per_input_retries_and_failures() {
+    let w = world().await;
+    let cluster = w.cluster();
+    let inputs = inputs(&w);
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:work",
+            "--inputs",
+            &inputs,
+            "--backend",
+            "gke",
+            "--retries",
+            "1",
+            "--max-concurrent",
+            "3",
+            "--env",
+            "MAP_GREETING=hi",
+            "--poll-interval",
+            "0.2",
+            "--json",
+        ])
+        .await;
+    assert_eq!(o.status.code(), Some(1), "input 4 fails: {}", text(&o));
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+
+    let calls = cluster.calls();
+    assert_eq!(
+        (
+            calls.count("create", "jobs.batch"),
+            calls.count("create", "secrets")
+        ),
+        (1, 1),
+        "one Job and one Secret (the captured environment) for six inputs: {:?}",
+        calls.snapshot()
+    );
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 6, "{v}");
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r["index"], i, "in input order: {v}");
+        match i {
+            4 => assert!(
+                r["error"].is_string(),
+                "input 4 killed its interpreter: {v}"
+            ),
+            2 => assert_eq!(r["value"], json!([4, "2", "hi"]), "retried by the Job: {v}"),
+            _ => assert_eq!(r["value"], json!([i * i, "1", "hi"]), "{v}"),
+        }
+    }
+    assert_eq!(v["failed"], 1, "{v}");
+
+    // An Indexed Job of six completions, at most three pods at once.
+    let job = &cluster.objects("jobs.batch", "default")[0];
+    assert_eq!(job["spec"]["completionMode"], "Indexed", "{job}");
+    assert_eq!(job["spec"]["parallelism"], 3, "{job}");
+    assert_eq!(job["spec"]["completions"], 6, "{job}");
+
+    // Each input's log is its own, read through its child job id.
+    let child = results[3]["job_id"].as_str().expect("job_id").to_owned();
+    let o = w.kinetic(&["jobs", "logs", &child]).await;
+    let log = String::from_utf8_lossy(&o.stdout);
+    assert!(log.contains("input 3 attempt 1"), "{}", text(&o));
+    assert!(!log.contains("input 5"), "{}", text(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_isolation_keeps_one_job_per_input_on_gke() {
+    let w = world().await;
+    let cluster = w.cluster();
+    let path = w.sandbox().path("three.jsonl");
+    let marker = w.sandbox().path("").join("m").display().to_string();
+    let lines: String = [0, 1, 3]
+        .iter()
+        .map(|i| format!("{}\n", json!({"x": i, "marker": marker})))
+        .collect();
+    std::fs::write(&path, lines).unwrap();
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:work",
+            "--inputs",
+            path.to_str().unwrap(),
+            "--backend",
+            "gke",
+            "--isolation",
+            "process",
+            "--poll-interval",
+            "0.2",
+            "--json",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["results"][2]["value"], json!([9, "1", null]), "{v}");
+    assert_eq!(cluster.calls().count("create", "jobs.batch"), 3);
+}
