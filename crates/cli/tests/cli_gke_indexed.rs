@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 mod sandbox;
 
-use sandbox::world::World;
+use sandbox::world::{JOBS_BUCKET, World};
 
 const WORK_PY: &str = r#"
 import os
@@ -160,4 +160,136 @@ async fn process_isolation_keeps_one_job_per_input_on_gke() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["results"][2]["value"], json!([9, "1", null]), "{v}");
     assert_eq!(cluster.calls().count("create", "jobs.batch"), 3);
+}
+
+/// Write `values` as inputs `{"x": v, "marker": ...}` to `name`.
+fn inputs_of(w: &World, name: &str, values: &[i64]) -> String {
+    let marker = w.sandbox().path("").join("marker").display().to_string();
+    let path = w.sandbox().path(name);
+    let lines: String = values
+        .iter()
+        .map(|x| format!("{}\n", json!({"x": x, "marker": marker})))
+        .collect();
+    std::fs::write(&path, lines).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_follows_an_indexed_batch_and_cleans_it_with_one_call() {
+    let w = world().await;
+    let (gcs, cluster) = (w.gcs(), w.cluster());
+    let inputs = inputs_of(&w, "four.jsonl", &[0, 1, 3, 5]);
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:work",
+            "--inputs",
+            &inputs,
+            "--backend",
+            "gke",
+            "--max-concurrent",
+            "2",
+            "--detach",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", text(&o));
+    let group = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    let manifest: Value = serde_json::from_slice(
+        &gcs.object(JOBS_BUCKET, &format!("_groups/{group}/manifest.json"))
+            .expect("the manifest"),
+    )
+    .unwrap();
+    assert_eq!(manifest["resume"]["indexed"], true, "{manifest}");
+    assert_eq!(manifest["submission_complete"], true, "{manifest}");
+    let children = manifest["children"].as_array().expect("children");
+    assert_eq!(children.len(), 4, "{manifest}");
+    assert!(children.iter().all(|c| c["attempts"] == 1), "{manifest}");
+
+    // Another process reads the batch from the backend: nothing is
+    // submitted again, the values come in order, and the collected batch
+    // goes with one delete of its Job.
+    let o = w.kinetic(&["batch", "results", &group, "--json"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let values: Vec<Value> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["value"][0].clone())
+        .collect();
+    assert_eq!(values, [json!(0), json!(1), json!(9), json!(25)], "{v}");
+    let calls = cluster.calls();
+    assert_eq!(
+        calls.count("create", "jobs.batch"),
+        1,
+        "{:?}",
+        calls.snapshot()
+    );
+    assert_eq!(
+        calls.count("delete", "jobs.batch"),
+        1,
+        "{:?}",
+        calls.snapshot()
+    );
+    assert!(cluster.objects("jobs.batch", "default").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_fast_stops_an_indexed_batch_from_starting_more_inputs() {
+    let w = world().await;
+    let cluster = w.cluster();
+    // Input 0 kills its interpreter; one input at a time.
+    let inputs = inputs_of(&w, "ff.jsonl", &[4, 0, 1, 3, 5, 6]);
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:work",
+            "--inputs",
+            &inputs,
+            "--backend",
+            "gke",
+            "--max-concurrent",
+            "1",
+            "--fail-fast",
+            "--poll-interval",
+            "0.1",
+            "--json",
+        ])
+        .await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let results = v["results"].as_array().expect("results");
+    assert!(results[0]["error"].is_string(), "{v}");
+    // Between the failure and the client's stop one more index may start
+    // (the controller starts the next at once): the last ones never run.
+    for r in &results[3..] {
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(error.contains("fail-fast"), "{v}");
+    }
+    // The client stopped the batch at the backend: with nothing it
+    // follows still running, the whole Job goes (one delete), so the Job
+    // never runs the inputs the stop withdrew.
+    let calls = cluster.calls();
+    assert_eq!(
+        calls.count("delete", "jobs.batch"),
+        1,
+        "{:?}",
+        calls.snapshot()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(cluster.objects("jobs.batch", "default").is_empty());
+    for r in &results[3..] {
+        let child = r["job_id"]
+            .as_str()
+            .expect("a withdrawn input keeps its child id");
+        assert!(
+            w.gcs()
+                .object(JOBS_BUCKET, &format!("{child}/result.json"))
+                .is_none(),
+            "a withdrawn input never ran: {v}"
+        );
+    }
+    assert_eq!(cluster.calls().count("create", "jobs.batch"), 1);
 }

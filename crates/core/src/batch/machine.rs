@@ -633,6 +633,9 @@ pub struct BatchMachine {
     indexed: Option<GroupId>,
     /// The indexed batch's one submission was made.
     batch_submitted: bool,
+    /// The indexed batch was told to stop every input
+    /// (`StopBatch { cancel_running: true }`).
+    batch_cancelled: bool,
 }
 
 impl BatchMachine {
@@ -658,6 +661,7 @@ impl BatchMachine {
             pool: false,
             indexed: None,
             batch_submitted: false,
+            batch_cancelled: false,
             config,
         }
     }
@@ -685,6 +689,7 @@ impl BatchMachine {
             pool: false,
             indexed: None,
             batch_submitted: false,
+            batch_cancelled: false,
             config: BatchConfig::default().max_concurrent(None),
         }
     }
@@ -1039,6 +1044,7 @@ impl BatchMachine {
             }
         }
         self.pump(&mut out);
+        self.finish_stopped_batch(&mut out);
         out
     }
 
@@ -1111,6 +1117,32 @@ impl BatchMachine {
                 index,
                 job_id: job_id.clone(),
             });
+        }
+    }
+
+    /// An indexed batch: stop every input, once (a cancel after a
+    /// fail-fast stop that cancelled already asks nothing more).
+    fn cancel_batch(&mut self, out: &mut Vec<Command>) {
+        if !self.batch_cancelled {
+            self.batch_cancelled = true;
+            out.push(Command::StopBatch {
+                cancel_running: true,
+            });
+        }
+    }
+
+    /// An indexed batch stopped from starting inputs whose last input
+    /// followed here ended: the backend may still hold inputs this batch
+    /// withdrew (started after the last poll) or retries, and only status
+    /// reads keep a stopping batch from starting more, so it is stopped
+    /// as a whole: nothing it runs now has a value anyone reads.
+    fn finish_stopped_batch(&mut self, out: &mut Vec<Command>) {
+        if self.indexed.is_some()
+            && self.stopped
+            && self.batch_submitted
+            && self.counts.pending + self.counts.running + self.counts.submitting == 0
+        {
+            self.cancel_batch(out);
         }
     }
 
@@ -1290,9 +1322,17 @@ impl BatchMachine {
         self.stopped = true;
         self.skip_queue(SkipReason::FailFast);
         if self.indexed.is_some() {
-            out.push(Command::StopBatch {
-                cancel_running: self.config.cancel_running_on_fail,
-            });
+            self.withdraw_queued(out);
+            let running = self.counts.pending + self.counts.running > 0;
+            if self.config.cancel_running_on_fail || !running {
+                // Nothing followed here runs on: stop it all.
+                self.cancel_batch(out);
+            } else {
+                out.push(Command::StopBatch {
+                    cancel_running: false,
+                });
+            }
+            return;
         } else if self.config.cancel_running_on_fail {
             self.cancel_active(out);
         }
@@ -1320,18 +1360,11 @@ impl BatchMachine {
         if self.cancelled {
             return;
         }
-        // A fail-fast stop that cancelled the running inputs already did
-        // all a cancel does to an indexed batch.
-        let cancelled_already = self.stopped && self.config.cancel_running_on_fail;
         self.cancelled = true;
         self.stopped = true;
         self.skip_queue(SkipReason::Cancelled);
         if self.indexed.is_some() {
-            if !cancelled_already {
-                out.push(Command::StopBatch {
-                    cancel_running: true,
-                });
-            }
+            self.cancel_batch(out);
         } else {
             self.cancel_active(out);
         }
@@ -1828,9 +1861,28 @@ mod tests {
             // 0 and 3 never started: skipped; 2 runs on.
             assert_eq!(m.counts().skipped, 2);
             assert_eq!(m.counts().running, 1);
-            // A second failure stops nothing more.
-            assert!(observe(&mut m, &g, 2, 1, JobStatus::Failed).is_empty());
+            // Once the last input followed ended, the batch is stopped as
+            // a whole: the backend may hold inputs started after the last
+            // poll, and nobody reads the batch to keep it from starting more.
+            assert_eq!(
+                observe(&mut m, &g, 2, 1, JobStatus::Failed),
+                vec![Command::StopBatch {
+                    cancel_running: true
+                }]
+            );
             assert!(m.is_done());
+            assert!(m.apply(Event::Cancel).is_empty(), "stopped already");
+
+            // Nothing running at the failure: one stop of everything.
+            let config = BatchConfig::default().fail_fast(true, false);
+            let (mut m, g) = started(3, config);
+            assert_eq!(
+                observe(&mut m, &g, 0, 1, JobStatus::Failed),
+                vec![Command::StopBatch {
+                    cancel_running: true
+                }]
+            );
+            assert_eq!(m.counts().skipped, 2);
         }
 
         #[test]
