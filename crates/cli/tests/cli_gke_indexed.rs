@@ -17,6 +17,12 @@ use sandbox::world::{JOBS_BUCKET, World};
 
 const WORK_PY: &str = r#"
 import os
+import time
+
+
+def slow(x):
+    time.sleep(1.0)
+    return [x * x, os.environ["KINETIC_ATTEMPT"]]
 
 
 def work(x, marker):
@@ -292,4 +298,84 @@ async fn fail_fast_stops_an_indexed_batch_from_starting_more_inputs() {
         );
     }
     assert_eq!(cluster.calls().count("create", "jobs.batch"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_map_killed_after_its_one_submission_resumes_without_submitting_again() {
+    let w = world().await;
+    let (gcs, cluster) = (w.gcs(), w.cluster());
+    let path = w.sandbox().path("slow.jsonl");
+    std::fs::write(&path, "0\n1\n3\n5\n").unwrap();
+    let mut child = w
+        .sandbox()
+        .command(
+            &[
+                "map",
+                "work.py:slow",
+                "--inputs",
+                path.to_str().unwrap(),
+                "--backend",
+                "gke",
+                "--max-concurrent",
+                "1",
+                "--poll-interval",
+                "0.2",
+            ],
+            &[],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed (SIGKILL) once its manifest names every child.
+    let started = std::time::Instant::now();
+    let group = loop {
+        let manifest = gcs
+            .list_objects(JOBS_BUCKET)
+            .into_iter()
+            .map(|(name, _)| name)
+            .find(|n| n.starts_with("_groups/") && n.ends_with("/manifest.json"))
+            .and_then(|n| gcs.object(JOBS_BUCKET, &n).map(|b| (n, b)));
+        if let Some((name, bytes)) = manifest {
+            let m: Value = serde_json::from_slice(&bytes).unwrap();
+            if m["submission_complete"] == true {
+                break name.split('/').nth(1).unwrap().to_owned();
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no complete manifest"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let o = w.kinetic(&["batch", "resume", &group, "--json"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let values: Vec<Value> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["value"].clone())
+        .collect();
+    assert_eq!(
+        values,
+        [
+            json!([0, "1"]),
+            json!([1, "1"]),
+            json!([9, "1"]),
+            json!([25, "1"])
+        ],
+        "each input ran once: {v}"
+    );
+    let calls = cluster.calls();
+    assert_eq!(
+        calls.count("create", "jobs.batch"),
+        1,
+        "{:?}",
+        calls.snapshot()
+    );
 }

@@ -170,14 +170,14 @@ type Submission = (usize, u32, JobId, Result<JobHandle, EngineError>);
 
 /// A submission that came back.
 enum Done {
-    One(Submission),
+    One(Box<Submission>),
     /// The one submission of an indexed batch.
     Batch(Result<(), EngineError>),
 }
 
 enum Wake {
     Command(Option<Order>),
-    Submitted(Box<Done>),
+    Submitted(Done),
     ChoreDone,
     ManifestWritten,
     PollDone,
@@ -262,7 +262,7 @@ fn submit_one(
             .await
         }
         .await;
-        Done::One((index, attempt, job_id, result))
+        Done::One(Box::new((index, attempt, job_id, result)))
     })
 }
 
@@ -420,7 +420,7 @@ async fn run(
 
         let wake = std::future::poll_fn(|cx| {
             if let Poll::Ready(Some(done)) = submissions.poll_next_unpin(cx) {
-                return Poll::Ready(Wake::Submitted(Box::new(done)));
+                return Poll::Ready(Wake::Submitted(done));
             }
             if rx_open && let Poll::Ready(message) = rx.poll_recv(cx) {
                 return Poll::Ready(Wake::Command(message));
@@ -456,8 +456,8 @@ async fn run(
             Wake::Command(Some(submit)) => backlog.push_back(submit),
             Wake::Command(None) => rx_open = false,
             Wake::Submitted(done) => {
-                let settled = match *done {
-                    Done::One(submission) => settle(&shared, submission),
+                let settled = match done {
+                    Done::One(submission) => settle(&shared, *submission),
                     Done::Batch(result) => settle_batch(&shared, result),
                 };
                 if let Some(f) = run_chores(settled) {
