@@ -379,3 +379,46 @@ async fn a_map_killed_after_its_one_submission_resumes_without_submitting_again(
         calls.snapshot()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_an_indexed_batch_is_one_delete_of_its_job() {
+    let w = world().await;
+    let cluster = w.cluster();
+    let path = w.sandbox().path("cancel.jsonl");
+    std::fs::write(&path, "0\n1\n3\n5\n6\n7\n").unwrap();
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:slow",
+            "--inputs",
+            path.to_str().unwrap(),
+            "--backend",
+            "gke",
+            "--max-concurrent",
+            "1",
+            "--detach",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", text(&o));
+    let group = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    let o = w.kinetic(&["batch", "cancel", &group]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let calls = cluster.calls();
+    assert_eq!(
+        (
+            calls.count("create", "jobs.batch"),
+            calls.count("delete", "jobs.batch")
+        ),
+        (1, 1),
+        "{:?}",
+        calls.snapshot()
+    );
+    // Deleted in the foreground: gone once its pods are.
+    let started = std::time::Instant::now();
+    while !cluster.objects("jobs.batch", "default").is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(20), "the Job stays");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(cluster.objects("secrets", "default").is_empty());
+    assert!(cluster.objects("pods", "default").is_empty());
+}
