@@ -134,6 +134,14 @@ async fn a_gke_map_is_one_indexed_job_and_one_secret_with_per_input_retries_and_
     let log = String::from_utf8_lossy(&o.stdout);
     assert!(log.contains("input 3 attempt 1"), "{}", text(&o));
     assert!(!log.contains("input 5"), "{}", text(&o));
+
+    // Its status is what its batch's Job says of its index (the child has
+    // no Kubernetes object of its own).
+    let o = w.kinetic(&["jobs", "status", &child, "--json"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let s: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert_eq!(s["status"], "SUCCEEDED", "{s}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -421,4 +429,16 @@ async fn cancelling_an_indexed_batch_is_one_delete_of_its_job() {
     }
     assert!(cluster.objects("secrets", "default").is_empty());
     assert!(cluster.objects("pods", "default").is_empty());
+    // The Job went with its pods' states: the cancel's note in the store
+    // says how the inputs without a result ended.
+    let o = w.kinetic(&["batch", "status", &group, "--json"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let s: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let jobs = s["jobs"].as_array().unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(jobs.len(), 6, "{s}");
+    for j in jobs {
+        assert_eq!(j["status"], "FAILED", "{s}");
+        assert_eq!(j["reason"]["kind"], "cancelled", "{s}");
+    }
 }

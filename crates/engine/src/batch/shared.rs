@@ -20,7 +20,7 @@ use kinetic_core::layout;
 use kinetic_core::ports::{Backend, BatchEnd, CleanupWait, GetOptions, GroupQuery, ObjectStoreExt};
 use kinetic_core::protocol::RunnerResult;
 use kinetic_core::record::UtcTimestamp;
-use kinetic_core::status::{JobState, JobStatus};
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
 use super::BatchError;
 use super::indexed::IndexedChildren;
@@ -33,6 +33,9 @@ pub(super) enum Order {
     /// Every input being submitted, in one call (an indexed batch).
     Batch,
 }
+
+/// The note an indexed batch's cancel leaves in its folder.
+const CANCEL_NOTE: &str = "cancelled.json";
 
 /// Store or backend calls a batch makes at once when it must make one per
 /// child (loading records, per-job status fallback, cancel, cleanup).
@@ -237,6 +240,11 @@ impl BatchShared {
                         }
                     }
                     Chore::EndBatch(backend, end) => {
+                        if end == BatchEnd::Cancel {
+                            // The Job goes with its pods' states: what was
+                            // stopped reads `FAILED (cancelled)` from here.
+                            self.mark_cancelled().await;
+                        }
                         let query = GroupQuery::new(group_id.clone(), namespace.clone());
                         if let Err(e) = backend.end_batch(&query, end, CleanupWait::default()).await {
                             tracing::warn!(group_id = %group_id, "could not stop the batch ({end:?}): {e}");
@@ -389,10 +397,43 @@ impl BatchShared {
             .buffer_unordered(FAN_OUT)
             .collect()
             .await;
+        let mut unsettled = Vec::new();
         for (pos, status) in settled {
-            if let Some(status) = status {
-                observed[pos].2 = JobState::new(status);
+            match status {
+                Some(status) => observed[pos].2 = JobState::new(status),
+                None => unsettled.push(pos),
             }
+        }
+        // An indexed batch's children vanish with its Job when the batch
+        // is cancelled: one ended without a result was stopped.
+        if !unsettled.is_empty() && self.lock().indexed.is_some() && self.was_cancelled().await {
+            for pos in unsettled {
+                observed[pos].2 =
+                    JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
+            }
+        }
+    }
+
+    /// `_groups/{group_id}/cancelled.json`: written before an indexed
+    /// batch is cancelled at its backend (which deletes its Job).
+    fn cancel_note(&self) -> Option<kinetic_core::ports::ObjectPath> {
+        layout::group_file(&self.group_id, CANCEL_NOTE).ok()
+    }
+
+    async fn mark_cancelled(&self) {
+        let Some(path) = self.cancel_note() else {
+            return;
+        };
+        let note = serde_json::json!({"at": (self.engine.clock)().to_string()});
+        if let Err(e) = self.engine.store.put_json(&path, note.to_string()).await {
+            tracing::warn!(group_id = %self.group_id, "could not record the batch's cancel: {e}");
+        }
+    }
+
+    async fn was_cancelled(&self) -> bool {
+        match self.cancel_note() {
+            Some(path) => self.engine.store.exists(&path).await.unwrap_or(false),
+            None => false,
         }
     }
 
