@@ -16,7 +16,7 @@ use kinetic_core::batch::{
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::layout;
 use kinetic_core::plan::GroupPlace;
-use kinetic_core::ports::{Backend, GetOptions, ObjectStoreExt, PreparedBatch};
+use kinetic_core::ports::{Backend, ObjectStoreExt, PreparedBatch};
 use kinetic_core::redact::Redactor;
 
 use super::BatchError;
@@ -66,12 +66,14 @@ impl IndexedChildren {
 
     /// The children of the indexed batch `group_id` on `backend`, from its
     /// stored batch spec (`_groups/{group_id}/batch.json`): what a process
-    /// that attaches to the batch follows them by.
+    /// that attaches to the batch follows them by. `None` when the batch
+    /// has no batch spec yet: its process was stopped before submitting it
+    /// (a resume submits it).
     pub(super) async fn read(
         engine: &Arc<EngineInner>,
         group_id: &GroupId,
         backend: &str,
-    ) -> Result<Self, BatchError> {
+    ) -> Result<Option<Self>, BatchError> {
         let path = layout::group_batch_spec(group_id);
         let uri = engine.store.uri(&path);
         let invalid = |message: String| BatchError::InvalidManifest {
@@ -79,15 +81,14 @@ impl IndexedChildren {
             uri: uri.clone(),
             message,
         };
-        let bytes = engine
-            .store
-            .get(&path, GetOptions::default())
-            .await
-            .map_err(|e| {
-                invalid(format!(
-                    "the batch was submitted in one call but its batch spec cannot be read: {e}"
-                ))
-            })?;
+        let Some(bytes) = engine.store.get_if_exists(&path).await.map_err(|e| {
+            invalid(format!(
+                "the batch was submitted in one call but its batch spec cannot be read: {e}"
+            ))
+        })?
+        else {
+            return Ok(None);
+        };
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| invalid(format!("its batch spec is not JSON: {e}")))?;
         let spec = IndexedBatchSpec::from_json(&value)
@@ -99,12 +100,12 @@ impl IndexedChildren {
             )));
         }
         let backend = engine.backends.get(backend).map_err(EngineError::from)?;
-        Ok(Self {
+        Ok(Some(Self {
             engine: engine.clone(),
             backend,
             spec: Arc::new(spec),
             redactor: Redactor::default(),
-        })
+        }))
     }
 
     /// The backend the batch runs on.

@@ -334,7 +334,7 @@ pub(super) async fn attach(
             .unwrap_or(0);
         {
             let mut core = handle.shared.lock();
-            core.indexed = Some(children);
+            core.indexed = children;
             core.machine
                 .follow_indexed(handle.shared.group_id.clone(), retries);
         }
