@@ -176,6 +176,38 @@ async fn process_isolation_keeps_one_job_per_input_on_gke() {
     assert_eq!(cluster.calls().count("create", "jobs.batch"), 3);
 }
 
+/// A run deadline is per input, and an Indexed Job's
+/// `activeDeadlineSeconds` would be the whole Job's: such a batch keeps
+/// one Job per input, each with its own deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_deadline_keeps_one_job_per_input_on_gke() {
+    let w = world().await;
+    let cluster = w.cluster();
+    let inputs = inputs_of(&w, "deadline.jsonl", &[0, 1]);
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:work",
+            "--inputs",
+            &inputs,
+            "--backend",
+            "gke",
+            "--run-deadline",
+            "600",
+            "--poll-interval",
+            "0.2",
+            "--json",
+            "--no-cleanup",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(cluster.calls().count("create", "jobs.batch"), 2);
+    for job in cluster.objects("jobs.batch", "default") {
+        assert_eq!(job["spec"]["activeDeadlineSeconds"], 600, "{job}");
+        assert!(job["spec"]["completionMode"].is_null(), "{job}");
+    }
+}
+
 /// Write `values` as inputs `{"x": v, "marker": ...}` to `name`.
 fn inputs_of(w: &World, name: &str, values: &[i64]) -> String {
     let marker = w.sandbox().path("").join("marker").display().to_string();
