@@ -350,6 +350,11 @@ impl JobHandle {
     /// it was cleaned up is `NOT_FOUND` with [`StatusReason::CleanedUp`].
     pub async fn status(&self) -> Result<JobState, EngineError> {
         let mut state = self.backend.status(&self.record).await?;
+        if state.status == JobStatus::NotFound
+            && let Some(found) = self.state_in_batch().await?
+        {
+            state = found;
+        }
         if !state.attempts.is_empty() {
             state.attempts = self.keep_attempts_merged(&state).await;
         }
@@ -360,6 +365,22 @@ impl JobHandle {
             Some(collected) => state.with_reason(StatusReason::CleanedUp { collected }),
             None => state,
         })
+    }
+
+    /// A child of a batch submitted in one call (one Indexed Job) has no
+    /// backend object of its own: its state is its batch's group status
+    /// names for it (`None` for any other job, or a child it does not name).
+    async fn state_in_batch(&self) -> Result<Option<JobState>, EngineError> {
+        let Some(group_id) = self.record.group_id.clone() else {
+            return Ok(None);
+        };
+        let caps = self.backend.capabilities();
+        if !caps.indexed_batches || !caps.group_status {
+            return Ok(None);
+        }
+        let query = kinetic_core::ports::GroupQuery::new(group_id, self.record.namespace.clone());
+        let mut states = self.backend.group_status(&query).await?;
+        Ok(states.remove(&self.record.job_id))
     }
 
     /// The job's attempts (see [`kinetic_core::budget`]): as last kept in the

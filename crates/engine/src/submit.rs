@@ -233,22 +233,34 @@ pub(crate) async fn submit_child(
 ) -> Result<JobHandle, EngineError> {
     let span = tracing::info_span!("submit", job_id = %job_id, backend = resolved.backend.name());
     let result = async {
-        let store = &inner.store;
-        let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
-        let facts = job_facts(inner, resolved, &shared.image_uri, job_id, call);
-        let job = plan::job(
-            spec,
-            &inner.settings,
-            &resolved.project.facts,
-            &shared.plan,
-            &facts,
-            &uri_of,
-        )?;
+        let job = plan_child(inner, spec, resolved, shared, job_id, call)?;
         execute_job(inner, &resolved.backend, &job, &SubmitOptions::default()).await
     }
     .instrument(span)
     .await;
     finish_submit(inner, resolved, job_id, result).await
+}
+
+/// Plan one child of a batch (pure: nothing written).
+pub(crate) fn plan_child(
+    inner: &Arc<EngineInner>,
+    spec: &JobSpec,
+    resolved: &Resolved,
+    shared: &Shared,
+    job_id: &JobId,
+    call: &ChildCall,
+) -> Result<plan::JobPlan, EngineError> {
+    let store = &inner.store;
+    let uri_of = |p: &kinetic_core::ports::ObjectPath| store.uri(p);
+    let facts = job_facts(inner, resolved, &shared.image_uri, job_id, call);
+    Ok(plan::job(
+        spec,
+        &inner.settings,
+        &resolved.project.facts,
+        &shared.plan,
+        &facts,
+        &uri_of,
+    )?)
 }
 
 async fn finish_submit(

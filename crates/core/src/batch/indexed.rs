@@ -107,9 +107,81 @@ impl IndexedBatchSpec {
         })
     }
 
+    /// Read a batch spec ([`IndexedBatchSpec::to_json`]) back.
+    ///
+    /// # Errors
+    /// What is missing or of the wrong type, by key; a `kind` other than
+    /// [`BATCH_SPEC_KIND`].
+    pub fn from_json(value: &Value) -> Result<Self, String> {
+        let obj = value.as_object().ok_or("a batch spec is a JSON object")?;
+        let text = |key: &str| -> Result<String, String> {
+            obj.get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{key} must be a string"))
+        };
+        let count = |key: &str| -> Result<usize, String> {
+            obj.get(key)
+                .and_then(Value::as_u64)
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| format!("{key} must be a non-negative integer"))
+        };
+        let kind = text("kind")?;
+        if kind != BATCH_SPEC_KIND {
+            return Err(format!("kind must be {BATCH_SPEC_KIND:?}, got {kind:?}"));
+        }
+        let group_id = text("group_id")?
+            .parse()
+            .map_err(|e| format!("group_id: {e}"))?;
+        Ok(Self {
+            group_id,
+            inputs: count("inputs")?,
+            chunk_size: count("chunk_size")?.max(1),
+            calls_uri: text("calls_uri")?,
+            job_uri: text("job_uri")?,
+            child: obj.get("child").cloned().unwrap_or(Value::Null),
+            record: obj
+                .get("record")
+                .filter(|r| r.is_object())
+                .cloned()
+                .ok_or("record must be an object")?,
+        })
+    }
+
     /// How many chunks of calls the batch has.
     pub fn chunks(&self) -> usize {
         self.inputs.div_ceil(self.chunk_size)
+    }
+    /// The record of input `index`'s child `job_id`, as its pod writes it
+    /// in `handle.json` (the template with the child's id and index): what
+    /// the client follows a child by before (or without) reading it.
+    ///
+    /// # Errors
+    /// The template is not a record (it was not built by
+    /// [`IndexedBatchSpec::new`]).
+    pub fn child_record(
+        &self,
+        job_id: &str,
+        index: usize,
+    ) -> Result<JobRecord, crate::record::RecordError> {
+        let mut record = self.record.clone();
+        fill(&mut record, job_id);
+        if let Value::Object(map) = &mut record {
+            map.insert("group_index".into(), json!(index));
+        }
+        JobRecord::try_from(record)
+    }
+}
+
+/// Replace [`JOB_ID_PLACEHOLDER`] by `id` in every string of `value`.
+fn fill(value: &mut Value, id: &str) {
+    match value {
+        Value::String(s) if s.contains(JOB_ID_PLACEHOLDER) => {
+            *s = s.replace(JOB_ID_PLACEHOLDER, id);
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| fill(v, id)),
+        Value::Object(map) => map.values_mut().for_each(|v| fill(v, id)),
+        _ => {}
     }
 }
 
@@ -183,5 +255,44 @@ mod tests {
             vec!["0\n1\n", "2\n3\n", "4\n"]
         );
         assert!(encode_call_chunks(Vec::new(), 3).is_empty());
+    }
+
+    #[test]
+    fn a_child_record_is_the_template_with_its_id_and_index() {
+        let group = GroupId::new_random();
+        let template_id = crate::batch::child_job_id(&group, 0, 1);
+        let mut record = json!({
+            "job_id": template_id.to_string(), "backend": "gke", "project": "p",
+            "cluster_name": "c", "zone": "z", "namespace": "default", "bucket_name": "b",
+            "k8s_name": format!("kinetic-{template_id}"), "image_uri": "i",
+            "accelerator": "cpu", "func_name": "f", "display_name": "d",
+            "created_at": "2026-11-27T20:00:00Z", "group_index": 0,
+            "group_id": group.to_string(), "group_kind": "map"
+        });
+        placehold(&mut record, template_id.as_str());
+        let spec = IndexedBatchSpec {
+            group_id: group.clone(),
+            inputs: 3,
+            chunk_size: 2,
+            calls_uri: "mem://b/calls".into(),
+            job_uri: "mem://b/{job_id}".into(),
+            child: Value::Null,
+            record,
+        };
+        let child = crate::batch::child_job_id(&group, 2, 3);
+        let got = spec.child_record(child.as_str(), 2).unwrap();
+        assert_eq!(got.job_id, child);
+        assert_eq!(got.group_index, Some(2));
+        assert_eq!(got.group_id, Some(group));
+        assert!(got.check_ids(&child).is_ok(), "{got:?}");
+        let back = IndexedBatchSpec::from_json(&spec.to_json()).unwrap();
+        assert_eq!(back, spec);
+        let mut wrong = spec.to_json();
+        wrong["kind"] = json!("job");
+        assert!(
+            IndexedBatchSpec::from_json(&wrong)
+                .unwrap_err()
+                .starts_with("kind must be")
+        );
     }
 }

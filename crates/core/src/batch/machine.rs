@@ -17,8 +17,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::input::InputMode;
-use super::manifest::MAX_DETERMINISTIC_ATTEMPT;
-use crate::ids::JobId;
+use super::manifest::{MAX_DETERMINISTIC_ATTEMPT, child_job_id};
+use crate::ids::{GroupId, JobId};
 use crate::status::JobStatus;
 
 /// Kinetic's default `max_concurrent`.
@@ -415,6 +415,17 @@ pub enum Event {
     /// away): queued inputs and submissions in flight become
     /// [`Slot::Unknown`], to be found or resubmitted by a resume.
     Abandon,
+    /// An indexed batch ([`BatchMachine::indexed`]): the one submission
+    /// ([`Command::SubmitBatch`]) started every input being submitted as
+    /// its attempt-1 child.
+    BatchSubmitted,
+    /// An indexed batch: the one submission failed; every input being
+    /// submitted is queued again when `retryable` and attempts are left,
+    /// else fails to submit.
+    BatchSubmitFailed {
+        /// Whether the error was transient (retrying may help).
+        retryable: bool,
+    },
 }
 
 /// What the engine must do.
@@ -444,6 +455,18 @@ pub enum Command {
         index: usize,
         /// The failed job.
         job_id: JobId,
+    },
+    /// An indexed batch ([`BatchMachine::indexed`]): submit every input
+    /// being submitted (all of them, at attempt 1) in one call, then report
+    /// [`Event::BatchSubmitted`] or [`Event::BatchSubmitFailed`].
+    SubmitBatch,
+    /// An indexed batch: stop it as a whole, the backend's one call
+    /// (`end_batch`): start no more of its inputs and, with
+    /// `cancel_running`, stop the running ones too.
+    StopBatch {
+        /// Cancel the inputs running (a cancel, or fail-fast with
+        /// `cancel_running_on_fail`).
+        cancel_running: bool,
     },
     /// The manifest's children changed: input `index` now has job `job_id`
     /// after `attempts` attempts.
@@ -605,6 +628,14 @@ pub struct BatchMachine {
     /// The jobs run on a worker pool whose queued jobs read `PENDING` and
     /// have not started: [`BatchMachine::set_worker_pool`].
     pool: bool,
+    /// Set for a batch submitted in one call whose backend retries each
+    /// input itself: [`BatchMachine::indexed`].
+    indexed: Option<GroupId>,
+    /// The indexed batch's one submission was made.
+    batch_submitted: bool,
+    /// The indexed batch was told to stop every input
+    /// (`StopBatch { cancel_running: true }`).
+    batch_cancelled: bool,
 }
 
 impl BatchMachine {
@@ -628,6 +659,9 @@ impl BatchMachine {
             abandoned_attempts: vec![0; total],
             prefetch: 0,
             pool: false,
+            indexed: None,
+            batch_submitted: false,
+            batch_cancelled: false,
             config,
         }
     }
@@ -653,8 +687,70 @@ impl BatchMachine {
             abandoned_attempts: vec![0; total],
             prefetch: 0,
             pool: false,
+            indexed: None,
+            batch_submitted: false,
+            batch_cancelled: false,
             config: BatchConfig::default().max_concurrent(None),
         }
+    }
+
+    /// A batch of `total` inputs (group `group_id`) submitted in **one**
+    /// call to a backend that runs every input as an index of one workload
+    /// and retries each index itself (an Indexed Job on gke): the
+    /// *indexed mode*.
+    ///
+    /// - The first [`Event::Pump`] puts every input in
+    ///   [`Slot::Submitting`] and asks for one [`Command::SubmitBatch`];
+    ///   [`Event::BatchSubmitted`] makes every input active as its attempt-1
+    ///   child ([`child_job_id`]`(group_id, index, 1)`), all at once: the
+    ///   backend keeps `max_concurrent` of them running.
+    /// - No [`Command::Submit`] nor [`Command::Cleanup`] ever: an attempt
+    ///   seen `FAILED` with attempts left (and the batch not stopped) moves
+    ///   its input to the next attempt's child, `PENDING`, which the
+    ///   backend starts itself ([`Command::RecordChild`] names it). Out of
+    ///   attempts, or seen `NOT_FOUND` (the backend no longer holds the
+    ///   batch, so nobody retries), the input ends as it would otherwise.
+    /// - A stop (fail-fast, cancel) is one [`Command::StopBatch`] instead of
+    ///   a cancel per job, and the inputs seen `PENDING` (not started) are
+    ///   withdrawn as on a worker pool ([`BatchMachine::set_worker_pool`]):
+    ///   skipped, as never submitted.
+    ///
+    /// ```
+    /// use kinetic_core::batch::{BatchConfig, BatchMachine, Command, Event, child_job_id};
+    /// use kinetic_core::ids::GroupId;
+    /// use kinetic_core::status::JobStatus;
+    ///
+    /// let g = GroupId::new_random();
+    /// let mut m = BatchMachine::indexed(3, BatchConfig::default().retries(1), g.clone());
+    /// assert_eq!(m.apply(Event::Pump), vec![Command::SubmitBatch]);
+    /// assert_eq!(m.apply(Event::BatchSubmitted).len(), 3); // three RecordChild
+    /// let first = child_job_id(&g, 1, 1);
+    /// let cmds = m.apply(Event::Observed { index: 1, job_id: first, status: JobStatus::Failed });
+    /// // The backend retries it: the input follows attempt 2, nothing to submit.
+    /// assert_eq!(cmds, vec![Command::RecordChild { index: 1, job_id: child_job_id(&g, 1, 2), attempts: 2 }]);
+    /// ```
+    pub fn indexed(total: usize, config: BatchConfig, group_id: GroupId) -> Self {
+        let mut machine = Self::new(total, config);
+        machine.indexed = Some(group_id);
+        machine
+    }
+
+    /// Follow a batch this process did not start ([`BatchMachine::observer`],
+    /// or one being resumed) as an indexed batch of group `group_id`
+    /// ([`BatchMachine::indexed`]) whose backend retries each input
+    /// `retries` times: a `FAILED` attempt with attempts left moves to the
+    /// next attempt's child, and the inputs a [`Event::Resume`] queues
+    /// (never submitted) go in one [`Command::SubmitBatch`] (which the
+    /// backend takes once per batch).
+    pub fn follow_indexed(&mut self, group_id: GroupId, retries: u32) {
+        self.indexed = Some(group_id);
+        self.config.retries = retries;
+        self.batch_submitted = false;
+    }
+
+    /// True for a batch submitted in one call ([`BatchMachine::indexed`]).
+    pub fn is_indexed(&self) -> bool {
+        self.indexed.is_some()
     }
 
     /// The configuration.
@@ -737,6 +833,12 @@ impl BatchMachine {
     /// ([`BatchMachine::set_worker_pool`]).
     pub fn on_worker_pool(&self) -> bool {
         self.pool
+    }
+
+    /// Whether an input seen `PENDING` has not started (and a stop
+    /// withdraws it): on a worker pool, and in indexed mode.
+    fn withdraws_pending(&self) -> bool {
+        self.pool || self.indexed.is_some()
     }
 
     /// The most inputs in flight at once.
@@ -844,7 +946,7 @@ impl BatchMachine {
             && self.config.fail_fast
             && (!self.queue.is_empty()
                 || self.config.cancel_running_on_fail
-                || (self.pool && self.counts.pending > 0));
+                || (self.withdraws_pending() && self.counts.pending > 0));
         capacity_bound || retry_watch || fail_watch
     }
 
@@ -916,6 +1018,16 @@ impl BatchMachine {
                     );
                 }
             }
+            Event::BatchSubmitted => self.on_batch_submitted(&mut out),
+            Event::BatchSubmitFailed { retryable } => {
+                for index in 0..self.slots.len() {
+                    if matches!(self.slots[index], Slot::Submitting { .. }) {
+                        self.on_submit_failed(index, retryable, &mut out);
+                    }
+                }
+                // Queued again: submitted again, in one call.
+                self.batch_submitted = false;
+            }
             Event::Abandon => {
                 for index in std::mem::take(&mut self.queue) {
                     if let Slot::Queued { attempts } = self.slots[index] {
@@ -932,6 +1044,7 @@ impl BatchMachine {
             }
         }
         self.pump(&mut out);
+        self.finish_stopped_batch(&mut out);
         out
     }
 
@@ -952,6 +1065,26 @@ impl BatchMachine {
 
     fn pump(&mut self, out: &mut Vec<Command>) {
         if self.stopped {
+            return;
+        }
+        if self.indexed.is_some() {
+            // Every input at once, in one call; the backend keeps
+            // `max_concurrent` of them running.
+            if self.batch_submitted || self.queue.is_empty() {
+                return;
+            }
+            self.batch_submitted = true;
+            for index in std::mem::take(&mut self.queue) {
+                if let Slot::Queued { attempts } = self.slots[index] {
+                    self.set(
+                        index,
+                        Slot::Submitting {
+                            attempt: attempts + 1,
+                        },
+                    );
+                }
+            }
+            out.push(Command::SubmitBatch);
             return;
         }
         let limit = self.in_flight_limit();
@@ -978,12 +1111,54 @@ impl BatchMachine {
             job_id: job_id.clone(),
             attempts: attempt,
         });
-        if self.cancels_new_jobs() {
+        // An indexed batch is stopped as a whole (`StopBatch`).
+        if self.cancels_new_jobs() && self.indexed.is_none() {
             out.push(Command::Cancel {
                 index,
                 job_id: job_id.clone(),
             });
         }
+    }
+
+    /// An indexed batch: stop every input, once (a cancel after a
+    /// fail-fast stop that cancelled already asks nothing more).
+    fn cancel_batch(&mut self, out: &mut Vec<Command>) {
+        if !self.batch_cancelled {
+            self.batch_cancelled = true;
+            out.push(Command::StopBatch {
+                cancel_running: true,
+            });
+        }
+    }
+
+    /// An indexed batch stopped from starting inputs whose last input
+    /// followed here ended: the backend may still hold inputs this batch
+    /// withdrew (started after the last poll) or retries, and only status
+    /// reads keep a stopping batch from starting more, so it is stopped
+    /// as a whole: nothing it runs now has a value anyone reads.
+    fn finish_stopped_batch(&mut self, out: &mut Vec<Command>) {
+        if self.indexed.is_some()
+            && self.stopped
+            && self.batch_submitted
+            && self.counts.pending + self.counts.running + self.counts.submitting == 0
+        {
+            self.cancel_batch(out);
+        }
+    }
+
+    fn on_batch_submitted(&mut self, out: &mut Vec<Command>) {
+        let Some(group_id) = self.indexed.clone() else {
+            return;
+        };
+        for index in 0..self.slots.len() {
+            if let Slot::Submitting { attempt } = self.slots[index] {
+                let job_id = child_job_id(&group_id, index, attempt);
+                self.activate(index, job_id, attempt, out);
+            }
+        }
+        // Back after a stop: the stop already asked the backend to stop the
+        // batch; what did not start is withdrawn.
+        self.withdraw_queued(out);
     }
 
     /// Why a stopped batch withdraws the jobs still queued in its pool.
@@ -998,7 +1173,7 @@ impl BatchMachine {
     /// On a worker pool, once stopped: cancel every job seen queued in the
     /// pool (`PENDING`) and skip its input, as if never submitted.
     fn withdraw_queued(&mut self, out: &mut Vec<Command>) {
-        if !self.pool || !self.stopped {
+        if !self.withdraws_pending() || !self.stopped {
             return;
         }
         let reason = self.stop_reason();
@@ -1010,7 +1185,8 @@ impl BatchMachine {
             } = &self.slots[index]
             {
                 let job_id = job_id.clone();
-                if !self.cancels_new_jobs() {
+                // An indexed batch's stop (`StopBatch`) starts none of them.
+                if !self.cancels_new_jobs() && self.indexed.is_none() {
                     // Cancelled below with the running ones otherwise.
                     out.push(Command::Cancel { index, job_id });
                 }
@@ -1072,9 +1248,29 @@ impl BatchMachine {
                     status: JobStatus::Running,
                     ..
                 }),
-            ) if self.pool => JobStatus::Running,
+            ) if self.withdraws_pending() => JobStatus::Running,
             _ => status,
         };
+        if status == JobStatus::Failed
+            && attempt < self.config.max_attempts()
+            && !self.stopped
+            && let Some(group_id) = &self.indexed
+        {
+            // The backend runs the index again itself, as the next
+            // attempt's child: follow that one.
+            let next = attempt + 1;
+            let job_id = child_job_id(group_id, index, next);
+            self.set(
+                index,
+                Slot::Active {
+                    job_id: job_id.clone(),
+                    attempt: next,
+                    status: JobStatus::Pending,
+                },
+            );
+            self.record(index, &job_id, next, out);
+            return;
+        }
         match status {
             JobStatus::Pending | JobStatus::Running => self.set(
                 index,
@@ -1096,7 +1292,7 @@ impl BatchMachine {
                 self.completed.push(index);
             }
             JobStatus::Failed | JobStatus::NotFound => {
-                if attempt < self.config.max_attempts() && !self.stopped {
+                if attempt < self.config.max_attempts() && !self.stopped && self.indexed.is_none() {
                     self.set(index, Slot::Queued { attempts: attempt });
                     self.queue.push_back(index);
                     out.push(Command::Cleanup { index, job_id });
@@ -1125,7 +1321,19 @@ impl BatchMachine {
         }
         self.stopped = true;
         self.skip_queue(SkipReason::FailFast);
-        if self.config.cancel_running_on_fail {
+        if self.indexed.is_some() {
+            self.withdraw_queued(out);
+            let running = self.counts.pending + self.counts.running > 0;
+            if self.config.cancel_running_on_fail || !running {
+                // Nothing followed here runs on: stop it all.
+                self.cancel_batch(out);
+            } else {
+                out.push(Command::StopBatch {
+                    cancel_running: false,
+                });
+            }
+            return;
+        } else if self.config.cancel_running_on_fail {
             self.cancel_active(out);
         }
         self.withdraw_queued(out);
@@ -1155,7 +1363,11 @@ impl BatchMachine {
         self.cancelled = true;
         self.stopped = true;
         self.skip_queue(SkipReason::Cancelled);
-        self.cancel_active(out);
+        if self.indexed.is_some() {
+            self.cancel_batch(out);
+        } else {
+            self.cancel_active(out);
+        }
         self.withdraw_queued(out);
     }
 
@@ -1546,5 +1758,238 @@ mod tests {
         let mut m = BatchMachine::new(3, BatchConfig::default());
         m.apply(Event::Pump);
         assert_eq!(m.counts().to_string(), "0/3 done: 3 submitting");
+    }
+
+    mod indexed {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn started(total: usize, config: BatchConfig) -> (BatchMachine, GroupId) {
+            let g = GroupId::new_random();
+            let mut m = BatchMachine::indexed(total, config, g.clone());
+            assert_eq!(m.apply(Event::Pump), vec![Command::SubmitBatch]);
+            assert_eq!(m.counts().submitting, total);
+            // A second pump asks for nothing more.
+            assert!(m.apply(Event::Pump).is_empty());
+            let cmds = m.apply(Event::BatchSubmitted);
+            assert_eq!(cmds.len(), total, "one RecordChild each: {cmds:?}");
+            assert_eq!(m.counts().pending, total);
+            (m, g)
+        }
+
+        fn observe(
+            m: &mut BatchMachine,
+            g: &GroupId,
+            index: usize,
+            attempt: u32,
+            status: JobStatus,
+        ) -> Vec<Command> {
+            m.apply(Event::Observed {
+                index,
+                job_id: child_job_id(g, index, attempt),
+                status,
+            })
+        }
+
+        #[test]
+        fn every_input_is_submitted_at_once_whatever_max_concurrent() {
+            let (m, g) = started(5, BatchConfig::default().max_concurrent(Some(2)));
+            assert_eq!(m.in_flight(), 5);
+            let children: Vec<(usize, JobId, u32)> =
+                m.children().map(|(i, j, a)| (i, j.clone(), a)).collect();
+            let want: Vec<(usize, JobId, u32)> =
+                (0..5).map(|i| (i, child_job_id(&g, i, 1), 1)).collect();
+            assert_eq!(children, want);
+            assert!(m.is_submission_complete());
+        }
+
+        #[test]
+        fn a_failed_attempt_moves_to_the_next_child_without_a_submit_or_cleanup() {
+            let (mut m, g) = started(2, BatchConfig::default().retries(2));
+            let cmds = observe(&mut m, &g, 0, 1, JobStatus::Failed);
+            assert_eq!(
+                cmds,
+                vec![Command::RecordChild {
+                    index: 0,
+                    job_id: child_job_id(&g, 0, 2),
+                    attempts: 2
+                }]
+            );
+            // A stale observation of attempt 1 changes nothing.
+            assert!(observe(&mut m, &g, 0, 1, JobStatus::Failed).is_empty());
+            assert_eq!(m.slot(0).unwrap().status(), Some(JobStatus::Pending));
+            observe(&mut m, &g, 0, 2, JobStatus::Running);
+            observe(&mut m, &g, 0, 2, JobStatus::Failed);
+            // Out of retries after attempt 3: ends failed.
+            let cmds = observe(&mut m, &g, 0, 3, JobStatus::Failed);
+            assert!(cmds.is_empty(), "{cmds:?}");
+            assert_eq!(
+                m.slot(0),
+                Some(&Slot::Ended {
+                    job_id: child_job_id(&g, 0, 3),
+                    attempt: 3,
+                    status: JobStatus::Failed
+                })
+            );
+            assert_eq!(m.last_job(0), Some(&(child_job_id(&g, 0, 3), 3)));
+            observe(&mut m, &g, 1, 1, JobStatus::Succeeded);
+            assert!(m.is_done());
+            assert_eq!(m.counts().failed, 1);
+        }
+
+        #[test]
+        fn not_found_is_not_retried_the_backend_holds_nothing_to_retry() {
+            let (mut m, g) = started(1, BatchConfig::default().retries(3));
+            assert!(observe(&mut m, &g, 0, 1, JobStatus::NotFound).is_empty());
+            assert_eq!(m.counts().not_found, 1);
+        }
+
+        #[test]
+        fn fail_fast_stops_the_batch_once_and_withdraws_what_did_not_start() {
+            let config = BatchConfig::default().fail_fast(true, false);
+            let (mut m, g) = started(4, config);
+            assert!(m.needs_polling(), "a failure must be looked for");
+            observe(&mut m, &g, 1, 1, JobStatus::Running);
+            observe(&mut m, &g, 2, 1, JobStatus::Running);
+            let cmds = observe(&mut m, &g, 1, 1, JobStatus::Failed);
+            assert_eq!(
+                cmds,
+                vec![Command::StopBatch {
+                    cancel_running: false
+                }]
+            );
+            // 0 and 3 never started: skipped; 2 runs on.
+            assert_eq!(m.counts().skipped, 2);
+            assert_eq!(m.counts().running, 1);
+            // Once the last input followed ended, the batch is stopped as
+            // a whole: the backend may hold inputs started after the last
+            // poll, and nobody reads the batch to keep it from starting more.
+            assert_eq!(
+                observe(&mut m, &g, 2, 1, JobStatus::Failed),
+                vec![Command::StopBatch {
+                    cancel_running: true
+                }]
+            );
+            assert!(m.is_done());
+            assert!(m.apply(Event::Cancel).is_empty(), "stopped already");
+
+            // Nothing running at the failure: one stop of everything.
+            let config = BatchConfig::default().fail_fast(true, false);
+            let (mut m, g) = started(3, config);
+            assert_eq!(
+                observe(&mut m, &g, 0, 1, JobStatus::Failed),
+                vec![Command::StopBatch {
+                    cancel_running: true
+                }]
+            );
+            assert_eq!(m.counts().skipped, 2);
+        }
+
+        #[test]
+        fn cancel_running_on_fail_and_cancel_stop_the_whole_batch_in_one_command() {
+            let config = BatchConfig::default().fail_fast(true, true).retries(1);
+            let (mut m, g) = started(2, config);
+            observe(&mut m, &g, 1, 1, JobStatus::Running);
+            let cmds = observe(&mut m, &g, 0, 1, JobStatus::Failed);
+            // Retried by the backend: not a failure for good yet.
+            assert_eq!(cmds.len(), 1);
+            let cmds = observe(&mut m, &g, 0, 2, JobStatus::Failed);
+            assert_eq!(
+                cmds,
+                vec![Command::StopBatch {
+                    cancel_running: true
+                }]
+            );
+            assert!(m.apply(Event::Cancel).len() <= 1);
+
+            let (mut m, g) = started(3, BatchConfig::default());
+            observe(&mut m, &g, 0, 1, JobStatus::Running);
+            let cmds = m.apply(Event::Cancel);
+            assert_eq!(
+                cmds,
+                vec![Command::StopBatch {
+                    cancel_running: true
+                }]
+            );
+            assert_eq!(m.counts().skipped, 2);
+            assert!(m.apply(Event::Cancel).is_empty());
+        }
+
+        #[test]
+        fn a_failed_submission_is_made_again_in_one_call_or_fails_every_input() {
+            let g = GroupId::new_random();
+            let mut m = BatchMachine::indexed(3, BatchConfig::default().retries(1), g.clone());
+            m.apply(Event::Pump);
+            assert_eq!(
+                m.apply(Event::BatchSubmitFailed { retryable: true }),
+                vec![Command::SubmitBatch]
+            );
+            assert!(
+                m.apply(Event::BatchSubmitFailed { retryable: true })
+                    .is_empty()
+            );
+            assert_eq!(m.counts().submit_failed, 3);
+            assert!(m.is_done());
+        }
+
+        #[derive(Debug, Clone)]
+        enum Fate {
+            Succeeds,
+            Fails,
+            Runs,
+            Cancel,
+        }
+
+        fn fate() -> impl Strategy<Value = (usize, Fate)> {
+            (
+                0usize..6,
+                prop_oneof![
+                    Just(Fate::Succeeds),
+                    Just(Fate::Fails),
+                    Just(Fate::Runs),
+                    Just(Fate::Cancel)
+                ],
+            )
+        }
+
+        proptest! {
+            /// Whatever the backend reports, an indexed batch never asks for
+            /// a per-input submit, cleanup or cancel; counts always sum to
+            /// the total; an input's attempts never pass `1 + retries`;
+            /// and each kind of StopBatch is asked for once at most (a
+            /// cancel after a fail-fast stop escalates it to a cancel).
+            #[test]
+            fn indexed_batches_make_no_per_input_calls(
+                retries in 0u32..3,
+                fail_fast in any::<bool>(),
+                cancel_running in any::<bool>(),
+                fates in proptest::collection::vec(fate(), 0..40),
+            ) {
+                let config = BatchConfig::default().retries(retries).fail_fast(fail_fast, cancel_running);
+                let (mut m, g) = started(6, config);
+                let mut stops = [0; 2];
+                for (index, fate) in fates {
+                    let attempt = match m.slot(index) {
+                        Some(Slot::Active { attempt, .. }) => *attempt,
+                        _ => 1,
+                    };
+                    let cmds = match fate {
+                        Fate::Succeeds => observe(&mut m, &g, index, attempt, JobStatus::Succeeded),
+                        Fate::Fails => observe(&mut m, &g, index, attempt, JobStatus::Failed),
+                        Fate::Runs => observe(&mut m, &g, index, attempt, JobStatus::Running),
+                        Fate::Cancel => m.apply(Event::Cancel),
+                    };
+                    for c in &cmds {
+                        match c {
+                            Command::StopBatch { cancel_running } => stops[usize::from(*cancel_running)] += 1,
+                            Command::RecordChild { attempts, .. } => prop_assert!(*attempts <= retries + 1),
+                            other => prop_assert!(false, "a per-input command: {other:?}"),
+                        }
+                    }
+                    prop_assert_eq!(m.counts().total(), 6);
+                }
+                prop_assert!(stops[0] <= 1 && stops[1] <= 1, "{stops:?}");
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@ use futures_util::stream::BoxStream;
 use crate::{CleanupOptions, EngineError, JobHandle};
 use kinetic_core::batch::{ChildOutcome, Slot};
 use kinetic_core::ids::JobId;
-use kinetic_core::ports::CleanupWait;
+use kinetic_core::ports::{BatchEnd, CleanupWait, GroupQuery};
 use kinetic_core::status::JobState;
 
 use super::handle::BatchHandle;
@@ -403,6 +403,7 @@ impl BatchHandle {
             },
             Err(_) => return None,
         };
+        core.failed_outcome |= matches!(outcome, ChildOutcome::Failed { .. });
         core.outcomes.insert(item.index, Kept::Pending(outcome));
         Some((item.index, item.outcome.is_ok()))
     }
@@ -423,6 +424,28 @@ impl BatchHandle {
         self.shared
             .try_write_manifest(self.shared.manifest_snapshot())
             .await?;
+        let indexed = self.shared.lock().indexed.clone();
+        if cleanup && let Some(children) = indexed {
+            // One Indexed Job for the whole batch: its children have no
+            // backend objects of their own (no call per child). It goes,
+            // once, when every input was collected with a value; a failed
+            // input keeps it for its pod's log, until its TTL.
+            let all_succeeded = {
+                let core = self.shared.lock();
+                core.outcomes.len() == self.shared.total && !core.failed_outcome
+            };
+            if all_succeeded {
+                let query = GroupQuery::new(self.shared.group_id.clone(), self.shared.namespace());
+                if let Err(e) = children
+                    .backend()
+                    .end_batch(&query, BatchEnd::Cleanup, CleanupWait::default())
+                    .await
+                {
+                    tracing::warn!(group_id = %self.shared.group_id, "cleanup of the collected batch failed: {e}");
+                }
+            }
+            return Ok(());
+        }
         if cleanup {
             let this = self.clone();
             futures_util::stream::iter(fresh)

@@ -27,7 +27,7 @@ use kinetic_core::ports::WorkerPool;
 use kinetic_core::status::{JobState, JobStatus};
 
 use super::BatchDriver;
-use super::shared::{BatchShared, Chore, DriverState, dispatch};
+use super::shared::{BatchShared, Chore, DriverState, Order, dispatch};
 
 /// What every child of a batch shares: the spec, what was resolved and
 /// uploaded once for it, and the inputs.
@@ -39,6 +39,9 @@ pub(super) struct BatchPrep {
     pub(super) calls: Vec<CallArgs>,
     /// The worker pool the children may run on (`None`: one process each).
     pub(super) pool: Option<WorkerPool>,
+    /// The batch's settings (for a submission in one call: its
+    /// parallelism and retries).
+    pub(super) config: kinetic_core::batch::BatchConfig,
 }
 
 /// Settings of one loop.
@@ -183,9 +186,16 @@ impl Drop for AbandonGuard {
 
 type Submission = (usize, u32, JobId, Result<JobHandle, EngineError>);
 
+/// A submission that came back.
+enum Done {
+    One(Box<Submission>),
+    /// The one submission of an indexed batch.
+    Batch(Result<(), EngineError>),
+}
+
 enum Wake {
-    Command(Option<(usize, u32)>),
-    Submitted(Box<Submission>),
+    Command(Option<Order>),
+    Submitted(Done),
     ChoreDone,
     ManifestWritten,
     PollDone,
@@ -194,12 +204,52 @@ enum Wake {
     Timer,
 }
 
+fn submit_batch(shared: Arc<BatchShared>, prep: Arc<BatchPrep>) -> BoxFuture<'static, Done> {
+    Box::pin(async move {
+        let result =
+            super::indexed::submit(&shared.engine, &shared.group_id, &prep, &prep.config).await;
+        Done::Batch(result)
+    })
+}
+
+/// Tell the machine how the one submission of an indexed batch went.
+fn settle_batch(shared: &BatchShared, result: Result<(), EngineError>) -> Vec<Chore> {
+    let mut chores = Vec::new();
+    {
+        let mut core = shared.lock();
+        let event = match result {
+            Ok(()) => Event::BatchSubmitted,
+            Err(error) => {
+                tracing::warn!(group_id = %shared.group_id, "the batch could not be submitted: {error}");
+                let retryable = error.is_retryable() && !error.is_retried();
+                let error = Arc::new(error);
+                let submitting: Vec<usize> = core
+                    .machine
+                    .slots()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| matches!(s, kinetic_core::batch::Slot::Submitting { .. }))
+                    .map(|(i, _)| i)
+                    .collect();
+                for index in submitting {
+                    core.submission_errors.insert(index, error.clone());
+                }
+                Event::BatchSubmitFailed { retryable }
+            }
+        };
+        let commands = core.machine.apply(event);
+        dispatch(&mut core, commands, &mut chores);
+    }
+    shared.changed.notify_waiters();
+    chores
+}
+
 fn submit_one(
     shared: Arc<BatchShared>,
     prep: Arc<BatchPrep>,
     index: usize,
     attempt: u32,
-) -> BoxFuture<'static, Submission> {
+) -> BoxFuture<'static, Done> {
     Box::pin(async move {
         let job_id = child_job_id(&shared.group_id, index, attempt);
         let result = async {
@@ -230,7 +280,7 @@ fn submit_one(
             .await
         }
         .await;
-        (index, attempt, job_id, result)
+        Done::One(Box::new((index, attempt, job_id, result)))
     })
 }
 
@@ -267,7 +317,7 @@ fn settle(shared: &BatchShared, (index, _attempt, job_id, result): Submission) -
 async fn run(
     shared: Arc<BatchShared>,
     prep: Arc<BatchPrep>,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<(usize, u32)>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Order>,
     settings: DriverSettings,
     first_chores: Vec<Chore>,
 ) {
@@ -275,8 +325,8 @@ async fn run(
         shared: shared.clone(),
         armed: true,
     };
-    let mut backlog: VecDeque<(usize, u32)> = VecDeque::new();
-    let mut submissions: FuturesUnordered<BoxFuture<'static, Submission>> = FuturesUnordered::new();
+    let mut backlog: VecDeque<Order> = VecDeque::new();
+    let mut submissions: FuturesUnordered<BoxFuture<'static, Done>> = FuturesUnordered::new();
     let mut chores: FuturesUnordered<BoxFuture<'static, ()>> = FuturesUnordered::new();
     let mut manifest_write: Option<BoxFuture<'static, ()>> = None;
     let mut poll: Option<BoxFuture<'static, ()>> = None;
@@ -303,10 +353,15 @@ async fn run(
 
     loop {
         while submissions.len() < settings.parallelism {
-            let Some((index, attempt)) = backlog.pop_front() else {
+            let Some(order) = backlog.pop_front() else {
                 break;
             };
-            submissions.push(submit_one(shared.clone(), prep.clone(), index, attempt));
+            submissions.push(match order {
+                Order::One(index, attempt) => {
+                    submit_one(shared.clone(), prep.clone(), index, attempt)
+                }
+                Order::Batch => submit_batch(shared.clone(), prep.clone()),
+            });
         }
 
         let idle = submissions.is_empty() && backlog.is_empty();
@@ -386,7 +441,7 @@ async fn run(
 
         let wake = std::future::poll_fn(|cx| {
             if let Poll::Ready(Some(done)) = submissions.poll_next_unpin(cx) {
-                return Poll::Ready(Wake::Submitted(Box::new(done)));
+                return Poll::Ready(Wake::Submitted(done));
             }
             if rx_open && let Poll::Ready(message) = rx.poll_recv(cx) {
                 return Poll::Ready(Wake::Command(message));
@@ -422,7 +477,11 @@ async fn run(
             Wake::Command(Some(submit)) => backlog.push_back(submit),
             Wake::Command(None) => rx_open = false,
             Wake::Submitted(done) => {
-                if let Some(f) = run_chores(settle(&shared, *done)) {
+                let settled = match done {
+                    Done::One(submission) => settle(&shared, *submission),
+                    Done::Batch(result) => settle_batch(&shared, result),
+                };
+                if let Some(f) = run_chores(settled) {
                     chores.push(f);
                 }
             }

@@ -14,6 +14,7 @@ use crate::{CleanupOptions, EngineError, JobHandle};
 use kinetic_core::batch::{BatchCounts, Event, SkipReason, Slot};
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::layout;
+use kinetic_core::ports::{BatchEnd, GroupQuery};
 use kinetic_core::status::JobState;
 
 use super::BatchError;
@@ -274,7 +275,23 @@ impl BatchHandle {
     /// [`JobHandle::cleanup`]; earlier attempts' objects too) and, with
     /// `store`, the batch's own folder (`_groups/{group_id}/`). Failures
     /// are logged; the first one is returned after everything was tried.
-    pub async fn cleanup(&self, options: CleanupOptions) -> Result<(), BatchError> {
+    ///
+    /// A batch submitted in one call (one Indexed Job) removes its
+    /// backend objects with one `end_batch(Cleanup)`, not one call per
+    /// child (its children have no backend objects of their own).
+    pub async fn cleanup(&self, mut options: CleanupOptions) -> Result<(), BatchError> {
+        let indexed = self.shared.lock().indexed.clone();
+        if let Some(children) = indexed
+            && options.backend
+        {
+            let query = GroupQuery::new(self.shared.group_id.clone(), self.shared.namespace());
+            children
+                .backend()
+                .end_batch(&query, BatchEnd::Cleanup, options.wait)
+                .await
+                .map_err(EngineError::from)?;
+            options.backend = false;
+        }
         let jobs: Vec<(usize, JobHandle)> = {
             let core = self.shared.lock();
             core.jobs

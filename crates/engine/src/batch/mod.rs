@@ -45,6 +45,7 @@ mod collect;
 mod driver;
 mod error;
 mod handle;
+mod indexed;
 mod recipe;
 mod resume;
 mod shared;

@@ -11,8 +11,11 @@
 //!  "image": {"bundled": true}, "run_deadline_s": null, "pending_deadline_s": null,
 //!  "max_concurrent": 64, "retries": 0, "fail_fast": false,
 //!  "cancel_running_on_fail": false, "poll_interval_s": 1.0,
-//!  "isolation": "workers"}
+//!  "isolation": "workers", "indexed": true}
 //! ```
+//!
+//! `indexed` (only when true) says the batch went to its backend in one
+//! call (`Backend::submit_batch`).
 //!
 //! The environment keeps **names only, never values**: a literal `NAME=VALUE`
 //! entry becomes a required `NAME` that the resuming process supplies
@@ -30,6 +33,16 @@ use kinetic_core::ports::{Deadlines, ImageMode};
 use kinetic_core::spec::{Arg, Data, DataSource, Entrypoint, JobSpec};
 
 use super::BatchConfig;
+
+/// The `resume` key saying the batch was submitted in one call (one
+/// Indexed Job): a resume follows it from the backend's group status and
+/// never submits its inputs one by one.
+pub(super) const INDEXED_KEY: &str = "indexed";
+
+/// Whether a `resume` value says the batch was submitted in one call.
+pub(super) fn is_indexed(value: &Value) -> bool {
+    value.get(INDEXED_KEY).and_then(Value::as_bool) == Some(true)
+}
 
 /// The manifest's `resume` value for a batch of `spec` run with `options`;
 /// `working_dir` is the absolute directory the project was packed from.

@@ -180,15 +180,27 @@ impl BatchHandle {
             .namespace
             .clone()
             .unwrap_or_else(|| shared.engine.settings.namespace.clone());
-        shared
-            .reconcile(prep.resolved.backend.name(), &namespace)
-            .await?;
-        let requeue = self.probe_unknown(config.retries).await?;
-        {
+        let indexed = base.resume.as_ref().is_some_and(super::recipe::is_indexed);
+        let requeue = if indexed {
+            // Submitted in one call: what was never submitted goes in one
+            // call again (the backend starts a batch once), never one by one.
+            let children = super::indexed::children_of(&shared.engine, &group_id, &prep)?;
+            let mut core = shared.lock();
+            core.machine.reconfigure(config.clone());
+            core.machine
+                .follow_indexed(group_id.clone(), config.retries);
+            core.indexed = Some(children);
+            Vec::new()
+        } else {
+            shared
+                .reconcile(prep.resolved.backend.name(), &namespace)
+                .await?;
+            let requeue = self.probe_unknown(config.retries).await?;
             let mut core = shared.lock();
             core.machine.reconfigure(config.clone());
             core.machine.set_prefetch(prefetch_of(&config, &prep));
-        }
+            requeue
+        };
         let mut events: Vec<Event> = requeue
             .into_iter()
             .map(|(index, attempts)| Event::Requeue { index, attempts })

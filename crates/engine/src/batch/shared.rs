@@ -17,12 +17,25 @@ use kinetic_core::batch::{
 };
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::layout;
-use kinetic_core::ports::{GetOptions, GroupQuery, ObjectStoreExt};
+use kinetic_core::ports::{Backend, BatchEnd, CleanupWait, GetOptions, GroupQuery, ObjectStoreExt};
 use kinetic_core::protocol::RunnerResult;
 use kinetic_core::record::UtcTimestamp;
-use kinetic_core::status::{JobState, JobStatus};
+use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
 use super::BatchError;
+use super::indexed::IndexedChildren;
+
+/// What the submission loop is asked to submit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Order {
+    /// Input `index` as attempt `attempt`, on its own.
+    One(usize, u32),
+    /// Every input being submitted, in one call (an indexed batch).
+    Batch,
+}
+
+/// The note an indexed batch's cancel leaves in its folder.
+const CANCEL_NOTE: &str = "cancelled.json";
 
 /// Store or backend calls a batch makes at once when it must make one per
 /// child (loading records, per-job status fallback, cancel, cleanup).
@@ -81,7 +94,13 @@ pub(super) struct Core {
     pub(super) cached_failures: Option<Vec<JobHandle>>,
     pub(super) driver: DriverState,
     /// Where `Submit` commands go while a loop runs.
-    pub(super) submit_tx: Option<tokio::sync::mpsc::UnboundedSender<(usize, u32)>>,
+    pub(super) submit_tx: Option<tokio::sync::mpsc::UnboundedSender<Order>>,
+    /// Set for a batch submitted in one call: how its children are
+    /// followed (their records are made from the batch spec).
+    pub(super) indexed: Option<IndexedChildren>,
+    /// Some collected outcome (this process's, or one the manifest
+    /// recorded) is a failure: an indexed batch then keeps its Job.
+    pub(super) failed_outcome: bool,
     /// The manifest has children it has not written yet.
     pub(super) manifest_dirty: bool,
     /// Set while an attached handle still reads the manifest.
@@ -119,6 +138,8 @@ pub(super) enum Kept {
 pub(super) enum Chore {
     Cancel(JobHandle),
     Cleanup(JobHandle),
+    /// `end_batch` of an indexed batch.
+    EndBatch(Arc<dyn Backend>, BatchEnd),
 }
 
 /// Where a poll asks about jobs: their backend and namespace, and whether
@@ -180,6 +201,8 @@ impl BatchShared {
                 complete_manifest_written: false,
                 runs_before: BTreeMap::new(),
                 manifest_cost: Duration::ZERO,
+                indexed: None,
+                failed_outcome: false,
             }),
             changed: tokio::sync::Notify::new(),
             poll_gate: tokio::sync::Mutex::new(None),
@@ -205,11 +228,23 @@ impl BatchShared {
         chores
     }
 
+    /// The namespace the batch's children run in.
+    pub(super) fn namespace(&self) -> String {
+        let core = self.lock();
+        core.base
+            .namespace
+            .clone()
+            .unwrap_or_else(|| self.engine.settings.namespace.clone())
+    }
+
     /// Carry out chores, a few at a time; failures are logged.
     pub(super) async fn run_chores(&self, chores: Vec<Chore>) {
         if chores.is_empty() {
             return;
         }
+        let namespace = self.namespace();
+        let group_id = &self.group_id;
+        let namespace = &namespace;
         futures_util::stream::iter(chores)
             .for_each_concurrent(FAN_OUT, |chore| async move {
                 match chore {
@@ -228,6 +263,17 @@ impl BatchShared {
                             .await
                         {
                             tracing::warn!(job_id = %job.id(), "could not clean up a failed attempt before its retry: {e}");
+                        }
+                    }
+                    Chore::EndBatch(backend, end) => {
+                        if end == BatchEnd::Cancel {
+                            // The Job goes with its pods' states: what was
+                            // stopped reads `FAILED (cancelled)` from here.
+                            self.mark_cancelled().await;
+                        }
+                        let query = GroupQuery::new(group_id.clone(), namespace.clone());
+                        if let Err(e) = backend.end_batch(&query, end, CleanupWait::default()).await {
+                            tracing::warn!(group_id = %group_id, "could not stop the batch ({end:?}): {e}");
                         }
                     }
                 }
@@ -414,10 +460,43 @@ impl BatchShared {
             .buffer_unordered(FAN_OUT)
             .collect()
             .await;
+        let mut unsettled = Vec::new();
         for (pos, status) in settled {
-            if let Some(status) = status {
-                observed[pos].2 = JobState::new(status);
+            match status {
+                Some(status) => observed[pos].2 = JobState::new(status),
+                None => unsettled.push(pos),
             }
+        }
+        // An indexed batch's children vanish with its Job when the batch
+        // is cancelled: one ended without a result was stopped.
+        if !unsettled.is_empty() && self.lock().indexed.is_some() && self.was_cancelled().await {
+            for pos in unsettled {
+                observed[pos].2 =
+                    JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
+            }
+        }
+    }
+
+    /// `_groups/{group_id}/cancelled.json`: written before an indexed
+    /// batch is cancelled at its backend (which deletes its Job).
+    fn cancel_note(&self) -> Option<kinetic_core::ports::ObjectPath> {
+        layout::group_file(&self.group_id, CANCEL_NOTE).ok()
+    }
+
+    async fn mark_cancelled(&self) {
+        let Some(path) = self.cancel_note() else {
+            return;
+        };
+        let note = serde_json::json!({"at": (self.engine.clock)().to_string()});
+        if let Err(e) = self.engine.store.put_json(&path, note.to_string()).await {
+            tracing::warn!(group_id = %self.group_id, "could not record the batch's cancel: {e}");
+        }
+    }
+
+    async fn was_cancelled(&self) -> bool {
+        match self.cancel_note() {
+            Some(path) => self.engine.store.exists(&path).await.unwrap_or(false),
+            None => false,
         }
     }
 
@@ -656,7 +735,8 @@ impl BatchShared {
             let mut core = self.lock();
             for c in &wanted {
                 // The stored manifest holds it: keep only that it does.
-                if c.outcome.is_some() {
+                if let Some(outcome) = &c.outcome {
+                    core.failed_outcome |= matches!(outcome, ChildOutcome::Failed { .. });
                     core.outcomes.insert(c.group_index, Kept::Written);
                 }
             }
@@ -696,16 +776,29 @@ impl BatchShared {
             self.changed.notify_waiters();
             return adopted;
         }
-        let loads: Vec<(ManifestChild, Arc<EngineInner>, GroupId)> = wanted
-            .into_iter()
-            .map(|c| (c, self.engine.clone(), self.group_id.clone()))
-            .collect();
-        let loaded: Vec<(ManifestChild, Result<JobHandle, EngineError>)> =
-            futures_util::stream::iter(loads)
-                .map(load_child)
-                .buffer_unordered(FAN_OUT)
-                .collect()
-                .await;
+        let indexed = self.lock().indexed.clone();
+        let loaded: Vec<(ManifestChild, Result<JobHandle, EngineError>)> = match indexed {
+            // An indexed batch's child is followed from the batch spec: its
+            // pod writes its record only once it runs.
+            Some(children) => wanted
+                .into_iter()
+                .map(|c| {
+                    let handle = children.handle(c.group_index, &c.job_id);
+                    (c, handle)
+                })
+                .collect(),
+            None => {
+                let loads: Vec<(ManifestChild, Arc<EngineInner>, GroupId)> = wanted
+                    .into_iter()
+                    .map(|c| (c, self.engine.clone(), self.group_id.clone()))
+                    .collect();
+                futures_util::stream::iter(loads)
+                    .map(load_child)
+                    .buffer_unordered(FAN_OUT)
+                    .collect()
+                    .await
+            }
+        };
         let mut chores = Vec::new();
         {
             let mut core = self.lock();
@@ -837,7 +930,7 @@ pub(super) fn dispatch(core: &mut Core, commands: Vec<Command>, chores: &mut Vec
                 let sent = core
                     .submit_tx
                     .as_ref()
-                    .is_some_and(|tx| tx.send((index, attempt)).is_ok());
+                    .is_some_and(|tx| tx.send(Order::One(index, attempt)).is_ok());
                 if !sent {
                     // Only a running loop can be asked to submit; the machine
                     // asks only while one must run. Should it happen anyway,
@@ -865,7 +958,43 @@ pub(super) fn dispatch(core: &mut Core, commands: Vec<Command>, chores: &mut Vec
                     chores.push(Chore::Cleanup(job));
                 }
             }
-            Command::RecordChild { .. } => core.manifest_dirty = true,
+            Command::RecordChild { index, job_id, .. } => {
+                core.manifest_dirty = true;
+                // An indexed batch's child (a first attempt, or the retry
+                // the backend started): followed from the batch spec.
+                let stale = core.jobs[index].as_ref().is_none_or(|j| j.id() != &job_id);
+                if stale && let Some(children) = core.indexed.as_ref() {
+                    match children.handle(index, &job_id) {
+                        Ok(job) => {
+                            core.jobs[index] = Some(job);
+                            core.states[index] = Some(JobState::new(JobStatus::Pending));
+                        }
+                        Err(e) => tracing::warn!(job_id = %job_id, "{e}"),
+                    }
+                }
+            }
+            Command::SubmitBatch => {
+                let sent = core
+                    .submit_tx
+                    .as_ref()
+                    .is_some_and(|tx| tx.send(Order::Batch).is_ok());
+                if !sent {
+                    let more = core
+                        .machine
+                        .apply(Event::BatchSubmitFailed { retryable: false });
+                    dispatch(core, more, chores);
+                }
+            }
+            Command::StopBatch { cancel_running } => {
+                if let Some(children) = core.indexed.as_ref() {
+                    let end = if cancel_running {
+                        BatchEnd::Cancel
+                    } else {
+                        BatchEnd::StopStarting
+                    };
+                    chores.push(Chore::EndBatch(children.backend().clone(), end));
+                }
+            }
         }
     }
 }

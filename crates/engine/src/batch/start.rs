@@ -176,6 +176,7 @@ pub(super) async fn prepare(
         uploaded,
         calls,
         pool: pool_of(config),
+        config: config.clone(),
     })
 }
 
@@ -201,8 +202,18 @@ pub(super) async fn start_map(
     let prefix = layout::group_prefix(&group_id);
     let started = async {
         let working_dir = submit::working_dir(&inner.settings, &spec)?;
-        let recipe = super::recipe::encode(&spec, &config, &working_dir);
+        let mut recipe = super::recipe::encode(&spec, &config, &working_dir);
         let prep = prepare(inner, &group_id, spec, &calls, &config, options).await?;
+        // One Indexed Job where the backend has them (see `indexed`).
+        let indexed = super::indexed::eligible(&config, &prep)
+            .then(|| super::indexed::children_of(inner, &group_id, &prep))
+            .transpose()?;
+        if indexed.is_some()
+            && let Value::Object(map) = &mut recipe
+        {
+            // A resume follows the batch from the backend, never one by one.
+            map.insert(super::recipe::INDEXED_KEY.into(), Value::Bool(true));
+        }
         let inputs_path = layout::group_inputs(&group_id);
         inner
             .store
@@ -224,11 +235,15 @@ pub(super) async fn start_map(
             group_id.clone(),
             config.name.clone(),
             config.tags.clone(),
-            machine_for(total, &config, &prep),
+            match indexed {
+                Some(_) => BatchMachine::indexed(total, config.clone(), group_id.clone()),
+                None => machine_for(total, &config, &prep),
+            },
             config.poll_interval,
             base,
             DriverState::None,
         ));
+        shared.lock().indexed = indexed;
         // The manifest exists, with no children, before any submission.
         let manifest = shared.manifest_snapshot();
         let path = layout::group_manifest(&group_id);
@@ -298,9 +313,60 @@ pub(super) async fn attach(
         DriverState::None,
     ));
     let handle = BatchHandle { shared };
-    handle.shared.adopt_children(&manifest.children).await;
-    handle.reconcile().await?;
-    if handle.shared.lock().machine.counts().unknown > 0 {
+    let indexed = manifest
+        .resume
+        .as_ref()
+        .filter(|r| super::recipe::is_indexed(r));
+    if let Some(recipe) = indexed {
+        // Submitted in one call: its children are followed from its batch
+        // spec and its retries are the backend's, never submitted here.
+        let backend = manifest
+            .backend
+            .clone()
+            .ok_or_else(|| BatchError::InvalidManifest {
+                uri: inner
+                    .store
+                    .uri(&layout::group_manifest(&handle.shared.group_id)),
+                group_id: handle.shared.group_id.clone(),
+                message: "it was submitted in one call but names no backend".into(),
+            })?;
+        let children =
+            super::indexed::IndexedChildren::read(inner, &handle.shared.group_id, &backend).await?;
+        let retries = recipe
+            .get("retries")
+            .and_then(Value::as_u64)
+            .and_then(|r| u32::try_from(r).ok())
+            .unwrap_or(0);
+        {
+            let mut core = handle.shared.lock();
+            core.indexed = children;
+            core.machine
+                .follow_indexed(handle.shared.group_id.clone(), retries);
+        }
+        let mut named = manifest.children.clone();
+        if manifest.submission_complete {
+            // Every input went in the one call: one not named yet is its
+            // first attempt's child.
+            let known: std::collections::BTreeSet<usize> =
+                named.iter().map(|c| c.group_index).collect();
+            named.extend(
+                (0..manifest.total_expected)
+                    .filter(|i| !known.contains(i))
+                    .map(|i| {
+                        kinetic_core::batch::ManifestChild::new(
+                            i,
+                            kinetic_core::batch::child_job_id(&handle.shared.group_id, i, 1),
+                            1,
+                        )
+                    }),
+            );
+        }
+        handle.shared.adopt_children(&named).await;
+    } else {
+        handle.shared.adopt_children(&manifest.children).await;
+        handle.reconcile().await?;
+    }
+    if indexed.is_none() && handle.shared.lock().machine.counts().unknown > 0 {
         // Children submitted but not named yet (the manifest is written
         // at intervals): their records are at their deterministic ids.
         handle.probe_unknown(0).await?;
