@@ -18,31 +18,16 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use tracing::Instrument;
 
-use crate::submit::{ChildCall, Resolved, Shared, submit_child};
-use crate::{EngineError, JobHandle, JobSpec};
-use kinetic_core::batch::{CallArgs, Event, GROUP_KIND_MAP, child_job_id};
+use crate::submit::{ChildCall, submit_child};
+use crate::{EngineError, JobHandle};
+use kinetic_core::batch::{Event, GROUP_KIND_MAP, child_job_id};
 use kinetic_core::ids::JobId;
 use kinetic_core::plan::GroupPlace;
-use kinetic_core::ports::WorkerPool;
 use kinetic_core::status::{JobState, JobStatus};
 
 use super::BatchDriver;
+use super::prep::BatchPrep;
 use super::shared::{BatchShared, Chore, DriverState, Order, dispatch};
-
-/// What every child of a batch shares: the spec, what was resolved and
-/// uploaded once for it, and the inputs.
-pub(super) struct BatchPrep {
-    pub(super) spec: JobSpec,
-    pub(super) resolved: Resolved,
-    pub(super) uploaded: Shared,
-    /// Each input's arguments, its data already replaced by references.
-    pub(super) calls: Vec<CallArgs>,
-    /// The worker pool the children may run on (`None`: one process each).
-    pub(super) pool: Option<WorkerPool>,
-    /// The batch's settings (for a submission in one call: its
-    /// parallelism and retries).
-    pub(super) config: kinetic_core::batch::BatchConfig,
-}
 
 /// Settings of one loop.
 #[derive(Debug, Clone, Copy)]

@@ -20,7 +20,7 @@ use kinetic_core::ports::{Backend, ObjectStoreExt, PreparedBatch};
 use kinetic_core::redact::Redactor;
 
 use super::BatchError;
-use super::driver::BatchPrep;
+use super::prep::BatchPrep;
 
 /// Whether a batch goes to its backend in one call: the backend declares
 /// `indexed_batches`, the batch runs on workers, and the job has nothing

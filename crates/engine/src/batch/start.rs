@@ -22,9 +22,10 @@ use kinetic_core::ports::{ObjectStoreExt, WorkerPool};
 use kinetic_core::protocol::DataRef;
 use kinetic_core::spec::{Arg, Data, data_source_text};
 
-use super::driver::{self, BatchPrep, DriverSettings};
+use super::driver::{self, DriverSettings};
 use super::error::invalid;
 use super::handle::BatchHandle;
+use super::prep::BatchPrep;
 use super::shared::{BatchShared, DriverState, ManifestBase, ManifestPoll, read_manifest};
 use super::{AttachOptions, BatchDriver, BatchError};
 
