@@ -2,7 +2,7 @@
 //! job's state, and the process group behind it.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -123,11 +123,17 @@ impl JobDir {
     /// queued forever.
     pub(crate) fn take_launch(&self) -> bool {
         let launch = self.file("launch");
+        // The launch names its submitter, so that a job whose submitter
+        // died before starting it is known at once (`launch_abandoned`).
         let create = || {
             OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&launch)
+                .map(|mut f| {
+                    let pid = std::process::id();
+                    let _ = write!(f, "{pid} {}", start_time_text(pid));
+                })
                 .is_ok()
         };
         if create() {
@@ -138,10 +144,20 @@ impl JobDir {
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > Duration::from_secs(5));
-        if self.launched() || !stale {
+        if self.launched() || !(stale || self.launch_abandoned()) {
             return false;
         }
         std::fs::remove_file(&launch).is_ok() && create()
+    }
+
+    /// True when the submitter that took the launch is gone and did not
+    /// start the job (killed between its claim and the start or the queue
+    /// entry): nobody will start it unless it is submitted again.
+    pub(crate) fn launch_abandoned(&self) -> bool {
+        !self.launched()
+            && self
+                .pid_file("launch")
+                .is_some_and(|(pid, start)| !process_alive(pid, &start))
     }
 
     /// True once a supervisor was started for the job, or it was queued
@@ -345,6 +361,12 @@ impl JobDir {
             None => {}
         }
         let started = self.file("started").exists();
+        if !started && self.pid_file("worker").is_none() && self.launch_abandoned() {
+            // Its submission never reached a process or a queue: the
+            // backend holds nothing that will run it (a resumed batch
+            // submits it again under the same id).
+            return Observed::Missing;
+        }
         match (self.alive(), started) {
             (Some(true), true) => Observed::Running,
             (Some(true), false) | (None, false) => Observed::Queued,
@@ -800,6 +822,36 @@ mod tests {
         );
         job.record_pid(std::process::id()).unwrap();
         assert!(job.launched());
+    }
+
+    #[test]
+    fn a_launch_whose_submitter_is_dead_is_missing_and_taken_over_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("job-0000abcd"));
+        job.claim("s").unwrap();
+        assert!(job.take_launch());
+        // Its submitter lives (this process): queued, not taken over.
+        assert!(!job.launch_abandoned());
+        assert!(matches!(job.observe(), Observed::Queued));
+        assert!(!job.take_launch());
+        // A submitter killed between its launch and the start or the
+        // queue entry (`kinetic map` killed by SIGKILL mid-submission).
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let pid = gone.id();
+        std::fs::write(
+            job.file("launch"),
+            format!("{pid} {}", start_time_text(pid)),
+        )
+        .unwrap();
+        assert!(job.launch_abandoned());
+        assert!(
+            matches!(job.observe(), Observed::Missing),
+            "nothing will start it: the backend does not hold it"
+        );
+        assert!(job.take_launch(), "a resubmission starts it at once");
+        job.record_pid(std::process::id()).unwrap();
+        assert!(!job.launch_abandoned());
     }
 
     #[test]

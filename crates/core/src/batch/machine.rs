@@ -399,6 +399,15 @@ pub enum Event {
         /// Attempts made so far.
         attempts: u32,
     },
+    /// A resumed batch's input followed as pending whose job the backend
+    /// does not hold (its submission never reached it, or the job is gone):
+    /// [`Slot::Unknown`] again, so the resume probes it as it probes the
+    /// inputs the manifest does not name. Only a pending active slot
+    /// changes.
+    Forget {
+        /// The input.
+        index: usize,
+    },
     /// Resume a batch: every [`Slot::Unknown`] input is queued (after the
     /// ones already queued) after the attempts known for it, then
     /// submission continues.
@@ -976,6 +985,15 @@ impl BatchMachine {
                 job_id,
                 attempts,
             } => self.on_adopt(index, job_id, attempts, &mut out),
+            Event::Forget { index } => {
+                if let Some(Slot::Active {
+                    status: JobStatus::Pending,
+                    ..
+                }) = self.slots.get(index)
+                {
+                    self.set(index, Slot::Unknown);
+                }
+            }
             Event::Requeue { index, attempts } => {
                 if matches!(self.slots.get(index), Some(Slot::Unknown)) {
                     self.set(index, Slot::Queued { attempts });
@@ -1587,6 +1605,35 @@ mod tests {
         resumed.reconfigure(BatchConfig::default());
         assert_eq!(resumed.total(), 3);
         assert_eq!(submits(&resumed.apply(Event::Resume)), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn forget_makes_a_pending_adopted_input_unknown_for_a_resume() {
+        let mut m = BatchMachine::observer(2);
+        let g = GroupId::new_random();
+        let job = |i: usize| child_job_id(&g, i, 1);
+        m.apply(Event::Adopt {
+            index: 0,
+            job_id: job(0),
+            attempts: 1,
+        });
+        m.apply(Event::Adopt {
+            index: 1,
+            job_id: job(1),
+            attempts: 1,
+        });
+        m.apply(Event::Observed {
+            index: 1,
+            job_id: job(1),
+            status: JobStatus::Running,
+        });
+        m.apply(Event::Forget { index: 0 });
+        m.apply(Event::Forget { index: 1 });
+        assert_eq!(m.slot(0), Some(&Slot::Unknown));
+        assert!(
+            matches!(m.slot(1), Some(Slot::Active { .. })),
+            "a running job is kept"
+        );
     }
 
     #[test]

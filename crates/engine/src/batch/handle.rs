@@ -357,7 +357,7 @@ impl BatchHandle {
             (backend, namespace)
         };
         match backend {
-            Some(b) => self.shared.reconcile(&b, &namespace).await,
+            Some(b) => self.shared.reconcile(&b, &namespace, false).await,
             None => Ok(()),
         }
     }

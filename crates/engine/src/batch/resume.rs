@@ -193,7 +193,7 @@ impl BatchHandle {
             Vec::new()
         } else {
             shared
-                .reconcile(prep.resolved.backend.name(), &namespace)
+                .reconcile(prep.resolved.backend.name(), &namespace, true)
                 .await?;
             let requeue = self.probe_unknown(config.retries).await?;
             let mut core = shared.lock();

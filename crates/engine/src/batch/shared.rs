@@ -832,7 +832,18 @@ impl BatchShared {
     /// Ask the backend for the group's jobs (one call) and adopt those the
     /// manifest did not name; feed the states it gave. `backend` and
     /// `namespace` say where the children run.
-    pub(super) async fn reconcile(&self, backend: &str, namespace: &str) -> Result<(), BatchError> {
+    ///
+    /// With `forget_absent` (a resume), an input followed as pending whose
+    /// job the backend does not hold goes back to unknown
+    /// ([`Event::Forget`]), so that the resume probes it: its submission
+    /// never reached the backend (its process was killed in between), and
+    /// waiting on it would wait forever.
+    pub(super) async fn reconcile(
+        &self,
+        backend: &str,
+        namespace: &str,
+        forget_absent: bool,
+    ) -> Result<(), BatchError> {
         let Ok(backend) = self.engine.backends.get(backend) else {
             return Ok(());
         };
@@ -849,6 +860,20 @@ impl BatchShared {
             }
         }
         self.adopt_children(&found).await;
+        if forget_absent {
+            let mut core = self.lock();
+            let absent: Vec<usize> = (0..core.jobs.len())
+                .filter(|&i| {
+                    core.jobs[i].as_ref().is_some_and(|h| {
+                        map.get(h.id())
+                            .is_none_or(|state| state.status == JobStatus::NotFound)
+                    })
+                })
+                .collect();
+            for index in absent {
+                let _ = core.machine.apply(Event::Forget { index });
+            }
+        }
         let observed: Vec<(usize, JobId, JobState)> = {
             let core = self.lock();
             map.into_iter()
