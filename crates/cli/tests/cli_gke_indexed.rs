@@ -55,18 +55,12 @@ fn text(o: &Output) -> String {
 
 /// Six inputs `{"x": i, "marker": ...}`, keyword calls.
 fn inputs(w: &World) -> String {
-    let marker = w.sandbox().path("").join("marker");
-    let path = w.sandbox().path("inputs.jsonl");
-    let lines: String = (0..6)
-        .map(|i| {
-            format!(
-                "{}\n",
-                json!({"x": i, "marker": marker.display().to_string()})
-            )
-        })
-        .collect();
-    std::fs::write(&path, lines).unwrap();
-    path.to_str().unwrap().to_owned()
+    inputs_of(w, "inputs.jsonl", &[0, 1, 2, 3, 4, 5])
+}
+
+/// The command's `--json` document.
+fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,8 +88,7 @@ async fn a_gke_map_is_one_indexed_job_and_one_secret_with_per_input_retries_and_
         ])
         .await;
     assert_eq!(o.status.code(), Some(1), "input 4 fails: {}", text(&o));
-    let v: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let v = json_of(&o);
 
     let calls = cluster.calls();
     assert_eq!(
@@ -139,8 +132,7 @@ async fn a_gke_map_is_one_indexed_job_and_one_secret_with_per_input_retries_and_
     // no Kubernetes object of its own).
     let o = w.kinetic(&["jobs", "status", &child, "--json"]).await;
     assert!(o.status.success(), "{}", text(&o));
-    let s: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let s = json_of(&o);
     assert_eq!(s["status"], "SUCCEEDED", "{s}");
 }
 
@@ -171,7 +163,7 @@ async fn process_isolation_keeps_one_job_per_input_on_gke() {
         ])
         .await;
     assert!(o.status.success(), "{}", text(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json_of(&o);
     assert_eq!(v["results"][2]["value"], json!([9, "1", null]), "{v}");
     assert_eq!(cluster.calls().count("create", "jobs.batch"), 3);
 }
@@ -256,8 +248,7 @@ async fn another_process_follows_an_indexed_batch_and_cleans_it_with_one_call() 
     // goes with one delete of its Job.
     let o = w.kinetic(&["batch", "results", &group, "--json"]).await;
     assert!(o.status.success(), "{}", text(&o));
-    let v: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let v = json_of(&o);
     let values: Vec<Value> = v["results"]
         .as_array()
         .expect("results")
@@ -304,8 +295,7 @@ async fn fail_fast_stops_an_indexed_batch_from_starting_more_inputs() {
         ])
         .await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let v: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let v = json_of(&o);
     let results = v["results"].as_array().expect("results");
     assert!(results[0]["error"].is_string(), "{v}");
     // Between the failure and the client's stop one more index may start
@@ -393,8 +383,7 @@ async fn a_map_killed_after_its_one_submission_resumes_without_submitting_again(
 
     let o = w.kinetic(&["batch", "resume", &group, "--json"]).await;
     assert!(o.status.success(), "{}", text(&o));
-    let v: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let v = json_of(&o);
     let values: Vec<Value> = v["results"]
         .as_array()
         .expect("results")
@@ -465,8 +454,7 @@ async fn cancelling_an_indexed_batch_is_one_delete_of_its_job() {
     // says how the inputs without a result ended.
     let o = w.kinetic(&["batch", "status", &group, "--json"]).await;
     assert!(o.status.success(), "{}", text(&o));
-    let s: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let s = json_of(&o);
     let jobs = s["jobs"].as_array().unwrap_or_else(|| panic!("{s}"));
     assert_eq!(jobs.len(), 6, "{s}");
     for j in jobs {
