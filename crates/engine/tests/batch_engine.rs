@@ -914,6 +914,110 @@ async fn a_crashed_map_is_attached_resumed_and_collected_without_double_submits(
     assert_eq!(w.fake.submits(), total, "no input was submitted twice");
 }
 
+/// A child the manifest names whose job the backend no longer holds,
+/// without a result (the local pool that queued it died with its client;
+/// or its record was written and the client killed before the backend was
+/// told), is not a failure to a handle attached while nobody submits: it
+/// reads "never submitted" again, and a resume runs that attempt under
+/// the same id. An attached handle that polled before resuming ended it
+/// `NOT_FOUND`, and the resume kept that failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_child_the_backend_lost_reads_never_submitted_and_is_resumed() {
+    let w = World::new();
+    let first = Arc::new(AtomicUsize::new(0));
+    let seen = first.clone();
+    // Input 0's first job never ends; every other job squares its input.
+    w.fake.script_with(move |r: &JobRecord| {
+        let i = r.group_index?;
+        if i == 0 && seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Some(Outcome::Hang);
+        }
+        Some(Outcome::Succeed(json!(i * i)))
+    });
+    let lost = {
+        let engine = w.engine();
+        let (batch, mut driver) = engine
+            .map_with_driver(
+                w.spec(),
+                numbers(3),
+                fast().max_concurrent(Some(1)),
+                SubmitOptions::default(),
+            )
+            .await
+            .unwrap();
+        let manifest = layout::group_manifest(batch.group_id());
+        let child = child_job_id(batch.group_id(), 0, 1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let named = w
+                .store
+                .snapshot()
+                .get(&manifest)
+                .is_some_and(|m| String::from_utf8_lossy(m).contains(child.as_str()));
+            if named {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "input 0 was never named"
+            );
+            let _ = tokio::time::timeout(Duration::from_millis(5), &mut driver).await;
+        }
+        // The client is killed, and what it started goes with it.
+        drop(driver);
+        batch.job(0).unwrap()
+    };
+    w.fake
+        .cleanup(lost.record(), kinetic_core::ports::CleanupWait::default())
+        .await
+        .unwrap();
+    let group_id = lost.record().group_id.clone().unwrap();
+
+    let engine = w.engine();
+    let attached = engine
+        .attach_batch(
+            group_id.as_str(),
+            AttachOptions::default()
+                .poll_interval(FAST)
+                .manifest_polling(FAST, None),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        attached.never_submitted(),
+        vec![1, 2],
+        "input 0 is followed"
+    );
+    // Polled before the resume: the backend does not hold input 0's job.
+    let err = attached
+        .wait(Some(Duration::from_millis(200)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BatchError::Timeout { .. }), "{err}");
+    assert_eq!(attached.never_submitted(), vec![0, 1, 2]);
+    assert_eq!(attached.counts().not_found, 0, "{:?}", attached.counts());
+
+    attached
+        .resume(w.spec(), fast().max_concurrent(None))
+        .await
+        .unwrap();
+    let items = attached
+        .results(BatchResultsOptions::default().timeout(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(values(&items), vec![json!(0), json!(1), json!(4)]);
+    assert_eq!(
+        items[0].job_id.as_ref(),
+        Some(lost.id()),
+        "the lost attempt, submitted again under its id"
+    );
+    assert_eq!(
+        w.fake.submits(),
+        4,
+        "input 0 twice (it was lost), the others once"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_times_out_and_the_batch_goes_on() {
     let w = World::new();

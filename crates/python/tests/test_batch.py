@@ -205,7 +205,10 @@ def test_a_batch_whose_client_was_killed_is_said_at_once_and_resumed():
     missing = batch.never_submitted()
     assert len(missing) >= 4 and missing == sorted(missing)
     # Said before waiting (not after a timeout: this one has none left).
-    message = r"batch %s: %d of 5 inputs were never submitted .*BatchHandle\.resume\(\)" % (group_id, len(missing))
+    # Input 0 may have been claimed (its record written) but never
+    # submitted: once a poll finds the backend does not hold its job, it
+    # is counted with the others.
+    message = r"batch %s: [45] of 5 inputs were never submitted .*BatchHandle\.resume\(\)" % group_id
     with pytest.warns(RuntimeWarning, match=message):
         with pytest.raises(TimeoutError):
             batch.wait(timeout=0)

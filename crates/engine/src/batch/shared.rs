@@ -105,6 +105,10 @@ pub(super) struct Core {
     pub(super) manifest_dirty: bool,
     /// Set while an attached handle still reads the manifest.
     pub(super) manifest_poll: Option<ManifestPoll>,
+    /// An attached handle's manifest polling as attached (interval and
+    /// deadline), to read the manifest again when an input it followed
+    /// turns out never to have been submitted.
+    pub(super) manifest_polling: Option<ManifestPoll>,
     pub(super) base: ManifestBase,
     /// How each collected input ended (kept in the manifest): its value
     /// or error only until a manifest write recorded it.
@@ -118,6 +122,48 @@ pub(super) struct Core {
     /// What the last manifest write took (encoding and storing): the
     /// manifest grows with the inputs, so writes are spaced by it.
     pub(super) manifest_cost: Duration,
+}
+
+impl Core {
+    /// Whether `job_id`, input `index`'s job, was only claimed: this
+    /// handle follows it as pending from its record, was attached to a
+    /// batch another process submits (no loop of its own, not one call),
+    /// and the manifest does not say every input was submitted. Its
+    /// backend then not holding the job does not end the input: the
+    /// submitter wrote the record and either has not reached the backend
+    /// yet or was killed in between (the local backend says `NOT_FOUND`
+    /// for a claim whose submitter died), and a resume submits that
+    /// attempt again under the same id.
+    fn claimed_only(&self, index: usize, job_id: &JobId) -> bool {
+        self.driver == DriverState::None
+            && self.indexed.is_none()
+            && !self.base.submission_complete
+            && matches!(
+                self.machine.slot(index),
+                Some(kinetic_core::batch::Slot::Active {
+                    job_id: followed,
+                    status: JobStatus::Pending,
+                    ..
+                }) if followed == job_id
+            )
+    }
+
+    /// Take input `index` back to unknown ([`Event::Forget`]) and read the
+    /// manifest again for it (until the attach's deadline: past it the
+    /// next read closes the manifest and the input reads as never
+    /// submitted).
+    fn forget(&mut self, index: usize) {
+        let commands = self.machine.apply(Event::Forget { index });
+        dispatch(self, commands, &mut Vec::new());
+        if self.manifest_poll.is_none()
+            && let Some(poll) = self.manifest_polling
+        {
+            self.manifest_poll = Some(ManifestPoll {
+                next: Instant::now() + poll.interval,
+                ..poll
+            });
+        }
+    }
 }
 
 /// How a collected input ended, as this process keeps it: the value (or
@@ -196,6 +242,7 @@ impl BatchShared {
                 submit_tx: None,
                 manifest_dirty: false,
                 manifest_poll: None,
+                manifest_polling: None,
                 base,
                 outcomes: BTreeMap::new(),
                 complete_manifest_written: false,
@@ -339,6 +386,10 @@ impl BatchShared {
         {
             let mut core = self.lock();
             for (index, job_id, state) in observed {
+                if state.status == JobStatus::NotFound && core.claimed_only(index, &job_id) {
+                    core.forget(index);
+                    continue;
+                }
                 let current = core.jobs[index].as_ref().map(|h| h.id() == &job_id);
                 if current == Some(true) {
                     core.states[index] = Some(state.clone());
@@ -686,6 +737,7 @@ impl BatchShared {
         let manifest = self.read_manifest().await?;
         self.adopt_children(&manifest.children).await;
         let mut core = self.lock();
+        core.base.submission_complete |= manifest.submission_complete;
         let now = Instant::now();
         let complete = core.machine.counts().unknown == 0;
         let expired = core
@@ -854,7 +906,12 @@ impl BatchShared {
         let query = GroupQuery::new(self.group_id.clone(), namespace);
         let map = backend.group_status(&query).await?;
         let mut found = Vec::new();
-        for job_id in map.keys() {
+        for (job_id, state) in &map {
+            if state.status == JobStatus::NotFound {
+                // Listed but not held (a local claim whose submitter died
+                // before starting it): nothing to follow.
+                continue;
+            }
             if let Some((index, attempt)) = child_position(&self.group_id, job_id, self.total) {
                 found.push(ManifestChild::new(index, job_id.clone(), attempt));
             }
