@@ -7,7 +7,13 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# A full run builds every test binary once: cargo's incremental caches
+# would double the disk it takes (tens of GiB) for rebuilds it never
+# makes. Set CARGO_INCREMENTAL=1 to keep them.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 step "tools"
+df -h . | tail -n 1 | awk '{print "disk: " $4 " free of " $2}'
 if ! command -v python3 >/dev/null 2>&1; then
   # The runner and the local backend need a host Python 3.9+.
   apt-get update -qq && apt-get install -y -qq python3 >/dev/null
@@ -136,3 +142,7 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --locked --no-fail-fast
 fi
+
+step "disk"
+du -sh target | awk '{print "target/: " $1}'
+df -h . | tail -n 1 | awk '{print "disk: " $4 " free of " $2}'
