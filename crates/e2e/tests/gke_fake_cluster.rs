@@ -368,11 +368,13 @@ async fn a_final_state_that_keeps_conflicting_is_given_up_after_its_budget() {
     );
     let conflict = || ApiError::new(409, "Conflict", "the object has been modified");
 
-    // One scripted conflict: read again and written (the Job's own status
-    // changes while its pod starts may cost one more attempt, as they would
-    // on a real cluster).
+    // One scripted conflict: read again and written. Once its pod runs:
+    // the Job's own status changes while its pod starts may each cost an
+    // attempt, as they would on a real cluster, and two of them besides
+    // the scripted one spent the budget under load.
     let job = w.job(ConformanceJob::Sleeps).await;
     backend.submit(&job).await.unwrap();
+    until(&backend, &job, |s| s.status == JobStatus::Running).await;
     let patches = w.cluster.faults().calls("patch");
     w.cluster.faults().fail_on("patch", 0, conflict());
     backend
