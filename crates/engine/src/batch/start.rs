@@ -433,7 +433,7 @@ pub(super) fn of_jobs(
         for (index, job) in jobs.into_iter().enumerate() {
             let Some(job) = job else { continue };
             let job_id = job.id().clone();
-            core.jobs[index] = Some(job);
+            core.jobs.set(index, job);
             let commands = core.machine.apply(Event::Adopt {
                 index,
                 job_id,
