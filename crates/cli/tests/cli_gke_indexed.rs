@@ -504,10 +504,10 @@ fn with_program(cmd: &std::process::Command, program: &std::ffi::OsStr) -> std::
 /// creates one Job and one Secret, and returns once every child is named
 /// in the manifest; its wall time and the client's peak RSS; then the
 /// time and API calls of one `kinetic batch status` of it. Fails when the
-/// client's peak RSS is over issue 27's 150 MB. (With a `CARGO_TARGET_DIR`
-/// shared by several checkouts, `target/debug/kinetic` is whichever
-/// checkout built it last: copy this one's aside and name it in
-/// `KINETIC_MEASURE_BIN`.)
+/// client's peak RSS is over issue 27's 150 MB. (A `CARGO_TARGET_DIR`
+/// shared by several checkouts holds whichever checkout built each crate
+/// last, `target/debug/kinetic` included: build this checkout's in a
+/// target dir of its own and name it in `KINETIC_MEASURE_BIN`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: cargo test -p kinetic-cli --test cli_gke_indexed -- --ignored --nocapture"]
 async fn measure_a_gke_map_of_100000_inputs() {
