@@ -71,6 +71,37 @@ fn has_id_shape(s: &str, prefix: &str) -> bool {
     })
 }
 
+/// Bytes of a job or group id: a 4-byte prefix and [`ID_HEX_LEN`] digits.
+const ID_LEN: usize = 4 + ID_HEX_LEN;
+
+/// The text of a job or group id, held inline: an id costs 12 bytes and
+/// no allocation (a batch of 100,000 inputs holds an id per input several
+/// times over: its slots, its last jobs, its manifest, a status poll's
+/// map). Only ever made from text of the id's shape (ASCII).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct IdText([u8; ID_LEN]);
+
+impl IdText {
+    /// `s` has an id's shape (checked by the caller): 12 ASCII bytes.
+    fn of(s: &str) -> Self {
+        let mut bytes = [0u8; ID_LEN];
+        let n = s.len().min(ID_LEN);
+        bytes[..n].copy_from_slice(&s.as_bytes()[..n]);
+        Self(bytes)
+    }
+
+    fn as_str(&self) -> &str {
+        // Made from ASCII only (`of`), so always UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for IdText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 fn random_hex8() -> String {
     let mut hex = uuid::Uuid::new_v4().simple().to_string();
     hex.truncate(ID_HEX_LEN);
@@ -82,12 +113,12 @@ macro_rules! id_type {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        pub struct $name(IdText);
 
         impl $name {
             /// A new random id: the prefix and the first 8 hex digits of a uuid4.
             pub fn new_random() -> Self {
-                Self(format!("{}{}", $prefix, random_hex8()))
+                Self(IdText::of(&format!("{}{}", $prefix, random_hex8())))
             }
 
             /// The id built from a given uuid (its first 8 hex digits), for
@@ -95,17 +126,17 @@ macro_rules! id_type {
             pub fn from_uuid(uuid: uuid::Uuid) -> Self {
                 let mut hex = uuid.simple().to_string();
                 hex.truncate(ID_HEX_LEN);
-                Self(format!("{}{}", $prefix, hex))
+                Self(IdText::of(&format!("{}{}", $prefix, hex)))
             }
 
             /// The id as text, prefix included.
             pub fn as_str(&self) -> &str {
-                &self.0
+                self.0.as_str()
             }
 
             /// The 8 hex digits after the prefix.
             pub fn hex(&self) -> &str {
-                &self.0[$prefix.len()..]
+                &self.as_str()[$prefix.len()..]
             }
         }
 
@@ -114,7 +145,7 @@ macro_rules! id_type {
 
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 if has_id_shape(s, $prefix) {
-                    Ok(Self(s.to_owned()))
+                    Ok(Self(IdText::of(s)))
                 } else {
                     Err(IdError::$err { input: s.to_owned() })
                 }
@@ -126,7 +157,7 @@ macro_rules! id_type {
 
             fn try_from(s: String) -> Result<Self, Self::Error> {
                 if has_id_shape(&s, $prefix) {
-                    Ok(Self(s))
+                    Ok(Self(IdText::of(&s)))
                 } else {
                     Err(IdError::$err { input: s })
                 }
@@ -135,19 +166,19 @@ macro_rules! id_type {
 
         impl From<$name> for String {
             fn from(id: $name) -> String {
-                id.0
+                id.as_str().to_owned()
             }
         }
 
         impl AsRef<str> for $name {
             fn as_ref(&self) -> &str {
-                &self.0
+                self.as_str()
             }
         }
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.write_str(self.as_str())
             }
         }
     };
@@ -328,6 +359,26 @@ fn finish(replaced: &str, edge: impl Fn(char) -> bool + Copy) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_is_held_inline_and_reads_as_its_text() {
+        // 12 bytes, no allocation: a batch holds one per input many times.
+        assert_eq!(std::mem::size_of::<JobId>(), 12);
+        assert_eq!(std::mem::size_of::<GroupId>(), 12);
+        let id: JobId = "job-1a2b3c4d".parse().unwrap();
+        assert_eq!(id.as_str(), "job-1a2b3c4d");
+        assert_eq!(id.hex(), "1a2b3c4d");
+        assert_eq!(format!("{id:?}"), "JobId(\"job-1a2b3c4d\")");
+        assert_eq!(String::from(id.clone()), "job-1a2b3c4d");
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"job-1a2b3c4d\"");
+        let back: JobId = serde_json::from_str("\"job-1a2b3c4d\"").unwrap();
+        assert_eq!(back, id);
+        assert!(serde_json::from_str::<JobId>("\"job-1a2b3c4\"").is_err());
+        let a: JobId = "job-0000000a".parse().unwrap();
+        assert!(a < id, "ordered as their text");
+        let g = GroupId::new_random();
+        assert!(g.as_str().starts_with("grp-") && g.hex().len() == ID_HEX_LEN);
+    }
 
     #[test]
     fn replace_runs_collapses() {

@@ -897,6 +897,13 @@ impl BatchMachine {
         })
     }
 
+    /// At most how many children [`BatchMachine::children`] yields (the
+    /// inputs submitted at least once): what a manifest's children are
+    /// sized by before they are copied.
+    pub fn children_bound(&self) -> usize {
+        self.submission_order.len()
+    }
+
     /// The jobs submitted and not ended, with their input.
     pub fn active_jobs(&self) -> impl Iterator<Item = (usize, &JobId)> + '_ {
         self.slots.iter().enumerate().filter_map(|(i, s)| match s {

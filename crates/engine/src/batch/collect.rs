@@ -122,7 +122,7 @@ impl BatchHandle {
             let core = self.shared.lock();
             (
                 core.machine.slot(index).cloned(),
-                core.jobs.get(index).cloned().flatten(),
+                core.job(index),
                 core.states.get(index).cloned().flatten(),
                 core.submission_errors.get(&index).cloned(),
                 core.outcomes.get(&index).cloned(),
@@ -387,7 +387,10 @@ impl BatchHandle {
     /// new. Called as items are handed out.
     fn keep_outcome(&self, item: &BatchItem, cleanup: bool) -> Option<(usize, bool)> {
         let mut core = self.shared.lock();
-        if core.outcomes.contains_key(&item.index) || core.jobs.get(item.index)?.is_none() {
+        if item.index >= core.jobs.len()
+            || core.outcomes.contains_key(&item.index)
+            || !core.jobs.has(item.index)
+        {
             return None;
         }
         let outcome = match &item.outcome {
@@ -493,7 +496,7 @@ impl BatchHandle {
                     }
                 )
             })
-            .filter_map(|(i, _)| core.jobs[i].clone())
+            .filter_map(|(i, _)| core.job(i))
             .collect())
     }
 

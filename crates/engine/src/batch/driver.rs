@@ -276,7 +276,7 @@ fn settle(shared: &BatchShared, (index, _attempt, job_id, result): Submission) -
         let mut core = shared.lock();
         let event = match result {
             Ok(handle) => {
-                core.jobs[index] = Some(handle);
+                core.jobs.set(index, handle);
                 core.states[index] = Some(JobState::new(JobStatus::Pending));
                 core.submission_errors.remove(&index);
                 Event::Submitted { index, job_id }

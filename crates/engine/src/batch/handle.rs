@@ -62,12 +62,13 @@ impl BatchHandle {
 
     /// The job of each input, by index (`None` until submitted).
     pub fn jobs(&self) -> Vec<Option<JobHandle>> {
-        self.shared.lock().jobs.clone()
+        let core = self.shared.lock();
+        (0..core.jobs.len()).map(|i| core.job(i)).collect()
     }
 
     /// The job of input `index`, once submitted.
     pub fn job(&self, index: usize) -> Option<JobHandle> {
-        self.shared.lock().jobs.get(index).cloned().flatten()
+        self.shared.lock().job(index)
     }
 
     /// The job id of input `index`, once submitted (also for a job cleaned
@@ -75,10 +76,7 @@ impl BatchHandle {
     pub fn job_id(&self, index: usize) -> Option<JobId> {
         let core = self.shared.lock();
         core.jobs
-            .get(index)
-            .cloned()
-            .flatten()
-            .map(|j| j.id().clone())
+            .id(index)
             .or_else(|| core.machine.slot(index).and_then(Slot::job_id).cloned())
     }
 
@@ -292,19 +290,20 @@ impl BatchHandle {
                 .map_err(EngineError::from)?;
             options.backend = false;
         }
-        let jobs: Vec<(usize, JobHandle)> = {
+        // The inputs with a job; each handle is made as its turn comes (an
+        // indexed batch's are made from its batch spec, not held).
+        let jobs: Vec<usize> = {
             let core = self.shared.lock();
-            core.jobs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, j)| j.clone().map(|j| (i, j)))
-                .collect()
+            (0..core.jobs.len()).filter(|&i| core.jobs.has(i)).collect()
         };
         let shared = &self.shared;
         let errors: Vec<EngineError> = futures_util::stream::iter(jobs)
-            .map(|(index, job)| async move {
+            .map(|index| async move {
                 let mut errors = Vec::new();
-                if let Err(e) = job.cleanup(options).await {
+                let job = shared.lock().job(index);
+                if let Some(job) = job
+                    && let Err(e) = job.cleanup(options).await
+                {
                     tracing::warn!(job_id = %job.id(), "could not clean up a batch child: {e}");
                     errors.push(e);
                 }
@@ -337,11 +336,8 @@ impl BatchHandle {
     pub(super) async fn reconcile(&self) -> Result<(), BatchError> {
         let (backend, namespace) = {
             let core = self.shared.lock();
-            let first = core
-                .jobs
-                .iter()
-                .flatten()
-                .next()
+            let first = (0..core.jobs.len())
+                .find_map(|i| core.job(i))
                 .map(|j| j.record().clone());
             let backend = core
                 .base

@@ -46,6 +46,7 @@ mod driver;
 mod error;
 mod handle;
 mod indexed;
+mod jobs;
 mod prep;
 mod recipe;
 mod resume;

@@ -173,7 +173,8 @@ impl BatchHandle {
             })?;
         let mode = base.input_mode.unwrap_or_default();
         let calls = calls_of(&inputs, mode)?;
-        let prep = prepare(&shared.engine, &group_id, spec, &calls, &config, &options).await?;
+        drop(inputs);
+        let prep = prepare(&shared.engine, &group_id, spec, calls, &config, &options).await?;
         // From here on this handle writes the manifest.
         shared.lock().manifest_poll = None;
         let namespace = base

@@ -24,6 +24,7 @@ use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
 use super::BatchError;
 use super::indexed::IndexedChildren;
+use super::jobs::Jobs;
 
 /// What the submission loop is asked to submit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,8 +83,9 @@ pub(super) struct ManifestPoll {
 #[derive(Debug)]
 pub(super) struct Core {
     pub(super) machine: BatchMachine,
-    /// The handle of each input's current (or last) job.
-    pub(super) jobs: Vec<Option<JobHandle>>,
+    /// The current (or last) job of each input ([`Jobs`]: compact for
+    /// an indexed batch's children).
+    pub(super) jobs: Jobs,
     /// The last state seen of each input's job.
     pub(super) states: Vec<Option<JobState>>,
     /// The last submission error of each input.
@@ -164,6 +166,12 @@ impl Core {
             });
         }
     }
+
+    /// The handle of input `index`'s job (an indexed batch's child's made
+    /// from its batch spec).
+    pub(super) fn job(&self, index: usize) -> Option<JobHandle> {
+        self.jobs.get(index, self.indexed.as_ref())
+    }
 }
 
 /// How a collected input ended, as this process keeps it: the value (or
@@ -233,7 +241,7 @@ impl BatchShared {
             poll_interval,
             core: Mutex::new(Core {
                 machine,
-                jobs: vec![None; total],
+                jobs: Jobs::new(total),
                 states: vec![None; total],
                 submission_errors: BTreeMap::new(),
                 unavailable: BTreeMap::new(),
@@ -353,11 +361,25 @@ impl BatchShared {
         let targets: Vec<(Target, Vec<(usize, JobId)>)> = {
             let core = self.lock();
             let mut targets: Vec<(Target, Vec<(usize, JobId)>)> = Vec::new();
+            // An indexed batch's children share one record template: one
+            // handle made from it tells where all of them run.
+            let mut template: Option<JobHandle> = None;
             for (index, _) in core.machine.active_jobs() {
-                let Some(job) = core.jobs[index].as_ref() else {
+                let Some(job_id) = core.jobs.id(index) else {
                     continue;
                 };
-                let r = job.record();
+                let r = match core.jobs.own_record(index) {
+                    Some(r) => r,
+                    None => {
+                        if template.is_none() {
+                            template = core.job(index);
+                        }
+                        match template.as_ref() {
+                            Some(t) => t.record(),
+                            None => continue,
+                        }
+                    }
+                };
                 let child = r.group_id.as_ref() == Some(&self.group_id);
                 let at = targets.iter().position(|((backend, namespace, c), _)| {
                     *backend == r.backend && *namespace == r.namespace && *c == child
@@ -366,7 +388,7 @@ impl BatchShared {
                     targets.push(((r.backend.clone(), r.namespace.clone(), child), Vec::new()));
                     targets.len() - 1
                 });
-                targets[at].1.push((index, job.id().clone()));
+                targets[at].1.push((index, job_id));
             }
             targets
         };
@@ -390,8 +412,7 @@ impl BatchShared {
                     core.forget(index);
                     continue;
                 }
-                let current = core.jobs[index].as_ref().map(|h| h.id() == &job_id);
-                if current == Some(true) {
+                if core.jobs.is(index, &job_id) {
                     core.states[index] = Some(state.clone());
                 }
                 let commands = core.machine.apply(Event::Observed {
@@ -444,12 +465,8 @@ impl BatchShared {
                     let core = self.lock();
                     entries
                         .iter()
-                        .filter_map(|(i, id)| {
-                            core.jobs[*i]
-                                .clone()
-                                .filter(|h| h.id() == id)
-                                .map(|h| (*i, h))
-                        })
+                        .filter(|(i, id)| core.jobs.is(*i, id))
+                        .filter_map(|(i, _)| core.job(*i).map(|h| (*i, h)))
                         .collect()
                 };
                 let states: Vec<(usize, JobId, JobState)> = futures_util::stream::iter(owned)
@@ -478,12 +495,8 @@ impl BatchShared {
             states
                 .iter()
                 .filter(|(_, _, state)| !state.attempts.is_empty())
-                .filter_map(|(i, id, state)| {
-                    core.jobs[*i]
-                        .clone()
-                        .filter(|h| h.id() == id)
-                        .map(|h| (h, state))
-                })
+                .filter(|(i, id, _)| core.jobs.is(*i, id))
+                .filter_map(|(i, _, state)| core.job(*i).map(|h| (h, state)))
                 .collect()
         };
         futures_util::stream::iter(with_attempts)
@@ -574,20 +587,23 @@ impl BatchShared {
         let submitting = matches!(core.driver, DriverState::Running | DriverState::Finished);
         m.submission_complete =
             base.submission_complete || (submitting && core.machine.is_submission_complete());
-        m.children = core
-            .machine
-            .children()
-            .map(|(group_index, job_id, attempts)| {
-                let mut child = ManifestChild::new(group_index, job_id.clone(), attempts);
-                // A written outcome is filled in from the stored manifest
-                // when this snapshot is written (`write_manifest`).
-                child.outcome = match core.outcomes.get(&group_index) {
-                    Some(Kept::Pending(outcome)) => Some(outcome.clone()),
-                    _ => None,
-                };
-                child
-            })
-            .collect();
+        // Sized once: grown by doubling, the children of 100,000 inputs
+        // would hold twice their size while they are copied.
+        m.children = Vec::with_capacity(core.machine.children_bound());
+        m.children.extend(
+            core.machine
+                .children()
+                .map(|(group_index, job_id, attempts)| {
+                    let mut child = ManifestChild::new(group_index, job_id.clone(), attempts);
+                    // A written outcome is filled in from the stored manifest
+                    // when this snapshot is written (`write_manifest`).
+                    child.outcome = match core.outcomes.get(&group_index) {
+                        Some(Kept::Pending(outcome)) => Some(outcome.clone()),
+                        _ => None,
+                    };
+                    child
+                }),
+        );
         m
     }
 
@@ -829,16 +845,10 @@ impl BatchShared {
             return adopted;
         }
         let indexed = self.lock().indexed.clone();
-        let loaded: Vec<(ManifestChild, Result<JobHandle, EngineError>)> = match indexed {
-            // An indexed batch's child is followed from the batch spec: its
-            // pod writes its record only once it runs.
-            Some(children) => wanted
-                .into_iter()
-                .map(|c| {
-                    let handle = children.handle(c.group_index, &c.job_id);
-                    (c, handle)
-                })
-                .collect(),
+        // `Ok(None)`: an indexed batch's child, followed from the batch
+        // spec (its pod writes its record only once it runs).
+        let loaded: Vec<(ManifestChild, Result<Option<JobHandle>, EngineError>)> = match indexed {
+            Some(_) => wanted.into_iter().map(|c| (c, Ok(None))).collect(),
             None => {
                 let loads: Vec<(ManifestChild, Arc<EngineInner>, GroupId)> = wanted
                     .into_iter()
@@ -847,6 +857,7 @@ impl BatchShared {
                 futures_util::stream::iter(loads)
                     .map(load_child)
                     .buffer_unordered(FAN_OUT)
+                    .map(|(c, handle)| (c, handle.map(Some)))
                     .collect()
                     .await
             }
@@ -858,7 +869,10 @@ impl BatchShared {
                 let index = child.group_index;
                 match handle {
                     Ok(handle) => {
-                        core.jobs[index] = Some(handle);
+                        match handle {
+                            Some(handle) => core.jobs.set(index, handle),
+                            None => core.jobs.set_child(index, &child.job_id),
+                        }
                         let commands = core.machine.apply(Event::Adopt {
                             index,
                             job_id: child.job_id,
@@ -921,8 +935,8 @@ impl BatchShared {
             let mut core = self.lock();
             let absent: Vec<usize> = (0..core.jobs.len())
                 .filter(|&i| {
-                    core.jobs[i].as_ref().is_some_and(|h| {
-                        map.get(h.id())
+                    core.jobs.id(i).is_some_and(|id| {
+                        map.get(&id)
                             .is_none_or(|state| state.status == JobStatus::NotFound)
                     })
                 })
@@ -936,8 +950,9 @@ impl BatchShared {
             map.into_iter()
                 .filter_map(|(job_id, state)| {
                     let (index, _) = child_position(&self.group_id, &job_id, self.total)?;
-                    let current = core.jobs[index].as_ref()?.id() == &job_id;
-                    current.then_some((index, job_id, state))
+                    core.jobs
+                        .is(index, &job_id)
+                        .then_some((index, job_id, state))
                 })
                 .collect()
         };
@@ -969,15 +984,11 @@ impl BatchShared {
             return 0;
         }
         let mut core = self.lock();
-        let previous = core
-            .jobs
-            .get(index)
-            .and_then(Option::as_ref)
-            .and_then(|job| {
-                child_position(&self.group_id, job.id(), self.total)
-                    .filter(|(_, a)| *a < attempt)
-                    .map(|(_, a)| a)
-            });
+        let previous = core.jobs.id(index).and_then(|job_id| {
+            child_position(&self.group_id, &job_id, self.total)
+                .filter(|(_, a)| *a < attempt)
+                .map(|(_, a)| a)
+        });
         let runs = previous.map_or(0, |job_attempt| {
             let runs = core.states[index].as_ref().map_or(1, |s| {
                 u32::try_from(s.attempts.len()).unwrap_or(u32::MAX).max(1)
@@ -1031,12 +1042,14 @@ pub(super) fn dispatch(core: &mut Core, commands: Vec<Command>, chores: &mut Vec
                 }
             }
             Command::Cancel { index, .. } => {
-                if let Some(job) = core.jobs[index].clone() {
+                if let Some(job) = core.job(index) {
                     chores.push(Chore::Cancel(job));
                 }
             }
             Command::Cleanup { index, job_id } => {
-                if let Some(job) = core.jobs[index].clone().filter(|j| j.id() == &job_id) {
+                if core.jobs.is(index, &job_id)
+                    && let Some(job) = core.job(index)
+                {
                     chores.push(Chore::Cleanup(job));
                 }
             }
@@ -1044,15 +1057,9 @@ pub(super) fn dispatch(core: &mut Core, commands: Vec<Command>, chores: &mut Vec
                 core.manifest_dirty = true;
                 // An indexed batch's child (a first attempt, or the retry
                 // the backend started): followed from the batch spec.
-                let stale = core.jobs[index].as_ref().is_none_or(|j| j.id() != &job_id);
-                if stale && let Some(children) = core.indexed.as_ref() {
-                    match children.handle(index, &job_id) {
-                        Ok(job) => {
-                            core.jobs[index] = Some(job);
-                            core.states[index] = Some(JobState::new(JobStatus::Pending));
-                        }
-                        Err(e) => tracing::warn!(job_id = %job_id, "{e}"),
-                    }
+                if !core.jobs.is(index, &job_id) && core.indexed.is_some() {
+                    core.jobs.set_child(index, &job_id);
+                    core.states[index] = Some(JobState::new(JobStatus::Pending));
                 }
             }
             Command::SubmitBatch => {

@@ -114,12 +114,13 @@ pub(super) fn settings_of(config: &BatchConfig) -> DriverSettings {
 /// Resolve the spec and upload what the children share (once): the
 /// project, the spec's data and every input's data (data given to several
 /// inputs is hashed and uploaded once). Each input's call ([`calls_of`])
-/// is turned to JSON, its data replaced by references to the uploads.
+/// is turned to JSON, its data replaced by references to the uploads, and
+/// dropped as it is (a batch of 100,000 inputs does not hold both forms).
 pub(super) async fn prepare(
     inner: &Arc<EngineInner>,
     group_id: &GroupId,
     spec: JobSpec,
-    calls: &[CallArgs<Arg>],
+    calls: Vec<CallArgs<Arg>>,
     config: &BatchConfig,
     submit_options: &SubmitOptions,
 ) -> Result<BatchPrep, BatchError> {
@@ -161,13 +162,16 @@ pub(super) async fn prepare(
             .map_or(Value::Null, DataRef::to_value)
     };
     let calls = calls
-        .iter()
+        .into_iter()
         .map(|call| CallArgs {
             args: call.args.iter().map(|a| a.to_json(&ref_for)).collect(),
             kwargs: call
                 .kwargs
-                .iter()
-                .map(|(k, a)| (k.clone(), a.to_json(&ref_for)))
+                .into_iter()
+                .map(|(k, a)| {
+                    let value = a.to_json(&ref_for);
+                    (k, value)
+                })
                 .collect(),
         })
         .collect();
@@ -204,7 +208,7 @@ pub(super) async fn start_map(
     let started = async {
         let working_dir = submit::working_dir(&inner.settings, &spec)?;
         let mut recipe = super::recipe::encode(&spec, &config, &working_dir);
-        let prep = prepare(inner, &group_id, spec, &calls, &config, options).await?;
+        let prep = prepare(inner, &group_id, spec, calls, &config, options).await?;
         // One Indexed Job where the backend has them (see `indexed`).
         let indexed = super::indexed::eligible(&config, &prep)
             .then(|| super::indexed::children_of(inner, &group_id, &prep))
@@ -437,7 +441,7 @@ pub(super) fn of_jobs(
         for (index, job) in jobs.into_iter().enumerate() {
             let Some(job) = job else { continue };
             let job_id = job.id().clone();
-            core.jobs[index] = Some(job);
+            core.jobs.set(index, job);
             let commands = core.machine.apply(Event::Adopt {
                 index,
                 job_id,
