@@ -108,9 +108,62 @@ fn map_args() -> Vec<&'static str> {
     ]
 }
 
+/// `kinetic ARGS…` run to its end, or killed after `limit` with what the
+/// batch and its jobs' directories looked like: a resume that never ends
+/// is a failure that says where it stopped, not a test killed silently.
+fn kinetic_within(w: &World, args: &[&str], group: &str, limit: Duration) -> Output {
+    let out = w.home.join("within.out");
+    let err = w.home.join("within.err");
+    let mut child = w
+        .command(args)
+        .stdout(fs::File::create(&out).expect("create"))
+        .stderr(fs::File::create(&err).expect("create"))
+        .spawn()
+        .expect("spawn kinetic");
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().expect("kill");
+            child.wait().expect("reap");
+            let status = w.kinetic(&["batch", "status", group, "--json"]);
+            let jobs: Vec<String> = fs::read_dir(w.home.join("local/jobs"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|job| {
+                    let mut files: Vec<String> = fs::read_dir(job.path())
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|f| f.file_name().to_string_lossy().into_owned())
+                        .collect();
+                    files.sort();
+                    format!("{}: {}", job.file_name().to_string_lossy(), files.join(" "))
+                })
+                .collect();
+            panic!(
+                "kinetic {args:?} still ran after {limit:?}\nits stderr:\n{}\nbatch status:\n{}{}\njob directories:\n{}",
+                fs::read_to_string(&err).unwrap_or_default(),
+                stdout(&status),
+                stderr(&status),
+                jobs.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: fs::read(&out).expect("stdout"),
+        stderr: fs::read(&err).expect("stderr"),
+    }
+}
+
 /// Resume, which must print every value in input order.
 fn resume_to_the_end(w: &World, group: &str) {
-    let o = w.kinetic(&["batch", "resume", group]);
+    let o = kinetic_within(w, &["batch", "resume", group], group, Duration::from_secs(150));
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), expected_values(), "{}", stderr(&o));
     assert_eq!(
