@@ -951,6 +951,8 @@ impl Backend for LocalBackend {
         {
             return self.submit_pooled(job, &dir, group, pool, python);
         }
+        dir.make_run_dirs()
+            .map_err(|e| io_err(&dir.work_path(), &e))?;
         // One interpreter: the supervisor forks the runner, so it starts as
         // the runner always did (`-u`, site-packages for the job's imports).
         let mut cmd = readonly::command(python, &binds)?;
@@ -1645,6 +1647,31 @@ mod tests {
         // Idle, the worker leaves and unregisters itself.
         assert!(worker.wait().unwrap().success());
         assert!(state::live_workers(&root.join("pool")).is_empty());
+    }
+
+    #[test]
+    fn a_pooled_fork_that_runs_every_phase_itself_finds_its_work_and_mounts_directories_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // A runner without PoolWorker: every fork runs every phase itself,
+        // and needs the directories its arguments name.
+        let runner = runner_script(
+            root,
+            "import os\n\ndef main(argv):\n    ok = all(os.path.isdir(argv[argv.index(f) + 1]) for f in ('--workdir', '--mount-root'))\n    return 0 if ok else 3\n",
+        );
+        let id = "job-0000000a";
+        let job = JobDir::new(root.join("jobs").join(id));
+        let (work, mounts) = (job.work_path(), job.mounts_path());
+        let args = [
+            "--workdir",
+            work.to_str().unwrap(),
+            "--mount-root",
+            mounts.to_str().unwrap(),
+        ];
+        let mut worker = pool_with_jobs(root, &runner, &[(0, id, &args)]);
+        wait_for("the job ended", || job.read("exit_code").is_some());
+        assert_eq!(job.read("exit_code").unwrap().trim(), "0", "{}", job.read_log());
+        assert!(worker.wait().unwrap().success());
     }
 
     #[test]

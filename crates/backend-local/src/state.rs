@@ -84,14 +84,25 @@ impl JobDir {
         std::fs::read_to_string(self.file(name)).ok()
     }
 
+    /// Make the runner's `work` and `mounts` directories, which a job run
+    /// by a supervisor of its own is given. A pooled job gets none from the
+    /// submitter: its fork on a worker's preparation makes only what it
+    /// writes to (fetched data), and a fork that runs every phase itself
+    /// makes them first (`supervisor.py`, `run_pooled_job`). Two
+    /// directories made and removed per input cost the client more than
+    /// a trivial input's call (each takes and frees a disk block).
+    pub(crate) fn make_run_dirs(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(self.work_path())?;
+        std::fs::create_dir_all(self.mounts_path())
+    }
+
     /// Take the job id for `spec_uri`: `Ok(true)` when this call created the
     /// job, `Ok(false)` when the same spec was already submitted, `Err(uri)`
-    /// when another spec holds the id.
+    /// when another spec holds the id. Only the job's directory and its
+    /// `submitted` are made ([`JobDir::make_run_dirs`] for the rest).
     pub(crate) fn claim(&self, spec_uri: &str) -> Result<bool, String> {
         match std::fs::create_dir(&self.path) {
             Ok(()) => {
-                std::fs::create_dir_all(self.work_path()).map_err(|e| e.to_string())?;
-                std::fs::create_dir_all(self.mounts_path()).map_err(|e| e.to_string())?;
                 write_atomic(&self.file("submitted"), spec_uri).map_err(|e| e.to_string())?;
                 Ok(true)
             }
@@ -800,6 +811,16 @@ mod tests {
             job.claim("file:///b/spec.json"),
             Err("file:///a/spec.json".into())
         );
+    }
+
+    #[test]
+    fn a_claim_makes_no_run_directories_until_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("job-0000abcd"));
+        assert_eq!(job.claim("s"), Ok(true));
+        assert!(!job.work_path().exists() && !job.mounts_path().exists());
+        job.make_run_dirs().unwrap();
+        assert!(job.work_path().is_dir() && job.mounts_path().is_dir());
     }
 
     #[test]
