@@ -777,6 +777,14 @@ def prepare_shared(shared, job_dir, args, deadline, started):
     its run deadline (counted from ``started``) passed, and stops them:
     the fork then meets the cancel or the deadline as a supervisor's
     runner would."""
+    held = getattr(shared, "held", None)
+    if held is not None:
+        try:
+            prepared = held(args)
+        except Exception:  # noqa: BLE001 - prepare below reports it
+            prepared = None
+        if prepared is not None:
+            return prepared  # nothing to run: no timer to arm
     cancelled = os.path.join(job_dir, "cancelled")
 
     def check(_signum, _frame):
