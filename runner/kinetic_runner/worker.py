@@ -78,6 +78,36 @@ class PoolWorker:
         self.path = list(sys.path)
         self.cwd = os.getcwd()
         self.environ = dict(os.environ)
+        # The last input's arguments and what they read (``_load``).
+        self._loaded = None
+
+    def held(self, argv: list):
+        """The preparation this worker holds already for the input run with
+        runner arguments ``argv`` (its spec, read here, kept for the fork),
+        or None: then ``prepare``, which reads that spec no second time. The
+        worker arms its timer for cancels and deadlines only around
+        ``prepare``: an input of a prepared key costs no signal handler."""
+        args, spec_doc = self._load(argv)
+        if spec_doc is not None and self.key is not None and shared_key(spec_doc) == self.key:
+            self._loaded = None
+            self.prepared.next_spec = (args.spec, spec_doc)
+            return self.prepared
+        return None
+
+    def _load(self, argv: list) -> tuple:
+        """``(args, spec document)`` for runner arguments ``argv`` (the
+        document None when it cannot be read here), remembered for the next
+        call with the same ``argv``."""
+        if self._loaded is not None and self._loaded[0] == argv:
+            return self._loaded[1]
+        args = None
+        try:
+            args = parse_args(argv)
+            spec_doc = load_spec(Storage(), args.spec) if args.spec else None
+        except (RunnerError, SystemExit):
+            spec_doc = None
+        self._loaded = (list(argv), (args, spec_doc))
+        return args, spec_doc
 
     def prepare(self, argv: list, log_path: str):
         """The preparation the input run with runner arguments ``argv``
@@ -85,11 +115,8 @@ class PoolWorker:
         itself (the spec cannot be read here, the preparation failed, or
         failed for this key before). The preparation's output is appended
         to ``log_path`` (the input's log) when it succeeds."""
-        try:
-            args = parse_args(argv)
-            spec_doc = load_spec(Storage(), args.spec) if args.spec else None
-        except (RunnerError, SystemExit):
-            spec_doc = None
+        args, spec_doc = self._load(argv)
+        self._loaded = None
         if spec_doc is None:
             return None  # the fork reports it, as a job of its own would
         key = shared_key(spec_doc)

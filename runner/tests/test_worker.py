@@ -25,7 +25,11 @@ for line in sys.stdin:
     job = json.loads(line)
     if job.get("unlink"):
         os.unlink(job["unlink"])  # the test's outage ends
-    prepared = shared.prepare(job["argv"], job["log"])
+    # As the supervisor: what the worker holds already, else a preparation.
+    prepared = shared.held(job["argv"])
+    held = prepared is not None
+    if prepared is None:
+        prepared = shared.prepare(job["argv"], job["log"])
     log_fd = os.open(job["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     sys.stdout.flush()
     pid = os.fork()
@@ -41,7 +45,7 @@ for line in sys.stdin:
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if prepared is None:
         shared.ended(code)
-    print(json.dumps({"code": code, "prepared": prepared is not None,
+    print(json.dumps({"code": code, "prepared": prepared is not None, "held": held,
                       "scratch": sorted(n for n in os.listdir(scratch) if not n.startswith("."))}))
     sys.stdout.flush()
 shared.close()
@@ -132,6 +136,8 @@ class PoolWorkerTest(RunnerTestCase):
         runs = self.drive(jobs)
         self.assertEqual([r["code"] for r in runs], [0] * 4)
         self.assertEqual([r["prepared"] for r in runs], [True] * 4)
+        # The first input prepares; the others find it held (no timer armed).
+        self.assertEqual([r["held"] for r in runs], [False, True, True, True])
         self.assertEqual([self.result(j)["value"] for j in jobs], [["v1", n * n] for n in range(4)])
         self.assertEqual(self.import_count(), 1, "one import for the four inputs")
         # One preparation directory while the worker runs.

@@ -92,7 +92,7 @@ use kinetic_core::record::JobRecord;
 use kinetic_core::settings::vars;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 
-use crate::state::{JobDir, Observed};
+use crate::state::{JobDir, LivePools, Observed};
 
 /// The supervisor program, written next to the runner in the local root.
 const SUPERVISOR_SOURCE: &str = include_str!("supervisor.py");
@@ -312,8 +312,8 @@ impl LocalBackend {
 
     /// The state of a job from its directory, copying its log to the store
     /// once it ended.
-    async fn observe_state(&self, job_id: &JobId, dir: &JobDir) -> JobState {
-        let state = match dir.observe() {
+    async fn observe_state(&self, job_id: &JobId, dir: &JobDir, pools: &LivePools) -> JobState {
+        let state = match dir.observe_in(pools) {
             Observed::Missing => JobState::new(JobStatus::NotFound),
             Observed::Queued => {
                 JobState::new(JobStatus::Pending).with_reason(self.queued_reason(job_id, dir))
@@ -951,6 +951,8 @@ impl Backend for LocalBackend {
         {
             return self.submit_pooled(job, &dir, group, pool, python);
         }
+        dir.make_run_dirs()
+            .map_err(|e| io_err(&dir.work_path(), &e))?;
         // One interpreter: the supervisor forks the runner, so it starts as
         // the runner always did (`-u`, site-packages for the job's imports).
         let mut cmd = readonly::command(python, &binds)?;
@@ -1025,7 +1027,9 @@ impl Backend for LocalBackend {
 
     async fn status(&self, job: &JobRecord) -> Result<JobState, BackendError> {
         let dir = self.job_dir(&job.job_id);
-        Ok(self.observe_state(&job.job_id, &dir).await)
+        Ok(self
+            .observe_state(&job.job_id, &dir, &LivePools::default())
+            .await)
     }
 
     /// Unsupported: a local batch runs on a worker pool, one job per input
@@ -1070,6 +1074,7 @@ impl Backend for LocalBackend {
             .remove(&query.group_id)
             .unwrap_or_default();
         let mut still = HashMap::with_capacity(ended.len());
+        let pools = LivePools::default();
         for entry in entries.filter_map(Result::ok) {
             let Some(job_id) = entry
                 .file_name()
@@ -1087,7 +1092,7 @@ impl Backend for LocalBackend {
                 still.insert(job_id, state);
                 continue;
             }
-            let state = self.observe_state(&job_id, &job_dir).await;
+            let state = self.observe_state(&job_id, &job_dir, &pools).await;
             // Final once its exit code is recorded: nothing writes a
             // job's state files after that (a cancel of an ended job
             // marks nothing), and its log was copied.
@@ -1645,6 +1650,36 @@ mod tests {
         // Idle, the worker leaves and unregisters itself.
         assert!(worker.wait().unwrap().success());
         assert!(state::live_workers(&root.join("pool")).is_empty());
+    }
+
+    #[test]
+    fn a_pooled_fork_that_runs_every_phase_itself_finds_its_work_and_mounts_directories_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // A runner without PoolWorker: every fork runs every phase itself,
+        // and needs the directories its arguments name.
+        let runner = runner_script(
+            root,
+            "import os\n\ndef main(argv):\n    ok = all(os.path.isdir(argv[argv.index(f) + 1]) for f in ('--workdir', '--mount-root'))\n    return 0 if ok else 3\n",
+        );
+        let id = "job-0000000a";
+        let job = JobDir::new(root.join("jobs").join(id));
+        let (work, mounts) = (job.work_path(), job.mounts_path());
+        let args = [
+            "--workdir",
+            work.to_str().unwrap(),
+            "--mount-root",
+            mounts.to_str().unwrap(),
+        ];
+        let mut worker = pool_with_jobs(root, &runner, &[(0, id, &args)]);
+        wait_for("the job ended", || job.read("exit_code").is_some());
+        assert_eq!(
+            job.read("exit_code").unwrap().trim(),
+            "0",
+            "{}",
+            job.read_log()
+        );
+        assert!(worker.wait().unwrap().success());
     }
 
     #[test]

@@ -84,14 +84,25 @@ impl JobDir {
         std::fs::read_to_string(self.file(name)).ok()
     }
 
+    /// Make the runner's `work` and `mounts` directories, which a job run
+    /// by a supervisor of its own is given. A pooled job gets none from the
+    /// submitter: its fork on a worker's preparation makes only what it
+    /// writes to (fetched data), and a fork that runs every phase itself
+    /// makes them first (`supervisor.py`, `run_pooled_job`). Two
+    /// directories made and removed per input cost the client more than
+    /// a trivial input's call (each takes and frees a disk block).
+    pub(crate) fn make_run_dirs(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(self.work_path())?;
+        std::fs::create_dir_all(self.mounts_path())
+    }
+
     /// Take the job id for `spec_uri`: `Ok(true)` when this call created the
     /// job, `Ok(false)` when the same spec was already submitted, `Err(uri)`
-    /// when another spec holds the id.
+    /// when another spec holds the id. Only the job's directory and its
+    /// `submitted` are made ([`JobDir::make_run_dirs`] for the rest).
     pub(crate) fn claim(&self, spec_uri: &str) -> Result<bool, String> {
         match std::fs::create_dir(&self.path) {
             Ok(()) => {
-                std::fs::create_dir_all(self.work_path()).map_err(|e| e.to_string())?;
-                std::fs::create_dir_all(self.mounts_path()).map_err(|e| e.to_string())?;
                 write_atomic(&self.file("submitted"), spec_uri).map_err(|e| e.to_string())?;
                 Ok(true)
             }
@@ -224,7 +235,7 @@ impl JobDir {
     /// pool has a live worker: a queued job of a pool whose workers are
     /// all gone will never start, and counts as gone (once taken out of
     /// the queue: [`JobDir::unqueue`]).
-    fn alive(&self) -> Option<bool> {
+    fn alive(&self, pools: &LivePools) -> Option<bool> {
         let own = self
             .pid()
             .map(|(pid, start)| process_alive(pid, &start) || group_alive(pid));
@@ -237,7 +248,7 @@ impl JobDir {
         match (own, self.pool_dir()) {
             // Just queued: its submitter starts a worker after queuing it.
             (None, Some(pool)) => {
-                if pool_has_worker(&pool) || self.younger("pooled", POOL_START) {
+                if pools.has_worker(&pool) || self.younger("pooled", POOL_START) {
                     return Some(true);
                 }
                 Some(!self.unqueue(&pool))
@@ -347,6 +358,13 @@ impl JobDir {
     }
 
     pub(crate) fn observe(&self) -> Observed {
+        self.observe_in(&LivePools::default())
+    }
+
+    /// [`JobDir::observe`] as one reading of many jobs (a group's status):
+    /// a pool seen with a live worker by an earlier job of the same
+    /// reading is not listed again (see [`LivePools`]).
+    pub(crate) fn observe_in(&self, pools: &LivePools) -> Observed {
         if !self.exists() {
             return Observed::Missing;
         }
@@ -367,7 +385,7 @@ impl JobDir {
             // submits it again under the same id).
             return Observed::Missing;
         }
-        match (self.alive(), started) {
+        match (self.alive(pools), started) {
             (Some(true), true) => Observed::Running,
             (Some(true), false) | (None, false) => Observed::Queued,
             (None, true) | (Some(false), _) => {
@@ -566,6 +584,41 @@ pub(crate) fn process_alive(pid: i32, start: &str) -> bool {
             Some(now) if !start.is_empty() => now == start && !is_zombie(pid as u32),
             _ => !is_zombie(pid as u32),
         }
+}
+
+/// The pools seen with a live worker during one reading of many jobs (a
+/// group's status, once per poll): a batch's queued children all name the
+/// same pool, and listing its workers (a directory and each worker's
+/// `/proc` entry) for each of them cost a poll more than everything else
+/// it read. Only a live worker is remembered: a pool seen without one is
+/// listed again for the next job, since what follows (taking the job out
+/// of the queue and reporting it gone) must not act on a listing made
+/// before a worker started; a worker seen alive that dies during the
+/// reading only leaves its queued jobs reported queued until the next.
+#[derive(Debug, Default)]
+pub(crate) struct LivePools(std::sync::Mutex<std::collections::HashSet<PathBuf>>);
+
+impl LivePools {
+    /// [`pool_has_worker`], remembered once true.
+    pub(crate) fn has_worker(&self, pool: &Path) -> bool {
+        let seen = |set: &std::collections::HashSet<PathBuf>| set.contains(pool);
+        if seen(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        ) {
+            return true;
+        }
+        let live = pool_has_worker(pool);
+        if live {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(pool.to_path_buf());
+        }
+        live
+    }
 }
 
 /// True while a worker of the pool at `pool` lives: one of the files
@@ -800,6 +853,36 @@ mod tests {
             job.claim("file:///b/spec.json"),
             Err("file:///a/spec.json".into())
         );
+    }
+
+    #[test]
+    fn one_reading_remembers_a_pool_seen_with_a_live_worker_but_never_one_seen_without() {
+        let dir = tempfile::tempdir().unwrap();
+        let workers = dir.path().join("workers");
+        std::fs::create_dir_all(&workers).unwrap();
+        let me = std::process::id();
+        let mine = workers.join(format!("{me}-{}", start_time_text(me)));
+        // No worker yet: not remembered, so a worker that starts during
+        // the reading is seen by the next job.
+        let reading = LivePools::default();
+        assert!(!reading.has_worker(dir.path()));
+        std::fs::write(&mine, b"").unwrap();
+        assert!(reading.has_worker(dir.path()));
+        // Seen alive once: not listed again within this reading...
+        std::fs::remove_file(&mine).unwrap();
+        assert!(reading.has_worker(dir.path()));
+        // ...while the next reading lists the pool again.
+        assert!(!LivePools::default().has_worker(dir.path()));
+    }
+
+    #[test]
+    fn a_claim_makes_no_run_directories_until_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("job-0000abcd"));
+        assert_eq!(job.claim("s"), Ok(true));
+        assert!(!job.work_path().exists() && !job.mounts_path().exists());
+        job.make_run_dirs().unwrap();
+        assert!(job.work_path().is_dir() && job.mounts_path().is_dir());
     }
 
     #[test]

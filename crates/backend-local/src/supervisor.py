@@ -740,6 +740,11 @@ def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, gr
     args = list(launch["args"])
     started = time.monotonic()
     prepared = prepare_shared(shared, job_dir, args, deadline, started) if shared is not None else None
+    if prepared is None:
+        # A fork that runs every phase itself makes its run directory under
+        # --workdir, which the submitter no longer makes for a pooled job
+        # (one on the worker's preparation makes only what it writes to).
+        make_run_dirs(args)
     code = run_attempts(job_dir, slots_dir, runner, args, slot_fd, deadline, grace, retries,
                         pooled=(module, job_id, prepared), started=started)
     if code is None:
@@ -752,6 +757,18 @@ def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, gr
     return True
 
 
+def make_run_dirs(args):
+    """The directories the runner's arguments ``args`` name with
+    ``--workdir`` and ``--mount-root``, made if missing (a job run by a
+    supervisor of its own is given them by the submitter)."""
+    for flag in ("--workdir", "--mount-root"):
+        if flag in args[:-1]:
+            try:
+                os.makedirs(args[args.index(flag) + 1], exist_ok=True)
+            except OSError:
+                pass  # the runner reports what it cannot make
+
+
 def prepare_shared(shared, job_dir, args, deadline, started):
     """The shared phases for this job's runner arguments, prepared in this
     worker unless it holds them already (``PoolWorker.prepare``): what the
@@ -760,6 +777,14 @@ def prepare_shared(shared, job_dir, args, deadline, started):
     its run deadline (counted from ``started``) passed, and stops them:
     the fork then meets the cancel or the deadline as a supervisor's
     runner would."""
+    held = getattr(shared, "held", None)
+    if held is not None:
+        try:
+            prepared = held(args)
+        except Exception:  # noqa: BLE001 - prepare below reports it
+            prepared = None
+        if prepared is not None:
+            return prepared  # nothing to run: no timer to arm
     cancelled = os.path.join(job_dir, "cancelled")
 
     def check(_signum, _frame):
@@ -779,6 +804,17 @@ def prepare_shared(shared, job_dir, args, deadline, started):
         signal.signal(signal.SIGALRM, previous)
 
 
+_OWN_START = [None, ""]
+
+
+def own_start_time():
+    """``start_time`` of this process, read from /proc once per process."""
+    me = os.getpid()
+    if _OWN_START[0] != me:
+        _OWN_START[:] = [me, start_time(me)]
+    return _OWN_START[1]
+
+
 def take_job(job_dir):
     """Write ``{job}/worker`` (this worker's pid and start) unless it is
     there: true for the one worker that runs the job. Written aside and
@@ -789,7 +825,7 @@ def take_job(job_dir):
     path = os.path.join(job_dir, "worker")
     tmp = "%s.tmp-%d" % (path, me)
     with open(tmp, "w") as f:
-        f.write("%d %s\n" % (me, start_time(me)))
+        f.write("%d %s\n" % (me, own_start_time()))
     try:
         os.link(tmp, path)
         return True
