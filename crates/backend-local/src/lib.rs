@@ -1928,6 +1928,12 @@ mod tests {
         std::fs::create_dir_all(job.path()).unwrap();
         job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
             .unwrap();
+        let entry = pool.join("queue").join("0000000000.job-0000000a");
+        let queue = || {
+            std::fs::create_dir_all(pool.join("queue")).unwrap();
+            std::fs::write(&entry, b"").unwrap();
+        };
+        queue();
         // Just queued: served for a while even before a worker is named.
         assert_eq!(job.observe(), Observed::Queued);
         let pooled = job.path().join("pooled");
@@ -1943,21 +1949,72 @@ mod tests {
             Observed::Vanished,
             "no worker will ever start it"
         );
+        assert!(!entry.exists(), "reported gone, and out of the queue");
+        // Queued again (a resubmission), on a pool with a live worker.
+        queue();
         let me = std::process::id();
-        let entry = pool
+        let worker = pool
             .join("workers")
             .join(format!("{me}-{}", state::start_time_text(me)));
-        std::fs::write(&entry, b"").unwrap();
+        std::fs::write(&worker, b"").unwrap();
         assert_eq!(job.observe(), Observed::Queued);
         // A dead worker's file is no worker (and is removed).
         let dead = pool.join("workers").join("999999999-1");
         std::fs::write(&dead, b"").unwrap();
-        std::fs::remove_file(&entry).unwrap();
+        std::fs::remove_file(&worker).unwrap();
         assert_eq!(job.observe(), Observed::Vanished);
         assert!(!dead.exists());
         // Claimed by a worker that died before starting it: gone too.
         std::fs::write(job.path().join("worker"), "999999999 1\n").unwrap();
         assert_eq!(job.observe(), Observed::Vanished);
+    }
+
+    /// A job whose submitter died between writing `pooled` and its queue
+    /// entry is held by nothing that will run it, however live its pool
+    /// (a resumed batch's workers run there): `NOT_FOUND`, so a resume
+    /// queues it again. It read `PENDING` for ever, and a resume waited on
+    /// it for ever.
+    #[test]
+    fn a_pooled_job_no_queue_names_on_a_live_pool_is_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let pool = root.join("pool");
+        std::fs::create_dir_all(pool.join("workers")).unwrap();
+        std::fs::create_dir_all(pool.join("queue")).unwrap();
+        let me = std::process::id();
+        std::fs::write(
+            pool.join("workers")
+                .join(format!("{me}-{}", state::start_time_text(me))),
+            b"",
+        )
+        .unwrap();
+        let job = JobDir::new(root.join("jobs").join("job-0000000a"));
+        std::fs::create_dir_all(job.path()).unwrap();
+        job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
+            .unwrap();
+        assert_eq!(
+            job.observe(),
+            Observed::Queued,
+            "just written: its submitter is at it"
+        );
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(job.path().join("pooled"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(job.observe(), Observed::Missing);
+        let entry = pool.join("queue").join("0000000000.job-0000000a");
+        std::fs::write(&entry, b"").unwrap();
+        assert_eq!(job.observe(), Observed::Queued, "queued again");
+        std::fs::remove_file(&entry).unwrap();
+        std::fs::write(
+            job.path().join("worker"),
+            format!("{me} {}\n", state::start_time_text(me)),
+        )
+        .unwrap();
+        assert_eq!(job.observe(), Observed::Queued, "taken by a live worker");
     }
 
     #[test]

@@ -289,7 +289,12 @@ impl JobDir {
                     "cannot take {} out of its pool's queue: {e}",
                     entry.path().display()
                 ),
-                Ok(()) => {}
+                Ok(()) => {
+                    // Reported gone: never read as stranded (not queued
+                    // by its submitter) after, which would change the
+                    // ended job's state.
+                    let _ = std::fs::write(self.file("unqueued"), b"");
+                }
             }
         }
         gone
@@ -303,7 +308,7 @@ impl JobDir {
         let Some(pool) = self.pool_dir() else {
             return false;
         };
-        let untouched = ["pid", "worker", "exit_code", "cancelled"]
+        let untouched = ["pid", "worker", "exit_code", "cancelled", "unqueued"]
             .iter()
             .all(|f| !self.file(f).exists());
         if !untouched || self.younger("pooled", POOL_START) {
@@ -316,6 +321,26 @@ impl JobDir {
                 .any(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
         });
         !queued
+    }
+
+    /// [`JobDir::pooled_and_stranded`] twice, 100 ms apart: a worker
+    /// takes a job by unlinking its queue entry and only then naming
+    /// itself in `worker`, and a job seen between the two is not
+    /// stranded.
+    fn stranded_in_pool(&self) -> bool {
+        let Some(id) = self
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse::<kinetic_core::ids::JobId>().ok())
+        else {
+            return false;
+        };
+        if !self.pooled_and_stranded(&id) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        self.pooled_and_stranded(&id)
     }
 
     /// Whether file `name` was written less than `age` ago.
@@ -383,6 +408,14 @@ impl JobDir {
             // Its submission never reached a process or a queue: the
             // backend holds nothing that will run it (a resumed batch
             // submits it again under the same id).
+            return Observed::Missing;
+        }
+        if !started && self.stranded_in_pool() {
+            // Queued on a pool that no queue entry names and no worker
+            // took, long after its submitter wrote `pooled`: the submitter
+            // died in between. No worker will ever run it, however many
+            // the pool has (a resumed batch's run there): the backend holds
+            // nothing that will (a resume queues it again under its id).
             return Observed::Missing;
         }
         match (self.alive(pools), started) {

@@ -163,7 +163,12 @@ fn kinetic_within(w: &World, args: &[&str], group: &str, limit: Duration) -> Out
 
 /// Resume, which must print every value in input order.
 fn resume_to_the_end(w: &World, group: &str) {
-    let o = kinetic_within(w, &["batch", "resume", group], group, Duration::from_secs(150));
+    let o = kinetic_within(
+        w,
+        &["batch", "resume", group],
+        group,
+        Duration::from_secs(150),
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), expected_values(), "{}", stderr(&o));
     assert_eq!(
