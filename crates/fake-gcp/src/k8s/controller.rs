@@ -31,7 +31,14 @@ pub(crate) fn reconcile_cluster(store: &Store) {
 
 /// One pass of the Job controller over every Job.
 pub(crate) fn reconcile_jobs(store: &Store) {
-    let pods = store.all("pods");
+    // A succeeded pod the controller counted already (its tracking
+    // finalizer gone) and nobody deletes counts for nothing more: its
+    // index is in `completedIndexes`, its success in `succeeded`, as the
+    // real controller reads them from the Job's status. Failed pods stay
+    // (a replacement's index failure count comes from them).
+    let pods = store.all_where("pods", |p| {
+        phase(p) != "Succeeded" || deleting(p) || has_finalizer(p, JOB_TRACKING)
+    });
     let mut pods_by_owner: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for p in &pods {
         for uid in owner_uids(p) {
@@ -74,13 +81,10 @@ fn collect_orphaned_pods(store: &Store) {
         .iter()
         .map(|n| name_of(n).to_owned())
         .collect();
-    for pod in store.all("pods") {
-        let Some(node) = str_at(&pod, "/spec/nodeName") else {
-            continue;
-        };
-        if nodes.contains(node) {
-            continue;
-        }
+    let orphaned = store.all_where("pods", |p| {
+        str_at(p, "/spec/nodeName").is_some_and(|node| !nodes.contains(node))
+    });
+    for pod in orphaned {
         if deleting(&pod) && matches!(phase(&pod), "Succeeded" | "Failed") {
             // Force-deleted already, held by a finalizer until its owner
             // counts it.
