@@ -114,33 +114,44 @@ fn collect_orphaned_pods(store: &Store) {
 }
 
 /// Remove objects whose owners are gone, and finish foreground deletions.
+///
+/// Only the objects it acts on are copied (an orphan, an object being
+/// deleted and its dependents), not every pod and event of the cluster on
+/// each pass.
 fn collect_garbage(store: &Store) {
-    let mut all: Vec<(&str, Value)> = Vec::new();
+    let uids: BTreeSet<String> = OWNED.iter().flat_map(|r| store.uids(r)).collect();
+    let orphaned = |v: &Value| {
+        let owners = owner_uids(v);
+        !owners.is_empty() && !owners.iter().any(|u| uids.contains(u))
+    };
+    let mut orphans: Vec<(&str, Value)> = Vec::new();
     for r in OWNED {
-        all.extend(store.all(r).into_iter().map(|v| (*r, v)));
+        orphans.extend(store.all_where(r, &orphaned).into_iter().map(|v| (*r, v)));
     }
-    let uids: BTreeSet<String> = all.iter().map(|(_, v)| uid_of(v).to_owned()).collect();
-    for (resource, object) in &all {
-        let owners = owner_uids(object);
-        if !owners.is_empty() && !owners.iter().any(|u| uids.contains(u)) {
-            let _ = delete(
-                store,
-                resource,
-                ns_of(object),
-                name_of(object),
-                "Background",
+    for (resource, object) in &orphans {
+        let _ = delete(
+            store,
+            resource,
+            ns_of(object),
+            name_of(object),
+            "Background",
+        );
+    }
+    let mut going: Vec<(&str, Value)> = Vec::new();
+    for r in OWNED.iter().filter(|r| **r != "pods") {
+        going.extend(store.all_where(r, deleting).into_iter().map(|v| (*r, v)));
+    }
+    for (resource, object) in &going {
+        let uid = uid_of(object);
+        let mut dependents: Vec<(&str, Value)> = Vec::new();
+        for r in OWNED {
+            dependents.extend(
+                store
+                    .all_where(r, |d| owner_uids(d).iter().any(|u| u == uid))
+                    .into_iter()
+                    .map(|v| (*r, v)),
             );
         }
-    }
-    for (resource, object) in &all {
-        if *resource == "pods" || !deleting(object) {
-            continue;
-        }
-        let uid = uid_of(object);
-        let dependents: Vec<&(&str, Value)> = all
-            .iter()
-            .filter(|(_, d)| owner_uids(d).iter().any(|u| u == uid))
-            .collect();
         for (r, d) in &dependents {
             if !deleting(d) {
                 let _ = delete(store, r, ns_of(d), name_of(d), "Foreground");
