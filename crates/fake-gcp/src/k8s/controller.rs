@@ -126,7 +126,7 @@ fn collect_garbage(store: &Store) {
     };
     let mut orphans: Vec<(&str, Value)> = Vec::new();
     for r in OWNED {
-        orphans.extend(store.all_where(r, &orphaned).into_iter().map(|v| (*r, v)));
+        orphans.extend(store.all_where(r, orphaned).into_iter().map(|v| (*r, v)));
     }
     for (resource, object) in &orphans {
         let _ = delete(
