@@ -14,7 +14,9 @@
 //!   downward API), from which the runner knows its attempt.
 //! - States: each pod is the child of its index
 //!   (`batch.kubernetes.io/job-completion-index`) and attempt (its failure
-//!   count + 1), in its phase; every earlier attempt of an index failed;
+//!   count + 1), in its phase, with the pod as its one attempt numbered so
+//!   (what the runner gives the function as `KINETIC_ATTEMPT`); every
+//!   earlier attempt of an index failed;
 //!   an index in `completedIndexes` or `failedIndexes` whose pod is gone
 //!   is its latest attempt seen (else attempt 1) `SUCCEEDED` or `FAILED`;
 //!   an index whose latest attempt failed within `backoffLimitPerIndex`
@@ -39,7 +41,7 @@ use kinetic_kube::pod::{
     self, ANNOTATION_BATCH_STOPPING, APP_KINETIC, CONTAINER_NAME, LABEL_GROUP_INDEX, LABEL_JOB_ID,
     ManifestOptions,
 };
-use kinetic_kube::status::{failure_reason, pending_reason, pod_phase};
+use kinetic_kube::status::{failure_reason, pending_reason, pod_attempts, pod_phase};
 use kinetic_kube::workload::batch_object_name;
 use serde_json::{Value, json};
 
@@ -158,8 +160,22 @@ fn pod_index(pod: &Pod) -> Option<usize> {
         .or_else(|| annotation_number(pod, COMPLETION_INDEX))
 }
 
-/// A pod's state as its child's.
-fn pod_state(pod: &Pod) -> JobState {
+/// A pod's state as its child's, with the pod as the child's one
+/// attempt, numbered `attempt` (its index's failures + 1, the number the
+/// runner gives the function as `KINETIC_ATTEMPT`).
+fn pod_state(pod: &Pod, attempt: u32) -> JobState {
+    let attempts = pod_attempts(std::slice::from_ref(pod))
+        .into_iter()
+        .map(|a| kinetic_core::budget::Attempt {
+            number: attempt,
+            ..a
+        })
+        .collect();
+    pod_phase_state(pod).with_attempts(attempts)
+}
+
+/// A pod's phase as its child's state.
+fn pod_phase_state(pod: &Pod) -> JobState {
     match pod_phase(pod) {
         "Succeeded" => JobState::new(JobStatus::Succeeded),
         "Failed" => match failure_reason(pod) {
@@ -238,7 +254,7 @@ pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
         let attempt = u32::try_from(failures + 1).unwrap_or(u32::MAX);
         let entry = latest.entry(index).or_insert(attempt);
         *entry = (*entry).max(attempt);
-        out.insert(child_job_id(&group, index, attempt), pod_state(p));
+        out.insert(child_job_id(&group, index, attempt), pod_state(p, attempt));
     }
     for index in 0..completions {
         let seen = latest.get(&index).copied();
@@ -248,7 +264,9 @@ pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
                 .or_insert_with(|| JobState::new(JobStatus::Failed));
         }
         let id = child_job_id(&group, index, last);
-        let current = out.get(&id).map(|s| s.status);
+        let (current, attempts) = out
+            .get(&id)
+            .map_or((None, Vec::new()), |s| (Some(s.status), s.attempts.clone()));
         let settled = if completed.contains(&index) {
             Some(JobState::new(JobStatus::Succeeded))
         } else if failed.contains(&index) {
@@ -258,7 +276,8 @@ pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
         };
         match (settled, current) {
             (Some(state), Some(s)) if !s.is_terminal() || s != state.status => {
-                out.insert(id, state);
+                // The pod is still its attempt.
+                out.insert(id, state.with_attempts(attempts));
             }
             (Some(state), None) => {
                 out.insert(id, state);
@@ -389,6 +408,30 @@ mod tests {
             Some(StatusReason::ExitCode { code: 3 })
         );
         assert_eq!(status(1, 2), Some(JobStatus::Running));
+        // Each pod is its child's attempt, numbered as the index's.
+        let attempts = |i, a| {
+            states[&id(i, a)]
+                .attempts
+                .iter()
+                .map(|t| (t.number, t.host.clone(), t.outcome))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            attempts(1, 1),
+            [(
+                1,
+                "p-1-2026-01-01T00:00:01Z".to_owned(),
+                Some(kinetic_core::budget::Outcome::Failed)
+            )]
+        );
+        assert_eq!(
+            attempts(1, 2),
+            [(2, "p-1-2026-01-01T00:00:05Z".to_owned(), None)]
+        );
+        assert!(
+            attempts(4, 1).is_empty(),
+            "no pod, no attempt seen: {states:?}"
+        );
         assert_eq!(status(2, 1), Some(JobStatus::Pending), "not started yet");
         assert_eq!(status(3, 1), Some(JobStatus::Failed));
         assert_eq!(

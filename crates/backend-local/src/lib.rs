@@ -513,6 +513,37 @@ impl LocalBackend {
         Ok(())
     }
 
+    /// Keep in the job's directory the runs its batch input made before
+    /// this job (its spec's `attempt_offset`), so that its attempts are
+    /// numbered on from them as `KINETIC_ATTEMPT` is (the runner adds the
+    /// offset to the supervisor's count): a retried input's child reads
+    /// attempt 2, not 1. Only a child past its input's first attempt (its
+    /// id says so) has its spec read.
+    async fn note_earlier_runs(&self, job: &PreparedJob, dir: &JobDir) -> Result<(), BackendError> {
+        let Some(group) = &job.record.group_id else {
+            return Ok(());
+        };
+        let retry = kinetic_core::batch::child_position(group, &job.record.job_id).is_some_and(
+            |(index, attempt)| attempt > 1 && job.record.group_index == u64::try_from(index).ok(),
+        );
+        if !retry {
+            return Ok(());
+        }
+        let path = kinetic_core::layout::spec(&job.record.job_id);
+        let bytes = self
+            .store
+            .get(&path, Default::default())
+            .await
+            .map_err(|e| BackendError::from_store("reading the batch child's spec", e))?;
+        let offset = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|spec| spec.get("attempt_offset")?.as_u64())
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0);
+        dir.record_earlier_runs(offset)
+            .map_err(|e| io_err(dir.path(), &e))
+    }
+
     /// `{root}/pools/{group_id}-{digest}`: the pool of a batch's children
     /// whose environment is `env` (its values are hashed with a salt kept
     /// under the root, so no value can be guessed from the name), so that
@@ -941,6 +972,7 @@ impl Backend for LocalBackend {
                 });
             }
         }
+        self.note_earlier_runs(job, &dir).await?;
         // A batch child on workers: queued on its batch's pool, unless it
         // needs what only a process of its own gives (its own devices,
         // mounts, or a debugger's port).

@@ -15,6 +15,10 @@ use nix::unistd::Pid;
 
 use crate::watch::Watch;
 
+/// The runs a batch child's input made before it (its spec's
+/// `attempt_offset`), kept in its directory for [`JobDir::attempts`].
+const EARLIER_RUNS_FILE: &str = "earlier_runs";
+
 /// How often a followed log is read again when no file-system event can
 /// say that it grew (no inotify), and at the latest when one can (a job
 /// whose processes vanished writes nothing more).
@@ -438,8 +442,17 @@ impl JobDir {
     /// The attempts the supervisor recorded (`attempts.jsonl`, one line
     /// per ended attempt), and the one running after them (`attempt`:
     /// its number and the most attempts) when `running`.
+    /// Numbered on from the runs the job's batch input made before it
+    /// ([`JobDir::record_earlier_runs`]), as the job's `KINETIC_ATTEMPT` is.
     pub(crate) fn attempts(&self, running: bool) -> (Vec<Attempt>, Option<(u32, u32)>) {
         let text = std::fs::read_to_string(self.file("attempts.jsonl")).unwrap_or_default();
+        if text.is_empty() && !self.file("attempt").exists() {
+            return (Vec::new(), None);
+        }
+        let earlier = std::fs::read_to_string(self.file(EARLIER_RUNS_FILE))
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            .unwrap_or(0);
         let stamp = |v: &serde_json::Value| {
             v.as_f64()
                 .filter(|s| *s >= 0.0)
@@ -452,7 +465,9 @@ impl JobDir {
                 let code = v["exit_code"].as_i64().unwrap_or(1);
                 let failed = code != 0;
                 Attempt {
-                    number: u32::try_from(v["number"].as_u64().unwrap_or(0)).unwrap_or(0),
+                    number: u32::try_from(v["number"].as_u64().unwrap_or(0))
+                        .unwrap_or(0)
+                        .saturating_add(earlier),
                     host: format!("local process {}", v["pid"].as_u64().unwrap_or(0)),
                     started: stamp(&v["started"]),
                     ended: stamp(&v["ended"]),
@@ -476,7 +491,8 @@ impl JobDir {
                 let mut parts = t.split_whitespace().map(|p| p.parse::<u32>().ok());
                 Some((parts.next()??, parts.next()??))
             })
-            .filter(|_| running);
+            .filter(|_| running)
+            .map(|(n, of)| (n.saturating_add(earlier), of.saturating_add(earlier)));
         if let Some((n, _)) = current
             && attempts.iter().all(|a| a.number < n)
         {
@@ -490,6 +506,15 @@ impl JobDir {
             });
         }
         (attempts, current)
+    }
+
+    /// Keep the runs the job's batch input made before this job (its
+    /// spec's `attempt_offset`): [`JobDir::attempts`] numbers on from them.
+    pub(crate) fn record_earlier_runs(&self, runs: u32) -> std::io::Result<()> {
+        if runs == 0 {
+            return Ok(());
+        }
+        write_atomic(&self.file(EARLIER_RUNS_FILE), &format!("{runs}\n"))
     }
 
     /// Whether a cancel was asked for (the job may still be stopping).

@@ -560,3 +560,42 @@ fn an_import_that_outlives_the_run_deadline_is_stopped_in_the_worker() {
         );
     }
 }
+
+/// A retried input's child is its input's attempt 2 (its function saw
+/// `KINETIC_ATTEMPT=2`): its attempt history says so too, in `kinetic jobs
+/// status CHILD` and in the history its batch's polls kept in the store,
+/// instead of counting its one run from 1 again.
+#[test]
+fn a_retried_inputs_child_records_the_attempt_number_its_function_saw() {
+    let w = World::new(WORK_PY);
+    let marker = json!(w.home.join("marker").to_string_lossy());
+    let inputs = w.inputs("one.jsonl", &[marker]);
+    let (o, v) = w.map_json(
+        "work:exits_first_time",
+        &inputs,
+        &["--retries", "1", "--poll-interval", "0.05", "--no-cleanup"],
+    );
+    assert!(o.status.success(), "{}\n{v}", stderr(&o));
+    assert_eq!(v["results"][0]["value"][1], "2", "{v}");
+    let child = &children(&v)[0];
+    let numbers = |attempts: &Value| -> Vec<Value> {
+        attempts
+            .as_array()
+            .unwrap_or_else(|| panic!("{attempts}"))
+            .iter()
+            .map(|a| a["number"].clone())
+            .collect()
+    };
+    let kept = w.home.join("store").join(child).join("attempts.json");
+    let kept: Value =
+        serde_json::from_slice(&std::fs::read(&kept).expect("the kept history")).expect("JSON");
+    assert_eq!(numbers(&kept["attempts"]), [json!(2)], "{kept}");
+    let o = w.kinetic(&["--json", "jobs", "status", child]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(
+        numbers(&s["attempts"]),
+        [json!(2)],
+        "the input's second run: {s}"
+    );
+}

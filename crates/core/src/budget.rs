@@ -235,7 +235,8 @@ pub const DELETED_POD: &str = "its pod was deleted before it ended (its node rem
 /// host (the pod): `kept`'s order, each host's entry from `seen` when it
 /// has one (unless `kept`'s has an end and `seen`'s tells no time: a
 /// guess), then the hosts only `seen` has, in its order; numbered again
-/// from 1. A `kept` attempt `seen` no longer has stays: ended, as it was;
+/// from the first one's number (1 for a job's own history; more for a
+/// batch child whose input ran before it). A `kept` attempt `seen` no longer has stays: ended, as it was;
 /// seen running, as ended [`Outcome::Evicted`] ([`DELETED_POD`]) when
 /// `seen` has others; seen neither started nor ended (a placeholder: a pod
 /// not yet running, a process without its id), dropped. So a history
@@ -264,8 +265,12 @@ pub fn merge_attempts(kept: &[Attempt], seen: &[Attempt]) -> Vec<Attempt> {
             .filter(|s| !kept.iter().any(|k| k.host == s.host))
             .cloned(),
     );
+    // Numbered from the first's number: 1 for a job's own history, more
+    // for a batch child whose input ran before it (a retry's child counts
+    // on from its input's earlier runs, as `KINETIC_ATTEMPT` does).
+    let first = out.first().map_or(1, |a| a.number.max(1));
     for (i, a) in out.iter_mut().enumerate() {
-        a.number = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        a.number = u32::try_from(i).unwrap_or(u32::MAX).saturating_add(first);
     }
     out
 }
@@ -430,6 +435,34 @@ mod tests {
         );
         // Nothing seen: the history as kept.
         assert_eq!(merge_attempts(&kept[..2], &[]).len(), 2);
+    }
+
+    #[test]
+    fn a_history_that_starts_past_1_keeps_counting_from_there() {
+        // A batch input's retry: its child's one run is the input's
+        // second (KINETIC_ATTEMPT=2).
+        let kept = [Attempt {
+            number: 2,
+            ..attempt("a", true, Some(Outcome::Failed))
+        }];
+        let seen = [
+            attempt("a", true, Some(Outcome::Failed)),
+            attempt("b", true, None),
+        ];
+        let seen = [
+            Attempt {
+                number: 2,
+                ..seen[0].clone()
+            },
+            Attempt {
+                number: 3,
+                ..seen[1].clone()
+            },
+        ];
+        let numbers = |v: Vec<Attempt>| v.iter().map(|a| a.number).collect::<Vec<_>>();
+        assert_eq!(numbers(merge_attempts(&kept, &seen)), [2, 3]);
+        assert_eq!(numbers(merge_attempts(&[], &seen)), [2, 3]);
+        assert_eq!(numbers(merge_attempts(&kept, &[])), [2]);
     }
 
     fn outcome() -> impl Strategy<Value = Outcome> {

@@ -31,7 +31,14 @@ pub(crate) fn reconcile_cluster(store: &Store) {
 
 /// One pass of the Job controller over every Job.
 pub(crate) fn reconcile_jobs(store: &Store) {
-    let pods = store.all("pods");
+    // A succeeded pod the controller counted already (its tracking
+    // finalizer gone) and nobody deletes counts for nothing more: its
+    // index is in `completedIndexes`, its success in `succeeded`, as the
+    // real controller reads them from the Job's status. Failed pods stay
+    // (a replacement's index failure count comes from them).
+    let pods = store.all_where("pods", |p| {
+        phase(p) != "Succeeded" || deleting(p) || has_finalizer(p, JOB_TRACKING)
+    });
     let mut pods_by_owner: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for p in &pods {
         for uid in owner_uids(p) {
@@ -74,13 +81,10 @@ fn collect_orphaned_pods(store: &Store) {
         .iter()
         .map(|n| name_of(n).to_owned())
         .collect();
-    for pod in store.all("pods") {
-        let Some(node) = str_at(&pod, "/spec/nodeName") else {
-            continue;
-        };
-        if nodes.contains(node) {
-            continue;
-        }
+    let orphaned = store.all_where("pods", |p| {
+        str_at(p, "/spec/nodeName").is_some_and(|node| !nodes.contains(node))
+    });
+    for pod in orphaned {
         if deleting(&pod) && matches!(phase(&pod), "Succeeded" | "Failed") {
             // Force-deleted already, held by a finalizer until its owner
             // counts it.
@@ -110,33 +114,44 @@ fn collect_orphaned_pods(store: &Store) {
 }
 
 /// Remove objects whose owners are gone, and finish foreground deletions.
+///
+/// Only the objects it acts on are copied (an orphan, an object being
+/// deleted and its dependents), not every pod and event of the cluster on
+/// each pass.
 fn collect_garbage(store: &Store) {
-    let mut all: Vec<(&str, Value)> = Vec::new();
+    let uids: BTreeSet<String> = OWNED.iter().flat_map(|r| store.uids(r)).collect();
+    let orphaned = |v: &Value| {
+        let owners = owner_uids(v);
+        !owners.is_empty() && !owners.iter().any(|u| uids.contains(u))
+    };
+    let mut orphans: Vec<(&str, Value)> = Vec::new();
     for r in OWNED {
-        all.extend(store.all(r).into_iter().map(|v| (*r, v)));
+        orphans.extend(store.all_where(r, orphaned).into_iter().map(|v| (*r, v)));
     }
-    let uids: BTreeSet<String> = all.iter().map(|(_, v)| uid_of(v).to_owned()).collect();
-    for (resource, object) in &all {
-        let owners = owner_uids(object);
-        if !owners.is_empty() && !owners.iter().any(|u| uids.contains(u)) {
-            let _ = delete(
-                store,
-                resource,
-                ns_of(object),
-                name_of(object),
-                "Background",
+    for (resource, object) in &orphans {
+        let _ = delete(
+            store,
+            resource,
+            ns_of(object),
+            name_of(object),
+            "Background",
+        );
+    }
+    let mut going: Vec<(&str, Value)> = Vec::new();
+    for r in OWNED.iter().filter(|r| **r != "pods") {
+        going.extend(store.all_where(r, deleting).into_iter().map(|v| (*r, v)));
+    }
+    for (resource, object) in &going {
+        let uid = uid_of(object);
+        let mut dependents: Vec<(&str, Value)> = Vec::new();
+        for r in OWNED {
+            dependents.extend(
+                store
+                    .all_where(r, |d| owner_uids(d).iter().any(|u| u == uid))
+                    .into_iter()
+                    .map(|v| (*r, v)),
             );
         }
-    }
-    for (resource, object) in &all {
-        if *resource == "pods" || !deleting(object) {
-            continue;
-        }
-        let uid = uid_of(object);
-        let dependents: Vec<&(&str, Value)> = all
-            .iter()
-            .filter(|(_, d)| owner_uids(d).iter().any(|u| u == uid))
-            .collect();
         for (r, d) in &dependents {
             if !deleting(d) {
                 let _ = delete(store, r, ns_of(d), name_of(d), "Foreground");

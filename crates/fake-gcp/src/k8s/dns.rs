@@ -41,9 +41,10 @@ pub(crate) fn dir(root: &Path) -> PathBuf {
 pub(crate) fn records(store: &Store) -> Vec<(String, String)> {
     let services = store.all("services");
     let mut out: Vec<(String, String)> = store
-        .all("pods")
+        .all_where("pods", |p| {
+            !deleting(p) && !matches!(phase(p), "Succeeded" | "Failed")
+        })
         .iter()
-        .filter(|p| !deleting(p) && !matches!(phase(p), "Succeeded" | "Failed"))
         .filter_map(|pod| {
             let hostname = str_at(pod, "/spec/hostname").filter(|h| !h.is_empty())?;
             let subdomain = str_at(pod, "/spec/subdomain").filter(|s| !s.is_empty())?;

@@ -28,14 +28,19 @@ pub(crate) struct Event<'a> {
 pub(crate) fn record(store: &Store, object: &Value, event: Event<'_>) -> u64 {
     let ns = ns_of(object);
     let uid = uid_of(object);
-    let same = store.all("events").into_iter().find(|e| {
-        ns_of(e) == ns
-            && str_at(e, "/involvedObject/uid") == Some(uid)
-            && str_at(e, "/reason") == Some(event.reason)
-            && str_at(e, "/message") == Some(event.message)
-            && str_at(e, "/type") == Some(event.kind)
-            && str_at(e, "/source/component") == Some(event.component)
-    });
+    // Only the same event is copied, not the thousands a batch's pods
+    // leave.
+    let same = store
+        .all_where("events", |e| {
+            ns_of(e) == ns
+                && str_at(e, "/involvedObject/uid") == Some(uid)
+                && str_at(e, "/reason") == Some(event.reason)
+                && str_at(e, "/message") == Some(event.message)
+                && str_at(e, "/type") == Some(event.kind)
+                && str_at(e, "/source/component") == Some(event.component)
+        })
+        .into_iter()
+        .next();
     let now = now_rfc3339();
     if let Some(existing) = same {
         let count = existing.get("count").and_then(Value::as_u64).unwrap_or(1) + 1;
@@ -76,13 +81,12 @@ pub(crate) fn record(store: &Store, object: &Value, event: Event<'_>) -> u64 {
 pub(crate) fn latest(store: &Store, object: &Value, reason: &str) -> Option<Value> {
     let uid = uid_of(object);
     store
-        .all("events")
-        .into_iter()
-        .filter(|e| {
+        .all_where("events", |e| {
             ns_of(e) == ns_of(object)
                 && str_at(e, "/involvedObject/uid") == Some(uid)
                 && str_at(e, "/reason") == Some(reason)
         })
+        .into_iter()
         .max_by_key(|e| {
             e.pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)

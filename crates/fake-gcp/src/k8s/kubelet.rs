@@ -104,6 +104,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Whether the pod ended (`Succeeded` or `Failed`).
+fn ended(pod: &Value) -> bool {
+    matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    )
+}
+
 fn container(pod: &Value) -> Value {
     pod.pointer("/spec/containers/0")
         .cloned()
@@ -235,9 +243,12 @@ impl Kubelet {
 
     /// Bring every pod one step closer to what its decision says.
     pub(crate) fn reconcile(&self, store: &Store) {
-        let pods = store.all("pods");
-        let live: std::collections::BTreeSet<String> =
-            pods.iter().map(|p| uid_of(p).to_owned()).collect();
+        let live = store.uids("pods");
+        // A pod that ended has nothing left for the kubelet to do unless
+        // it is being deleted.
+        let pods = store.all_where("pods", |p| {
+            p.pointer("/metadata/deletionTimestamp").is_some() || !ended(p)
+        });
         {
             // Forget pods that are gone.
             let mut rts = lock(&self.pods);
@@ -309,7 +320,8 @@ impl Kubelet {
         });
         if let Decision::Waiting(_) = rt.decision {
             // The scheduler tries again: nodes come and go (autoscaling).
-            let pods = store.all("pods");
+            // What ended holds no node's resources (see `scheduler::usage`).
+            let pods = store.all_where("pods", |p| !ended(p));
             match scheduler::place(&store.all("nodes"), pod, &scheduler::usage(&pods)) {
                 Ok(node) => {
                     rt.node = node;

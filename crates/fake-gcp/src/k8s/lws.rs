@@ -484,8 +484,12 @@ pub(crate) fn reconcile(store: &Store) {
     if !controller_available(store) {
         return;
     }
+    let sets = store.all(RESOURCE);
+    if sets.is_empty() {
+        return;
+    }
     let pods = store.all("pods");
-    for lws in store.all(RESOURCE) {
+    for lws in sets {
         if deleting(&lws) {
             continue;
         }

@@ -23,8 +23,12 @@ pub(crate) const RESOURCE: &str = "statefulsets.apps";
 
 /// One pass over every StatefulSet.
 pub(crate) fn reconcile(store: &Store) {
+    let sets = store.all(RESOURCE);
+    if sets.is_empty() {
+        return;
+    }
     let pods = store.all("pods");
-    for set in store.all(RESOURCE) {
+    for set in sets {
         if deleting(&set) {
             continue;
         }

@@ -432,6 +432,30 @@ impl Store {
             .collect()
     }
 
+    /// Copies of the objects of `resource` that `keep` picks, looked at in
+    /// place: a controller pass that needs only some of the pods (those
+    /// not yet ended, say) does not copy the thousands a finished batch
+    /// leaves.
+    pub(crate) fn all_where(&self, resource: &str, keep: impl Fn(&Value) -> bool) -> Vec<Value> {
+        self.lock()
+            .objects
+            .iter()
+            .filter(|((r, _, _), v)| r == resource && keep(v))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// The uids of every object of `resource`.
+    pub(crate) fn uids(&self, resource: &str) -> std::collections::BTreeSet<String> {
+        self.lock()
+            .objects
+            .iter()
+            .filter(|((r, _, _), _)| r == resource)
+            .filter_map(|(_, v)| v.pointer("/metadata/uid").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Replace an object (PUT); 409 when the body's resourceVersion is stale.
     pub(crate) fn update(
         &self,
