@@ -140,16 +140,16 @@ impl JobDir {
         let launch = self.file("launch");
         // The launch names its submitter, so that a job whose submitter
         // died before starting it is known at once (`launch_abandoned`).
+        // Written aside and linked into place (one link wins): a launch
+        // created empty and then written was left empty by a submitter
+        // killed in between, naming nobody, and read as a live claim.
         let create = || {
-            OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&launch)
-                .map(|mut f| {
-                    let pid = std::process::id();
-                    let _ = write!(f, "{pid} {}", start_time_text(pid));
-                })
-                .is_ok()
+            let pid = std::process::id();
+            let tmp = self.file(&format!("launch.tmp-{pid}"));
+            let written = std::fs::write(&tmp, format!("{pid} {}", start_time_text(pid)))
+                .and_then(|()| std::fs::hard_link(&tmp, &launch));
+            let _ = std::fs::remove_file(&tmp);
+            written.is_ok()
         };
         if create() {
             return true;
@@ -169,10 +169,18 @@ impl JobDir {
     /// start the job (killed between its claim and the start or the queue
     /// entry): nobody will start it unless it is submitted again.
     pub(crate) fn launch_abandoned(&self) -> bool {
-        !self.launched()
-            && self
-                .pid_file("launch")
-                .is_some_and(|(pid, start)| !process_alive(pid, &start))
+        !self.launched() && self.submitter_gone()
+    }
+
+    /// True when the submitter that took the launch is dead: the process
+    /// `launch` names, or, for a launch naming nobody (an older one
+    /// created empty and killed before it was written), when it is older
+    /// than [`POOL_START`].
+    fn submitter_gone(&self) -> bool {
+        match self.pid_file("launch") {
+            Some((pid, start)) => !process_alive(pid, &start),
+            None => self.file("launch").exists() && !self.younger("launch", POOL_START),
+        }
     }
 
     /// True once a supervisor was started for the job, or it was queued
@@ -305,9 +313,13 @@ impl JobDir {
     }
 
     /// A job queued on a pool that no queue entry names and no worker or
-    /// process ever took, queued more than [`POOL_START`] ago: its
-    /// submitter died between writing `pooled` and queuing it. A
-    /// resubmission queues it again (a worker skips a job already claimed).
+    /// process ever took, whose submitter (the process its `launch`
+    /// names; without one, a job queued more than [`POOL_START`] ago) is
+    /// dead: it died between writing `pooled` and queuing it. A
+    /// resubmission queues it again (a worker skips a job already
+    /// claimed). Waiting out an age instead read such a job as queued for
+    /// its first seconds, long enough for a resume to follow it as pending
+    /// and then see it gone.
     pub(crate) fn pooled_and_stranded(&self, job_id: &kinetic_core::ids::JobId) -> bool {
         let Some(pool) = self.pool_dir() else {
             return false;
@@ -315,7 +327,12 @@ impl JobDir {
         let untouched = ["pid", "worker", "exit_code", "cancelled", "unqueued"]
             .iter()
             .all(|f| !self.file(f).exists());
-        if !untouched || self.younger("pooled", POOL_START) {
+        let submitter_gone = if self.file("launch").exists() {
+            self.submitter_gone()
+        } else {
+            !self.younger("pooled", POOL_START)
+        };
+        if !untouched || !submitter_gone {
             return false;
         }
         let suffix = format!(".{job_id}");
@@ -993,6 +1010,86 @@ mod tests {
         assert!(job.take_launch(), "a resubmission starts it at once");
         job.record_pid(std::process::id()).unwrap();
         assert!(!job.launch_abandoned());
+    }
+
+    /// A launch created empty, its submitter killed before writing it
+    /// (as launches were made before they were written aside and linked):
+    /// once old, nobody's claim, so the job is not held. It read as a
+    /// live claim for ever, and a resume followed it as pending for ever.
+    #[test]
+    fn a_launch_naming_nobody_is_abandoned_once_old_and_a_new_one_is_never_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("job-0000abcd"));
+        job.claim("s").unwrap();
+        std::fs::write(job.file("launch"), b"").unwrap();
+        assert!(
+            !job.launch_abandoned(),
+            "just made: its submitter may be writing it"
+        );
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        File::options()
+            .write(true)
+            .open(job.file("launch"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(job.launch_abandoned());
+        assert!(matches!(job.observe(), Observed::Missing));
+        assert!(job.take_launch(), "a resubmission takes it over");
+        let text = std::fs::read_to_string(job.file("launch")).unwrap();
+        assert!(
+            text.starts_with(&format!("{} ", std::process::id())),
+            "{text:?}"
+        );
+        let names: Vec<String> = std::fs::read_dir(job.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n.contains(".tmp-")), "{names:?}");
+    }
+
+    /// A pooled job no queue entry names whose submitter (its launch) is
+    /// dead is stranded at once, without waiting out an age: a resume
+    /// that looked within that age followed it as pending, then saw it
+    /// `NOT_FOUND` and failed the input. While its submitter lives it is
+    /// not, however old.
+    #[test]
+    fn a_pooled_job_is_stranded_when_its_submitter_is_dead_not_when_it_is_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = dir.path().join("pool");
+        std::fs::create_dir_all(pool.join("queue")).unwrap();
+        let id: kinetic_core::ids::JobId = "job-0000abcd".parse().unwrap();
+        let job = JobDir::new(dir.path().join(id.as_str()));
+        job.claim("s").unwrap();
+        assert!(job.take_launch());
+        job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
+            .unwrap();
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        File::options()
+            .write(true)
+            .open(job.file("pooled"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(
+            !job.pooled_and_stranded(&id),
+            "its submitter (this process) is at it"
+        );
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let pid = gone.id();
+        std::fs::write(
+            job.file("launch"),
+            format!("{pid} {}", start_time_text(pid)),
+        )
+        .unwrap();
+        job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
+            .unwrap();
+        assert!(
+            job.pooled_and_stranded(&id),
+            "just written, but by a dead submitter"
+        );
+        assert_eq!(job.observe(), Observed::Missing);
     }
 
     #[test]
