@@ -107,10 +107,6 @@ pub(super) struct Core {
     pub(super) manifest_dirty: bool,
     /// Set while an attached handle still reads the manifest.
     pub(super) manifest_poll: Option<ManifestPoll>,
-    /// An attached handle's manifest polling as attached (interval and
-    /// deadline), to read the manifest again when an input it followed
-    /// turns out never to have been submitted.
-    pub(super) manifest_polling: Option<ManifestPoll>,
     pub(super) base: ManifestBase,
     /// How each collected input ended (kept in the manifest): its value
     /// or error only until a manifest write recorded it.
@@ -135,7 +131,9 @@ impl Core {
     /// submitter wrote the record and either has not reached the backend
     /// yet or was killed in between (the local backend says `NOT_FOUND`
     /// for a claim whose submitter died), and a resume submits that
-    /// attempt again under the same id.
+    /// attempt again under the same id. The input is not made unknown
+    /// either: this handle may write the manifest (it records the outcomes
+    /// it collects), and would drop the child the submitter named.
     fn claimed_only(&self, index: usize, job_id: &JobId) -> bool {
         self.driver == DriverState::None
             && self.indexed.is_none()
@@ -148,23 +146,6 @@ impl Core {
                     ..
                 }) if followed == job_id
             )
-    }
-
-    /// Take input `index` back to unknown ([`Event::Forget`]) and read the
-    /// manifest again for it (until the attach's deadline: past it the
-    /// next read closes the manifest and the input reads as never
-    /// submitted).
-    fn forget(&mut self, index: usize) {
-        let commands = self.machine.apply(Event::Forget { index });
-        dispatch(self, commands, &mut Vec::new());
-        if self.manifest_poll.is_none()
-            && let Some(poll) = self.manifest_polling
-        {
-            self.manifest_poll = Some(ManifestPoll {
-                next: Instant::now() + poll.interval,
-                ..poll
-            });
-        }
     }
 
     /// The handle of input `index`'s job (an indexed batch's child's made
@@ -250,7 +231,6 @@ impl BatchShared {
                 submit_tx: None,
                 manifest_dirty: false,
                 manifest_poll: None,
-                manifest_polling: None,
                 base,
                 outcomes: BTreeMap::new(),
                 complete_manifest_written: false,
@@ -409,7 +389,8 @@ impl BatchShared {
             let mut core = self.lock();
             for (index, job_id, state) in observed {
                 if state.status == JobStatus::NotFound && core.claimed_only(index, &job_id) {
-                    core.forget(index);
+                    // Not an end: followed on as pending (a resume takes
+                    // it back to unknown and submits it, `reconcile`).
                     continue;
                 }
                 if core.jobs.is(index, &job_id) {

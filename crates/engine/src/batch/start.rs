@@ -378,23 +378,19 @@ pub(super) async fn attach(
     }
     let mut core = handle.shared.lock();
     let waiting = options.manifest_poll_timeout != Some(Duration::ZERO);
-    let now = Instant::now();
-    let poll = ManifestPoll {
-        interval: options.manifest_poll_interval,
-        deadline: options
-            .manifest_poll_timeout
-            .and_then(|t| now.checked_add(t)),
-        next: now + options.manifest_poll_interval,
-    };
-    // Kept to read the manifest again should an input become unknown
-    // later (a child claimed but never submitted: `record_states`).
-    core.manifest_polling = Some(poll);
     if core.machine.counts().unknown > 0 && (manifest.submission_complete || !waiting) {
         // Nobody will name them: say so now instead of waiting.
         let commands = core.machine.apply(Event::CloseManifest);
         super::shared::dispatch(&mut core, commands, &mut Vec::new());
     } else if core.machine.counts().unknown > 0 {
-        core.manifest_poll = Some(poll);
+        let now = Instant::now();
+        core.manifest_poll = Some(ManifestPoll {
+            interval: options.manifest_poll_interval,
+            deadline: options
+                .manifest_poll_timeout
+                .and_then(|t| now.checked_add(t)),
+            next: now + options.manifest_poll_interval,
+        });
     }
     drop(core);
     Ok(handle)
