@@ -922,7 +922,7 @@ async fn a_crashed_map_is_attached_resumed_and_collected_without_double_submits(
 /// attached handle that polled before resuming ended it `NOT_FOUND`, and
 /// the resume kept that failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_named_child_the_backend_lost_reads_never_submitted_and_is_resumed() {
+async fn a_named_child_the_backend_lost_stays_pending_and_is_resumed() {
     let w = World::new();
     let first = Arc::new(AtomicUsize::new(0));
     let seen = first.clone();

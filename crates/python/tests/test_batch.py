@@ -206,8 +206,7 @@ def test_a_batch_whose_client_was_killed_is_said_at_once_and_resumed():
     assert len(missing) >= 4 and missing == sorted(missing)
     # Said before waiting (not after a timeout: this one has none left).
     # Input 0 may have been claimed (its record written) but never
-    # submitted: once a poll finds the backend does not hold its job, it
-    # is counted with the others.
+    # submitted: followed from its record, it is pending, not counted.
     message = r"batch %s: [45] of 5 inputs were never submitted .*BatchHandle\.resume\(\)" % group_id
     with pytest.warns(RuntimeWarning, match=message):
         with pytest.raises(TimeoutError):
