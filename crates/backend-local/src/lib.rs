@@ -2040,7 +2040,12 @@ mod tests {
         let entry = pool.join("queue").join("0000000000.job-0000000a");
         std::fs::write(&entry, b"").unwrap();
         assert_eq!(job.observe(), Observed::Queued, "queued again");
-        std::fs::remove_file(&entry).unwrap();
+        // Taken by a worker that waits for a job slot before naming itself.
+        std::fs::create_dir_all(pool.join("claimed")).unwrap();
+        let claimed = pool.join("claimed").join("0000000000.job-0000000a");
+        std::fs::rename(&entry, &claimed).unwrap();
+        assert_eq!(job.observe(), Observed::Queued, "claimed");
+        std::fs::remove_file(&claimed).unwrap();
         std::fs::write(
             job.path().join("worker"),
             format!("{me} {}\n", state::start_time_text(me)),

@@ -270,9 +270,9 @@ impl JobDir {
     }
 
     /// A queued pooled job about to be reported gone (its pool has no live
-    /// worker): take its entry out of the pool's queue first, as a worker
-    /// claims one (one unlink wins), so that no worker started later runs
-    /// a job already reported gone (it would write a result and an exit
+    /// worker): take its entry out of the pool's queue first (of this
+    /// unlink and a worker's claim, a rename, one wins), so that no worker
+    /// started later runs a job already reported gone (it would write a result and an exit
     /// code under a status that said it ended without either). False when
     /// a worker won the entry in the meantime: the job is that worker's.
     /// Where the queue cannot be changed (a read-only view of the root),
@@ -324,30 +324,36 @@ impl JobDir {
         let Some(pool) = self.pool_dir() else {
             return false;
         };
-        let untouched = ["pid", "worker", "exit_code", "cancelled", "unqueued"]
-            .iter()
-            .all(|f| !self.file(f).exists());
+        let untouched = || {
+            ["pid", "worker", "exit_code", "cancelled", "unqueued"]
+                .iter()
+                .all(|f| !self.file(f).exists())
+        };
         let submitter_gone = if self.file("launch").exists() {
             self.submitter_gone()
         } else {
             !self.younger("pooled", POOL_START)
         };
-        if !untouched || !submitter_gone {
+        if !untouched() || !submitter_gone {
             return false;
         }
+        // Queued, or taken by a worker not yet named in `worker` (it
+        // waits for a job slot with the entry in `claimed/`). A worker
+        // names itself before it removes that entry: looked at again
+        // after the folders, a job taken meanwhile is named.
         let suffix = format!(".{job_id}");
-        let queued = std::fs::read_dir(pool.join("queue")).is_ok_and(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .any(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
-        });
-        !queued
+        let named = |dir: &str| {
+            std::fs::read_dir(pool.join(dir)).is_ok_and(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .any(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)))
+            })
+        };
+        !(named("queue") || named("claimed")) && untouched()
     }
 
-    /// [`JobDir::pooled_and_stranded`] twice, 100 ms apart: a worker
-    /// takes a job by unlinking its queue entry and only then naming
-    /// itself in `worker`, and a job seen between the two is not
-    /// stranded.
+    /// [`JobDir::pooled_and_stranded`] twice, 100 ms apart (a second
+    /// look at a job its submitter may have been queuing as it died).
     fn stranded_in_pool(&self) -> bool {
         let Some(id) = self
             .path

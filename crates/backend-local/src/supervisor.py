@@ -618,9 +618,10 @@ def stop_for_deadline(job_dir, slots_dir, waiter, deadline, grace, group=None):
 # ``DIR/queue/{index:010d}.{job_id}`` (empty) names a queued job, oldest
 # input first; ``{jobs}/{job_id}/pooled`` holds what its supervisor would be
 # told (the runner's arguments, ``retries``, ``run_deadline``). A worker
-# claims a job by unlinking its queue entry (one unlink wins), links
-# ``{job}/worker`` (its pid and start) into place (one link wins, should a
-# resubmission have queued the job twice) and runs it as a supervisor would:
+# claims a job by renaming its queue entry into ``DIR/claimed`` (one rename
+# wins), waits for a job slot, links ``{job}/worker`` (its pid and start)
+# into place (one link wins, should a resubmission have queued the job
+# twice), removes the claimed entry, and runs it as a supervisor would:
 # a job slot, the attempts (``KINETIC_ATTEMPT``), the deadline, ``pid``
 # (the fork's), ``started``, ``attempts.jsonl``, ``exit_code``. A job
 # cancelled before it was claimed is skipped.
@@ -699,41 +700,68 @@ def open_wake(pool):
 
 
 def claim_next(queue):
-    """Unlink the oldest queue entry this worker wins: its job id, or None."""
+    """Move the oldest queue entry this worker wins into ``claimed/`` beside
+    the queue (one rename wins): its job id, or None. The entry stays there
+    until the worker named itself in the job's ``worker`` or skipped it
+    (``release_claim``), so a reader never sees a taken job named nowhere:
+    the backend reads a pooled job named by no entry and no worker, whose
+    submitter is dead, as never queued (and a job waits there for a job
+    slot, seconds under load)."""
     try:
         names = sorted(os.listdir(queue))
     except OSError:
         return None
+    claimed = os.path.join(os.path.dirname(queue), "claimed")
     for name in names:
         if name.startswith("."):
             continue
         try:
-            os.unlink(os.path.join(queue, name))
+            os.makedirs(claimed, exist_ok=True)
+            os.rename(os.path.join(queue, name), os.path.join(claimed, name))
         except OSError:
             continue  # another worker took it
         return name.split(".", 1)[1] if "." in name else name
     return None
 
 
-def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace, shared=None):
+def release_claim(queue, job_id):
+    """Remove job ``job_id``'s entry from ``claimed/`` (``claim_next``)."""
+    claimed = os.path.join(os.path.dirname(queue), "claimed")
+    try:
+        names = os.listdir(claimed)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith("." + job_id):
+            try:
+                os.unlink(os.path.join(claimed, name))
+            except OSError:
+                pass
+
+
+def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace, shared=None,
+                   claimed=lambda: None):
     """One claimed job, as its own supervisor would run it; False when it
     was skipped (cancelled before it started, or it names no launch).
     ``shared`` (the runner's ``PoolWorker``): the phases every input of the
     batch shares are prepared in this worker first (see
     ``prepare_shared``), and each attempt's fork runs only its own."""
     import json
-    if os.path.exists(os.path.join(job_dir, "cancelled")):
-        touch_ended(slots_dir)
-        return False
-    if os.path.exists(os.path.join(job_dir, "exit_code")):
-        return False  # queued twice (a resubmission), and ended already
     try:
-        with open(os.path.join(job_dir, "pooled")) as f:
-            launch = json.load(f)
-    except (OSError, ValueError):
-        return False
-    if not take_job(job_dir):
-        return False  # queued twice (a resubmission), and claimed already
+        if os.path.exists(os.path.join(job_dir, "cancelled")):
+            touch_ended(slots_dir)
+            return False
+        if os.path.exists(os.path.join(job_dir, "exit_code")):
+            return False  # queued twice (a resubmission), and ended already
+        try:
+            with open(os.path.join(job_dir, "pooled")) as f:
+                launch = json.load(f)
+        except (OSError, ValueError):
+            return False
+        if not take_job(job_dir):
+            return False  # queued twice (a resubmission), and claimed already
+    finally:
+        claimed()  # named in `worker`, or skipped: the claim's entry goes
     test_hold(job_dir, job_id)
     deadline = launch.get("run_deadline")
     retries = int(launch.get("retries") or 0)
@@ -1031,11 +1059,13 @@ def worker_main(opts):
                 slot = acquire_slot(slots_dir, max_concurrent, os.path.join(job_dir, "cancelled"))
                 if slot is None:
                     touch_ended(slots_dir)
+                    release_claim(queue, job_id)
                     last = time.monotonic()
                     continue
                 slot_fd = slot[0]
             try:
-                run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace, shared)
+                run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace, shared,
+                               claimed=lambda: release_claim(queue, job_id))
             except Exception as exc:  # noqa: BLE001 - e.g. its directory removed by a cleanup
                 sys.stderr.write("worker: job %s: %s\n" % (job_id, exc))
             last = time.monotonic()
