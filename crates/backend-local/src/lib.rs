@@ -1835,13 +1835,7 @@ mod tests {
         let entry = pool.join("queue").join(format!("{:010}.{id}", 0));
         std::fs::write(&entry, b"").unwrap();
         // Queued long ago on a pool whose workers are all gone.
-        let old = std::time::SystemTime::now() - Duration::from_secs(60);
-        std::fs::File::options()
-            .write(true)
-            .open(job.path().join("pooled"))
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        state::backdate(&job.path().join("pooled"));
         assert_eq!(job.observe(), Observed::Vanished);
         assert!(!entry.exists(), "reported gone, and out of the queue");
         // A worker started on the pool later (another batch input's
@@ -1931,15 +1925,7 @@ mod tests {
             !job.pooled_and_stranded(&id),
             "just queued: its submitter is at it"
         );
-        let old = std::time::SystemTime::now() - Duration::from_secs(60);
-        let age = |job: &JobDir| {
-            std::fs::File::options()
-                .write(true)
-                .open(job.path().join("pooled"))
-                .unwrap()
-                .set_modified(old)
-                .unwrap()
-        };
+        let age = |job: &JobDir| state::backdate(&job.path().join("pooled"));
         age(&job);
         assert!(job.pooled_and_stranded(&id));
         let entry = pool.join("queue").join(format!("{:010}.{id}", 3));
@@ -1969,13 +1955,7 @@ mod tests {
         // Just queued: served for a while even before a worker is named.
         assert_eq!(job.observe(), Observed::Queued);
         let pooled = job.path().join("pooled");
-        let old = std::time::SystemTime::now() - Duration::from_secs(60);
-        std::fs::File::options()
-            .write(true)
-            .open(&pooled)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        state::backdate(&pooled);
         assert_eq!(
             job.observe(),
             Observed::Vanished,
@@ -2029,13 +2009,7 @@ mod tests {
             Observed::Queued,
             "just written: its submitter is at it"
         );
-        let old = std::time::SystemTime::now() - Duration::from_secs(60);
-        std::fs::File::options()
-            .write(true)
-            .open(job.path().join("pooled"))
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        state::backdate(&job.path().join("pooled"));
         assert_eq!(job.observe(), Observed::Missing);
         let entry = pool.join("queue").join("0000000000.job-0000000a");
         std::fs::write(&entry, b"").unwrap();

@@ -920,10 +920,34 @@ pub(crate) fn follow(dir: JobDir) -> LogStream {
     }))
 }
 
+/// Make file `path` a minute old (older than [`POOL_START`]), for tests
+/// of what counts as abandoned or stranded.
+#[cfg(test)]
+pub(crate) fn backdate(path: &Path) {
+    let old = std::time::SystemTime::now() - Duration::from_secs(60);
+    File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(old))
+        .unwrap_or_else(|e| panic!("backdate {}: {e}", path.display()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `job`'s launch names a process that has exited (a submitter
+    /// killed mid-submission).
+    fn launched_by_a_dead_process(job: &JobDir) {
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let pid = gone.id();
+        std::fs::write(
+            job.file("launch"),
+            format!("{pid} {}", start_time_text(pid)),
+        )
+        .unwrap();
+    }
     #[test]
     fn claim_is_idempotent_per_spec() {
         let dir = tempfile::tempdir().unwrap();
@@ -973,13 +997,7 @@ mod tests {
         job.claim("s").unwrap();
         assert!(job.take_launch(), "the first submitter starts it");
         assert!(!job.take_launch(), "a fresh launch is not taken over");
-        let old = std::time::SystemTime::now() - Duration::from_secs(60);
-        File::options()
-            .write(true)
-            .open(job.file("launch"))
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        backdate(&job.file("launch"));
         assert!(
             job.take_launch(),
             "a stale launch without a pid is taken over"
@@ -1000,14 +1018,7 @@ mod tests {
         assert!(!job.take_launch());
         // A submitter killed between its launch and the start or the
         // queue entry (`kinetic map` killed by SIGKILL mid-submission).
-        let mut gone = std::process::Command::new("true").spawn().unwrap();
-        gone.wait().unwrap();
-        let pid = gone.id();
-        std::fs::write(
-            job.file("launch"),
-            format!("{pid} {}", start_time_text(pid)),
-        )
-        .unwrap();
+        launched_by_a_dead_process(&job);
         assert!(job.launch_abandoned());
         assert!(
             matches!(job.observe(), Observed::Missing),
@@ -1032,13 +1043,7 @@ mod tests {
             !job.launch_abandoned(),
             "just made: its submitter may be writing it"
         );
-        let old = std::time::SystemTime::now() - Duration::from_secs(60);
-        File::options()
-            .write(true)
-            .open(job.file("launch"))
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        backdate(&job.file("launch"));
         assert!(job.launch_abandoned());
         assert!(matches!(job.observe(), Observed::Missing));
         assert!(job.take_launch(), "a resubmission takes it over");
@@ -1070,25 +1075,12 @@ mod tests {
         assert!(job.take_launch());
         job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
             .unwrap();
-        let old = std::time::SystemTime::now() - Duration::from_secs(60);
-        File::options()
-            .write(true)
-            .open(job.file("pooled"))
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        backdate(&job.file("pooled"));
         assert!(
             !job.pooled_and_stranded(&id),
             "its submitter (this process) is at it"
         );
-        let mut gone = std::process::Command::new("true").spawn().unwrap();
-        gone.wait().unwrap();
-        let pid = gone.id();
-        std::fs::write(
-            job.file("launch"),
-            format!("{pid} {}", start_time_text(pid)),
-        )
-        .unwrap();
+        launched_by_a_dead_process(&job);
         job.record_pooled(&serde_json::json!({"pool": pool.to_string_lossy(), "args": []}))
             .unwrap();
         assert!(
