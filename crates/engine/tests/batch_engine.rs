@@ -799,6 +799,102 @@ async fn attach_follows_a_batch_still_being_submitted() {
     assert_eq!(w.fake.submits(), 30);
 }
 
+/// A handle attached while the batch is still being submitted collects
+/// (and records) the one child it knows after the submitter named the
+/// other and said it submitted everything: its write does not drop what
+/// it had not read (the Python `attach_batch` test hung when it did: the
+/// manifest then named one child of two, and said no more would come).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attached_handle_never_writes_away_children_it_has_not_read() {
+    let w = World::new();
+    let engine = w.engine();
+    let (batch, mut driver) = engine
+        .map_with_driver(
+            w.spec(),
+            numbers(2),
+            fast().max_concurrent(Some(1)),
+            SubmitOptions::default(),
+        )
+        .await
+        .unwrap();
+    let group_id = batch.group_id().clone();
+    let manifest = layout::group_manifest(&group_id);
+    let names = |i: usize| {
+        let child = child_job_id(&group_id, i, 1);
+        w.store
+            .snapshot()
+            .get(&manifest)
+            .is_some_and(|m| String::from_utf8_lossy(m).contains(child.as_str()))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !names(0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "input 0 was never named"
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(1), &mut driver).await;
+    }
+    // Attached while the manifest names input 0 only; it reads the
+    // manifest again only in an hour.
+    let attached = w
+        .engine()
+        .attach_batch(
+            group_id.as_str(),
+            AttachOptions::default()
+                .poll_interval(FAST)
+                .manifest_polling(Duration::from_secs(3600), None),
+        )
+        .await
+        .unwrap();
+    assert_eq!(attached.never_submitted(), vec![1]);
+    tokio::time::timeout(Duration::from_secs(30), driver)
+        .await
+        .expect("the submitter ends");
+    assert!(names(1));
+    let stored = |w: &World| {
+        let bytes = w.store.snapshot().get(&manifest).cloned().unwrap();
+        kinetic_core::batch::GroupManifest::from_json_bytes(&bytes, &group_id)
+            .unwrap()
+            .0
+    };
+    assert!(stored(&w).submission_complete);
+
+    // It collects input 0 (and records it, cleaning it up), then waits
+    // for input 1, which it does not know of yet.
+    let err = attached
+        .results(
+            BatchResultsOptions::default()
+                .ordered(false)
+                .timeout(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BatchError::Timeout { .. }), "{err}");
+    assert_eq!(attached.counts().succeeded, 1);
+    let m = stored(&w);
+    assert!(
+        m.submission_complete,
+        "the manifest still says every input was submitted"
+    );
+    let named: BTreeSet<usize> = m.children.iter().map(|c| c.group_index).collect();
+    assert_eq!(named, BTreeSet::from([0, 1]), "both children stay named");
+
+    // A handle attached now collects both.
+    let again = w
+        .engine()
+        .attach_batch(
+            group_id.as_str(),
+            AttachOptions::default().poll_interval(FAST),
+        )
+        .await
+        .unwrap();
+    let items = again
+        .results(BatchResultsOptions::default().timeout(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(values(&items), vec![json!(0), json!(1)]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_gone_from_the_backend_ends_as_its_stored_result_says() {
     let w = World::with_fake(|store| {

@@ -252,6 +252,40 @@ impl GroupManifest {
         }
     }
 
+    /// Take in what `stored` (the manifest as stored now) knows and this
+    /// one does not, for a handle that writes a batch's manifest without
+    /// submitting it (one attached to a batch another process submits):
+    /// the children it does not name (appended, in `stored`'s order), a
+    /// child's later attempt, the outcome recorded for the same job, and
+    /// that the submission is complete. Written as it was, such a
+    /// handle's manifest would drop what the submitter wrote after the
+    /// handle last read it, and nobody would name those children again.
+    pub fn merge_stored(&mut self, stored: GroupManifest) {
+        self.submission_complete |= stored.submission_complete;
+        let mut at: BTreeMap<usize, usize> = self
+            .children
+            .iter()
+            .enumerate()
+            .map(|(pos, c)| (c.group_index, pos))
+            .collect();
+        for theirs in stored.children {
+            match at.get(&theirs.group_index) {
+                None => {
+                    at.insert(theirs.group_index, self.children.len());
+                    self.children.push(theirs);
+                }
+                Some(&pos) => {
+                    let ours = &mut self.children[pos];
+                    if theirs.attempts > ours.attempts {
+                        *ours = theirs;
+                    } else if theirs.job_id == ours.job_id && ours.outcome.is_none() {
+                        ours.outcome = theirs.outcome;
+                    }
+                }
+            }
+        }
+    }
+
     /// The manifest as compact JSON with sorted keys (Kinetic's
     /// `json.dumps(…, sort_keys=True)`); our optional keys only when set.
     pub fn to_json(&self) -> String {
@@ -570,6 +604,56 @@ mod tests {
         let (back, warnings) = GroupManifest::from_json_bytes(golden.as_bytes(), &gid()).unwrap();
         assert_eq!(back, m);
         assert!(warnings.is_empty());
+    }
+
+    /// An attached handle that knew only input 0 when it read the
+    /// manifest writes input 1, which the submitter named since, too; a
+    /// later attempt and a recorded outcome are kept, its own outcome too.
+    #[test]
+    fn merging_the_stored_manifest_keeps_what_only_it_knows() {
+        let job = |i: usize, attempt: u32| child_job_id(&gid(), i, attempt);
+        let done = |v: i64| ChildOutcome::Succeeded {
+            value: json!(v),
+            cleaned: true,
+        };
+        let at = UtcTimestamp::now();
+        let mut ours = GroupManifest::new(gid(), 4, "square", at);
+        ours.children.push(ManifestChild::new(0, job(0, 1), 1));
+        ours.children[0].outcome = Some(done(0));
+        ours.children.push(ManifestChild::new(2, job(2, 1), 1));
+        ours.children.push(ManifestChild::new(3, job(3, 1), 1));
+        let mut stored = GroupManifest::new(gid(), 4, "square", at);
+        stored.submission_complete = true;
+        stored.children.push(ManifestChild::new(0, job(0, 1), 1));
+        stored.children.push(ManifestChild::new(1, job(1, 1), 1));
+        stored.children.push(ManifestChild::new(2, job(2, 2), 2));
+        stored.children.push(ManifestChild::new(3, job(3, 1), 1));
+        stored.children[3].outcome = Some(done(9));
+        ours.merge_stored(stored);
+        assert!(ours.submission_complete);
+        let children: Vec<(usize, JobId, u32, Option<ChildOutcome>)> = ours
+            .children
+            .into_iter()
+            .map(|c| (c.group_index, c.job_id, c.attempts, c.outcome))
+            .collect();
+        assert_eq!(
+            children,
+            vec![
+                (0, job(0, 1), 1, Some(done(0))),
+                (2, job(2, 2), 2, None),
+                (3, job(3, 1), 1, Some(done(9))),
+                (1, job(1, 1), 1, None),
+            ]
+        );
+        // What the stored manifest lacks stays; an older attempt is not taken.
+        let mut ours = GroupManifest::new(gid(), 2, "square", at);
+        ours.children.push(ManifestChild::new(0, job(0, 2), 2));
+        let mut stored = GroupManifest::new(gid(), 2, "square", at);
+        stored.children.push(ManifestChild::new(0, job(0, 1), 1));
+        stored.children[0].outcome = Some(done(1));
+        ours.merge_stored(stored);
+        assert!(!ours.submission_complete);
+        assert_eq!(ours.children, vec![ManifestChild::new(0, job(0, 2), 2)]);
     }
 
     /// The children are written as text, not built as a `Value`: the

@@ -415,20 +415,37 @@ impl BatchHandle {
     /// only then, with `cleanup`, clean their jobs up (as
     /// [`JobHandle::result`] does): a second `results` reads the same
     /// values from the manifest, and a crash in between loses nothing.
+    /// A write put off (an attached handle before it knows every child)
+    /// keeps the values here and their cleanup for the next write.
     async fn record_outcomes(
         &self,
         fresh: Vec<(usize, bool)>,
         cleanup: bool,
     ) -> Result<(), BatchError> {
+        {
+            let mut core = self.shared.lock();
+            if fresh.is_empty() && core.cleanup_after_write.is_empty() {
+                return Ok(());
+            }
+            if cleanup {
+                core.cleanup_after_write.extend(fresh);
+            }
+        }
+        // Not cleaned unless recorded: the values must stay somewhere.
+        let written = self
+            .shared
+            .try_write_manifest(self.shared.manifest_snapshot())
+            .await?;
+        if !written {
+            return Ok(());
+        }
+        // What this call and the ones put off asked to clean up.
+        let fresh = std::mem::take(&mut self.shared.lock().cleanup_after_write);
         if fresh.is_empty() {
             return Ok(());
         }
-        // Not cleaned unless recorded: the values must stay somewhere.
-        self.shared
-            .try_write_manifest(self.shared.manifest_snapshot())
-            .await?;
         let indexed = self.shared.lock().indexed.clone();
-        if cleanup && let Some(children) = indexed {
+        if let Some(children) = indexed {
             // One Indexed Job for the whole batch: its children have no
             // backend objects of their own (no call per child). It goes,
             // once, when every input was collected with a value; a failed
@@ -449,9 +466,8 @@ impl BatchHandle {
             }
             return Ok(());
         }
-        if cleanup {
-            let this = self.clone();
-            futures_util::stream::iter(fresh)
+        let this = self.clone();
+        futures_util::stream::iter(fresh)
                 .for_each_concurrent(FAN_OUT, |(index, collected)| {
                     let job = this.job(index);
                     async move {
@@ -470,7 +486,6 @@ impl BatchHandle {
                     }
                 })
                 .await;
-        }
         Ok(())
     }
 

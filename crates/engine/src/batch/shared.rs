@@ -120,6 +120,12 @@ pub(super) struct Core {
     /// What the last manifest write took (encoding and storing): the
     /// manifest grows with the inputs, so writes are spaced by it.
     pub(super) manifest_cost: Duration,
+    /// Collected inputs (and whether each succeeded) to clean up once a
+    /// manifest write records their outcomes: a handle that does not
+    /// submit the batch puts its writes off until it may make them
+    /// ([`BatchShared::try_write_manifest`]), and nothing is cleaned
+    /// before its outcome is recorded.
+    pub(super) cleanup_after_write: Vec<(usize, bool)>,
 }
 
 impl Core {
@@ -236,6 +242,7 @@ impl BatchShared {
                 complete_manifest_written: false,
                 runs_before: BTreeMap::new(),
                 manifest_cost: Duration::ZERO,
+                cleanup_after_write: Vec::new(),
                 indexed: None,
                 failed_outcome: false,
             }),
@@ -593,7 +600,7 @@ impl BatchShared {
     /// child, and the writer tries again).
     pub(super) async fn write_manifest(&self, manifest: GroupManifest) -> bool {
         match self.try_write_manifest(manifest).await {
-            Ok(()) => true,
+            Ok(_) => true,
             Err(e) => {
                 tracing::warn!(group_id = %self.group_id, "could not write the batch manifest: {e}");
                 false
@@ -604,14 +611,37 @@ impl BatchShared {
     /// Write the manifest (a [`BatchShared::manifest_snapshot`]): the
     /// outcomes written before are taken from the stored manifest, and
     /// the ones it records for the first time are no longer held here
-    /// once it is written.
+    /// once it is written. Returns whether it was written: a handle that
+    /// does not submit the batch (attached, no resume) writes only once it
+    /// knows a child for every input or the manifest said every input was
+    /// submitted, and merges what the stored manifest has that it lacks
+    /// ([`GroupManifest::merge_stored`]); before, the submitter may name
+    /// children it has not read yet, and its write would drop them.
     pub(super) async fn try_write_manifest(
         &self,
         mut manifest: GroupManifest,
-    ) -> Result<(), BatchError> {
+    ) -> Result<bool, BatchError> {
         let _gate = self.manifest_gate.lock().await;
         // The cost counts reading back the outcomes let go, too.
         let started = Instant::now();
+        let (follower, knows_all) = {
+            let core = self.lock();
+            (
+                core.driver == DriverState::None,
+                core.base.submission_complete || core.machine.counts().unknown == 0,
+            )
+        };
+        if follower {
+            if !knows_all {
+                return Ok(false);
+            }
+            // A batch made of jobs (`Engine::batch_of`) has none stored yet.
+            match self.read_manifest().await {
+                Ok(stored) => manifest.merge_stored(stored),
+                Err(BatchError::GroupNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
         self.fill_written_outcomes(&mut manifest).await?;
         let path = layout::group_manifest(&self.group_id);
         let complete = manifest.submission_complete;
@@ -636,12 +666,14 @@ impl BatchShared {
             }
             if complete {
                 core.complete_manifest_written = true;
+                // A handle that does not submit learns it from the merge.
+                core.base.submission_complete = true;
             }
         }
         if complete {
             self.changed.notify_waiters();
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Give the children whose outcome an earlier write recorded (and this
