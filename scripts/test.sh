@@ -58,7 +58,7 @@ step "python module (maturin develop into a venv, pytest)"
 # backend="gke" on kinetic-fake-gcp.
 venv=target/python-venv
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest cloudpickle datasets
+"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest pytest-timeout cloudpickle datasets
 # The type checks of the module's stubs (stubtest, mypy), pinned: a newer
 # mypy may judge the same stubs differently.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check mypy==2.4.1
@@ -92,7 +92,13 @@ step "python module types (stubtest, mypy over the README's and the typed exampl
 "$venv/bin/python" scripts/check-python-types.py
 
 step "python module tests (pytest)"
-"$venv/bin/python" -m pytest -q crates/python/tests
+# A test that hangs fails after 5 minutes (pytest-timeout raises in it, and
+# the rest go on), and the whole step stops after 40: a hang is a failure
+# that names its test, never a CI run that ends at its limit with no word.
+# Unbuffered, so a stopped run still shows how far it got; the slowest
+# tests are listed at the end.
+PYTHONUNBUFFERED=1 timeout --kill-after=30 2400 \
+  "$venv/bin/python" -m pytest -q --timeout=300 --durations=10 crates/python/tests
 
 step "python wheel (maturin build, wheel profile; installed into a fresh venv)"
 # The wheel the README installs: built with the wheel profile (no debug

@@ -189,12 +189,14 @@ def test_as_completed_polls_at_the_interval_it_is_given(backend):
 
 def test_a_batch_whose_client_was_killed_is_said_at_once_and_resumed():
     # Issue 25.5: the process that submitted the batch dies right after
-    # run_async_map returns (one input at a time: at most one submitted).
+    # run_async_map returns (one input at a time: at most one submitted;
+    # each takes a second, so that on a loaded machine input 0 does not end,
+    # and input 1 go out, before the process is gone).
     import subprocess
     import sys
     code = ("import os, kinetic, work\n"
             "batch = kinetic.run(accelerator='cpu')(work.slow_square).run_async_map(\n"
-            "    [[i, 0.1] for i in range(5)], max_concurrent=1)\n"
+            "    [[i, 1.0] for i in range(5)], max_concurrent=1)\n"
             "print(batch.group_id, flush=True)\n"
             "os._exit(0)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
