@@ -17,7 +17,10 @@
 //!
 //! The host that ends a slice of a node pool then admits the next queued
 //! slice of that pool ([`crate::admission`]), so a detached map runs its
-//! slices one after another with no client.
+//! slices one after another with no client. Ending the slice deletes the
+//! host's own pod: the host's shell waits for this program on the pod's
+//! SIGTERM ([`crate::manifest::HOLD_WORKERS`]), so the admission has the
+//! pod's grace period, and a busy API server is asked again within it.
 //!
 //! What it needs on the cluster: the API server's address in the pod
 //! (`KUBERNETES_SERVICE_HOST`/`PORT`, which every pod has), the
@@ -117,51 +120,61 @@ def queued(s):
     return live(s) and (s.get("spec") or {}).get("replicas") == 0
 def set_name(s):
     return s["metadata"]["name"]
+def admit_once(pool):
+    maps_url = "%s/api/v1/namespaces/%s/configmaps" % (base, namespace)
+    map_name = @QUEUE@ + pool
+    selector = urllib.parse.quote(@POOL_LABEL@ + "=" + pool)
+    sets = call("GET", at=sets_url + "?labelSelector=" + selector).get("items") or []
+    try:
+        queue_map = call("GET", at=maps_url + "/" + map_name)
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            raise
+        queue_map = None
+    holder = ((queue_map or {}).get("data") or {}).get(@HOLDER@)
+    held = [s for s in sets if set_name(s) == holder and live(s)]
+    in_use = held + [s for s in sets if live(s) and not queued(s) and set_name(s) != holder]
+    waiting = sorted((s for s in sets if queued(s)),
+                     key=lambda s: (s["metadata"].get("creationTimestamp") or "", set_name(s)))
+    if in_use:
+        if held and queued(held[0]):
+            call("PATCH", {"spec": {"replicas": 1}}, at=sets_url + "/" + holder)
+        return
+    if not waiting:
+        return
+    chosen = set_name(waiting[0])
+    if queue_map is None:
+        call("POST", {"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": map_name, "labels": {"app.kubernetes.io/managed-by": "kinetic"}},
+                      "data": {@HOLDER@: chosen}}, at=maps_url, kind="application/json")
+    else:
+        queue_map.setdefault("data", {})[@HOLDER@] = chosen
+        call("PUT", queue_map, at=maps_url + "/" + map_name, kind="application/json")
+    call("PATCH", {"spec": {"replicas": 1}}, at=sets_url + "/" + chosen)
+    say("admitted the next slice of pool %s: %s" % (pool, chosen))
 def admit_next():
+    # With no client, nobody else admits the next slice: a busy or
+    # unreachable API server (a timeout, 429, 5xx) is tried again for
+    # about 15 s (the pod, deleted by the end of its slice, has its grace
+    # period: 30 s by default) before the host gives up and says so.
     pool = os.environ.get(@POOL_ENV@, "")
     if not pool:
         return
-    maps_url = "%s/api/v1/namespaces/%s/configmaps" % (base, namespace)
-    map_name = @QUEUE@ + pool
-    try:
-        for attempt in range(8):
-            selector = urllib.parse.quote(@POOL_LABEL@ + "=" + pool)
-            sets = call("GET", at=sets_url + "?labelSelector=" + selector).get("items") or []
-            try:
-                queue_map = call("GET", at=maps_url + "/" + map_name)
-            except urllib.error.HTTPError as e:
-                if e.code != 404:
-                    raise
-                queue_map = None
-            holder = ((queue_map or {}).get("data") or {}).get(@HOLDER@)
-            held = [s for s in sets if set_name(s) == holder and live(s)]
-            in_use = held + [s for s in sets if live(s) and not queued(s) and set_name(s) != holder]
-            waiting = sorted((s for s in sets if queued(s)),
-                             key=lambda s: (s["metadata"].get("creationTimestamp") or "", set_name(s)))
-            if in_use:
-                if held and queued(held[0]):
-                    call("PATCH", {"spec": {"replicas": 1}}, at=sets_url + "/" + holder)
-                return
-            if not waiting:
-                return
-            chosen = set_name(waiting[0])
-            try:
-                if queue_map is None:
-                    call("POST", {"apiVersion": "v1", "kind": "ConfigMap",
-                                  "metadata": {"name": map_name, "labels": {"app.kubernetes.io/managed-by": "kinetic"}},
-                                  "data": {@HOLDER@: chosen}}, at=maps_url, kind="application/json")
-                else:
-                    queue_map.setdefault("data", {})[@HOLDER@] = chosen
-                    call("PUT", queue_map, at=maps_url + "/" + map_name, kind="application/json")
-            except urllib.error.HTTPError as e:
-                if e.code == 409:
-                    continue
-                raise
-            call("PATCH", {"spec": {"replicas": 1}}, at=sets_url + "/" + chosen)
-            say("admitted the next slice of pool %s: %s" % (pool, chosen))
+    error = None
+    for attempt in range(8):
+        try:
+            admit_once(pool)
             return
-    except (urllib.error.HTTPError, OSError, ValueError) as e:
-        say("cannot admit the next slice of pool %s (%s); a client polling it will" % (pool, e))
+        except urllib.error.HTTPError as e:
+            error = e
+            if e.code == 409:
+                continue
+            if e.code != 429 and e.code < 500:
+                break
+        except (OSError, ValueError) as e:
+            error = e
+        time.sleep(min(0.25 * 2 ** attempt, 4))
+    say("cannot admit the next slice of pool %s (%s); a client polling it will" % (pool, error))
 for attempt in range(30):
     try:
         lws = call("GET")

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use kinetic_fake_gcp::k8s::ApiError;
 use serde_json::Value;
 
 mod sandbox;
@@ -292,6 +293,74 @@ async fn a_map_over_slices_on_a_pool_of_one_slice_runs_them_whole() {
         "two slices held parts of the pool at once: {:?}",
         shared.first()
     );
+}
+
+/// A detached map whose API server is busy when the first slice's host
+/// admits the next (API Priority and Fairness answers 429, an overloaded
+/// server 503): with no client to admit it later, the host tries again,
+/// and the second slice runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_map_admits_its_next_slice_through_a_busy_api_server() {
+    let w = slice_world(true).await;
+    let inputs = w.sandbox().write("home/project/in.jsonl", "1\n2\n");
+    let v = kinetic_json(
+        &w,
+        &[
+            "map",
+            "work:slow_square",
+            "--inputs",
+            inputs.to_str().unwrap(),
+            "--accelerator",
+            "v5litepod-16",
+            "--detach",
+            "--json",
+        ],
+    )
+    .await;
+    let group = v["group_id"].as_str().unwrap().to_owned();
+    // The host's listing of the pool's slices is the only list call from
+    // here on: the first two fail.
+    let faults = w.cluster().faults();
+    faults.fail_on(
+        "list",
+        0,
+        ApiError::new(
+            429,
+            "TooManyRequests",
+            "too many requests, please try again later",
+        ),
+    );
+    faults.fail_on(
+        "list",
+        0,
+        ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+    );
+    let lists = faults.calls("list");
+    let all_done = wait_until(Duration::from_secs(120), || {
+        let sets = w.cluster().objects(LWS, "default");
+        sets.len() == 2
+            && sets.iter().all(|s| {
+                s.pointer("/metadata/annotations")
+                    .and_then(|a| a.get("kinetic.dev/final-state"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.contains("SUCCEEDED"))
+            })
+    })
+    .await;
+    assert!(
+        all_done,
+        "the second slice never ran: {:?}",
+        w.cluster().objects(LWS, "default")
+    );
+    assert!(faults.calls("list") >= lists + 3, "both faults were met");
+    let o = w.kinetic(&["batch", "results", &group]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let values: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
+    assert_eq!(values, ["1", "4"], "{}", stderr(&o));
 }
 
 /// The same map, detached: the client submits and leaves; the queued
