@@ -58,7 +58,7 @@ step "python module (maturin develop into a venv, pytest)"
 # backend="gke" on kinetic-fake-gcp.
 venv=target/python-venv
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest pytest-timeout cloudpickle datasets
+"$venv/bin/python" -m pip install -q --disable-pip-version-check maturin pytest pytest-timeout pytest-rerunfailures cloudpickle datasets
 # The type checks of the module's stubs (stubtest, mypy), pinned: a newer
 # mypy may judge the same stubs differently.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check mypy==2.4.1
@@ -95,10 +95,12 @@ step "python module tests (pytest)"
 # A test that hangs fails after 5 minutes (pytest-timeout raises in it, and
 # the rest go on), and the whole step stops after 40: a hang is a failure
 # that names its test, never a CI run that ends at its limit with no word.
-# Unbuffered, so a stopped run still shows how far it got; the slowest
-# tests are listed at the end.
+# As nextest's (.config/nextest.toml), a test that fails once gets one more
+# try and is reported as rerun (R, and in the summary): a bug to fix, never
+# a pass to rely on. Unbuffered, so a stopped run still shows how far it
+# got; the slowest tests are listed at the end.
 PYTHONUNBUFFERED=1 timeout --kill-after=30 2400 \
-  "$venv/bin/python" -m pytest -q --timeout=300 --durations=10 crates/python/tests
+  "$venv/bin/python" -m pytest -q --timeout=300 --reruns=1 --durations=10 -rR crates/python/tests
 
 step "python wheel (maturin build, wheel profile; installed into a fresh venv)"
 # The wheel the README installs: built with the wheel profile (no debug
