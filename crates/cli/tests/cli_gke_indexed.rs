@@ -523,7 +523,7 @@ fn with_program(cmd: &std::process::Command, program: &std::ffi::OsStr) -> std::
 /// creates one Job and one Secret, and returns once every child is named
 /// in the manifest; its wall time and the client's peak RSS; then the
 /// time and API calls of one `kinetic batch status` of it. Fails when the
-/// client's peak RSS is over issue 27's 150 MB. (A `CARGO_TARGET_DIR`
+/// client's peak RSS, or the status's, is over issue 27's 150 MB. (A `CARGO_TARGET_DIR`
 /// shared by several checkouts holds whichever checkout built each crate
 /// last, `target/debug/kinetic` included: build this checkout's in a
 /// target dir of its own and name it in `KINETIC_MEASURE_BIN`.)
@@ -610,13 +610,18 @@ async fn measure_a_gke_map_of_100000_inputs() {
         .await
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
+    let v = json_of(&o);
+    assert_eq!(v["jobs"].as_array().map(Vec::len), Some(INPUTS));
+    let status_peak = waited_children_peak_rss_kb() / 1024;
     println!(
         "then one `kinetic batch status` of it: {:.1} s, {} API calls, peak RSS {} MB \
          (the larger of the two processes')",
         started.elapsed().as_secs_f64(),
         cluster.calls().total() - before,
-        waited_children_peak_rss_kb() / 1024
+        status_peak
     );
+    // Issue 27 point 3: following the batch from elsewhere is bounded too.
+    assert!(status_peak <= 150, "batch status peak RSS {status_peak} MB");
 }
 
 /// `kinetic map ARGS --json` of `path`'s inputs (`kinetic map` of `square`)

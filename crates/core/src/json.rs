@@ -34,7 +34,6 @@
 //! # Ok::<(), kinetic_core::json::JsonError>(())
 //! ```
 
-use serde::Deserialize;
 use serde_json::Value;
 
 /// The deepest nesting of lists and objects a user value may have (the
@@ -126,6 +125,15 @@ pub fn check_numbers(value: &Value) -> Result<(), JsonError> {
 /// `result.json` holds its value one level down): the document may be
 /// `MAX_DEPTH + envelope` levels deep.
 pub fn parse_document(text: &[u8], envelope: usize) -> Result<Value, JsonError> {
+    parse_document_as(text, envelope)
+}
+
+/// [`parse_document`] into `T` (a reader that keeps less than the whole
+/// document as a [`Value`]), with the same bound on nesting.
+pub fn parse_document_as<T: serde::de::DeserializeOwned>(
+    text: &[u8],
+    envelope: usize,
+) -> Result<T, JsonError> {
     let limit = MAX_DEPTH + envelope;
     let depth = nesting_depth(text, limit);
     if depth > limit {
@@ -137,7 +145,7 @@ pub fn parse_document(text: &[u8], envelope: usize) -> Result<Value, JsonError> 
     let mut de = serde_json::Deserializer::from_slice(text);
     // The depth was bounded above; serde_json's own limit (128) is lower.
     de.disable_recursion_limit();
-    let value = Value::deserialize(&mut de).map_err(syntax)?;
+    let value = T::deserialize(&mut de).map_err(syntax)?;
     de.end().map_err(syntax)?;
     Ok(value)
 }

@@ -52,12 +52,31 @@ impl Output {
         self.json
     }
 
-    /// Print a value as pretty JSON on stdout.
+    /// Print a value as pretty JSON on stdout, encoded as it is written
+    /// (the text of a batch of 100,000 jobs is never held whole). A closed
+    /// pipe is not an error, as for [`emit`].
     pub(crate) fn json<T: Serialize>(&self, value: &T) -> Result<(), RenderError> {
-        let text = serde_json::to_string_pretty(value).map_err(|e| {
-            RenderError::Failed(format!("could not encode the output as JSON: {e}"))
-        })?;
-        emit(&format!("{text}\n"))
+        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+        let written = serde_json::to_writer_pretty(&mut stdout, value)
+            // An encoding error stays one (wrapped); a write error is its own.
+            .map_err(std::io::Error::from)
+            .and_then(|()| stdout.write_all(b"\n"))
+            .and_then(|()| stdout.flush());
+        match written {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Err(e)
+                if e.get_ref()
+                    .is_some_and(|inner| inner.is::<serde_json::Error>()) =>
+            {
+                Err(RenderError::Failed(format!(
+                    "could not encode the output as JSON: {e}"
+                )))
+            }
+            Err(e) => Err(RenderError::Failed(format!(
+                "could not write to stdout: {e}"
+            ))),
+        }
     }
 
     /// `json` with `--json`, else `text`.
