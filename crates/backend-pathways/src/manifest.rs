@@ -72,12 +72,15 @@ pub const WORKER_FAILED: &str = " failed: exit code ";
 /// at once once its report is done: the host that ends the slice has its
 /// own pod deleted by that end, and still admits the pool's next slice
 /// (within the grace period; killed at once, it left a detached map's
-/// next slices queued with nobody to admit them). While the command runs, the shell runs it in the background
-/// under a trap that hands SIGTERM on and waits for it: the command's own
+/// next slices queued with nobody to admit them). While the command runs,
+/// the shell runs it in the background under a trap (set once the
+/// command's pid is known: set before it, a SIGTERM in between handed
+/// nothing on and then waited for the command for ever) that hands
+/// SIGTERM on and waits for it: the command's own
 /// handling decides (the runner ends at once; a function that ignores
 /// SIGTERM holds the grace period, as on a gke pod), where before the
 /// signal was dropped.
-pub const HOLD_WORKERS: &str = r#"end=$1; shift; trap 'kill -TERM $c 2>/dev/null; wait $c; exit 143' TERM; "$@" & c=$!; wait $c; code=$?; trap - TERM; i="${LWS_WORKER_INDEX:-0}"; if [ "$i" = 0 ]; then echo "[kinetic] leader ended: exit code $code" >&2; elif [ "$code" -eq 0 ]; then echo "[kinetic] host $i finished; waiting for the leader to end the slice" >&2; else echo "[kinetic] host $i failed: exit code $code" >&2; fi; root=/; prev=; for a in "$@"; do if [ "$prev" = --mount-root ]; then root=$a; fi; prev=$a; done; python3 -c "$end" "$root" "$code" "$i" & e=$!; trap 'wait $e 2>/dev/null; kill $! 2>/dev/null; exit 0' TERM; wait $e; sleep 2147483647 & wait"#;
+pub const HOLD_WORKERS: &str = r#"end=$1; shift; "$@" & c=$!; trap 'kill -TERM $c 2>/dev/null; wait $c; exit 143' TERM; wait $c; code=$?; trap - TERM; i="${LWS_WORKER_INDEX:-0}"; if [ "$i" = 0 ]; then echo "[kinetic] leader ended: exit code $code" >&2; elif [ "$code" -eq 0 ]; then echo "[kinetic] host $i finished; waiting for the leader to end the slice" >&2; else echo "[kinetic] host $i failed: exit code $code" >&2; fi; root=/; prev=; for a in "$@"; do if [ "$prev" = --mount-root ]; then root=$a; fi; prev=$a; done; python3 -c "$end" "$root" "$code" "$i" & e=$!; trap 'wait $e 2>/dev/null; kill $! 2>/dev/null; exit 0' TERM; wait $e; sleep 2147483647 & wait"#;
 
 /// `command` run under [`HOLD_WORKERS`], which reports the host's end
 /// with `end_program`.
