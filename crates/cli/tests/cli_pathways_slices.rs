@@ -295,83 +295,12 @@ async fn a_map_over_slices_on_a_pool_of_one_slice_runs_them_whole() {
     );
 }
 
-/// A detached map whose API server is busy when the first slice's host
-/// admits the next (API Priority and Fairness answers 429, an overloaded
-/// server 503): with no client to admit it later, the host tries again,
-/// and the second slice runs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_detached_map_admits_its_next_slice_through_a_busy_api_server() {
-    let w = slice_world(true).await;
-    let inputs = w.sandbox().write("home/project/in.jsonl", "1\n2\n");
+/// `work:slow_square` mapped detached over `inputs` (JSON lines) on
+/// v5litepod-16 slices, every input at once; its group id.
+async fn detached_slice_map(w: &World, inputs: &str) -> String {
+    let inputs = w.sandbox().write("home/project/in.jsonl", inputs);
     let v = kinetic_json(
-        &w,
-        &[
-            "map",
-            "work:slow_square",
-            "--inputs",
-            inputs.to_str().unwrap(),
-            "--accelerator",
-            "v5litepod-16",
-            "--detach",
-            "--json",
-        ],
-    )
-    .await;
-    let group = v["group_id"].as_str().unwrap().to_owned();
-    // The host's listing of the pool's slices is the only list call from
-    // here on: the first two fail.
-    let faults = w.cluster().faults();
-    faults.fail_on(
-        "list",
-        0,
-        ApiError::new(
-            429,
-            "TooManyRequests",
-            "too many requests, please try again later",
-        ),
-    );
-    faults.fail_on(
-        "list",
-        0,
-        ApiError::new(
-            503,
-            "ServiceUnavailable",
-            "the server is currently unable to handle the request",
-        ),
-    );
-    let lists = faults.calls("list");
-    let all_done = wait_until(Duration::from_secs(120), || {
-        let sets = w.cluster().objects(LWS, "default");
-        sets.len() == 2
-            && sets.iter().all(|s| {
-                s.pointer("/metadata/annotations")
-                    .and_then(|a| a.get("kinetic.dev/final-state"))
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| t.contains("SUCCEEDED"))
-            })
-    })
-    .await;
-    assert!(
-        all_done,
-        "the second slice never ran: {:?}",
-        w.cluster().objects(LWS, "default")
-    );
-    assert!(faults.calls("list") >= lists + 3, "both faults were met");
-    let o = w.kinetic(&["batch", "results", &group]).await;
-    assert!(o.status.success(), "{}", stderr(&o));
-    let values: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
-    assert_eq!(values, ["1", "4"], "{}", stderr(&o));
-}
-
-/// The same map, detached: the client submits and leaves; the queued
-/// slices say what the pool holds, and each slice's hosts, ending it,
-/// admit the next, so the whole map runs with no client.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_detached_map_over_slices_runs_one_slice_after_another_with_no_client() {
-    let w = slice_world(true).await;
-    let inputs = w.sandbox().write("home/project/in.jsonl", "1\n2\n3\n");
-    let v = kinetic_json(
-        &w,
+        w,
         &[
             "map",
             "work:slow_square",
@@ -386,7 +315,50 @@ async fn a_detached_map_over_slices_runs_one_slice_after_another_with_no_client(
         ],
     )
     .await;
-    let group = v["group_id"].as_str().unwrap().to_owned();
+    v["group_id"].as_str().unwrap().to_owned()
+}
+
+/// Whether there are `n` LeaderWorkerSets, each ended as succeeded.
+fn all_slices_succeeded(w: &World, n: usize) -> bool {
+    let sets = w.cluster().objects(LWS, "default");
+    sets.len() == n
+        && sets.iter().all(|s| {
+            s.pointer("/metadata/annotations")
+                .and_then(|a| a.get("kinetic.dev/final-state"))
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.contains("SUCCEEDED"))
+        })
+}
+
+/// Each LeaderWorkerSet's name, replicas and final state.
+fn slice_states(w: &World) -> Vec<(Value, Value, Value)> {
+    w.cluster()
+        .objects(LWS, "default")
+        .iter()
+        .map(|s| {
+            (
+                s["metadata"]["name"].clone(),
+                s["spec"]["replicas"].clone(),
+                s["metadata"]["annotations"]["kinetic.dev/final-state"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// `kinetic batch results GROUP`'s lines.
+async fn batch_results(w: &World, group: &str) -> Vec<String> {
+    let o = w.kinetic(&["batch", "results", group]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).lines().map(str::to_owned).collect()
+}
+
+/// The same map, detached: the client submits and leaves; the queued
+/// slices say what the pool holds, and each slice's hosts, ending it,
+/// admit the next, so the whole map runs with no client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_map_over_slices_runs_one_slice_after_another_with_no_client() {
+    let w = slice_world(true).await;
+    let group = detached_slice_map(&w, "1\n2\n3\n").await;
     let sets = w.cluster().objects(LWS, "default");
     assert_eq!(sets.len(), 3, "{sets:?}");
     let admitted: Vec<&Value> = sets.iter().filter(|s| s["spec"]["replicas"] == 1).collect();
@@ -410,17 +382,7 @@ async fn a_detached_map_over_slices_runs_one_slice_after_another_with_no_client(
     // No client from here on: the hosts admit one slice after another.
     let stop = AtomicBool::new(false);
     let done = async {
-        let done = wait_until(Duration::from_secs(120), || {
-            let sets = w.cluster().objects(LWS, "default");
-            sets.len() == 3
-                && sets.iter().all(|s| {
-                    s.pointer("/metadata/annotations")
-                        .and_then(|a| a.get("kinetic.dev/final-state"))
-                        .and_then(Value::as_str)
-                        .is_some_and(|t| t.contains("SUCCEEDED"))
-                })
-        })
-        .await;
+        let done = wait_until(Duration::from_secs(120), || all_slices_succeeded(&w, 3)).await;
         stop.store(true, Ordering::Relaxed);
         done
     };
@@ -428,23 +390,52 @@ async fn a_detached_map_over_slices_runs_one_slice_after_another_with_no_client(
     assert!(
         all_done,
         "the slices did not all run with no client: {:?}",
-        w.cluster()
-            .objects(LWS, "default")
-            .iter()
-            .map(|s| (
-                s["metadata"]["name"].clone(),
-                s["spec"]["replicas"].clone(),
-                s["metadata"]["annotations"]["kinetic.dev/final-state"].clone()
-            ))
-            .collect::<Vec<_>>()
+        slice_states(&w)
     );
     assert!(
         shared.is_empty(),
         "two slices held parts of the pool at once: {:?}",
         shared.first()
     );
-    let o = w.kinetic(&["batch", "results", &group]).await;
-    assert!(o.status.success(), "{}", stderr(&o));
-    let values: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
-    assert_eq!(values, ["1", "4", "9"], "{}", stderr(&o));
+    assert_eq!(batch_results(&w, &group).await, ["1", "4", "9"]);
+}
+
+/// A detached map whose API server is busy when the first slice's host
+/// admits the next (API Priority and Fairness answers 429, an overloaded
+/// server 503): with no client to admit it later, the host tries again,
+/// and the second slice runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_map_admits_its_next_slice_through_a_busy_api_server() {
+    let w = slice_world(true).await;
+    let group = detached_slice_map(&w, "1\n2\n").await;
+    // The host's listing of the pool's slices is the only list call from
+    // here on: the first two fail.
+    let faults = w.cluster().faults();
+    faults.fail_on(
+        "list",
+        0,
+        ApiError::new(
+            429,
+            "TooManyRequests",
+            "too many requests, please try again later",
+        ),
+    );
+    faults.fail_on(
+        "list",
+        0,
+        ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+    );
+    let lists = faults.calls("list");
+    let all_done = wait_until(Duration::from_secs(120), || all_slices_succeeded(&w, 2)).await;
+    assert!(
+        all_done,
+        "the second slice never ran: {:?}",
+        slice_states(&w)
+    );
+    assert!(faults.calls("list") >= lists + 3, "both faults were met");
+    assert_eq!(batch_results(&w, &group).await, ["1", "4"]);
 }

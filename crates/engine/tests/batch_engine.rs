@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use kinetic_core::batch::{InputMode, child_job_id, child_position};
 use kinetic_core::env::EnvSnapshot;
-use kinetic_core::ids::JobId;
+use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::layout;
 use kinetic_core::ports::{Backend, BackendCapabilities, GetOptions, ObjectPath, ObjectStore};
 use kinetic_core::record::JobRecord;
@@ -95,6 +95,34 @@ impl World {
     fn spec(&self) -> JobSpec {
         JobSpec::new(Entrypoint::parse("work:square").unwrap())
             .working_dir(self.dir.path().join("home/proj"))
+    }
+
+    /// Whether the stored manifest of `group` names input `index`'s first
+    /// attempt.
+    fn names_child(&self, group: &GroupId, index: usize) -> bool {
+        let child = child_job_id(group, index, 1);
+        self.store
+            .snapshot()
+            .get(&layout::group_manifest(group))
+            .is_some_and(|m| String::from_utf8_lossy(m).contains(child.as_str()))
+    }
+
+    /// Drive `driver` (a batch's submission loop) until the manifest of
+    /// `group` names input `index` (30 s at most).
+    async fn drive_until_named<F: std::future::Future + Unpin>(
+        &self,
+        group: &GroupId,
+        index: usize,
+        driver: &mut F,
+    ) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !self.names_child(group, index) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "input {index} was never named"
+            );
+            let _ = tokio::time::timeout(Duration::from_millis(1), &mut *driver).await;
+        }
     }
 
     async fn record(&self, job_id: &JobId) -> JobRecord {
@@ -819,21 +847,7 @@ async fn an_attached_handle_never_writes_away_children_it_has_not_read() {
         .unwrap();
     let group_id = batch.group_id().clone();
     let manifest = layout::group_manifest(&group_id);
-    let names = |i: usize| {
-        let child = child_job_id(&group_id, i, 1);
-        w.store
-            .snapshot()
-            .get(&manifest)
-            .is_some_and(|m| String::from_utf8_lossy(m).contains(child.as_str()))
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !names(0) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "input 0 was never named"
-        );
-        let _ = tokio::time::timeout(Duration::from_millis(1), &mut driver).await;
-    }
+    w.drive_until_named(&group_id, 0, &mut driver).await;
     // Attached while the manifest names input 0 only; it reads the
     // manifest again only in an hour.
     let attached = w
@@ -850,7 +864,7 @@ async fn an_attached_handle_never_writes_away_children_it_has_not_read() {
     tokio::time::timeout(Duration::from_secs(30), driver)
         .await
         .expect("the submitter ends");
-    assert!(names(1));
+    assert!(w.names_child(&group_id, 1));
     let stored = |w: &World| {
         let bytes = w.store.snapshot().get(&manifest).cloned().unwrap();
         kinetic_core::batch::GroupManifest::from_json_bytes(&bytes, &group_id)
@@ -1041,24 +1055,7 @@ async fn a_named_child_the_backend_lost_stays_pending_and_is_resumed() {
             )
             .await
             .unwrap();
-        let manifest = layout::group_manifest(batch.group_id());
-        let child = child_job_id(batch.group_id(), 0, 1);
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let named = w
-                .store
-                .snapshot()
-                .get(&manifest)
-                .is_some_and(|m| String::from_utf8_lossy(m).contains(child.as_str()));
-            if named {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "input 0 was never named"
-            );
-            let _ = tokio::time::timeout(Duration::from_millis(5), &mut driver).await;
-        }
+        w.drive_until_named(batch.group_id(), 0, &mut driver).await;
         // The client is killed, and what it started goes with it.
         drop(driver);
         batch.job(0).unwrap()
