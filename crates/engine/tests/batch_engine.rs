@@ -832,9 +832,14 @@ async fn attach_follows_a_batch_still_being_submitted() {
 /// other and said it submitted everything: its write does not drop what
 /// it had not read (the Python `attach_batch` test hung when it did: the
 /// manifest then named one child of two, and said no more would come).
+/// On a backend without group status, so that the manifest is the only
+/// way it learns of a child.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attached_handle_never_writes_away_children_it_has_not_read() {
-    let w = World::new();
+    let w = World::with_fake(|store| {
+        FakeBackend::new("fake", store)
+            .with_capabilities(BackendCapabilities::single_host().with_group_status(false))
+    });
     let engine = w.engine();
     let (batch, mut driver) = engine
         .map_with_driver(
@@ -907,6 +912,50 @@ async fn an_attached_handle_never_writes_away_children_it_has_not_read() {
         .await
         .unwrap();
     assert_eq!(values(&items), vec![json!(0), json!(1)]);
+}
+
+/// A handle attached while the batch is still being submitted follows
+/// the children the submitter starts from the group poll that finds them,
+/// not from its next read of the manifest (every 10 s by default; here an
+/// hour, so only the poll can find them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attached_handle_follows_new_children_at_the_polls_pace() {
+    let w = World::new();
+    let engine = w.engine();
+    let (batch, mut driver) = engine
+        .map_with_driver(
+            w.spec(),
+            numbers(3),
+            fast().max_concurrent(Some(1)),
+            SubmitOptions::default(),
+        )
+        .await
+        .unwrap();
+    let group_id = batch.group_id().clone();
+    w.drive_until_named(&group_id, 0, &mut driver).await;
+    let attached = w
+        .engine()
+        .attach_batch(
+            group_id.as_str(),
+            AttachOptions::default()
+                .poll_interval(FAST)
+                .manifest_polling(Duration::from_secs(3600), None),
+        )
+        .await
+        .unwrap();
+    assert_eq!(attached.never_submitted(), vec![1, 2]);
+    let submitter = tokio::spawn(driver);
+    let items = attached
+        .results(BatchResultsOptions::default().timeout(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(values(&items), vec![json!(0), json!(1), json!(4)]);
+    submitter.await.unwrap();
+    let stored = w.store.snapshot();
+    let bytes = stored.get(&layout::group_manifest(&group_id)).unwrap();
+    let (m, _) = kinetic_core::batch::GroupManifest::from_json_bytes(bytes, &group_id).unwrap();
+    assert!(m.submission_complete);
+    assert_eq!(m.children.len(), 3, "every child stays named");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -377,6 +377,22 @@ impl BatchShared {
                 });
                 targets[at].1.push((index, job_id));
             }
+            // A handle still reading the manifest asks for the group even
+            // when none of the children it follows is active: the poll
+            // finds the ones the submitter started since.
+            if !targets.iter().any(|((_, _, children), _)| *children)
+                && let Some(backend) = core.base.backend.clone()
+                && core.manifest_poll.is_some()
+                && core.indexed.is_none()
+                && core.machine.counts().unknown > 0
+            {
+                let namespace = core
+                    .base
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| self.engine.settings.namespace.clone());
+                targets.push(((backend, namespace, true), Vec::new()));
+            }
             targets
         };
         if targets.is_empty() {
@@ -445,9 +461,13 @@ impl BatchShared {
                         (i, id, state)
                     })
                     .collect();
+                let newcomers = self.unfollowed_children(&map);
                 drop(map);
                 self.keep_children_attempts(&states).await;
                 out.extend(states);
+                if !newcomers.is_empty() {
+                    self.adopt_children(&newcomers).await;
+                }
             } else {
                 let owned: Vec<(usize, JobHandle)> = {
                     let core = self.lock();
@@ -469,6 +489,30 @@ impl BatchShared {
         }
         self.settle_vanished(&mut out).await;
         Ok(out)
+    }
+
+    /// The children a group poll found that this handle does not follow
+    /// yet, for a handle attached while the batch is still being
+    /// submitted (it reads the manifest): followed from the poll that
+    /// finds them, not from the next read of the manifest, which names
+    /// them only every `manifest_poll_interval` (10 s). The latest
+    /// attempt of each input is adopted ([`Self::adopt_children`]).
+    fn unfollowed_children(&self, held: &kinetic_core::ports::GroupStatus) -> Vec<ManifestChild> {
+        let core = self.lock();
+        if core.manifest_poll.is_none()
+            || core.indexed.is_some()
+            || core.machine.counts().unknown == 0
+        {
+            return Vec::new();
+        }
+        held.iter()
+            .filter(|(_, state)| state.status != JobStatus::NotFound)
+            .filter_map(|(job_id, _)| {
+                let (index, attempt) = child_position(&self.group_id, job_id, self.total)?;
+                (core.machine.slot(index) == Some(&kinetic_core::batch::Slot::Unknown))
+                    .then(|| ManifestChild::new(index, job_id.clone(), attempt))
+            })
+            .collect()
     }
 
     /// Keep each child's attempts a group poll saw in its
