@@ -384,6 +384,7 @@ impl BatchShared {
                 && let Some(backend) = core.base.backend.clone()
                 && core.manifest_poll.is_some()
                 && core.indexed.is_none()
+                && !core.machine.is_indexed()
                 && core.machine.counts().unknown > 0
             {
                 let namespace = core
@@ -499,8 +500,12 @@ impl BatchShared {
     /// attempt of each input is adopted ([`Self::adopt_children`]).
     fn unfollowed_children(&self, held: &kinetic_core::ports::GroupStatus) -> Vec<ManifestChild> {
         let core = self.lock();
+        // An indexed batch's children are followed from its batch spec
+        // (their records are written only once their pods run), even
+        // before that spec is read.
         if core.manifest_poll.is_none()
             || core.indexed.is_some()
+            || core.machine.is_indexed()
             || core.machine.counts().unknown == 0
         {
             return Vec::new();
