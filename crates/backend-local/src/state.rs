@@ -105,30 +105,97 @@ impl JobDir {
     /// when another spec holds the id. Only the job's directory and its
     /// `submitted` are made ([`JobDir::make_run_dirs`] for the rest).
     pub(crate) fn claim(&self, spec_uri: &str) -> Result<bool, String> {
-        match std::fs::create_dir(&self.path) {
-            Ok(()) => {
-                write_atomic(&self.file("submitted"), spec_uri).map_err(|e| e.to_string())?;
-                Ok(true)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                // The creator writes `submitted` right after the directory.
-                let deadline = Instant::now() + Duration::from_secs(2);
-                loop {
-                    if let Ok(existing) = std::fs::read_to_string(self.file("submitted")) {
-                        return if existing == spec_uri {
-                            Ok(false)
-                        } else {
-                            Err(existing)
-                        };
+        let mut taken_over = false;
+        loop {
+            match self.create_with_submitted(spec_uri) {
+                Ok(()) => return Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    // Where the directory is made in place, its creator
+                    // writes `submitted` right after it.
+                    let deadline = Instant::now() + Duration::from_secs(2);
+                    loop {
+                        if let Ok(existing) = std::fs::read_to_string(self.file("submitted")) {
+                            return if existing == spec_uri {
+                                Ok(false)
+                            } else {
+                                Err(existing)
+                            };
+                        }
+                        if Instant::now() > deadline {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
                     }
-                    if Instant::now() > deadline {
+                    // Still none: a submission cut between the two (made in
+                    // place, as an older version or a file system that
+                    // cannot refuse a rename does). Nothing ran from it (a
+                    // job starts only once claimed): it is moved away and
+                    // the job claimed anew, once.
+                    if taken_over {
                         return Err("(an unfinished submission)".into());
                     }
-                    std::thread::sleep(Duration::from_millis(10));
+                    taken_over = true;
+                    let name = self
+                        .path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let stale = self
+                        .path
+                        .with_file_name(format!(".{name}.cut-{}", std::process::id()));
+                    if std::fs::rename(&self.path, &stale).is_ok() {
+                        let _ = std::fs::remove_dir_all(&stale);
+                    }
+                }
+                Err(e) => return Err(format!("(cannot create {}: {e})", self.path.display())),
+            }
+        }
+    }
+
+    /// Create the job's directory holding its `submitted` (`spec_uri`):
+    /// made aside and renamed into place where the file system can refuse
+    /// to replace what is there (one rename wins), so the directory never
+    /// exists without `submitted`. Made first and written after, it was
+    /// left so by a submitter killed in between, and a resubmission of the
+    /// same job read it as another's unfinished submission (a resumed
+    /// batch's input then failed). `AlreadyExists` when the job has one.
+    fn create_with_submitted(&self, spec_uri: &str) -> std::io::Result<()> {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+            let name = self
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let aside = self
+                .path
+                .with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&aside);
+            std::fs::create_dir(&aside)?;
+            std::fs::write(aside.join("submitted"), spec_uri)?;
+            match renameat2(
+                AT_FDCWD,
+                &aside,
+                AT_FDCWD,
+                &self.path,
+                RenameFlags::RENAME_NOREPLACE,
+            ) {
+                Ok(()) => return Ok(()),
+                Err(errno) => {
+                    let _ = std::fs::remove_dir_all(&aside);
+                    if errno == nix::errno::Errno::EEXIST || errno == nix::errno::Errno::ENOTEMPTY {
+                        return Err(std::io::ErrorKind::AlreadyExists.into());
+                    }
+                    if errno != nix::errno::Errno::EINVAL && errno != nix::errno::Errno::ENOSYS {
+                        return Err(errno.into());
+                    }
+                    // The file system cannot refuse: made in place below.
                 }
             }
-            Err(e) => Err(format!("(cannot create {}: {e})", self.path.display())),
         }
+        std::fs::create_dir(&self.path)?;
+        write_atomic(&self.file("submitted"), spec_uri)
     }
 
     /// Take the right to start this claimed job's supervisor: true for
@@ -958,6 +1025,39 @@ mod tests {
             job.claim("file:///b/spec.json"),
             Err("file:///a/spec.json".into())
         );
+    }
+
+    /// A submitter killed while it claimed a job leaves at most its
+    /// directory made aside, never the job's without `submitted`: the
+    /// job's resubmission (a resumed batch's) claims it. One made in place
+    /// and cut before its `submitted` (an older version's) is taken over.
+    #[test]
+    fn a_claim_cut_midway_leaves_the_job_to_its_resubmission() {
+        let dir = tempfile::tempdir().unwrap();
+        let cut = JobDir::new(dir.path().join("job-0000cafe"));
+        std::fs::create_dir(dir.path().join("job-0000cafe")).unwrap();
+        std::fs::write(dir.path().join("job-0000cafe/submitted.tmp-4194000"), "x").unwrap();
+        assert_eq!(cut.claim("file:///c/spec.json"), Ok(true));
+        assert_eq!(
+            cut.read("submitted").as_deref(),
+            Some("file:///c/spec.json")
+        );
+        let job = JobDir::new(dir.path().join("job-0000abcd"));
+        // What a killed claim leaves: its aside directory, and at most an
+        // unfinished `submitted` in it.
+        let aside = dir.path().join(".job-0000abcd.tmp-4194000");
+        std::fs::create_dir(&aside).unwrap();
+        std::fs::write(aside.join("submitted"), "file:///a/sp").unwrap();
+        assert_eq!(job.claim("file:///a/spec.json"), Ok(true));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("job-0000abcd/submitted")).unwrap(),
+            "file:///a/spec.json"
+        );
+        let names: Vec<String> = std::fs::read_dir(dir.path().join("job-0000abcd"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["submitted"], "nothing else is made in place");
     }
 
     #[test]

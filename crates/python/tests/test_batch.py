@@ -189,9 +189,9 @@ def test_as_completed_polls_at_the_interval_it_is_given(backend):
 
 def test_a_batch_whose_client_was_killed_is_said_at_once_and_resumed():
     # Issue 25.5: the process that submitted the batch dies right after
-    # run_async_map returns (one input at a time: at most one submitted;
-    # each takes a second, so that on a loaded machine input 0 does not end,
-    # and input 1 go out, before the process is gone).
+    # run_async_map returns (one input at a time, each taking a second: at
+    # most input 0 running and input 1 queued for the pool's one worker,
+    # which the engine keeps one input ahead).
     import subprocess
     import sys
     code = ("import os, kinetic, work\n"
@@ -205,11 +205,11 @@ def test_a_batch_whose_client_was_killed_is_said_at_once_and_resumed():
 
     batch = kinetic.attach_batch(group_id)
     missing = batch.never_submitted()
-    assert len(missing) >= 4 and missing == sorted(missing)
+    assert len(missing) >= 3 and missing == list(range(5 - len(missing), 5)), missing
     # Said before waiting (not after a timeout: this one has none left).
     # Input 0 may have been claimed (its record written) but never
     # submitted: followed from its record, it is pending, not counted.
-    message = r"batch %s: [45] of 5 inputs were never submitted .*BatchHandle\.resume\(\)" % group_id
+    message = r"batch %s: [345] of 5 inputs were never submitted .*BatchHandle\.resume\(\)" % group_id
     with pytest.warns(RuntimeWarning, match=message):
         with pytest.raises(TimeoutError):
             batch.wait(timeout=0)
