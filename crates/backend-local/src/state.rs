@@ -135,14 +135,7 @@ impl JobDir {
                         return Err("(an unfinished submission)".into());
                     }
                     taken_over = true;
-                    let name = self
-                        .path
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    let stale = self
-                        .path
-                        .with_file_name(format!(".{name}.cut-{}", std::process::id()));
+                    let stale = self.beside("cut");
                     if std::fs::rename(&self.path, &stale).is_ok() {
                         let _ = std::fs::remove_dir_all(&stale);
                     }
@@ -150,6 +143,18 @@ impl JobDir {
                 Err(e) => return Err(format!("(cannot create {}: {e})", self.path.display())),
             }
         }
+    }
+
+    /// `.{job}.{what}-{pid}` beside the job's directory: a name no job
+    /// listing takes for a job (it starts with a dot), this process's own.
+    fn beside(&self, what: &str) -> PathBuf {
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.path
+            .with_file_name(format!(".{name}.{what}-{}", std::process::id()))
     }
 
     /// Create the job's directory holding its `submitted` (`spec_uri`):
@@ -163,14 +168,7 @@ impl JobDir {
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         {
             use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-            let name = self
-                .path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let aside = self
-                .path
-                .with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+            let aside = self.beside("tmp");
             let _ = std::fs::remove_dir_all(&aside);
             std::fs::create_dir(&aside)?;
             std::fs::write(aside.join("submitted"), spec_uri)?;

@@ -15,8 +15,9 @@ use kinetic_core::record::JobRecord;
 use kinetic_core::status::{JobStatus, StatusReason};
 use kinetic_engine::layers::{FaultyBackend, FaultyStore};
 use kinetic_engine::{
-    Arg, AttachOptions, BatchConfig, BatchError, BatchResultsOptions, ChildError, CleanupOptions,
-    Data, Engine, EngineBuilder, EngineSettings, Entrypoint, JobSpec, ProgressEvent, SubmitOptions,
+    Arg, AttachOptions, BatchConfig, BatchDriver, BatchError, BatchHandle, BatchResultsOptions,
+    ChildError, CleanupOptions, Data, Engine, EngineBuilder, EngineSettings, Entrypoint, JobSpec,
+    ProgressEvent, SubmitOptions,
 };
 use kinetic_testkit::{FakeBackend, MemoryStore, Outcome};
 use serde_json::{Value, json};
@@ -123,6 +124,49 @@ impl World {
             );
             let _ = tokio::time::timeout(Duration::from_millis(1), &mut *driver).await;
         }
+    }
+
+    /// The stored manifest of `group`.
+    fn manifest(&self, group: &GroupId) -> kinetic_core::batch::GroupManifest {
+        let bytes = self
+            .store
+            .snapshot()
+            .get(&layout::group_manifest(group))
+            .cloned()
+            .expect("the manifest is stored");
+        kinetic_core::batch::GroupManifest::from_json_bytes(&bytes, group)
+            .unwrap()
+            .0
+    }
+
+    /// A map of `n` inputs submitted one at a time, driven until the
+    /// manifest names input 0, and a handle attached to it then that
+    /// reads the manifest again only in an hour: the batch's id, its
+    /// submission loop and the attached handle.
+    async fn attached_mid_submission(&self, n: u64) -> (GroupId, BatchDriver, BatchHandle) {
+        let (batch, mut driver) = self
+            .engine()
+            .map_with_driver(
+                self.spec(),
+                numbers(n),
+                fast().max_concurrent(Some(1)),
+                SubmitOptions::default(),
+            )
+            .await
+            .unwrap();
+        let group_id = batch.group_id().clone();
+        self.drive_until_named(&group_id, 0, &mut driver).await;
+        let attached = self
+            .engine()
+            .attach_batch(
+                group_id.as_str(),
+                AttachOptions::default()
+                    .poll_interval(FAST)
+                    .manifest_polling(Duration::from_secs(3600), None),
+            )
+            .await
+            .unwrap();
+        (group_id, driver, attached)
     }
 
     async fn record(&self, job_id: &JobId) -> JobRecord {
@@ -689,11 +733,7 @@ async fn the_manifest_is_stamped_with_the_engines_clock() {
         .unwrap();
     let (_, items) = tokio::join!(driver, batch.results(BatchResultsOptions::default()));
     items.unwrap();
-    let path = layout::group_manifest(batch.group_id());
-    let bytes = w.store.get(&path, GetOptions::default()).await.unwrap();
-    let (manifest, _) =
-        kinetic_core::batch::GroupManifest::from_json_bytes(&bytes, batch.group_id()).unwrap();
-    assert_eq!(manifest.created_at, stamp);
+    assert_eq!(w.manifest(batch.group_id()).created_at, stamp);
     let child = w.record(batch.job(0).unwrap().id()).await;
     assert_eq!(child.created_at, stamp);
 }
@@ -723,17 +763,7 @@ async fn a_batch_of_jobs_is_stamped_with_the_engines_clock() {
         .results(BatchResultsOptions::default().cleanup(false))
         .await
         .unwrap();
-    let bytes = w
-        .store
-        .get(
-            &layout::group_manifest(batch.group_id()),
-            GetOptions::default(),
-        )
-        .await
-        .unwrap();
-    let (manifest, _) =
-        kinetic_core::batch::GroupManifest::from_json_bytes(&bytes, batch.group_id()).unwrap();
-    assert_eq!(manifest.created_at, stamp);
+    assert_eq!(w.manifest(batch.group_id()).created_at, stamp);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -840,43 +870,14 @@ async fn an_attached_handle_never_writes_away_children_it_has_not_read() {
         FakeBackend::new("fake", store)
             .with_capabilities(BackendCapabilities::single_host().with_group_status(false))
     });
-    let engine = w.engine();
-    let (batch, mut driver) = engine
-        .map_with_driver(
-            w.spec(),
-            numbers(2),
-            fast().max_concurrent(Some(1)),
-            SubmitOptions::default(),
-        )
-        .await
-        .unwrap();
-    let group_id = batch.group_id().clone();
-    let manifest = layout::group_manifest(&group_id);
-    w.drive_until_named(&group_id, 0, &mut driver).await;
-    // Attached while the manifest names input 0 only; it reads the
-    // manifest again only in an hour.
-    let attached = w
-        .engine()
-        .attach_batch(
-            group_id.as_str(),
-            AttachOptions::default()
-                .poll_interval(FAST)
-                .manifest_polling(Duration::from_secs(3600), None),
-        )
-        .await
-        .unwrap();
+    // Attached while the manifest names input 0 only.
+    let (group_id, driver, attached) = w.attached_mid_submission(2).await;
     assert_eq!(attached.never_submitted(), vec![1]);
     tokio::time::timeout(Duration::from_secs(30), driver)
         .await
         .expect("the submitter ends");
     assert!(w.names_child(&group_id, 1));
-    let stored = |w: &World| {
-        let bytes = w.store.snapshot().get(&manifest).cloned().unwrap();
-        kinetic_core::batch::GroupManifest::from_json_bytes(&bytes, &group_id)
-            .unwrap()
-            .0
-    };
-    assert!(stored(&w).submission_complete);
+    assert!(w.manifest(&group_id).submission_complete);
 
     // It collects input 0 (and records it, cleaning it up), then waits
     // for input 1, which it does not know of yet.
@@ -890,7 +891,7 @@ async fn an_attached_handle_never_writes_away_children_it_has_not_read() {
         .unwrap_err();
     assert!(matches!(err, BatchError::Timeout { .. }), "{err}");
     assert_eq!(attached.counts().succeeded, 1);
-    let m = stored(&w);
+    let m = w.manifest(&group_id);
     assert!(
         m.submission_complete,
         "the manifest still says every input was submitted"
@@ -921,28 +922,7 @@ async fn an_attached_handle_never_writes_away_children_it_has_not_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attached_handle_follows_new_children_at_the_polls_pace() {
     let w = World::new();
-    let engine = w.engine();
-    let (batch, mut driver) = engine
-        .map_with_driver(
-            w.spec(),
-            numbers(3),
-            fast().max_concurrent(Some(1)),
-            SubmitOptions::default(),
-        )
-        .await
-        .unwrap();
-    let group_id = batch.group_id().clone();
-    w.drive_until_named(&group_id, 0, &mut driver).await;
-    let attached = w
-        .engine()
-        .attach_batch(
-            group_id.as_str(),
-            AttachOptions::default()
-                .poll_interval(FAST)
-                .manifest_polling(Duration::from_secs(3600), None),
-        )
-        .await
-        .unwrap();
+    let (group_id, driver, attached) = w.attached_mid_submission(3).await;
     assert_eq!(attached.never_submitted(), vec![1, 2]);
     let submitter = tokio::spawn(driver);
     let items = attached
@@ -951,9 +931,7 @@ async fn an_attached_handle_follows_new_children_at_the_polls_pace() {
         .unwrap();
     assert_eq!(values(&items), vec![json!(0), json!(1), json!(4)]);
     submitter.await.unwrap();
-    let stored = w.store.snapshot();
-    let bytes = stored.get(&layout::group_manifest(&group_id)).unwrap();
-    let (m, _) = kinetic_core::batch::GroupManifest::from_json_bytes(bytes, &group_id).unwrap();
+    let m = w.manifest(&group_id);
     assert!(m.submission_complete);
     assert_eq!(m.children.len(), 3, "every child stays named");
 }
