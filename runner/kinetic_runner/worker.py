@@ -1,14 +1,17 @@
 """A pool worker's side of the runner: the phases every input of a batch
-shares, run once per worker, and each input's own run in a fork of it.
+shares, run once per worker, and each input's own run in the worker's
+executor (one fork of it that runs input after input in itself).
 
 The local backend's worker (``supervisor.py --pool``) keeps one
-``PoolWorker`` for its life. Before it forks an input's runner it asks
-``prepare`` for the input's arguments: that loads the input's spec.json,
-and when the worker holds no preparation of the same ``shared_key`` runs
-the shared phases (download, verify, install, extract, environment check,
-import of the function) in the worker itself. The fork then runs
-``main(argv, prepared)``: only its own phases (startup, environment, data,
-execute, serialize, result) on what the worker prepared.
+``PoolWorker`` for its life. Before it hands an input to its executor it
+asks ``prepare`` for the input's arguments: that loads the input's
+spec.json, and when the worker holds no preparation of the same
+``shared_key`` runs the shared phases (download, verify, install, extract,
+environment check, import of the function) in the worker itself (a new
+preparation gets a new executor, forked from the worker once it holds it).
+The executor then runs ``main(argv, prepared)`` for each input: only its
+own phases (startup, environment, data, execute, serialize, result) on
+what the worker prepared.
 
 What a preparation leaves in the worker (modules imported, ``sys.path``
 entries, the working directory, ``os.environ``) is undone when it is

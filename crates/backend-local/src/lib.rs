@@ -1684,6 +1684,191 @@ mod tests {
         assert!(state::live_workers(&root.join("pool")).is_empty());
     }
 
+    /// A stand-in runner with a `PoolWorker` whose preparation always
+    /// holds: every input runs on the worker's executor. Each run prints
+    /// its job, attempt, process, the runs its process made so far, the
+    /// variable the run before it set and its working directory; by its
+    /// first argument it then returns, `os._exit`s on its first attempt,
+    /// or waits for the file its second argument names.
+    const EXECUTOR_RUNNER: &str = "import os, time\n\
+        RUNS = []\n\
+        class Prepared:\n    next_spec = None\n\
+        class PoolWorker:\n    armed = False\n\
+        \x20   def __init__(self, scratch):\n        self.prepared = Prepared()\n\
+        \x20   def held(self, argv):\n        return self.prepared\n\
+        \x20   def prepare(self, argv, log_path):\n        return self.prepared\n\
+        \x20   def interrupt(self):\n        pass\n\
+        \x20   def ended(self, code):\n        pass\n\
+        \x20   def close(self):\n        pass\n\
+        def main(argv, prepared=None):\n\
+        \x20   RUNS.append(os.environ['JOB_ID'])\n\
+        \x20   print('job', os.environ['JOB_ID'], 'attempt', os.environ['KINETIC_ATTEMPT'], 'pid', os.getpid(),\n\
+        \x20         'runs', len(RUNS), 'left', os.environ.get('LEFT_BY_A_RUN'), 'cwd', os.getcwd(), flush=True)\n\
+        \x20   os.environ['LEFT_BY_A_RUN'] = os.environ['JOB_ID']\n\
+        \x20   if argv[0] == 'exit-once' and os.environ['KINETIC_ATTEMPT'] == '1':\n        os._exit(9)\n\
+        \x20   if argv[0] == 'wait':\n\
+        \x20       while not os.path.exists(argv[1]):\n            time.sleep(0.01)\n\
+        \x20   return 0\n";
+
+    /// The `(job, attempt, pid, runs)` of each run line of a log written
+    /// by [`EXECUTOR_RUNNER`], asserting the run saw no variable an
+    /// earlier run set and ran in its job's directory.
+    fn executor_runs(job: &JobDir) -> Vec<(String, u32, u32, u32)> {
+        let log = job.read_log();
+        let runs: Vec<_> = log
+            .lines()
+            .filter(|l| l.starts_with("job "))
+            .map(|line| {
+                let f: Vec<&str> = line.split(' ').collect();
+                assert_eq!(f[8..10], ["left", "None"], "{line}");
+                let cwd = std::fs::canonicalize(f[11]).unwrap();
+                assert_eq!(cwd, std::fs::canonicalize(job.path()).unwrap(), "{line}");
+                let n = |i: usize| f[i].parse::<u32>().unwrap();
+                (f[1].to_owned(), n(3), n(5), n(7))
+            })
+            .collect();
+        assert!(!runs.is_empty(), "{log}");
+        runs
+    }
+
+    #[test]
+    fn a_worker_runs_input_after_input_in_one_process_and_one_that_ends_it_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let runner = runner_script(root, EXECUTOR_RUNNER);
+        let ids = [
+            "job-0000000a",
+            "job-0000000b",
+            "job-0000000c",
+            "job-0000000d",
+        ];
+        let mut worker = pool_with_jobs(
+            root,
+            &runner,
+            &[
+                (0, ids[0], &["ok"]),
+                (1, ids[1], &["ok"]),
+                (2, ids[2], &["exit-once"]),
+                (3, ids[3], &["ok"]),
+            ],
+        );
+        let job = |id: &str| JobDir::new(root.join("jobs").join(id));
+        wait_for("every job ended", || {
+            ids.iter().all(|id| job(id).read("exit_code").is_some())
+        });
+        for id in ids {
+            assert_eq!(job(id).observe(), Observed::Exited(0), "{id}");
+        }
+        let runs: Vec<_> = ids.iter().flat_map(|id| executor_runs(&job(id))).collect();
+        let worker_pid = worker.id();
+        let first = runs[0].2;
+        assert_ne!(first, worker_pid, "inputs run in the worker's executor");
+        // One process ran the first three runs, counting them; the
+        // os._exit ended it, and its input's second attempt and the next
+        // input ran in a new one.
+        let seen: Vec<_> = runs
+            .iter()
+            .map(|(j, a, _, n)| (j.as_str(), *a, *n))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (ids[0], 1, 1),
+                (ids[1], 1, 2),
+                (ids[2], 1, 3),
+                (ids[2], 2, 1),
+                (ids[3], 1, 2)
+            ],
+            "{runs:?}"
+        );
+        assert!(runs[..3].iter().all(|r| r.2 == first), "{runs:?}");
+        assert!(
+            runs[3..].iter().all(|r| r.2 != first && r.2 == runs[3].2),
+            "{runs:?}"
+        );
+        assert_eq!(
+            job(ids[2]).read("pid").unwrap().split(' ').next(),
+            Some(runs[3].2.to_string().as_str()),
+            "pid names the process that ran the input"
+        );
+        assert!(worker.wait().unwrap().success());
+        assert!(state::live_workers(&root.join("pool")).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_cancel_stops_its_input_through_the_worker_and_never_the_next_input_on_its_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let runner = runner_script(root, EXECUTOR_RUNNER);
+        let ids = [
+            "job-0000000a",
+            "job-0000000b",
+            "job-0000000c",
+            "job-0000000d",
+        ];
+        let release = root.join("release-b");
+        let never = root.join("never");
+        let (release_arg, never_arg) = (release.to_str().unwrap(), never.to_str().unwrap());
+        let mut worker = pool_with_jobs(
+            root,
+            &runner,
+            &[
+                (0, ids[0], &["ok"]),
+                (1, ids[1], &["wait", release_arg]),
+                (2, ids[2], &["wait", never_arg]),
+                (3, ids[3], &["ok"]),
+            ],
+        );
+        let job = |id: &str| JobDir::new(root.join("jobs").join(id));
+        let wait = CleanupWait::new(Duration::from_secs(20), Duration::from_millis(20));
+        wait_for("the second input runs", || {
+            job(ids[1]).read_log().contains("job ")
+        });
+        assert_eq!(job(ids[0]).observe(), Observed::Exited(0));
+        assert_eq!(
+            job(ids[0]).read("pid"),
+            job(ids[1]).read("pid"),
+            "the ended input's process runs the next"
+        );
+        // A cancel of the first input that raced its end (it read the job
+        // running, then the input ended and its process took the next):
+        // the worker stops nothing, since the job its process runs now
+        // was not cancelled.
+        job(ids[0]).mark_cancelled().unwrap();
+        assert!(job(ids[0]).kill_group(Duration::from_secs(3), wait).await);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(job(ids[1]).observe(), Observed::Running);
+        std::fs::write(&release, b"").unwrap();
+        wait_for("the second input ended", || {
+            job(ids[1]).read("exit_code").is_some()
+        });
+        assert_eq!(
+            executor_runs(&job(ids[1])).len(),
+            1,
+            "its first attempt ran to its end, never stopped"
+        );
+        assert_eq!(job(ids[1]).observe(), Observed::Exited(0));
+        // A cancel of the input running now stops it, and only it.
+        wait_for("the third input runs", || {
+            job(ids[2]).read_log().contains("job ")
+        });
+        job(ids[2]).mark_cancelled().unwrap();
+        assert!(job(ids[2]).kill_group(Duration::from_secs(3), wait).await);
+        assert_eq!(job(ids[2]).observe(), Observed::Cancelled);
+        wait_for("the last input ended", || {
+            job(ids[3]).read("exit_code").is_some()
+        });
+        assert_eq!(job(ids[3]).observe(), Observed::Exited(0));
+        let pid = |id: &str| executor_runs(&job(id))[0].2;
+        assert_eq!(pid(ids[0]), pid(ids[2]));
+        assert_ne!(
+            pid(ids[2]),
+            pid(ids[3]),
+            "a new process after the stopped one"
+        );
+        assert!(worker.wait().unwrap().success());
+    }
+
     #[test]
     fn a_pooled_fork_that_runs_every_phase_itself_finds_its_work_and_mounts_directories_made() {
         let dir = tempfile::tempdir().unwrap();

@@ -619,17 +619,44 @@ impl JobDir {
     /// every 25 ms (or `wait.poll_interval`, when shorter). Returns whether
     /// it is gone. When the wait ends within the grace period the job's
     /// supervisor, which got the SIGTERM too, kills the group at its end.
+    ///
+    /// A job of a worker pool whose worker lives is stopped by its worker
+    /// instead (the worker then does the same): the process that runs it
+    /// is the worker's executor, which runs the worker's next input once
+    /// this one ended, so only the worker knows whether the process still
+    /// runs this job. The worker is sent SIGUSR1 (it looks at the job's
+    /// `cancelled`, written before), and the job counts as stopped once
+    /// its exit code is recorded or its process group is gone. Should the
+    /// worker die meanwhile, the group is signalled here as for any job.
     pub(crate) async fn kill_group(&self, grace: Duration, wait: CleanupWait) -> bool {
         let Some((pid, _)) = self.pid() else {
             return true;
         };
         let group = Pid::from_raw(pid);
-        let _ = killpg(group, Signal::SIGTERM);
         let started = Instant::now();
         let pause = wait.poll_interval.min(Duration::from_millis(25));
+        if let Some(worker) = self.live_worker() {
+            let _ = kill(worker, Signal::SIGUSR1);
+            while self.live_worker().is_some() {
+                if self.stopped(group) {
+                    return true;
+                }
+                let elapsed = started.elapsed();
+                if elapsed >= wait.timeout {
+                    return false;
+                }
+                tokio::time::sleep(
+                    pause
+                        .min(wait.timeout - elapsed)
+                        .max(Duration::from_millis(1)),
+                )
+                .await;
+            }
+        }
+        let _ = killpg(group, Signal::SIGTERM);
         let mut killed = false;
         loop {
-            if killpg(group, None).is_err() {
+            if self.stopped(group) {
                 return true;
             }
             let elapsed = started.elapsed();
@@ -665,7 +692,7 @@ impl JobDir {
         let started = Instant::now();
         let pause = wait.poll_interval.min(Duration::from_millis(25));
         loop {
-            if killpg(group, None).is_err() {
+            if self.stopped(group) {
                 return true;
             }
             let elapsed = started.elapsed();
@@ -679,6 +706,23 @@ impl JobDir {
             )
             .await;
         }
+    }
+
+    /// The worker that took this pooled job, while it lives.
+    fn live_worker(&self) -> Option<Pid> {
+        if !self.file("pooled").exists() {
+            return None;
+        }
+        let (pid, start) = self.pid_file("worker")?;
+        process_alive(pid, &start).then(|| Pid::from_raw(pid))
+    }
+
+    /// True once the job's process `group` is gone or, for a job of a
+    /// worker pool (whose process, the worker's executor, lives on to run
+    /// the next input), once its exit code is recorded.
+    fn stopped(&self, group: Pid) -> bool {
+        killpg(group, None).is_err()
+            || (self.file("pooled").exists() && self.file("exit_code").exists())
     }
 
     pub(crate) fn logs_archived(&self) -> bool {

@@ -55,8 +55,9 @@ pub(crate) struct MapArgs {
     #[arg(long, value_name = "MODE", default_value = "auto")]
     input_mode: String,
     /// How the inputs share processes: workers (a pool of at most
-    /// --max-concurrent worker processes that run input after input, each
-    /// in a fork of its own) or process (a fresh interpreter per input).
+    /// --max-concurrent worker processes that each import the function once
+    /// and call it for input after input) or process (a fresh interpreter
+    /// per input).
     /// Backends without pools run one process per input either way.
     #[arg(long, value_name = "MODE", default_value = "workers")]
     isolation: String,

@@ -76,9 +76,10 @@ pub enum Isolation {
     /// The batch's inputs run on a pool of at most `max_concurrent`
     /// long-lived worker processes (the backend's parallelism when
     /// unlimited): a worker starts its interpreter and loads the runner
-    /// once, then runs input after input, each in a fork of itself, so an
-    /// input that kills its process (`os._exit`, a segfault, the OOM
-    /// killer) ends alone. Backends without pools run one process per
+    /// once, then calls the function for input after input in one
+    /// interpreter, so an input that kills that interpreter (`os._exit`, a
+    /// segfault, the OOM killer) ends alone and the worker starts another.
+    /// Backends without pools run one process per
     /// input, as [`Isolation::Process`].
     #[default]
     Workers,

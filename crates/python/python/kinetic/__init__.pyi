@@ -279,7 +279,8 @@ class _Remote(Generic[_P, _R]):
         input becomes the call's arguments: 'auto', 'single', 'args',
         'kwargs'), returning a :class:`BatchHandle`. ``isolation``: 'workers'
         (the jobs share a pool of worker processes where the backend has
-        them) or 'process' (a fresh interpreter per input)."""
+        them, each importing the function once and calling it for input
+        after input) or 'process' (a fresh interpreter per input)."""
 
 def run(
     accelerator: str = "tpu-v5e-1",
