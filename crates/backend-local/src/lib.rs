@@ -307,7 +307,7 @@ impl LocalBackend {
         let dir = self.group_dir(group);
         std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, &e))?;
         let entry = dir.join(record.job_id.as_str());
-        std::fs::write(&entry, b"").map_err(|e| io_err(&entry, &e))
+        state::link_empty(&self.options.root.join("jobs"), &entry).map_err(|e| io_err(&entry, &e))
     }
 
     /// The state of a job from its directory, copying its log to the store
@@ -499,7 +499,8 @@ impl LocalBackend {
             job.record.group_index.unwrap_or(0),
             job.record.job_id
         ));
-        std::fs::write(&entry, b"").map_err(|e| io_err(&entry, &e))?;
+        state::link_empty(&self.options.root.join("jobs"), &entry)
+            .map_err(|e| io_err(&entry, &e))?;
         wake_a_worker(&pool_dir);
         // After the entry is there: a worker leaving marks itself first and
         // looks at the queue after, so either it sees this job or this

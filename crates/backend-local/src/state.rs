@@ -730,7 +730,9 @@ impl JobDir {
     }
 
     pub(crate) fn mark_logs_archived(&self) {
-        let _ = write_atomic(&self.file("logs_archived"), "");
+        if let Some(jobs) = self.path.parent() {
+            let _ = link_empty(jobs, &self.file("logs_archived"));
+        }
     }
 
     pub(crate) fn read_log(&self) -> String {
@@ -751,6 +753,33 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path)
+}
+
+/// Name `dest` as one more link of the empty file `{jobs}/.empty` (made
+/// when missing, and made again when it has as many links as the file
+/// system allows): an empty marker (a group's or a pool queue's entry,
+/// `logs_archived`) costs no inode of its own. On the ext4 without a
+/// journal this machine runs on, every inode made and freed per input is
+/// what a map paid most for: making one skips each inode of its group
+/// freed in the last seconds (`docs/performance.md`, "Where an input's
+/// time goes"). A `dest` that exists already is left as it is (every
+/// such marker is empty).
+pub(crate) fn link_empty(jobs: &Path, dest: &Path) -> std::io::Result<()> {
+    let shared = jobs.join(".empty");
+    match std::fs::hard_link(&shared, dest) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(nix::libc::EMLINK) =>
+        {
+            write_atomic(&shared, "")?;
+            match std::fs::hard_link(&shared, dest) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                other => other,
+            }
+        }
+        other => other,
+    }
 }
 
 /// A process's start time as pid files record it (empty where unknown).

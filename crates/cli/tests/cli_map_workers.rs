@@ -60,6 +60,20 @@ def fails_at_40(x):
     return x
 
 
+CALLS = []
+
+
+def counts(x):
+    # The calls this interpreter made, and what an earlier input left in
+    # the environment (nothing: each input starts from the worker's).
+    CALLS.append(x)
+    left = os.environ.get("SET_BY_AN_INPUT")
+    os.environ["SET_BY_AN_INPUT"] = str(x)
+    if x == 3:
+        os._exit(5)
+    return [x, os.getpid(), len(CALLS), left]
+
+
 def fails_or_sleeps(x):
     if x == 0:
         raise ValueError("input 0 fails")
@@ -196,7 +210,7 @@ fn an_input_that_exits_its_process_fails_alone_and_its_worker_goes_on() {
         }
     }
     // One worker ran them all: the input that left its process took only
-    // its own fork with it.
+    // its worker's executor with it.
     assert_eq!(parents(&v["results"]).len(), 1, "{v}");
     let children = children(&v);
     let o = w.kinetic(&["jobs", "logs", &children[2]]);
@@ -204,6 +218,49 @@ fn an_input_that_exits_its_process_fails_alone_and_its_worker_goes_on() {
         String::from_utf8_lossy(&o.stdout).contains("input 2 leaves its process"),
         "{}",
         stderr(&o)
+    );
+}
+
+#[test]
+fn a_worker_calls_its_function_for_input_after_input_in_one_interpreter_and_replaces_one_an_input_ended()
+ {
+    let w = World::new(WORK_PY);
+    let inputs = w.inputs("in.jsonl", &numbers(6));
+    let (o, v) = w.map_json(
+        "work:counts",
+        &inputs,
+        &["--max-concurrent", "1", "--poll-interval", "0.05"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}\n{v}", stderr(&o));
+    let results = v["results"].as_array().expect("results");
+    let seen: Vec<(i64, i64, i64)> = results
+        .iter()
+        .filter(|r| !r["value"].is_null())
+        .map(|r| {
+            assert!(
+                r["value"][3].is_null(),
+                "no input sees another's variable: {r}"
+            );
+            let n = |i: usize| r["value"][i].as_i64().expect("a number");
+            (n(0), n(1), n(2))
+        })
+        .collect();
+    let (first, second) = (seen[0].1, seen[3].1);
+    assert_eq!(
+        seen,
+        [
+            (0, first, 1),
+            (1, first, 2),
+            (2, first, 3),
+            (4, second, 1),
+            (5, second, 2)
+        ],
+        "one interpreter called the function for inputs 0 to 3; input 3 ended it, and a new one took inputs 4 and 5: {v}"
+    );
+    assert_ne!(first, second);
+    assert!(
+        results[3]["value"].is_null() && results[3].to_string().contains('5'),
+        "{v}"
     );
 }
 
