@@ -1792,6 +1792,16 @@ mod tests {
             Some(runs[3].2.to_string().as_str()),
             "pid names the process that ran the input"
         );
+        // What the jobs of one process share is one file linked into each
+        // job's directory, not a file each.
+        let inode = |id: &str, name: &str| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(job(id).path().join(name)).unwrap().ino()
+        };
+        for name in ["worker", "pid", "started", "exit_code"] {
+            assert_eq!(inode(ids[0], name), inode(ids[1], name), "{name}");
+        }
+        assert_eq!(job(ids[1]).read("exit_code").as_deref(), Some("0\n"));
         assert!(worker.wait().unwrap().success());
         assert!(state::live_workers(&root.join("pool")).is_empty());
     }

@@ -1262,6 +1262,27 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_marker_is_a_link_of_the_shared_empty_file_made_again_when_gone() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = dir.path();
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        link_empty(jobs, &jobs.join("a")).unwrap();
+        link_empty(jobs, &jobs.join("b")).unwrap();
+        assert_eq!(ino(&jobs.join("a")), ino(&jobs.join(".empty")));
+        assert_eq!(ino(&jobs.join("b")), ino(&jobs.join(".empty")));
+        link_empty(jobs, &jobs.join("a")).unwrap(); // there already: left as it is
+        std::fs::remove_file(jobs.join(".empty")).unwrap();
+        link_empty(jobs, &jobs.join("c")).unwrap();
+        assert_eq!(ino(&jobs.join("c")), ino(&jobs.join(".empty")));
+        assert_ne!(ino(&jobs.join("c")), ino(&jobs.join("a")));
+        for name in ["a", "b", "c", ".empty"] {
+            assert_eq!(std::fs::read(jobs.join(name)).unwrap(), b"", "{name}");
+        }
+        assert!(link_empty(jobs, &jobs.join("no-such-dir/d")).is_err());
+    }
+
+    #[test]
     fn observe_follows_the_files() {
         let dir = tempfile::tempdir().unwrap();
         let job = JobDir::new(dir.path().join("j"));
