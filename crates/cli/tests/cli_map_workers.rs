@@ -74,6 +74,12 @@ def counts(x):
     return [x, os.getpid(), len(CALLS), left]
 
 
+def marks_and_sleeps(x):
+    open(os.path.join(os.environ["MARKS"], str(x)), "w").write("started")
+    time.sleep(60)
+    return x
+
+
 def fails_or_sleeps(x):
     if x == 0:
         raise ValueError("input 0 fails")
@@ -359,6 +365,71 @@ fn fail_fast_cancels_the_inputs_running_on_workers() {
     // No input's process is left running.
     for job in status["jobs"].as_array().expect("jobs") {
         assert_ne!(job["status"], "RUNNING", "{status}");
+    }
+}
+
+#[test]
+fn a_batch_cancelled_from_another_process_starts_no_input_after_the_cancel() {
+    // `kinetic map` runs two inputs at a time; `kinetic batch cancel` from
+    // another process stops them. The map reads them stopped: that must
+    // not free their room for the four inputs it has not submitted yet.
+    let w = World::new(WORK_PY);
+    let marks = w.home.join("marks");
+    std::fs::create_dir_all(&marks).expect("mkdir");
+    let inputs = w.inputs("in.jsonl", &numbers(6));
+    let marks_env = format!("MARKS={}", marks.display());
+    let mut map = w
+        .command(&[
+            "--json",
+            "map",
+            "work:marks_and_sleeps",
+            "--inputs",
+            &inputs,
+            "--max-concurrent",
+            "2",
+            "--poll-interval",
+            "0.05",
+            "--env",
+            &marks_env,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kinetic map");
+    let started = |i: usize| marks.join(i.to_string()).exists();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(started(0) && started(1)) {
+        assert!(Instant::now() < deadline, "inputs 0 and 1 never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let groups: Vec<_> = std::fs::read_dir(w.home.join("local/groups"))
+        .expect("groups")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let o = w.kinetic(&["batch", "cancel", &groups[0]]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while map.try_wait().expect("wait").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "kinetic map goes on after its batch was cancelled (inputs started: {:?})",
+            (0..6).filter(|i| started(*i)).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = map.wait_with_output().expect("output");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        (0..6).filter(|i| started(*i)).collect::<Vec<_>>(),
+        [0, 1],
+        "no input started after the cancel"
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let results = v["results"].as_array().expect("results");
+    for r in &results[2..] {
+        assert!(r.to_string().contains("cancelled"), "{r}");
     }
 }
 

@@ -937,6 +937,28 @@ async fn an_attached_handle_follows_new_children_at_the_polls_pace() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_from_another_handle_stops_the_submitter_too() {
+    // Jobs that run a minute unless cancelled. The submitter (one input at
+    // a time) had input 0 out when another handle cancelled the batch
+    // (`kinetic batch cancel` from another process): reading input 0
+    // stopped must not free its room for inputs 1 and 2, which would then
+    // run after the cancel with nobody to stop them.
+    let w = World::with_fake(|store| {
+        FakeBackend::new("fake", store).with_timing(Duration::ZERO, Duration::from_secs(60))
+    });
+    let (group_id, driver, attached) = w.attached_mid_submission(3).await;
+    let submitter = tokio::spawn(driver);
+    attached.cancel().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), submitter)
+        .await
+        .expect("the submitter stops once it reads the cancel")
+        .unwrap();
+    assert_eq!(w.fake.submits(), 1, "nothing submitted after the cancel");
+    let m = w.manifest(&group_id);
+    assert_eq!(m.children.len(), 1, "{m:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_gone_from_the_backend_ends_as_its_stored_result_says() {
     let w = World::with_fake(|store| {
         FakeBackend::new("fake", store).with_timing(Duration::from_millis(50), Duration::ZERO)

@@ -264,6 +264,10 @@ impl BatchHandle {
     /// cancelled (and any whose submission is in flight, once it lands), and
     /// nothing is retried. Cancelled jobs count as failures in `results()`.
     pub async fn cancel(&self) -> Result<(), BatchError> {
+        // Before any child is stopped: a handle following the batch
+        // elsewhere (its submitter) reads the note when it reads a child
+        // stopped, and stops submitting too.
+        self.shared.note_cancel().await;
         let chores = self.shared.apply([Event::Cancel]);
         self.shared.run_chores(chores).await;
         Ok(())

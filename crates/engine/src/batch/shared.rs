@@ -204,6 +204,9 @@ pub(super) struct BatchShared {
     /// Serialises manifest writes, so that an outcome marked written is
     /// in the stored manifest every later write starts from.
     manifest_gate: tokio::sync::Mutex<()>,
+    /// When this handle was made: a cancel note written since is a cancel
+    /// of the batch while this handle follows it ([`BatchShared::refresh`]).
+    opened_at: UtcTimestamp,
 }
 
 impl BatchShared {
@@ -219,7 +222,9 @@ impl BatchShared {
         driver: DriverState,
     ) -> Self {
         let total = machine.total();
+        let opened_at = (engine.clock)();
         Self {
+            opened_at,
             engine,
             group_id,
             name,
@@ -400,6 +405,15 @@ impl BatchShared {
             return Ok(());
         }
         let observed = self.observe(targets).await?;
+        if self.cancelled_elsewhere(&observed).await {
+            // Another handle cancelled the batch (`kinetic batch cancel`
+            // from another process): stop this one too before the states
+            // are told, so that the cancelled children free no room for
+            // the inputs not submitted yet, which would start after the
+            // cancel with nobody to stop them.
+            let chores = self.apply([Event::Cancel]);
+            self.run_chores(chores).await;
+        }
         let chores = self.record_states(observed);
         drop(gate);
         self.run_chores(chores).await;
@@ -578,8 +592,9 @@ impl BatchShared {
         }
     }
 
-    /// `_groups/{group_id}/cancelled.json`: written before an indexed
-    /// batch is cancelled at its backend (which deletes its Job).
+    /// `_groups/{group_id}/cancelled.json` (`{"at": time}`): written before
+    /// a batch is cancelled (and before an indexed batch's Job is deleted
+    /// at its backend).
     fn cancel_note(&self) -> Option<kinetic_core::ports::ObjectPath> {
         layout::group_file(&self.group_id, CANCEL_NOTE).ok()
     }
@@ -592,6 +607,41 @@ impl BatchShared {
         if let Err(e) = self.engine.store.put_json(&path, note.to_string()).await {
             tracing::warn!(group_id = %self.group_id, "could not record the batch's cancel: {e}");
         }
+    }
+
+    /// True when `observed` holds a child cancelled while this handle's
+    /// machine was not, and the batch's cancel note was written since this
+    /// handle was made: the batch was cancelled by another handle. (A child
+    /// cancelled on its own leaves no note; a cancel before a resume is
+    /// older than the resuming handle.)
+    async fn cancelled_elsewhere(&self, observed: &[(usize, JobId, JobState)]) -> bool {
+        if !observed
+            .iter()
+            .any(|(_, _, s)| s.reason == Some(StatusReason::Cancelled))
+            || self.lock().machine.is_cancelled()
+        {
+            return false;
+        }
+        let Some(path) = self.cancel_note() else {
+            return false;
+        };
+        #[derive(serde::Deserialize)]
+        struct Note {
+            at: UtcTimestamp,
+        }
+        match self.engine.store.get_if_exists(&path).await {
+            Ok(Some(bytes)) => {
+                serde_json::from_slice::<Note>(&bytes).is_ok_and(|note| note.at >= self.opened_at)
+            }
+            _ => false,
+        }
+    }
+
+    /// Leave the cancel note (see [`BatchShared::cancel_note`]): every
+    /// handle following the batch stops submitting once it reads a child
+    /// this cancel stopped.
+    pub(super) async fn note_cancel(&self) {
+        self.mark_cancelled().await;
     }
 
     async fn was_cancelled(&self) -> bool {
