@@ -565,8 +565,8 @@ def kill_group_after_grace():
 
 
 def stop_group(job_dir, slots_dir, waiter, grace, group):
-    """A worker's job past its deadline: SIGTERM its group, SIGKILL it after
-    ``grace``; the exit code (the worker goes on)."""
+    """A worker's job past its deadline, or cancelled: SIGTERM its group,
+    SIGKILL it after ``grace``; the exit code (the worker goes on)."""
     try:
         os.killpg(group, signal.SIGTERM)
     except OSError:
