@@ -1542,6 +1542,25 @@ mod tests {
         runner
     }
 
+    /// The jobs of the worker tests that queue four.
+    const FOUR_JOBS: [&str; 4] = [
+        "job-0000000a",
+        "job-0000000b",
+        "job-0000000c",
+        "job-0000000d",
+    ];
+
+    /// Waits until each of `ids` under `root/jobs` has its exit code.
+    fn wait_every_job_ended(root: &Path, ids: &[&str]) {
+        wait_for("every job ended", || {
+            ids.iter().all(|id| {
+                JobDir::new(root.join("jobs").join(id))
+                    .read("exit_code")
+                    .is_some()
+            })
+        });
+    }
+
     fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while !done() {
@@ -1622,12 +1641,7 @@ mod tests {
             root,
             "import os, signal\n\ndef main(argv):\n    print('job', os.environ['JOB_ID'], 'attempt', os.environ['KINETIC_ATTEMPT'], 'worker', os.getppid(), flush=True)\n    if argv[0] == 'exit-once' and os.environ['KINETIC_ATTEMPT'] == '1':\n        os._exit(9)\n    if argv[0] == 'kill':\n        os.kill(os.getpid(), signal.SIGKILL)\n    return 0\n",
         );
-        let ids = [
-            "job-0000000a",
-            "job-0000000b",
-            "job-0000000c",
-            "job-0000000d",
-        ];
+        let ids = FOUR_JOBS;
         let mut worker = pool_with_jobs(
             root,
             &runner,
@@ -1639,9 +1653,7 @@ mod tests {
             ],
         );
         let job = |id: &str| JobDir::new(root.join("jobs").join(id));
-        wait_for("every job ended", || {
-            ids.iter().all(|id| job(id).read("exit_code").is_some())
-        });
+        wait_every_job_ended(root, &ids);
         let code = |id: &str| job(id).read("exit_code").unwrap().trim().to_owned();
         assert_eq!(
             ids.map(code),
@@ -1737,12 +1749,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let runner = runner_script(root, EXECUTOR_RUNNER);
-        let ids = [
-            "job-0000000a",
-            "job-0000000b",
-            "job-0000000c",
-            "job-0000000d",
-        ];
+        let ids = FOUR_JOBS;
         let mut worker = pool_with_jobs(
             root,
             &runner,
@@ -1754,9 +1761,7 @@ mod tests {
             ],
         );
         let job = |id: &str| JobDir::new(root.join("jobs").join(id));
-        wait_for("every job ended", || {
-            ids.iter().all(|id| job(id).read("exit_code").is_some())
-        });
+        wait_every_job_ended(root, &ids);
         for id in ids {
             assert_eq!(job(id).observe(), Observed::Exited(0), "{id}");
         }
@@ -1811,12 +1816,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let runner = runner_script(root, EXECUTOR_RUNNER);
-        let ids = [
-            "job-0000000a",
-            "job-0000000b",
-            "job-0000000c",
-            "job-0000000d",
-        ];
+        let ids = FOUR_JOBS;
         let release = root.join("release-b");
         let never = root.join("never");
         let (release_arg, never_arg) = (release.to_str().unwrap(), never.to_str().unwrap());

@@ -637,20 +637,9 @@ impl JobDir {
         let pause = wait.poll_interval.min(Duration::from_millis(25));
         if let Some(worker) = self.live_worker() {
             let _ = kill(worker, Signal::SIGUSR1);
-            while self.live_worker().is_some() {
-                if self.stopped(group) {
-                    return true;
-                }
-                let elapsed = started.elapsed();
-                if elapsed >= wait.timeout {
-                    return false;
-                }
-                tokio::time::sleep(
-                    pause
-                        .min(wait.timeout - elapsed)
-                        .max(Duration::from_millis(1)),
-                )
-                .await;
+            let worker_lives = || self.live_worker().is_some();
+            if let Some(stopped) = self.wait_stopped(group, started, wait, worker_lives).await {
+                return stopped;
             }
         }
         let _ = killpg(group, Signal::SIGTERM);
@@ -689,15 +678,30 @@ impl JobDir {
             return true;
         };
         let group = Pid::from_raw(pid);
-        let started = Instant::now();
+        self.wait_stopped(group, Instant::now(), wait, || true)
+            .await
+            .unwrap_or(true)
+    }
+
+    /// Looks, every 25 ms (or `wait.poll_interval`, when shorter), whether
+    /// the job [`JobDir::stopped`] while `go_on` holds: `Some(true)` once
+    /// it did, `Some(false)` once `wait.timeout` passed since `started`,
+    /// `None` once `go_on` no longer holds.
+    async fn wait_stopped(
+        &self,
+        group: Pid,
+        started: Instant,
+        wait: CleanupWait,
+        go_on: impl Fn() -> bool,
+    ) -> Option<bool> {
         let pause = wait.poll_interval.min(Duration::from_millis(25));
-        loop {
+        while go_on() {
             if self.stopped(group) {
-                return true;
+                return Some(true);
             }
             let elapsed = started.elapsed();
             if elapsed >= wait.timeout {
-                return false;
+                return Some(false);
             }
             tokio::time::sleep(
                 pause
@@ -706,6 +710,7 @@ impl JobDir {
             )
             .await;
         }
+        None
     }
 
     /// The worker that took this pooled job, while it lives.

@@ -470,13 +470,11 @@ def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, g
     try:
         child = os.fork()
     except OSError as exc:
-        os.write(log_fd, ("[kinetic] could not start the runner: %s\n" % exc).encode())
-        write_atomic(os.path.join(job_dir, "exit_code"), "127\n")
-        touch_ended(slots_dir)
+        os.close(log_fd)
         if gate is not None:
             os.close(gate[0])
             os.close(gate[1])
-        return None, None
+        return fail_to_start(job_dir, slots_dir, exc)
     if child == 0:
         if slot_fd is not None:
             os.close(slot_fd)
@@ -946,8 +944,7 @@ def run_on_executor(job_dir, slots_dir, runner, runner_args, slot_fd, left, dead
         try:
             ex = executor_for(module, runner, prepared, slot_fd)
         except OSError as exc:
-            break_reason = "could not start the runner: %s" % exc
-            break
+            return fail_to_start(job_dir, slots_dir, exc)
         write_linked(os.path.join(job_dir, "pid"), "pid-%d-%s" % (ex.pid, ex.start), "%d %s\n" % (ex.pid, ex.start))
         if os.path.exists(os.path.join(job_dir, "cancelled")):
             # As in the fork's case (see run_once): the input never runs.
@@ -966,10 +963,14 @@ def run_on_executor(job_dir, slots_dir, runner, runner_args, slot_fd, left, dead
             return ex.pid, wait_pooled(job_dir, slots_dir, ex, left, deadline, grace, ex.pid, reaper=ex.waiter)
         except ExecutorLost:
             continue
-    else:
-        break_reason = "could not start the runner: its worker's process ended three times before it took the job"
+    return fail_to_start(job_dir, slots_dir, "its worker's process ended three times before it took the job")
+
+
+def fail_to_start(job_dir, slots_dir, why):
+    """The runner could not be started (``why``): said in the job's log,
+    exit code 127 recorded. ``run_once``'s answer for it: (None, None)."""
     with open(os.path.join(job_dir, "output.log"), "ab", buffering=0) as log:
-        log.write(("[kinetic] %s\n" % break_reason).encode())
+        log.write(("[kinetic] could not start the runner: %s\n" % why).encode())
     write_atomic(os.path.join(job_dir, "exit_code"), "127\n")
     touch_ended(slots_dir)
     return None, None

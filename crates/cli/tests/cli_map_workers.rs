@@ -88,6 +88,16 @@ def fails_or_sleeps(x):
 "#;
 
 impl World {
+    /// The folder `marks/` in the home, where the functions that take it
+    /// from `MARKS` leave a file per input they ran, and the `--env`
+    /// value that gives it to the jobs.
+    fn marks(&self) -> (std::path::PathBuf, String) {
+        let marks = self.home.join("marks");
+        std::fs::create_dir_all(&marks).expect("mkdir");
+        let env = format!("MARKS={}", marks.display());
+        (marks, env)
+    }
+
     /// `kinetic --json map ENTRY --inputs FILE ARGS…`, its JSON document.
     fn map_json(&self, entry: &str, inputs: &str, args: &[&str]) -> (Output, Value) {
         let mut all = vec!["--json", "map", entry, "--inputs", inputs];
@@ -389,10 +399,8 @@ fn a_batch_cancelled_from_another_process_starts_no_input_after_the_cancel() {
     // another process stops them. The map reads them stopped: that must
     // not free their room for the four inputs it has not submitted yet.
     let w = World::new(WORK_PY);
-    let marks = w.home.join("marks");
-    std::fs::create_dir_all(&marks).expect("mkdir");
+    let (marks, marks_env) = w.marks();
     let inputs = w.inputs("in.jsonl", &numbers(6));
-    let marks_env = format!("MARKS={}", marks.display());
     let mut map = w
         .command(&[
             "--json",
@@ -602,10 +610,8 @@ fn a_failure_in_the_shared_phases_fails_each_input_as_process_isolation_does() {
 #[test]
 fn fail_fast_withdraws_the_inputs_queued_in_the_pool_before_they_start() {
     let w = World::new(WORK_PY);
-    let marks = w.home.join("marks");
-    std::fs::create_dir_all(&marks).expect("mkdir");
+    let (marks, marks_env) = w.marks();
     let inputs = w.inputs("in.jsonl", &numbers(400));
-    let marks_env = format!("MARKS={}", marks.display());
     let (o, v) = w.map_json(
         "work:fails_at_40",
         &inputs,

@@ -267,7 +267,7 @@ impl BatchHandle {
         // Before any child is stopped: a handle following the batch
         // elsewhere (its submitter) reads the note when it reads a child
         // stopped, and stops submitting too.
-        self.shared.note_cancel().await;
+        self.shared.mark_cancelled().await;
         let chores = self.shared.apply([Event::Cancel]);
         self.shared.run_chores(chores).await;
         Ok(())

@@ -599,7 +599,10 @@ impl BatchShared {
         layout::group_file(&self.group_id, CANCEL_NOTE).ok()
     }
 
-    async fn mark_cancelled(&self) {
+    /// Leave the cancel note (see [`BatchShared::cancel_note`]): every
+    /// handle following the batch stops submitting once it reads a child
+    /// this cancel stopped.
+    pub(super) async fn mark_cancelled(&self) {
         let Some(path) = self.cancel_note() else {
             return;
         };
@@ -635,13 +638,6 @@ impl BatchShared {
             }
             _ => false,
         }
-    }
-
-    /// Leave the cancel note (see [`BatchShared::cancel_note`]): every
-    /// handle following the batch stops submitting once it reads a child
-    /// this cancel stopped.
-    pub(super) async fn note_cancel(&self) {
-        self.mark_cancelled().await;
     }
 
     async fn was_cancelled(&self) -> bool {
