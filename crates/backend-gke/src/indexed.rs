@@ -23,7 +23,9 @@
 //!   (and not on the runner's bad-invocation exit) has its next attempt's
 //!   child `PENDING`, as the controller will start it;
 //!   an index with no pod yet is its attempt-1 child `PENDING` — or
-//!   `FAILED` once the Job failed as a whole.
+//!   `FAILED` once the Job failed as a whole;
+//!   once the Job is being deleted, every child not ended is `FAILED
+//!   (cancelled)`: its pod is stopping and nothing starts again.
 //!
 //! [`Backend::submit_batch`]: kinetic_core::ports::Backend::submit_batch
 
@@ -313,6 +315,20 @@ pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
             _ => {}
         }
     }
+    if job.metadata.deletion_timestamp.is_some() {
+        // The Job is being deleted (a cancel, a cleanup, or `kubectl
+        // delete`): its pods are stopped and no index starts again, though
+        // the Job stays until its pods are gone (a foreground deletion
+        // waits their grace period). Read through that time, an index
+        // would look running, or pending with its pod gone.
+        for state in out.values_mut() {
+            if !state.status.is_terminal() {
+                *state = JobState::new(JobStatus::Failed)
+                    .with_reason(StatusReason::Cancelled)
+                    .with_attempts(std::mem::take(&mut state.attempts));
+            }
+        }
+    }
     Some(out)
 }
 
@@ -493,6 +509,54 @@ mod tests {
             matches!(&never.reason, Some(StatusReason::BackendError { message }) if message.contains("longer than specified deadline")),
             "{never:?}"
         );
+    }
+
+    #[test]
+    fn every_input_not_ended_of_a_job_being_deleted_is_cancelled() {
+        let pods = [
+            pod(0, Some(0), "Succeeded", Some(0), "2026-01-01T00:00:00Z"),
+            pod(1, Some(0), "Running", None, "2026-01-01T00:00:01Z"),
+            pod(2, Some(0), "Failed", Some(3), "2026-01-01T00:00:02Z"),
+            pod(3, Some(0), "Failed", Some(3), "2026-01-01T00:00:03Z"),
+            pod(3, Some(1), "Failed", Some(3), "2026-01-01T00:00:04Z"),
+        ];
+        let live = batch_states(&job("0", "3", json!([])), &pods).expect("an Indexed Job");
+        assert_eq!(live[&id(1, 1)].status, JobStatus::Running);
+        assert_eq!(live[&id(2, 2)].status, JobStatus::Pending, "retried");
+        assert_eq!(live[&id(4, 1)].status, JobStatus::Pending, "not started");
+        let mut deleting = job("0", "3", json!([]));
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-01-01T00:00:05Z".parse().expect("a time"),
+            ));
+        deleting.metadata.finalizers = Some(vec!["foregroundDeletion".into()]);
+        // Its pods are being deleted too: a terminating pod still runs.
+        let states = batch_states(&deleting, &pods).expect("an Indexed Job");
+        let cancelled = JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
+        for (i, a) in [(1, 1), (2, 2), (4, 1)] {
+            let state = &states[&id(i, a)];
+            assert_eq!(
+                (state.status, &state.reason),
+                (cancelled.status, &cancelled.reason),
+                "input {i} attempt {a}: {states:?}"
+            );
+        }
+        assert_eq!(
+            states[&id(1, 1)].attempts.len(),
+            1,
+            "the stopped pod is still its attempt"
+        );
+        // What ended stays as it ended.
+        assert_eq!(states[&id(0, 1)].status, JobStatus::Succeeded);
+        assert_eq!(
+            states[&id(2, 1)].reason,
+            Some(StatusReason::ExitCode { code: 3 })
+        );
+        assert_eq!(
+            states[&id(3, 2)].reason,
+            Some(StatusReason::ExitCode { code: 3 })
+        );
+        assert_eq!(states.len(), live.len(), "{states:?}");
     }
 
     #[test]

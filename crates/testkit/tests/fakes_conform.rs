@@ -18,7 +18,10 @@ mod fake_backend_conformance {
     kinetic_testkit::backend_conformance_tests! {
         #[tokio::test]
         harness = FakeBackendHarness::default();
-        skips = ["submit_batch_runs_every_input_as_its_child"];
+        skips = [
+            "submit_batch_runs_every_input_as_its_child",
+            "a_cancelled_batch_reports_no_input_running",
+        ];
     }
 }
 
@@ -79,6 +82,10 @@ async fn the_backend_suite_runs_what_a_backend_declares() {
             ("group_status_reports_the_group_in_one_call", "group_status"),
             (
                 "submit_batch_runs_every_input_as_its_child",
+                "indexed_batches"
+            ),
+            (
+                "a_cancelled_batch_reports_no_input_running",
                 "indexed_batches"
             ),
         ]

@@ -11,7 +11,9 @@ use kinetic_fake_gcp::FakeGcs;
 use kinetic_fake_gcp::k8s::FakeCluster;
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::conformance::backend::BackendHarness;
-use kinetic_testkit::{ConformanceJob, prepare_python_batch, prepare_python_job};
+use kinetic_testkit::{
+    ConformanceJob, prepare_python_batch, prepare_python_batch_of, prepare_python_job,
+};
 
 /// The image the conformance jobs run.
 pub const IMAGE: &str = "registry.invalid/kinetic/conformance:latest";
@@ -94,6 +96,21 @@ impl BackendHarness for ClusterHarness {
 
     async fn prepare_batch(&self, values: &[i64], parallelism: usize) -> PreparedBatch {
         let mut batch = prepare_python_batch(&self.store, self.name, values, parallelism, 0).await;
+        batch.job.record.image_uri = IMAGE.into();
+        batch
+    }
+
+    async fn prepare_sleeping_batch(&self, inputs: usize) -> PreparedBatch {
+        let mut batch = prepare_python_batch_of(
+            &self.store,
+            self.name,
+            "sleeps",
+            vec![Vec::new(); inputs],
+            inputs,
+            0,
+            CapturedEnv::default(),
+        )
+        .await;
         batch.job.record.image_uri = IMAGE.into();
         batch
     }

@@ -70,6 +70,17 @@ pub trait BackendHarness: Send + Sync {
             "the backend declares indexed_batches, so its harness MUST implement BackendHarness::prepare_batch"
         )
     }
+    /// A batch of `inputs` inputs ready for [`Backend::submit_batch`],
+    /// each of which sleeps until it is stopped
+    /// ([`ConformanceJob::Sleeps`]), all run at once. Asked, as
+    /// [`BackendHarness::prepare_batch`] is, only of a backend that
+    /// declares `indexed_batches`.
+    async fn prepare_sleeping_batch(&self, inputs: usize) -> PreparedBatch {
+        let _ = inputs;
+        panic!(
+            "the backend declares indexed_batches, so its harness MUST implement BackendHarness::prepare_sleeping_batch"
+        )
+    }
 }
 
 /// Every case of the suite, in the order [`run`] runs them, with the
@@ -98,6 +109,10 @@ pub const CASES: &[(&str, Option<&str>)] = &[
     ),
     (
         "submit_batch_runs_every_input_as_its_child",
+        Some("indexed_batches"),
+    ),
+    (
+        "a_cancelled_batch_reports_no_input_running",
         Some("indexed_batches"),
     ),
     ("undeclared_capabilities_are_unsupported", None),
@@ -185,6 +200,9 @@ async fn dispatch(h: &dyn BackendHarness, name: &str) {
         }
         "submit_batch_runs_every_input_as_its_child" => {
             submit_batch_runs_every_input_as_its_child(h).await;
+        }
+        "a_cancelled_batch_reports_no_input_running" => {
+            a_cancelled_batch_reports_no_input_running(h).await;
         }
         "undeclared_capabilities_are_unsupported" => {
             undeclared_capabilities_are_unsupported(h).await;
@@ -991,4 +1009,75 @@ pub async fn submit_batch_runs_every_input_as_its_child(h: &dyn BackendHarness) 
         after.is_empty(),
         "after end_batch(Cleanup) group_status MUST be empty: {after:?}"
     );
+}
+
+/// Once `end_batch(Cancel)` of a running batch returned, `group_status`
+/// reports none of its inputs `PENDING` or `RUNNING`, from the first read
+/// on (while the system may still be stopping them) until the batch is
+/// cleaned up: each reads `FAILED (cancelled)`, or is gone. A second
+/// cancel succeeds.
+pub async fn a_cancelled_batch_reports_no_input_running(h: &dyn BackendHarness) {
+    use kinetic_core::batch::child_job_id;
+    use kinetic_core::status::StatusReason;
+    let inputs = 3;
+    let batch = h.prepare_sleeping_batch(inputs).await;
+    let group = batch.group_id.clone();
+    let query = GroupQuery::new(group.clone(), batch.job.record.namespace.clone());
+    h.backend()
+        .submit_batch(&batch)
+        .await
+        .expect("submit_batch");
+    let children: Vec<_> = (0..inputs).map(|i| child_job_id(&group, i, 1)).collect();
+    let deadline = Instant::now() + h.patience();
+    loop {
+        let listed = h
+            .backend()
+            .group_status(&query)
+            .await
+            .expect("group_status of a batch");
+        let running = |id| listed.get(id).map(|s: &JobState| s.status) == Some(JobStatus::Running);
+        if children.iter().all(running) {
+            break;
+        }
+        assert!(
+            listed.values().all(|s| !s.status.is_terminal()),
+            "a sleeping input ended by itself: {listed:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the batch's inputs never all ran: {listed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.backend()
+        .end_batch(&query, BatchEnd::Cancel, CleanupWait::default())
+        .await
+        .expect("end_batch(Cancel)");
+    // Read again for a while: a system that stops the inputs in the
+    // background must not show them running, or waiting to start, meanwhile.
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut reads = 0;
+    while reads < 3 || Instant::now() < until {
+        let listed = h
+            .backend()
+            .group_status(&query)
+            .await
+            .expect("group_status of a cancelled batch");
+        for (id, state) in &listed {
+            assert!(
+                state.status == JobStatus::Failed && state.reason == Some(StatusReason::Cancelled),
+                "after end_batch(Cancel) every input not ended MUST read FAILED (cancelled) or be gone; {id} is {state:?} (read {reads})"
+            );
+        }
+        reads += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.backend()
+        .end_batch(&query, BatchEnd::Cancel, CleanupWait::default())
+        .await
+        .expect("end_batch(Cancel) MUST be idempotent");
+    h.backend()
+        .end_batch(&query, BatchEnd::Cleanup, CleanupWait::default())
+        .await
+        .expect("end_batch(Cleanup)");
 }

@@ -49,6 +49,7 @@ macro_rules! backend_conformance_tests {
             cancel_stops_a_running_job
             group_status_reports_the_group_in_one_call
             submit_batch_runs_every_input_as_its_child
+            a_cancelled_batch_reports_no_input_running
             undeclared_capabilities_are_unsupported
         );
     };
