@@ -204,9 +204,12 @@ pub(super) struct BatchShared {
     /// Serialises manifest writes, so that an outcome marked written is
     /// in the stored manifest every later write starts from.
     manifest_gate: tokio::sync::Mutex<()>,
-    /// When this handle was made: a cancel note written since is a cancel
-    /// of the batch while this handle follows it ([`BatchShared::refresh`]).
-    opened_at: UtcTimestamp,
+    /// When this handle was made, in Unix milliseconds of the wall clock:
+    /// a cancel note written since is a cancel of the batch while this
+    /// handle follows it ([`BatchShared::refresh`]). Milliseconds, not the
+    /// engine's clock (whole seconds): a status read in the second of a
+    /// cancel is no handle that followed the batch when it was cancelled.
+    opened_ms: u64,
 }
 
 impl BatchShared {
@@ -222,9 +225,8 @@ impl BatchShared {
         driver: DriverState,
     ) -> Self {
         let total = machine.total();
-        let opened_at = (engine.clock)();
         Self {
-            opened_at,
+            opened_ms: unix_ms(),
             engine,
             group_id,
             name,
@@ -592,7 +594,8 @@ impl BatchShared {
         }
     }
 
-    /// `_groups/{group_id}/cancelled.json` (`{"at": time}`): written before
+    /// `_groups/{group_id}/cancelled.json` (`{"at": time, "at_ms": Unix
+    /// milliseconds}`): written before
     /// a batch is cancelled (and before an indexed batch's Job is deleted
     /// at its backend).
     fn cancel_note(&self) -> Option<kinetic_core::ports::ObjectPath> {
@@ -606,7 +609,10 @@ impl BatchShared {
         let Some(path) = self.cancel_note() else {
             return;
         };
-        let note = serde_json::json!({"at": (self.engine.clock)().to_string()});
+        let note = serde_json::json!({
+            "at": (self.engine.clock)().to_string(),
+            "at_ms": unix_ms(),
+        });
         if let Err(e) = self.engine.store.put_json(&path, note.to_string()).await {
             tracing::warn!(group_id = %self.group_id, "could not record the batch's cancel: {e}");
         }
@@ -628,14 +634,8 @@ impl BatchShared {
         let Some(path) = self.cancel_note() else {
             return false;
         };
-        #[derive(serde::Deserialize)]
-        struct Note {
-            at: UtcTimestamp,
-        }
         match self.engine.store.get_if_exists(&path).await {
-            Ok(Some(bytes)) => {
-                serde_json::from_slice::<Note>(&bytes).is_ok_and(|note| note.at >= self.opened_at)
-            }
+            Ok(Some(bytes)) => cancelled_since(&bytes, self.opened_ms),
             _ => false,
         }
     }
@@ -1278,4 +1278,48 @@ pub(super) async fn read_manifest(
         tracing::warn!(group_id = %group_id, "{w}");
     }
     Ok(manifest)
+}
+
+/// Unix milliseconds of the wall clock now.
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Whether the cancel note `bytes` was written at or after `opened_ms`. A
+/// note without `at_ms` (an older version's, whose time is whole seconds)
+/// cannot tell, and counts as older.
+fn cancelled_since(bytes: &[u8], opened_ms: u64) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Note {
+        at_ms: Option<u64>,
+    }
+    serde_json::from_slice::<Note>(bytes)
+        .ok()
+        .and_then(|note| note.at_ms)
+        .is_some_and(|at| at >= opened_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cancelled_since;
+
+    #[test]
+    fn a_cancel_note_counts_from_the_millisecond_the_handle_was_made() {
+        // 1_795_855_248_400: 400 ms into a second.
+        let opened = 1_795_855_248_400;
+        let note = |ms: u64| format!(r#"{{"at":"2026-11-28T08:40:48Z","at_ms":{ms}}}"#);
+        assert!(cancelled_since(note(opened + 300).as_bytes(), opened));
+        assert!(cancelled_since(note(opened).as_bytes(), opened));
+        // Earlier in the same second: a cancel before this handle (a
+        // status read just after `kinetic batch cancel`).
+        assert!(!cancelled_since(note(opened - 200).as_bytes(), opened));
+        // An older version's note tells only the second.
+        assert!(!cancelled_since(
+            br#"{"at":"2026-11-28T08:40:48Z"}"#,
+            opened
+        ));
+        assert!(!cancelled_since(b"not json", opened));
+    }
 }
