@@ -240,11 +240,16 @@ impl JobDir {
     /// True when the submitter that took the launch is dead: the process
     /// `launch` names, or, for a launch naming nobody (an older one
     /// created empty and killed before it was written), when it is older
-    /// than [`POOL_START`].
+    /// than [`POOL_START`]. A claim without a launch, older than
+    /// [`POOL_START`], was left by a submitter killed between its claim and
+    /// its launch (the launch is taken right after the claim, with nothing
+    /// slow in between): read as a live claim, its job stayed queued, and
+    /// a resumed batch waited for it forever.
     fn submitter_gone(&self) -> bool {
         match self.pid_file("launch") {
             Some((pid, start)) => !process_alive(pid, &start),
-            None => self.file("launch").exists() && !self.younger("launch", POOL_START),
+            None if self.file("launch").exists() => !self.younger("launch", POOL_START),
+            None => self.file("submitted").exists() && !self.younger("submitted", POOL_START),
         }
     }
 
@@ -1180,6 +1185,29 @@ mod tests {
         );
         job.record_pid(std::process::id()).unwrap();
         assert!(job.launched());
+    }
+
+    #[test]
+    fn a_claim_left_without_its_launch_is_missing_once_old_and_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().join("job-0000abcd"));
+        // A submitter killed between its claim and its launch (the launch
+        // written aside, not linked yet).
+        job.claim("s").unwrap();
+        std::fs::write(job.file("launch.tmp-999999"), "999999 1").unwrap();
+        assert!(
+            matches!(job.observe(), Observed::Queued),
+            "a fresh claim is its submitter's to start"
+        );
+        backdate(&job.file("submitted"));
+        assert!(job.launch_abandoned());
+        assert!(
+            matches!(job.observe(), Observed::Missing),
+            "nobody will start it: a resumed batch submits it again"
+        );
+        assert_eq!(job.claim("s"), Ok(false));
+        assert!(job.take_launch(), "the resubmission starts it");
+        assert!(!job.launch_abandoned(), "its launch names a live submitter");
     }
 
     #[test]
