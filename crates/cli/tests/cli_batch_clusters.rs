@@ -561,6 +561,14 @@ async fn batch_cancel_stops_every_input(cluster: Cluster) {
     assert_eq!(beat_lengths(&w, n), beats, "an input ran after cancel");
     let o = w.kinetic(&["batch", "wait", &group]).await;
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // What a person reads: the failures were the cancel.
+    let o = w.kinetic(&["batch", "status", &group]).await;
+    assert_eq!(
+        stdout(&o),
+        format!("{group}: {n}/{n} done: {n} failed ({n} cancelled)\n"),
+        "{}",
+        stderr(&o)
+    );
 }
 on_both_clusters!(batch_cancel_stops_every_input);
 

@@ -219,7 +219,7 @@ pub(crate) fn run(args: &BatchArgs, inv: &Invocation, out: &Output) -> Result<()
             BatchCommand::Status { group_id, jobs } => {
                 let batch = attach(&engine, group_id).await?;
                 let statuses = batch.statuses().await.map_err(batch_error)?;
-                let tally = BatchTally::of(&batch);
+                let tally = BatchTally::of(&batch).with_cancelled(statuses.iter().map(|(_, s)| s));
                 if out.is_json() {
                     // Typed rows, not a `Value` each: a batch of 100,000
                     // inputs made 100,000 maps of four entries.

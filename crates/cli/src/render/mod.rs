@@ -470,6 +470,9 @@ pub(crate) struct BatchTally {
     pub(crate) counts: BatchCounts,
     /// Inputs no job is known for and none will be submitted for.
     pub(crate) never_submitted: usize,
+    /// Of the failed inputs, those cancelled (`kinetic batch cancel`),
+    /// where the caller read the states.
+    pub(crate) cancelled: usize,
 }
 
 impl BatchTally {
@@ -483,7 +486,24 @@ impl BatchTally {
         Self {
             counts,
             never_submitted,
+            cancelled: 0,
         }
+    }
+
+    /// The same tally, saying how many of the failed inputs in `states`
+    /// were cancelled.
+    pub(crate) fn with_cancelled<'a>(
+        mut self,
+        states: impl IntoIterator<Item = &'a kinetic_core::status::JobState>,
+    ) -> Self {
+        self.cancelled = states
+            .into_iter()
+            .filter(|s| {
+                s.status == kinetic_core::status::JobStatus::Failed
+                    && s.reason == Some(kinetic_core::status::StatusReason::Cancelled)
+            })
+            .count();
+        self
     }
 
     /// Never-submitted inputs the counts call skipped (the others are
@@ -503,12 +523,18 @@ impl BatchTally {
         self.counts.succeeded == self.counts.total()
     }
 
-    /// `3/21 done: 3 succeeded; 18 never submitted`.
+    /// `3/21 done: 3 succeeded; 18 never submitted`, `5/5 done: 5 failed
+    /// (5 cancelled)`.
     pub(crate) fn text(&self) -> String {
         let c = &self.counts;
+        let failed = if self.cancelled > 0 {
+            format!("failed ({} cancelled)", self.cancelled)
+        } else {
+            "failed".to_owned()
+        };
         let parts = [
             ("succeeded", c.succeeded),
-            ("failed", c.failed),
+            (failed.as_str(), c.failed),
             ("not found", c.not_found),
             ("submit failed", c.submit_failed),
             ("skipped", c.skipped.saturating_sub(self.skipped_never())),
