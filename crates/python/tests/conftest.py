@@ -21,6 +21,20 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_runtest_logreport(report):
+    """A test that failed and is tried again (``--reruns``, as
+    ``scripts/test.sh`` runs the suite) is reported by pytest as one letter
+    ``R`` and its name: print the failure it is tried again for, so that a
+    flaky test's cause is in the log of the run that saw it."""
+    if getattr(report, "outcome", None) != "rerun":
+        return
+    text = getattr(report, "longreprtext", "") or ""
+    captured = "".join("\n--- %s ---\n%s" % (name, content) for name, content in report.sections)
+    sys.stderr.write("\n===== tried again: %s (%s) =====\n%s%s\n===== end of %s =====\n"
+                     % (report.nodeid, report.when, text[-6000:], captured[-4000:], report.nodeid))
+    sys.stderr.flush()
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 
