@@ -920,12 +920,7 @@ pub async fn submit_batch_runs_every_input_as_its_child(h: &dyn BackendHarness) 
     use kinetic_core::batch::child_job_id;
     let values = [10_i64, 20, 30];
     let batch = h.prepare_batch(&values, 2).await;
-    let group = batch.group_id.clone();
-    let query = GroupQuery::new(group.clone(), batch.job.record.namespace.clone());
-    h.backend()
-        .submit_batch(&batch)
-        .await
-        .expect("submit_batch");
+    let (group, query) = submit_batch(h, &batch).await;
     h.backend()
         .submit_batch(&batch)
         .await
@@ -992,14 +987,8 @@ pub async fn submit_batch_runs_every_input_as_its_child(h: &dyn BackendHarness) 
             "one group_status of a batch MUST cost at most 3 calls to the system, cost {cost}"
         );
     }
-    h.backend()
-        .end_batch(&query, BatchEnd::Cleanup, CleanupWait::default())
-        .await
-        .expect("end_batch(Cleanup)");
-    h.backend()
-        .end_batch(&query, BatchEnd::Cleanup, CleanupWait::default())
-        .await
-        .expect("end_batch MUST be idempotent");
+    end_batch(h, &query, BatchEnd::Cleanup, "end_batch(Cleanup)").await;
+    end_batch(h, &query, BatchEnd::Cleanup, "end_batch MUST be idempotent").await;
     let after = h
         .backend()
         .group_status(&query)
@@ -1020,13 +1009,7 @@ pub async fn a_cancelled_batch_reports_no_input_running(h: &dyn BackendHarness) 
     use kinetic_core::batch::child_job_id;
     use kinetic_core::status::StatusReason;
     let inputs = 3;
-    let batch = h.prepare_sleeping_batch(inputs).await;
-    let group = batch.group_id.clone();
-    let query = GroupQuery::new(group.clone(), batch.job.record.namespace.clone());
-    h.backend()
-        .submit_batch(&batch)
-        .await
-        .expect("submit_batch");
+    let (group, query) = submit_batch(h, &h.prepare_sleeping_batch(inputs).await).await;
     let children: Vec<_> = (0..inputs).map(|i| child_job_id(&group, i, 1)).collect();
     let deadline = Instant::now() + h.patience();
     loop {
@@ -1049,10 +1032,7 @@ pub async fn a_cancelled_batch_reports_no_input_running(h: &dyn BackendHarness) 
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    h.backend()
-        .end_batch(&query, BatchEnd::Cancel, CleanupWait::default())
-        .await
-        .expect("end_batch(Cancel)");
+    end_batch(h, &query, BatchEnd::Cancel, "end_batch(Cancel)").await;
     // Read again for a while: a system that stops the inputs in the
     // background must not show them running, or waiting to start, meanwhile.
     let until = Instant::now() + Duration::from_secs(2);
@@ -1072,12 +1052,28 @@ pub async fn a_cancelled_batch_reports_no_input_running(h: &dyn BackendHarness) 
         reads += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    end_batch(
+        h,
+        &query,
+        BatchEnd::Cancel,
+        "end_batch(Cancel) MUST be idempotent",
+    )
+    .await;
+    end_batch(h, &query, BatchEnd::Cleanup, "end_batch(Cleanup)").await;
+}
+
+/// `end_batch(end)` of the batch `query` names, which MUST succeed (`what`
+/// says which promise failed otherwise).
+async fn end_batch(h: &dyn BackendHarness, query: &GroupQuery, end: BatchEnd, what: &str) {
     h.backend()
-        .end_batch(&query, BatchEnd::Cancel, CleanupWait::default())
+        .end_batch(query, end, CleanupWait::default())
         .await
-        .expect("end_batch(Cancel) MUST be idempotent");
-    h.backend()
-        .end_batch(&query, BatchEnd::Cleanup, CleanupWait::default())
-        .await
-        .expect("end_batch(Cleanup)");
+        .expect(what);
+}
+
+/// Submit `batch`, which MUST succeed: its group and the query of it.
+async fn submit_batch(h: &dyn BackendHarness, batch: &PreparedBatch) -> (GroupId, GroupQuery) {
+    h.backend().submit_batch(batch).await.expect("submit_batch");
+    let query = GroupQuery::new(batch.group_id.clone(), batch.job.record.namespace.clone());
+    (batch.group_id.clone(), query)
 }
