@@ -856,8 +856,9 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// MUST report no child `PENDING` or `RUNNING` (each child not ended
     /// reads `FAILED (cancelled)`, or is gone), even while the system
     /// still stops its processes; after [`BatchEnd::Cleanup`] returned
-    /// `Ok`, `group_status` MUST give an empty map. Waits as [`Backend::cleanup`] does
-    /// (`wait`), answering [`BackendError::NotConfirmed`] past it. Without
+    /// `Ok`, `group_status` MUST give an empty map. Waits as
+    /// [`Backend::cleanup`] does (`wait`), answering
+    /// [`BackendError::NotConfirmed`] past it. Without
     /// [`BackendCapabilities::indexed_batches`] it MUST answer
     /// [`BackendError::Unsupported`]. Required: a wrapper must not lose it.
     async fn end_batch(

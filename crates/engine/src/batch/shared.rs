@@ -595,9 +595,8 @@ impl BatchShared {
     }
 
     /// `_groups/{group_id}/cancelled.json` (`{"at": time, "at_ms": Unix
-    /// milliseconds}`): written before
-    /// a batch is cancelled (and before an indexed batch's Job is deleted
-    /// at its backend).
+    /// milliseconds}`): written before a batch is cancelled (and before an
+    /// indexed batch's Job is deleted at its backend).
     fn cancel_note(&self) -> Option<kinetic_core::ports::ObjectPath> {
         layout::group_file(&self.group_id, CANCEL_NOTE).ok()
     }
