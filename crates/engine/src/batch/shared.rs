@@ -210,6 +210,11 @@ pub(super) struct BatchShared {
     /// engine's clock (whole seconds): a status read in the second of a
     /// cancel is no handle that followed the batch when it was cancelled.
     opened_ms: u64,
+    /// Whether this handle knows the batch's cancel note is written (it
+    /// wrote it, or read it and applied the cancel): written once per
+    /// cancel, not again by the indexed batch's end (`BatchHandle::cancel`
+    /// writes it first) nor by a follower, whose write would move `at_ms`.
+    cancel_noted: std::sync::atomic::AtomicBool,
 }
 
 impl BatchShared {
@@ -256,6 +261,7 @@ impl BatchShared {
             changed: tokio::sync::Notify::new(),
             poll_gate: tokio::sync::Mutex::new(None),
             manifest_gate: tokio::sync::Mutex::new(()),
+            cancel_noted: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -601,10 +607,14 @@ impl BatchShared {
         layout::group_file(&self.group_id, CANCEL_NOTE).ok()
     }
 
-    /// Leave the cancel note (see [`BatchShared::cancel_note`]): every
-    /// handle following the batch stops submitting once it reads a child
-    /// this cancel stopped.
+    /// Leave the cancel note (see [`BatchShared::cancel_note`]), unless
+    /// this handle knows it is there: every handle following the batch
+    /// stops submitting once it reads a child this cancel stopped.
     pub(super) async fn mark_cancelled(&self) {
+        use std::sync::atomic::Ordering;
+        if self.cancel_noted.load(Ordering::Acquire) {
+            return;
+        }
         let Some(path) = self.cancel_note() else {
             return;
         };
@@ -612,8 +622,11 @@ impl BatchShared {
             "at": (self.engine.clock)().to_string(),
             "at_ms": unix_ms(),
         });
-        if let Err(e) = self.engine.store.put_json(&path, note.to_string()).await {
-            tracing::warn!(group_id = %self.group_id, "could not record the batch's cancel: {e}");
+        match self.engine.store.put_json(&path, note.to_string()).await {
+            Ok(()) => self.cancel_noted.store(true, Ordering::Release),
+            Err(e) => {
+                tracing::warn!(group_id = %self.group_id, "could not record the batch's cancel: {e}")
+            }
         }
     }
 
@@ -633,10 +646,15 @@ impl BatchShared {
         let Some(path) = self.cancel_note() else {
             return false;
         };
-        match self.engine.store.get_if_exists(&path).await {
+        let since = match self.engine.store.get_if_exists(&path).await {
             Ok(Some(bytes)) => cancelled_since(&bytes, self.opened_ms),
             _ => false,
+        };
+        if since {
+            self.cancel_noted
+                .store(true, std::sync::atomic::Ordering::Release);
         }
+        since
     }
 
     async fn was_cancelled(&self) -> bool {
