@@ -21,6 +21,7 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 
 def pytest_runtest_logreport(report):
@@ -35,7 +36,6 @@ def pytest_runtest_logreport(report):
     sys.stderr.write("\n===== tried again: %s (%s) =====\n%s%s\n===== end of %s =====\n"
                      % (report.nodeid, report.when, text[-6000:], captured[-4000:], report.nodeid))
     sys.stderr.flush()
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 
 # An image no build makes, whose environment the fake registry is told
