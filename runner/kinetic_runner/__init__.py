@@ -41,3 +41,4 @@ from .processes import *  # noqa: F401,F403
 from .phases import *  # noqa: F401,F403
 from .main import *  # noqa: F401,F403
 from .worker import *  # noqa: F401,F403
+from .blocks import *  # noqa: F401,F403

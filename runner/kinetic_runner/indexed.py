@@ -119,6 +119,25 @@ class BatchSpec:
             raise RunnerError("batch spec %s: job_uri must hold %s, where the child's id goes"
                               % (uri, _JOB_ID_PLACEHOLDER))
         parse_uri(self.job_uri.replace(_JOB_ID_PLACEHOLDER, "job-00000000"))
+        # Block mode (a block of inputs per index, run by its pod one
+        # after the other): absent or 1 in a batch of one input per index.
+        self.block_size = doc.get("block_size", 1)
+        if type(self.block_size) is not int or self.block_size < 1:
+            raise RunnerError("batch spec %s: block_size must be a whole number from 1, not %r"
+                              % (uri, self.block_size))
+        self.retries = doc.get("retries", 0)
+        if type(self.retries) is not int or self.retries < 0:
+            raise RunnerError("batch spec %s: retries must be a whole number from 0, not %r" % (uri, self.retries))
+        self.fail_fast = doc.get("fail_fast", False)
+        if type(self.fail_fast) is not bool:
+            raise RunnerError("batch spec %s: fail_fast must be true or false, not %r" % (uri, self.fail_fast))
+        self.blocks_uri = doc.get("blocks_uri", "")
+        self.stop_uri = doc.get("stop_uri", "")
+        if self.block_size > 1:
+            for name, value in (("blocks_uri", self.blocks_uri), ("stop_uri", self.stop_uri)):
+                if not isinstance(value, str) or not value:
+                    raise RunnerError("batch spec %s: a batch in blocks needs %s, a non-empty string" % (uri, name))
+                parse_uri(value)
         self.child = doc.get("child")
         self.record = doc.get("record")
         for name, value in (("child", self.child), ("record", self.record)):
@@ -136,17 +155,24 @@ def load_batch_spec(storage: Storage, uri: str) -> BatchSpec:
     return BatchSpec(_read_json(storage, uri, "batch spec"), uri)
 
 
-def input_call(storage: Storage, batch: BatchSpec, index: int) -> dict:
+def input_call(storage: Storage, batch: BatchSpec, index: int, chunks: dict | None = None) -> dict:
     """Input ``index``'s call, ``{"args": [...], "kwargs": {...}}``: line
-    ``index % chunk_size`` of its chunk."""
+    ``index % chunk_size`` of its chunk. ``chunks``: the chunks read
+    already, by number (a block's inputs share a chunk; it is read once)."""
     if index >= batch.inputs:
         raise RunnerError("%s=%d, but the batch has %d inputs" % (INDEX_ENV, index, batch.inputs))
     uri = batch.chunk_uri(index)
-    try:
-        raw = storage.read_bytes(uri)
-    except (OSError, RunnerError) as err:
-        raise RunnerError("cannot read the inputs %s: %s" % (uri, err)) from None
-    lines = raw.decode("utf-8").splitlines()
+    number = index // batch.chunk_size
+    lines = chunks.get(number) if chunks is not None else None
+    if lines is None:
+        try:
+            raw = storage.read_bytes(uri)
+        except (OSError, RunnerError) as err:
+            raise RunnerError("cannot read the inputs %s: %s" % (uri, err)) from None
+        lines = raw.decode("utf-8").splitlines()
+        if chunks is not None:
+            chunks.clear()  # inputs run in order: an earlier chunk is done
+            chunks[number] = lines
     line = index % batch.chunk_size
     if line >= len(lines):
         raise RunnerError("the inputs %s hold %d lines; input %d is line %d" % (uri, len(lines), index, line))
@@ -206,6 +232,16 @@ def prepare_child(storage: Storage, batch_spec_uri: str, environ) -> dict:
     batch = load_batch_spec(storage, batch_spec_uri)
     index, attempt = batch_position(environ)
     call = input_call(storage, batch, index)
+    job_id, spec = write_child(storage, batch, index, attempt, call)
+    # The pod's JOB_ID is the batch's template; the job is the child.
+    environ["JOB_ID"] = job_id
+    return spec
+
+
+def write_child(storage: Storage, batch: BatchSpec, index: int, attempt: int, call: dict) -> tuple:
+    """``(job_id, spec)`` of input ``index``'s attempt ``attempt``, once its
+    ``handle.json`` and ``spec.json`` are in the store (the record first:
+    a reader that finds the spec finds the record)."""
     job_id, spec, record = child_documents(batch, index, attempt, call)
     for name, doc in (("handle.json", record), ("spec.json", spec)):
         uri = batch.job_file(job_id, name)
@@ -213,6 +249,4 @@ def prepare_child(storage: Storage, batch_spec_uri: str, environ) -> dict:
             storage.write_bytes(uri, json.dumps(doc, sort_keys=True).encode("utf-8"))
         except OSError as err:
             raise RunnerError("cannot write child %s's %s to %s: %s" % (job_id, name, uri, err)) from None
-    # The pod's JOB_ID is the batch's template; the job is the child.
-    environ["JOB_ID"] = job_id
-    return spec
+    return job_id, spec

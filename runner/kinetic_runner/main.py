@@ -147,6 +147,3 @@ def finish_log_upload(uploader) -> None:
         if not uploader.close():
             log(UPLOAD, "the end of the job's output could not be copied to %s" % uploader.prefix)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -122,6 +122,13 @@ class PoolWorker:
         self._loaded = None
         if spec_doc is None:
             return None  # the fork reports it, as a job of its own would
+        return self.prepare_spec(args, spec_doc, log_path)
+
+    def prepare_spec(self, args, spec_doc: dict, log_path):
+        """``prepare`` for a spec document read already (``args``: the
+        runner's arguments, ``args.spec`` its URI). ``log_path`` None: the
+        preparation's output goes to this process's own (a block's pod,
+        whose output is the pod's log)."""
         key = shared_key(spec_doc)
         if key == self.key:
             self.prepared.next_spec = (args.spec, spec_doc)
@@ -131,7 +138,8 @@ class PoolWorker:
             return None
         self.interrupted = False
         runner = Runner(spec_doc, Storage(), self.scratch, args.mount_root)
-        out = self._capture()
+        out = self._capture() if log_path is not None else None
+        saved = None
         try:
             try:
                 redacted = RedactedOutput(runner.redactor) if runner.redactor else None
@@ -146,10 +154,12 @@ class PoolWorker:
                     if redacted is not None:
                         redacted.close()
             finally:
-                saved = self._release(out)
+                if out is not None:
+                    saved = self._release(out)
         except (PhaseFailure, PrepareInterrupted):
             # Its output is the fork's to write, when it runs every phase.
-            os.close(saved)
+            if saved is not None:
+                os.close(saved)
             runner.cleanup()
             self.restore()
             if not self.interrupted:
@@ -157,13 +167,14 @@ class PoolWorker:
             return None
         # The worker's own directory again: each fork goes to its job's.
         os.chdir(self.cwd)
-        with os.fdopen(saved, "rb") as captured:
-            captured.seek(0)
-            try:
-                with open(log_path, "ab") as log_file:
-                    shutil.copyfileobj(captured, log_file)
-            except OSError:
-                pass  # the job's log cannot be written: its fork meets that too
+        if saved is not None:
+            with os.fdopen(saved, "rb") as captured:
+                captured.seek(0)
+                try:
+                    with open(log_path, "ab") as log_file:
+                        shutil.copyfileobj(captured, log_file)
+                except OSError:
+                    pass  # the job's log cannot be written: its fork meets that too
         self.prepared, self.key, self.failed_key = runner, key, None
         runner.next_spec = (args.spec, spec_doc)
         # What the preparation made lives as long as the worker: out of the

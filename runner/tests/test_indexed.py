@@ -24,6 +24,17 @@ def double(x, bonus=0):
 
 def dies(x):
     os._exit(3)
+
+def flaky(x):
+    attempt = int(os.environ["KINETIC_ATTEMPT"])
+    print("input %s on attempt %s in %d" % (x, attempt, os.getpid()))
+    if x == 1 and attempt == 1:
+        raise ValueError("input 1 fails once")
+    if x == 2 and attempt == 1:
+        os._exit(3)
+    if x == 4:
+        raise ValueError("input 4 always fails")
+    return {"value": 2 * x, "attempt": attempt, "pid": os.getpid(), "parent": os.getppid()}
 """
 
 
@@ -52,7 +63,9 @@ class ChildIds(RunnerTestCase):
                 kr.batch_position(bad)
 
 
-class IndexMode(RunnerTestCase):
+class Batches(RunnerTestCase):
+    """What the index and block tests share: a batch in the store, run."""
+
     def batch(self, calls, chunk_size=2, **fields):
         """Writes the context, the calls' chunks and batch.json under the store; returns its URI."""
         root = os.path.join(self.tmp, "store")
@@ -99,6 +112,9 @@ class IndexMode(RunnerTestCase):
             return Run(proc, self.store)
         return self.run_runner(None, env=env, extra_args=["--batch-spec", uri])
 
+
+
+class IndexMode(Batches):
     def test_each_index_runs_its_input_as_its_child(self):
         calls = [{"args": [i], "kwargs": {"bonus": 100} if i == 2 else {}} for i in range(5)]
         uri = self.batch(calls)
@@ -151,3 +167,99 @@ class IndexMode(RunnerTestCase):
         run = self.run_index(uri, 0)
         self.assertEqual(run.returncode, kr.EXIT_BAD_INVOCATION, run)
         self.assertIn("has kind 'map'; expected 'indexed_batch'", run.stderr)
+
+
+class BlockMode(Batches):
+    """Block mode: one pod runs a block of inputs, each attempt in a fork
+    of the interpreter that imported the function once, retried there,
+    each start and end told by a marker in the block's folder."""
+
+    def blocks(self, calls, block_size=3, retries=1, fail_fast=False, function="flaky"):
+        root = os.path.join(self.tmp, "store")
+        uri = self.batch(calls, chunk_size=2, function=function, block_size=block_size, retries=retries,
+                         fail_fast=fail_fast, blocks_uri=file_uri(os.path.join(root, "_groups", GROUP, "blocks")),
+                         stop_uri=file_uri(os.path.join(root, "_groups", GROUP, "stopping")))
+        return uri
+
+    def markers(self, block):
+        folder = os.path.join(self.tmp, "store", "_groups", GROUP, "blocks", "%08d" % block)
+        if not os.path.isdir(folder):
+            return []
+        found = [(kr.parse_marker(n), n.split(".", 4)[4]) for n in os.listdir(folder)]
+        # Each input's attempts in order, each start before its end.
+        return sorted(found, key=lambda f: (f[0][0], f[0][1], f[0][2] is not None))
+
+    def result(self, index, attempt):
+        text = self.child_file(kr.child_job_id(GROUP, index, attempt), "result.json")
+        return None if text is None else json.loads(text)
+
+    def test_a_block_runs_its_inputs_in_forks_of_one_worker_and_retries_each_alone(self):
+        uri = self.blocks([{"args": [i]} for i in range(5)])
+        run = self.run_index(uri, 0, failures=None)
+        self.assertEqual(run.returncode, 0, run)
+        self.assertEqual([m for m, _ in self.markers(0)], [
+            (0, 1, None), (0, 1, 0),
+            (1, 1, None), (1, 1, 1), (1, 2, None), (1, 2, 0),
+            (2, 1, None), (2, 1, 3), (2, 2, None), (2, 2, 0),
+        ])
+        values = {i: self.result(i, a)["value"] for i, a in ((0, 1), (1, 2), (2, 2))}
+        self.assertEqual({i: (v["value"], v["attempt"]) for i, v in values.items()},
+                         {0: (0, 1), 1: (2, 2), 2: (4, 2)})
+        # One worker: each input's fork has the same parent, and a fork each.
+        self.assertEqual(len({v["parent"] for v in values.values()}), 1, values)
+        self.assertEqual(len({v["pid"] for v in values.values()}), 3, values)
+        self.assertIs(self.result(1, 1)["success"], False)
+        self.assertIsNone(self.result(2, 1), "the fork that died wrote no result")
+        # Each attempt is its child: its own log and record.
+        job = kr.child_job_id(GROUP, 1, 2)
+        logs = os.listdir(os.path.join(self.tmp, "store", job, "logs", "host-0"))
+        text = "".join(self.child_file(job, "logs/host-0/" + n) for n in sorted(logs))
+        self.assertIn("input 1 on attempt 2", text)
+        self.assertNotIn("input 0", text)
+        self.assertEqual(json.loads(self.child_file(job, "handle.json"))["group_index"], 1)
+        # The last block is short; an input that fails for good ends there.
+        run = self.run_index(uri, 1)
+        self.assertEqual(run.returncode, 0, run)
+        self.assertEqual([m for m, _ in self.markers(1)],
+                         [(3, 1, None), (3, 1, 0), (4, 1, None), (4, 1, 1), (4, 2, None), (4, 2, 1)])
+        run = self.run_index(uri, 2)
+        self.assertEqual(run.returncode, kr.EXIT_BAD_INVOCATION, run)
+        self.assertIn("JOB_COMPLETION_INDEX=2, but the batch has 5 inputs in blocks of 3", run.stderr)
+
+    def test_a_pod_run_again_skips_what_ended_and_counts_the_lost_attempt(self):
+        uri = self.blocks([{"args": [i]} for i in (0, 3, 5)], block_size=3, retries=1)
+        folder = os.path.join(self.tmp, "store", "_groups", GROUP, "blocks", "00000000")
+        os.makedirs(folder)
+        # The last pod ran input 0, and died in input 1's first attempt.
+        for name in ("00000000.001.start.1.old", "00000000.001.exit-0.2.old", "00000001.001.start.3.old"):
+            open(os.path.join(folder, name), "w").close()
+        run = self.run_index(uri, 0, failures=1)
+        self.assertEqual(run.returncode, 0, run)
+        got = [m for m, pod in self.markers(0) if pod != "old"]
+        self.assertEqual(got, [(1, 2, None), (1, 2, 0), (2, 1, None), (2, 1, 0)])
+        self.assertEqual(self.result(1, 2)["value"]["attempt"], 2)
+        self.assertIsNone(self.result(0, 1), "input 0 ended before: not run again")
+
+    def test_the_stop_marker_ends_the_block_and_fail_fast_writes_it(self):
+        uri = self.blocks([{"args": [i]} for i in (0, 4, 0, 0)], block_size=2, retries=0, fail_fast=True)
+        run = self.run_index(uri, 0)
+        self.assertEqual(run.returncode, 0, run)
+        self.assertEqual([m for m, _ in self.markers(0)], [(0, 1, None), (0, 1, 0), (1, 1, None), (1, 1, 1)])
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "store", "_groups", GROUP, "stopping")))
+        run = self.run_index(uri, 1)
+        self.assertEqual(run.returncode, 0, run)
+        self.assertIn("the batch stops starting inputs", run.stderr)
+        self.assertEqual(self.markers(1), [])
+
+    def test_marker_names_are_the_rust_ones(self):
+        self.assertEqual(kr.marker_name(7, 2, "exit-1", 5, "p-1"), "00000007.002.exit-1.5.p-1")
+        self.assertEqual(kr.parse_marker("00000007.002.exit-1.5.p.1"), (7, 2, 1))
+        self.assertEqual(kr.parse_marker("00000007.002.start.5.p"), (7, 2, None))
+        for bad in ("stop", "7.002.start.5.p", "00000007.000.start.5.p", "00000007.002.exit-x.5.p"):
+            self.assertIsNone(kr.parse_marker(bad), bad)
+
+    def test_a_batch_in_blocks_without_its_folders_is_refused(self):
+        uri = self.batch([{"args": [0]}], function="flaky", block_size=2)
+        run = self.run_index(uri, 0)
+        self.assertEqual(run.returncode, kr.EXIT_BAD_INVOCATION, run)
+        self.assertIn("a batch in blocks needs blocks_uri", run.stderr)

@@ -1,18 +1,20 @@
 //! [`GkeBackend`]: the shared Kubernetes backend over the batch/v1 Job
 //! kind.
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kinetic_core::batch::BlockMarker;
 use kinetic_core::ports::{
     BackendCapabilities, BackendError, GroupStatus, PreparedBatch, PreparedJob,
 };
 use kinetic_core::status::JobState;
 use kinetic_kube::pod::{APP_KINETIC, ManifestOptions, owner_reference};
-use kinetic_kube::{KubeBackend, KubeOptions, Workload, WorkloadTraits};
+use kinetic_kube::{BlockReads, KubeBackend, KubeOptions, Workload, WorkloadTraits};
 use kube::api::Api;
 use serde_json::json;
 
@@ -65,8 +67,17 @@ impl Workload for JobKind {
         Some(indexed::batch_manifest(batch, options))
     }
 
-    fn batch_states(&self, job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
-        indexed::batch_states(job, pods)
+    fn batch_states(
+        &self,
+        job: &Job,
+        pods: &[Pod],
+        markers: &BTreeMap<usize, Vec<BlockMarker>>,
+    ) -> Option<GroupStatus> {
+        indexed::batch_states(job, pods, markers)
+    }
+
+    fn batch_block_reads(&self, job: &Job, pods: &[Pod]) -> Option<BlockReads> {
+        indexed::block_reads(job, pods)
     }
 
     fn batch_stop_patch(&self, job: &Job, pods: &[Pod]) -> Option<serde_json::Value> {

@@ -36,7 +36,7 @@ use k8s_openapi::api::batch::v1::{
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kinetic_core::batch::child_job_id;
+use kinetic_core::batch::{BlockMarker, BlockRules, BlockRun, block_states, child_job_id};
 use kinetic_core::ports::{GroupStatus, PreparedBatch};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_kube::pod::{
@@ -44,7 +44,7 @@ use kinetic_kube::pod::{
     ManifestOptions,
 };
 use kinetic_kube::status::{failure_reason, pending_reason, pod_attempts, pod_phase};
-use kinetic_kube::workload::batch_object_name;
+use kinetic_kube::workload::{BlockReads, batch_object_name};
 use serde_json::{Value, json};
 
 /// The pod label (and annotation) holding an Indexed Job pod's index.
@@ -54,6 +54,20 @@ pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 pub const INDEX_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
 /// The variable that gives the runner the failures of its index.
 pub const INDEX_FAILURES_ENV: &str = "KINETIC_INDEX_FAILURE_COUNT";
+/// The Job annotation of a batch in blocks: its inputs per index.
+pub const ANNOTATION_BLOCK_SIZE: &str = "kinetic.dev/block-size";
+/// The Job annotation of a batch in blocks: how many times its pods run
+/// an input again (the runner does; the Job's per-index limit is the
+/// block's pods').
+pub const ANNOTATION_INPUT_RETRIES: &str = "kinetic.dev/input-retries";
+/// The Job annotation of a batch in blocks: how many inputs (its last
+/// block may hold fewer than the others).
+pub const ANNOTATION_INPUTS: &str = "kinetic.dev/inputs";
+/// The most pods one block may lose (`backoffLimitPerIndex` of a batch in
+/// blocks): each lost pod costs the attempt it was running, so a block
+/// needs at most one per attempt of its inputs.
+const MAX_BLOCK_POD_FAILURES: usize = 1000;
+
 /// The runner's exit on a bad invocation (its batch spec or input cannot
 /// be read): the index fails at once, unretried.
 pub const EXIT_BAD_INVOCATION: i32 = 2;
@@ -96,21 +110,42 @@ pub fn batch_manifest(batch: &PreparedBatch, options: &ManifestOptions) -> Job {
         }
     }
     let to_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    let mut annotations = pod::annotations(&shared, options);
+    let indexes = batch.indexes();
+    // One input per index: the Job retries each input. In blocks: the
+    // block's pod retries its inputs itself, and the Job replaces a pod
+    // that died, once per attempt that pod can have been running at most.
+    let per_index_limit = if batch.block_size > 1 {
+        annotations.insert(
+            ANNOTATION_BLOCK_SIZE.to_owned(),
+            batch.block_size.to_string(),
+        );
+        annotations.insert(ANNOTATION_INPUTS.to_owned(), batch.inputs.to_string());
+        annotations.insert(
+            ANNOTATION_INPUT_RETRIES.to_owned(),
+            batch.retries_per_input.to_string(),
+        );
+        let attempts = usize::try_from(batch.retries_per_input).unwrap_or(usize::MAX);
+        batch
+            .block_size
+            .saturating_mul(attempts.saturating_add(1))
+            .min(MAX_BLOCK_POD_FAILURES)
+    } else {
+        usize::try_from(batch.retries_per_input).unwrap_or(usize::MAX)
+    };
     Job {
         metadata: ObjectMeta {
             name: Some(shared.record.k8s_name.clone()),
             namespace: Some(shared.record.namespace.clone()),
             labels: Some(labels),
-            annotations: Some(pod::annotations(&shared, options)),
+            annotations: Some(annotations),
             ..ObjectMeta::default()
         },
         spec: Some(JobSpec {
             completion_mode: Some("Indexed".to_owned()),
-            completions: Some(to_i32(batch.inputs)),
-            parallelism: Some(to_i32(batch.parallelism)),
-            backoff_limit_per_index: Some(
-                i32::try_from(batch.retries_per_input).unwrap_or(i32::MAX),
-            ),
+            completions: Some(to_i32(indexes)),
+            parallelism: Some(to_i32(batch.parallelism.min(indexes))),
+            backoff_limit_per_index: Some(to_i32(per_index_limit)),
             pod_failure_policy: Some(PodFailurePolicy {
                 rules: vec![PodFailurePolicyRule {
                     action: "FailIndex".to_owned(),
@@ -209,7 +244,11 @@ fn failed_condition(job: &Job) -> Option<String> {
 
 /// Every child's state of the batch `job` runs, from it and its pods (see
 /// the module's documentation); `None` when `job` is not an Indexed Job.
-pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
+pub fn batch_states(
+    job: &Job,
+    pods: &[Pod],
+    markers: &BTreeMap<usize, Vec<BlockMarker>>,
+) -> Option<GroupStatus> {
     let spec = job.spec.as_ref()?;
     if spec.completion_mode.as_deref() != Some("Indexed") {
         return None;
@@ -243,9 +282,101 @@ pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(ANNOTATION_BATCH_STOPPING));
+    let mut out = GroupStatus::new();
+    if let Some(blocks) = Blocks::of(job) {
+        let mut by_block: BTreeMap<usize, Vec<&Pod>> = BTreeMap::new();
+        for p in pods {
+            if let Some(index) = pod_index(p).filter(|i| *i < completions) {
+                by_block.entry(index).or_default().push(p);
+            }
+        }
+        let none = Vec::new();
+        for block in 0..completions {
+            let block_pods = by_block.get(&block).map_or(&[][..], Vec::as_slice);
+            let run = if completed.contains(&block) {
+                BlockRun::Completed
+            } else if failed.contains(&block) {
+                BlockRun::Ended(format!(
+                    "its block's pods failed {} time(s), the Job's limit for one block",
+                    spec.backoff_limit_per_index.unwrap_or(0) + 1
+                ))
+            } else if let Some(message) = &job_failed {
+                BlockRun::Ended(format!("the batch's Job failed: {message}"))
+            } else if block_pods.iter().any(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && !matches!(pod_phase(p), "Succeeded" | "Failed")
+            }) {
+                BlockRun::Active
+            } else if block_pods.is_empty() {
+                BlockRun::Waiting
+            } else {
+                BlockRun::Restarting
+            };
+            let rules = blocks.rules(block, stopping);
+            let found = markers.get(&block).unwrap_or(&none);
+            for (input, attempt, state) in block_states(&rules, found, &run) {
+                out.insert(child_job_id(&group, input, attempt), state);
+            }
+        }
+    } else {
+        let indexes = Indexes {
+            completions,
+            completed,
+            failed,
+            job_failed,
+            retries,
+            stopping,
+        };
+        index_states(&mut out, &group, pods, &indexes);
+    }
+    if job.metadata.deletion_timestamp.is_some() {
+        // The Job is being deleted (a cancel, a cleanup, or `kubectl
+        // delete`): its pods are stopped and no index starts again, though
+        // the Job stays until its pods are gone (a foreground deletion
+        // waits their grace period). Read through that time, an index
+        // would look running, or pending with its pod gone.
+        for state in out.values_mut() {
+            if !state.status.is_terminal() {
+                *state = JobState::new(JobStatus::Failed)
+                    .with_reason(StatusReason::Cancelled)
+                    .with_attempts(std::mem::take(&mut state.attempts));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// What a Job of one input per index says of its indexes.
+struct Indexes {
+    completions: usize,
+    completed: BTreeSet<usize>,
+    failed: BTreeSet<usize>,
+    /// The message of its `Failed` condition.
+    job_failed: Option<String>,
+    /// `backoffLimitPerIndex`.
+    retries: u32,
+    stopping: bool,
+}
+
+/// The children's states of a batch of one input per index (see the
+/// module's documentation).
+fn index_states(
+    out: &mut GroupStatus,
+    group: &kinetic_core::ids::GroupId,
+    pods: &[Pod],
+    job: &Indexes,
+) {
+    let Indexes {
+        completions,
+        completed,
+        failed,
+        job_failed,
+        retries,
+        stopping,
+    } = job;
+    let (completions, retries, stopping) = (*completions, *retries, *stopping);
     // The latest attempt seen of each index, and the states by child.
     let mut latest: BTreeMap<usize, u32> = BTreeMap::new();
-    let mut out = GroupStatus::new();
     let mut pods: Vec<&Pod> = pods.iter().collect();
     pods.sort_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
     for p in pods {
@@ -256,16 +387,16 @@ pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
         let attempt = u32::try_from(failures + 1).unwrap_or(u32::MAX);
         let entry = latest.entry(index).or_insert(attempt);
         *entry = (*entry).max(attempt);
-        out.insert(child_job_id(&group, index, attempt), pod_state(p, attempt));
+        out.insert(child_job_id(group, index, attempt), pod_state(p, attempt));
     }
     for index in 0..completions {
         let seen = latest.get(&index).copied();
         let last = seen.unwrap_or(1);
         for earlier in 1..last {
-            out.entry(child_job_id(&group, index, earlier))
+            out.entry(child_job_id(group, index, earlier))
                 .or_insert_with(|| JobState::new(JobStatus::Failed));
         }
-        let id = child_job_id(&group, index, last);
+        let id = child_job_id(group, index, last);
         let (current, attempts) = out
             .get(&id)
             .map_or((None, Vec::new()), |s| (Some(s.status), s.attempts.clone()));
@@ -285,7 +416,7 @@ pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
                 out.insert(id, state);
             }
             (None, None) => {
-                let state = match &job_failed {
+                let state = match job_failed {
                     Some(message) => {
                         JobState::new(JobStatus::Failed).with_reason(StatusReason::BackendError {
                             message: format!(
@@ -307,7 +438,7 @@ pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
                 });
                 if last <= retries && exit != Some(EXIT_BAD_INVOCATION) {
                     out.insert(
-                        child_job_id(&group, index, last + 1),
+                        child_job_id(group, index, last + 1),
                         JobState::new(JobStatus::Pending),
                     );
                 }
@@ -315,21 +446,88 @@ pub fn batch_states(job: &Job, pods: &[Pod]) -> Option<GroupStatus> {
             _ => {}
         }
     }
-    if job.metadata.deletion_timestamp.is_some() {
-        // The Job is being deleted (a cancel, a cleanup, or `kubectl
-        // delete`): its pods are stopped and no index starts again, though
-        // the Job stays until its pods are gone (a foreground deletion
-        // waits their grace period). Read through that time, an index
-        // would look running, or pending with its pod gone.
-        for state in out.values_mut() {
-            if !state.status.is_terminal() {
-                *state = JobState::new(JobStatus::Failed)
-                    .with_reason(StatusReason::Cancelled)
-                    .with_attempts(std::mem::take(&mut state.attempts));
-            }
+}
+
+/// What a batch in blocks says of its blocks (its annotations).
+#[derive(Debug, Clone, Copy)]
+struct Blocks {
+    size: usize,
+    inputs: usize,
+    retries: u32,
+}
+
+impl Blocks {
+    /// `None` for a batch of one input per index.
+    fn of(job: &Job) -> Option<Self> {
+        let number = |key: &str| {
+            job.metadata
+                .annotations
+                .as_ref()?
+                .get(key)?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        };
+        let size = number(ANNOTATION_BLOCK_SIZE).filter(|s| *s > 1)?;
+        Some(Self {
+            size,
+            inputs: number(ANNOTATION_INPUTS)?,
+            retries: number(ANNOTATION_INPUT_RETRIES)
+                .and_then(|r| u32::try_from(r).ok())
+                .unwrap_or(0),
+        })
+    }
+
+    fn rules(&self, block: usize, stopping: bool) -> BlockRules {
+        let first = block.saturating_mul(self.size);
+        BlockRules {
+            first,
+            len: self.size.min(self.inputs.saturating_sub(first)),
+            retries: self.retries,
+            stopping,
         }
     }
-    Some(out)
+}
+
+/// The blocks of a batch in blocks whose markers a status read lists
+/// ([`BlockReads`]), `None` for any other Job: each block a pod of which
+/// the Job still has, each block whose index ended (its markers are then
+/// final: listed once), and each block below the highest of those (the
+/// Job controller starts indexes in order, so one there without a pod
+/// lost it, to an eviction or the pod garbage collector). A block above
+/// them has not started: its inputs are pending, nothing to list.
+pub fn block_reads(job: &Job, pods: &[Pod]) -> Option<BlockReads> {
+    Blocks::of(job)?;
+    let group = job
+        .metadata
+        .labels
+        .as_ref()?
+        .get(pod::LABEL_GROUP_ID)?
+        .parse()
+        .ok()?;
+    let completions = usize::try_from(job.spec.as_ref()?.completions.unwrap_or(0)).unwrap_or(0);
+    let status = job.status.as_ref();
+    let mut ended = parse_indexes(
+        status
+            .and_then(|s| s.completed_indexes.as_deref())
+            .unwrap_or(""),
+    );
+    ended.extend(parse_indexes(
+        status
+            .and_then(|s| s.failed_indexes.as_deref())
+            .unwrap_or(""),
+    ));
+    let with_pods: BTreeSet<usize> = pods.iter().filter_map(pod_index).collect();
+    let highest = ended.iter().chain(&with_pods).copied().max();
+    let blocks = highest.map_or_else(Vec::new, |h| {
+        (0..=h.min(completions.saturating_sub(1)))
+            .map(|b| (b, ended.contains(&b)))
+            .collect()
+    });
+    Some(BlockReads {
+        group_id: group,
+        blocks,
+    })
 }
 
 /// The merge patch that keeps `job`'s running indexes and starts no
@@ -415,7 +613,8 @@ mod tests {
             pod(1, Some(1), "Running", None, "2026-01-01T00:00:05Z"),
             pod(3, None, "Failed", Some(3), "2026-01-01T00:00:02Z"),
         ];
-        let states = batch_states(&job("0,4", "3", json!([])), &pods).expect("an Indexed Job");
+        let states = batch_states(&job("0,4", "3", json!([])), &pods, &BTreeMap::new())
+            .expect("an Indexed Job");
         let status = |i, a| states.get(&id(i, a)).map(|s| s.status);
         assert_eq!(status(0, 1), Some(JobStatus::Succeeded));
         assert_eq!(status(1, 1), Some(JobStatus::Failed));
@@ -471,7 +670,8 @@ mod tests {
             ),
             pod(2, Some(1), "Failed", Some(3), "2026-01-01T00:00:00Z"),
         ];
-        let states = batch_states(&job("", "", json!([])), &pods).expect("an Indexed Job");
+        let states =
+            batch_states(&job("", "", json!([])), &pods, &BTreeMap::new()).expect("an Indexed Job");
         assert_eq!(states[&id(0, 1)].status, JobStatus::Failed);
         assert_eq!(
             states[&id(0, 2)].status,
@@ -490,7 +690,7 @@ mod tests {
         let mut stopping = job("", "", json!([]));
         stopping.metadata.annotations =
             Some([(ANNOTATION_BATCH_STOPPING.to_owned(), "true".to_owned())].into());
-        let states = batch_states(&stopping, &pods[..1]).expect("an Indexed Job");
+        let states = batch_states(&stopping, &pods[..1], &BTreeMap::new()).expect("an Indexed Job");
         assert!(
             !states.contains_key(&id(0, 2)),
             "a stopping batch starts nothing: {states:?}"
@@ -501,7 +701,8 @@ mod tests {
     fn inputs_that_never_ran_fail_with_their_job() {
         let failed = json!([{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
                              "message": "Job was active longer than specified deadline"}]);
-        let states = batch_states(&job("0", "", failed), &[]).expect("an Indexed Job");
+        let states =
+            batch_states(&job("0", "", failed), &[], &BTreeMap::new()).expect("an Indexed Job");
         assert_eq!(states[&id(0, 1)].status, JobStatus::Succeeded);
         let never = &states[&id(2, 1)];
         assert_eq!(never.status, JobStatus::Failed);
@@ -520,7 +721,8 @@ mod tests {
             pod(3, Some(0), "Failed", Some(3), "2026-01-01T00:00:03Z"),
             pod(3, Some(1), "Failed", Some(3), "2026-01-01T00:00:04Z"),
         ];
-        let live = batch_states(&job("0", "3", json!([])), &pods).expect("an Indexed Job");
+        let live = batch_states(&job("0", "3", json!([])), &pods, &BTreeMap::new())
+            .expect("an Indexed Job");
         assert_eq!(live[&id(1, 1)].status, JobStatus::Running);
         assert_eq!(live[&id(2, 2)].status, JobStatus::Pending, "retried");
         assert_eq!(live[&id(4, 1)].status, JobStatus::Pending, "not started");
@@ -531,7 +733,7 @@ mod tests {
             ));
         deleting.metadata.finalizers = Some(vec!["foregroundDeletion".into()]);
         // Its pods are being deleted too: a terminating pod still runs.
-        let states = batch_states(&deleting, &pods).expect("an Indexed Job");
+        let states = batch_states(&deleting, &pods, &BTreeMap::new()).expect("an Indexed Job");
         let cancelled = JobState::new(JobStatus::Failed).with_reason(StatusReason::Cancelled);
         for (i, a) in [(1, 1), (2, 2), (4, 1)] {
             let state = &states[&id(i, a)];
@@ -563,7 +765,7 @@ mod tests {
     fn a_job_of_one_input_is_no_batch() {
         let mut one = job("", "", json!([]));
         one.spec.as_mut().expect("spec").completion_mode = Some("NonIndexed".into());
-        assert!(batch_states(&one, &[]).is_none());
+        assert!(batch_states(&one, &[], &BTreeMap::new()).is_none());
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! `kinetic map` on gke submits a batch on workers as ONE Indexed Job and
 //! one Secret (issue 27, point 2), counted at the fake Kubernetes API
-//! server: the values come back in input order, a failed input is retried
-//! by the Job (`backoffLimitPerIndex`) and sees `KINETIC_ATTEMPT` 2, and
-//! an input that kills its interpreter fails alone, each input's captured
-//! environment arrives through the batch's one Secret. `--isolation process`
-//! keeps one Job per input.
+//! server, each index a block of inputs its pod runs one after the other:
+//! the values come back in input order, a failed input is retried by its
+//! block's pod and sees `KINETIC_ATTEMPT` 2, and an input that kills its
+//! interpreter fails alone, each input's captured environment arrives
+//! through the batch's one Secret. `--isolation process` keeps one Job
+//! per input.
 
 use std::process::Output;
 use std::time::Duration;
@@ -119,11 +120,27 @@ async fn a_gke_map_is_one_indexed_job_and_one_secret_with_per_input_retries_and_
     }
     assert_eq!(v["failed"], 1, "{v}");
 
-    // An Indexed Job of six completions, at most three pods at once.
+    // An Indexed Job of three blocks of two inputs, at most three pods at
+    // once: each pod ran its two inputs, the retry and the input that
+    // killed its interpreter (its fork only) included, and ended well.
     let job = &cluster.objects("jobs.batch", "default")[0];
     assert_eq!(job["spec"]["completionMode"], "Indexed", "{job}");
     assert_eq!(job["spec"]["parallelism"], 3, "{job}");
-    assert_eq!(job["spec"]["completions"], 6, "{job}");
+    assert_eq!(job["spec"]["completions"], 3, "{job}");
+    assert_eq!(
+        job["metadata"]["annotations"]["kinetic.dev/block-size"], "2",
+        "{job}"
+    );
+    assert_eq!(
+        (&job["status"]["succeeded"], &job["status"]["failed"]),
+        (&json!(3), &json!(0)),
+        "{job}"
+    );
+    assert_eq!(
+        cluster.objects("pods", "default").len(),
+        3,
+        "a pod per block, none replaced"
+    );
 
     // Each input's log is its own, read through its child job id.
     let child = results[3]["job_id"].as_str().expect("job_id").to_owned();
@@ -138,16 +155,17 @@ async fn a_gke_map_is_one_indexed_job_and_one_secret_with_per_input_retries_and_
     assert!(o.status.success(), "{}", text(&o));
     let s = json_of(&o);
     assert_eq!(s["status"], "SUCCEEDED", "{s}");
-    // Its attempts are its pod's, as a child of a batch of one Job per
-    // input lists them; the retried input's child is its second attempt,
-    // numbered as its function's KINETIC_ATTEMPT.
+    // Its attempts are its block's markers: the pod that ran it, as a
+    // child of a batch of one Job per input lists them; the retried
+    // input's child is its second attempt, numbered as its function's
+    // KINETIC_ATTEMPT.
     for (i, number) in [(3, 1), (2, 2)] {
         let child = results[i]["job_id"].as_str().expect("job_id");
         let o = w.kinetic(&["jobs", "status", child, "--json"]).await;
         assert!(o.status.success(), "{}", text(&o));
         let s = json_of(&o);
         let attempts = s["attempts"].as_array().expect("attempts");
-        assert_eq!(attempts.len(), 1, "input {i}'s one pod: {s}");
+        assert_eq!(attempts.len(), 1, "input {i}'s attempt: {s}");
         assert_eq!(attempts[0]["number"], number, "input {i}: {s}");
         assert_eq!(attempts[0]["outcome"], "succeeded", "input {i}: {s}");
         let host = attempts[0]["host"].as_str().unwrap_or_default();

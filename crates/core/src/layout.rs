@@ -29,6 +29,9 @@
 //! | `_groups/{group_id}/inputs.jsonl` | engine | a batch's inputs |
 //! | `_groups/{group_id}/context-{sha}.zip` | engine | a batch's shared context |
 //! | `_groups/{group_id}/requirements-{sha}.txt` | engine | a batch's shared requirements |
+//! | `_groups/{group_id}/batch.json`, `calls/{n:08}.jsonl` | engine | a batch submitted in one call ([`crate::batch::IndexedBatchSpec`]) |
+//! | `_groups/{group_id}/blocks/{block:08}/{input:08}.{attempt:03}.{what}.{ms}.{pod}` | runner, a block's pod | an input's attempt started or ended ([`crate::batch::BlockMarker`]) |
+//! | `_groups/{group_id}/stopping` | engine or runner | a batch in blocks starts no other input |
 //!
 //! and the builds bucket ([`builds`]) holds image build contexts and logs.
 //!
@@ -346,6 +349,24 @@ pub fn group_batch_spec(group_id: &GroupId) -> ObjectPath {
 /// submitted in one call, in chunks ([`group_calls_chunk`]).
 pub fn group_calls(group_id: &GroupId) -> ObjectPath {
     group_file_known(group_id, "calls")
+}
+
+/// `_groups/{group_id}/blocks`: the folder of a batch's blocks' markers
+/// ([`crate::batch::BlockMarker`]), one folder per block
+/// ([`group_block`]).
+pub fn group_blocks(group_id: &GroupId) -> ObjectPath {
+    group_file_known(group_id, "blocks")
+}
+
+/// `_groups/{group_id}/blocks/{block:08}`: the folder of block `block`'s markers.
+pub fn group_block(group_id: &GroupId, block: usize) -> ObjectPath {
+    group_file_known(group_id, &format!("blocks/{block:08}"))
+}
+
+/// `_groups/{group_id}/stopping`: once it exists, the pods of a batch run
+/// in blocks start no other input (fail-fast).
+pub fn group_stop(group_id: &GroupId) -> ObjectPath {
+    group_file_known(group_id, "stopping")
 }
 
 /// `_groups/{group_id}/calls/{chunk:08}.jsonl`: chunk `chunk` of the calls.

@@ -39,4 +39,4 @@ pub use backend::{KubeBackend, KubeOptions};
 pub use client::{LazyClient, USER_AGENT};
 pub use error::api_status;
 pub use pod::{FuseMount, ManifestOptions};
-pub use workload::{Keeps, KindCall, Workload, WorkloadTraits};
+pub use workload::{BlockReads, Keeps, KindCall, Workload, WorkloadTraits};

@@ -5,12 +5,14 @@
 //! written as final), and what each kind does as methods (building the
 //! object, reading a state from it and its pods).
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kinetic_core::batch::BlockMarker;
 use kinetic_core::ids::GroupId;
 use kinetic_core::ports::{
     BackendCapabilities, BackendError, GroupStatus, PreparedBatch, PreparedJob,
@@ -179,6 +181,17 @@ impl WorkloadTraits {
     }
 }
 
+/// The blocks of a batch in blocks whose markers a status read lists
+/// ([`Workload::batch_block_reads`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockReads {
+    /// The batch: its blocks' folders are under its group's.
+    pub group_id: GroupId,
+    /// Each block to list, and whether its markers are final (its index
+    /// ended: listed once, then kept).
+    pub blocks: Vec<(usize, bool)>,
+}
+
 /// The name of the one object that runs batch `group_id` when it was
 /// submitted in one call: `kinetic-{group_id}` (`kinetic-grp-0a1b2c3d`).
 pub fn batch_object_name(group_id: &GroupId) -> String {
@@ -317,10 +330,24 @@ pub trait Workload: Send + Sync + 'static {
         None
     }
 
-    /// The state of every child of the batch `object` runs, from it and its
-    /// pods (label `job-name={its name}`), by child job id; `None` when
-    /// `object` runs one job, not a batch (the default).
-    fn batch_states(&self, _object: &Self::Object, _pods: &[Pod]) -> Option<GroupStatus> {
+    /// The state of every child of the batch `object` runs, from it, its
+    /// pods (label `job-name={its name}`) and, for a batch in blocks, the
+    /// markers of the blocks [`Workload::batch_block_reads`] asked for (by
+    /// block), by child job id; `None` when `object` runs one job, not a
+    /// batch (the default).
+    fn batch_states(
+        &self,
+        _object: &Self::Object,
+        _pods: &[Pod],
+        _markers: &BTreeMap<usize, Vec<BlockMarker>>,
+    ) -> Option<GroupStatus> {
+        None
+    }
+
+    /// For a batch `object` runs in blocks, the blocks whose markers a
+    /// status read lists from the store; `None` (the default) for any
+    /// other object.
+    fn batch_block_reads(&self, _object: &Self::Object, _pods: &[Pod]) -> Option<BlockReads> {
         None
     }
 

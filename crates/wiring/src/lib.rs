@@ -129,7 +129,10 @@ pub fn gcs_options(settings: &Settings) -> GcsOptions {
 
 /// A Kubernetes backend of workload kind `W` (`gke`'s Jobs, `pathways`'
 /// LeaderWorkerSets) when a kubeconfig is there.
-fn kube_backend<W: Workload + Default>(settings: &Settings) -> Option<KubeBackend<W>> {
+fn kube_backend<W: Workload + Default>(
+    settings: &Settings,
+    store: Option<Arc<dyn ObjectStore>>,
+) -> Option<KubeBackend<W>> {
     let kubeconfig = settings.kubeconfig.as_ref()?;
     let from_env = kubeconfig.source == settings::Source::Env(vars::KUBECONFIG);
     let path = PathBuf::from(&kubeconfig.value);
@@ -139,6 +142,10 @@ fn kube_backend<W: Workload + Default>(settings: &Settings) -> Option<KubeBacken
     let mut options = KubeOptions::new(&settings.namespace.value);
     if let Some(deadline) = &settings.pending_deadline {
         options = options.pending_deadline(deadline.value);
+    }
+    // The jobs' store: where the backend reads a batch's block markers.
+    if let Some(store) = store {
+        options = options.store(store);
     }
     // KUBECONFIG may list several files; kube merges them itself.
     let single = !(from_env && kubeconfig.value.contains(':'));
@@ -152,7 +159,7 @@ fn kube_backend<W: Workload + Default>(settings: &Settings) -> Option<KubeBacken
 /// Why the cluster backend `backend` (`gke`, `pathways`) cannot be set up,
 /// if it cannot: no kubeconfig.
 fn kube_missing(settings: &Settings, backend: &str) -> Option<String> {
-    if kube_backend::<JobKind>(settings).is_some() {
+    if kube_backend::<JobKind>(settings, None).is_some() {
         return None;
     }
     let get_credentials = match &settings.project {
@@ -271,13 +278,13 @@ pub fn engine_with(
     })?;
     let mut builder = Engine::builder()
         .settings(settings.engine())
-        .store(store)
+        .store(store.clone())
         .env_snapshot(env)
         .backend(Arc::new(backend));
-    if let Some(gke) = kube_backend::<JobKind>(settings) {
+    if let Some(gke) = kube_backend::<JobKind>(settings, Some(store.clone())) {
         builder = builder.backend(Arc::new(gke));
     }
-    if let Some(pathways) = kube_backend::<LwsKind>(settings) {
+    if let Some(pathways) = kube_backend::<LwsKind>(settings, Some(store.clone())) {
         builder = builder.backend(Arc::new(pathways));
     }
     if let Some(image) = &settings.image {

@@ -51,6 +51,22 @@ pub struct IndexedBatchSpec {
     pub child: Value,
     /// Every child's record, its id and index aside.
     pub record: Value,
+    /// Inputs per index ([`crate::batch::block_size`]); 1: each index is
+    /// one input, run by its pod alone and retried by Kubernetes.
+    pub block_size: usize,
+    /// Blocks only: how many times a block's pod runs an input again after
+    /// it failed (each run a new child, `KINETIC_ATTEMPT` one higher).
+    pub retries: u32,
+    /// Blocks only: an input that failed for good stops the batch: its pod
+    /// writes the stop marker and starts no other input.
+    pub fail_fast: bool,
+    /// Blocks only: the folder of the blocks' markers
+    /// (`_groups/{group_id}/blocks` as a URI,
+    /// [`crate::batch::BlockMarker`]).
+    pub blocks_uri: String,
+    /// Blocks only: the stop marker (`_groups/{group_id}/stopping` as a
+    /// URI): once it exists, a block's pod starts no other input.
+    pub stop_uri: String,
 }
 
 impl IndexedBatchSpec {
@@ -89,7 +105,37 @@ impl IndexedBatchSpec {
             calls_uri,
             child,
             record,
+            block_size: 1,
+            retries: 0,
+            fail_fast: false,
+            blocks_uri: String::new(),
+            stop_uri: String::new(),
         }
+    }
+
+    /// The same spec with `block_size` inputs per index (more than one:
+    /// block mode), each retried `retries` times by its block's pod, the
+    /// markers under `blocks_uri` and the stop marker at `stop_uri`.
+    #[must_use]
+    pub fn with_blocks(
+        mut self,
+        block_size: usize,
+        retries: u32,
+        fail_fast: bool,
+        blocks_uri: String,
+        stop_uri: String,
+    ) -> Self {
+        self.block_size = block_size.max(1);
+        self.retries = retries;
+        self.fail_fast = fail_fast;
+        self.blocks_uri = blocks_uri;
+        self.stop_uri = stop_uri;
+        self
+    }
+
+    /// How many indexes the batch has: one per block.
+    pub fn blocks(&self) -> usize {
+        self.inputs.div_ceil(self.block_size.max(1))
     }
 
     /// The JSON document.
@@ -104,6 +150,11 @@ impl IndexedBatchSpec {
             "job_uri": self.job_uri,
             "child": self.child,
             "record": self.record,
+            "block_size": self.block_size,
+            "retries": self.retries,
+            "fail_fast": self.fail_fast,
+            "blocks_uri": self.blocks_uri,
+            "stop_uri": self.stop_uri,
         })
     }
 
@@ -145,6 +196,21 @@ impl IndexedBatchSpec {
                 .filter(|r| r.is_object())
                 .cloned()
                 .ok_or("record must be an object")?,
+            block_size: match obj.get("block_size") {
+                None => 1,
+                Some(_) => count("block_size")?.max(1),
+            },
+            retries: match obj.get("retries") {
+                None => 0,
+                Some(_) => u32::try_from(count("retries")?)
+                    .map_err(|_| "retries must fit 32 bits".to_owned())?,
+            },
+            fail_fast: obj
+                .get("fail_fast")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            blocks_uri: text("blocks_uri").unwrap_or_default(),
+            stop_uri: text("stop_uri").unwrap_or_default(),
         })
     }
 
@@ -278,7 +344,19 @@ mod tests {
             job_uri: "mem://b/{job_id}".into(),
             child: Value::Null,
             record,
-        };
+            block_size: 1,
+            retries: 0,
+            fail_fast: false,
+            blocks_uri: String::new(),
+            stop_uri: String::new(),
+        }
+        .with_blocks(
+            2,
+            1,
+            true,
+            "mem://b/blocks".into(),
+            "mem://b/stopping".into(),
+        );
         let child = crate::batch::child_job_id(&group, 2, 3);
         let got = spec.child_record(child.as_str(), 2).unwrap();
         assert_eq!(got.job_id, child);

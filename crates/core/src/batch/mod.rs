@@ -29,11 +29,15 @@
 //! assert_eq!(machine.counts().total(), 3);
 //! ```
 
+mod blocks;
 mod indexed;
 mod input;
 mod machine;
 mod manifest;
 
+pub use blocks::{
+    BlockMarker, BlockRules, BlockRun, MAX_BLOCK_SIZE, MarkerKind, block_size, block_states,
+};
 pub use indexed::{
     BATCH_SPEC_KIND, DEFAULT_CHUNK_SIZE, IndexedBatchSpec, JOB_ID_PLACEHOLDER, call_line,
     encode_call_chunks,

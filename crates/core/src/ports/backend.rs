@@ -60,6 +60,11 @@ pub struct BackendCapabilities {
     /// and one Secret on gke, however many inputs), `group_status` then
     /// reports every child of it, and `end_batch` stops or removes it.
     pub indexed_batches: bool,
+    /// `submit_batch` also takes a batch in blocks
+    /// ([`PreparedBatch::block_size`] above 1): each index a block of
+    /// inputs one pod runs, whose states `group_status` reads from the
+    /// blocks' markers in the store.
+    pub batch_blocks: bool,
 }
 
 impl BackendCapabilities {
@@ -77,7 +82,14 @@ impl BackendCapabilities {
             port_forward: false,
             worker_pools: false,
             indexed_batches: false,
+            batch_blocks: false,
         }
+    }
+
+    /// The same, stating whether `submit_batch` takes a batch in blocks.
+    pub fn with_batch_blocks(mut self, batch_blocks: bool) -> Self {
+        self.batch_blocks = batch_blocks;
+        self
     }
 
     /// The same, stating whether `submit_batch` runs a whole batch.
@@ -273,6 +285,12 @@ pub struct PreparedBatch {
     /// How many times an input that failed is run again, each run a new
     /// child id (attempt + 1) with `KINETIC_ATTEMPT` one higher.
     pub retries_per_input: u32,
+    /// Inputs per index (the batch spec's `block_size`): 1, each index is
+    /// one input; more, each index is a block of inputs its pod runs one
+    /// after the other and retries itself, telling the store what each
+    /// did ([`crate::batch::BlockMarker`]). Only for a backend that
+    /// declares [`BackendCapabilities::batch_blocks`].
+    pub block_size: usize,
 }
 
 impl PreparedBatch {
@@ -313,7 +331,20 @@ impl PreparedBatch {
             inputs,
             parallelism: parallelism.min(inputs),
             retries_per_input,
+            block_size: 1,
         })
+    }
+
+    /// The same batch with `block_size` inputs per index (at least 1).
+    #[must_use]
+    pub fn with_block_size(mut self, block_size: usize) -> Self {
+        self.block_size = block_size.max(1);
+        self
+    }
+
+    /// How many indexes: one per block.
+    pub fn indexes(&self) -> usize {
+        self.inputs.div_ceil(self.block_size.max(1))
     }
 
     /// The batch spec's URI (the shared job's `spec_uri`).
@@ -838,6 +869,11 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     ///   `retries_per_input` allows, as the child of the next attempt, and
     ///   only that input: the others never notice.
     /// - At most `parallelism` inputs run at once.
+    /// - In blocks ([`PreparedBatch::block_size`] above 1, for a backend
+    ///   that declares [`BackendCapabilities::batch_blocks`]; any other
+    ///   MUST answer [`BackendError::Unsupported`]): the same promises,
+    ///   each input's attempts run one after the other by its block's
+    ///   pod.
     /// - MUST be idempotent: submitting the same group again with the same
     ///   batch spec URI succeeds without starting a second copy; with a
     ///   different one it MUST fail with [`BackendError::AlreadyExists`].

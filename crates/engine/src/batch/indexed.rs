@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use crate::submit::{ChildCall, plan_child};
 use crate::{EngineError, EngineInner, JobHandle};
 use kinetic_core::batch::{
-    BatchConfig, DEFAULT_CHUNK_SIZE, GROUP_KIND_MAP, IndexedBatchSpec, Isolation, call_line,
-    child_job_id, encode_call_chunks,
+    BatchConfig, DEFAULT_CHUNK_SIZE, GROUP_KIND_MAP, IndexedBatchSpec, Isolation, block_size,
+    call_line, child_job_id, encode_call_chunks,
 };
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::layout;
@@ -179,6 +179,26 @@ pub(super) async fn submit(
 ) -> Result<(), EngineError> {
     let store = &inner.store;
     let (spec, job) = batch_spec(inner, group_id, prep)?;
+    let inputs = prep.calls.len();
+    let parallelism = config.max_concurrent.unwrap_or(inputs).min(inputs).max(1);
+    // A block of inputs per index where the backend takes it: each pod
+    // then starts once for its share of the inputs.
+    let block_size = if prep.resolved.backend.capabilities().batch_blocks {
+        block_size(inputs, parallelism)
+    } else {
+        1
+    };
+    let spec = if block_size > 1 {
+        spec.with_blocks(
+            block_size,
+            config.retries,
+            config.fail_fast,
+            store.uri(&layout::group_blocks(group_id)),
+            store.uri(&layout::group_stop(group_id)),
+        )
+    } else {
+        spec
+    };
     let base_args = &job.runner_spec.args;
     let base_kwargs = &job.runner_spec.kwargs;
     let lines = prep.calls.iter().map(|call| {
@@ -208,16 +228,16 @@ pub(super) async fn submit(
         .await?;
     let mut prepared = job.prepared;
     prepared.spec_uri = store.uri(&spec_path);
-    let inputs = prep.calls.len();
     let batch = PreparedBatch::new(
         group_id.clone(),
         prepared,
         store.uri(&layout::group_calls(group_id)),
         inputs,
-        config.max_concurrent.unwrap_or(inputs).min(inputs).max(1),
+        parallelism,
         config.retries,
-    )?;
-    tracing::info!(group_id = %group_id, inputs, "submitting the batch in one call");
+    )?
+    .with_block_size(block_size);
+    tracing::info!(group_id = %group_id, inputs, block_size, "submitting the batch in one call");
     prep.resolved.backend.submit_batch(&batch).await?;
     Ok(())
 }

@@ -6,8 +6,15 @@
 //! [`Backend::submit_batch`]: kinetic_core::ports::Backend::submit_batch
 
 use k8s_openapi::api::core::v1::Secret;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kinetic_core::batch::BlockMarker;
+use kinetic_core::layout;
+use kinetic_core::ports::Backend;
 use kinetic_core::ports::{
-    BackendCapabilities, BackendError, BatchEnd, CleanupWait, GroupQuery, PreparedBatch,
+    BackendCapabilities, BackendError, BatchEnd, CleanupWait, GroupQuery, ObjectStoreExt,
+    PreparedBatch,
 };
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -15,7 +22,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use super::{KubeBackend, Named, submit::other_spec};
 use crate::error::{self, Context};
 use crate::pod;
-use crate::workload::{Workload, WorkloadTraits, batch_object_name};
+use crate::workload::{BlockReads, Workload, WorkloadTraits, batch_object_name};
 
 impl<W: Workload> KubeBackend<W> {
     fn batch_named(&self, query: &GroupQuery) -> Named {
@@ -43,6 +50,9 @@ impl<W: Workload> KubeBackend<W> {
                 "indexed_batches",
             ));
         };
+        if batch.block_size > 1 && !self.capabilities().batch_blocks {
+            return Err(BackendCapabilities::undeclared(self.name(), "batch_blocks"));
+        }
         let namespace = &batch.job.record.namespace;
         let name = batch_object_name(&batch.group_id);
         let api = self.objects(namespace).await?;
@@ -97,6 +107,77 @@ impl<W: Workload> KubeBackend<W> {
         Ok(())
     }
 
+    /// The markers of the blocks `reads` names, by block: listed from the
+    /// store (16 listings at a time), those of a block whose index ended
+    /// once per batch object, then kept.
+    pub(super) async fn block_markers(
+        &self,
+        object: &W::Object,
+        reads: &BlockReads,
+    ) -> Result<BTreeMap<usize, Vec<BlockMarker>>, BackendError> {
+        use futures_util::stream::{self, StreamExt, TryStreamExt};
+        let Some(store) = self.options.store.clone() else {
+            return Err(BackendError::invalid_input(format!(
+                "batch {} runs in blocks, whose states are in the store, and this {} backend was given no store (KubeOptions::store)",
+                reads.group_id,
+                self.name()
+            )));
+        };
+        let uid = object.meta().uid.clone().unwrap_or_default();
+        let mut out = BTreeMap::new();
+        let mut to_list = Vec::new();
+        {
+            let kept = self
+                .final_blocks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for &(block, is_final) in &reads.blocks {
+                match kept.get(&(uid.clone(), block)) {
+                    Some(markers) => {
+                        out.insert(block, markers.as_ref().clone());
+                    }
+                    None => to_list.push((block, is_final)),
+                }
+            }
+        }
+        let listed: Vec<(usize, bool, Vec<BlockMarker>)> = stream::iter(to_list)
+            .map(|(block, is_final)| {
+                let store = store.clone();
+                let folder = layout::group_block(&reads.group_id, block);
+                async move {
+                    let metas = store.list(Some(&folder)).await?;
+                    let markers = metas
+                        .iter()
+                        .filter_map(|m| BlockMarker::parse(m.path.file_name()))
+                        .collect();
+                    Ok::<_, kinetic_core::ports::StoreError>((block, is_final, markers))
+                }
+            })
+            .buffer_unordered(16)
+            .try_collect()
+            .await
+            .map_err(|e| {
+                BackendError::from_store(
+                    &format!(
+                        "cannot list the markers of batch {}'s blocks",
+                        reads.group_id
+                    ),
+                    e,
+                )
+            })?;
+        let mut kept = self
+            .final_blocks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (block, is_final, markers) in listed {
+            if is_final {
+                kept.insert((uid.clone(), block), Arc::new(markers.clone()));
+            }
+            out.insert(block, markers);
+        }
+        Ok(out)
+    }
+
     /// [`Backend::end_batch`](kinetic_core::ports::Backend::end_batch).
     pub(super) async fn end_batch_object(
         &self,
@@ -124,6 +205,11 @@ impl<W: Workload> KubeBackend<W> {
                     .await?;
                 if let Some(patch) = self.workload.batch_stop_patch(&object, &pods) {
                     self.patch_batch(&named, &patch).await?;
+                }
+                if self.workload.batch_block_reads(&object, &pods).is_some() {
+                    // A block's pod runs input after input: the stop marker
+                    // keeps it from starting the next.
+                    self.write_stop_marker(query).await?;
                 }
                 Ok(())
             }
@@ -166,6 +252,23 @@ impl<W: Workload> KubeBackend<W> {
                 }
             }
         }
+    }
+
+    /// The stop marker of a batch in blocks (`_groups/{group_id}/stopping`).
+    async fn write_stop_marker(&self, query: &GroupQuery) -> Result<(), BackendError> {
+        let Some(store) = &self.options.store else {
+            return Ok(());
+        };
+        let body = serde_json::json!({"by": "client"}).to_string();
+        store
+            .put_json(&layout::group_stop(&query.group_id), body)
+            .await
+            .map_err(|e| {
+                BackendError::from_store(
+                    &format!("cannot write the stop marker of batch {}", query.group_id),
+                    e,
+                )
+            })
     }
 
     async fn patch_batch(

@@ -14,7 +14,7 @@
 //! - `cleanup`: foreground deletion and the wait for it.
 //! - `list` and `port_forward`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +22,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use kinetic_core::accelerators::AcceleratorSpec;
+use kinetic_core::batch::BlockMarker;
 use kinetic_core::ids::JobId;
 use kinetic_core::ports::{
     Backend, BackendCapabilities, BackendError, CleanupWait, GroupQuery, GroupStatus, LogOptions,
@@ -61,6 +62,9 @@ pub struct KubeBackend<W: Workload> {
     options: KubeOptions,
     /// Namespaces whose service account was found.
     accounts_seen: std::sync::Mutex<BTreeSet<String>>,
+    /// The final markers of blocks whose index ended, by the batch
+    /// object's uid and block: listed once.
+    final_blocks: std::sync::Mutex<BTreeMap<(String, usize), Arc<Vec<BlockMarker>>>>,
 }
 
 impl<W: Workload> Debug for KubeBackend<W> {
@@ -104,6 +108,7 @@ impl<W: Workload> KubeBackend<W> {
             workload: Arc::new(workload),
             options,
             accounts_seen: std::sync::Mutex::default(),
+            final_blocks: std::sync::Mutex::default(),
         }
     }
 
@@ -227,8 +232,12 @@ impl<W: Workload> Backend for KubeBackend<W> {
         self.traits.backend
     }
 
+    /// The kind's; batches in blocks where it takes indexed batches and
+    /// the backend has the jobs' store to read their markers from.
     fn capabilities(&self) -> BackendCapabilities {
-        self.traits.capabilities.clone()
+        let caps = self.traits.capabilities.clone();
+        let blocks = caps.indexed_batches && self.options.store.is_some();
+        caps.with_batch_blocks(blocks)
     }
 
     /// The kind's batch object ([`Workload::build_batch`]) and its

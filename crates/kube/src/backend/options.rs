@@ -1,9 +1,11 @@
 //! [`KubeOptions`]: the settings of a [`KubeBackend`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 #[cfg(doc)]
 use kinetic_core::ports::CleanupWait;
+use kinetic_core::ports::ObjectStore;
 use kinetic_core::retry::{Backoff, RetryPolicy};
 
 #[cfg(doc)]
@@ -26,6 +28,10 @@ pub struct KubeOptions {
     /// deadline) when the object keeps changing under the write (409 on its
     /// resource version): 5 attempts, 50 ms doubling, with jitter.
     pub conflict_retry: RetryPolicy,
+    /// The store the jobs' runners write to, where the backend reads the
+    /// markers of a batch in blocks (and writes its stop marker). Without
+    /// it the backend takes no batch in blocks (its capabilities say so).
+    pub store: Option<Arc<dyn ObjectStore>>,
 }
 
 impl Default for KubeOptions {
@@ -38,6 +44,7 @@ impl Default for KubeOptions {
                 5,
                 Backoff::new(Duration::from_millis(50), Duration::from_secs(1)).with_jitter(0.5),
             ),
+            store: None,
         }
     }
 }
@@ -74,6 +81,13 @@ impl KubeOptions {
     /// with a concurrent change ([`KubeOptions::conflict_retry`]).
     pub fn conflict_retry(mut self, policy: RetryPolicy) -> Self {
         self.conflict_retry = policy;
+        self
+    }
+
+    /// The same options with the jobs' store ([`KubeOptions::store`]): the
+    /// backend then takes batches in blocks.
+    pub fn store(mut self, store: Arc<dyn ObjectStore>) -> Self {
+        self.store = Some(store);
         self
     }
 }

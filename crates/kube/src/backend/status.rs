@@ -273,7 +273,11 @@ impl<W: Workload> KubeBackend<W> {
         let mut out = BTreeMap::new();
         for object in &batches {
             let pods = by_name.remove(&batch_name).unwrap_or_default();
-            if let Some(states) = self.workload.batch_states(object, &pods) {
+            let markers = match self.workload.batch_block_reads(object, &pods) {
+                Some(reads) => self.block_markers(object, &reads).await?,
+                None => BTreeMap::new(),
+            };
+            if let Some(states) = self.workload.batch_states(object, &pods, &markers) {
                 self.keep_batch_stopped(namespace, object, &pods).await;
                 out.extend(states);
             }
