@@ -792,6 +792,176 @@ mod tests {
         assert_eq!(patch["spec"]["parallelism"], 1);
     }
 
+    /// A batch of 5 inputs in blocks of 2 (3 blocks), each input retried
+    /// once by its block's pod.
+    fn block_job(completed: &str, failed: &str) -> Job {
+        let mut job = job(completed, failed, json!([]));
+        job.spec.as_mut().expect("spec").completions = Some(3);
+        job.metadata.annotations = Some(
+            [
+                (ANNOTATION_BLOCK_SIZE, "2"),
+                (ANNOTATION_INPUTS, "5"),
+                (ANNOTATION_INPUT_RETRIES, "1"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        );
+        job
+    }
+
+    fn marker(input: usize, attempt: u32, code: Option<i32>, at_ms: u64) -> BlockMarker {
+        BlockMarker {
+            input,
+            attempt,
+            kind: code.map_or(kinetic_core::batch::MarkerKind::Start, |c| {
+                kinetic_core::batch::MarkerKind::Exit(c)
+            }),
+            at_ms,
+            pod: "p".into(),
+        }
+    }
+
+    #[test]
+    fn a_batch_in_blocks_reads_each_input_from_its_blocks_markers() {
+        // Block 0 ended; block 1's pod runs input 2's retry; block 2 has
+        // not started.
+        let pods = [
+            pod(0, None, "Succeeded", Some(0), "2026-01-01T00:00:00Z"),
+            pod(1, None, "Running", None, "2026-01-01T00:00:01Z"),
+        ];
+        let markers = BTreeMap::from([
+            (
+                0,
+                vec![
+                    marker(0, 1, None, 1),
+                    marker(0, 1, Some(0), 2),
+                    marker(1, 1, None, 3),
+                    marker(1, 1, Some(0), 4),
+                ],
+            ),
+            (
+                1,
+                vec![
+                    marker(2, 1, None, 5),
+                    marker(2, 1, Some(1), 6),
+                    marker(2, 2, None, 7),
+                ],
+            ),
+        ]);
+        let blocks = block_job("0", "");
+        let states = batch_states(&blocks, &pods, &markers).expect("a batch");
+        let status = |i, a| states.get(&id(i, a)).map(|s| s.status);
+        assert_eq!(status(0, 1), Some(JobStatus::Succeeded));
+        assert_eq!(status(1, 1), Some(JobStatus::Succeeded));
+        assert_eq!(status(2, 1), Some(JobStatus::Failed));
+        assert_eq!(status(2, 2), Some(JobStatus::Running));
+        assert_eq!(status(3, 1), Some(JobStatus::Pending));
+        assert_eq!(status(4, 1), Some(JobStatus::Pending));
+        assert_eq!(states.len(), 6, "{states:?}");
+        // The blocks to list: those with a pod, and the ended one as
+        // final; block 2 is above them: nothing to list.
+        let reads = block_reads(&blocks, &pods).expect("a batch in blocks");
+        assert_eq!(reads.blocks, vec![(0, true), (1, false)]);
+        assert_eq!(reads.group_id.to_string(), GROUP);
+        // A block below the highest seen, with no pod and not ended, lost
+        // its pod: it is listed too.
+        let reads = block_reads(&block_job("", ""), &pods[1..]).expect("blocks");
+        assert_eq!(reads.blocks, vec![(0, false), (1, false)]);
+        assert!(
+            block_reads(&job("", "", json!([])), &pods).is_none(),
+            "one input per index"
+        );
+    }
+
+    #[test]
+    fn a_block_whose_pod_died_loses_its_running_attempt_and_a_failed_block_its_inputs() {
+        let markers = BTreeMap::from([(0, vec![marker(0, 1, Some(0), 1), marker(1, 1, None, 2)])]);
+        // Its pod failed; the Job runs the block again.
+        let pods = [pod(0, None, "Failed", Some(137), "2026-01-01T00:00:00Z")];
+        let states = batch_states(&block_job("", ""), &pods, &markers).expect("a batch");
+        let status = |i, a| states.get(&id(i, a)).map(|s| s.status);
+        assert_eq!(status(0, 1), Some(JobStatus::Succeeded));
+        assert_eq!(status(1, 1), Some(JobStatus::Failed));
+        assert_eq!(
+            status(1, 2),
+            Some(JobStatus::Pending),
+            "the next pod runs it again"
+        );
+        // Past the Job's limit for the block: what it did not run fails.
+        let states = batch_states(&block_job("", "0"), &pods, &markers).expect("a batch");
+        let status = |i, a| states.get(&id(i, a)).map(|s| s.status);
+        assert_eq!(status(1, 2), None);
+        assert_eq!(status(1, 1), Some(JobStatus::Failed));
+        assert_eq!(
+            status(2, 1),
+            Some(JobStatus::Pending),
+            "block 1 has not started"
+        );
+        // Being deleted: every input not ended is cancelled.
+        let mut deleting = block_job("", "");
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-01-01T00:00:09Z".parse().expect("a time"),
+            ));
+        let running = [pod(0, None, "Running", None, "2026-01-01T00:00:00Z")];
+        let states = batch_states(&deleting, &running, &markers).expect("a batch");
+        assert_eq!(states[&id(0, 1)].status, JobStatus::Succeeded);
+        for (i, a) in [(1, 1), (2, 1), (4, 1)] {
+            assert_eq!(
+                states[&id(i, a)].reason,
+                Some(StatusReason::Cancelled),
+                "input {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_batch_in_blocks_is_a_job_of_one_index_per_block() {
+        let group: GroupId = GROUP.parse().expect("group");
+        let shared = kinetic_testkit::fixtures::fixed_job(
+            "gke",
+            "cpu",
+            &[],
+            kinetic_core::ports::Deadlines::default(),
+        );
+        let batch = PreparedBatch::new(group, shared, "gs://b/calls", 5, 4, 1)
+            .expect("a batch")
+            .with_block_size(2);
+        let manifest = batch_manifest(&batch, &ManifestOptions::default());
+        let spec = manifest.spec.as_ref().expect("spec");
+        assert_eq!(spec.completions, Some(3));
+        assert_eq!(spec.parallelism, Some(3), "no more pods than blocks");
+        assert_eq!(
+            spec.backoff_limit_per_index,
+            Some(4),
+            "a pod per attempt of its inputs"
+        );
+        let annotations = manifest.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(annotations[ANNOTATION_BLOCK_SIZE], "2");
+        assert_eq!(annotations[ANNOTATION_INPUTS], "5");
+        assert_eq!(annotations[ANNOTATION_INPUT_RETRIES], "1");
+        let one = PreparedBatch::new(
+            batch.group_id.clone(),
+            batch.job.clone(),
+            "gs://b/calls",
+            5,
+            4,
+            1,
+        )
+        .expect("a batch");
+        let manifest = batch_manifest(&one, &ManifestOptions::default());
+        assert_eq!(manifest.spec.as_ref().and_then(|s| s.completions), Some(5));
+        assert!(
+            !manifest
+                .metadata
+                .annotations
+                .as_ref()
+                .expect("annotations")
+                .contains_key(ANNOTATION_BLOCK_SIZE)
+        );
+    }
+
     #[test]
     fn interval_strings_name_their_indexes() {
         assert_eq!(

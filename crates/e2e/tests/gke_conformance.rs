@@ -13,10 +13,12 @@ use support::cluster_harness::ClusterHarness;
 async fn harness() -> ClusterHarness {
     ClusterHarness::new(
         |_| {},
-        |client| {
+        |client, store| {
             Arc::new(GkeBackend::new(
                 client,
-                GkeOptions::new("default").poll_interval(Duration::from_millis(50)),
+                GkeOptions::new("default")
+                    .poll_interval(Duration::from_millis(50))
+                    .store(store),
             ))
         },
     )

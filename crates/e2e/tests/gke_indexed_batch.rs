@@ -28,7 +28,7 @@ use support::cluster_harness::ClusterHarness;
 async fn harness() -> ClusterHarness {
     ClusterHarness::new(
         |_| {},
-        |client| {
+        |client, _store| {
             Arc::new(GkeBackend::new(
                 client,
                 GkeOptions::new("default").poll_interval(Duration::from_millis(50)),

@@ -155,6 +155,7 @@ mod faulty_backend_conformance {
         skips = [
             "submit_batch_runs_every_input_as_its_child",
             "a_cancelled_batch_reports_no_input_running",
+            "a_batch_in_blocks_runs_and_retries_each_input_as_its_child",
         ];
     }
 }
@@ -204,6 +205,7 @@ mod retry_backend_conformance {
         skips = [
             "submit_batch_runs_every_input_as_its_child",
             "a_cancelled_batch_reports_no_input_running",
+            "a_batch_in_blocks_runs_and_retries_each_input_as_its_child",
         ];
     }
 }

@@ -43,6 +43,6 @@ pub use fake_backend::{FakeBackend, FakeBackendHarness, Outcome, OutcomeFn};
 pub use fake_images::FakeImageBuilder;
 pub use memory_store::MemoryStore;
 pub use python_job::{
-    CONFORMANCE_MODULE, ConformanceJob, prepare_python_batch, prepare_python_batch_of,
-    prepare_python_job, prepare_python_job_on,
+    CONFORMANCE_MODULE, ConformanceJob, prepare_python_batch, prepare_python_batch_in_blocks,
+    prepare_python_batch_of, prepare_python_job, prepare_python_job_on,
 };

@@ -358,3 +358,59 @@ pub async fn prepare_python_batch_of(
     )
     .expect("a valid batch")
 }
+
+/// [`prepare_python_batch_of`] in blocks of `block_size` inputs per index
+/// (the batch spec's block fields and [`PreparedBatch::block_size`]): each
+/// block's pod runs its inputs one after the other, retrying each
+/// `retries` times itself, and writes its markers under
+/// `_groups/{group_id}/blocks`.
+///
+/// [`PreparedBatch::block_size`]: kinetic_core::ports::PreparedBatch::block_size
+pub async fn prepare_python_batch_in_blocks(
+    store: &Arc<dyn ObjectStore>,
+    backend: &str,
+    function: &str,
+    calls: Vec<Vec<Value>>,
+    parallelism: usize,
+    retries: u32,
+    block_size: usize,
+) -> kinetic_core::ports::PreparedBatch {
+    use kinetic_core::batch::IndexedBatchSpec;
+    use kinetic_core::layout;
+    use kinetic_core::ports::GetOptions;
+    let batch = prepare_python_batch_of(
+        store,
+        backend,
+        function,
+        calls,
+        parallelism,
+        retries,
+        CapturedEnv::default(),
+    )
+    .await;
+    let group = batch.group_id.clone();
+    let path = layout::group_batch_spec(&group);
+    let bytes = store
+        .get(&path, GetOptions::default())
+        .await
+        .expect("the batch spec");
+    let value: Value = serde_json::from_slice(&bytes).expect("a batch spec");
+    let spec = IndexedBatchSpec::from_json(&value)
+        .expect("a batch spec")
+        .with_blocks(
+            block_size,
+            retries,
+            false,
+            store.uri(&layout::group_blocks(&group)),
+            store.uri(&layout::group_stop(&group)),
+        );
+    store
+        .put(
+            &path,
+            Bytes::from(spec.to_json().to_string()),
+            PutOptions::default(),
+        )
+        .await
+        .expect("store the batch spec");
+    batch.with_block_size(block_size)
+}

@@ -21,6 +21,7 @@ mod fake_backend_conformance {
         skips = [
             "submit_batch_runs_every_input_as_its_child",
             "a_cancelled_batch_reports_no_input_running",
+            "a_batch_in_blocks_runs_and_retries_each_input_as_its_child",
         ];
     }
 }
@@ -87,6 +88,10 @@ async fn the_backend_suite_runs_what_a_backend_declares() {
             (
                 "a_cancelled_batch_reports_no_input_running",
                 "indexed_batches"
+            ),
+            (
+                "a_batch_in_blocks_runs_and_retries_each_input_as_its_child",
+                "batch_blocks"
             ),
         ]
     );

@@ -12,7 +12,8 @@ use kinetic_fake_gcp::k8s::FakeCluster;
 use kinetic_store_gcs::{GcsOptions, GcsStore};
 use kinetic_testkit::conformance::backend::BackendHarness;
 use kinetic_testkit::{
-    ConformanceJob, prepare_python_batch, prepare_python_batch_of, prepare_python_job,
+    ConformanceJob, prepare_python_batch, prepare_python_batch_in_blocks, prepare_python_batch_of,
+    prepare_python_job,
 };
 
 /// The image the conformance jobs run.
@@ -28,10 +29,10 @@ pub struct ClusterHarness {
 
 impl ClusterHarness {
     /// The fake GCS and cluster, `setup` run on the cluster, and the
-    /// backend `make` builds over a client of it.
+    /// backend `make` builds over a client of it and the jobs' store.
     pub async fn new(
         setup: impl FnOnce(&FakeCluster),
-        make: impl FnOnce(kube::Client) -> Arc<dyn Backend>,
+        make: impl FnOnce(kube::Client, Arc<dyn ObjectStore>) -> Arc<dyn Backend>,
     ) -> Self {
         let gcs = FakeGcs::with_buckets(&["kn-jobs"]).unwrap();
         let store: Arc<dyn ObjectStore> = Arc::new(
@@ -50,7 +51,7 @@ impl ClusterHarness {
         setup(&cluster);
         let client =
             kube::Client::try_from(kube::Config::new(cluster.url().parse().unwrap())).unwrap();
-        let backend = make(client);
+        let backend = make(client, store.clone());
         let name = if backend.name() == "pathways" {
             "pathways"
         } else {
@@ -109,6 +110,27 @@ impl BackendHarness for ClusterHarness {
             inputs,
             0,
             CapturedEnv::default(),
+        )
+        .await;
+        batch.job.record.image_uri = IMAGE.into();
+        batch
+    }
+
+    async fn prepare_batch_in_blocks(
+        &self,
+        calls: Vec<Vec<serde_json::Value>>,
+        parallelism: usize,
+        retries: u32,
+        block_size: usize,
+    ) -> PreparedBatch {
+        let mut batch = prepare_python_batch_in_blocks(
+            &self.store,
+            self.name,
+            "flaky",
+            calls,
+            parallelism,
+            retries,
+            block_size,
         )
         .await;
         batch.job.record.image_uri = IMAGE.into();

@@ -81,6 +81,24 @@ pub trait BackendHarness: Send + Sync {
             "the backend declares indexed_batches, so its harness MUST implement BackendHarness::prepare_sleeping_batch"
         )
     }
+    /// A batch in blocks of `block_size` inputs
+    /// ([`PreparedBatch::block_size`]) whose input `i` calls the
+    /// conformance module's `flaky(*calls[i])` (it ends its process on its
+    /// attempts up to `dies_until`), each retried `retries` times, at most
+    /// `parallelism` at once. Asked only of a backend that declares
+    /// `batch_blocks`.
+    async fn prepare_batch_in_blocks(
+        &self,
+        calls: Vec<Vec<serde_json::Value>>,
+        parallelism: usize,
+        retries: u32,
+        block_size: usize,
+    ) -> PreparedBatch {
+        let _ = (calls, parallelism, retries, block_size);
+        panic!(
+            "the backend declares batch_blocks, so its harness MUST implement BackendHarness::prepare_batch_in_blocks"
+        )
+    }
 }
 
 /// Every case of the suite, in the order [`run`] runs them, with the
@@ -115,6 +133,10 @@ pub const CASES: &[(&str, Option<&str>)] = &[
         "a_cancelled_batch_reports_no_input_running",
         Some("indexed_batches"),
     ),
+    (
+        "a_batch_in_blocks_runs_and_retries_each_input_as_its_child",
+        Some("batch_blocks"),
+    ),
     ("undeclared_capabilities_are_unsupported", None),
 ];
 
@@ -137,6 +159,7 @@ fn declares(caps: &kinetic_core::ports::BackendCapabilities, capability: &str) -
         "cancel" => caps.cancel,
         "group_status" => caps.group_status,
         "indexed_batches" => caps.indexed_batches,
+        "batch_blocks" => caps.batch_blocks,
         other => panic!("the suite names an unknown capability {other:?}"),
     }
 }
@@ -203,6 +226,9 @@ async fn dispatch(h: &dyn BackendHarness, name: &str) {
         }
         "a_cancelled_batch_reports_no_input_running" => {
             a_cancelled_batch_reports_no_input_running(h).await;
+        }
+        "a_batch_in_blocks_runs_and_retries_each_input_as_its_child" => {
+            a_batch_in_blocks_runs_and_retries_each_input_as_its_child(h).await;
         }
         "undeclared_capabilities_are_unsupported" => {
             undeclared_capabilities_are_unsupported(h).await;
@@ -1059,6 +1085,97 @@ pub async fn a_cancelled_batch_reports_no_input_running(h: &dyn BackendHarness) 
         "end_batch(Cancel) MUST be idempotent",
     )
     .await;
+    end_batch(h, &query, BatchEnd::Cleanup, "end_batch(Cleanup)").await;
+}
+
+/// [`Backend::submit_batch`] of a batch in blocks (two blocks of two
+/// inputs, one retry each): every input runs as its child, each attempt
+/// its own child id, an attempt that ended its process retried alone,
+/// and `group_status` reports each attempt: the first of input 1 (it
+/// ended its process once) `FAILED` with exit code 3 and its second
+/// `SUCCEEDED` with its value; input 3's two `FAILED` (it ends its process
+/// every time), no third; the others `SUCCEEDED` at attempt 1. A status
+/// read costs at most 3 calls to the system, as for a batch of one input
+/// per index.
+pub async fn a_batch_in_blocks_runs_and_retries_each_input_as_its_child(h: &dyn BackendHarness) {
+    use kinetic_core::batch::child_job_id;
+    use kinetic_core::status::StatusReason;
+    use serde_json::json;
+    let calls = vec![
+        vec![json!(10)],
+        vec![json!(20), json!(1)],
+        vec![json!(30)],
+        vec![json!(40), json!(9)],
+    ];
+    let batch = h.prepare_batch_in_blocks(calls, 2, 1, 2).await;
+    let (group, query) = submit_batch(h, &batch).await;
+    let want = [
+        ((0, 1), JobStatus::Succeeded),
+        ((1, 1), JobStatus::Failed),
+        ((1, 2), JobStatus::Succeeded),
+        ((2, 1), JobStatus::Succeeded),
+        ((3, 1), JobStatus::Failed),
+        ((3, 2), JobStatus::Failed),
+    ];
+    let deadline = Instant::now() + h.patience();
+    let listed = loop {
+        let listed = h
+            .backend()
+            .group_status(&query)
+            .await
+            .expect("group_status of a batch in blocks");
+        let ended = want.iter().all(|((i, a), _)| {
+            listed
+                .get(&child_job_id(&group, *i, *a))
+                .is_some_and(|s| s.status.is_terminal())
+        });
+        if ended {
+            break listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "batch in blocks not ended after {:?}: {listed:?}",
+            h.patience()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for ((i, a), status) in want {
+        let id = child_job_id(&group, i, a);
+        assert_eq!(
+            listed[&id].status, status,
+            "input {i} attempt {a}: {listed:?}"
+        );
+    }
+    assert_eq!(
+        listed.len(),
+        want.len(),
+        "no other child (input 3 has no third attempt): {listed:?}"
+    );
+    assert_eq!(
+        listed[&child_job_id(&group, 1, 1)].reason,
+        Some(StatusReason::ExitCode { code: 3 }),
+        "{listed:?}"
+    );
+    for (i, a, value) in [(0, 1, 10), (1, 2, 20), (2, 1, 30)] {
+        let id = child_job_id(&group, i, a);
+        let bytes = h
+            .store()
+            .get(&kinetic_core::layout::result(&id), GetOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("child {id}'s result.json MUST be in the store: {e}"));
+        let result = RunnerResult::from_json(&bytes).expect("a valid result.json");
+        assert_eq!(
+            result.value,
+            json!({"value": value, "attempt": a}),
+            "input {i} attempt {a}"
+        );
+    }
+    if let Some(cost) = group_status_cost(h, &query).await {
+        assert!(
+            cost <= 3,
+            "one group_status of a batch in blocks MUST cost at most 3 calls to the system, cost {cost}"
+        );
+    }
     end_batch(h, &query, BatchEnd::Cleanup, "end_batch(Cleanup)").await;
 }
 

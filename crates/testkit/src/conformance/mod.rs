@@ -50,6 +50,7 @@ macro_rules! backend_conformance_tests {
             group_status_reports_the_group_in_one_call
             submit_batch_runs_every_input_as_its_child
             a_cancelled_batch_reports_no_input_running
+            a_batch_in_blocks_runs_and_retries_each_input_as_its_child
             undeclared_capabilities_are_unsupported
         );
     };
