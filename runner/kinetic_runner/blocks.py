@@ -226,8 +226,10 @@ def _temp_dir() -> str:
 def run_block(argv: list) -> int | None:
     """Block mode for the runner arguments ``argv`` when they name a batch
     spec in blocks; None when they do not (``main`` runs them)."""
+    if "--batch-spec" not in argv:
+        return None  # read by main alone: its warnings are said once
     args = parse_args(argv)
-    if not getattr(args, "batch_spec", None):
+    if not args.batch_spec:
         return None
     storage = Storage()
     try:

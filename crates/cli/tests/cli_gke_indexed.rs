@@ -30,6 +30,16 @@ def slow(x):
     return [x * x, os.environ["KINETIC_ATTEMPT"]]
 
 
+def paced(x, marks):
+    """x squared and the attempt, after a note that it started (one per
+    run) and 0.4 s."""
+    attempt = os.environ["KINETIC_ATTEMPT"]
+    with open(os.path.join(marks, "started-%d-%s.%d" % (x, attempt, os.getpid())), "w"):
+        pass
+    time.sleep(0.4)
+    return [x * x, attempt]
+
+
 def work(x, marker):
     """x squared and the attempt; input 2 fails its first attempt (no
     marker yet); input 4 kills its interpreter every time."""
@@ -171,6 +181,104 @@ async fn a_gke_map_is_one_indexed_job_and_one_secret_with_per_input_retries_and_
         let host = attempts[0]["host"].as_str().unwrap_or_default();
         assert!(host.starts_with("kinetic-grp-"), "the pod: {s}");
     }
+}
+
+/// A block's pod evicted while it runs an input (`kubectl drain`, the
+/// autoscaler): the Job replaces it, and the new pod goes on where the
+/// first stopped: the input it was running runs again as its attempt 2
+/// (`--retries 1`), the inputs that ended are not run again, the others
+/// run once, and every value comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocks_pod_evicted_midway_is_replaced_and_goes_on_where_it_stopped() {
+    let w = world().await;
+    let cluster = w.cluster();
+    let marks = w.sandbox().path("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let lines: String = (0..4)
+        .map(|x| format!("{}\n", json!({"x": x, "marks": marks.to_str().unwrap()})))
+        .collect();
+    let inputs = w.sandbox().path("paced.jsonl");
+    std::fs::write(&inputs, lines).unwrap();
+    let inputs = inputs.to_str().unwrap().to_owned();
+    let args = [
+        "map",
+        "work.py:paced",
+        "--inputs",
+        &inputs,
+        "--backend",
+        "gke",
+        "--retries",
+        "1",
+        "--max-concurrent",
+        "1",
+        "--poll-interval",
+        "0.2",
+        "--json",
+    ];
+    let cmd = w.sandbox().command(&args, &[]);
+    let map = tokio::task::spawn_blocking(move || {
+        let mut cmd = cmd;
+        cmd.output().unwrap()
+    });
+    // Input 1's first attempt runs: evict the block's one pod.
+    // Each run's note, without the pid that makes it its own.
+    let runs = |marks: &std::path::Path| -> Vec<String> {
+        let mut runs: Vec<String> = std::fs::read_dir(marks)
+            .unwrap()
+            .map(|e| {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                name.split('.').next().unwrap_or_default().to_owned()
+            })
+            .collect();
+        runs.sort();
+        runs
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !runs(&marks).contains(&"started-1-1".to_owned()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "input 1 never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let job = &cluster.objects("jobs.batch", "default")[0];
+    assert_eq!(job["spec"]["completions"], 1, "one block: {job}");
+    let pods = cluster.objects("pods", "default");
+    assert_eq!(pods.len(), 1, "one block, one pod: {pods:?}");
+    let pod = pods[0]["metadata"]["name"].as_str().unwrap().to_owned();
+    cluster.evict("default", &pod).unwrap();
+    let o = map.await.unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json_of(&o);
+    let values: Vec<&Value> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["value"])
+        .collect();
+    assert_eq!(
+        values,
+        [
+            json!([0, "1"]),
+            json!([1, "2"]),
+            json!([4, "1"]),
+            json!([9, "1"])
+        ]
+        .iter()
+        .collect::<Vec<_>>(),
+        "{v}"
+    );
+    assert_eq!(
+        runs(&marks),
+        [
+            "started-0-1",
+            "started-1-1",
+            "started-1-2",
+            "started-2-1",
+            "started-3-1"
+        ],
+        "input 0 ran once, input 1 again after its pod went"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
