@@ -37,6 +37,7 @@ use k8s_openapi::api::batch::v1::{
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinetic_core::batch::{BlockMarker, BlockRules, BlockRun, block_states, child_job_id};
+use kinetic_core::ids::GroupId;
 use kinetic_core::ports::{GroupStatus, PreparedBatch};
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
 use kinetic_kube::pod::{
@@ -253,25 +254,7 @@ pub fn batch_states(
     if spec.completion_mode.as_deref() != Some("Indexed") {
         return None;
     }
-    let group = job
-        .metadata
-        .labels
-        .as_ref()?
-        .get(pod::LABEL_GROUP_ID)?
-        .parse()
-        .ok()?;
-    let completions = usize::try_from(spec.completions.unwrap_or(0)).unwrap_or(0);
-    let status = job.status.as_ref();
-    let completed = parse_indexes(
-        status
-            .and_then(|s| s.completed_indexes.as_deref())
-            .unwrap_or(""),
-    );
-    let failed = parse_indexes(
-        status
-            .and_then(|s| s.failed_indexes.as_deref())
-            .unwrap_or(""),
-    );
+    let (group, completions, completed, failed) = job_indexes(job)?;
     let job_failed = failed_condition(job);
     let retries = spec
         .backoff_limit_per_index
@@ -360,12 +343,7 @@ struct Indexes {
 
 /// The children's states of a batch of one input per index (see the
 /// module's documentation).
-fn index_states(
-    out: &mut GroupStatus,
-    group: &kinetic_core::ids::GroupId,
-    pods: &[Pod],
-    job: &Indexes,
-) {
+fn index_states(out: &mut GroupStatus, group: &GroupId, pods: &[Pod], job: &Indexes) {
     let Indexes {
         completions,
         completed,
@@ -448,6 +426,27 @@ fn index_states(
     }
 }
 
+/// A batch Job's group, its completions, and its completed and failed
+/// indexes; `None` for a Job with no group label.
+fn job_indexes(job: &Job) -> Option<(GroupId, usize, BTreeSet<usize>, BTreeSet<usize>)> {
+    let group = job
+        .metadata
+        .labels
+        .as_ref()?
+        .get(pod::LABEL_GROUP_ID)?
+        .parse()
+        .ok()?;
+    let completions = usize::try_from(job.spec.as_ref()?.completions.unwrap_or(0)).unwrap_or(0);
+    let status = job.status.as_ref();
+    let indexes = |text: Option<&str>| parse_indexes(text.unwrap_or(""));
+    Some((
+        group,
+        completions,
+        indexes(status.and_then(|s| s.completed_indexes.as_deref())),
+        indexes(status.and_then(|s| s.failed_indexes.as_deref())),
+    ))
+}
+
 /// What a batch in blocks says of its blocks (its annotations).
 #[derive(Debug, Clone, Copy)]
 struct Blocks {
@@ -498,25 +497,8 @@ impl Blocks {
 /// them has not started: its inputs are pending, nothing to list.
 pub fn block_reads(job: &Job, pods: &[Pod]) -> Option<BlockReads> {
     Blocks::of(job)?;
-    let group = job
-        .metadata
-        .labels
-        .as_ref()?
-        .get(pod::LABEL_GROUP_ID)?
-        .parse()
-        .ok()?;
-    let completions = usize::try_from(job.spec.as_ref()?.completions.unwrap_or(0)).unwrap_or(0);
-    let status = job.status.as_ref();
-    let mut ended = parse_indexes(
-        status
-            .and_then(|s| s.completed_indexes.as_deref())
-            .unwrap_or(""),
-    );
-    ended.extend(parse_indexes(
-        status
-            .and_then(|s| s.failed_indexes.as_deref())
-            .unwrap_or(""),
-    ));
+    let (group, completions, mut ended, failed) = job_indexes(job)?;
+    ended.extend(failed);
     let with_pods: BTreeSet<usize> = pods.iter().filter_map(pod_index).collect();
     let highest = ended.iter().chain(&with_pods).copied().max();
     let blocks = highest.map_or_else(Vec::new, |h| {

@@ -7,7 +7,6 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use kinetic_core::batch::BlockMarker;
 use kinetic_core::layout;
@@ -134,7 +133,7 @@ impl<W: Workload> KubeBackend<W> {
             for &(block, is_final) in &reads.blocks {
                 match kept.get(&(uid.clone(), block)) {
                     Some(markers) => {
-                        out.insert(block, markers.as_ref().clone());
+                        out.insert(block, markers.clone());
                     }
                     None => to_list.push((block, is_final)),
                 }
@@ -171,7 +170,7 @@ impl<W: Workload> KubeBackend<W> {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (block, is_final, markers) in listed {
             if is_final {
-                kept.insert((uid.clone(), block), Arc::new(markers.clone()));
+                kept.insert((uid.clone(), block), markers.clone());
             }
             out.insert(block, markers);
         }

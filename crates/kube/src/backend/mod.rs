@@ -64,8 +64,12 @@ pub struct KubeBackend<W: Workload> {
     accounts_seen: std::sync::Mutex<BTreeSet<String>>,
     /// The final markers of blocks whose index ended, by the batch
     /// object's uid and block: listed once.
-    final_blocks: std::sync::Mutex<BTreeMap<(String, usize), Arc<Vec<BlockMarker>>>>,
+    final_blocks: std::sync::Mutex<FinalBlocks>,
 }
+
+/// The markers of blocks whose index ended, by the batch object's uid and
+/// the block: final, so listed once.
+type FinalBlocks = BTreeMap<(String, usize), Vec<BlockMarker>>;
 
 impl<W: Workload> Debug for KubeBackend<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

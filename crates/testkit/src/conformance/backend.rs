@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use kinetic_core::accelerators::AcceleratorSpec;
 use kinetic_core::env::{CapturedEnv, EnvEntry, EnvSnapshot, SecretValue, capture};
-use kinetic_core::ids::GroupId;
+use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::ports::{
     Backend, BackendError, BatchEnd, CleanupWait, GetOptions, GroupQuery, LogOptions, ObjectStore,
     PreparedBatch, PreparedJob,
@@ -965,29 +965,7 @@ pub async fn submit_batch_runs_every_input_as_its_child(h: &dyn BackendHarness) 
     let children: Vec<_> = (0..values.len())
         .map(|i| child_job_id(&group, i, 1))
         .collect();
-    let deadline = Instant::now() + h.patience();
-    let listed = loop {
-        let listed = h
-            .backend()
-            .group_status(&query)
-            .await
-            .expect("group_status of a batch");
-        for id in &children {
-            assert!(
-                listed.contains_key(id),
-                "group_status MUST report every input of a submitted batch, {id} is missing: {listed:?}"
-            );
-        }
-        if children.iter().all(|id| listed[id].status.is_terminal()) {
-            break listed;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "batch not ended after {:?}: {listed:?}",
-            h.patience()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let listed = batch_ended(h, &query, &children, true).await;
     assert_eq!(
         listed.keys().cloned().collect::<Vec<_>>(),
         {
@@ -1117,28 +1095,12 @@ pub async fn a_batch_in_blocks_runs_and_retries_each_input_as_its_child(h: &dyn 
         ((3, 1), JobStatus::Failed),
         ((3, 2), JobStatus::Failed),
     ];
-    let deadline = Instant::now() + h.patience();
-    let listed = loop {
-        let listed = h
-            .backend()
-            .group_status(&query)
-            .await
-            .expect("group_status of a batch in blocks");
-        let ended = want.iter().all(|((i, a), _)| {
-            listed
-                .get(&child_job_id(&group, *i, *a))
-                .is_some_and(|s| s.status.is_terminal())
-        });
-        if ended {
-            break listed;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "batch in blocks not ended after {:?}: {listed:?}",
-            h.patience()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let children: Vec<_> = want
+        .iter()
+        .map(|((i, a), _)| child_job_id(&group, *i, *a))
+        .collect();
+    // A retry's child exists once the attempt before it failed.
+    let listed = batch_ended(h, &query, &children, false).await;
     for ((i, a), status) in want {
         let id = child_job_id(&group, i, a);
         assert_eq!(
@@ -1177,6 +1139,45 @@ pub async fn a_batch_in_blocks_runs_and_retries_each_input_as_its_child(h: &dyn 
         );
     }
     end_batch(h, &query, BatchEnd::Cleanup, "end_batch(Cleanup)").await;
+}
+
+/// The batch `query` names once each of `children` ended (polled until
+/// the harness's patience runs out); with `all_along`, each MUST be
+/// reported from the first read on.
+async fn batch_ended(
+    h: &dyn BackendHarness,
+    query: &GroupQuery,
+    children: &[JobId],
+    all_along: bool,
+) -> kinetic_core::ports::GroupStatus {
+    let deadline = Instant::now() + h.patience();
+    loop {
+        let listed = h
+            .backend()
+            .group_status(query)
+            .await
+            .expect("group_status of a batch");
+        for id in children.iter().filter(|_| all_along) {
+            assert!(
+                listed.contains_key(id),
+                "group_status MUST report every input of a submitted batch, {id} is missing: {listed:?}"
+            );
+        }
+        let ended = |id| {
+            listed
+                .get(id)
+                .is_some_and(|s: &JobState| s.status.is_terminal())
+        };
+        if children.iter().all(ended) {
+            return listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "batch not ended after {:?}: {listed:?}",
+            h.patience()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// `end_batch(end)` of the batch `query` names, which MUST succeed (`what`
