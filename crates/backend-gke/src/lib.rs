@@ -21,7 +21,9 @@
 //!   verdict on the Job and ends it (`activeDeadlineSeconds: 1`), so it stays
 //!   failed and the cluster collects it after `ttlSecondsAfterFinished`.
 //! - [`indexed`]: a batch submitted in one call → one Indexed Job (and
-//!   one Secret), and its children's states from the Job and its pods.
+//!   one Secret), and its children's states from the Job and its pods;
+//!   given the jobs' store ([`GkeOptions::store`]), each index a block of
+//!   inputs one pod runs, whose states are its markers in the store.
 //! - [`GkeBackend`]: idempotent submit (a 409 for the same spec is
 //!   success), status, [`GkeBackend::group_status`] (one labelled LIST per
 //!   poll), logs across the pod's restarts (snapshot, tail, follow),
@@ -34,8 +36,10 @@
 //! use std::sync::Arc;
 //! use kinetic_backend_gke::{GkeBackend, GkeOptions};
 //!
+//! # let store: Arc<dyn kinetic_core::ports::ObjectStore> = unimplemented!();
 //! let client = kube::Client::try_default().await?;
-//! let backend = Arc::new(GkeBackend::new(client, GkeOptions::new("default")));
+//! // The store the jobs write to: batches then run in blocks of inputs.
+//! let backend = Arc::new(GkeBackend::new(client, GkeOptions::new("default").store(store)));
 //! # let _ = backend;
 //! # Ok(()) }
 //! ```
