@@ -357,6 +357,56 @@ fn inputs_of(w: &World, name: &str, values: &[i64]) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// A detached batch whose input 2 failed once and was retried by its
+/// block's pod: once the Job ended, one `kinetic batch status` (a process
+/// that polls once, from the manifest's attempt-1 children) reads input 2
+/// by its last attempt, `SUCCEEDED`, not by the attempt it follows next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_status_read_of_a_detached_batch_follows_a_retried_input_to_its_last_attempt() {
+    let w = world().await;
+    let cluster = w.cluster();
+    let inputs = inputs_of(&w, "retried.jsonl", &[0, 1, 2, 3]);
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:work",
+            "--inputs",
+            &inputs,
+            "--backend",
+            "gke",
+            "--retries",
+            "1",
+            "--max-concurrent",
+            "2",
+            "--detach",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", text(&o));
+    let group = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    let complete = || {
+        cluster.objects("jobs.batch", "default").iter().any(|j| {
+            j["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Complete"))
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !complete() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Job never completed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let o = w.kinetic(&["batch", "status", &group]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("{group}: 4/4 done: 4 succeeded\n"),
+        "{}",
+        text(&o)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_process_follows_an_indexed_batch_and_cleans_it_with_one_call() {
     let w = world().await;

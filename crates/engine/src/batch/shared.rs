@@ -17,7 +17,9 @@ use kinetic_core::batch::{
 };
 use kinetic_core::ids::{GroupId, JobId};
 use kinetic_core::layout;
-use kinetic_core::ports::{Backend, BatchEnd, CleanupWait, GetOptions, GroupQuery, ObjectStoreExt};
+use kinetic_core::ports::{
+    Backend, BatchEnd, CleanupWait, GetOptions, GroupQuery, GroupStatus, ObjectStoreExt,
+};
 use kinetic_core::protocol::RunnerResult;
 use kinetic_core::record::UtcTimestamp;
 use kinetic_core::status::{JobState, JobStatus, StatusReason};
@@ -475,7 +477,7 @@ impl BatchShared {
             if children && backend.capabilities().group_status {
                 let query = GroupQuery::new(self.group_id.clone(), namespace);
                 let mut map = backend.group_status(&query).await?;
-                let states: Vec<(usize, JobId, JobState)> = entries
+                let mut states: Vec<(usize, JobId, JobState)> = entries
                     .into_iter()
                     .map(|(i, id)| {
                         let state = map
@@ -484,6 +486,9 @@ impl BatchShared {
                         (i, id, state)
                     })
                     .collect();
+                if self.lock().machine.is_indexed() {
+                    self.chain_retries(&mut states, &mut map);
+                }
                 let newcomers = self.unfollowed_children(&map);
                 drop(map);
                 self.keep_children_attempts(&states).await;
@@ -902,6 +907,34 @@ impl BatchShared {
     /// Load the records of children not followed yet (the slot is unknown)
     /// and follow them; children whose record cannot be read are marked
     /// unavailable. Returns how many were adopted.
+    /// An indexed batch's backend retries an input itself, each attempt
+    /// its own child: after a child seen `FAILED` comes its next attempt's,
+    /// which the machine follows next. When this poll's `map` holds it
+    /// already, its state is observed in the same poll (and the next one's
+    /// after it, while they failed): a process that polls once (`kinetic
+    /// batch status`) would otherwise read the retried input `PENDING` for
+    /// ever, following the attempt it learned of from the manifest.
+    fn chain_retries(&self, states: &mut Vec<(usize, JobId, JobState)>, map: &mut GroupStatus) {
+        let mut chained = Vec::new();
+        for (index, id, state) in states.iter() {
+            if state.status != JobStatus::Failed {
+                continue;
+            }
+            let Some((_, mut attempt)) = child_position(&self.group_id, id, self.total) else {
+                continue;
+            };
+            while let Some(next) = map.remove(&child_job_id(&self.group_id, *index, attempt + 1)) {
+                attempt += 1;
+                let failed = next.status == JobStatus::Failed;
+                chained.push((*index, child_job_id(&self.group_id, *index, attempt), next));
+                if !failed {
+                    break;
+                }
+            }
+        }
+        states.extend(chained);
+    }
+
     pub(super) async fn adopt_children(&self, children: &[ManifestChild]) -> usize {
         let wanted: Vec<ManifestChild> = {
             let core = self.lock();
