@@ -56,9 +56,10 @@ pub(crate) struct MapArgs {
     input_mode: String,
     /// How the inputs share processes: workers (a pool of at most
     /// --max-concurrent worker processes that each import the function once
-    /// and call it for input after input) or process (a fresh interpreter
-    /// per input).
-    /// Backends without pools run one process per input either way.
+    /// and call it for input after input; on gke, pods that each run a
+    /// block of inputs so) or process (a fresh interpreter per input).
+    /// Pathways, and backends without pools, run one job per input either
+    /// way.
     #[arg(long, value_name = "MODE", default_value = "workers")]
     isolation: String,
     /// A name for the batch.

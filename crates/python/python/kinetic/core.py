@@ -360,8 +360,9 @@ def run(accelerator: str = "tpu-v5e-1", container_image: Optional[str] = None,
             failure (``cancel_running_on_fail`` also cancels running jobs).
             ``isolation``: 'workers' (default: on the local backend the jobs
             run on a pool of worker processes, each of which imports the
-            function once and calls it for input after input) or 'process'
-            (a fresh interpreter per input)."""
+            function once and calls it for input after input; on gke each
+            pod runs a block of inputs so) or 'process' (a fresh interpreter
+            per input)."""
             encoded = [encode(x, "input %d" % i) for i, x in enumerate(inputs)]
             if cancel_running_on_fail and not fail_fast:
                 raise ValueError("run_async_map: cancel_running_on_fail=True needs fail_fast=True")
