@@ -285,11 +285,14 @@ pub fn batch_states(
                 ))
             } else if let Some(message) = &job_failed {
                 BlockRun::Ended(format!("the batch's Job failed: {message}"))
-            } else if block_pods.iter().any(|p| {
+            } else if let Some(active) = block_pods.iter().find(|p| {
                 p.metadata.deletion_timestamp.is_none()
                     && !matches!(pod_phase(p), "Succeeded" | "Failed")
             }) {
-                BlockRun::Active
+                BlockRun::Active(active.metadata.name.clone().unwrap_or_default())
+            } else if block_pods.iter().any(|p| pod_phase(p) == "Succeeded") {
+                // Ended well, before the controller counted the index.
+                BlockRun::Completed
             } else if block_pods.is_empty() {
                 BlockRun::Waiting
             } else {
@@ -792,7 +795,10 @@ mod tests {
         job
     }
 
+    /// A marker of input `input`, written by its block's pod (blocks of
+    /// two; block `b`'s pod is `pod(b, …)` made at second `b`).
     fn marker(input: usize, attempt: u32, code: Option<i32>, at_ms: u64) -> BlockMarker {
+        let block = input / 2;
         BlockMarker {
             input,
             attempt,
@@ -800,7 +806,7 @@ mod tests {
                 kinetic_core::batch::MarkerKind::Exit(c)
             }),
             at_ms,
-            pod: "p".into(),
+            pod: format!("p-{block}-2026-01-01T00:00:0{block}Z"),
         }
     }
 

@@ -137,8 +137,8 @@ impl BlockMarker {
 pub enum BlockRun {
     /// No pod of it yet: it waits for its turn (`parallelism`).
     Waiting,
-    /// A pod of it is pending or running.
-    Active,
+    /// A pod of it, named so, is pending or running.
+    Active(String),
     /// Its last pod failed and the Job starts another (within its
     /// per-index limit): the input that pod was running was lost.
     Restarting,
@@ -171,9 +171,9 @@ pub struct BlockRules {
 ///   once the block ended without running it).
 /// - An attempt with an `exit-` marker ended: `SUCCEEDED` on 0, else
 ///   `FAILED` with its exit code; every earlier attempt failed.
-/// - An attempt started and not ended is `RUNNING` while the block's pod
-///   is active and it is the block's latest start; otherwise its pod ended
-///   under it: `FAILED`, lost with its pod.
+/// - An attempt started and not ended is `RUNNING` when it is the latest
+///   start of the block's active pod; otherwise its pod ended under it:
+///   `FAILED`, lost with its pod.
 /// - After a failed latest attempt, the next attempt's child is `PENDING`
 ///   while the block may still run it: within `retries`, not the runner's
 ///   bad-invocation exit, the block active or restarting, not stopping.
@@ -183,14 +183,19 @@ pub fn block_states(
     run: &BlockRun,
 ) -> Vec<(usize, u32, JobState)> {
     let block_end = rules.first + rules.len;
-    let latest_start = markers
-        .iter()
-        .filter(|m| m.kind == MarkerKind::Start)
-        .max_by_key(|m| (m.at_ms, m.input, m.attempt))
-        .map(|m| (m.input, m.attempt));
+    // The attempt the active pod runs: its latest start, by that pod (a
+    // start by an earlier pod of the block was lost with it).
+    let running_now = match run {
+        BlockRun::Active(pod) => markers
+            .iter()
+            .filter(|m| m.kind == MarkerKind::Start && &m.pod == pod)
+            .max_by_key(|m| (m.at_ms, m.input, m.attempt))
+            .map(|m| (m.input, m.attempt)),
+        _ => None,
+    };
     let may_run_more = matches!(
         run,
-        BlockRun::Active | BlockRun::Restarting | BlockRun::Waiting
+        BlockRun::Active(_) | BlockRun::Restarting | BlockRun::Waiting
     ) && !rules.stopping;
     let mut out = Vec::new();
     for input in rules.first..block_end {
@@ -225,8 +230,7 @@ pub fn block_states(
             out.push((input, earlier, state));
         }
         let (start, end) = tries[&last];
-        let running =
-            end.is_none() && matches!(run, BlockRun::Active) && latest_start == Some((input, last));
+        let running = end.is_none() && running_now == Some((input, last));
         let state = attempt_state(last, start, end, running);
         let retryable = state.status == JobStatus::Failed
             && last <= rules.retries
@@ -325,7 +329,7 @@ mod tests {
             exit(11, 1, 1, 4),
             start(11, 2, 5),
         ];
-        let got = block_states(&rules(1), &markers, &BlockRun::Active);
+        let got = block_states(&rules(1), &markers, &BlockRun::Active("pod-a".into()));
         assert_eq!(
             statuses(&got),
             vec![
@@ -348,21 +352,21 @@ mod tests {
     #[test]
     fn a_failure_within_its_retries_has_its_next_attempt_pending_unless_stopping() {
         let markers = [start(10, 1, 1), exit(10, 1, 3, 2)];
-        let got = block_states(&rules(1), &markers, &BlockRun::Active);
+        let got = block_states(&rules(1), &markers, &BlockRun::Active("pod-a".into()));
         assert_eq!(statuses(&got)[1], (10, 2, JobStatus::Pending));
         let stopping = BlockRules {
             stopping: true,
             ..rules(1)
         };
-        let got = block_states(&stopping, &markers, &BlockRun::Active);
+        let got = block_states(&stopping, &markers, &BlockRun::Active("pod-a".into()));
         assert_eq!(
             statuses(&got)[..2],
             [(10, 1, JobStatus::Failed), (11, 1, JobStatus::Pending)]
         );
-        let spent = block_states(&rules(0), &markers, &BlockRun::Active);
+        let spent = block_states(&rules(0), &markers, &BlockRun::Active("pod-a".into()));
         assert_eq!(statuses(&spent)[1], (11, 1, JobStatus::Pending));
         let bad = [start(10, 1, 1), exit(10, 1, 2, 2)];
-        let got = block_states(&rules(3), &bad, &BlockRun::Active);
+        let got = block_states(&rules(3), &bad, &BlockRun::Active("pod-a".into()));
         assert_eq!(
             statuses(&got)[1],
             (11, 1, JobStatus::Pending),
@@ -383,10 +387,17 @@ mod tests {
             "{:?}",
             got[1].2.reason
         );
+        // A new pod runs the block and has started nothing yet: the old
+        // pod's start is lost all the same.
+        let got = block_states(&rules(1), &markers, &BlockRun::Active("pod-b".into()));
+        assert_eq!(
+            statuses(&got)[1..3],
+            [(11, 1, JobStatus::Failed), (11, 2, JobStatus::Pending)]
+        );
         // Not the latest start: a later input started, so this one's pod
         // is gone even though the block is active again.
         let markers = [start(10, 1, 1), start(11, 1, 3)];
-        let got = block_states(&rules(0), &markers, &BlockRun::Active);
+        let got = block_states(&rules(0), &markers, &BlockRun::Active("pod-a".into()));
         assert_eq!(
             statuses(&got)[..2],
             [(10, 1, JobStatus::Failed), (11, 1, JobStatus::Running)]

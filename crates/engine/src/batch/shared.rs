@@ -904,9 +904,6 @@ impl BatchShared {
         Ok(())
     }
 
-    /// Load the records of children not followed yet (the slot is unknown)
-    /// and follow them; children whose record cannot be read are marked
-    /// unavailable. Returns how many were adopted.
     /// An indexed batch's backend retries an input itself, each attempt
     /// its own child: after a child seen `FAILED` comes its next attempt's,
     /// which the machine follows next. When this poll's `map` holds it
@@ -935,6 +932,9 @@ impl BatchShared {
         states.extend(chained);
     }
 
+    /// Load the records of children not followed yet (the slot is unknown)
+    /// and follow them; children whose record cannot be read are marked
+    /// unavailable. Returns how many were adopted.
     pub(super) async fn adopt_children(&self, children: &[ManifestChild]) -> usize {
         let wanted: Vec<ManifestChild> = {
             let core = self.lock();

@@ -5,9 +5,9 @@
 //!
 //! [`Backend::submit_batch`]: kinetic_core::ports::Backend::submit_batch
 
-use k8s_openapi::api::core::v1::Secret;
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Secret;
 use kinetic_core::batch::BlockMarker;
 use kinetic_core::layout;
 use kinetic_core::ports::Backend;
@@ -256,7 +256,11 @@ impl<W: Workload> KubeBackend<W> {
     /// The stop marker of a batch in blocks (`_groups/{group_id}/stopping`).
     async fn write_stop_marker(&self, query: &GroupQuery) -> Result<(), BackendError> {
         let Some(store) = &self.options.store else {
-            return Ok(());
+            return Err(BackendError::invalid_input(format!(
+                "batch {} runs in blocks, whose pods read their stop marker from the store, and this {} backend was given no store (KubeOptions::store)",
+                query.group_id,
+                self.name()
+            )));
         };
         let body = serde_json::json!({"by": "client"}).to_string();
         store
