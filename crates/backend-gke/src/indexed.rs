@@ -806,7 +806,7 @@ mod tests {
                 kinetic_core::batch::MarkerKind::Exit(c)
             }),
             at_ms,
-            pod: format!("p-{block}-2026-01-01T00:00:0{block}Z"),
+            pod: format!("p-{block}-2026-01-01T00:00:0{block}Z").into(),
         }
     }
 

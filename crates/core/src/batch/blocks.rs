@@ -17,6 +17,8 @@
 //!
 //! Pure: the backend lists, these functions read.
 
+use std::sync::Arc;
+
 use crate::budget::{Attempt, Outcome};
 use crate::record::UtcTimestamp;
 use crate::status::{JobState, JobStatus, StatusReason};
@@ -82,8 +84,9 @@ pub struct BlockMarker {
     pub kind: MarkerKind,
     /// When, in Unix milliseconds.
     pub at_ms: u64,
-    /// The pod that wrote it.
-    pub pod: String,
+    /// The pod that wrote it (shared: a block's markers name a pod or
+    /// two, and a reader that keeps many keeps each name once).
+    pub pod: Arc<str>,
 }
 
 impl BlockMarker {
@@ -114,7 +117,7 @@ impl BlockMarker {
         let attempt = parts.next()?;
         let what = parts.next()?;
         let at_ms = parts.next()?.parse().ok()?;
-        let pod = parts.next()?.to_owned();
+        let pod = Arc::from(parts.next()?);
         if input.len() != 8 || attempt.len() != 3 {
             return None;
         }
@@ -130,6 +133,23 @@ impl BlockMarker {
             pod,
         })
     }
+}
+
+/// The markers a block's folder holds, from its object names (any other
+/// name skipped), each pod's name held once however many markers name it.
+pub fn parse_markers<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<BlockMarker> {
+    let mut pods: Vec<Arc<str>> = Vec::new();
+    names
+        .into_iter()
+        .filter_map(BlockMarker::parse)
+        .map(|mut m| {
+            match pods.iter().find(|p| ***p == *m.pod) {
+                Some(p) => m.pod = p.clone(),
+                None => pods.push(m.pod.clone()),
+            }
+            m
+        })
+        .collect()
 }
 
 /// What Kubernetes says of a block's index.
@@ -188,7 +208,7 @@ pub fn block_states(
     let running_now = match run {
         BlockRun::Active(pod) => markers
             .iter()
-            .filter(|m| m.kind == MarkerKind::Start && &m.pod == pod)
+            .filter(|m| m.kind == MarkerKind::Start && *m.pod == **pod)
             .max_by_key(|m| (m.at_ms, m.input, m.attempt))
             .map(|m| (m.input, m.attempt)),
         _ => None,
@@ -254,7 +274,7 @@ fn attempt_state(
     running: bool,
 ) -> JobState {
     let stamp = |m: &BlockMarker| UtcTimestamp::from_unix_seconds(m.at_ms / 1000);
-    let host = start.or(end).map(|m| m.pod.clone()).unwrap_or_default();
+    let host = start.or(end).map(|m| m.pod.to_string()).unwrap_or_default();
     let mut attempt = Attempt {
         number,
         host,
@@ -443,6 +463,21 @@ mod tests {
         ] {
             assert_eq!(BlockMarker::parse(name), None, "{name}");
         }
+    }
+
+    #[test]
+    fn a_folders_markers_share_their_pod_names() {
+        let names = [
+            "00000001.001.start.1.p-a",
+            "other",
+            "00000001.001.exit-0.2.p-a",
+        ];
+        let got = parse_markers(names);
+        assert_eq!(got.len(), 2);
+        assert!(Arc::ptr_eq(&got[0].pod, &got[1].pod));
+        // What a reader that keeps a finished block's markers holds per
+        // marker (docs/batches.md gives it).
+        assert_eq!(std::mem::size_of::<BlockMarker>(), 48);
     }
 
     #[test]

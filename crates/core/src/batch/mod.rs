@@ -37,6 +37,7 @@ mod manifest;
 
 pub use blocks::{
     BlockMarker, BlockRules, BlockRun, MAX_BLOCK_SIZE, MarkerKind, block_size, block_states,
+    parse_markers,
 };
 pub use indexed::{
     BATCH_SPEC_KIND, DEFAULT_CHUNK_SIZE, IndexedBatchSpec, JOB_ID_PLACEHOLDER, call_line,

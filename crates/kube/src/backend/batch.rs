@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Secret;
-use kinetic_core::batch::BlockMarker;
+use kinetic_core::batch::{BlockMarker, parse_markers};
 use kinetic_core::layout;
 use kinetic_core::ports::Backend;
 use kinetic_core::ports::{
@@ -145,10 +145,7 @@ impl<W: Workload> KubeBackend<W> {
                 let folder = layout::group_block(&reads.group_id, block);
                 async move {
                     let metas = store.list(Some(&folder)).await?;
-                    let markers = metas
-                        .iter()
-                        .filter_map(|m| BlockMarker::parse(m.path.file_name()))
-                        .collect();
+                    let markers = parse_markers(metas.iter().map(|m| m.path.file_name()));
                     Ok::<_, kinetic_core::ports::StoreError>((block, is_final, markers))
                 }
             })
