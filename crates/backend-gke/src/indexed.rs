@@ -279,10 +279,7 @@ pub fn batch_states(
             let run = if completed.contains(&block) {
                 BlockRun::Completed
             } else if failed.contains(&block) {
-                BlockRun::Ended(format!(
-                    "its block's pods failed {} time(s), the Job's limit for one block",
-                    spec.backoff_limit_per_index.unwrap_or(0) + 1
-                ))
+                BlockRun::Ended(block_failure(block_pods, spec.backoff_limit_per_index))
             } else if let Some(message) = &job_failed {
                 BlockRun::Ended(format!("the batch's Job failed: {message}"))
             } else if let Some(active) = block_pods.iter().find(|p| {
@@ -427,6 +424,31 @@ fn index_states(out: &mut GroupStatus, group: &GroupId, pods: &[Pod], job: &Inde
             _ => {}
         }
     }
+}
+
+/// Why a block's index failed, from its pods: its last pod's bad
+/// invocation (the runner's exit 2: its batch spec or its inputs could not
+/// be read, which the Job's pod failure policy does not retry), or its
+/// pods' failures past the Job's per-index limit.
+fn block_failure(pods: &[&Pod], limit: Option<i32>) -> String {
+    let failed: Vec<&&Pod> = pods.iter().filter(|p| pod_phase(p) == "Failed").collect();
+    let last = failed
+        .iter()
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    let exit = last.and_then(|p| match failure_reason(p) {
+        Some(StatusReason::ExitCode { code }) => Some(code),
+        _ => None,
+    });
+    if exit == Some(EXIT_BAD_INVOCATION) {
+        return format!(
+            "its pod could not read the batch spec or its inputs (the runner's exit {EXIT_BAD_INVOCATION}, not retried; its log says why)"
+        );
+    }
+    format!(
+        "its pods failed {} time(s), past the Job's limit for one block ({})",
+        failed.len(),
+        limit.unwrap_or(0)
+    )
 }
 
 /// A batch Job's group, its completions, and its completed and failed

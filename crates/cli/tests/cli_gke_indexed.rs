@@ -407,6 +407,68 @@ async fn one_status_read_of_a_detached_batch_follows_a_retried_input_to_its_last
     );
 }
 
+/// A block whose pod cannot read the batch spec (a 403 on it) fails at
+/// once (the runner's bad invocation, which the Job does not retry): its
+/// inputs end with why, though `--retries 1` leaves each an attempt,
+/// not following a second attempt nobody will run (they read `NOT_FOUND`
+/// before: "its job is gone").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_of_a_block_that_can_run_nothing_more_end_with_why() {
+    let w = world().await;
+    let cluster = w.cluster();
+    let inputs = inputs_of(&w, "three.jsonl", &[0, 1, 3]);
+    w.gcs().inject(
+        kinetic_fake_gcp::GcsFault::status(403)
+            .on(kinetic_fake_gcp::GcsOp::Get)
+            .under("_groups/")
+            .times(1),
+    );
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:work",
+            "--inputs",
+            &inputs,
+            "--backend",
+            "gke",
+            "--retries",
+            "1",
+            "--max-concurrent",
+            "1",
+            "--detach",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", text(&o));
+    let group = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    let failed = || {
+        cluster.objects("jobs.batch", "default").iter().any(|j| {
+            j["status"]["failedIndexes"]
+                .as_str()
+                .is_some_and(|f| !f.is_empty())
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !failed() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the block never failed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let o = w.kinetic(&["batch", "results", &group, "--json"]).await;
+    let v = json_of(&o);
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 3, "{v}");
+    for r in results {
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("its block ended before this input ran: its pod could not read the batch spec or its inputs"),
+            "input {}: {r}",
+            r["index"]
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_process_follows_an_indexed_batch_and_cleans_it_with_one_call() {
     let w = world().await;

@@ -380,6 +380,20 @@ pub enum Event {
         /// Its status.
         status: JobStatus,
     },
+    /// [`Event::Observed`], for a batch submitted in one call whose
+    /// backend runs the input no more: it would have named the next
+    /// attempt's child in the same read (see
+    /// [`BatchMachine::indexed`]). A failure then ends the input at this
+    /// attempt, with its own error, instead of following an attempt that
+    /// never comes.
+    ObservedLast {
+        /// The input.
+        index: usize,
+        /// The job observed.
+        job_id: JobId,
+        /// Its status.
+        status: JobStatus,
+    },
     /// The user cancelled the batch.
     Cancel,
     /// A job submitted by another process (or before a crash) was found for
@@ -986,7 +1000,12 @@ impl BatchMachine {
                 index,
                 job_id,
                 status,
-            } => self.on_observed(index, &job_id, status, &mut out),
+            } => self.on_observed(index, &job_id, status, false, &mut out),
+            Event::ObservedLast {
+                index,
+                job_id,
+                status,
+            } => self.on_observed(index, &job_id, status, true, &mut out),
             Event::Cancel => self.on_cancel(&mut out),
             Event::Adopt {
                 index,
@@ -1252,6 +1271,7 @@ impl BatchMachine {
         index: usize,
         observed: &JobId,
         status: JobStatus,
+        last: bool,
         out: &mut Vec<Command>,
     ) {
         let Some(Slot::Active {
@@ -1280,6 +1300,7 @@ impl BatchMachine {
         if status == JobStatus::Failed
             && attempt < self.config.max_attempts()
             && !self.stopped
+            && !last
             && let Some(group_id) = &self.indexed
         {
             // The backend runs the index again itself, as the next
@@ -1856,6 +1877,32 @@ mod tests {
                 (0..5).map(|i| (i, child_job_id(&g, i, 1), 1)).collect();
             assert_eq!(children, want);
             assert!(m.is_submission_complete());
+        }
+
+        #[test]
+        fn a_failure_the_backend_runs_no_more_ends_the_input_at_that_attempt() {
+            let (mut m, g) = started(2, BatchConfig::default().retries(2));
+            let cmds = m.apply(Event::ObservedLast {
+                index: 0,
+                job_id: child_job_id(&g, 0, 1),
+                status: JobStatus::Failed,
+            });
+            assert!(cmds.is_empty(), "no next attempt followed: {cmds:?}");
+            assert_eq!(
+                m.slot(0),
+                Some(&Slot::Ended {
+                    job_id: child_job_id(&g, 0, 1),
+                    attempt: 1,
+                    status: JobStatus::Failed
+                })
+            );
+            // A success is a success either way.
+            m.apply(Event::ObservedLast {
+                index: 1,
+                job_id: child_job_id(&g, 1, 1),
+                status: JobStatus::Succeeded,
+            });
+            assert!(m.is_done());
         }
 
         #[test]

@@ -2,7 +2,7 @@
 //! the children's handles and states, and the poll that refreshes them
 //! with one backend call.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -128,6 +128,11 @@ pub(super) struct Core {
     /// ([`BatchShared::try_write_manifest`]), and nothing is cleaned
     /// before its outcome is recorded.
     pub(super) cleanup_after_write: Vec<(usize, bool)>,
+    /// Children of an indexed batch seen `FAILED` in a poll whose group
+    /// status names no next attempt of them: their backend runs their
+    /// input no more ([`BatchShared::chain_retries`]); told to the machine
+    /// with their state (`Event::ObservedLast`).
+    pub(super) not_retried: BTreeSet<JobId>,
 }
 
 impl Core {
@@ -257,6 +262,7 @@ impl BatchShared {
                 runs_before: BTreeMap::new(),
                 manifest_cost: Duration::ZERO,
                 cleanup_after_write: Vec::new(),
+                not_retried: BTreeSet::new(),
                 indexed: None,
                 failed_outcome: false,
             }),
@@ -444,10 +450,19 @@ impl BatchShared {
                 if core.jobs.is(index, &job_id) {
                     core.states[index] = Some(state.clone());
                 }
-                let commands = core.machine.apply(Event::Observed {
-                    index,
-                    job_id,
-                    status: state.status,
+                let (status, last) = (state.status, core.not_retried.remove(&job_id));
+                let commands = core.machine.apply(if last {
+                    Event::ObservedLast {
+                        index,
+                        job_id,
+                        status,
+                    }
+                } else {
+                    Event::Observed {
+                        index,
+                        job_id,
+                        status,
+                    }
                 });
                 dispatch(&mut core, commands, &mut chores);
             }
@@ -911,8 +926,15 @@ impl BatchShared {
     /// after it, while they failed): a process that polls once (`kinetic
     /// batch status`) would otherwise read the retried input `PENDING` for
     /// ever, following the attempt it learned of from the manifest.
+    ///
+    /// And the backend names the next attempt's child (`PENDING`) in the
+    /// same read whenever it runs the input again: a child seen `FAILED`
+    /// whose next attempt it does not name (its Job failed, its block can
+    /// run nothing more, the runner's bad invocation) ends its input with
+    /// its own error, instead of one that never comes (`NOT_FOUND`).
     fn chain_retries(&self, states: &mut Vec<(usize, JobId, JobState)>, map: &mut GroupStatus) {
         let mut chained = Vec::new();
+        let mut last = Vec::new();
         for (index, id, state) in states.iter() {
             if state.status != JobStatus::Failed {
                 continue;
@@ -920,16 +942,24 @@ impl BatchShared {
             let Some((_, mut attempt)) = child_position(&self.group_id, id, self.total) else {
                 continue;
             };
-            while let Some(next) = map.remove(&child_job_id(&self.group_id, *index, attempt + 1)) {
+            let mut failed = id.clone();
+            loop {
+                let next_id = child_job_id(&self.group_id, *index, attempt + 1);
+                let Some(next) = map.remove(&next_id) else {
+                    last.push(failed);
+                    break;
+                };
                 attempt += 1;
-                let failed = next.status == JobStatus::Failed;
-                chained.push((*index, child_job_id(&self.group_id, *index, attempt), next));
-                if !failed {
+                let still_failed = next.status == JobStatus::Failed;
+                chained.push((*index, next_id.clone(), next));
+                if !still_failed {
                     break;
                 }
+                failed = next_id;
             }
         }
         states.extend(chained);
+        self.lock().not_retried.extend(last);
     }
 
     /// Load the records of children not followed yet (the slot is unknown)
