@@ -124,13 +124,17 @@ class LogUploader:
         return self._copy(data, last=True)
 
 
-def start_log_upload(spec_doc: dict, storage: Storage, environ):
+def start_log_upload(spec_doc: dict, storage: Storage, environ, fresh: bool = False):
     """A LogUploader for this host when spec.json names a log prefix for it, else None.
-    Not being able to list the prefix only costs the numbering: it starts at 0."""
+    Not being able to list the prefix only costs the numbering: it starts at 0.
+    ``fresh``: the job was just made (a block's attempt, run once): nothing
+    is under its prefix, so it is not listed."""
     host_index, _ = host_index_from_env(environ)
     prefix = log_prefix(spec_doc, host_index)
     if prefix is None:
         return None
+    if fresh:
+        return LogUploader(storage, prefix, 0)
     try:
         seq = next_log_seq(storage, prefix)
     except Exception as err:  # noqa: BLE001 - copying logs never stops a job

@@ -91,9 +91,11 @@ def exit_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, end)
 
 
-def main(argv: list | None = None, prepared=None) -> int:
+def main(argv: list | None = None, prepared=None, fresh: bool = False) -> int:
     """One job. ``prepared``: what a pool worker prepared for the inputs
-    of a spec like this one (``PoolWorker.prepare``), run on by this fork."""
+    of a spec like this one (``PoolWorker.prepare``), run on by this fork.
+    ``fresh``: the job was made just now and is run once (a block's
+    attempt): it has no log chunks yet."""
     exit_on_sigterm()
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not args.spec and not args.batch_spec:
@@ -112,7 +114,7 @@ def main(argv: list | None = None, prepared=None) -> int:
         return EXIT_BAD_INVOCATION
     start_cwd = os.getcwd()
     runner = Runner(spec_doc, storage, args.workdir, args.mount_root)
-    uploader = start_log_upload(spec_doc, storage, os.environ) if args.log_copy == "on" else None
+    uploader = start_log_upload(spec_doc, storage, os.environ, fresh) if args.log_copy == "on" else None
     output = RedactedOutput(runner.redactor, uploader) if runner.redactor or uploader else None
     try:
         try:

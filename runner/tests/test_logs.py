@@ -173,6 +173,29 @@ class UploaderTests(unittest.TestCase):
         self.assertTrue(sorted(store.objects)[-1].endswith(".end"))
         self.assertEqual(uploader.copied_bytes, 10)
 
+    def test_a_fresh_job_numbers_its_chunks_from_0_without_listing(self):
+        class Store:
+            def __init__(self):
+                self.listed = []
+                self.objects = {}
+
+            def list_names(self, uri):
+                self.listed.append(uri)
+                return [uri + "00000000"]
+
+            def write_bytes(self, uri, data, content_type):
+                self.objects[uri] = data
+
+        spec = {"log_uris": ["gs://b/j/logs/host-0"]}
+        for fresh, first in ((False, "gs://b/j/logs/host-0/00000001.end"),
+                             (True, "gs://b/j/logs/host-0/00000000.end")):
+            store = Store()
+            uploader = kr.start_log_upload(spec, store, {}, fresh)
+            uploader.append(b"x\n")
+            self.assertTrue(uploader.close())
+            self.assertEqual(list(store.objects), [first])
+            self.assertEqual(len(store.listed), 0 if fresh else 1)
+
     def test_intervals_grow_with_the_run(self):
         now = [0.0]
         uploader = kr.LogUploader(None, "p", clock=lambda: now[0])
