@@ -30,6 +30,14 @@ def slow(x):
     return [x * x, os.environ["KINETIC_ATTEMPT"]]
 
 
+def dies_at_zero(x):
+    """Input 0 ends its interpreter at once; the others take 0.5 s."""
+    if x == 0:
+        os._exit(3)
+    time.sleep(0.5)
+    return x
+
+
 def paced(x, marks):
     """x squared and the attempt, after a note that it started (one per
     run) and 0.4 s."""
@@ -585,6 +593,49 @@ async fn fail_fast_stops_an_indexed_batch_from_starting_more_inputs() {
         );
     }
     assert_eq!(cluster.calls().count("create", "jobs.batch"), 1);
+}
+
+/// Fail-fast across blocks: input 0 fails for good in block 0, whose pod
+/// writes the stop marker and ends; block 1's pod (inputs 4 to 7) reads
+/// it before its next input and ends too. At most input 4 ran there, the
+/// later inputs of both blocks never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_fast_stops_every_block_at_its_next_input() {
+    let w = world().await;
+    let path = w.sandbox().path("eight.jsonl");
+    std::fs::write(&path, (0..8).map(|i| format!("{i}\n")).collect::<String>()).unwrap();
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:dies_at_zero",
+            "--inputs",
+            path.to_str().unwrap(),
+            "--backend",
+            "gke",
+            "--max-concurrent",
+            "2",
+            "--fail-fast",
+            "--json",
+        ])
+        .await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v = json_of(&o);
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 8, "{v}");
+    // An attempt the pod started has its spec.json (written before it
+    // runs).
+    let started = |i: usize| {
+        let child = results[i]["job_id"].as_str().expect("a child id");
+        w.gcs()
+            .object(JOBS_BUCKET, &format!("{child}/spec.json"))
+            .is_some()
+    };
+    assert!(started(0), "input 0 ran and failed: {v}");
+    for i in [1, 2, 3, 5, 6, 7] {
+        assert!(!started(i), "input {i} started after the stop: {v}");
+        let error = results[i]["error"].as_str().unwrap_or_default();
+        assert!(error.contains("fail-fast"), "input {i}: {v}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
