@@ -372,40 +372,14 @@ fn inputs_of(w: &World, name: &str, values: &[i64]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_status_read_of_a_detached_batch_follows_a_retried_input_to_its_last_attempt() {
     let w = world().await;
-    let cluster = w.cluster();
     let inputs = inputs_of(&w, "retried.jsonl", &[0, 1, 2, 3]);
-    let o = w
-        .kinetic(&[
-            "map",
-            "work.py:work",
-            "--inputs",
-            &inputs,
-            "--backend",
-            "gke",
-            "--retries",
-            "1",
-            "--max-concurrent",
-            "2",
-            "--detach",
-        ])
-        .await;
-    assert!(o.status.success(), "{}", text(&o));
-    let group = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-    let complete = || {
-        cluster.objects("jobs.batch", "default").iter().any(|j| {
-            j["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Complete"))
-        })
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !complete() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the Job never completed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let group = detached_work_map(&w, &inputs, "2").await;
+    until_job(&w, "completed", |status| {
+        status["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Complete"))
+    })
+    .await;
     let o = w.kinetic(&["batch", "status", &group]).await;
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
@@ -418,12 +392,11 @@ async fn one_status_read_of_a_detached_batch_follows_a_retried_input_to_its_last
 /// A block whose pod cannot read the batch spec (a 403 on it) fails at
 /// once (the runner's bad invocation, which the Job does not retry): its
 /// inputs end with why, though `--retries 1` leaves each an attempt,
-/// not following a second attempt nobody will run (they read `NOT_FOUND`
-/// before: "its job is gone").
+/// not following a second attempt nobody will run (before, each ended
+/// `NOT_FOUND`, "left no result").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inputs_of_a_block_that_can_run_nothing_more_end_with_why() {
     let w = world().await;
-    let cluster = w.cluster();
     let inputs = inputs_of(&w, "three.jsonl", &[0, 1, 3]);
     w.gcs().inject(
         kinetic_fake_gcp::GcsFault::status(403)
@@ -431,38 +404,13 @@ async fn inputs_of_a_block_that_can_run_nothing_more_end_with_why() {
             .under("_groups/")
             .times(1),
     );
-    let o = w
-        .kinetic(&[
-            "map",
-            "work.py:work",
-            "--inputs",
-            &inputs,
-            "--backend",
-            "gke",
-            "--retries",
-            "1",
-            "--max-concurrent",
-            "1",
-            "--detach",
-        ])
-        .await;
-    assert!(o.status.success(), "{}", text(&o));
-    let group = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-    let failed = || {
-        cluster.objects("jobs.batch", "default").iter().any(|j| {
-            j["status"]["failedIndexes"]
-                .as_str()
-                .is_some_and(|f| !f.is_empty())
-        })
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !failed() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the block never failed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let group = detached_work_map(&w, &inputs, "1").await;
+    until_job(&w, "failed a block", |status| {
+        status["failedIndexes"]
+            .as_str()
+            .is_some_and(|f| !f.is_empty())
+    })
+    .await;
     let o = w.kinetic(&["batch", "results", &group, "--json"]).await;
     let v = json_of(&o);
     let results = v["results"].as_array().expect("results");
@@ -474,6 +422,43 @@ async fn inputs_of_a_block_that_can_run_nothing_more_end_with_why() {
             "input {}: {r}",
             r["index"]
         );
+    }
+}
+
+/// `kinetic map work.py:work` of `inputs` on gke with `--retries 1`, at
+/// most `max` at once, detached: its group id.
+async fn detached_work_map(w: &World, inputs: &str, max: &str) -> String {
+    let o = w
+        .kinetic(&[
+            "map",
+            "work.py:work",
+            "--inputs",
+            inputs,
+            "--backend",
+            "gke",
+            "--retries",
+            "1",
+            "--max-concurrent",
+            max,
+            "--detach",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+}
+
+/// Wait (up to a minute) until the batch's Job's status says `what`
+/// (`done` of its `status`).
+async fn until_job(w: &World, what: &str, done: impl Fn(&Value) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !w
+        .cluster()
+        .objects("jobs.batch", "default")
+        .iter()
+        .any(|j| done(&j["status"]))
+    {
+        assert!(std::time::Instant::now() < deadline, "the Job never {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
