@@ -44,7 +44,7 @@ use kinetic_kube::pod::{
     self, ANNOTATION_BATCH_STOPPING, APP_KINETIC, CONTAINER_NAME, LABEL_GROUP_INDEX, LABEL_JOB_ID,
     ManifestOptions,
 };
-use kinetic_kube::status::{failure_reason, pending_reason, pod_attempts, pod_phase};
+use kinetic_kube::status::{failure_reason, is_live, pending_reason, pod_attempts, pod_phase};
 use kinetic_kube::workload::{BlockReads, batch_object_name};
 use serde_json::{Value, json};
 
@@ -282,10 +282,7 @@ pub fn batch_states(
                 BlockRun::Ended(block_failure(block_pods, spec.backoff_limit_per_index))
             } else if let Some(message) = &job_failed {
                 BlockRun::Ended(format!("the batch's Job failed: {message}"))
-            } else if let Some(active) = block_pods.iter().find(|p| {
-                p.metadata.deletion_timestamp.is_none()
-                    && !matches!(pod_phase(p), "Succeeded" | "Failed")
-            }) {
+            } else if let Some(active) = block_pods.iter().find(|p| is_live(p)) {
                 BlockRun::Active(active.metadata.name.clone().unwrap_or_default())
             } else if block_pods.iter().any(|p| pod_phase(p) == "Succeeded") {
                 // Ended well, before the controller counted the index.
@@ -544,13 +541,7 @@ pub fn block_reads(job: &Job, pods: &[Pod]) -> Option<BlockReads> {
 /// stopping annotation, so that each status read lowers it again as they
 /// end. `None` when both are in place already.
 pub fn stop_patch(job: &Job, pods: &[Pod]) -> Option<Value> {
-    let active = pods
-        .iter()
-        .filter(|p| {
-            p.metadata.deletion_timestamp.is_none()
-                && !matches!(pod_phase(p), "Succeeded" | "Failed")
-        })
-        .count();
+    let active = pods.iter().filter(|p| is_live(p)).count();
     let parallelism = job
         .spec
         .as_ref()

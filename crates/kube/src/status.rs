@@ -579,15 +579,15 @@ pub fn live_pod_state(pods: &[Pod]) -> Option<JobState> {
     live_pod_state_with_events(pods, &[])
 }
 
+/// Whether `pod` is live: not being deleted, and pending or running.
+pub fn is_live(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none() && !matches!(phase(pod), "Succeeded" | "Failed")
+}
+
 /// [`live_pod_state`], with the events about the pods among `events` (see
 /// [`pending_reason_with_events`]).
 pub fn live_pod_state_with_events(pods: &[Pod], events: &[Event]) -> Option<JobState> {
-    let mut live: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| {
-            p.metadata.deletion_timestamp.is_none() && !matches!(phase(p), "Succeeded" | "Failed")
-        })
-        .collect();
+    let mut live: Vec<&Pod> = pods.iter().filter(|p| is_live(p)).collect();
     live.sort_by_key(|p| created(p.metadata.creation_timestamp.as_ref()));
     if live.is_empty() {
         // A pod evicted or preempted is deleted gracefully: while it
