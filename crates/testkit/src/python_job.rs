@@ -284,6 +284,32 @@ pub async fn prepare_python_batch_of(
     retries: u32,
     env: CapturedEnv,
 ) -> kinetic_core::ports::PreparedBatch {
+    let shape = BatchShape {
+        parallelism,
+        retries,
+        block_size: 1,
+    };
+    prepare_batch(store, backend, function, calls, shape, env).await
+}
+
+/// How a prepared batch runs: at most `parallelism` inputs at once, each
+/// retried `retries` times, `block_size` inputs per index.
+struct BatchShape {
+    parallelism: usize,
+    retries: u32,
+    block_size: usize,
+}
+
+/// The batch of [`prepare_python_batch_of`], its spec in blocks when
+/// `shape.block_size` is above 1, written once.
+async fn prepare_batch(
+    store: &Arc<dyn ObjectStore>,
+    backend: &str,
+    function: &str,
+    calls: Vec<Vec<Value>>,
+    shape: BatchShape,
+    env: CapturedEnv,
+) -> kinetic_core::ports::PreparedBatch {
     use kinetic_core::batch::{IndexedBatchSpec, call_line, encode_call_chunks};
     use kinetic_core::ids::GroupId;
     use kinetic_core::layout;
@@ -322,6 +348,17 @@ pub async fn prepare_python_batch_of(
         &child,
         &job.record,
     );
+    let spec = if shape.block_size > 1 {
+        spec.with_blocks(
+            shape.block_size,
+            shape.retries,
+            false,
+            store.uri(&layout::group_blocks(&group)),
+            store.uri(&layout::group_stop(&group)),
+        )
+    } else {
+        spec
+    };
     let lines = calls
         .into_iter()
         .map(|args| call_line(args, serde_json::Map::new()));
@@ -353,10 +390,11 @@ pub async fn prepare_python_batch_of(
         job,
         store.uri(&layout::group_calls(&group)),
         inputs,
-        parallelism,
-        retries,
+        shape.parallelism,
+        shape.retries,
     )
     .expect("a valid batch")
+    .with_block_size(shape.block_size)
 }
 
 /// [`prepare_python_batch_of`] in blocks of `block_size` inputs per index
@@ -375,42 +413,18 @@ pub async fn prepare_python_batch_in_blocks(
     retries: u32,
     block_size: usize,
 ) -> kinetic_core::ports::PreparedBatch {
-    use kinetic_core::batch::IndexedBatchSpec;
-    use kinetic_core::layout;
-    use kinetic_core::ports::GetOptions;
-    let batch = prepare_python_batch_of(
+    let shape = BatchShape {
+        parallelism,
+        retries,
+        block_size,
+    };
+    prepare_batch(
         store,
         backend,
         function,
         calls,
-        parallelism,
-        retries,
+        shape,
         CapturedEnv::default(),
     )
-    .await;
-    let group = batch.group_id.clone();
-    let path = layout::group_batch_spec(&group);
-    let bytes = store
-        .get(&path, GetOptions::default())
-        .await
-        .expect("the batch spec");
-    let value: Value = serde_json::from_slice(&bytes).expect("a batch spec");
-    let spec = IndexedBatchSpec::from_json(&value)
-        .expect("a batch spec")
-        .with_blocks(
-            block_size,
-            retries,
-            false,
-            store.uri(&layout::group_blocks(&group)),
-            store.uri(&layout::group_stop(&group)),
-        );
-    store
-        .put(
-            &path,
-            Bytes::from(spec.to_json().to_string()),
-            PutOptions::default(),
-        )
-        .await
-        .expect("store the batch spec");
-    batch.with_block_size(block_size)
+    .await
 }
