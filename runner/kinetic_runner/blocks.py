@@ -237,19 +237,10 @@ def _temp_dir() -> str:
     return tempfile.gettempdir()
 
 
-def run_block(argv: list) -> int | None:
-    """Block mode for the runner arguments ``argv`` when they name a batch
-    spec in blocks; None when they do not (``main`` runs them)."""
-    if "--batch-spec" not in argv:
-        return None  # read by main alone: its warnings are said once
-    args = parse_args(argv)
-    if not args.batch_spec:
-        return None
-    storage = Storage()
+def run_block(storage: Storage, batch, args) -> int:
+    """Block mode: the block of ``batch`` (a batch spec in blocks) this
+    pod's index names, run to its end; the pod's exit code."""
     try:
-        batch = load_batch_spec(storage, args.batch_spec)
-        if batch.block_size <= 1:
-            return None
         block = Block(storage, batch, os.environ, args)
     except RunnerError as err:
         log(STARTUP, "bad invocation: %s" % err)
@@ -267,10 +258,24 @@ def run_block(argv: list) -> int | None:
 
 
 def entry(argv: list | None = None) -> int:
-    """The runner's command line: block mode, or one job (``main``)."""
+    """The runner's command line: block mode for a batch spec in blocks,
+    else one job (``main``: index mode for a batch spec of one input per
+    index, given the spec read here, so that it is read once)."""
     argv = sys.argv[1:] if argv is None else argv
-    code = run_block(argv)
-    return main(argv) if code is None else code
+    if "--batch-spec" not in argv:
+        return main(argv)  # it reads the arguments alone: its warnings are said once
+    args = parse_args(argv)
+    if not args.batch_spec:
+        return main(argv)
+    storage = Storage()
+    try:
+        batch = load_batch_spec(storage, args.batch_spec)
+    except RunnerError as err:
+        log(STARTUP, "bad invocation: %s" % err)
+        return EXIT_BAD_INVOCATION
+    if batch.block_size > 1:
+        return run_block(storage, batch, args)
+    return main(argv, batch=batch)
 
 
 if __name__ == "__main__":

@@ -225,11 +225,13 @@ def _with_job_id(value, job_id: str):
     return value
 
 
-def prepare_child(storage: Storage, batch_spec_uri: str, environ) -> dict:
+def prepare_child(storage: Storage, batch_spec_uri: str, environ, batch=None) -> dict:
     """Index mode's start: the child spec this pod runs, once its
     ``handle.json`` and ``spec.json`` are in the store (the record first:
-    a reader that finds the spec finds the record)."""
-    batch = load_batch_spec(storage, batch_spec_uri)
+    a reader that finds the spec finds the record). ``batch``: the batch
+    spec at ``batch_spec_uri``, when it was read already."""
+    if batch is None:
+        batch = load_batch_spec(storage, batch_spec_uri)
     index, attempt = batch_position(environ)
     call = input_call(storage, batch, index)
     job_id, spec = write_child(storage, batch, index, attempt, call)

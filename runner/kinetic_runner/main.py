@@ -91,11 +91,12 @@ def exit_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, end)
 
 
-def main(argv: list | None = None, prepared=None, fresh: bool = False) -> int:
+def main(argv: list | None = None, prepared=None, fresh: bool = False, batch=None) -> int:
     """One job. ``prepared``: what a pool worker prepared for the inputs
     of a spec like this one (``PoolWorker.prepare``), run on by this fork.
     ``fresh``: the job was made just now and is run once (a block's
-    attempt): it has no log chunks yet."""
+    attempt): it has no log chunks yet. ``batch``: the batch spec
+    ``--batch-spec`` names, read already (``entry``)."""
     exit_on_sigterm()
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not args.spec and not args.batch_spec:
@@ -104,7 +105,7 @@ def main(argv: list | None = None, prepared=None, fresh: bool = False) -> int:
     storage = Storage()
     try:
         if args.batch_spec:
-            spec_doc = prepare_child(storage, args.batch_spec, os.environ)
+            spec_doc = prepare_child(storage, args.batch_spec, os.environ, batch)
         elif prepared is not None and prepared.next_spec is not None and prepared.next_spec[0] == args.spec:
             spec_doc = prepared.next_spec[1]  # the worker read it for this fork
         else:
