@@ -108,7 +108,8 @@ impl<W: Workload> KubeBackend<W> {
 
     /// The markers of the blocks `reads` names, by block: listed from the
     /// store (16 listings at a time), those of a block whose index ended
-    /// once per batch object, then kept.
+    /// once per batch object, then kept until the batch ends here
+    /// ([`KubeBackend::forget_final_blocks`]).
     pub(super) async fn block_markers(
         &self,
         object: &W::Object,
@@ -122,6 +123,7 @@ impl<W: Workload> KubeBackend<W> {
                 self.name()
             )));
         };
+        let group = reads.group_id.to_string();
         let uid = object.meta().uid.clone().unwrap_or_default();
         let mut out = BTreeMap::new();
         let mut to_list = Vec::new();
@@ -131,7 +133,7 @@ impl<W: Workload> KubeBackend<W> {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for &(block, is_final) in &reads.blocks {
-                match kept.get(&(uid.clone(), block)) {
+                match kept.get(&(group.clone(), uid.clone(), block)) {
                     Some(markers) => {
                         out.insert(block, markers.clone());
                     }
@@ -167,11 +169,22 @@ impl<W: Workload> KubeBackend<W> {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (block, is_final, markers) in listed {
             if is_final {
-                kept.insert((uid.clone(), block), markers.clone());
+                kept.insert((group.clone(), uid.clone(), block), markers.clone());
             }
             out.insert(block, markers);
         }
         Ok(out)
+    }
+
+    /// Let go of the kept markers of batch `group_id`'s blocks (it is
+    /// cancelled or cleaned up): a long-lived process that follows batch
+    /// after batch keeps no finished batch's.
+    fn forget_final_blocks(&self, group_id: &kinetic_core::ids::GroupId) {
+        let group = group_id.to_string();
+        self.final_blocks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(g, _, _), _| *g != group);
     }
 
     /// [`Backend::end_batch`](kinetic_core::ports::Backend::end_batch).
@@ -212,6 +225,7 @@ impl<W: Workload> KubeBackend<W> {
             // Cancel and Cleanup (and any end added later: removing the
             // batch is the most a backend can do).
             _ => {
+                self.forget_final_blocks(&query.group_id);
                 let api = self.objects(&named.namespace).await?;
                 match api
                     .delete(&named.k8s_name, &DeleteParams::foreground())

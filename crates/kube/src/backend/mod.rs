@@ -62,14 +62,14 @@ pub struct KubeBackend<W: Workload> {
     options: KubeOptions,
     /// Namespaces whose service account was found.
     accounts_seen: std::sync::Mutex<BTreeSet<String>>,
-    /// The final markers of blocks whose index ended, by the batch
-    /// object's uid and block: listed once.
+    /// The final markers of blocks whose index ended: listed once, kept
+    /// until the batch is cancelled or cleaned up through this backend.
     final_blocks: std::sync::Mutex<FinalBlocks>,
 }
 
-/// The markers of blocks whose index ended, by the batch object's uid and
-/// the block: final, so listed once.
-type FinalBlocks = BTreeMap<(String, usize), Vec<BlockMarker>>;
+/// The markers of blocks whose index ended, by the batch (its group id and
+/// its object's uid) and the block: final, so listed once.
+type FinalBlocks = BTreeMap<(String, String, usize), Vec<BlockMarker>>;
 
 impl<W: Workload> Debug for KubeBackend<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
