@@ -1117,14 +1117,15 @@ impl Backend for LocalBackend {
                 continue;
             };
             let job_dir = self.job_dir(&job_id);
-            if !job_dir.exists() {
-                continue;
-            }
             if let Some(state) = ended.remove(&job_id) {
-                out.insert(job_id.clone(), state.clone());
-                still.insert(job_id, state);
+                if job_dir.exists() {
+                    out.insert(job_id.clone(), state.clone());
+                    still.insert(job_id, state);
+                }
                 continue;
             }
+            // A child whose directory is gone (cleaned up) reads NOT_FOUND
+            // here, and is left out below.
             let state = self.observe_state(&job_id, &job_dir, &pools).await;
             // Final once its exit code is recorded: nothing writes a
             // job's state files after that (a cancel of an ended job

@@ -268,7 +268,7 @@ impl JobDir {
 
     /// Remember the supervisor's pid (also its process group) and start time.
     pub(crate) fn record_pid(&self, pid: u32) -> std::io::Result<()> {
-        let start = process_start_time(pid).unwrap_or_default();
+        let start = start_time_text(pid);
         write_atomic(&self.file("pid"), &format!("{pid} {start}\n"))
     }
 
@@ -391,6 +391,16 @@ impl JobDir {
     /// its first seconds, long enough for a resume to follow it as pending
     /// and then see it gone.
     pub(crate) fn pooled_and_stranded(&self, job_id: &kinetic_core::ids::JobId) -> bool {
+        // The submitter first: it is alive for almost every job read (most
+        // often it is the process reading), and then nothing else is.
+        let submitter_gone = if self.file("launch").exists() {
+            self.submitter_gone()
+        } else {
+            !self.younger("pooled", POOL_START)
+        };
+        if !submitter_gone {
+            return false;
+        }
         let Some(pool) = self.pool_dir() else {
             return false;
         };
@@ -399,12 +409,7 @@ impl JobDir {
                 .iter()
                 .all(|f| !self.file(f).exists())
         };
-        let submitter_gone = if self.file("launch").exists() {
-            self.submitter_gone()
-        } else {
-            !self.younger("pooled", POOL_START)
-        };
-        if !untouched() || !submitter_gone {
+        if !untouched() {
             return false;
         }
         // Queued, or taken by a worker not yet named in `worker` (it
@@ -793,26 +798,59 @@ pub(crate) fn link_empty(jobs: &Path, dest: &Path) -> std::io::Result<()> {
 }
 
 /// A process's start time as pid files record it (empty where unknown).
+/// This process's own is read once.
 pub(crate) fn start_time_text(pid: u32) -> String {
-    process_start_time(pid).unwrap_or_default()
+    if pid == std::process::id() {
+        return own_start_time().to_owned();
+    }
+    process_stat(pid)
+        .map(|(start, _)| start)
+        .unwrap_or_default()
 }
 
-/// Field 22 of `/proc/{pid}/stat` (start time in clock ticks), where /proc exists.
-fn process_start_time(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces; fields after it follow ')'.
-    let after = stat.rsplit_once(')')?.1;
-    after.split_whitespace().nth(19).map(str::to_owned)
+/// This process's start time as pid files record it, read once: every
+/// job it submits names it in its `launch`.
+fn own_start_time() -> &'static str {
+    static OWN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| {
+        process_stat(std::process::id())
+            .map(|(start, _)| start)
+            .unwrap_or_default()
+    })
+}
+
+/// What `/proc/{pid}/stat` says of a process, where /proc exists: its
+/// start time in clock ticks (field 22) and whether it is a zombie
+/// (field 3). One read: the kernel builds the whole line for each.
+fn process_stat(pid: u32) -> Option<(String, bool)> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// [`process_stat`] of the text of a `/proc/{pid}/stat`.
+fn parse_stat(stat: &str) -> Option<(String, bool)> {
+    // The command name (field 2) may hold spaces and parentheses; the
+    // fields after it follow the last ')'.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let zombie = fields.next()? == "Z";
+    let start = fields.nth(18)?.to_owned();
+    Some((start, zombie))
 }
 
 /// True while process `pid` lives and is the one that started at `start`
-/// (when known), not a later process that reused its pid.
+/// (when known), not a later process that reused its pid. This process
+/// is known alive without asking the kernel: the submitter a queued
+/// job's `launch` names is most often the process reading it.
 pub(crate) fn process_alive(pid: i32, start: &str) -> bool {
-    kill(Pid::from_raw(pid), None).is_ok()
-        && match process_start_time(pid as u32) {
-            Some(now) if !start.is_empty() => now == start && !is_zombie(pid as u32),
-            _ => !is_zombie(pid as u32),
-        }
+    if u32::try_from(pid).is_ok_and(|p| p == std::process::id()) {
+        return start.is_empty() || start == own_start_time();
+    }
+    if kill(Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    match process_stat(pid as u32) {
+        Some((now, zombie)) => !zombie && (start.is_empty() || now == start),
+        None => true, // no /proc: trust the signal check
+    }
 }
 
 /// The pools seen with a live worker during one reading of many jobs (a
@@ -939,16 +977,6 @@ fn group_alive(pgid: i32) -> bool {
             })
             .unwrap_or(false)
     })
-}
-
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, a)| a.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
 }
 
 struct Follow {
@@ -1313,6 +1341,60 @@ mod tests {
             assert_eq!(std::fs::read(jobs.join(name)).unwrap(), b"", "{name}");
         }
         assert!(link_empty(jobs, &jobs.join("no-such-dir/d")).is_err());
+    }
+
+    #[test]
+    fn a_stat_line_gives_the_start_and_whether_a_zombie_whatever_the_name() {
+        let line = |name: &str, state: &str| {
+            format!(
+                "4242 ({name}) {state} 1 4242 4242 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0 98765 12345 67\n"
+            )
+        };
+        assert_eq!(
+            parse_stat(&line("python3", "S")),
+            Some(("98765".to_owned(), false))
+        );
+        assert_eq!(
+            parse_stat(&line("a) Z (b", "R")),
+            Some(("98765".to_owned(), false)),
+            "a name that looks like fields"
+        );
+        assert_eq!(
+            parse_stat(&line("python3", "Z")),
+            Some(("98765".to_owned(), true))
+        );
+        assert_eq!(parse_stat("4242 (cut"), None);
+        assert_eq!(parse_stat("4242 (short) S 1 2"), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_as_recorded_and_a_reused_pid_is_not() {
+        let me = std::process::id();
+        let start = start_time_text(me);
+        assert!(!start.is_empty());
+        assert_eq!(
+            start,
+            parse_stat(&std::fs::read_to_string("/proc/self/stat").unwrap())
+                .unwrap()
+                .0,
+            "what a pid file records of it"
+        );
+        let me = i32::try_from(me).unwrap();
+        assert!(process_alive(me, &start));
+        assert!(process_alive(me, ""), "a pid file without a start");
+        assert!(
+            !process_alive(me, "1"),
+            "another process that had this pid, started at boot"
+        );
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let child_start = start_time_text(child.id());
+        let mut child = child;
+        child.wait().unwrap();
+        assert!(
+            !process_alive(pid, &child_start),
+            "a process that ended and was reaped"
+        );
     }
 
     #[test]
