@@ -82,6 +82,8 @@ struct Pace {
     horizon: Duration,
     since: Instant,
     ended: usize,
+    /// The last window raised the depth by more than half.
+    growing: bool,
 }
 
 /// Poll intervals' worth of inputs a worker pool's queue holds.
@@ -102,7 +104,24 @@ impl Pace {
             horizon: queue_horizon(settings.poll_interval),
             since: Instant::now(),
             ended: core.machine.completed().len(),
+            growing: true,
         })
+    }
+
+    /// Whether a change is worth a poll at once: while the depth still
+    /// grows (from the floor it starts at to the rate's, which a queue
+    /// left to run dry would never show), or once the pool's queue, as last
+    /// polled, holds at most half the depth asked of it or one input per
+    /// worker (what is left near the batch's end): a worker may then find
+    /// it empty before the next poll.
+    fn runs_low(&self, shared: &BatchShared) -> bool {
+        let core = shared.lock();
+        change_polls(
+            self.growing,
+            core.machine.counts().pending,
+            self.floor,
+            core.machine.prefetch(),
+        )
     }
 
     /// After a poll: measure the rate once a window passed, set the depth
@@ -119,13 +138,28 @@ impl Pace {
         self.since = Instant::now();
         self.ended = ended;
         let depth = queue_depth(rate, self.horizon, self.floor);
-        if depth != core.machine.prefetch() {
+        let before = core.machine.prefetch();
+        self.growing = grows(before, depth);
+        if depth != before {
             core.machine.set_prefetch(depth);
             let commands = core.machine.apply(Event::Pump);
             dispatch(&mut core, commands, &mut chores);
         }
         chores
     }
+}
+
+/// Whether a change on a pool is polled at once ([`Pace::runs_low`]):
+/// while the depth grows, or once the `pending` inputs last seen queued
+/// are at most half the `depth` asked for, or `floor` (one per worker).
+fn change_polls(growing: bool, pending: usize, floor: usize, depth: usize) -> bool {
+    growing || pending <= floor.max(depth / 2)
+}
+
+/// Whether a window that set the depth from `before` to `depth` raised it
+/// by more than half.
+fn grows(before: usize, depth: usize) -> bool {
+    depth > before + before / 2
 }
 
 /// How long a pool's queue lasts: four poll intervals, at least a second.
@@ -482,9 +516,17 @@ async fn run(
             }
             // Polled as soon as no poll is in flight (and again after one
             // that is, which may have read the states before the change).
+            // On a worker pool whose queue still holds more than one input
+            // per worker, a freed worker takes its next input from the
+            // queue without the client: the change waits for the timer's
+            // poll. Polled at once for each change, a map of small inputs
+            // was read about once per input ended, each poll reading every
+            // queued input (a busy core for the client, nothing gained).
             Wake::Changed => {
-                next_poll = Instant::now();
-                changed = true;
+                if pace.as_ref().is_none_or(|p| p.runs_low(&shared)) {
+                    next_poll = Instant::now();
+                    changed = true;
+                }
             }
         }
     }
@@ -513,5 +555,26 @@ mod tests {
         );
         assert_eq!(queue_horizon(Duration::from_millis(200)), second);
         assert_eq!(queue_depth(10.0, Duration::from_secs(2), 1), 20);
+    }
+
+    #[test]
+    fn a_change_is_polled_at_once_while_the_depth_grows_or_the_queue_runs_low() {
+        // Two workers, a queue asked to hold 160 inputs.
+        assert!(
+            !change_polls(false, 160, 2, 160),
+            "a full queue waits for the timer"
+        );
+        assert!(!change_polls(false, 81, 2, 160));
+        assert!(change_polls(false, 80, 2, 160), "half drained");
+        assert!(change_polls(false, 2, 2, 2), "one input per worker left");
+        assert!(change_polls(false, 0, 2, 160), "the batch's end");
+        assert!(change_polls(true, 160, 2, 160), "the depth still grows");
+        // The depth grows while a window raises it by more than half.
+        assert!(grows(2, 14));
+        assert!(grows(82, 160));
+        assert!(!grows(160, 155));
+        assert!(!grows(154, 167), "the rate's own noise");
+        assert!(!grows(10, 15));
+        assert!(grows(10, 16));
     }
 }
