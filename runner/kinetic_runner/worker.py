@@ -97,6 +97,15 @@ class PoolWorker:
             return self.prepared
         return None
 
+    def peek(self, argv: list) -> None:
+        """Read ahead the spec of an input the worker may run next (with
+        runner arguments ``argv``), while its executor runs the one before:
+        ``held`` or ``prepare`` for the same arguments then reads it no
+        second time (one it cannot read is read again then). Nothing is
+        prepared here."""
+        if self._load(argv)[1] is None:
+            self._loaded = None
+
     def _load(self, argv: list) -> tuple:
         """``(args, spec document)`` for runner arguments ``argv`` (the
         document None when it cannot be read here), remembered for the next

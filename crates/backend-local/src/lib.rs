@@ -1836,7 +1836,15 @@ mod tests {
         wait_for("the second input runs", || {
             job(ids[1]).read_log().contains("job ")
         });
-        assert_eq!(job(ids[0]).observe(), Observed::Exited(0));
+        // The first input's end is written once the second was handed
+        // over, not after the second ends (it waits for `release`).
+        wait_for(
+            "the first input's end written while the second runs",
+            || job(ids[0]).observe() == Observed::Exited(0),
+        );
+        assert_eq!(job(ids[1]).observe(), Observed::Running);
+        let (attempts, _) = job(ids[0]).attempts(false);
+        assert_eq!(attempts.len(), 1, "its attempt recorded with it");
         assert_eq!(
             job(ids[0]).read("pid"),
             job(ids[1]).read("pid"),

@@ -55,6 +55,7 @@ kills the group; the supervisor then exits without starting the job),
 """
 
 import fcntl
+import functools
 import os
 import select
 import signal
@@ -410,14 +411,17 @@ def main():
 
 
 def run_attempts(job_dir, slots_dir, runner, runner_args, slot_fd, deadline, grace, retries, pooled=None,
-                 started=None):
+                 started=None, later=None):
     """Run the runner, and again after each failure while the application
     retry budget (``retries``) allows: attempt N sees ``KINETIC_ATTEMPT=N``,
     and each attempt's pid, start, end and exit code is a line of
     ``DIR/attempts.jsonl``. The run deadline counts from the first start.
     Returns the last attempt's exit code (None: the runner could not be
     started, already recorded). ``started``: when the run began, if
-    before now (a worker's preparation of the shared phases)."""
+    before now (a worker's preparation of the shared phases). ``later``
+    (a worker's list of what it writes once its next input is handed
+    over, ``AFTER_SEND``): an attempt that succeeded on the worker's
+    executor is recorded there."""
     if started is None:
         started = time.monotonic()
     attempts = retries + 1
@@ -428,6 +432,9 @@ def run_attempts(job_dir, slots_dir, runner, runner_args, slot_fd, deadline, gra
                                pooled)
         if child is None:
             return None
+        if code == 0 and later is not None:
+            later.append(functools.partial(record_attempt, job_dir, attempt, child, began, code, time.time()))
+            return code
         record_attempt(job_dir, attempt, child, began, code)
         stopped = any(os.path.exists(os.path.join(job_dir, f)) for f in ("cancelled", "deadline_exceeded"))
         if code == 0 or attempt == attempts or stopped:
@@ -440,13 +447,17 @@ def run_attempts(job_dir, slots_dir, runner, runner_args, slot_fd, deadline, gra
     return code
 
 
-def record_attempt(job_dir, attempt, pid, began, code):
-    """Append one attempt's line to ``DIR/attempts.jsonl``."""
+def record_attempt(job_dir, attempt, pid, began, code, ended=None):
+    """Append one attempt's line to ``DIR/attempts.jsonl`` (``ended``: when
+    it ended, if not now)."""
     import json
-    line = json.dumps({"number": attempt, "pid": pid, "started": began, "ended": time.time(),
-                       "exit_code": code})
-    with open(os.path.join(job_dir, "attempts.jsonl"), "a") as f:
-        f.write(line + "\n")
+    line = json.dumps({"number": attempt, "pid": pid, "started": began,
+                       "ended": time.time() if ended is None else ended, "exit_code": code})
+    fd = os.open(os.path.join(job_dir, "attempts.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
 
 
 def run_once(job_dir, slots_dir, runner, runner_args, slot_fd, left, deadline, grace, attempt, pooled=None):
@@ -855,6 +866,9 @@ class Executor:
 # The worker's executor, if it has one (``executor_for``).
 EXECUTOR = [None]
 
+# A worker's ``peek_next`` for its queue, once it has one.
+PEEK = []
+
 
 def executor_for(module, runner, prepared, slot_fd):
     """The worker's executor for ``prepared``: the one it has, unless that
@@ -864,6 +878,7 @@ def executor_for(module, runner, prepared, slot_fd):
         ex.close()
         ex = EXECUTOR[0] = None
     if ex is None:
+        flush_after()  # a fork takes a while: the last input's end first
         ex = EXECUTOR[0] = Executor(module, runner, prepared, slot_fd)
     return ex
 
@@ -920,7 +935,11 @@ def executor_main(module, runner, prepared, inputs_fd, replies_fd, slot_fd):
             os.chdir(cwd)
             for name in [n for n in os.environ if n not in environ]:
                 del os.environ[name]
-            os.environ.update(environ)
+            # Only what the input changed is set again: setting every
+            # variable cost a tenth of an input's time on the executor.
+            for name, value in environ.items():
+                if os.environ.get(name) != value:
+                    os.environ[name] = value
             sys.path[:] = path
             sys.argv = list(argv)
             os.write(replies_fd, b"%d\n" % code)
@@ -950,15 +969,22 @@ def run_on_executor(job_dir, slots_dir, runner, runner_args, slot_fd, left, dead
             # As in the fork's case (see run_once): the input never runs.
             # Its exit code is written (the SIGTERM's, as the runner's end
             # on a cancel), since the process `pid` names lives on.
+            flush_after()
             write_atomic(os.path.join(job_dir, "exit_code"), "%d\n" % (128 + signal.SIGTERM))
             touch_ended(slots_dir)
             return None, None
         me = os.getpid()
         write_linked(os.path.join(job_dir, "started"), "started-%d-%s" % (me, own_start_time()), '{"worker": %d}' % me)
+        sent = ex.send(job_dir, job_id, attempt, runner_args)
+        # The last input's end, then the `ended` touch for both, while
+        # this one runs (AFTER_SEND); and the next job read ahead.
+        flush_after(touch=False)
         touch_ended(slots_dir)
-        if not ex.send(job_dir, job_id, attempt, runner_args):
+        if not sent:
             ex.close()
             continue
+        if PEEK:
+            PEEK[0]()
         try:
             return ex.pid, wait_pooled(job_dir, slots_dir, ex, left, deadline, grace, ex.pid, reaper=ex.waiter)
         except ExecutorLost:
@@ -1037,8 +1063,11 @@ def claim_next(queue):
         if name.startswith("."):
             continue
         try:
-            os.makedirs(claimed, exist_ok=True)
-            os.rename(os.path.join(queue, name), os.path.join(claimed, name))
+            try:
+                os.rename(os.path.join(queue, name), os.path.join(claimed, name))
+            except FileNotFoundError:
+                os.makedirs(claimed, exist_ok=True)  # the pool's first claim
+                os.rename(os.path.join(queue, name), os.path.join(claimed, name))
         except OSError:
             continue  # another worker took it
         return name.split(".", 1)[1] if "." in name else name
@@ -1060,26 +1089,114 @@ def release_claim(queue, job_id):
                 pass
 
 
+# What a worker writes of the input that just ended on its executor once
+# it handed the executor its next input (``flush_after``): that input's
+# attempt, its exit code and the ``ended`` touch, which cost the input
+# after it a millisecond of waiting when written between the two. Until
+# they are written, the input reads as running (its executor lives, its
+# worker too), never as gone; a cancel of it waits for its exit code.
+AFTER_SEND = []
+
+# The `slots/ended` to touch once ``AFTER_SEND`` is written, if any.
+AFTER_TOUCH = [None]
+
+# The next queue entry as a worker read it ahead while its executor ran an
+# input (``peek_next``): (job id, its ``pooled``), or None.
+PEEKED = [None]
+
+
+def flush_after(touch=True):
+    """Write what ``AFTER_SEND`` holds (see there), in order, then touch
+    ``ended`` for it unless ``touch`` is false (the caller touches it)."""
+    while AFTER_SEND:
+        write = AFTER_SEND.pop(0)
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - e.g. its job's directory removed by a cleanup
+            sys.stderr.write("worker: writing an input's end: %s\n" % exc)
+    slots_dir, AFTER_TOUCH[0] = AFTER_TOUCH[0], None
+    if touch and slots_dir is not None:
+        touch_ended(slots_dir)
+
+
+def record_exit(job_dir, slots_dir, code, touch=True):
+    """The job's exit code (unless its deadline's stop wrote one), then the
+    ``ended`` touch that tells waiters to look (unless ``touch`` is
+    false: ``AFTER_TOUCH``)."""
+    exit_code = os.path.join(job_dir, "exit_code")
+    if not os.path.exists(exit_code):
+        try:
+            link_shared("exit-%d" % code, exit_code, "%d\n" % code)
+        except FileExistsError:
+            pass  # written by its deadline's stop
+        except OSError:
+            write_atomic(exit_code, "%d\n" % code)
+    if touch:
+        touch_ended(slots_dir)
+    else:
+        AFTER_TOUCH[0] = slots_dir
+
+
+def peek_next(queue, jobs_dir, shared):
+    """While the executor runs an input: read what the worker will need of
+    the oldest queued job (its ``pooled``, and its spec through
+    ``PoolWorker.peek``), without claiming it: another worker may still
+    take it. What the worker then claims is used as read here when it is
+    that job; ``pooled`` and a spec never change once the job is queued."""
+    import json
+    PEEKED[0] = None
+    try:
+        names = sorted(n for n in os.listdir(queue) if not n.startswith("."))
+    except OSError:
+        return
+    if not names or "." not in names[0]:
+        return
+    job_id = names[0].split(".", 1)[1]
+    try:
+        with open(os.path.join(jobs_dir, job_id, "pooled"), "rb") as f:
+            launch = json.loads(f.read())
+        args = list(launch["args"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    PEEKED[0] = (job_id, launch)
+    peek = getattr(shared, "peek", None)
+    if peek is not None:
+        try:
+            peek(args)
+        except Exception:  # noqa: BLE001 - read again, and reported, when the job runs
+            pass
+
+
 def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace, shared=None,
                    claimed=lambda: None):
     """One claimed job, as its own supervisor would run it; False when it
     was skipped (cancelled before it started, or it names no launch).
     ``shared`` (the runner's ``PoolWorker``): the phases every input of the
     batch shares are prepared in this worker first (see
-    ``prepare_shared``), and each attempt's fork runs only its own."""
+    ``prepare_shared``), and each attempt's fork runs only its own. An
+    input that succeeded on the executor has its end written once the
+    next input is handed over (``AFTER_SEND``)."""
     import json
+    peeked, PEEKED[0] = PEEKED[0], None
     try:
         if os.path.exists(os.path.join(job_dir, "cancelled")):
+            flush_after()
             touch_ended(slots_dir)
             return False
         if os.path.exists(os.path.join(job_dir, "exit_code")):
+            flush_after()
             return False  # queued twice (a resubmission), and ended already
-        try:
-            with open(os.path.join(job_dir, "pooled")) as f:
-                launch = json.load(f)
-        except (OSError, ValueError):
-            return False
+        if peeked is not None and peeked[0] == job_id:
+            launch = peeked[1]
+        else:
+            try:
+                with open(os.path.join(job_dir, "pooled"), "rb") as f:
+                    launch = json.loads(f.read())
+            except (OSError, ValueError):
+                flush_after()
+                return False
         if not take_job(job_dir):
+            flush_after()
             return False  # queued twice (a resubmission), and claimed already
     finally:
         claimed()  # named in `worker`, or skipped: the claim's entry goes
@@ -1090,25 +1207,24 @@ def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, gr
     started = time.monotonic()
     prepared = prepare_shared(shared, job_dir, args, deadline, started) if shared is not None else None
     if prepared is None:
+        flush_after()
         # A fork that runs every phase itself makes its run directory under
         # --workdir, which the submitter no longer makes for a pooled job
         # (one on the worker's preparation makes only what it writes to).
         make_run_dirs(args)
+    later = AFTER_SEND if prepared is not None else None
     code = run_attempts(job_dir, slots_dir, runner, args, slot_fd, deadline, grace, retries,
-                        pooled=(module, job_id, prepared), started=started)
+                        pooled=(module, job_id, prepared), started=started, later=later)
     if code is None:
+        flush_after()
         return True
     if prepared is None and shared is not None:
         shared.ended(code)
-    exit_code = os.path.join(job_dir, "exit_code")
-    if not os.path.exists(exit_code):
-        try:
-            link_shared("exit-%d" % code, exit_code, "%d\n" % code)
-        except FileExistsError:
-            pass  # written by its deadline's stop
-        except OSError:
-            write_atomic(exit_code, "%d\n" % code)
-    touch_ended(slots_dir)
+    if code == 0 and later is not None:
+        later.append(functools.partial(record_exit, job_dir, slots_dir, code, touch=False))
+        return True
+    flush_after()
+    record_exit(job_dir, slots_dir, code)
     return True
 
 
@@ -1236,6 +1352,7 @@ def test_hold(job_dir, job_id):
     hold = os.environ.get("KINETIC_TEST_WORKER_HOLD")
     if not hold:
         return
+    flush_after()
     create_empty(os.path.join(hold, job_id + ".held"))
     while not os.path.exists(os.path.join(hold, job_id + ".go")):
         time.sleep(0.005)
@@ -1390,10 +1507,12 @@ def worker_main(opts):
     slot_fd = None
     last = time.monotonic()
     delay = 0.001
+    PEEK[:] = [lambda: peek_next(queue, jobs_dir, shared)]
     try:
         while True:
             job_id = claim_next(queue)
             if job_id is None:
+                flush_after()
                 if slot_fd is not None:
                     os.close(slot_fd)  # an idle worker holds no job slot
                     slot_fd = None
@@ -1438,6 +1557,7 @@ def worker_main(opts):
                 sys.stderr.write("worker: job %s: %s\n" % (job_id, exc))
             last = time.monotonic()
     finally:
+        flush_after()
         close_executor()
         if shared is not None:
             shared.close()
