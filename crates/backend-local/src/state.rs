@@ -157,7 +157,12 @@ impl JobDir {
             .with_file_name(format!(".{name}.{what}-{}", std::process::id()))
     }
 
-    /// Create the job's directory holding its `submitted` (`spec_uri`):
+    /// Create the job's directory holding its `submitted` (`spec_uri`) and
+    /// an empty `output.log`, made here by the submitter rather than by
+    /// whatever runs the job: a file made costs an inode, which on this
+    /// machine's journal-less ext4 is dearest right after many were freed
+    /// (a map after a map), and a worker's executor made the log of each
+    /// input between the input before it and its call. The directory is
     /// made aside and renamed into place where the file system can refuse
     /// to replace what is there (one rename wins), so the directory never
     /// exists without `submitted`. Made first and written after, it was
@@ -172,6 +177,7 @@ impl JobDir {
             let _ = std::fs::remove_dir_all(&aside);
             std::fs::create_dir(&aside)?;
             std::fs::write(aside.join("submitted"), spec_uri)?;
+            File::create(aside.join("output.log"))?;
             match renameat2(
                 AT_FDCWD,
                 &aside,
@@ -193,6 +199,7 @@ impl JobDir {
             }
         }
         std::fs::create_dir(&self.path)?;
+        File::create(self.log_path())?;
         write_atomic(&self.file("submitted"), spec_uri)
     }
 
@@ -1162,11 +1169,17 @@ mod tests {
             std::fs::read_to_string(dir.path().join("job-0000abcd/submitted")).unwrap(),
             "file:///a/spec.json"
         );
-        let names: Vec<String> = std::fs::read_dir(dir.path().join("job-0000abcd"))
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("job-0000abcd"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["submitted"], "nothing else is made in place");
+        names.sort();
+        assert_eq!(
+            names,
+            ["output.log", "submitted"],
+            "nothing else is made in place"
+        );
+        assert_eq!(job.read_log(), "", "the log is there, empty");
     }
 
     #[test]
