@@ -354,10 +354,16 @@ class Storage:
 def _write_partial(path: str, data: bytes) -> str:
     """Writes ``data`` beside ``path`` under a name of this process and
     thread, for the caller to move into place whole; gives that name."""
-    os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
     partial = "%s.%d.%d.part" % (path, os.getpid(), threading.get_ident())
     try:
-        with open(partial, "wb") as f:
+        try:
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        except FileNotFoundError:
+            # Its folder is made only when missing: a result's is there
+            # already (its spec.json is), and a map writes one per input.
+            os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        with open(fd, "wb") as f:
             f.write(data)
     except BaseException:
         # A full disk leaves no half-written file behind.

@@ -1053,12 +1053,33 @@ def claim_next(queue):
     (``release_claim``), so a reader never sees a taken job named nowhere:
     the backend reads a pooled job named by no entry and no worker, whose
     submitter is dead, as never queued (and a job waits there for a job
-    slot, seconds under load)."""
-    try:
-        names = sorted(os.listdir(queue))
-    except OSError:
-        return None
+    slot, seconds under load). The entry read ahead (``PEEKED``), the
+    oldest when it was read, is tried first: the queue is listed only when
+    another worker took it."""
+    peeked = PEEKED[0]
+    names = [peeked[0]] if peeked is not None else []
     claimed = os.path.join(os.path.dirname(queue), "claimed")
+    for listed in (False, True):
+        if listed:
+            try:
+                names = sorted(os.listdir(queue))
+            except OSError:
+                return None
+        name = take_entry(queue, claimed, names)
+        if name is not None:
+            CLAIMED[0] = name
+            return name.split(".", 1)[1] if "." in name else name
+    PEEKED[0] = None  # taken by another worker: an idle loop tries it no more
+    return None
+
+
+# The queue entry the worker claimed last (``claim_next``).
+CLAIMED = [None]
+
+
+def take_entry(queue, claimed, names):
+    """The first of the queue entries ``names`` this worker moves into
+    ``claimed``, or None."""
     for name in names:
         if name.startswith("."):
             continue
@@ -1070,13 +1091,20 @@ def claim_next(queue):
                 os.rename(os.path.join(queue, name), os.path.join(claimed, name))
         except OSError:
             continue  # another worker took it
-        return name.split(".", 1)[1] if "." in name else name
+        return name
     return None
 
 
 def release_claim(queue, job_id):
     """Remove job ``job_id``'s entry from ``claimed/`` (``claim_next``)."""
     claimed = os.path.join(os.path.dirname(queue), "claimed")
+    name = CLAIMED[0]
+    if name is not None and name.endswith("." + job_id):
+        try:
+            os.unlink(os.path.join(claimed, name))
+            return
+        except OSError:
+            pass  # looked for below
     try:
         names = os.listdir(claimed)
     except OSError:
@@ -1101,7 +1129,7 @@ AFTER_SEND = []
 AFTER_TOUCH = [None]
 
 # The next queue entry as a worker read it ahead while its executor ran an
-# input (``peek_next``): (job id, its ``pooled``), or None.
+# input (``peek_next``): (entry name, job id, its ``pooled``), or None.
 PEEKED = [None]
 
 
@@ -1158,7 +1186,7 @@ def peek_next(queue, jobs_dir, shared):
         args = list(launch["args"])
     except (OSError, ValueError, KeyError, TypeError):
         return
-    PEEKED[0] = (job_id, launch)
+    PEEKED[0] = (names[0], job_id, launch)
     peek = getattr(shared, "peek", None)
     if peek is not None:
         try:
@@ -1186,8 +1214,8 @@ def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, gr
         if os.path.exists(os.path.join(job_dir, "exit_code")):
             flush_after()
             return False  # queued twice (a resubmission), and ended already
-        if peeked is not None and peeked[0] == job_id:
-            launch = peeked[1]
+        if peeked is not None and peeked[1] == job_id:
+            launch = peeked[2]
         else:
             try:
                 with open(os.path.join(job_dir, "pooled"), "rb") as f:
