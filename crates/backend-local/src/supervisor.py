@@ -984,7 +984,10 @@ def run_on_executor(job_dir, slots_dir, runner, runner_args, slot_fd, left, dead
             ex.close()
             continue
         if PEEK:
-            PEEK[0]()
+            try:
+                PEEK[0]()
+            except Exception:  # noqa: BLE001 - a read ahead only: the job is read again when claimed
+                PEEKED[0] = None
         try:
             return ex.pid, wait_pooled(job_dir, slots_dir, ex, left, deadline, grace, ex.pid, reaper=ex.waiter)
         except ExecutorLost:
