@@ -1060,32 +1060,48 @@ def claim_next(queue):
     oldest when it was read, is tried first: the queue is listed only when
     another worker took it."""
     peeked = PEEKED[0]
-    names = [peeked[0]] if peeked is not None else []
     claimed = os.path.join(os.path.dirname(queue), "claimed")
-    for listed in (False, True):
-        if listed:
-            try:
-                names = sorted(os.listdir(queue))
-            except OSError:
-                return None
-        name = take_entry(queue, claimed, names)
-        if name is not None:
-            CLAIMED[0] = name
-            return name.split(".", 1)[1] if "." in name else name
-    PEEKED[0] = None  # taken by another worker: an idle loop tries it no more
-    return None
+    name = take_entry(queue, claimed, [peeked[0]]) if peeked is not None else None
+    if name is None:
+        try:
+            name = take_entry(queue, claimed, queue_entries(queue))
+        except OSError:
+            return None
+    if name is None:
+        PEEKED[0] = None  # taken by another worker: an idle loop tries it no more
+        return None
+    CLAIMED[0] = name
+    return entry_job(name)
 
 
 # The queue entry the worker claimed last (``claim_next``).
 CLAIMED = [None]
 
 
+def queue_entries(queue):
+    """The queue's entries, oldest input first (``{index:010}.{job_id}``;
+    a name starting with a dot is being written). Raises OSError when the
+    queue cannot be listed."""
+    return sorted(n for n in os.listdir(queue) if not n.startswith("."))
+
+
+def entry_job(name):
+    """The job id a queue entry names."""
+    return name.split(".", 1)[1] if "." in name else name
+
+
+def read_launch(job_dir):
+    """The job's ``pooled`` (the pool and the runner's arguments, retries
+    and run deadline). Raises OSError or ValueError when it cannot be read."""
+    import json
+    with open(os.path.join(job_dir, "pooled"), "rb") as f:
+        return json.loads(f.read())
+
+
 def take_entry(queue, claimed, names):
     """The first of the queue entries ``names`` this worker moves into
     ``claimed``, or None."""
     for name in names:
-        if name.startswith("."):
-            continue
         try:
             try:
                 os.rename(os.path.join(queue, name), os.path.join(claimed, name))
@@ -1174,18 +1190,16 @@ def peek_next(queue, jobs_dir, shared):
     ``PoolWorker.peek``), without claiming it: another worker may still
     take it. What the worker then claims is used as read here when it is
     that job; ``pooled`` and a spec never change once the job is queued."""
-    import json
     PEEKED[0] = None
     try:
-        names = sorted(n for n in os.listdir(queue) if not n.startswith("."))
+        names = queue_entries(queue)
     except OSError:
         return
-    if not names or "." not in names[0]:
+    if not names:
         return
-    job_id = names[0].split(".", 1)[1]
+    job_id = entry_job(names[0])
     try:
-        with open(os.path.join(jobs_dir, job_id, "pooled"), "rb") as f:
-            launch = json.loads(f.read())
+        launch = read_launch(os.path.join(jobs_dir, job_id))
         args = list(launch["args"])
     except (OSError, ValueError, KeyError, TypeError):
         return
@@ -1198,6 +1212,29 @@ def peek_next(queue, jobs_dir, shared):
             pass
 
 
+def take_launch(job_dir, job_id, slots_dir, peeked):
+    """Name this worker in the claimed job's ``worker`` and give its
+    ``pooled`` (as read ahead, ``peeked``, when it is that job); None when
+    the job is skipped: cancelled before it started, ended already or
+    taken by another worker (queued twice by a resubmission), or naming
+    no launch."""
+    if os.path.exists(os.path.join(job_dir, "cancelled")):
+        touch_ended(slots_dir)
+        return None
+    if os.path.exists(os.path.join(job_dir, "exit_code")):
+        return None  # queued twice (a resubmission), and ended already
+    if peeked is not None and peeked[1] == job_id:
+        launch = peeked[2]
+    else:
+        try:
+            launch = read_launch(job_dir)
+        except (OSError, ValueError):
+            return None
+    if not take_job(job_dir):
+        return None  # queued twice (a resubmission), and claimed already
+    return launch
+
+
 def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, grace, shared=None,
                    claimed=lambda: None):
     """One claimed job, as its own supervisor would run it; False when it
@@ -1207,30 +1244,14 @@ def run_pooled_job(job_dir, job_id, module, runner, opts, slots_dir, slot_fd, gr
     ``prepare_shared``), and each attempt's fork runs only its own. An
     input that succeeded on the executor has its end written once the
     next input is handed over (``AFTER_SEND``)."""
-    import json
     peeked, PEEKED[0] = PEEKED[0], None
     try:
-        if os.path.exists(os.path.join(job_dir, "cancelled")):
-            flush_after()
-            touch_ended(slots_dir)
-            return False
-        if os.path.exists(os.path.join(job_dir, "exit_code")):
-            flush_after()
-            return False  # queued twice (a resubmission), and ended already
-        if peeked is not None and peeked[1] == job_id:
-            launch = peeked[2]
-        else:
-            try:
-                with open(os.path.join(job_dir, "pooled"), "rb") as f:
-                    launch = json.loads(f.read())
-            except (OSError, ValueError):
-                flush_after()
-                return False
-        if not take_job(job_dir):
-            flush_after()
-            return False  # queued twice (a resubmission), and claimed already
+        launch = take_launch(job_dir, job_id, slots_dir, peeked)
     finally:
         claimed()  # named in `worker`, or skipped: the claim's entry goes
+    if launch is None:
+        flush_after()  # nothing handed over: the input before ends now
+        return False
     test_hold(job_dir, job_id)
     deadline = launch.get("run_deadline")
     retries = int(launch.get("retries") or 0)
